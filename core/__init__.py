@@ -1,0 +1,53 @@
+"""kerneltune's engine: the tuning state machine and the plugin contract.
+
+Nothing here imports torch or triton; plugins do, lazily, when they run.
+"""
+
+from kerneltune.core.engine import Space, Tuner, Tuning, describe_error
+from kerneltune.core.errors import (
+    CacheReadError,
+    ConfigError,
+    KernelTuneError,
+    NoValidConfigError,
+    PluginError,
+    RankMismatchError,
+)
+from kerneltune.core.events import CandidateMeasured, TuningFinished, TuningStarted
+from kerneltune.core.hookspecs import hookimpl, hookspec
+from kerneltune.core.keys import describe, digest, encode_key, register_key_encoder
+from kerneltune.core.records import Candidate, Measurement, TuningRecord
+from kerneltune.core.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
+from kerneltune.core.session import Session, current_session
+from kerneltune.core.settings import Settings, load_settings
+
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "ENTRY_POINT_GROUP",
+    "CacheReadError",
+    "Candidate",
+    "CandidateMeasured",
+    "ConfigError",
+    "KernelTuneError",
+    "Measurement",
+    "NoValidConfigError",
+    "PluginError",
+    "RankMismatchError",
+    "Session",
+    "Settings",
+    "Space",
+    "Tuner",
+    "Tuning",
+    "TuningFinished",
+    "TuningRecord",
+    "TuningStarted",
+    "current_session",
+    "describe",
+    "describe_error",
+    "digest",
+    "encode_key",
+    "hookimpl",
+    "hookspec",
+    "load_settings",
+    "make_plugin_manager",
+    "register_key_encoder",
+]

@@ -1,0 +1,404 @@
+"""The tuning state machine.
+
+::
+
+    KEY -> LOOKUP --hit--> DISPATCH
+              |miss
+            (PRUNE) -> AGREE -> MEASURE -> REDUCE -> SELECT -> PERSIST -> DISPATCH
+
+A :class:`Tuner` holds one candidate space and its in-process picks. Each
+miss is one :class:`Tuning`, driven from outside: the driver asks
+:meth:`Tuning.next_candidate`, runs it however it must (a host function in a
+loop, a kernel inside repeated outer calls), hands back samples with
+:meth:`Tuning.record` or an exception with :meth:`Tuning.fail`, and calls
+:meth:`Tuning.finish` for the pick. With more than one rank, pruning runs
+before agreement so one gather also checks that all ranks kept the same
+candidates.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+import threading
+import time
+import warnings
+from collections.abc import Callable, Hashable, Sequence
+from types import TracebackType
+from typing import Any
+
+import attrs
+from kerneltune.core.agreement import Verdict, Vote, resolve
+from kerneltune.core.errors import CacheReadError, NoValidConfigError, RankMismatchError
+from kerneltune.core.events import CandidateMeasured, TuningFinished, TuningStarted
+from kerneltune.core.keys import describe, digest, encode_key
+from kerneltune.core.records import Candidate, Measurement, TuningRecord
+from kerneltune.core.session import Session
+
+logger = logging.getLogger("kerneltune")
+
+PRUNED = "pruned"
+
+
+@attrs.frozen
+class Space:
+    """A named candidate list and the fingerprint of what it tunes."""
+
+    name: str
+    candidates: tuple[Candidate, ...]
+    fingerprint: str
+
+    @classmethod
+    def build(
+        cls, name: str, configs: Sequence[Any], source: str, label: Callable[[Any], str] = repr
+    ) -> Space:
+        """Fingerprint ``configs`` and the tuned code's ``source``.
+
+        :param name: the namespace of cache files and logs (the function's name).
+        :param label: a readable one-line form of a config, for logs and records.
+        """
+        candidates = tuple(
+            Candidate(index=i, config=c, fingerprint=digest(describe(c)), label=label(c))
+            for i, c in enumerate(configs)
+        )
+        fingerprint = digest({"source": source, "candidates": [c.fingerprint for c in candidates]})
+        return cls(name=name, candidates=candidates, fingerprint=fingerprint)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming the exception type and its message."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+class Tuner:
+    """The in-process picks of one :class:`Space`, and the way to make more.
+
+    ``picks`` maps business keys to the chosen :class:`Candidate`; drivers
+    read it directly on their dispatch path.
+    """
+
+    def __init__(self, space: Space) -> None:
+        self.space = space
+        self.picks: dict[Hashable, Candidate] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def begin(
+        self,
+        session: Session,
+        key: Hashable,
+        *,
+        keep: Callable[[Candidate], bool] | None = None,
+        failure: BaseException | None = None,
+        group: Any = None,
+        verbose: bool = False,
+    ) -> Tuning:
+        """Run KEY, LOOKUP, PRUNE and AGREE for ``key``; the result is a context manager.
+
+        :param keep: the prune predicate; ``False`` drops a candidate.
+        :param failure: an exception the driver met while computing the key;
+            alone it is re-raised, with several ranks it is reported to all.
+        :param group: the process group handed to the reducer.
+        :raises TypeError: for a key that cannot be encoded (single rank).
+        :raises RankMismatchError: when ranks disagree (every rank raises).
+        """
+        reducer = session.make_reducer(group)
+        distributed = reducer.world_size > 1
+        encoded = None
+        if failure is None:
+            try:
+                encoded = encode_key(key)
+            except TypeError as exc:
+                failure = exc
+        if failure is not None and not distributed:
+            raise failure
+        entry = (
+            None
+            if encoded is None
+            else digest({"space": self.space.fingerprint, "hardware": session.hardware, "key": encoded})
+        )
+        lock = self._lock_for(entry or "")
+        lock.acquire()
+        try:
+            return Tuning(self, session, reducer, key, encoded, entry, keep, failure, verbose, lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    def _lock_for(self, entry: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(entry, threading.Lock())
+
+
+class Tuning:
+    """One pass of the machine for one key; see the module docstring."""
+
+    def __init__(
+        self,
+        tuner: Tuner,
+        session: Session,
+        reducer: Any,
+        key: Hashable,
+        encoded: Any,
+        entry: str | None,
+        keep: Callable[[Candidate], bool] | None,
+        failure: BaseException | None,
+        verbose: bool,
+        lock: threading.Lock,
+    ) -> None:
+        self.tuner = tuner
+        self.session = session
+        self.reducer = reducer
+        self.key = key
+        self.verbose = verbose
+        self._encoded = encoded
+        self._entry = entry
+        self._lock = lock
+        self._space = tuner.space
+        self._log_dir = session.cache.directory(self._space.name)
+        self._measurements: dict[int, Measurement] = {}
+        self._queue: list[Candidate] = []
+        self._started = time.perf_counter()
+        self._writers: frozenset[int] = frozenset({reducer.rank})
+        self._held: TuningRecord | None = None
+        self.best: Candidate | None = tuner.picks.get(key) if failure is None else None
+        if self.best is None:
+            self._prepare(keep, failure)
+
+    # -- context manager: the per-key lock is held from begin() to exit ------
+
+    def __enter__(self) -> Tuning:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._lock.release()
+
+    @property
+    def hit(self) -> bool:
+        """Whether a pick was found without measuring (in-process, disk or another rank)."""
+        return self.best is not None and not self._measurements
+
+    # -- LOOKUP, PRUNE, AGREE ---------------------------------------------------
+
+    def _prepare(self, keep: Callable[[Candidate], bool] | None, failure: BaseException | None) -> None:
+        distributed = self.reducer.world_size > 1
+        settings = self.session.settings
+        record = None
+        if failure is None and not settings.always_tune:
+            record = self._lookup()
+        if record is not None and not distributed:
+            self._adopt(record, store=False)
+            return
+        kept: tuple[int, ...] = ()
+        if failure is None:
+            try:
+                kept = tuple(c.index for c in self._space.candidates if keep is None or keep(c))
+                if not kept:
+                    raise ValueError(
+                        f"prune_fn removed every candidate of {self._space.name} for key {self.key!r}; "
+                        "keep at least one"
+                    )
+            except Exception as exc:
+                if not distributed:
+                    raise
+                failure = exc
+        if distributed:
+            vote = Vote(
+                rank=self.reducer.rank,
+                host=socket.gethostname(),
+                cache_root=str(settings.cache_root),
+                error=None if failure is None else describe_error(failure),
+                kept=kept,
+                record=None if record is None else record.to_data(),
+            )
+            verdict: Verdict = resolve(self.reducer.gather(vote.to_data()))
+            self._writers = verdict.writers
+            if verdict.shared_record is not None:
+                shared = TuningRecord.from_data(verdict.shared_record)
+                self._adopt(shared, store=record is None or record.best_index != shared.best_index)
+                return
+        self._queue = [self._space.candidates[i] for i in kept]
+        for candidate in self._space.candidates:
+            if candidate.index not in kept:
+                self._measurements[candidate.index] = Measurement(candidate.index, error=PRUNED)
+        self._emit(
+            "kerneltune_tuning_started",
+            TuningStarted(
+                function=self._space.name,
+                key=self.key,
+                candidates=tuple(self._queue),
+                rank=self.reducer.rank,
+                world_size=self.reducer.world_size,
+                verbose=self.verbose,
+                log_dir=self._log_dir,
+            ),
+        )
+
+    def _lookup(self) -> TuningRecord | None:
+        name = self._space.name
+        try:
+            data = self.session.cache.load(name, self._entry)
+        except CacheReadError as exc:
+            logger.info("kerneltune: %s: cache entry unreadable, retuning (%s)", name, exc)
+            return None
+        if data is None:
+            return None
+        try:
+            record = TuningRecord.from_data(data)
+        except CacheReadError as exc:
+            logger.info("kerneltune: %s: cache entry rejected, retuning (%s)", name, exc)
+            return None
+        fingerprints = tuple(c.fingerprint for c in self._space.candidates)
+        if record.fingerprints != fingerprints or record.key != self._encoded:
+            logger.info("kerneltune: %s: cache entry is for another candidate list or key, retuning", name)
+            return None
+        if record.versions != self.session.versions:
+            changed = sorted(
+                k
+                for k in set(record.versions) | set(self.session.versions)
+                if record.versions.get(k) != self.session.versions.get(k)
+            )
+            detail = ", ".join(
+                f"{k} {record.versions.get(k)} -> {self.session.versions.get(k)}" for k in changed
+            )
+            if self.session.settings.version_check:
+                logger.info("kerneltune: %s: software changed (%s), retuning", name, detail)
+                return None
+            warnings.warn(
+                f"kerneltune: {name}: cached pick was tuned with other software ({detail}); using it "
+                "anyway (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to retune)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return record
+
+    def _adopt(self, record: TuningRecord, *, store: bool) -> None:
+        self._held = record
+        self.best = self._space.candidates[record.best_index]
+        self.tuner.picks[self.key] = self.best
+        if store and self.reducer.rank in self._writers:
+            self.session.cache.store(self._space.name, self._entry, record.to_data())
+
+    # -- MEASURE -----------------------------------------------------------------
+
+    def next_candidate(self) -> Candidate | None:
+        """The next candidate to measure, or ``None`` when there is none left.
+
+        With several ranks this is a barrier, so every rank starts each
+        candidate together.
+        """
+        if self.best is not None or not self._queue:
+            return None
+        if self.reducer.world_size > 1:
+            self.reducer.barrier()
+        return self._queue.pop(0)
+
+    def record(self, candidate: Candidate, samples: Sequence[float]) -> None:
+        """Take back a candidate's timing samples, in milliseconds."""
+        self._finish_candidate(Measurement(candidate.index, samples=tuple(float(s) for s in samples)))
+
+    def fail(self, candidate: Candidate, error: BaseException) -> None:
+        """Record that a candidate raised; it counts as infinitely slow."""
+        self._finish_candidate(Measurement(candidate.index, error=describe_error(error)))
+
+    def measure(self, candidate: Candidate, run: Callable[[], object]) -> None:
+        """Measure ``run`` with the session's timer: warm-up, then timed calls.
+
+        Any exception from ``run`` or the timer marks the candidate failed.
+        """
+        settings = self.session.settings
+        timer = self.session.make_timer()
+        try:
+            for _ in range(settings.warmup):
+                run()
+            for _ in range(settings.repeat):
+                timer.sample(run)
+            samples = timer.collect()
+        except Exception as exc:
+            self.fail(candidate, exc)
+        else:
+            self.record(candidate, samples)
+
+    def _finish_candidate(self, measurement: Measurement) -> None:
+        self._measurements[measurement.index] = measurement
+        self._emit(
+            "kerneltune_candidate_measured",
+            CandidateMeasured(
+                function=self._space.name,
+                key=self.key,
+                candidate=self._space.candidates[measurement.index],
+                measurement=measurement,
+                rank=self.reducer.rank,
+                verbose=self.verbose,
+                log_dir=self._log_dir,
+            ),
+        )
+
+    # -- REDUCE, SELECT, PERSIST ---------------------------------------------
+
+    def finish(self) -> Candidate:
+        """Reduce, select and persist; the pick.
+
+        :raises NoValidConfigError: when no candidate has a finite time on
+            every rank; nothing is persisted then.
+        """
+        if self.best is not None and not self._measurements:
+            return self.best
+        if self._queue:
+            raise RuntimeError(f"finish() with {len(self._queue)} candidates still unmeasured")
+        candidates = self._space.candidates
+        local = [self._measurements[c.index].mean for c in candidates]
+        times = tuple(self.reducer.max(local)) if self.reducer.world_size > 1 else tuple(local)
+        finite = [i for i, t in enumerate(times) if math.isfinite(t)]
+        best = min(finite, key=lambda i: (times[i], i)) if finite else None
+        self._emit(
+            "kerneltune_tuning_finished",
+            TuningFinished(
+                function=self._space.name,
+                key=self.key,
+                candidates=candidates,
+                times=times,
+                best=None if best is None else candidates[best],
+                seconds=time.perf_counter() - self._started,
+                rank=self.reducer.rank,
+                verbose=self.verbose,
+                log_dir=self._log_dir,
+            ),
+        )
+        if best is None:
+            raise NoValidConfigError(self._failure_report())
+        if self.session.settings.verify_pick and self.reducer.world_size > 1:
+            picks = self.reducer.gather(best)
+            if len(set(picks)) > 1:
+                raise RankMismatchError(f"ranks picked different candidates: {picks}")
+        record = TuningRecord(
+            function=self._space.name,
+            key=self._encoded,
+            fingerprints=tuple(c.fingerprint for c in candidates),
+            labels=tuple(c.label for c in candidates),
+            best_index=best,
+            times=times,
+            measurements=tuple(self._measurements[c.index] for c in candidates),
+            versions=dict(self.session.versions),
+            hardware=dict(self.session.hardware),
+            created=time.time(),
+        )
+        self._adopt(record, store=True)
+        return candidates[best]
+
+    def _failure_report(self) -> str:
+        lines = [
+            f"cannot find valid config for {self._space.name} with key {self.key!r}; every candidate failed:"
+        ]
+        for candidate in self._space.candidates:
+            measurement = self._measurements[candidate.index]
+            reason = measurement.error or "failed on another rank"
+            lines.append(f"  [{candidate.index}] {candidate.label}: {reason}")
+        return "\n".join(lines)
+
+    def _emit(self, hook: str, event: object) -> None:
+        getattr(self.session.manager.hook, hook)(event=event)

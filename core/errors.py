@@ -1,0 +1,27 @@
+"""Exceptions the engine raises to users and plugins."""
+
+from __future__ import annotations
+
+
+class KernelTuneError(Exception):
+    """Base class of every error kerneltune raises on purpose."""
+
+
+class ConfigError(KernelTuneError, ValueError):
+    """A configuration file or variable holds a bad value; the message names where."""
+
+
+class PluginError(KernelTuneError):
+    """A plugin name is unknown, unavailable, or claimed twice."""
+
+
+class CacheReadError(KernelTuneError):
+    """A cache entry exists but cannot be read; the engine treats it as a miss."""
+
+
+class NoValidConfigError(KernelTuneError, RuntimeError):
+    """Every candidate failed; the message lists each failure."""
+
+
+class RankMismatchError(KernelTuneError, RuntimeError):
+    """Ranks disagree about what to tune; raised on every rank alike."""

@@ -1,0 +1,214 @@
+"""The function-level driver: tune a host function over a list of keyword configs.
+
+This is the engine behind ``triton_dist.tune.autotune``. Each call computes
+the business key; a key seen before dispatches straight to its pick (one
+``key_fn`` call and one dict lookup); a new key runs the state machine, which
+measures every kept config by calling the function with it, and then the
+function runs once more with the pick.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import warnings
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+from kerneltune.core.engine import Candidate, Space, Tuner
+from kerneltune.core.session import current_session
+
+_CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")
+
+
+def _label(config: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name}=<{value}>" for name, value in config.items())
+
+
+def _source(fn: Callable[..., Any]) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        return repr(code.co_code) if code is not None else fn.__qualname__
+
+
+def _accepted_keywords(fn: Callable[..., Any]) -> tuple[set[str], bool, list[str]]:
+    parameters = inspect.signature(fn).parameters.values()
+    keywords = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return keywords, open_ended, positional
+
+
+class AutoTuner:
+    """A host function that picks its fastest keyword configuration per key.
+
+    Call it as the original function, without the config fields; see
+    :func:`autotune` for the call-time controls.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        config_space: Sequence[Mapping[str, Any]],
+        key_fn: Callable[..., Hashable],
+        prune_fn: Callable[..., bool] | None = None,
+    ) -> None:
+        name = getattr(fn, "__name__", repr(fn))
+        if not callable(fn):
+            raise TypeError(f"autotune decorates a function, got {fn!r}")
+        if not callable(key_fn):
+            raise TypeError(f"{name}: key_fn must be callable, got {key_fn!r}")
+        if prune_fn is not None and not callable(prune_fn):
+            raise TypeError(f"{name}: prune_fn must be callable or None, got {prune_fn!r}")
+        if isinstance(config_space, Mapping | str) or not isinstance(config_space, Sequence):
+            raise TypeError(
+                f"{name}: config_space must be a list of dicts, got {type(config_space).__name__}"
+            )
+        if not config_space:
+            raise ValueError(f"{name}: config_space is empty; give at least one config dict")
+        keywords, open_ended, positional = _accepted_keywords(fn)
+        fields: set[str] = set()
+        for index, config in enumerate(config_space):
+            if not isinstance(config, Mapping):
+                raise TypeError(
+                    f"{name}: config_space[{index}] must be a dict of keyword arguments, "
+                    f"got {type(config).__name__}"
+                )
+            for field in config:
+                if not isinstance(field, str) or not field.isidentifier():
+                    raise ValueError(
+                        f"{name}: config_space[{index}] has a field {field!r} that is not a name"
+                    )
+                if field in _CONTROLS:
+                    raise ValueError(
+                        f"{name}: config field {field!r} is reserved for the tuner's own controls"
+                    )
+                if field not in keywords and not open_ended:
+                    raise ValueError(
+                        f"{name}: config_space[{index}] field {field!r} is not a keyword parameter of "
+                        f"{name}{inspect.signature(fn)}"
+                    )
+            fields.update(config)
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.config_space = [dict(config) for config in config_space]
+        self.key_fn = key_fn
+        self.prune_fn = prune_fn
+        self._fields = frozenset(fields)
+        # A positional argument at or past this index lands on a config field.
+        self._positional_limit = min(
+            (positional.index(f) for f in fields if f in positional), default=sys.maxsize
+        )
+        self._positional = positional
+        self._tuner = Tuner(Space.build(name, self.config_space, _source(fn), label=_label))
+        self._picks = self._tuner.picks
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return functools.partial(self, instance)
+
+    def __call__(
+        self,
+        *args: Any,
+        autotune: bool = True,
+        autotune_verbose: bool = False,
+        autotune_allow_arg_overwrite: bool = False,
+        autotune_pg: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run the function with the best config for this call's key (tuning first if needed)."""
+        if autotune:
+            best = self._picks.get(self.key_fn(*args, **kwargs))
+            if (
+                best is not None
+                and len(args) <= self._positional_limit
+                and (not kwargs or self._fields.isdisjoint(kwargs))
+            ):
+                return self.fn(*args, **kwargs, **best.config)
+        return self._call(args, kwargs, autotune, autotune_verbose, autotune_allow_arg_overwrite, autotune_pg)
+
+    def _call(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        autotune: bool,
+        verbose: bool,
+        allow_overwrite: bool,
+        group: Any,
+    ) -> Any:
+        if not autotune:
+            return self.fn(*args, **self._merge(self.config_space[0], args, kwargs, allow_overwrite))
+        self._merge(self.config_space[0], args, kwargs, allow_overwrite)
+        failure: BaseException | None = None
+        key: Hashable = None
+        try:
+            key = self.key_fn(*args, **kwargs)
+        except Exception as exc:
+            failure = exc
+        keep = None
+        if self.prune_fn is not None:
+            prune_fn = self.prune_fn
+
+            def keep(candidate: Candidate) -> bool:
+                return bool(prune_fn(candidate.config, *args, **kwargs))
+
+        with self._tuner.begin(
+            current_session(), key, keep=keep, failure=failure, group=group, verbose=verbose
+        ) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
+                tuning.measure(candidate, functools.partial(self.fn, *args, **bound))
+            best = tuning.finish()
+        return self.fn(*args, **self._merge(best.config, args, kwargs, allow_overwrite))
+
+    def _merge(
+        self, config: Mapping[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any], allow: bool
+    ) -> dict[str, Any]:
+        clashes = sorted(
+            {f for f in config if f in kwargs} | {f for f in config if f in self._positional[: len(args)]}
+        )
+        if clashes:
+            where = ", ".join(clashes)
+            if not allow:
+                raise ValueError(
+                    f"{self.__name__}: argument(s) {where} are config fields chosen by the tuner; "
+                    "don't pass them, or pass autotune_allow_arg_overwrite=True to let yours win"
+                )
+            warnings.warn(
+                f"{self.__name__}: your argument(s) {where} override the tuned config field(s); "
+                "those fields are not tuned for this call",
+                UserWarning,
+                stacklevel=4,
+            )
+        merged = {k: v for k, v in config.items() if k not in clashes}
+        merged.update(kwargs)
+        return merged
+
+
+def autotune(
+    config_space: Sequence[Mapping[str, Any]],
+    key_fn: Callable[..., Hashable],
+    prune_fn: Callable[..., bool] | None = None,
+) -> Callable[[Callable[..., Any]], AutoTuner]:
+    """Decorate a host function to run with its fastest config from ``config_space``.
+
+    :param config_space: non-empty list of dicts; each field is passed as a
+        keyword argument. ``config_space[0]`` is used when ``autotune=False``.
+    :param key_fn: ``key_fn(*args, **kwargs)`` gives the business key; one
+        pick is kept per key.
+    :param prune_fn: ``prune_fn(config, *args, **kwargs)`` returns ``False`` to
+        skip a config before measuring.
+
+    The returned :class:`AutoTuner` accepts, besides the function's own
+    arguments, ``autotune`` (default ``True``), ``autotune_verbose``,
+    ``autotune_allow_arg_overwrite`` and ``autotune_pg``.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> AutoTuner:
+        return AutoTuner(fn, config_space, key_fn, prune_fn)
+
+    return decorate

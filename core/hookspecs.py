@@ -1,0 +1,144 @@
+"""The hook contract between the kerneltune engine and its plugins.
+
+Every hook is prefixed ``kerneltune_``. Three families:
+
+* registries (``kerneltune_register_*``): each implementation receives a
+  ``register`` callable and hands it the classes it provides. All
+  implementations are called; registering a name twice is an error.
+* facts (``kerneltune_hardware_info``, ``kerneltune_software_versions``):
+  each implementation returns a dict; the engine merges them.
+* observers (``kerneltune_tuning_started``, ``kerneltune_candidate_measured``,
+  ``kerneltune_tuning_finished``): notifications. Their return value is
+  ignored. The engine never prints: logging, progress bars and metrics attach
+  here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from kerneltune.core.events import CandidateMeasured, TuningFinished, TuningStarted
+
+PROJECT = "kerneltune"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def kerneltune_register_timers(register: Callable[[type], None]) -> None:
+    """Register timer classes.
+
+    A timer class has a class attribute ``name`` (the name users select it
+    by), a classmethod ``is_available() -> bool`` (whether it can run in this
+    process, checked without side effects) and is constructed with no
+    arguments. An instance provides ``sample(fn)``, which runs ``fn`` once
+    inside the timed region, and ``collect() -> list[float]``, which waits for
+    outstanding work once and returns every sample since the last
+    ``collect`` in milliseconds.
+
+    :param register: call once per class; a name another plugin registered
+        too is an error that names both plugins.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_register_caches(register: Callable[[type], None]) -> None:
+    """Register cache classes.
+
+    A cache class has ``name``, ``is_available()`` and is constructed with
+    ``root`` (a :class:`pathlib.Path`, the directory all functions share; it
+    may not exist yet). An instance provides:
+
+    * ``load(namespace, digest) -> dict | None``: the plain-data record
+      stored for ``digest`` in ``namespace`` (one namespace per tuned
+      function), or ``None`` when there is none. A file that cannot be read
+      or decoded raises :class:`kerneltune.core.CacheReadError`; the engine
+      turns that into a logged miss.
+    * ``store(namespace, digest, data) -> None``: persist ``data`` (plain
+      data: dicts, lists, str, int, float, bool, None) so that a reader never
+      sees a partial record.
+    * ``directory(namespace) -> pathlib.Path | None``: where the namespace's
+      files live, for log files; ``None`` for caches that keep nothing on
+      disk.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_register_reducers(register: Callable[[type], None]) -> None:
+    """Register reducer classes: how ranks exchange votes and timings.
+
+    A reducer class has ``name`` and ``is_available()``; it is constructed
+    with ``group`` (a process group, or ``None`` for the default one). An
+    instance provides ``rank`` and ``world_size`` and three collectives over
+    exactly the ranks that tune:
+
+    * ``gather(obj) -> list``: every rank's small plain-data ``obj``, in rank
+      order, on every rank;
+    * ``max(values) -> list[float]``: the element-wise maximum over ranks of
+      a float vector, in one collective (``inf`` must survive);
+    * ``barrier() -> None``.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_hardware_info() -> dict[str, Any] | None:
+    """Describe the hardware picks depend on.
+
+    The merged dict becomes part of the disk-cache key, so a pick made on one
+    device is not reused on another. Return plain data (str, int, float,
+    bool, None, lists, dicts) or ``None`` to add nothing; keys of later
+    plugins override earlier ones.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_software_versions() -> dict[str, str] | None:
+    """Report versions of software that picks depend on.
+
+    Stored in each record; with ``TRITON_DIST_AUTOTUNE_VERSION_CHECK=1`` a
+    mismatch forces a retune, otherwise it is a warning.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_tuning_started(event: TuningStarted) -> None:
+    """A real tuning (a miss) is about to measure candidates.
+
+    :param event: names the function, key, candidates, rank and options.
+    """
+
+
+@hookspec
+def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
+    """One candidate's measurement is complete (or it failed).
+
+    :param event: the candidate and its :class:`Measurement` on this rank.
+    """
+
+
+@hookspec
+def kerneltune_tuning_finished(event: TuningFinished) -> None:
+    """A tuning ended: with a pick, or with every candidate failing.
+
+    :param event: the reduced times, the pick (``None`` on failure) and the
+        wall time the tuning took.
+    """

@@ -1,0 +1,116 @@
+"""Canonical, stable encodings of business keys and configurations.
+
+A business key must mean the same thing in every process and on every rank,
+so it is turned into plain tagged data (JSON-compatible) and then into bytes
+whose hash names the cache entry. Supported: ``None``, ``bool``, ``int``,
+``float``, ``str``, ``tuple``, ``torch.dtype`` and ``torch.Size`` (recognised
+by type, without importing torch), plus types registered with
+:func:`register_key_encoder`. Anything else is a :class:`TypeError` at the
+first call, so nothing unreadable ever reaches a cache file.
+
+Configurations are described more leniently (:func:`describe`): they come
+from the user's own candidate list and only need a stable fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+_encoders: dict[type, tuple[str, Callable[[Any], Any]]] = {}
+
+
+def register_key_encoder(cls: type, tag: str, encode: Callable[[Any], Any]) -> None:
+    """Allow instances of ``cls`` in business keys.
+
+    :param cls: the exact type to accept (subclasses are not matched).
+    :param tag: a short stable name stored with the value, e.g. ``"mylib.Layout"``.
+    :param encode: returns a key-encodable value (ints, strs, tuples, ...)
+        that is equal for values that should share a pick.
+    """
+    if cls in _encoders and _encoders[cls][0] != tag:
+        raise ValueError(f"a key encoder for {cls.__qualname__} is already registered")
+    _encoders[cls] = (tag, encode)
+
+
+def _torch_kind(value: object) -> str | None:
+    cls = type(value)
+    if cls.__module__ == "torch":
+        if cls.__name__ == "dtype":
+            return "dtype"
+        if cls.__name__ == "Size":
+            return "Size"
+    return None
+
+
+def encode_key(value: object) -> Any:
+    """Turn a business key into plain, JSON-compatible tagged data.
+
+    :raises TypeError: for a value of an unsupported type, naming the type and
+        where in the key it sits.
+    """
+    return _encode(value, "key")
+
+
+def _encode(value: object, where: str) -> Any:
+    if value is None or isinstance(value, bool | str):
+        return value
+    if type(value) is int:
+        return value
+    if type(value) is float:
+        if math.isnan(value) or math.isinf(value):
+            return {"float": repr(value)}
+        return {"float": value.hex()}
+    kind = _torch_kind(value)
+    if kind == "dtype":
+        return {"torch.dtype": str(value)}
+    if kind == "Size":
+        return {"torch.Size": [int(d) for d in value]}  # type: ignore[attr-defined]
+    if type(value) is tuple:
+        return [_encode(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    registered = _encoders.get(type(value))
+    if registered is not None:
+        tag, encode = registered
+        return {tag: _encode(encode(value), f"{where}<{tag}>")}
+    raise TypeError(
+        f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which cannot be "
+        "part of a tuning key; use ints, floats, strs, bools, None, tuples, torch.dtype or "
+        "torch.Size (e.g. tuple(x.shape), str(x.dtype)), or register an encoder with "
+        "kerneltune.core.register_key_encoder"
+    )
+
+
+def digest(data: Any) -> str:
+    """A short hex digest of plain data, stable across processes and platforms."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def describe(value: object) -> Any:
+    """A stable, plain description of a configuration value, for fingerprints.
+
+    Objects are described by their type and public attributes, callables by
+    their qualified name; the result never contains memory addresses.
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    if _torch_kind(value) is not None:
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): describe(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, list | tuple):
+        return [describe(item) for item in value]
+    if isinstance(value, set | frozenset):
+        return sorted(repr(describe(item)) for item in value)
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"{getattr(value, '__module__', '?')}.{value.__qualname__}"
+    attributes = getattr(value, "__dict__", None)
+    if attributes is not None:
+        public = {k: v for k, v in attributes.items() if not k.startswith("_")}
+        return {"type": type(value).__qualname__, "attrs": describe(public)}
+    return f"{type(value).__qualname__}:{value!r}"

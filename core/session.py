@@ -1,0 +1,82 @@
+"""A resolved set of plugins for one configuration: what a tuning runs with."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import attrs
+import pluggy
+from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
+from kerneltune.core.settings import Settings, load_settings
+
+
+@attrs.frozen
+class Session:
+    """Plugins and facts for one :class:`Settings`: built once, shared by tunings."""
+
+    settings: Settings
+    manager: pluggy.PluginManager
+    timers: Registry
+    caches: Registry
+    reducers: Registry
+    cache: Any
+    hardware: dict[str, Any]
+    versions: dict[str, str]
+
+    @classmethod
+    def create(cls, settings: Settings, extra: tuple[object, ...] = ()) -> Session:
+        """Make a fresh plugin manager for ``settings`` and resolve the cache.
+
+        :raises PluginError: for an unknown or clashing plugin name.
+        """
+        manager = make_plugin_manager(settings, extra)
+        caches = collect_registry(manager, "cache", "kerneltune_register_caches")
+        session = cls(
+            settings=settings,
+            manager=manager,
+            timers=collect_registry(manager, "timer", "kerneltune_register_timers"),
+            caches=caches,
+            reducers=collect_registry(manager, "reducer", "kerneltune_register_reducers"),
+            cache=caches.select(settings.cache)(root=settings.cache_root),
+            hardware=merged_facts(manager, "kerneltune_hardware_info"),
+            versions={k: str(v) for k, v in merged_facts(manager, "kerneltune_software_versions").items()},
+        )
+        # Fail at set-up, not mid-tuning, on a misspelt timer or reducer name.
+        session.timers.select(settings.timer)
+        if settings.reducer != "auto":
+            session.reducers.get(settings.reducer)
+        return session
+
+    def make_timer(self) -> Any:
+        """A new timer of the configured (or automatically chosen) kind."""
+        return self.timers.select(self.settings.timer)()
+
+    def make_reducer(self, group: Any = None) -> Any:
+        """A reducer over ``group`` (``None``: the default group, if any)."""
+        name = self.settings.reducer
+        if name == "auto":
+            for cls in sorted(self.reducers.classes.values(), key=lambda c: -getattr(c, "auto_priority", 0)):
+                if cls.is_available(group):
+                    return cls(group=group)
+        return self.reducers.select(name)(group=group)
+
+
+_sessions: dict[Settings, Session] = {}
+_sessions_lock = threading.Lock()
+
+
+def current_session() -> Session:
+    """The session for the settings in force now (files and environment).
+
+    Sessions are memoised per distinct :class:`Settings`, so changing a
+    variable between calls selects a fresh plugin manager.
+    """
+    settings = load_settings()
+    session = _sessions.get(settings)
+    if session is None:
+        with _sessions_lock:
+            session = _sessions.get(settings)
+            if session is None:
+                session = _sessions[settings] = Session.create(settings)
+    return session

@@ -1,0 +1,189 @@
+"""Settings: which plugins to use and how long to measure, from files and env.
+
+Sources, later wins: built-in defaults; ``[tool.kerneltune]`` in
+./pyproject.toml; ./kerneltune.toml (top-level keys, or a ``[kerneltune]``
+table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
+``KERNELTUNE_TIMER``, ``KERNELTUNE_CACHE``, ``KERNELTUNE_REDUCER`` and
+``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
+``TRITON_DIST_AUTOTUNE_VERSION_CHECK``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from kerneltune.core.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+DEFAULT_CACHE_DIR = Path("~/.triton_dist/autotune")
+
+
+@attrs.frozen
+class Settings:
+    """Everything the engine reads from configuration, resolved and validated."""
+
+    timer: str = "auto"
+    cache: str = "auto"
+    reducer: str = "auto"
+    cache_dir: Path = DEFAULT_CACHE_DIR
+    warmup: int = 5
+    repeat: int = 10
+    block: tuple[str, ...] = ()
+    always_tune: bool = False
+    version_check: bool = False
+    verify_pick: bool = False
+
+    @property
+    def cache_root(self) -> Path:
+        """The cache directory with ``~`` expanded."""
+        return self.cache_dir.expanduser()
+
+
+def _name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: expected a plugin name or 'auto', got {value!r}")
+    return value.strip()
+
+
+def _count(minimum: int) -> Any:
+    def convert(value: Any, where: str) -> int:
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
+        return value
+
+    return convert
+
+
+def _flag(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{where}: expected a boolean (0/1, true/false), got {value!r}")
+
+
+def _path(value: Any, where: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected a directory path, got {value!r}")
+    return Path(value)
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [part for part in value.replace(",", " ").split() if part]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expected a list of plugin names, got {value!r}")
+    return tuple(value)
+
+
+_FIELDS = {
+    "timer": _name,
+    "cache": _name,
+    "reducer": _name,
+    "cache_dir": _path,
+    "warmup": _count(0),
+    "repeat": _count(1),
+    "block": _names,
+    "always_tune": _flag,
+    "version_check": _flag,
+    "verify_pick": _flag,
+}
+
+_ENV = {
+    "KERNELTUNE_TIMER": "timer",
+    "KERNELTUNE_CACHE": "cache",
+    "KERNELTUNE_REDUCER": "reducer",
+    "KERNELTUNE_BLOCK_PLUGINS": "block",
+    "KERNELTUNE_VERIFY_PICK": "verify_pick",
+    "TRITON_DIST_AUTOTUNE_CACHE_DIR": "cache_dir",
+    "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
+    "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check",
+}
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def _table(path: Path, *names: str) -> tuple[dict[str, Any], str]:
+    data: Any = _read_toml(path)
+    prefix = ""
+    for name in names:
+        data = data.get(name, {}) if isinstance(data, dict) else {}
+        prefix = f"{prefix}{name}."
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: [{prefix.rstrip('.')}] must be a table")
+    return data, prefix
+
+
+def _apply(values: dict[str, Any], table: Mapping[str, Any], where: str, prefix: str) -> None:
+    for key, raw in table.items():
+        field = key.replace("-", "_")
+        if field not in _FIELDS:
+            known = ", ".join(sorted(_FIELDS))
+            raise ConfigError(f"{where}: unknown key '{prefix}{key}' (known: {known})")
+        values[field] = _FIELDS[field](raw, f"{where}: key '{prefix}{key}'")
+
+
+def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Resolve settings from every source, later sources winning.
+
+    :param cwd: where to look for pyproject.toml and kerneltune.toml
+        (default: the current directory).
+    :param environ: the environment to read (default: ``os.environ``).
+    :raises ConfigError: naming the file (or variable) and the key at fault.
+    """
+    cwd = Path.cwd() if cwd is None else cwd
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+
+    pyproject = cwd / "pyproject.toml"
+    if pyproject.is_file():
+        table, prefix = _table(pyproject, "tool", "kerneltune")
+        _apply(values, table, str(pyproject), prefix)
+
+    local = cwd / "kerneltune.toml"
+    if local.is_file():
+        _apply_file(values, local)
+
+    explicit = environ.get("KERNELTUNE_CONFIG")
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"KERNELTUNE_CONFIG: no such file: {path}")
+        _apply_file(values, path)
+
+    for variable, field in _ENV.items():
+        raw = environ.get(variable)
+        if raw is not None and raw != "":
+            values[field] = _FIELDS[field](raw, f"environment variable {variable}")
+
+    return Settings(**values)
+
+
+def _apply_file(values: dict[str, Any], path: Path) -> None:
+    data = _read_toml(path)
+    if "kerneltune" in data and isinstance(data["kerneltune"], dict) and len(data) == 1:
+        _apply(values, data["kerneltune"], str(path), "kerneltune.")
+    else:
+        _apply(values, data, str(path), "")

@@ -1,0 +1,1 @@
+"""Caches: where picks live between processes."""

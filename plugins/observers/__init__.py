@@ -1,0 +1,1 @@
+"""Observers: what happens to tuning events (logs, progress, metrics)."""

@@ -1,0 +1,74 @@
+"""Tuning logs: INFO lines on stdout when asked, and a detailed file per rank.
+
+Every real tuning appends to ``<cache dir>/<function>/tune-rank<rank>.log``
+(caches without a directory write no file). ``autotune_verbose=True`` also
+prints the start, each candidate's time or error, and the pick.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+
+from kerneltune.core import CandidateMeasured, TuningFinished, TuningStarted, hookimpl
+
+logger = logging.getLogger("kerneltune")
+
+
+def _emit(line: str, *, verbose: bool, log_dir: Path | None, rank: int, detail: str = "") -> None:
+    logger.debug(line)
+    if verbose:
+        print(f"[kerneltune] {line}", flush=True)
+    if log_dir is not None:
+        log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        with (log_dir / f"tune-rank{rank}.log").open("a", encoding="utf-8") as handle:
+            handle.write(f"{stamp} {line}\n")
+            if detail:
+                handle.write(detail)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.4f} ms" if math.isfinite(value) else "inf"
+
+
+@hookimpl
+def kerneltune_tuning_started(event: TuningStarted) -> None:
+    _emit(
+        f"{event.function}: tuning key {event.key!r}: {len(event.candidates)} candidates "
+        f"(rank {event.rank} of {event.world_size})",
+        verbose=event.verbose,
+        log_dir=event.log_dir,
+        rank=event.rank,
+    )
+
+
+@hookimpl
+def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
+    measurement = event.measurement
+    outcome = measurement.error if measurement.error else f"mean {_ms(measurement.mean)}"
+    samples = "".join(f"    sample {i}: {s:.6f} ms\n" for i, s in enumerate(measurement.samples))
+    _emit(
+        f"{event.function}: [{event.candidate.index}] {event.candidate.label}: {outcome}",
+        verbose=event.verbose,
+        log_dir=event.log_dir,
+        rank=event.rank,
+        detail=samples,
+    )
+
+
+@hookimpl
+def kerneltune_tuning_finished(event: TuningFinished) -> None:
+    if event.best is None:
+        line = f"{event.function}: key {event.key!r}: every candidate failed"
+    else:
+        line = (
+            f"{event.function}: key {event.key!r}: picked [{event.best.index}] {event.best.label} "
+            f"at {_ms(event.times[event.best.index])} (tuned in {event.seconds:.2f} s)"
+        )
+    table = "".join(
+        f"    [{c.index}] {_ms(t)}  {c.label}\n" for c, t in zip(event.candidates, event.times, strict=True)
+    )
+    _emit(line, verbose=event.verbose, log_dir=event.log_dir, rank=event.rank, detail=table)

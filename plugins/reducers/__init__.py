@@ -1,0 +1,1 @@
+"""Reducers: how ranks exchange votes and combine timings."""

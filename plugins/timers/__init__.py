@@ -1,0 +1,1 @@
+"""Timers: how long one run of a candidate takes."""

@@ -1,0 +1,39 @@
+"""The host clock: right for work that finishes before the call returns (CPU)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from kerneltune.core import hookimpl
+
+
+class WallclockTimer:
+    """``time.perf_counter_ns`` around each call."""
+
+    name = "wallclock"
+    auto_priority = 0
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Always: every host has a clock."""
+        return True
+
+    def __init__(self) -> None:
+        self._samples: list[float] = []
+
+    def sample(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` once and keep its duration."""
+        start = time.perf_counter_ns()
+        fn()
+        self._samples.append((time.perf_counter_ns() - start) / 1e6)
+
+    def collect(self) -> list[float]:
+        """The samples since the last collect, in milliseconds."""
+        samples, self._samples = self._samples, []
+        return samples
+
+
+@hookimpl
+def kerneltune_register_timers(register):
+    register(WallclockTimer)

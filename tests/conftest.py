@@ -1,0 +1,56 @@
+"""Shared test set-up: every test gets its own cache directory and working directory."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+_OURS = (
+    "KERNELTUNE_CONFIG",
+    "KERNELTUNE_TIMER",
+    "KERNELTUNE_CACHE",
+    "KERNELTUNE_REDUCER",
+    "KERNELTUNE_BLOCK_PLUGINS",
+    "KERNELTUNE_VERIFY_PICK",
+    "KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD",
+    "TRITON_DIST_AUTOTUNE_CACHE_DIR",
+    "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE",
+    "TRITON_DIST_AUTOTUNE_VERSION_CHECK",
+    "TRITON_PRINT_AUTOTUNING",
+    "TRITON_PRINT_AUTOTUNING_TIMINGS",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """A private cache dir and cwd, and none of the user's kerneltune variables."""
+    for name in _OURS:
+        monkeypatch.delenv(name, raising=False)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CACHE_DIR", str(cache))
+    monkeypatch.chdir(tmp_path)
+    return cache
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _has_cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (run on the GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_configure(config):
+    # Triton kernels in CPU tests run in the interpreter; set before triton is imported.
+    if not _has_cuda():
+        os.environ.setdefault("TRITON_INTERPRET", "1")

@@ -114,9 +114,10 @@ class Tuner:
                 failure = exc
         if failure is not None and not distributed:
             raise failure
+        # Test the failure, not the encoding: a key of None encodes to None.
         entry = (
             None
-            if encoded is None
+            if failure is not None
             else digest({"space": self.space.fingerprint, "hardware": session.hardware, "key": encoded})
         )
         lock = self._lock_for(entry or "")

@@ -122,7 +122,11 @@ class AutoTuner:
     ) -> Any:
         """Run the function with the best config for this call's key (tuning first if needed)."""
         if autotune:
-            best = self._picks.get(self.key_fn(*args, **kwargs))
+            key = self.key_fn(*args, **kwargs)
+            try:
+                best = self._picks.get(key)
+            except TypeError:  # unhashable: the engine's key check names the type and the fix
+                best = None
             if (
                 best is not None
                 and len(args) <= self._positional_limit

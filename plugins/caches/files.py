@@ -23,6 +23,13 @@ from kerneltune.core import CacheReadError, hookimpl
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
+def _make_private_dirs(folder: Path) -> None:
+    # mkdir(parents=True) would give the parents default permissions, not 0700.
+    if not folder.is_dir():
+        _make_private_dirs(folder.parent)
+        folder.mkdir(mode=0o700, exist_ok=True)
+
+
 class FileCache:
     """The shared file handling; subclasses say how to encode and decode."""
 
@@ -63,7 +70,7 @@ class FileCache:
     def store(self, namespace: str, digest: str, data: Any) -> None:
         """Write atomically under a file lock."""
         path = self._path(namespace, digest)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _make_private_dirs(path.parent)
         payload = self.encode(data)
         with filelock.FileLock(str(path) + ".lock"):
             handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")

@@ -17,12 +17,19 @@ from kerneltune.core import CandidateMeasured, TuningFinished, TuningStarted, ho
 logger = logging.getLogger("kerneltune")
 
 
+def _make_private_dirs(folder: Path) -> None:
+    # mkdir(parents=True) would give the parents default permissions, not 0700.
+    if not folder.is_dir():
+        _make_private_dirs(folder.parent)
+        folder.mkdir(mode=0o700, exist_ok=True)
+
+
 def _emit(line: str, *, verbose: bool, log_dir: Path | None, rank: int, detail: str = "") -> None:
     logger.debug(line)
     if verbose:
         print(f"[kerneltune] {line}", flush=True)
     if log_dir is not None:
-        log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _make_private_dirs(log_dir)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         with (log_dir / f"tune-rank{rank}.log").open("a", encoding="utf-8") as handle:
             handle.write(f"{stamp} {line}\n")

@@ -1,0 +1,242 @@
+"""Settings from ./pyproject.toml, ./kerneltune.toml, $KERNELTUNE_CONFIG and the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kerneltune.core import ConfigError, Settings, load_settings
+from tuning_doubles import record_files
+
+from triton_dist.tune import autotune
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_defaults_without_files_or_variables(tmp_path):
+    settings = load_settings(cwd=tmp_path, environ={})
+    assert settings == Settings()
+    assert (settings.timer, settings.cache, settings.reducer) == ("auto", "auto", "auto")
+    assert (settings.warmup, settings.repeat) == (5, 10)
+    assert settings.cache_root == Path("~/.triton_dist/autotune").expanduser()
+    assert not settings.always_tune and not settings.version_check
+
+
+def test_pyproject_tool_table_is_read(tmp_path):
+    _write(
+        tmp_path / "pyproject.toml",
+        '[project]\nname = "x"\n\n[tool.ruff]\nline-length = 3\n\n'
+        '[tool.kerneltune]\ntimer = "wallclock"\ncache = "msgpack"\nwarmup = 1\nrepeat = 2\n'
+        'cache-dir = "/somewhere"\nblock = ["a", "b"]\n',
+    )
+    settings = load_settings(cwd=tmp_path, environ={})
+    assert settings == Settings(
+        timer="wallclock", cache="msgpack", warmup=1, repeat=2, cache_dir=Path("/somewhere"), block=("a", "b")
+    )
+
+
+def test_pyproject_without_our_table_changes_nothing(tmp_path):
+    _write(tmp_path / "pyproject.toml", '[project]\nname = "x"\n[tool.other]\ntimer = 3\n')
+    assert load_settings(cwd=tmp_path, environ={}) == Settings()
+
+
+def test_sources_layer_later_wins(tmp_path):
+    _write(
+        tmp_path / "pyproject.toml",
+        '[tool.kerneltune]\ntimer = "from-pyproject"\ncache = "from-pyproject"\nreducer = "from-pyproject"\n'
+        "warmup = 1\n",
+    )
+    _write(tmp_path / "kerneltune.toml", 'cache = "from-local"\nreducer = "from-local"\nrepeat = 2\n')
+    explicit = _write(tmp_path / "elsewhere.toml", 'reducer = "from-explicit"\n')
+    environ = {"KERNELTUNE_CONFIG": str(explicit)}
+
+    settings = load_settings(cwd=tmp_path, environ=environ)
+    assert (settings.timer, settings.cache, settings.reducer) == (
+        "from-pyproject",
+        "from-local",
+        "from-explicit",
+    )
+    assert (settings.warmup, settings.repeat) == (1, 2), "keys a later file does not set are kept"
+
+    environ.update(
+        KERNELTUNE_TIMER="env-timer", KERNELTUNE_CACHE="env-cache", KERNELTUNE_REDUCER="env-reducer"
+    )
+    settings = load_settings(cwd=tmp_path, environ=environ)
+    assert (settings.timer, settings.cache, settings.reducer) == ("env-timer", "env-cache", "env-reducer")
+
+
+def test_each_environment_override_alone(tmp_path):
+    _write(tmp_path / "kerneltune.toml", 'timer = "t"\ncache = "c"\nreducer = "r"\n')
+    for variable, field in [
+        ("KERNELTUNE_TIMER", "timer"),
+        ("KERNELTUNE_CACHE", "cache"),
+        ("KERNELTUNE_REDUCER", "reducer"),
+    ]:
+        settings = load_settings(cwd=tmp_path, environ={variable: "from-env"})
+        values = {"timer": "t", "cache": "c", "reducer": "r", field: "from-env"}
+        assert (settings.timer, settings.cache, settings.reducer) == (
+            values["timer"],
+            values["cache"],
+            values["reducer"],
+        )
+
+
+def test_empty_variable_does_not_override(tmp_path):
+    _write(tmp_path / "kerneltune.toml", 'timer = "wallclock"\n')
+    assert load_settings(cwd=tmp_path, environ={"KERNELTUNE_TIMER": ""}).timer == "wallclock"
+
+
+def test_kerneltune_toml_may_use_a_kerneltune_table(tmp_path):
+    _write(tmp_path / "kerneltune.toml", '[kerneltune]\ncache = "memory"\nrepeat = 4\n')
+    settings = load_settings(cwd=tmp_path, environ={})
+    assert (settings.cache, settings.repeat) == ("memory", 4)
+
+
+def test_environment_variables_of_the_seed(tmp_path):
+    environ = {
+        "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "1",
+        "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "1",
+        "TRITON_DIST_AUTOTUNE_CACHE_DIR": str(tmp_path / "picks"),
+    }
+    settings = load_settings(cwd=tmp_path, environ=environ)
+    assert settings.always_tune and settings.version_check
+    assert settings.cache_root == tmp_path / "picks"
+    environ.update(TRITON_DIST_AUTOTUNE_ALWAYS_TUNE="0", TRITON_DIST_AUTOTUNE_VERSION_CHECK="0")
+    settings = load_settings(cwd=tmp_path, environ=environ)
+    assert not settings.always_tune and not settings.version_check
+
+
+def test_cache_dir_from_environment_beats_the_file(tmp_path):
+    _write(tmp_path / "kerneltune.toml", 'cache_dir = "/from/file"\n')
+    assert load_settings(cwd=tmp_path, environ={}).cache_dir == Path("/from/file")
+    settings = load_settings(cwd=tmp_path, environ={"TRITON_DIST_AUTOTUNE_CACHE_DIR": "/from/env"})
+    assert settings.cache_dir == Path("/from/env")
+
+
+# -- errors name the file and the key ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("warmup = -1\n", "warmup"),
+        ("repeat = 0\n", "repeat"),
+        ('repeat = "ten"\n', "repeat"),
+        ("warmup = true\n", "warmup"),
+        ("timer = 3\n", "timer"),
+        ('cache = "  "\n', "cache"),
+        ("reducer = []\n", "reducer"),
+        ("cache_dir = 5\n", "cache_dir"),
+        ("block = [1]\n", "block"),
+        ('always_tune = "sometimes"\n', "always_tune"),
+        ('timr = "wallclock"\n', "timr"),
+    ],
+)
+@pytest.mark.parametrize("where", ["kerneltune.toml", "pyproject.toml", "explicit"])
+def test_bad_value_names_file_and_key(tmp_path, text, key, where):
+    if where == "pyproject.toml":
+        path = _write(tmp_path / "pyproject.toml", "[tool.kerneltune]\n" + text)
+    elif where == "kerneltune.toml":
+        path = _write(tmp_path / "kerneltune.toml", text)
+    else:
+        path = _write(tmp_path / "mine.toml", text)
+
+    with pytest.raises(ConfigError) as info:
+        load_settings(cwd=tmp_path, environ={"KERNELTUNE_CONFIG": str(path)} if where == "explicit" else {})
+
+    message = str(info.value)
+    assert str(path) in message
+    assert f"'{'tool.kerneltune.' if where == 'pyproject.toml' else ''}{key}'" in message
+    assert isinstance(info.value, ValueError)
+
+
+def test_unknown_key_lists_the_known_ones(tmp_path):
+    path = _write(tmp_path / "kerneltune.toml", "warmups = 3\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'warmups' \(known: .*repeat.*warmup"):
+        load_settings(cwd=tmp_path, environ={})
+    assert path.exists()
+
+
+@pytest.mark.parametrize("name", ["kerneltune.toml", "pyproject.toml"])
+def test_invalid_toml_names_the_file(tmp_path, name):
+    path = _write(tmp_path / name, "timer = = wallclock\n")
+    with pytest.raises(ConfigError, match="not valid TOML") as info:
+        load_settings(cwd=tmp_path, environ={})
+    assert str(path) in str(info.value)
+
+
+def test_tool_kerneltune_must_be_a_table(tmp_path):
+    path = _write(tmp_path / "pyproject.toml", '[tool]\nkerneltune = "json"\n')
+    with pytest.raises(ConfigError, match=r"\[tool.kerneltune\] must be a table") as info:
+        load_settings(cwd=tmp_path, environ={})
+    assert str(path) in str(info.value)
+
+
+def test_missing_explicit_config_file_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"KERNELTUNE_CONFIG: no such file: .*nowhere\.toml"):
+        load_settings(cwd=tmp_path, environ={"KERNELTUNE_CONFIG": str(tmp_path / "nowhere.toml")})
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "maybe"),
+        ("TRITON_DIST_AUTOTUNE_VERSION_CHECK", "2"),
+        ("KERNELTUNE_TIMER", "   "),
+    ],
+)
+def test_bad_environment_value_names_the_variable(tmp_path, variable, value):
+    with pytest.raises(ConfigError, match=f"environment variable {variable}"):
+        load_settings(cwd=tmp_path, environ={variable: value})
+
+
+# -- the files reach a real tuning ---------------------------------------------------------
+
+
+def _tuned():
+    calls = []
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
+    def configured(x, n):
+        calls.append(n)
+        return x * n
+
+    return configured, calls
+
+
+def test_config_files_steer_a_real_tuning(monkeypatch, tmp_path, isolated):
+    _write(tmp_path / "pyproject.toml", '[tool.kerneltune]\ncache = "msgpack"\nwarmup = 1\nrepeat = 1\n')
+    work, calls = _tuned()
+    work(1)
+    assert len(calls) == 2 * 2 + 1
+    assert record_files(isolated, "configured", "msgpack") and not record_files(
+        isolated, "configured", "json"
+    )
+
+    _write(tmp_path / "kerneltune.toml", "repeat = 2\n")
+    monkeypatch.setenv("KERNELTUNE_CACHE", "json")
+    work, calls = _tuned()
+    work(2)
+    assert len(calls) == 2 * 3 + 1
+    assert record_files(isolated, "configured", "json")
+
+
+def test_cache_dir_from_the_config_file(monkeypatch, tmp_path):
+    monkeypatch.delenv("TRITON_DIST_AUTOTUNE_CACHE_DIR")
+    _write(tmp_path / "kerneltune.toml", f'cache_dir = "{tmp_path / "from-file"}"\n')
+    work, _ = _tuned()
+    work(1)
+    assert record_files(tmp_path / "from-file", "configured")
+
+
+def test_a_bad_file_surfaces_at_the_first_tuned_call(tmp_path):
+    path = _write(tmp_path / "kerneltune.toml", "warmup = -3\n")
+    work, calls = _tuned()
+    with pytest.raises(ConfigError, match="'warmup'") as info:
+        work(1)
+    assert str(path) in str(info.value)
+    assert calls == []
+    assert work(1, autotune=False) == 1, "autotune=False reads no configuration"

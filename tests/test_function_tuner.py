@@ -1,0 +1,526 @@
+"""triton_dist.tune.autotune, point by point as the API reference (seed 000) documents it."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+
+import pytest
+from kerneltune.core import NoValidConfigError
+from kerneltune.core import function_tuner as function_tuner_module
+from kerneltune.plugins.timers.wallclock import WallclockTimer
+from tuning_doubles import FakeClock, clock_plugin, install_session, only_record_file, stored_records
+
+from triton_dist.tune import AutoTuner, autotune
+
+WARMUP, REPEAT = 5, 10
+
+
+def counting(config_space, key_fn=lambda x, *args, **kwargs: x, prune_fn=None):
+    """A tuned ``work(x, n)`` and the list of ``n`` it was called with."""
+    calls: list[int] = []
+
+    @autotune(config_space=config_space, key_fn=key_fn, prune_fn=prune_fn)
+    def work(x, n):
+        calls.append(n)
+        return x * n
+
+    return work, calls
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """Deterministic timings: a candidate's time is what it adds to the clock."""
+    fake = FakeClock()
+    install_session(monkeypatch, extra=(clock_plugin(fake),), timer="scripted")
+    return fake
+
+
+# -- decoration ---------------------------------------------------------------
+
+
+def test_keeps_name_doc_and_signature():
+    def scale(x, alpha, cfg=None, *, flag=False):
+        """Scale x by alpha."""
+        return x * alpha
+
+    tuned = autotune(config_space=[{"cfg": 1}], key_fn=lambda x, alpha: x)(scale)
+
+    assert isinstance(tuned, AutoTuner)
+    assert tuned.__name__ == "scale"
+    assert tuned.__qualname__ == scale.__qualname__
+    assert tuned.__module__ == __name__
+    assert tuned.__doc__ == "Scale x by alpha."
+    assert inspect.signature(tuned) == inspect.signature(scale)
+    assert tuned.__wrapped__ is scale
+
+
+def _target(x, n=1):
+    return x * n
+
+
+@pytest.mark.parametrize(
+    ("config_space", "error", "match"),
+    [
+        ([], ValueError, "empty"),
+        ({"n": 1}, TypeError, "list of dicts"),
+        ("n", TypeError, "list of dicts"),
+        (None, TypeError, "list of dicts"),
+        ([{"n": 1}, 2], TypeError, r"config_space\[1\]"),
+        ([{"n": 1}, {"m": 2}], ValueError, "'m' is not a keyword parameter"),
+        ([{1: 2}], ValueError, "not a name"),
+        ([{"autotune": True}], ValueError, "reserved"),
+        ([{"autotune_pg": None}], ValueError, "reserved"),
+    ],
+)
+def test_bad_config_space_fails_at_decoration(config_space, error, match):
+    with pytest.raises(error, match=match) as info:
+        autotune(config_space=config_space, key_fn=lambda x: x)(_target)
+    assert "_target" in str(info.value)
+
+
+def test_bad_key_fn_or_prune_fn_fails_at_decoration():
+    with pytest.raises(TypeError, match="key_fn"):
+        autotune(config_space=[{"n": 1}], key_fn=None)(_target)
+    with pytest.raises(TypeError, match="prune_fn"):
+        autotune(config_space=[{"n": 1}], key_fn=lambda x: x, prune_fn=3)(_target)
+
+
+def test_fields_may_go_to_var_keyword():
+    @autotune(config_space=[{"anything": 3}], key_fn=lambda x: x)
+    def loose(x, **options):
+        return x * options["anything"]
+
+    assert loose(2, autotune=False) == 6
+
+
+# -- autotune=False -------------------------------------------------------------
+
+
+def test_autotune_false_uses_first_config_and_nothing_else(monkeypatch, isolated):
+    seen = []
+    monkeypatch.setattr(WallclockTimer, "sample", lambda self, fn: seen.append("timer"))
+
+    def key_fn(x):
+        seen.append("key_fn")
+        return x
+
+    def prune_fn(config, x):
+        seen.append("prune_fn")
+        return True
+
+    work, calls = counting([{"n": 3}, {"n": 1}, {"n": 2}], key_fn=key_fn, prune_fn=prune_fn)
+
+    assert work(5, autotune=False) == 15
+    assert work(5, autotune=False) == 15
+    assert calls == [3, 3]
+    assert seen == []
+    assert not isolated.exists()
+
+
+# -- conflicts between business arguments and config fields -------------------
+
+
+CLASHING_CALLS = {
+    "keyword": lambda work, **controls: work(2, n=7, **controls),
+    "position": lambda work, **controls: work(2, 7, **controls),
+}
+
+
+@pytest.mark.parametrize("how", sorted(CLASHING_CALLS))
+@pytest.mark.parametrize("autotune_on", [True, False])
+def test_conflict_is_a_value_error(how, autotune_on):
+    work, calls = counting([{"n": 1}, {"n": 2}])
+
+    with pytest.raises(ValueError, match=r"\bn\b.*autotune_allow_arg_overwrite"):
+        CLASHING_CALLS[how](work, autotune=autotune_on)
+    assert calls == []
+
+
+@pytest.mark.parametrize("how", sorted(CLASHING_CALLS))
+def test_conflict_is_still_an_error_once_the_key_is_tuned(how):
+    work, calls = counting([{"n": 1}, {"n": 2}])
+    work(2)
+    before = len(calls)
+
+    with pytest.raises(ValueError, match=r"\bn\b"):
+        CLASHING_CALLS[how](work)
+    assert len(calls) == before
+
+
+@pytest.mark.parametrize("how", sorted(CLASHING_CALLS))
+@pytest.mark.parametrize("autotune_on", [True, False])
+def test_allowed_conflict_lets_the_business_value_win_with_a_warning(how, autotune_on):
+    work, calls = counting([{"n": 1}, {"n": 2}])
+
+    with pytest.warns(UserWarning, match=r"\bn\b.*override"):
+        result = CLASHING_CALLS[how](work, autotune=autotune_on, autotune_allow_arg_overwrite=True)
+
+    assert result == 14
+    assert calls and set(calls) == {7}
+
+
+# -- prune_fn -------------------------------------------------------------------
+
+
+def test_prune_fn_filters_before_measuring(isolated):
+    seen = []
+
+    def prune_fn(config, x, *, limit):
+        seen.append((config["n"], x, limit))
+        return config["n"] <= limit
+
+    calls: list[int] = []
+
+    @autotune(
+        config_space=[{"n": 1}, {"n": 5}, {"n": 2}, {"n": 9}], key_fn=lambda x, limit: x, prune_fn=prune_fn
+    )
+    def work(x, n, *, limit):
+        calls.append(n)
+        return x * n
+
+    assert work(3, limit=2) in (3, 6)
+
+    assert sorted(seen) == [(1, 3, 2), (2, 3, 2), (5, 3, 2), (9, 3, 2)]
+    assert set(calls) == {1, 2}
+    (record,) = stored_records(isolated, "work")
+    errors = [row["error"] for row in record["candidates"]]
+    assert errors == [None, "pruned", None, "pruned"]
+    assert record["best"]["index"] in (0, 2)
+
+
+def test_prune_fn_removing_everything_is_a_clear_error(isolated):
+    work, calls = counting([{"n": 1}, {"n": 2}], prune_fn=lambda config, x: False)
+
+    with pytest.raises(ValueError, match="prune_fn removed every candidate of work"):
+        work(3)
+    assert calls == []
+    assert stored_records(isolated, "work") == []
+
+
+# -- measuring ------------------------------------------------------------------
+
+
+def test_each_candidate_gets_5_warmups_and_10_timed_runs(isolated):
+    work, calls = counting([{"n": 1}, {"n": 2}, {"n": 3}])
+
+    work(4)
+
+    final = calls.pop()
+    assert {n: calls.count(n) for n in (1, 2, 3)} == {
+        1: WARMUP + REPEAT,
+        2: WARMUP + REPEAT,
+        3: WARMUP + REPEAT,
+    }
+    (record,) = stored_records(isolated, "work")
+    assert [len(row["samples_ms"]) for row in record["candidates"]] == [REPEAT] * 3
+    assert final == [1, 2, 3][record["best"]["index"]]
+
+
+def test_warmup_and_repeat_come_from_the_config_file(isolated, tmp_path):
+    (tmp_path / "kerneltune.toml").write_text("warmup = 2\nrepeat = 3\n")
+    work, calls = counting([{"n": 1}, {"n": 2}])
+
+    work(4)
+
+    assert len(calls) == 2 * (2 + 3) + 1
+    (record,) = stored_records(isolated, "work")
+    assert [len(row["samples_ms"]) for row in record["candidates"]] == [3, 3]
+
+
+def test_time_is_the_mean_and_the_fastest_wins(clock, isolated):
+    @autotune(config_space=[{"cost": 3.0}, {"cost": 1.0}, {"cost": 2.0}], key_fn=lambda x: x)
+    def work(x, cost):
+        clock.advance(cost)
+        return cost
+
+    assert work(1) == 1.0
+
+    (record,) = stored_records(isolated, "work")
+    assert record["best"]["index"] == 1
+    assert [row["time_ms"] for row in record["candidates"]] == [3.0, 1.0, 2.0]
+    assert record["candidates"][0]["samples_ms"] == [3.0] * REPEAT
+
+
+def test_ties_go_to_the_lower_index(clock, isolated):
+    @autotune(config_space=[{"cost": 2.0}, {"cost": 1.0}, {"cost": 1.0}], key_fn=lambda x: x)
+    def work(x, cost):
+        clock.advance(cost)
+        return cost
+
+    work(1)
+    (record,) = stored_records(isolated, "work")
+    assert record["best"]["index"] == 1
+
+
+@pytest.mark.parametrize("failing_call", [1, WARMUP + 3], ids=["in-warmup", "in-timed-runs"])
+def test_failing_candidate_is_infinitely_slow_and_tuning_goes_on(clock, isolated, failing_call):
+    counts = {"bad": 0}
+
+    @autotune(config_space=[{"mode": "bad"}, {"mode": "slow"}, {"mode": "fast"}], key_fn=lambda x: x)
+    def work(x, mode):
+        if mode == "bad":
+            counts["bad"] += 1
+            if counts["bad"] >= failing_call:
+                raise MemoryError("out of on-chip memory")
+        clock.advance({"bad": 0.5, "slow": 5.0, "fast": 2.0}[mode])
+        return mode
+
+    assert work(1) == "fast"
+
+    (record,) = stored_records(isolated, "work")
+    bad, slow, fast = record["candidates"]
+    assert bad["time_ms"] is None
+    assert bad["samples_ms"] == []
+    assert bad["error"] == "MemoryError: out of on-chip memory"
+    assert slow["time_ms"] == 5.0 and slow["error"] is None
+    assert fast["time_ms"] == 2.0 and fast["error"] is None
+    assert record["best"]["index"] == 2
+
+
+def test_all_candidates_failing_lists_each_failure_and_persists_nothing(isolated):
+    calls = []
+
+    @autotune(config_space=[{"block": 128}, {"block": 256}], key_fn=lambda x: x)
+    def work(x, block):
+        calls.append(block)
+        raise RuntimeError(f"block {block} needs too much memory\nsecond line")
+
+    with pytest.raises(NoValidConfigError) as info:
+        work(1)
+
+    message = str(info.value)
+    assert isinstance(info.value, RuntimeError)
+    assert "cannot find valid config" in message
+    assert "[0] block=<128>: RuntimeError: block 128 needs too much memory" in message
+    assert "[1] block=<256>: RuntimeError: block 256 needs too much memory" in message
+    assert stored_records(isolated, "work") == []
+    assert calls == [128, 256]
+
+    with pytest.raises(NoValidConfigError):
+        work(1)
+    assert calls == [128, 256, 128, 256], "a failed tuning must not be remembered in-process either"
+
+
+def test_returns_the_result_of_a_fresh_run_with_the_best_config(clock):
+    calls = []
+
+    @autotune(config_space=[{"cost": 4.0}, {"cost": 1.0}], key_fn=lambda x: x)
+    def work(x, cost):
+        clock.advance(cost)
+        calls.append(cost)
+        return (x, cost, len(calls))
+
+    result = work(7)
+
+    assert result == (7, 1.0, len(calls))
+    assert len(calls) == 2 * (WARMUP + REPEAT) + 1
+    assert calls[-1] == 1.0
+
+
+# -- in-process dispatch -----------------------------------------------------------
+
+
+def test_same_key_dispatches_straight_to_the_pick(monkeypatch, clock):
+    keys = []
+
+    def key_fn(x, *, tag):
+        keys.append(x)
+        return (x, tag)
+
+    calls = []
+
+    @autotune(config_space=[{"cost": 4.0}, {"cost": 1.0}], key_fn=key_fn)
+    def work(x, cost, *, tag):
+        clock.advance(cost)
+        calls.append(cost)
+        return cost
+
+    work(1, tag="a")
+    tuned = len(calls)
+
+    def no_engine():
+        raise AssertionError("a cache hit must not reach the engine")
+
+    monkeypatch.setattr(function_tuner_module, "current_session", no_engine)
+    keys.clear()
+    assert [work(1, tag="a") for _ in range(3)] == [1.0, 1.0, 1.0]
+    assert calls[tuned:] == [1.0, 1.0, 1.0]
+    assert keys == [1, 1, 1], "one key_fn call per hit"
+
+    with pytest.raises(AssertionError, match="must not reach the engine"):
+        work(2, tag="a")
+
+
+def test_distinct_keys_tune_independently(clock, isolated):
+    @autotune(config_space=[{"cost": 1.0}, {"cost": 2.0}], key_fn=lambda x: x)
+    def work(x, cost):
+        clock.advance(cost if x == "a" else 3.0 - cost)
+        return cost
+
+    assert work("a") == 1.0
+    assert work("b") == 2.0
+    assert work("a") == 1.0
+    records = stored_records(isolated, "work")
+    assert len(records) == 2
+    assert sorted(r["best"]["index"] for r in records) == [0, 1]
+
+
+def test_autotune_pg_reaches_the_reducer(monkeypatch):
+    groups = []
+
+    class RecordingReducer:
+        name = "recording"
+        rank = 0
+        world_size = 1
+
+        @classmethod
+        def is_available(cls, group=None):
+            return True
+
+        def __init__(self, group=None):
+            groups.append(group)
+
+    import types
+
+    from kerneltune.core import hookimpl
+
+    plugin = types.ModuleType("tests_recording_reducer")
+    plugin.kerneltune_register_reducers = hookimpl(lambda register: register(RecordingReducer))
+    install_session(monkeypatch, extra=(plugin,), reducer="recording")
+    group = object()
+    work, _ = counting([{"n": 1}, {"n": 2}])
+
+    assert work(3, autotune_pg=group) in (3, 6)
+    assert groups == [group]
+
+
+# -- verbose output and log files ---------------------------------------------------
+
+
+def test_verbose_prints_info_lines_and_tuning_writes_a_log_file(capsys, isolated):
+    @autotune(config_space=[{"n": 1}, {"n": 0}], key_fn=lambda x: x)
+    def work(x, n):
+        return x // n
+
+    work(6, autotune_verbose=True)
+
+    out = capsys.readouterr().out.splitlines()
+    assert all(line.startswith("[kerneltune] work: ") for line in out), out
+    assert "tuning key 6: 2 candidates" in out[0]
+    assert "[0] n=<1>: mean " in out[1]
+    assert "[1] n=<0>: ZeroDivisionError" in out[2]
+    assert "picked [0] n=<1>" in out[3]
+    assert len(out) == 4
+
+    log = (isolated / "work" / "tune-rank0.log").read_text()
+    assert "tuning key 6" in log
+    assert "[0] n=<1>: mean" in log
+    assert "ZeroDivisionError" in log
+    assert log.count("    sample ") == REPEAT
+    assert "picked [0]" in log
+
+    work(6, autotune_verbose=True)
+    assert capsys.readouterr().out == "", "a hit prints nothing"
+
+
+def test_quiet_by_default_but_still_logs_to_file(capsys, isolated):
+    work, _ = counting([{"n": 1}, {"n": 2}])
+
+    work(6)
+
+    assert capsys.readouterr().out == ""
+    assert "picked" in (isolated / "work" / "tune-rank0.log").read_text()
+
+
+# -- threads ------------------------------------------------------------------------
+
+
+def test_two_threads_with_one_new_key_tune_once(isolated):
+    calls = []
+    start = threading.Barrier(2)
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
+    def work(x, n):
+        calls.append(n)
+        threading.Event().wait(0.0005)
+        return x * n
+
+    results = []
+
+    def call():
+        start.wait()
+        results.append(work(5))
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert len(results) == 2 and results[0] == results[1]
+    assert len(calls) == 2 * (WARMUP + REPEAT) + 2
+    assert len(stored_records(isolated, "work")) == 1
+
+
+def test_a_hit_is_not_held_up_by_a_tuning_in_progress():
+    inside = threading.Event()
+    release = threading.Event()
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
+    def work(x, n):
+        if x == "slow":
+            inside.set()
+            release.wait(timeout=20)
+        return n
+
+    work("ready")
+    tuning = threading.Thread(target=work, args=("slow",))
+    tuning.start()
+    try:
+        assert inside.wait(timeout=20)
+        hit = threading.Thread(target=work, args=("ready",))
+        hit.start()
+        hit.join(timeout=5)
+        assert not hit.is_alive(), "a hit waited for another key's tuning"
+    finally:
+        release.set()
+        tuning.join(timeout=20)
+
+
+# -- environment variables -----------------------------------------------------------
+
+
+def _shared_body(x, n):
+    _shared_body.calls.append(n)
+    return x * n
+
+
+def _fresh_tuner():
+    """A new AutoTuner over the same function: what a new process would build."""
+    _shared_body.calls = []
+    return autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)(_shared_body)
+
+
+def test_a_new_tuner_reuses_the_disk_cache():
+    _fresh_tuner()(3)
+    assert len(_shared_body.calls) == 2 * (WARMUP + REPEAT) + 1
+
+    second = _fresh_tuner()
+    second(3)
+    second(3)
+    assert len(_shared_body.calls) == 2
+
+
+def test_always_tune_retunes_once_per_key_per_process(monkeypatch, isolated):
+    _fresh_tuner()(3)
+    first = only_record_file(isolated, "_shared_body").read_text()
+
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "1")
+    tuner = _fresh_tuner()
+    tuner(3)
+    assert len(_shared_body.calls) == 2 * (WARMUP + REPEAT) + 1, "stored result must be ignored"
+    tuner(3)
+    tuner(3)
+    assert len(_shared_body.calls) == 2 * (WARMUP + REPEAT) + 3, "retune once, not on every call"
+    assert only_record_file(isolated, "_shared_body").read_text() != first, "the new tuning is persisted"

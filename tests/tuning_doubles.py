@@ -1,0 +1,95 @@
+"""Test doubles and small helpers shared by the CPU test modules.
+
+* :class:`FakeClock` and :func:`clock_plugin`: a timer named ``scripted``
+  whose samples are whatever the candidate adds to a fake clock, so picks are
+  deterministic.
+* :func:`install_session`: make ``triton_dist.tune.autotune`` run with a
+  session built from given settings and extra plugin objects.
+* :func:`stored_records`: the records a file cache holds for a function.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+import attrs
+import msgpack
+from kerneltune.core import Session, function_tuner, hookimpl, load_settings
+
+
+class FakeClock:
+    """Milliseconds that pass only when a candidate says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def advance(self, ms: float) -> None:
+        self.now += ms
+
+
+def clock_plugin(clock: FakeClock, name: str = "scripted") -> types.ModuleType:
+    """A plugin module registering a timer that reads ``clock``."""
+
+    class ScriptedTimer:
+        auto_priority = -100
+
+        @classmethod
+        def is_available(cls) -> bool:
+            return True
+
+        def __init__(self) -> None:
+            self._samples: list[float] = []
+
+        def sample(self, fn):
+            start = clock.now
+            fn()
+            self._samples.append(clock.now - start)
+
+        def collect(self) -> list[float]:
+            samples, self._samples = self._samples, []
+            return samples
+
+    ScriptedTimer.name = name
+    plugin = types.ModuleType(f"tests_{name.replace('-', '_')}_timer")
+
+    @hookimpl
+    def kerneltune_register_timers(register):
+        register(ScriptedTimer)
+
+    plugin.kerneltune_register_timers = kerneltune_register_timers
+    return plugin
+
+
+def install_session(monkeypatch, *, extra: tuple[object, ...] = (), **overrides: Any) -> Session:
+    """Route every autotuned call of this test through one explicit session."""
+    settings = attrs.evolve(load_settings(), **overrides)
+    session = Session.create(settings, extra=extra)
+    monkeypatch.setattr(function_tuner, "current_session", lambda: session)
+    return session
+
+
+def record_files(cache_dir: Path, function: str, suffix: str = "json") -> list[Path]:
+    """The cache files of ``function`` (not lock, log or temporary files)."""
+    folder = cache_dir / function
+    return sorted(folder.glob(f"*.{suffix}")) if folder.is_dir() else []
+
+
+def load_file(path: Path) -> Any:
+    """Decode a json or msgpack cache file as plain data."""
+    if path.suffix == ".msgpack":
+        return msgpack.unpackb(path.read_bytes(), raw=False, strict_map_key=False)
+    return json.loads(path.read_text())
+
+
+def stored_records(cache_dir: Path, function: str, suffix: str = "json") -> list[dict[str, Any]]:
+    """Every record stored for ``function``, decoded."""
+    return [load_file(path) for path in record_files(cache_dir, function, suffix)]
+
+
+def only_record_file(cache_dir: Path, function: str, suffix: str = "json") -> Path:
+    files = record_files(cache_dir, function, suffix)
+    assert len(files) == 1, files
+    return files[0]

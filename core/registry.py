@@ -3,14 +3,13 @@
 Built-in plugins are listed explicitly in :data:`BUILTIN_PLUGINS` and are
 imported only when a manager is made, never when kerneltune is imported.
 Third-party plugins come from the entry-point group ``kerneltune`` unless
-``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD=1``. Every :class:`Settings` value gets
+``settings.autoload`` is off (``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD=1``). Every :class:`Settings` value gets
 its own manager; nothing is loaded globally.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,21 +29,19 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.reducers.local",
     "kerneltune.plugins.reducers.world",
     "kerneltune.plugins.observers.tuning_log",
+    "kerneltune.plugins.observers.contextual_log",
+    "kerneltune.plugins.triton.interceptor",
     "kerneltune.plugins.environment",
 )
 
 
-def make_plugin_manager(
-    settings: Settings, extra: Iterable[object] = (), environ: dict[str, str] | None = None
-) -> pluggy.PluginManager:
+def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> pluggy.PluginManager:
     """A new manager with the built-ins, entry-point plugins and ``extra`` registered.
 
     :param settings: ``settings.block`` names plugins (built-in module names or
         entry-point names) that must not be registered.
     :param extra: plugin objects to register after the others, mainly for tests.
-    :param environ: the environment to read (default: ``os.environ``).
     """
-    environ = dict(os.environ) if environ is None else environ
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     for name in settings.block:
@@ -52,7 +49,7 @@ def make_plugin_manager(
     for module_name in BUILTIN_PLUGINS:
         if not manager.is_blocked(module_name):
             manager.register(importlib.import_module(module_name), name=module_name)
-    if environ.get("KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD", "") not in ("1", "true", "yes"):
+    if settings.autoload:
         manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
     for plugin in extra:
         manager.register(plugin)

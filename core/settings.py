@@ -5,7 +5,8 @@ Sources, later wins: built-in defaults; ``[tool.kerneltune]`` in
 table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``KERNELTUNE_TIMER``, ``KERNELTUNE_CACHE``, ``KERNELTUNE_REDUCER`` and
 ``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
-``TRITON_DIST_AUTOTUNE_VERSION_CHECK``.
+``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
+(``autoload = false`` in a file).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Settings:
     always_tune: bool = False
     version_check: bool = False
     verify_pick: bool = False
+    autoload: bool = True
 
     @property
     def cache_root(self) -> Path:
@@ -101,6 +103,7 @@ _FIELDS = {
     "always_tune": _flag,
     "version_check": _flag,
     "verify_pick": _flag,
+    "autoload": _flag,
 }
 
 _ENV = {
@@ -113,6 +116,9 @@ _ENV = {
     "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
     "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check",
 }
+
+# Variables that switch a setting off when set to 1 (the setting is their negation).
+_ENV_NEGATED = {"KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD": "autoload"}
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -177,6 +183,10 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
         raw = environ.get(variable)
         if raw is not None and raw != "":
             values[field] = _FIELDS[field](raw, f"environment variable {variable}")
+    for variable, field in _ENV_NEGATED.items():
+        raw = environ.get(variable)
+        if raw is not None and raw != "":
+            values[field] = not _FIELDS[field](raw, f"environment variable {variable}")
 
     return Settings(**values)
 

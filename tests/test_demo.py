@@ -1,0 +1,63 @@
+"""demo.py, run as a user runs it: twice, in fresh processes, sharing one cache directory."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DEMO = Path(__file__).resolve().parents[1] / "demo.py"
+
+
+def run_demo(device: str, cache: Path) -> str:
+    """Run demo.py in a new interpreter; its stdout (the run must succeed)."""
+    env = dict(os.environ, TRITON_DIST_AUTOTUNE_CACHE_DIR=str(cache))
+    # The CPU workload launches no Triton kernel; the CUDA one must not be interpreted.
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run(
+        [sys.executable, str(DEMO), "--device", device],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, f"demo.py failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def pick_line(output: str) -> str:
+    """The demo's 'pick: ...' line."""
+    picks = [line for line in output.splitlines() if line.startswith("pick: [")]
+    assert len(picks) == 1, output
+    return picks[0]
+
+
+def check_tune_then_hit(device: str, function: str, cache: Path) -> None:
+    first = run_demo(device, cache)
+    assert "result matches the reference" in first
+    assert re.search(r"^TUNED: measured [1-9]\d* candidates", first, re.MULTILINE), first
+    assert "[kerneltune]" in first  # autotune_verbose printed the tuning's INFO lines
+    stored = list((cache / function).glob("*.json"))
+    assert len(stored) == 1
+    assert f"cache file: {stored[0]}" in first
+
+    second = run_demo(device, cache)
+    assert "result matches the reference" in second
+    assert f"LOADED from disk cache {stored[0]}: no measuring" in second, second
+    assert "TUNED" not in second
+    assert "[kerneltune]" not in second  # no tuning ran, so nothing was logged
+    assert pick_line(second) == pick_line(first)
+
+
+def test_demo_tunes_on_cpu_then_loads_the_pick(tmp_path):
+    check_tune_then_hit("cpu", "panel_matmul", tmp_path / "demo-cache")
+
+
+@pytest.mark.gpu
+def test_demo_tunes_the_triton_kernel_then_loads_the_pick(tmp_path):
+    check_tune_then_hit("cuda", "scale", tmp_path / "demo-cache")

@@ -1,0 +1,96 @@
+"""README.md's code blocks run as written, so the README cannot drift from the code."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import attrs
+import torch
+from kerneltune.core import Settings, current_session, load_settings
+
+from triton_dist.tune import autotune
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+# The example's tensor line; off a GPU it is swapped for a small CPU tensor.
+GPU_TENSOR = 'x = torch.randn(1 << 18, device="cuda")'
+CPU_TENSOR = 'x = torch.randn(1 << 10, device="cpu")'
+
+
+def block(language: str, marker: str) -> str:
+    """The one fenced ``language`` block of README.md that contains ``marker``."""
+    blocks = re.findall(rf"^```{language}\n(.*?)^```$", README.read_text(), re.DOTALL | re.MULTILINE)
+    found = [text for text in blocks if marker in text]
+    assert len(found) == 1, f"expected one {language} block with {marker!r}, found {len(found)}"
+    return found[0]
+
+
+def test_scale_example_runs_and_tunes(tmp_path):
+    code = block("python", "def scale(")
+    assert code.count(GPU_TENSOR) == 1
+    env = dict(os.environ)
+    if not torch.cuda.is_available():
+        # Triton's interpreter runs the kernel on the CPU; it is slow, so the tensor is small.
+        code = code.replace(GPU_TENSOR, CPU_TENSOR)
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    # A real file: Triton and the tuner both read the kernel's source.
+    script = tmp_path / "readme_scale.py"
+    script.write_text(code)
+    cache = tmp_path / "cache"
+    env["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(cache)
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[kerneltune] scale: tuning key" in done.stdout
+    assert "picked [" in done.stdout
+    assert len(list((cache / "scale").glob("*.json"))) == 1
+
+
+def test_plugin_example_reports_a_finished_tuning(tmp_path, capsys):
+    path = tmp_path / "tuning_report.py"
+    path.write_text(block("python", "def kerneltune_tuning_finished("))
+    spec = importlib.util.spec_from_file_location("tuning_report", path)
+    assert spec is not None and spec.loader is not None
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
+    def double(x, n):
+        return x * n
+
+    manager = current_session().manager
+    manager.register(plugin)
+    try:
+        double(3)
+    finally:
+        manager.unregister(plugin)
+    assert re.search(r"^double: picked n=<[12]> \(\d+\.\d{3} ms\)$", capsys.readouterr().out, re.MULTILINE)
+
+
+def test_config_file_example_is_valid(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(block("toml", "[tool.kerneltune]"))
+    settings = load_settings(cwd=tmp_path, environ={})
+    assert (settings.timer, settings.cache, settings.warmup, settings.repeat) == ("auto", "msgpack", 3, 20)
+    assert settings.cache_dir == Path("/scratch/autotune")
+
+
+def test_config_table_lists_exactly_the_settings():
+    section = README.read_text().split("## Configuration", 1)[1].split("Environment variables:", 1)[0]
+    documented = set(re.findall(r"^\| `([a-z_]+)` \| `", section, re.MULTILINE))
+    assert documented == {field.name for field in attrs.fields(Settings)}
+
+
+def test_environment_table_lists_exactly_the_variables_the_code_reads():
+    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", README.read_text(), re.MULTILINE))
+    source = "\n".join(
+        path.read_text() for folder in ("core", "plugins") for path in (README.parent / folder).rglob("*.py")
+    )
+    read = set(re.findall(r'"((?:KERNELTUNE|TRITON_DIST)_[A-Z_]+)"', source))
+    assert documented == read

@@ -15,7 +15,9 @@ DEMO = Path(__file__).resolve().parents[1] / "demo.py"
 
 def run_demo(device: str, cache: Path) -> str:
     """Run demo.py in a new interpreter; its stdout (the run must succeed)."""
-    env = dict(os.environ, TRITON_DIST_AUTOTUNE_CACHE_DIR=str(cache))
+    # One BLAS thread: when other processes share a 2-core machine,
+    # two spinning OpenMP threads can make the CPU tuning ten times slower.
+    env = dict(os.environ, TRITON_DIST_AUTOTUNE_CACHE_DIR=str(cache), OMP_NUM_THREADS="1")
     # The CPU workload launches no Triton kernel; the CUDA one must not be interpreted.
     env.pop("TRITON_INTERPRET", None)
     done = subprocess.run(

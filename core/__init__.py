@@ -11,8 +11,15 @@ from kerneltune.core.errors import (
     NoValidConfigError,
     PluginError,
     RankMismatchError,
+    TunerBusyError,
 )
-from kerneltune.core.events import CandidateMeasured, TuningFinished, TuningStarted
+from kerneltune.core.events import (
+    CandidateMeasured,
+    KernelTuned,
+    LaunchMeasured,
+    TuningFinished,
+    TuningStarted,
+)
 from kerneltune.core.hookspecs import hookimpl, hookspec
 from kerneltune.core.keys import describe, digest, encode_key, register_key_encoder
 from kerneltune.core.records import Candidate, Measurement, TuningRecord
@@ -28,6 +35,8 @@ __all__ = [
     "CandidateMeasured",
     "ConfigError",
     "KernelTuneError",
+    "KernelTuned",
+    "LaunchMeasured",
     "Measurement",
     "NoValidConfigError",
     "PluginError",
@@ -36,6 +45,7 @@ __all__ = [
     "Settings",
     "Space",
     "Tuner",
+    "TunerBusyError",
     "Tuning",
     "TuningFinished",
     "TuningRecord",

@@ -25,3 +25,7 @@ class NoValidConfigError(KernelTuneError, RuntimeError):
 
 class RankMismatchError(KernelTuneError, RuntimeError):
     """Ranks disagree about what to tune; raised on every rank alike."""
+
+
+class TunerBusyError(KernelTuneError, RuntimeError):
+    """A contextual tuner was entered while another one is active (nested or in another thread)."""

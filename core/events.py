@@ -47,3 +47,41 @@ class TuningFinished:
     rank: int
     verbose: bool
     log_dir: Path | None
+
+
+@attrs.frozen
+class LaunchMeasured:
+    """One launch of a candidate while a contextual tuner measures a kernel.
+
+    ``phase`` is ``"warmup"`` (untimed) or ``"timed"``; ``round`` counts from
+    1 within the phase, up to ``rounds``. ``time_ms`` is set for timed rounds
+    that succeeded; ``error`` names the exception of a failed launch.
+    """
+
+    kernel: str
+    key: object
+    candidate: Candidate
+    phase: str
+    round: int
+    rounds: int
+    time_ms: float | None
+    error: str | None
+    verbose: bool
+
+
+@attrs.frozen
+class KernelTuned:
+    """A contextual tuner finished one (kernel, key).
+
+    ``means`` are this rank's mean times in milliseconds (``inf`` for a
+    candidate that failed or was pruned); ``best`` is the pick after the
+    ranks' reduction, or ``None`` when no candidate was valid.
+    """
+
+    kernel: str
+    key: object
+    candidates: tuple[Candidate, ...]
+    means: tuple[float, ...]
+    best: Candidate | None
+    world_size: int
+    verbose: bool

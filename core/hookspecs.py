@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from kerneltune.core.events import CandidateMeasured, TuningFinished, TuningStarted
+    from kerneltune.core.events import (
+        CandidateMeasured,
+        KernelTuned,
+        LaunchMeasured,
+        TuningFinished,
+        TuningStarted,
+    )
 
 PROJECT = "kerneltune"
 
@@ -141,4 +147,47 @@ def kerneltune_tuning_finished(event: TuningFinished) -> None:
 
     :param event: the reduced times, the pick (``None`` on failure) and the
         wall time the tuning took.
+    """
+
+
+@hookspec
+def kerneltune_register_interceptors(register: Callable[[type], None]) -> None:
+    """Register interceptor classes: how kernel launches reach the contextual tuner.
+
+    An interceptor class has ``name``, a classmethod ``is_available() ->
+    bool`` (its kernel library can be imported; no side effects) and is
+    constructed with no arguments. An instance provides:
+
+    * ``install(route) -> None``: from now until ``uninstall``, every launch
+      of a tunable kernel made on the calling thread is handed to
+      ``route(launch)`` instead of running, and the launch returns what
+      ``route`` returns. ``launch`` is a
+      :class:`kerneltune.core.contextual.KernelLaunch` carrying that launch's
+      own arguments. Launches on other threads, launches of kernels with a
+      single candidate and launches made while ``route`` runs go through
+      unchanged. Installing must cost nothing once uninstalled, so patch on
+      install, never at import.
+    * ``uninstall() -> None``: restore the library exactly as it was and
+      release what ``install`` or the launches allocated.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called; the contextual tuner installs every
+    available interceptor for the duration of one call.
+    """
+
+
+@hookspec
+def kerneltune_launch_measured(event: LaunchMeasured) -> None:
+    """A contextual tuner ran one warm-up or timed launch of a candidate, or it failed.
+
+    :param event: kernel name, key, candidate, phase, round and time or error.
+    """
+
+
+@hookspec
+def kerneltune_kernel_tuned(event: KernelTuned) -> None:
+    """A contextual tuner finished a (kernel, key): with a pick, or with none valid.
+
+    :param event: every candidate's mean time on this rank and the pick.
     """

@@ -66,13 +66,18 @@ _sessions: dict[Settings, Session] = {}
 _sessions_lock = threading.Lock()
 
 
-def current_session() -> Session:
+def current_session(**overrides: Any) -> Session:
     """The session for the settings in force now (files and environment).
+
+    :param overrides: settings fields a driver imposes over every source,
+        e.g. the contextual tuner's ``cache="memory"``.
 
     Sessions are memoised per distinct :class:`Settings`, so changing a
     variable between calls selects a fresh plugin manager.
     """
     settings = load_settings()
+    if overrides:
+        settings = attrs.evolve(settings, **overrides)
     session = _sessions.get(settings)
     if session is None:
         with _sessions_lock:

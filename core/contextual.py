@@ -1,0 +1,485 @@
+"""The contextual driver: tune the kernels an outer function launches, inside that function.
+
+This is the engine behind ``triton_dist.autotuner.contextual_autotune``. A
+call of a :class:`ContextualAutoTuner` installs every available interceptor
+plugin and runs the outer function again and again. Each launch of a
+tunable kernel reaches :meth:`_Call.route` as a :class:`KernelLaunch` that
+carries that execution's own arguments. Tuning state is kept per (kernel,
+key): one :class:`~kerneltune.core.engine.Tuner` per kernel and candidate
+list, one :class:`~kerneltune.core.engine.Tuning` per key, driven with
+``next_candidate`` / ``record`` / ``fail`` / ``finish`` like the
+function-level driver drives it, so agreement, reduction and selection are
+the engine's.
+
+One (kernel, key) is measured at a time, the first one launched while none
+is: each of its candidates gets ``n_warmup`` untimed launches and then
+``n_repeat`` timed ones, one launch per time the outer function launches
+that kernel with that key, however many executions that takes. Every rank
+spends the same number of launches on each candidate, failed or not, so
+ranks whose outer function holds collectives stay aligned. Launches of
+kernels that wait for their turn, and the remaining launches of a candidate
+that failed, run with a stand-in config that works (their results are
+thrown away with the execution's). When an execution goes by without
+measuring anything, every kernel it launched ran with its pick, and its
+result is returned.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol
+
+import attrs
+from kerneltune.core.engine import Space, Tuner, Tuning, describe_error
+from kerneltune.core.errors import TunerBusyError
+from kerneltune.core.events import KernelTuned, LaunchMeasured
+from kerneltune.core.records import Candidate
+from kerneltune.core.registry import collect_registry
+from kerneltune.core.session import Session, current_session
+
+WARMUP = "warmup"
+TIMED = "timed"
+
+Thunk = Callable[[], object]
+
+
+class KernelLaunch(Protocol):
+    """One intercepted launch, as an interceptor plugin describes it to the driver."""
+
+    #: the tuned kernel object (its identity groups launches).
+    kernel: object
+    #: the key the kernel files its pick under for this launch; it must be a
+    #: valid tuning key (ints, strs, floats, bools, None, tuples).
+    key: Hashable
+
+    @property
+    def name(self) -> str:
+        """The kernel's name, for logs and the candidate space."""
+
+    @property
+    def source(self) -> str:
+        """The kernel's source, fingerprinted with its candidates."""
+
+    def configs(self) -> Sequence[Any]:
+        """Every candidate the kernel declares, in its order."""
+
+    def candidates(self) -> Sequence[Any]:
+        """The candidates left for this launch by the kernel's own pruning."""
+
+    def cached(self) -> Any | None:
+        """The kernel's own in-process pick for this key, or ``None``."""
+
+    def label(self, config: Any) -> str:
+        """A one-line readable form of ``config``."""
+
+    def run(self, config: Any, around: Callable[[Thunk], object] | None = None) -> Any:
+        """Launch with ``config`` and this launch's arguments.
+
+        :param around: wraps exactly the launch (a timer's ``sample``); the
+            kernel's own hooks run outside it.
+        """
+
+    def run_default(self) -> Any:
+        """Launch as if no tuner were active (the kernel's own path)."""
+
+    def commit(self, config: Any) -> None:
+        """Make ``config`` the kernel's own pick for this key."""
+
+    def flush(self) -> None:
+        """Evict the device's caches before a timed launch; nothing where there are none."""
+
+
+class Interceptor(Protocol):
+    """What ``kerneltune_register_interceptors`` classes provide; see that hook."""
+
+    def install(self, route: Callable[[KernelLaunch], Any]) -> None:
+        """Route this thread's tunable launches to ``route``."""
+
+    def uninstall(self) -> None:
+        """Restore the library."""
+
+
+class _Active:
+    """The process's one active contextual tuner."""
+
+    lock = threading.Lock()
+    name = ""
+    thread = ""
+
+
+@attrs.define(eq=False)
+class _KernelKey:
+    """The tuning state of one (kernel, key) during one call."""
+
+    kernel: object
+    name: str
+    key: Hashable
+    space: Space | None = None
+    kept: tuple[int, ...] = ()
+    done: bool = False
+    tuning: Tuning | None = None
+    candidate: Candidate | None = None
+    launches: int = 0
+    timer: Any = None
+    error: BaseException | None = None
+    means: dict[int, float] = attrs.field(factory=dict)
+    good: list[int] = attrs.field(factory=list)
+    bad: set[int] = attrs.field(factory=set)
+
+
+class _Call:
+    """The state of one call of a :class:`ContextualAutoTuner`: what ``route`` works on."""
+
+    def __init__(self, owner: ContextualAutoTuner, session: Session) -> None:
+        self.owner = owner
+        self.session = session
+        self.distributed = owner.is_dist and session.make_reducer(None).world_size > 1
+        self.states: dict[tuple[int, Hashable], _KernelKey] = {}
+        self.tuners: dict[tuple[int, str], Tuner] = {}
+        self.focus: _KernelKey | None = None
+        self.progressed = False
+        self.abort: BaseException | None = None
+        self._open: list[Tuning] = []
+
+    # -- routing -----------------------------------------------------------------
+
+    def route(self, launch: KernelLaunch) -> Any:
+        """Run one intercepted launch: measure it, stand in for it, or dispatch its pick."""
+        if self.abort is not None:
+            raise self.abort
+        state = self.states.get((id(launch.kernel), launch.key))
+        if state is None:
+            state = self._discover(launch)
+        if not state.done and self.focus is None:
+            self._engine(self._focus_on, state, launch)
+        if state.done:
+            return launch.run_default()
+        self.progressed = True
+        if state is self.focus:
+            return self._measure(state, launch)
+        return self._stand_in(state, launch)
+
+    def _engine(self, step: Callable[..., object], *args: Any) -> None:
+        # An error of the machine itself (no valid config, ranks disagreeing)
+        # surfaces inside the user's kernel launch; remember it so that the
+        # call raises it whatever the outer function does with it.
+        try:
+            step(*args)
+        except BaseException as exc:
+            if self.abort is None:
+                self.abort = exc
+            raise
+
+    def _discover(self, launch: KernelLaunch) -> _KernelKey:
+        state = _KernelKey(kernel=launch.kernel, name=launch.name, key=launch.key)
+        self.states[(id(launch.kernel), launch.key)] = state
+        # With several ranks every (kernel, key) goes through the engine's
+        # agreement, even where this rank's kernel cache already holds it:
+        # a rank skipping it would leave the others waiting in a collective.
+        if not self.distributed and launch.cached() is not None:
+            state.done = True
+            return state
+        configs = list(launch.configs())
+        candidates = list(launch.candidates())
+        if not self.distributed and len(candidates) == 1:
+            launch.commit(candidates[0])
+            state.done = True
+            return state
+        extra = [c for c in candidates if not _contains(configs, c)]
+        listed = configs + extra
+        state.space = Space.build(launch.name, listed, launch.source, label=launch.label)
+        state.kept = tuple(i for i, c in enumerate(listed) if _contains(candidates, c))
+        return state
+
+    # -- the machine ---------------------------------------------------------------
+
+    def _focus_on(self, state: _KernelKey, launch: KernelLaunch) -> None:
+        assert state.space is not None
+        slot = (id(state.kernel), state.space.fingerprint)
+        tuner = self.tuners.get(slot)
+        if tuner is None:
+            tuner = self.tuners[slot] = Tuner(state.space)
+        kept = frozenset(state.kept)
+        tuning = tuner.begin(
+            self.session,
+            state.key,
+            keep=lambda candidate: candidate.index in kept,
+            group=None,
+            verbose=self.owner.verbose,
+        )
+        self._open.append(tuning)
+        if tuning.hit:
+            best = tuning.finish()
+            self._close(tuning)
+            launch.commit(best.config)
+            state.done = True
+            return
+        state.tuning = tuning
+        self.focus = state
+        self._next_candidate(state, launch)
+
+    def _next_candidate(self, state: _KernelKey, launch: KernelLaunch) -> None:
+        assert state.tuning is not None
+        candidate = state.tuning.next_candidate()
+        if candidate is None:
+            self._finish(state, launch)
+            return
+        state.candidate = candidate
+        state.launches = 0
+        state.error = None
+        state.timer = self.session.make_timer()
+
+    def _finish(self, state: _KernelKey, launch: KernelLaunch) -> None:
+        assert state.tuning is not None and state.space is not None
+        tuning, state.tuning = state.tuning, None
+        self.focus = None
+        best: Candidate | None = None
+        try:
+            best = tuning.finish()
+        finally:
+            self._close(tuning)
+            self._emit(
+                "kerneltune_kernel_tuned",
+                KernelTuned(
+                    kernel=state.name,
+                    key=state.key,
+                    candidates=state.space.candidates,
+                    means=tuple(state.means.get(c.index, float("inf")) for c in state.space.candidates),
+                    best=best,
+                    world_size=tuning.reducer.world_size,
+                    verbose=self.owner.verbose,
+                ),
+            )
+        launch.commit(best.config)
+        state.done = True
+
+    def _close(self, tuning: Tuning) -> None:
+        self._open.remove(tuning)
+        tuning.__exit__(None, None, None)
+
+    def close(self) -> None:
+        """Release every tuning still open (after an exception); nothing is persisted."""
+        while self._open:
+            self._close(self._open[-1])
+
+    # -- launches --------------------------------------------------------------------
+
+    def _measure(self, state: _KernelKey, launch: KernelLaunch) -> Any:
+        candidate = state.candidate
+        assert candidate is not None
+        warmup, repeat = self.owner.n_warmup, self.owner.n_repeat
+        index = state.launches
+        state.launches += 1
+        if state.error is not None:
+            result = self._stand_in(state, launch)
+        else:
+            phase, round_, rounds = (
+                (WARMUP, index + 1, warmup) if index < warmup else (TIMED, index - warmup + 1, repeat)
+            )
+            if phase == TIMED and self.owner.flush_cache:
+                launch.flush()
+            try:
+                result = launch.run(candidate.config, around=state.timer.sample if phase == TIMED else None)
+            except Exception as exc:
+                state.error = exc
+                state.bad.add(candidate.index)
+                self._launch_event(state, candidate, phase, round_, rounds, None, exc)
+                result = self._stand_in(state, launch)
+            else:
+                if phase == WARMUP:
+                    self._launch_event(state, candidate, phase, round_, rounds, None, None)
+        if state.launches == warmup + repeat:
+            self._engine(self._complete, state, launch)
+        return result
+
+    def _complete(self, state: _KernelKey, launch: KernelLaunch) -> None:
+        candidate = state.candidate
+        assert candidate is not None and state.tuning is not None
+        if state.error is None:
+            try:
+                samples = state.timer.collect()
+            except Exception as exc:
+                state.error = exc
+            else:
+                repeat = self.owner.n_repeat
+                for i, sample in enumerate(samples):
+                    self._launch_event(state, candidate, TIMED, i + 1, repeat, sample, None)
+                state.tuning.record(candidate, samples)
+                state.means[candidate.index] = sum(samples) / len(samples)
+                state.good.append(candidate.index)
+        if state.error is not None:
+            state.tuning.fail(candidate, state.error)
+        self._next_candidate(state, launch)
+
+    def _stand_in(self, state: _KernelKey, launch: KernelLaunch) -> Any:
+        """Run the launch with a config that works, untimed; ``None`` when none does."""
+        assert state.space is not None
+        order = state.good + [i for i in state.kept if i not in state.good]
+        for index in order:
+            if index in state.bad:
+                continue
+            try:
+                return launch.run(state.space.candidates[index].config)
+            except Exception:
+                state.bad.add(index)
+        return None
+
+    # -- observers ---------------------------------------------------------------------
+
+    def _launch_event(
+        self,
+        state: _KernelKey,
+        candidate: Candidate,
+        phase: str,
+        round_: int,
+        rounds: int,
+        time_ms: float | None,
+        error: BaseException | None,
+    ) -> None:
+        self._emit(
+            "kerneltune_launch_measured",
+            LaunchMeasured(
+                kernel=state.name,
+                key=state.key,
+                candidate=candidate,
+                phase=phase,
+                round=round_,
+                rounds=rounds,
+                time_ms=time_ms,
+                error=None if error is None else describe_error(error),
+                verbose=self.owner.verbose,
+            ),
+        )
+
+    def _emit(self, hook: str, event: object) -> None:
+        getattr(self.session.manager.hook, hook)(event=event)
+
+
+def _contains(configs: Sequence[Any], config: Any) -> bool:
+    # Identity first: some releases' configs have no __eq__, others compare
+    # by value, and a pruning function may hand back equal copies.
+    return any(c is config for c in configs) or any(c == config for c in configs)
+
+
+class ContextualAutoTuner:
+    """An outer function whose inner tunable kernels are tuned in its real context.
+
+    Call it as the original function. See :func:`contextual_autotune`.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        is_dist: bool = False,
+        n_repeat: int = 5,
+        n_warmup: int = 3,
+        flush_cache: bool = True,
+        verbose: bool = False,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"contextual_autotune decorates a function, got {fn!r}")
+        for name, value, least in (("n_repeat", n_repeat, 1), ("n_warmup", n_warmup, 0)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"contextual_autotune: {name} must be an integer >= {least}, got {value!r}")
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.is_dist = bool(is_dist)
+        self.n_repeat = n_repeat
+        self.n_warmup = n_warmup
+        self.flush_cache = bool(flush_cache)
+        self.verbose = bool(verbose)
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return functools.partial(self, instance)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Tune every inner kernel launch not tuned yet, then return a run with the picks."""
+        if not _Active.lock.acquire(blocking=False):
+            raise TunerBusyError(
+                f"contextual_autotune: cannot run {self.__name__} while {_Active.name} is being tuned "
+                f"(in thread {_Active.thread}); only one ContextualAutoTuner may be active at a time, "
+                "nested or concurrent use is not supported"
+            )
+        try:
+            _Active.name = self.__name__
+            _Active.thread = threading.current_thread().name
+            return self._tune_and_run(args, kwargs)
+        finally:
+            _Active.name = _Active.thread = ""
+            _Active.lock.release()
+
+    def _tune_and_run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # The kernels' own in-process caches hold the picks: no disk cache,
+        # and without is_dist every rank tunes on its own.
+        overrides: dict[str, Any] = {"cache": "memory"}
+        if not self.is_dist:
+            overrides["reducer"] = "local"
+        session = current_session(**overrides)
+        interceptors = collect_registry(session.manager, "interceptor", "kerneltune_register_interceptors")
+        call = _Call(self, session)
+        installed: list[Interceptor] = []
+        try:
+            for cls in interceptors.classes.values():
+                if cls.is_available():
+                    interceptor = cls()
+                    interceptor.install(call.route)
+                    installed.append(interceptor)
+            while True:
+                call.progressed = False
+                try:
+                    result = self.fn(*args, **kwargs)
+                except BaseException as exc:
+                    if call.abort is not None and exc is not call.abort:
+                        raise call.abort from exc
+                    raise
+                if call.abort is not None:
+                    raise call.abort
+                if not call.progressed:
+                    return result
+        finally:
+            for interceptor in reversed(installed):
+                interceptor.uninstall()
+            call.close()
+
+
+def contextual_autotune(
+    is_dist: bool = False,
+    n_repeat: int = 5,
+    n_warmup: int = 3,
+    *,
+    flush_cache: bool = True,
+    verbose: bool = False,
+) -> Callable[[Callable[..., Any]], ContextualAutoTuner]:
+    """Decorate a function so that the ``triton.autotune`` kernels it launches are tuned in its context.
+
+    :param is_dist: take each candidate's MAX time over the ranks of
+        torch.distributed's WORLD group before selecting (every rank must
+        make the same calls); without it each rank picks on its own.
+    :param n_repeat: timed launches per candidate; their mean is compared.
+    :param n_warmup: untimed launches per candidate before timing.
+    :param flush_cache: evict the device's L2 cache before each timed launch
+        where the device has one (CUDA: a 256 MB write), outside the timing.
+    :param verbose: print each candidate's time and the picks on stdout.
+
+    The outer function runs repeatedly until every kernel it launches has a
+    pick, then once more with the picks; that result is returned. A kernel
+    whose candidates all fail raises ``RuntimeError("cannot find valid
+    config ...")``. Only one ContextualAutoTuner may be active at a time.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> ContextualAutoTuner:
+        return ContextualAutoTuner(
+            fn,
+            is_dist=is_dist,
+            n_repeat=n_repeat,
+            n_warmup=n_warmup,
+            flush_cache=flush_cache,
+            verbose=verbose,
+        )
+
+    return decorate

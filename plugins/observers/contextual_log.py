@@ -1,0 +1,70 @@
+"""The contextual tuner's log: ``./.autotune_logs/rank-<rank>.log``, appended.
+
+One line per warm-up or timed launch of a candidate (kernel name, key,
+config number, phase and round, time or exception) and a summary per
+(kernel, key) with every candidate's mean time and the best config. The rank
+is the process's global rank in torch.distributed, 0 without it, so ranks
+never write to one file.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+from kerneltune.core import KernelTuned, LaunchMeasured, hookimpl
+
+LOG_DIR = Path(".autotune_logs")
+
+
+def _rank() -> int:
+    # Only ask torch.distributed if the program imported it: a tuner without
+    # it must not pay for importing it.
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return 0
+
+
+def _append(text: str) -> None:
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    lines = "".join(f"{stamp} {line}\n" for line in text.splitlines())
+    with (LOG_DIR / f"rank-{_rank()}.log").open("a", encoding="utf-8") as handle:
+        handle.write(lines)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.6f} ms" if math.isfinite(value) else "invalid"
+
+
+@hookimpl
+def kerneltune_launch_measured(event: LaunchMeasured) -> None:
+    if event.error is not None:
+        outcome = f"exception: {event.error}"
+    elif event.time_ms is None:
+        outcome = "done"
+    else:
+        outcome = _ms(event.time_ms)
+    _append(
+        f"kernel {event.kernel} key {event.key!r} config {event.candidate.index} "
+        f"{event.phase} round {event.round}/{event.rounds}: {outcome}"
+    )
+
+
+@hookimpl
+def kerneltune_kernel_tuned(event: KernelTuned) -> None:
+    lines = [
+        f"kernel {event.kernel} key {event.key!r}: config {c.index} mean {_ms(t)} [{c.label}]"
+        for c, t in zip(event.candidates, event.means, strict=True)
+    ]
+    if event.best is None:
+        lines.append(f"kernel {event.kernel} key {event.key!r}: cannot find valid config")
+    else:
+        lines.append(
+            f"kernel {event.kernel} key {event.key!r}: best config {event.best.index} "
+            f"[{event.best.label}] over {event.world_size} rank(s)"
+        )
+    _append("\n".join(lines))

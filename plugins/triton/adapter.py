@@ -1,0 +1,503 @@
+"""The one place that reads and writes the internals of Triton's ``Autotuner``.
+
+Triton gives its autotuner no public API for "which configs would you try for
+this launch", "run this launch with that config" or "remember this pick", so
+kerneltune reaches into attributes that are stable in practice but not
+promised. Every such access lives in this module, checked against
+:data:`LAYOUTS`, the version table below; everything else in kerneltune calls
+the functions here. Other plugins (the contextual interceptor, search_params)
+share them: each function documents what it needs and what it guarantees.
+
+Attributes read on an ``Autotuner`` ``t`` (all releases in the table):
+
+* ``t.fn`` (the wrapped ``JITFunction`` or interpreter function; ``.run``
+  launches it), ``t.base_fn`` (the Python function), ``t.arg_names``;
+* ``t.configs`` (candidates; ``t.user_configs`` on triton-ascend's
+  auto-tiling tuner), ``t.keys`` (argument names: a list, or on the
+  auto-tiling tuner a dict from axis name to argument name);
+* ``t.prune_configs(kwargs)``, which reads ``t.nargs``;
+* ``t.pre_hook(nargs)`` / ``t.post_hook(nargs, exception=)`` (reset_to_zero
+  and restore_value live there), ``config.pre_hook``, ``config.kwargs``,
+  ``config.all_kwargs()``.
+
+Attributes written: ``t.nargs`` (set for pruning, then cleared, as
+``Autotuner.run`` does), ``t.cache[key]`` and ``t.best_config`` (the pick),
+and the class attribute ``run`` of ``Autotuner`` and its subclasses while an
+interception is installed (:func:`patch_runs`).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import inspect
+import os
+import warnings
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+import attrs
+
+Thunk = Callable[[], object]
+
+
+@attrs.frozen
+class Layout:
+    """How one line of Triton releases lays out the parts of its autotuner we touch."""
+
+    name: str
+    #: ``(major, minor)`` releases this row was checked against.
+    releases: tuple[tuple[int, int], ...]
+    #: ``"list"``: ``keys`` is a list of argument names; ``"axis-dict"``: a
+    #: dict from axis name (``x``, ``rx``, ...) to argument name.
+    key_names: str
+    #: the attribute holding the candidates the user listed.
+    candidates_attr: str
+    #: whether ``prune_configs(kwargs)`` applies to those candidates.
+    prunes: bool
+    #: ``"driver"``: ``driver.active.clear_cache(buffer)`` flushes the L2;
+    #: ``"zero"``: the driver has no ``clear_cache``, zero the buffer.
+    flush: str
+    #: where ``triton.autotune`` takes ``hints``: ``None`` (it has none),
+    #: ``"positional"`` (third positional) or ``"keyword"`` (keyword-only).
+    hints: str | None
+    #: how this row was verified; docs/contextual.md repeats the table.
+    verified: str
+
+
+LAYOUTS: tuple[Layout, ...] = (
+    Layout(
+        name="triton-3.2",
+        releases=((3, 2),),
+        key_names="list",
+        candidates_attr="configs",
+        prunes=True,
+        flush="zero",
+        hints=None,
+        verified="fake Autotuner shaped like 3.2 (tests); real 3.2.0 in a throwaway venv",
+    ),
+    Layout(
+        name="triton-ascend-3.2",
+        releases=((3, 2),),
+        key_names="list",
+        candidates_attr="configs",
+        prunes=True,
+        flush="driver",
+        hints="positional",
+        verified="fake Autotuner shaped like triton-ascend release/3.2.x (tests)",
+    ),
+    Layout(
+        name="triton-ascend-3.2-autotiling",
+        releases=((3, 2),),
+        key_names="axis-dict",
+        candidates_attr="user_configs",
+        prunes=False,
+        flush="driver",
+        hints="positional",
+        verified="fake AutoTilingTuner shaped like triton-ascend release/3.2.x (tests)",
+    ),
+    Layout(
+        name="triton-3.6-3.9",
+        releases=((3, 6), (3, 7), (3, 8), (3, 9)),
+        key_names="list",
+        candidates_attr="configs",
+        prunes=True,
+        flush="driver",
+        hints=None,
+        verified="real 3.9.0 (CPU suite), 3.7.1 and 3.6.0 (CPU suite in throwaway venvs), 3.6.0 on H200",
+    ),
+)
+
+_BY_NAME = {layout.name: layout for layout in LAYOUTS}
+
+
+@functools.cache
+def triton_version() -> tuple[int, int] | None:
+    """``(major, minor)`` of the installed ``triton`` (or ``triton-ascend``), or ``None``."""
+    for package in ("triton", "triton-ascend"):
+        try:
+            text = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        parts = text.split(".")
+        try:
+            return int(parts[0]), int(parts[1])
+        except (IndexError, ValueError):
+            return None
+    return None
+
+
+@functools.cache
+def release_layout() -> Layout:
+    """The version-table row of the installed release, for plain (list-keyed) autotuners.
+
+    A release outside the table gets the newest upstream row and one warning.
+    """
+    try:
+        importlib.metadata.version("triton-ascend")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    else:
+        return _BY_NAME["triton-ascend-3.2"]
+    version = triton_version()
+    for layout in LAYOUTS:
+        if layout.name.startswith("triton-3") and version in layout.releases:
+            return layout
+    newest = _BY_NAME["triton-3.6-3.9"]
+    label = "unknown" if version is None else f"{version[0]}.{version[1]}"
+    warnings.warn(
+        f"kerneltune: triton {label} is not in the adapter's version table; assuming the "
+        f"{newest.name} layout",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+    return newest
+
+
+def layout_of(tuner: Any) -> Layout:
+    """The version-table row that describes ``tuner``.
+
+    Shape decides first (a dict of keys is triton-ascend's auto-tiling
+    tuner; an ``auto_profile_dir`` attribute is triton-ascend's autotuner),
+    then the installed release (:func:`release_layout`).
+    """
+    if isinstance(getattr(tuner, "keys", None), dict):
+        return _BY_NAME["triton-ascend-3.2-autotiling"]
+    if hasattr(tuner, "auto_profile_dir"):
+        return _BY_NAME["triton-ascend-3.2"]
+    return release_layout()
+
+
+def autotuner_class() -> type:
+    """Triton's ``Autotuner`` class."""
+    from triton.runtime.autotuner import Autotuner
+
+    return Autotuner
+
+
+def _family(root: type) -> list[type]:
+    seen = [root]
+    for cls in seen:
+        seen.extend(sub for sub in cls.__subclasses__() if sub not in seen)
+    return seen
+
+
+def patch_runs(make: Callable[[Callable[..., Any]], Callable[..., Any]], root: type | None = None) -> Thunk:
+    """Replace ``run`` on ``Autotuner`` and each loaded subclass that defines its own.
+
+    :param make: given a class's original ``run``, returns its replacement.
+    :param root: the class to start from (default: :func:`autotuner_class`);
+        tests pass fake autotuners.
+    :returns: a function that puts every original back.
+    """
+    saved: list[tuple[type, Callable[..., Any]]] = []
+    for cls in _family(root if root is not None else autotuner_class()):
+        original = cls.__dict__.get("run")
+        if original is not None:
+            saved.append((cls, original))
+            cls.run = make(original)
+
+    def restore() -> None:
+        for cls, original in reversed(saved):
+            cls.run = original
+
+    return restore
+
+
+def kernel_name(tuner: Any) -> str:
+    """The Python name of the kernel under the autotuner."""
+    return getattr(tuner.base_fn, "__name__", repr(tuner.base_fn))
+
+
+def kernel_source(tuner: Any) -> str:
+    """The kernel's source text, for fingerprints (its name where there is no source)."""
+    try:
+        return inspect.getsource(tuner.base_fn)
+    except (OSError, TypeError):
+        return kernel_name(tuner)
+
+
+def candidate_configs(tuner: Any) -> list[Any]:
+    """The configs the user gave the autotuner, in their order."""
+    return list(getattr(tuner, layout_of(tuner).candidates_attr, None) or ())
+
+
+def tunable(tuner: Any) -> bool:
+    """Whether the autotuner has more than one candidate to choose from."""
+    return len(candidate_configs(tuner)) > 1
+
+
+def named_arguments(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A launch's kernel arguments by name (launch options such as ``grid`` left out)."""
+    named = dict(zip(tuner.arg_names, args, strict=False))
+    named.update((k, v) for k, v in kwargs.items() if k in tuner.arg_names)
+    return named
+
+
+def tuning_key(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """The key the autotuner files its pick under for this launch.
+
+    The values of the key arguments in declaration order, then the dtype
+    (as a string) of every argument that has one, as every release in the
+    table computes it.
+    """
+    named = named_arguments(tuner, args, kwargs)
+    keys = tuner.keys
+    names = keys.values() if isinstance(keys, dict) else keys
+    key = [named[name] for name in names if name in named]
+    key.extend(str(value.dtype) for value in named.values() if hasattr(value, "dtype"))
+    return tuple(key)
+
+
+def pruned_configs(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
+    """The candidates left for this launch after the kernel's own ``prune_configs_by``.
+
+    :param kwargs: the launch's keyword arguments, ``grid`` included, as
+        ``Autotuner.run`` receives them.
+    """
+    if not layout_of(tuner).prunes:
+        return candidate_configs(tuner)
+    tuner.nargs = dict(zip(tuner.arg_names, args, strict=False))
+    try:
+        return list(tuner.prune_configs(kwargs))
+    finally:
+        tuner.nargs = None
+
+
+def cached_config(tuner: Any, key: Hashable) -> Any | None:
+    """The config the autotuner's in-process cache holds for ``key``, or ``None``."""
+    return tuner.cache.get(key)
+
+
+def store_config(tuner: Any, key: Hashable, config: Any) -> None:
+    """Make ``config`` the autotuner's pick for ``key``.
+
+    Later launches with that key are ordinary cache hits of Triton, and
+    ``tuner.best_config`` is ``config`` as after Triton's own tuning.
+    """
+    tuner.cache[key] = config
+    tuner.best_config = config
+
+
+def _call(thunk: Thunk) -> None:
+    thunk()
+
+
+def launch_config(
+    tuner: Any,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    config: Any,
+    around: Callable[[Thunk], object] | None = None,
+) -> Any:
+    """Launch the kernel once with ``config`` and this launch's own arguments.
+
+    The config's and the autotuner's pre-hooks run first and the post-hook
+    after (so ``reset_to_zero`` and ``restore_value`` behave as while Triton
+    benchmarks), outside ``around``.
+
+    :param around: called with a thunk that performs only the launch, e.g. a
+        timer's ``sample``; default: call it.
+    :returns: what the kernel's ``run`` returned.
+    :raises ValueError: when the launch passes a meta-parameter the config
+        sets too, as Triton does.
+    """
+    clashes = sorted(set(kwargs) & set(config.kwargs))
+    if clashes:
+        raise ValueError(
+            f"Conflicting meta-parameters: {', '.join(clashes)}. Make sure that you don't re-define "
+            "auto-tuned symbols."
+        )
+    meta = {**kwargs, **config.all_kwargs()}
+    hooked = {**dict(zip(tuner.arg_names, args, strict=False)), **meta}
+    if config.pre_hook is not None:
+        config.pre_hook(hooked)
+    tuner.pre_hook(hooked)
+    result: list[Any] = []
+
+    def launch() -> None:
+        result.append(tuner.fn.run(*args, **meta))
+
+    try:
+        (around or _call)(launch)
+    except Exception as exc:
+        tuner.post_hook(hooked, exception=exc)
+        raise
+    tuner.post_hook(hooked, exception=None)
+    return result[0] if result else None
+
+
+def config_label(config: Any) -> str:
+    """A one-line readable form of a config."""
+    return str(config)
+
+
+def interpreting() -> bool:
+    """Whether kernels run in Triton's interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+def cache_flusher(layout: Layout | None = None) -> Thunk | None:
+    """A function that evicts the device's L2 cache, or ``None`` where there is none.
+
+    It writes the driver's benchmark buffer (256 MB on CUDA), on the current
+    stream, as Triton's own benchmarker does before each timed call. The
+    buffer is allocated here, once; drop the function to free it.
+    """
+    if interpreting():
+        return None
+    try:
+        from triton.runtime import driver
+
+        active = driver.active
+        buffer = active.get_empty_cache_for_benchmark()
+    except Exception:
+        return None
+    chosen = layout or release_layout()
+    if chosen.flush == "driver" and hasattr(active, "clear_cache"):
+
+        def flush() -> None:
+            active.clear_cache(buffer)
+
+        return flush
+
+    def zero() -> None:
+        buffer.zero_()
+
+    return zero
+
+
+def hints_parameter(autotune: Callable[..., Any]) -> str | None:
+    """Where a ``triton.autotune`` implementation takes ``hints``.
+
+    :returns: ``"positional"`` when it is an ordinary parameter (third on
+        triton-ascend 3.2: ``autotune(configs, key, hints, ...)``),
+        ``"keyword"`` when keyword-only (later triton-ascend), ``None`` when
+        the implementation has no ``hints`` (upstream Triton).
+    """
+    try:
+        parameter = inspect.signature(autotune).parameters.get("hints")
+    except (TypeError, ValueError):
+        return None
+    if parameter is None:
+        return None
+    return "keyword" if parameter.kind is inspect.Parameter.KEYWORD_ONLY else "positional"
+
+
+# -- search_params: the compiler, the device and ``triton.autotune`` itself ----
+#
+# The functions below serve the search_params plugin. They touch no Autotuner
+# attribute; they read Triton's driver (``driver.active``: the current target,
+# device and device properties), the backend's option dataclass, a compiled
+# kernel's ``metadata.shared``, and they replace the module attribute
+# ``triton.autotune``. All of these have the same shape in every row of
+# :data:`LAYOUTS`; a backend that lacks one (triton-ascend has no
+# ``max_shared_mem``) makes the function answer "unknown", never fail.
+
+SEARCH_PARAMS_MARK = "__kerneltune_search_params__"
+
+
+def compile_target() -> Any:
+    """The :class:`kerneltune.core.profiles.CompileTarget` kernels compile for now.
+
+    Under the interpreter the backend is ``"interpreter"`` and the options are
+    the compile fields of ``triton.Config``, which the interpreter accepts and
+    ignores; otherwise the target and the option names come from the active
+    driver and its backend's option dataclass.
+    """
+    from kerneltune.core.profiles import CompileTarget
+
+    if interpreting():
+        return CompileTarget(backend="interpreter", arch="", warp_size=0, options=config_fields())
+    from triton.compiler import make_backend
+    from triton.runtime import driver
+
+    target = driver.active.get_current_target()
+    options = make_backend(target).parse_options({})
+    return CompileTarget(
+        backend=str(target.backend),
+        arch=target.arch,
+        warp_size=int(target.warp_size or 0),
+        options=frozenset(vars(options)),
+    )
+
+
+def config_fields() -> frozenset[str]:
+    """Compile options ``triton.Config`` takes as its own fields (``num_warps``, ...)."""
+    from triton import Config
+
+    parameters = inspect.signature(Config.__init__).parameters
+    return frozenset(name for name in parameters if name not in ("self", "kwargs", "pre_hook"))
+
+
+def shared_memory_problem(compiled: Any) -> str | None:
+    """Why a compiled kernel cannot launch on the current device, from its metadata; ``None`` if it can
+    (or nobody can tell).
+
+    Compares the shared memory the compiler allotted with the device's limit,
+    the check Triton itself makes only at the first launch.
+    """
+    shared = getattr(getattr(compiled, "metadata", None), "shared", None)
+    if not isinstance(shared, int):
+        return None
+    try:
+        from triton.runtime import driver
+
+        properties = driver.active.utils.get_device_properties(driver.active.get_current_device())
+    except Exception:
+        return None
+    limit = properties.get("max_shared_mem") if isinstance(properties, dict) else None
+    if isinstance(limit, int) and shared > limit:
+        return f"needs {shared} bytes of shared memory, the device has {limit}"
+    return None
+
+
+def out_of_resources(exc: BaseException) -> bool:
+    """Whether ``exc`` is Triton's ``OutOfResources`` (shared memory, registers, threads)."""
+    try:
+        from triton.runtime.errors import OutOfResources
+    except ImportError:
+        return False
+    return isinstance(exc, OutOfResources)
+
+
+def device_binding() -> Callable[[], None]:
+    """A function that makes the thread calling it use this thread's current device.
+
+    Compile threads need it: Triton files a compiled kernel under the calling
+    thread's current device, and a new thread starts on device 0.
+    """
+    if interpreting():
+        return lambda: None
+    from triton.runtime import driver
+
+    active = driver.active
+    device = active.get_current_device()
+    setter = getattr(active, "set_current_device", None)
+    if setter is None:
+        return lambda: None
+    return lambda: setter(device)
+
+
+def install_autotune(make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
+    """Replace ``triton.autotune`` (and its aliases in ``triton.runtime``) with ``make(original)``.
+
+    Done once per process: when the current ``triton.autotune`` is already a
+    replacement made here, nothing changes. Kernels decorated before keep
+    what they got.
+
+    :returns: whether this call installed the replacement.
+    """
+    import triton
+    import triton.runtime
+    import triton.runtime.autotuner
+
+    current = triton.autotune
+    if getattr(current, SEARCH_PARAMS_MARK, False):
+        return False
+    replacement = make(current)
+    setattr(replacement, SEARCH_PARAMS_MARK, True)
+    for owner in (triton, triton.runtime, triton.runtime.autotuner):
+        if getattr(owner, "autotune", None) is current:
+            owner.autotune = replacement
+    return True

@@ -1,0 +1,150 @@
+"""Hands ``triton.autotune`` launches to the contextual tuner while one is active.
+
+``install`` replaces ``run`` on Triton's ``Autotuner`` class (and on each
+loaded subclass with a ``run`` of its own, such as triton-ascend's auto-tiling
+tuner) and ``uninstall`` puts the originals back, so nothing is patched, and
+nothing costs, while no contextual tuner runs. The replacement routes only
+launches made on the installing thread, of autotuners with more than one
+candidate, outside the tuner's own handling of a launch; everything else
+reaches the original ``run`` untouched. All reads and writes of the
+autotuner go through :mod:`kerneltune.plugins.triton.adapter`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from kerneltune.core import hookimpl
+from kerneltune.plugins.triton import adapter
+
+
+class TritonLaunch:
+    """One intercepted ``kernel[grid](...)`` of an autotuned kernel (a ``KernelLaunch``)."""
+
+    def __init__(
+        self,
+        interceptor: TritonInterceptor,
+        tuner: Any,
+        original: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> None:
+        self.kernel = tuner
+        self.key: Hashable = adapter.tuning_key(tuner, args, kwargs)
+        self._interceptor = interceptor
+        self._original = original
+        self._args = args
+        self._kwargs = kwargs
+
+    @property
+    def name(self) -> str:
+        """The kernel function's name."""
+        return adapter.kernel_name(self.kernel)
+
+    @property
+    def source(self) -> str:
+        """The kernel function's source."""
+        return adapter.kernel_source(self.kernel)
+
+    def configs(self) -> list[Any]:
+        """The autotuner's configs."""
+        return adapter.candidate_configs(self.kernel)
+
+    def candidates(self) -> list[Any]:
+        """The configs its ``prune_configs_by`` keeps for this launch."""
+        return adapter.pruned_configs(self.kernel, self._args, self._kwargs)
+
+    def cached(self) -> Any | None:
+        """Triton's in-process pick for this key."""
+        return adapter.cached_config(self.kernel, self.key)
+
+    def label(self, config: Any) -> str:
+        """Triton's own text for a config."""
+        return adapter.config_label(config)
+
+    def run(self, config: Any, around: Callable[[adapter.Thunk], object] | None = None) -> Any:
+        """Launch with ``config``, its hooks outside ``around``."""
+        return adapter.launch_config(self.kernel, self._args, self._kwargs, config, around)
+
+    def run_default(self) -> Any:
+        """Triton's own ``run`` for this launch."""
+        return self._original(self.kernel, *self._args, **self._kwargs)
+
+    def commit(self, config: Any) -> None:
+        """Store the pick in the autotuner's cache and ``best_config``."""
+        adapter.store_config(self.kernel, self.key, config)
+
+    def flush(self) -> None:
+        """Write the L2 flush buffer, where the device has one."""
+        self._interceptor.flush()
+
+
+class TritonInterceptor:
+    """Routes this thread's ``triton.autotune`` launches to a contextual tuner."""
+
+    name = "triton"
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Whether triton can be imported."""
+        return importlib.util.find_spec("triton") is not None
+
+    def __init__(self) -> None:
+        self._restore: Callable[[], None] | None = None
+        self._flusher: Callable[[], None] | None = None
+        self._flusher_made = False
+
+    def install(self, route: Callable[[TritonLaunch], Any], root: type | None = None) -> None:
+        """Patch ``run`` so that this thread's tunable launches go to ``route``.
+
+        :param root: the autotuner class to patch (default: Triton's);
+            tests pass fakes shaped like other releases.
+        """
+        owner = threading.get_ident()
+        handling = False
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(original)
+            def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
+                nonlocal handling
+                if (
+                    handling
+                    or threading.get_ident() != owner
+                    or kwargs.get("warmup")
+                    or not adapter.tunable(tuner)
+                ):
+                    return original(tuner, *args, **kwargs)
+                handling = True
+                try:
+                    return route(TritonLaunch(self, tuner, original, args, kwargs))
+                finally:
+                    handling = False
+
+            return run
+
+        self._restore = adapter.patch_runs(make, root)
+
+    def uninstall(self) -> None:
+        """Put the original ``run`` methods back and free the flush buffer."""
+        if self._restore is not None:
+            self._restore()
+        self._restore = None
+        self._flusher = None
+        self._flusher_made = False
+
+    def flush(self) -> None:
+        """Flush the L2 cache (the buffer is allocated on first use)."""
+        if not self._flusher_made:
+            self._flusher = adapter.cache_flusher()
+            self._flusher_made = True
+        if self._flusher is not None:
+            self._flusher()
+
+
+@hookimpl
+def kerneltune_register_interceptors(register):
+    register(TritonInterceptor)

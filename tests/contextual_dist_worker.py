@@ -1,0 +1,146 @@
+"""One rank of a contextual-tuning scenario over torch.distributed (gloo).
+
+Run by tests/test_contextual_dist.py as
+``python contextual_dist_worker.py SCENARIO RANK WORLD STORE OUT``; it joins
+the group through the file ``STORE``, runs ``SCENARIO`` and writes what it
+saw to ``OUT/rank-RANK.json`` (an ``error`` entry when the scenario raised).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch
+import torch.distributed as dist
+
+
+def seed_example(rank: int) -> dict:
+    """The seed's run_scale with is_dist=True on real interpreted kernels."""
+    import triton
+    import triton.language as tl
+
+    from triton_dist.autotuner import contextual_autotune
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=w) for w in (4, 8)], key=["n"])
+    @triton.jit
+    def scale_kernel(x_ptr, y_ptr, alpha, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        offsets = pid * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+        tl.store(y_ptr + offsets, alpha * x, mask=mask)
+
+    executions = []
+
+    @contextual_autotune(is_dist=True, n_repeat=3, n_warmup=2)
+    def run_scale(x, alpha):
+        executions.append(1)
+        y = torch.empty_like(x)
+        scale_kernel[(triton.cdiv(x.numel(), 64),)](x, y, alpha, x.numel())
+        return y
+
+    x = torch.arange(128, dtype=torch.float32) * (rank + 1)
+    y = run_scale(x, 3.0)
+    return {
+        "correct": bool(torch.allclose(y, 3.0 * x)),
+        "pick": scale_kernel.configs.index(scale_kernel.best_config),
+        "executions": len(executions),
+    }
+
+
+def slowest_rank_decides(rank: int) -> dict:
+    """Per-rank scripted costs whose per-rank argmin differs from the argmin of the max."""
+    import attrs
+    from kerneltune.core import Session, load_settings
+    from kerneltune.core import contextual as contextual_module
+    from triton_fakes import ARG_NAMES, Autotuner32, Config32, FakeKernel, interceptor_plugin
+    from tuning_doubles import FakeClock, clock_plugin
+
+    from triton_dist.autotuner import contextual_autotune
+
+    clock = FakeClock()
+    plugins = (clock_plugin(clock), interceptor_plugin(Autotuner32))
+
+    def session(**overrides):
+        return Session.create(attrs.evolve(load_settings(), timer="scripted", **overrides), extra=plugins)
+
+    contextual_module.current_session = session
+    # rank 0: 1 ms vs 5 ms; rank 1: 4 ms vs 2 ms. Max over ranks: 4 vs 5.
+    costs = {8: 1.0, 16: 5.0} if rank == 0 else {8: 4.0, 16: 2.0}
+    kernel = FakeKernel(clock, costs)
+    configs = [Config32({"BLOCK": 8}), Config32({"BLOCK": 16})]
+    tuner = Autotuner32(kernel, ARG_NAMES, configs, ["n"])
+
+    @contextual_autotune(is_dist=True, n_repeat=2, n_warmup=1)
+    def outer(n):
+        return tuner[(1,)]("x", n)
+
+    outer(5)
+    return {"pick": configs.index(tuner.best_config)}
+
+
+def ranks_prune_differently(rank: int) -> dict:
+    """A kernel whose own pruning keeps different configs on each rank."""
+    import triton
+    import triton.language as tl
+
+    from triton_dist.autotuner import contextual_autotune
+
+    def prune(configs, named_args, **kwargs):
+        return configs[rank:]
+
+    @triton.autotune(
+        configs=[triton.Config({"BLOCK": 64}, num_warps=w) for w in (2, 4, 8)],
+        key=["n"],
+        prune_configs_by={"early_config_prune": prune},
+    )
+    @triton.jit
+    def fill_kernel(y_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offsets, 1.0, mask=offsets < n)
+
+    @contextual_autotune(is_dist=True, n_repeat=1, n_warmup=0)
+    def outer():
+        y = torch.empty(64)
+        fill_kernel[(1,)](y, 64)
+        return y
+
+    outer()
+    return {"finished": True}
+
+
+SCENARIOS = {
+    "seed": seed_example,
+    "slowest": slowest_rank_decides,
+    "mismatch": ranks_prune_differently,
+}
+
+
+def main() -> None:
+    scenario, rank, world, store, out = sys.argv[1:6]
+    rank, world = int(rank), int(world)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{store}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=60),
+    )
+    try:
+        result = SCENARIOS[scenario](rank)
+    except Exception as exc:
+        result = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
+    Path(out, f"rank-{rank}.json").write_text(json.dumps(result))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

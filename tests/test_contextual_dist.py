@@ -1,0 +1,84 @@
+"""contextual_autotune(is_dist=True) with real torch.distributed ranks (gloo, two processes).
+
+Each scenario runs tests/contextual_dist_worker.py once per rank under a hard
+time limit: a rank that hangs in a collective fails the test instead of
+blocking the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WORKER = Path(__file__).with_name("contextual_dist_worker.py")
+RANK_TIMEOUT_S = 90
+WORLD = 2
+
+pytestmark = pytest.mark.dist
+
+
+def run_ranks(scenario: str, tmp_path: Path) -> list[dict]:
+    out = tmp_path / "out"
+    out.mkdir()
+    store = tmp_path / "store"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), scenario, str(rank), str(WORLD), str(store), str(out)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(WORLD)
+    ]
+    outputs = []
+    try:
+        for process in ranks:
+            outputs.append(process.communicate(timeout=RANK_TIMEOUT_S)[0])
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"scenario {scenario!r}: a rank did not finish within {RANK_TIMEOUT_S} s (hang)")
+    finally:
+        for process in ranks:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    results = []
+    for rank, text in enumerate(outputs):
+        path = out / f"rank-{rank}.json"
+        assert path.is_file(), f"rank {rank} wrote no result:\n{text}"
+        results.append(json.loads(path.read_text()))
+    return results
+
+
+def test_seed_example_on_two_ranks_agrees_and_logs_per_rank(tmp_path):
+    results = run_ranks("seed", tmp_path)
+    assert all("error" not in r for r in results), results
+    assert all(r["correct"] for r in results)
+    assert results[0]["pick"] == results[1]["pick"]
+    assert results[0]["executions"] == results[1]["executions"] == 2 * (2 + 3) + 1
+    for rank in range(WORLD):
+        log = (tmp_path / ".autotune_logs" / f"rank-{rank}.log").read_text()
+        assert "timed round 3/3" in log
+        assert "over 2 rank(s)" in log
+
+
+def test_the_slowest_rank_decides(tmp_path):
+    results = run_ranks("slowest", tmp_path)
+    assert all("error" not in r for r in results), results
+    # Rank 1 alone would pick config 1 (2 ms < 4 ms); the max over ranks is 4 ms vs 5 ms.
+    assert [r["pick"] for r in results] == [0, 0]
+
+
+def test_ranks_pruning_differently_fail_on_every_rank_without_hanging(tmp_path):
+    results = run_ranks("mismatch", tmp_path)
+    for rank, result in enumerate(results):
+        assert result.get("error", "").startswith("RankMismatchError"), (rank, result)
+        # The message names every rank and what it kept.
+        assert "rank 0" in result["error"] and "rank 1" in result["error"]

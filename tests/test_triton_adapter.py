@@ -1,0 +1,307 @@
+"""The Triton adapter against each row of its version table, and the driver over fakes.
+
+Releases that cannot be installed here (triton 3.2, triton-ascend 3.2) are
+covered by the fakes in tests/triton_fakes.py; the installed triton is
+checked for real. A scripted clock makes every pick deterministic.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import attrs
+import pytest
+import torch
+import triton
+from kerneltune.core import Session, load_settings
+from kerneltune.core import contextual as contextual_module
+from kerneltune.plugins.triton import adapter
+from kerneltune.plugins.triton.interceptor import TritonInterceptor
+from triton_fakes import (
+    ARG_NAMES,
+    AscendAutoTilingTuner32,
+    AscendAutotuner32,
+    Autotuner32,
+    Config32,
+    FakeKernel,
+    KernelFailure,
+    ascend_autotune,
+    interceptor_plugin,
+    later_ascend_autotune,
+    other_kernel_function,
+)
+from tuning_doubles import FakeClock, clock_plugin
+
+from triton_dist.autotuner import contextual_autotune
+
+ARGS = ARG_NAMES
+
+
+def use_fakes(monkeypatch, clock, root):
+    """Make the contextual tuner time with ``clock`` and intercept the fake family ``root``."""
+    plugins = (clock_plugin(clock), interceptor_plugin(root))
+    sessions = {}
+
+    def session(**overrides):
+        settings = attrs.evolve(load_settings(), timer="scripted", **overrides)
+        if settings not in sessions:
+            sessions[settings] = Session.create(settings, extra=plugins)
+        return sessions[settings]
+
+    monkeypatch.setattr(contextual_module, "current_session", session)
+
+
+def test_version_table_rows():
+    names = [layout.name for layout in adapter.LAYOUTS]
+    assert len(names) == len(set(names))
+    kernel = FakeKernel(FakeClock(), {})
+    configs = [Config32({"BLOCK": 1}), Config32({"BLOCK": 2})]
+    assert adapter.layout_of(AscendAutotuner32(kernel, ARGS, configs, ["n"])).name == "triton-ascend-3.2"
+    tiling = AscendAutoTilingTuner32(kernel, ARGS, configs, ["n"])
+    assert adapter.layout_of(tiling).name == "triton-ascend-3.2-autotiling"
+    assert adapter.candidate_configs(tiling) == configs
+    assert adapter.pruned_configs(tiling, (None, 8), {"grid": (1,), "warmup": False}) == configs
+
+
+def test_installed_triton_is_in_the_table(recwarn):
+    version = adapter.triton_version()
+    layout = adapter.release_layout()
+    assert version in layout.releases
+    assert not [w for w in recwarn if "version table" in str(w.message)]
+
+
+def test_tuning_key_list_and_axis_dict():
+    kernel = FakeKernel(FakeClock(), {})
+    configs = [Config32({"BLOCK": 1}), Config32({"BLOCK": 2})]
+    x = torch.zeros(4, dtype=torch.float16)
+    plain = Autotuner32(kernel, ARGS, configs, ["n"])
+    assert adapter.tuning_key(plain, (x, 4), {"grid": (1,), "warmup": False}) == (4, "torch.float16")
+    assert adapter.tuning_key(plain, (x,), {"n": 7, "grid": (1,)}) == (7, "torch.float16")
+    tiling = AscendAutoTilingTuner32(kernel, ARGS, configs, ["n"])
+    assert tiling.keys == {"x": "n"}
+    assert adapter.tuning_key(tiling, (x, 9), {"grid": (1,)}) == (9, "torch.float16")
+
+
+def test_key_matches_real_triton():
+    @triton.autotune(configs=[triton.Config({"B": 1}), triton.Config({"B": 2})], key=["n", "m"])
+    @triton.jit
+    def kernel(x_ptr, n, m, B: triton.language.constexpr):
+        pass
+
+    x = torch.zeros(2, dtype=torch.bfloat16)
+    assert adapter.tuning_key(kernel, (x, 3), {"m": 5, "grid": (1,), "warmup": False}) == (
+        3,
+        5,
+        "torch.bfloat16",
+    )
+    assert adapter.kernel_name(kernel) == "kernel"
+    assert "def kernel" in adapter.kernel_source(kernel)
+    assert adapter.tunable(kernel)
+
+
+def test_pruned_configs_sets_nargs_only_while_pruning():
+    seen = {}
+
+    def prune(configs, named_args, **kwargs):
+        seen["named"], seen["kwargs"] = dict(named_args), kwargs
+        return configs[1:]
+
+    configs = [Config32({"BLOCK": b}) for b in (1, 2, 3)]
+    tuner = Autotuner32(FakeKernel(FakeClock(), {}), ARGS, configs, ["n"], {"early_config_prune": prune})
+    assert adapter.pruned_configs(tuner, ("x", 4), {"grid": (2,), "warmup": False}) == configs[1:]
+    assert seen["named"] == {"x": "x", "n": 4}
+    assert seen["kwargs"] == {"grid": (2,), "warmup": False}
+    assert tuner.nargs is None
+
+
+def test_launch_config_runs_hooks_outside_around_and_reports_failures():
+    events = []
+    clock = FakeClock()
+
+    def config_hook(nargs):
+        events.append(("config.pre_hook", nargs["BLOCK"]))
+
+    tuner = Autotuner32(
+        FakeKernel(clock, {8: 1.0, 16: None}),
+        ARGS,
+        [],
+        ["n"],
+        pre_hook=lambda nargs, reset_only=False: events.append(("pre_hook", nargs["n"])),
+        post_hook=lambda nargs, exception: events.append(("post_hook", type(exception).__name__)),
+    )
+
+    def around(thunk):
+        events.append("timer start")
+        thunk()
+        events.append("timer stop")
+
+    result = adapter.launch_config(
+        tuner, ("x", 4), {"grid": (1,), "warmup": False}, Config32({"BLOCK": 8}, pre_hook=config_hook), around
+    )
+    assert result == "launched BLOCK=8"
+    assert events == [
+        ("config.pre_hook", 8),
+        ("pre_hook", 4),
+        "timer start",
+        "timer stop",
+        ("post_hook", "NoneType"),
+    ]
+    events.clear()
+    with pytest.raises(KernelFailure):
+        adapter.launch_config(tuner, ("x", 4), {"grid": (1,), "warmup": False}, Config32({"BLOCK": 16}))
+    assert events == [("pre_hook", 4), ("post_hook", "KernelFailure")]
+    with pytest.raises(ValueError, match="Conflicting meta-parameters: BLOCK"):
+        adapter.launch_config(tuner, ("x", 4), {"BLOCK": 8}, Config32({"BLOCK": 16}))
+
+
+def test_store_config_is_what_triton_reads():
+    configs = [Config32({"BLOCK": 8}), Config32({"BLOCK": 16})]
+    kernel = FakeKernel(FakeClock(), {8: 1.0, 16: 1.0})
+    tuner = Autotuner32(kernel, ARGS, configs, ["n"])
+    adapter.store_config(tuner, (4,), configs[1])
+    assert adapter.cached_config(tuner, (4,)) is configs[1]
+    assert tuner.best_config is configs[1]
+    tuner[(1,)]("x", 4)
+    assert kernel.calls[-1][1]["BLOCK"] == 16
+
+
+def test_hints_parameter_per_release():
+    assert adapter.hints_parameter(ascend_autotune) == "positional"
+    assert adapter.hints_parameter(later_ascend_autotune) == "keyword"
+    assert adapter.hints_parameter(triton.autotune) is None
+
+
+def test_patch_runs_covers_overriding_subclasses_and_restores():
+    originals = {
+        cls: cls.__dict__.get("run") for cls in (Autotuner32, AscendAutotuner32, AscendAutoTilingTuner32)
+    }
+    wrapped = []
+
+    def make(original):
+        def run(self, *args, **kwargs):
+            wrapped.append(type(self).__name__)
+            return original(self, *args, **kwargs)
+
+        return run
+
+    restore = adapter.patch_runs(make, Autotuner32)
+    try:
+        assert "run" not in AscendAutotuner32.__dict__  # inherits the patched base
+        assert AscendAutoTilingTuner32.__dict__["run"] is not originals[AscendAutoTilingTuner32]
+        tiling = AscendAutoTilingTuner32(
+            FakeKernel(FakeClock(), {8: 1.0}), ARGS, [Config32({"BLOCK": 8})], ["n"]
+        )
+        tiling.cache[(4,)] = tiling.user_configs[0]
+        tiling[(1,)]("x", 4)
+        assert wrapped == ["AscendAutoTilingTuner32"]
+    finally:
+        restore()
+    assert {cls: cls.__dict__.get("run") for cls in originals} == originals
+
+
+def test_interceptor_routes_only_the_installing_thread():
+    clock = FakeClock()
+    kernel = FakeKernel(clock, {8: 1.0, 16: 1.0})
+    configs = [Config32({"BLOCK": 8}), Config32({"BLOCK": 16})]
+    tuner = Autotuner32(kernel, ARGS, configs, ["n"])
+    tuner.cache[(4,)] = configs[0]
+    routed = []
+    interceptor = TritonInterceptor()
+    interceptor.install(lambda launch: routed.append(launch.key) or "routed", Autotuner32)
+    try:
+        assert tuner[(1,)]("x", 4) == "routed"
+        results = []
+        thread = threading.Thread(target=lambda: results.append(tuner[(1,)]("x", 4)))
+        thread.start()
+        thread.join(10)
+        assert results == ["launched BLOCK=8"]
+    finally:
+        interceptor.uninstall()
+    assert routed == [(4,)]
+    assert tuner[(1,)]("x", 4) == "launched BLOCK=8"
+
+
+COSTS = {8: 3.0, 16: 1.0, 32: 2.0, 64: None}
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda kernel, configs: Autotuner32(kernel, ARGS, configs, ["n"]), id="triton-3.2"),
+        pytest.param(
+            lambda kernel, configs: ascend_autotune(configs, ["n"], None)(kernel), id="triton-ascend-3.2"
+        ),
+        pytest.param(
+            lambda kernel, configs: ascend_autotune(configs, ["n"], {"enable_ascend_autotune": True})(kernel),
+            id="triton-ascend-3.2-autotiling",
+        ),
+    ],
+)
+def test_contextual_tuning_on_each_release_shape(monkeypatch, tmp_path, make):
+    clock = FakeClock()
+    use_fakes(monkeypatch, clock, Autotuner32)
+    kernel = FakeKernel(clock, COSTS)
+    configs = [Config32({"BLOCK": b}) for b in (8, 16, 32, 64)]
+    tuner = make(kernel, configs)
+    executions = []
+
+    @contextual_autotune(n_repeat=3, n_warmup=2)
+    def outer(x, n):
+        executions.append(n)
+        return tuner[(1,)](x, n)
+
+    assert outer("x", 4) == "launched BLOCK=16"
+    assert tuner.best_config is configs[1]
+    assert tuner.cache == {(4,): configs[1]}
+    assert len(executions) == 4 * (2 + 3) + 1
+    # Every launch ran with the call's own arguments; the failing candidate's
+    # five launches were stood in for by a config that works.
+    assert all(args == ("x", 4) for args, _ in kernel.calls)
+    assert [meta["BLOCK"] for _, meta in kernel.calls].count(64) == 0
+    assert len(kernel.calls) == 4 * 5 + 1
+    log = (tmp_path / ".autotune_logs" / "rank-0.log").read_text()
+    assert "config 3 warmup round 1/2: exception: KernelFailure: out of resources for BLOCK=64" in log
+    assert "best config 1 [BLOCK: 16, num_warps: 4]" in log
+
+
+def test_waiting_kernels_and_failed_candidates_run_with_a_working_stand_in(monkeypatch):
+    clock = FakeClock()
+    use_fakes(monkeypatch, clock, Autotuner32)
+    first_kernel = FakeKernel(clock, {8: None, 16: 2.0})
+    second_kernel = FakeKernel(clock, {8: 5.0, 16: 1.0}, other_kernel_function)
+    first = Autotuner32(first_kernel, ARGS, [Config32({"BLOCK": 8}), Config32({"BLOCK": 16})], ["n"])
+    second = Autotuner32(second_kernel, ARGS, [Config32({"BLOCK": 8}), Config32({"BLOCK": 16})], ["n"])
+    outputs = []
+
+    @contextual_autotune(n_repeat=1, n_warmup=1)
+    def outer(n):
+        outputs.append((first[(1,)]("a", n), second[(1,)]("b", n)))
+        return outputs[-1]
+
+    assert outer(2) == ("launched BLOCK=16", "launched BLOCK=16")
+    # first takes executions 1-4 (2 candidates x 2 launches); second starts
+    # in execution 4, right after first's last launch, and takes 4-7; 8 runs
+    # with the picks. first's failing candidate 0, and second while it
+    # waited, still ran with a config that works: no execution lost a launch.
+    assert len(outputs) == 8
+    assert all(a is not None and b is not None for a, b in outputs)
+    assert first.best_config.kwargs == {"BLOCK": 16}
+    assert second.best_config.kwargs == {"BLOCK": 16}
+
+
+def test_single_candidate_after_pruning_is_stored_without_measuring(monkeypatch):
+    clock = FakeClock()
+    use_fakes(monkeypatch, clock, Autotuner32)
+    kernel = FakeKernel(clock, {8: 1.0, 16: 1.0})
+    configs = [Config32({"BLOCK": 8}), Config32({"BLOCK": 16})]
+    tuner = Autotuner32(kernel, ARGS, configs, ["n"], {"early_config_prune": lambda cs, named, **kw: cs[1:]})
+    calls = []
+
+    @contextual_autotune()
+    def outer(n):
+        calls.append(n)
+        return tuner[(1,)]("x", n)
+
+    assert outer(3) == "launched BLOCK=16"
+    assert calls == [3]
+    assert tuner.cache == {(3,): configs[1]}

@@ -1,9 +1,9 @@
 """The AGREE stage: one gather of small votes decides how every rank proceeds.
 
-Each rank votes with what it knows locally (did its key or prune step fail,
-which candidates it kept, whether it holds a valid record). Every rank then
-applies the same pure function to the same list of votes, so all ranks reach
-the same verdict, or all raise the same error, without further messages.
+Each rank votes with what it knows locally (did its key, cache or prune step
+fail, which candidates it kept, whether it holds a valid record). Every rank
+then applies the same pure function to the same list of votes, so all ranks
+reach the same verdict, or all raise the same error, without further messages.
 """
 
 from __future__ import annotations
@@ -11,64 +11,126 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-from kerneltune.core.errors import RankMismatchError
+from kerneltune.core.errors import PluginError, RankMismatchError
 from kerneltune.core.keys import digest
 
 
 @attrs.frozen
 class Vote:
-    """One rank's local view before tuning."""
+    """One rank's local view before tuning.
+
+    :param rank: the rank in the tuning group; ``global_rank`` is the rank in
+        the whole job, for messages.
+    :param place: where this rank's cache keeps files (resolved directory), or
+        ``None`` for a cache private to the process: ranks sharing a host and
+        a place share one writer.
+    :param error: why this rank cannot tune (stage and exception), or ``None``.
+    :param kept: the ``(index, fingerprint)`` of each candidate left after pruning.
+    :param key: the digest of the encoded key, ``None`` after an error;
+        ``key_label`` is its short readable form.
+    :param retune: this rank was asked to ignore stored records.
+    :param verify_pick: this rank was asked to check, with one more gather,
+        that every rank picked the same candidate.
+    :param record: this rank's valid stored record, as plain data.
+    """
 
     rank: int
+    global_rank: int
     host: str
-    cache_root: str
+    place: str | None
     error: str | None
-    kept: tuple[int, ...]
+    kept: tuple[tuple[int, str], ...]
+    key: str | None
+    key_label: str
+    retune: bool
+    verify_pick: bool
     record: dict[str, Any] | None
 
     def to_data(self) -> dict[str, Any]:
         """Plain data, for the reducer's gather."""
         return {
             "rank": self.rank,
+            "global_rank": self.global_rank,
             "host": self.host,
-            "cache_root": self.cache_root,
+            "place": self.place,
             "error": self.error,
-            "kept": list(self.kept),
-            "kept_digest": digest(list(self.kept)),
+            "kept": [index for index, _ in self.kept],
+            "kept_digest": digest([list(pair) for pair in self.kept]),
+            "key": self.key,
+            "key_label": self.key_label,
+            "retune": self.retune,
+            "verify_pick": self.verify_pick,
             "record": self.record,
         }
 
 
 @attrs.frozen
 class Verdict:
-    """What every rank does next."""
+    """What every rank does next.
+
+    :param shared_record: the record every rank adopts instead of tuning, or
+        ``None`` to tune; ``source_rank`` is the rank that held it.
+    :param writers: the ranks that persist the outcome (one per host and place).
+    :param key_mismatch: a description of the ranks' differing keys, or ``None``.
+    :param verify_pick: whether every rank checks the pick after tuning
+        (settings that add a collective must hold on all ranks or on none).
+    """
 
     shared_record: dict[str, Any] | None
     source_rank: int | None
     writers: frozenset[int]
+    key_mismatch: str | None
+    verify_pick: bool
 
 
-def resolve(votes: list[dict[str, Any]]) -> Verdict:
+def _who(vote: dict[str, Any]) -> str:
+    if vote["global_rank"] == vote["rank"]:
+        return f"rank {vote['rank']}"
+    return f"rank {vote['rank']} (global rank {vote['global_rank']})"
+
+
+def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verdict:
     """Decide from all ranks' votes, identically on every rank.
 
+    :param world_size: the size of the group the votes came from.
+    :param function: the tuned function's name, for messages.
     :raises RankMismatchError: when any rank failed before tuning or the ranks
         kept different candidates; the message names each rank at fault.
+    :raises PluginError: when the reducer gathered from other ranks than its group's.
     """
-    failures = [f"rank {v['rank']}: {v['error']}" for v in votes if v["error"]]
-    if failures:
-        raise RankMismatchError("tuning stopped on every rank; " + "; ".join(failures))
-    if len({v["kept_digest"] for v in votes}) > 1:
-        lists = "; ".join(f"rank {v['rank']} keeps {v['kept']}" for v in votes)
-        raise RankMismatchError(
-            "ranks hold different candidate lists after prune_fn (prune_fn must give the same "
-            f"answer on every rank): {lists}"
+    if [v["rank"] for v in votes] != list(range(world_size)):
+        raise PluginError(
+            f"{function}: the reducer gathered votes from ranks {[v['rank'] for v in votes]} for a group of "
+            f"{world_size}; a reducer must run over exactly the ranks that tune"
         )
-    holder = next((v for v in votes if v["record"] is not None), None)
-    first_per_place: dict[tuple[str, str], int] = {}
-    for vote in sorted(votes, key=lambda v: v["rank"]):
-        first_per_place.setdefault((vote["host"], vote["cache_root"]), vote["rank"])
+    failures = [f"{_who(v)} failed while {v['error']}" for v in votes if v["error"]]
+    if failures:
+        raise RankMismatchError(
+            f"{function}: tuning stopped on all {world_size} ranks because " + "; ".join(failures)
+        )
+    if len({v["kept_digest"] for v in votes}) > 1:
+        lists = "; ".join(f"{_who(v)} keeps {v['kept']}" for v in votes)
+        if len({tuple(v["kept"]) for v in votes}) > 1:
+            reason = "ranks kept different candidates after prune_fn (it must answer alike on every rank)"
+        else:
+            reason = "ranks hold different candidate configs (config_space must be identical on every rank)"
+        raise RankMismatchError(f"{function}: {reason}: {lists}")
+    holder = None
+    # One rank told to retune makes all retune: adopting another rank's record would ignore it.
+    if not any(v["retune"] for v in votes):
+        holder = next((v for v in votes if v["record"] is not None), None)
+    writers: dict[tuple[str, str] | int, int] = {}
+    for vote in votes:
+        # A cache with no files (place None) is private to its process: every rank writes its own.
+        place = vote["rank"] if vote["place"] is None else (vote["host"], vote["place"])
+        writers.setdefault(place, vote["rank"])
+    key_mismatch = None
+    if len({v["key"] for v in votes}) > 1:
+        key_mismatch = ", ".join(f"{_who(v)}: {v['key_label']}" for v in votes)
     return Verdict(
         shared_record=None if holder is None else holder["record"],
         source_rank=None if holder is None else holder["rank"],
-        writers=frozenset(first_per_place.values()),
+        writers=frozenset(writers.values()),
+        key_mismatch=key_mismatch,
+        verify_pick=any(v["verify_pick"] for v in votes),
     )

@@ -72,6 +72,11 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def _short_repr(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class Tuner:
     """The in-process picks of one :class:`Space`, and the way to make more.
 
@@ -101,8 +106,9 @@ class Tuner:
         :param failure: an exception the driver met while computing the key;
             alone it is re-raised, with several ranks it is reported to all.
         :param group: the process group handed to the reducer.
-        :raises TypeError: for a key that cannot be encoded (single rank).
+        :raises TypeError: for a key that cannot be encoded or hashed (single rank).
         :raises RankMismatchError: when ranks disagree (every rank raises).
+        :raises PluginError: when the reducer cannot run over ``group``.
         """
         reducer = session.make_reducer(group)
         distributed = reducer.world_size > 1
@@ -110,6 +116,7 @@ class Tuner:
         if failure is None:
             try:
                 encoded = encode_key(key)
+                hash(key)
             except TypeError as exc:
                 failure = exc
         if failure is not None and not distributed:
@@ -163,7 +170,10 @@ class Tuning:
         self._queue: list[Candidate] = []
         self._started = time.perf_counter()
         self._writers: frozenset[int] = frozenset({reducer.rank})
+        # Per-rank files are named by the rank in the job: subgroups restart at 0.
+        self._global_rank: int = getattr(reducer, "global_rank", reducer.rank)
         self._held: TuningRecord | None = None
+        self._verify_pick = False
         self.best: Candidate | None = tuner.picks.get(key) if failure is None else None
         if self.best is None:
             self._prepare(keep, failure)
@@ -189,35 +199,28 @@ class Tuning:
         distributed = self.reducer.world_size > 1
         settings = self.session.settings
         record = None
-        if failure is None and not settings.always_tune:
-            record = self._lookup()
-        if record is not None and not distributed:
-            self._adopt(record, store=False)
-            return
         kept: tuple[int, ...] = ()
+        stage = "computing the key"
         if failure is None:
+            # With several ranks, a local failure must still reach the gather below,
+            # or the other ranks would wait in it forever.
             try:
-                kept = tuple(c.index for c in self._space.candidates if keep is None or keep(c))
-                if not kept:
-                    raise ValueError(
-                        f"prune_fn removed every candidate of {self._space.name} for key {self.key!r}; "
-                        "keep at least one"
-                    )
+                stage = "reading the cache"
+                if not settings.always_tune:
+                    record = self._lookup()
+                if record is not None and not distributed:
+                    self._adopt(record, store=False)
+                    return
+                stage = "pruning"
+                kept = self._prune(keep)
             except Exception as exc:
                 if not distributed:
                     raise
                 failure = exc
         if distributed:
-            vote = Vote(
-                rank=self.reducer.rank,
-                host=socket.gethostname(),
-                cache_root=str(settings.cache_root),
-                error=None if failure is None else describe_error(failure),
-                kept=kept,
-                record=None if record is None else record.to_data(),
-            )
-            verdict: Verdict = resolve(self.reducer.gather(vote.to_data()))
+            verdict = self._agree(stage, failure, kept, record)
             self._writers = verdict.writers
+            self._verify_pick = verdict.verify_pick
             if verdict.shared_record is not None:
                 shared = TuningRecord.from_data(verdict.shared_record)
                 self._adopt(shared, store=record is None or record.best_index != shared.best_index)
@@ -232,12 +235,49 @@ class Tuning:
                 function=self._space.name,
                 key=self.key,
                 candidates=tuple(self._queue),
-                rank=self.reducer.rank,
+                rank=self._global_rank,
                 world_size=self.reducer.world_size,
                 verbose=self.verbose,
                 log_dir=self._log_dir,
             ),
         )
+
+    def _prune(self, keep: Callable[[Candidate], bool] | None) -> tuple[int, ...]:
+        kept = tuple(c.index for c in self._space.candidates if keep is None or keep(c))
+        if not kept:
+            raise ValueError(
+                f"prune_fn removed every candidate of {self._space.name} for key {self.key!r}; "
+                "keep at least one"
+            )
+        return kept
+
+    def _agree(
+        self, stage: str, failure: BaseException | None, kept: tuple[int, ...], record: TuningRecord | None
+    ) -> Verdict:
+        directory = self._log_dir
+        vote = Vote(
+            rank=self.reducer.rank,
+            global_rank=self._global_rank,
+            host=socket.gethostname(),
+            place=None if directory is None else str(directory.resolve()),
+            error=None if failure is None else f"{stage}: {describe_error(failure)}",
+            kept=tuple((i, self._space.candidates[i].fingerprint) for i in kept),
+            key=None if failure is not None else digest(self._encoded),
+            key_label=_short_repr(self.key),
+            retune=self.session.settings.always_tune,
+            verify_pick=self.session.settings.verify_pick,
+            record=None if record is None else record.to_data(),
+        )
+        verdict = resolve(self.reducer.gather(vote.to_data()), self.reducer.world_size, self._space.name)
+        if verdict.key_mismatch is not None:
+            warnings.warn(
+                f"kerneltune: {self._space.name}: ranks tune together under different keys "
+                f"({verdict.key_mismatch}); they stay in step only while all of them find or miss "
+                "their key together, so keep ranks, pointers and other per-rank values out of key_fn",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        return verdict
 
     def _lookup(self) -> TuningRecord | None:
         name = self._space.name
@@ -333,7 +373,7 @@ class Tuning:
                 key=self.key,
                 candidate=self._space.candidates[measurement.index],
                 measurement=measurement,
-                rank=self.reducer.rank,
+                rank=self._global_rank,
                 verbose=self.verbose,
                 log_dir=self._log_dir,
             ),
@@ -365,17 +405,21 @@ class Tuning:
                 times=times,
                 best=None if best is None else candidates[best],
                 seconds=time.perf_counter() - self._started,
-                rank=self.reducer.rank,
+                rank=self._global_rank,
                 verbose=self.verbose,
                 log_dir=self._log_dir,
             ),
         )
         if best is None:
             raise NoValidConfigError(self._failure_report())
-        if self.session.settings.verify_pick and self.reducer.world_size > 1:
+        if self._verify_pick:
             picks = self.reducer.gather(best)
             if len(set(picks)) > 1:
-                raise RankMismatchError(f"ranks picked different candidates: {picks}")
+                listed = ", ".join(f"rank {rank} picked [{pick}]" for rank, pick in enumerate(picks))
+                raise RankMismatchError(
+                    f"{self._space.name}: ranks picked different candidates ({listed}): the reducer "
+                    "did not give every rank the same reduced timings"
+                )
         record = TuningRecord(
             function=self._space.name,
             key=self._encoded,
@@ -402,4 +446,9 @@ class Tuning:
         return "\n".join(lines)
 
     def _emit(self, hook: str, event: object) -> None:
-        getattr(self.session.manager.hook, hook)(event=event)
+        try:
+            getattr(self.session.manager.hook, hook)(event=event)
+        except Exception:
+            # An observer failing on one rank (say, an unwritable log directory) must not
+            # pull that rank out of the tuning while the others wait at its next barrier.
+            logger.exception("kerneltune: %s: an observer of %s failed", self._space.name, hook)

@@ -10,7 +10,12 @@ from kerneltune.core.records import Candidate, Measurement
 
 @attrs.frozen
 class TuningStarted:
-    """A miss: candidates are about to be measured."""
+    """A miss: candidates are about to be measured.
+
+    In every event, ``rank`` is this process's rank in the whole job (what
+    per-rank log files are named after) and ``world_size`` the number of
+    ranks tuning together (the size of ``autotune_pg``).
+    """
 
     function: str
     key: object

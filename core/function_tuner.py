@@ -122,10 +122,12 @@ class AutoTuner:
     ) -> Any:
         """Run the function with the best config for this call's key (tuning first if needed)."""
         if autotune:
-            key = self.key_fn(*args, **kwargs)
             try:
-                best = self._picks.get(key)
-            except TypeError:  # unhashable: the engine's key check names the type and the fix
+                best = self._picks.get(self.key_fn(*args, **kwargs))
+            except Exception:
+                # key_fn raised or the key is unhashable. The slow path repeats key_fn and hands
+                # the failure to the engine, which reports it on every rank; raising here would
+                # leave the other ranks waiting in the agreement.
                 best = None
             if (
                 best is not None

@@ -84,16 +84,28 @@ def kerneltune_register_caches(register: Callable[[type], None]) -> None:
 def kerneltune_register_reducers(register: Callable[[type], None]) -> None:
     """Register reducer classes: how ranks exchange votes and timings.
 
-    A reducer class has ``name`` and ``is_available()``; it is constructed
-    with ``group`` (a process group, or ``None`` for the default one). An
-    instance provides ``rank`` and ``world_size`` and three collectives over
-    exactly the ranks that tune:
+    A reducer is a thin transport; agreement, selection and persistence
+    decisions are the engine's. A reducer class has ``name`` and a
+    classmethod ``is_available(group=None) -> bool`` (whether ``auto`` may
+    pick it for ``group``); it is constructed with ``group`` (the
+    ``autotune_pg`` a caller passed, or ``None`` for the default group) and
+    must raise :class:`kerneltune.core.PluginError` when it cannot run its
+    collectives over exactly that group, never fall back to another. An
+    instance provides ``rank`` (this process's rank in the group, ``-1``
+    outside it) and ``world_size``; optionally ``global_rank``, this
+    process's rank in the whole job, which names per-rank log files (default:
+    ``rank``); and three collectives over exactly the group's ranks:
 
     * ``gather(obj) -> list``: every rank's small plain-data ``obj``, in rank
       order, on every rank;
     * ``max(values) -> list[float]``: the element-wise maximum over ranks of
       a float vector, in one collective (``inf`` must survive);
     * ``barrier() -> None``.
+
+    On a miss the engine calls ``gather`` once to agree; if the ranks then
+    tune, ``barrier`` before each candidate, ``max`` once, and ``gather`` once
+    more only when ``verify_pick`` is set. With ``world_size`` 1 it calls none
+    of them.
 
     :param register: as for :func:`kerneltune_register_timers`.
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 import pluggy
+from kerneltune.core.errors import PluginError
 from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
 from kerneltune.core.settings import Settings, load_settings
 
@@ -53,13 +54,31 @@ class Session:
         return self.timers.select(self.settings.timer)()
 
     def make_reducer(self, group: Any = None) -> Any:
-        """A reducer over ``group`` (``None``: the default group, if any)."""
+        """A reducer over exactly the ranks of ``group`` (``None``: the default group, if any).
+
+        ``auto`` takes the available reducer of highest ``auto_priority``; a
+        named one is constructed as asked, and refuses a group it cannot serve.
+
+        :raises PluginError: when no reducer can run over ``group``, or this
+            process is not one of the group's ranks.
+        """
         name = self.settings.reducer
         if name == "auto":
-            for cls in sorted(self.reducers.classes.values(), key=lambda c: -getattr(c, "auto_priority", 0)):
-                if cls.is_available(group):
-                    return cls(group=group)
-        return self.reducers.select(name)(group=group)
+            ranked = sorted(self.reducers.classes.values(), key=lambda c: -getattr(c, "auto_priority", 0))
+            cls = next((c for c in ranked if c.is_available(group)), None)
+            if cls is None:
+                installed = ", ".join(self.reducers.names())
+                raise PluginError(f"no reducer can run over autotune_pg={group!r} (installed: {installed})")
+        else:
+            cls = self.reducers.get(name)
+        reducer = cls(group=group)
+        if not 0 <= reducer.rank < reducer.world_size:
+            # torch.distributed reports rank -1 to a process outside the group it is given.
+            raise PluginError(
+                f"this process is not one of the ranks of autotune_pg (reducer {cls.name!r} reports rank "
+                f"{reducer.rank} of {reducer.world_size}); pass a process group only on the ranks in it"
+            )
+        return reducer
 
 
 _sessions: dict[Settings, Session] = {}

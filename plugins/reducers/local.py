@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,12 +10,10 @@ from kerneltune.core import PluginError, hookimpl
 
 
 class LocalReducer:
-    """Rank 0 of a world of one."""
+    """Rank 0 of a world of one (or of a process group of one)."""
 
     name = "local"
     auto_priority = 0
-    rank = 0
-    world_size = 1
 
     @classmethod
     def is_available(cls, group: Any = None) -> bool:
@@ -22,14 +21,21 @@ class LocalReducer:
         return True
 
     def __init__(self, group: Any = None) -> None:
+        self.rank = 0
+        self.world_size = 1
+        # torch.distributed cannot be initialised unless something imported it already.
+        dist = sys.modules.get("torch.distributed")
+        initialised = dist is not None and dist.is_available() and dist.is_initialized()
+        self.global_rank = dist.get_rank() if initialised else 0
         if group is not None:
-            import torch.distributed as dist
-
-            size = dist.get_world_size(group)
-            if size > 1:
+            if not initialised:
+                raise PluginError("autotune_pg was given but torch.distributed is not initialised")
+            self.rank = dist.get_rank(group)
+            self.world_size = dist.get_world_size(group)
+            if self.world_size > 1:
                 raise PluginError(
-                    f"reducer 'local' cannot combine timings of the {size} ranks of autotune_pg; "
-                    "select reducer 'world-max' or 'auto'"
+                    f"reducer 'local' cannot combine timings of the {self.world_size} ranks of "
+                    "autotune_pg; select reducer 'world-max' or 'auto'"
                 )
 
     def gather(self, obj: Any) -> list[Any]:

@@ -2,7 +2,8 @@
 
 One ``all_gather_object`` carries the agreement votes, one ``all_reduce(MAX)``
 carries the whole timing vector; barriers align the start of each candidate.
-All three run on the given process group (``autotune_pg``) or on WORLD.
+All three run on the given process group (``autotune_pg``) or on WORLD, never
+on another group.
 """
 
 from __future__ import annotations
@@ -12,11 +13,20 @@ from typing import Any
 
 from kerneltune.core import PluginError, hookimpl
 
+# Backends whose all-reduce needs the vector on their device, and the dtype
+# they reduce it in: HCCL has no float64 all-reduce on Atlas A2/A3.
+_DEVICE_VECTORS = {"nccl": ("cuda", "float64"), "hccl": ("npu", "float32")}
+
 
 def _distributed() -> Any:
     import torch.distributed as dist
 
     return dist
+
+
+def _is_group(dist: Any, group: Any) -> bool:
+    # new_group() hands processes outside the group a marker, not a ProcessGroup.
+    return group is None or isinstance(group, dist.ProcessGroup) or group is dist.GroupMember.NON_GROUP_MEMBER
 
 
 class WorldMaxReducer:
@@ -27,37 +37,32 @@ class WorldMaxReducer:
 
     @classmethod
     def is_available(cls, group: Any = None) -> bool:
-        """When torch.distributed is initialised and the group has several ranks."""
+        """When torch.distributed is initialised and ``group`` (default WORLD) has several ranks."""
         try:
             dist = _distributed()
         except ImportError:
             return False
-        return dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
+        if not (dist.is_available() and dist.is_initialized()) or not _is_group(dist, group):
+            return False
+        return dist.get_world_size(group) > 1
 
     def __init__(self, group: Any = None) -> None:
         dist = _distributed()
         if not (dist.is_available() and dist.is_initialized()):
-            raise PluginError("reducer 'world-max' needs torch.distributed to be initialised first")
+            raise PluginError(
+                "reducer 'world-max' needs torch.distributed to be initialised first "
+                "(torch.distributed.init_process_group)"
+            )
+        if not _is_group(dist, group):
+            raise PluginError(
+                f"reducer 'world-max' takes a torch.distributed ProcessGroup as autotune_pg (or None for "
+                f"WORLD), got {type(group).__name__}"
+            )
         self._dist = dist
         self.group = group
         self.rank = dist.get_rank(group)
-        if self.rank < 0:
-            raise PluginError(
-                f"this process (global rank {dist.get_rank()}) is not a member of autotune_pg; "
-                "every rank that tunes must be in the group, and only those"
-            )
         self.world_size = dist.get_world_size(group)
-        self._device = self._reduction_device()
-
-    def _reduction_device(self) -> Any:
-        import torch
-
-        backend = str(self._dist.get_backend(self.group)).lower()
-        if backend == "nccl":
-            return torch.device("cuda", torch.cuda.current_device())
-        if backend == "hccl":
-            return torch.device("npu", torch.npu.current_device())
-        return torch.device("cpu")
+        self.global_rank = dist.get_rank()
 
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's ``obj``, in group-rank order."""
@@ -66,12 +71,19 @@ class WorldMaxReducer:
         return out
 
     def max(self, values: Sequence[float]) -> list[float]:
-        """Element-wise maximum over ranks, in one all-reduce."""
+        """Element-wise maximum over ranks, in one all-reduce on the backend's device."""
         import torch
 
-        tensor = torch.tensor(list(values), dtype=torch.float64, device=self._device)
+        backend = str(self._dist.get_backend(self.group)).lower()
+        device_type, dtype = _DEVICE_VECTORS.get(backend, ("cpu", "float64"))
+        device = (
+            torch.device("cpu")
+            if device_type == "cpu"
+            else torch.device(device_type, getattr(torch, device_type).current_device())
+        )
+        tensor = torch.tensor(list(values), dtype=getattr(torch, dtype), device=device)
         self._dist.all_reduce(tensor, op=self._dist.ReduceOp.MAX, group=self.group)
-        return tensor.cpu().tolist()
+        return [float(v) for v in tensor.cpu().tolist()]
 
     def barrier(self) -> None:
         """Wait for every rank of the group."""

@@ -2,8 +2,10 @@
 
 On CPU the kernels run in Triton's interpreter (conftest sets
 TRITON_INTERPRET=1) and the wallclock timer measures them; grids stay at one
-or two programs so that a launch costs a few milliseconds. Each test makes
-its own kernels, so no test sees another's picks in Triton's caches.
+or two programs so that a launch costs a few milliseconds. On a CUDA machine
+the same tests run compiled on the GPU, timed by the cuda-event timer with
+the L2 flush on. Each test makes its own kernels, so no test sees another's
+picks in Triton's caches.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from contextual_matmul import SIX_CONFIGS, launch_matmul, make_matmul
 from kerneltune.core import TunerBusyError
 from kerneltune.core.contextual import _Active
 from triton.runtime.autotuner import Autotuner
@@ -21,6 +24,11 @@ from triton.runtime.autotuner import Autotuner
 from triton_dist.autotuner import ContextualAutoTuner, contextual_autotune
 
 BLOCK = 64
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def randn(n):
+    return torch.randn(n, device=DEVICE)
 
 
 def make_scale_kernel(configs=None, **autotune_options):
@@ -77,7 +85,7 @@ def test_seed_example_run_scale(tmp_path):
         executions.append(1)
         return launch_scale(scale_kernel, x, alpha)
 
-    x = torch.randn(128)
+    x = randn(128)
     y = run_scale(x, 3.0)
 
     torch.testing.assert_close(y, 3.0 * x, atol=1e-5, rtol=1e-4)
@@ -106,7 +114,7 @@ def test_triton_is_patched_only_while_active():
         seen.append(Autotuner.__dict__["run"] is original)
         return launch_scale(scale_kernel, x, 2.0)
 
-    run(torch.randn(64))
+    run(randn(64))
     assert seen and not any(seen)
     assert Autotuner.__dict__["run"] is original
 
@@ -122,7 +130,7 @@ def test_log_file_records_rounds_times_errors_and_pick(tmp_path):
     def run_scale(x):
         return launch_scale(scale_kernel, x, 3.0)
 
-    x = torch.randn(64)
+    x = randn(64)
     torch.testing.assert_close(run_scale(x), 3.0 * x)
     assert scale_kernel.best_config is configs[0]
     log = read_log(tmp_path)
@@ -158,7 +166,7 @@ def test_two_kernels_are_tuned_one_after_another(tmp_path):
         add_kernel[(triton.cdiv(x.numel(), 64),)](scaled, y, out, x.numel())
         return out
 
-    x, y = torch.randn(100), torch.randn(100)
+    x, y = randn(100), randn(100)
     torch.testing.assert_close(scale_then_add(x, y), 2.0 * x + y)
     assert scale_kernel.best_config is not None
     assert add_kernel.best_config is not None
@@ -178,7 +186,7 @@ def test_each_execution_uses_its_own_arguments():
         outputs.append(y)
         return y
 
-    x = torch.randn(128)
+    x = randn(128)
     result = run_scale(x)
     torch.testing.assert_close(result, 3.0 * x)
     assert len(outputs) == 2 * 3 + 1
@@ -194,7 +202,7 @@ def test_one_kernel_two_shapes_in_one_call_tunes_both_keys():
     def two_shapes(a, b):
         return launch_scale(scale_kernel, a, 2.0), launch_scale(scale_kernel, b, 5.0)
 
-    a, b = torch.randn(64), torch.randn(100)
+    a, b = randn(64), randn(100)
     ya, yb = two_shapes(a, b)
     torch.testing.assert_close(ya, 2.0 * a)
     torch.testing.assert_close(yb, 5.0 * b)
@@ -216,7 +224,7 @@ def test_prune_configs_by_is_respected(tmp_path):
     def run(x):
         return launch_scale(scale_kernel, x, 1.5)
 
-    x = torch.randn(64)
+    x = randn(64)
     torch.testing.assert_close(run(x), 1.5 * x)
     assert scale_kernel.best_config in configs[1:]
     log = read_log(tmp_path)
@@ -232,7 +240,7 @@ def test_all_candidates_invalid_raises_and_leaves_no_state():
         return launch_scale(bad, x, 2.0)
 
     with pytest.raises(RuntimeError, match=r"^cannot find valid config") as info:
-        run(torch.randn(64))
+        run(randn(64))
     assert "[0]" in str(info.value) and "[1]" in str(info.value)
     assert not bad.cache
     assert not _Active.lock.locked()
@@ -243,7 +251,7 @@ def test_all_candidates_invalid_raises_and_leaves_no_state():
     def run_good(x):
         return launch_scale(good, x, 2.0)
 
-    x = torch.randn(64)
+    x = randn(64)
     torch.testing.assert_close(run_good(x), 2.0 * x)
 
 
@@ -260,7 +268,7 @@ def test_exception_from_outer_function_propagates_unchanged():
             raise boom
         return y
 
-    x = torch.randn(64)
+    x = randn(64)
     with pytest.raises(ValueError) as info:
         run(x)
     assert info.value is boom
@@ -288,7 +296,7 @@ def test_nested_tuner_is_a_clear_error_and_the_active_one_goes_on():
             errors.append(exc)
         return launch_scale(outer_kernel, x, 2.0)
 
-    x = torch.randn(64)
+    x = randn(64)
     torch.testing.assert_close(outer(x), 2.0 * x)
     assert errors and all(isinstance(e, RuntimeError) for e in errors)
     assert "only one ContextualAutoTuner may be active" in str(errors[0])
@@ -313,7 +321,7 @@ def test_second_thread_is_refused_while_one_is_active():
     def other(x):
         return launch_scale(other_kernel, x, 3.0)
 
-    x = torch.randn(64)
+    x = randn(64)
 
     def first():
         outcome["first"] = slow(x)
@@ -349,3 +357,16 @@ def test_function_without_tunable_kernels_runs_once():
 
     assert plain(21) == 42
     assert calls == [21]
+
+
+def test_matmul_with_a_callable_grid():
+    kernel = make_matmul(SIX_CONFIGS[:2])
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def product(a, b):
+        return launch_matmul(kernel, a, b)
+
+    a = torch.randn((32, 32), device=DEVICE, dtype=torch.float16)
+    b = torch.randn((32, 32), device=DEVICE, dtype=torch.float16)
+    torch.testing.assert_close(product(a, b), (a.float() @ b.float()).half(), atol=0.05, rtol=0.02)
+    assert kernel.best_config in SIX_CONFIGS[:2]

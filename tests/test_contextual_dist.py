@@ -26,7 +26,13 @@ def run_ranks(scenario: str, tmp_path: Path) -> list[dict]:
     out = tmp_path / "out"
     out.mkdir()
     store = tmp_path / "store"
-    env = {**os.environ, "TRITON_INTERPRET": "1", "KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    # Interpreted kernels on CPU tensors, timed by the host clock, even where a GPU is present.
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "1",
+        "KERNELTUNE_TIMER": "wallclock",
+        "KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
     ranks = [
         subprocess.Popen(
             [sys.executable, str(WORKER), scenario, str(rank), str(WORLD), str(store), str(out)],

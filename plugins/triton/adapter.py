@@ -74,7 +74,10 @@ LAYOUTS: tuple[Layout, ...] = (
         prunes=True,
         flush="zero",
         hints=None,
-        verified="fake Autotuner shaped like 3.2 (tests); real 3.2.0 in a throwaway venv",
+        verified=(
+            "fake Autotuner shaped like 3.2 (tests); real 3.2.0 in a throwaway venv up to the launch, "
+            "which 3.2's CPU interpreter rejects (it refuses Config's launch options)"
+        ),
     ),
     Layout(
         name="triton-ascend-3.2",

@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 import warnings
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -39,6 +39,7 @@ from kerneltune.core.session import Session
 logger = logging.getLogger("kerneltune")
 
 PRUNED = "pruned"
+NOT_MEASURED = "not measured"
 
 
 @attrs.frozen
@@ -99,10 +100,15 @@ class Tuner:
         failure: BaseException | None = None,
         group: Any = None,
         verbose: bool = False,
+        adaptive: bool = False,
     ) -> Tuning:
         """Run KEY, LOOKUP, PRUNE and AGREE for ``key``; the result is a context manager.
 
         :param keep: the prune predicate; ``False`` drops a candidate.
+        :param adaptive: queue nothing up front: the driver chooses what to
+            measure in rounds (:meth:`Tuning.request`), reading the agreed
+            times (:meth:`Tuning.times`) between rounds, as a staged search
+            does; candidates it never requests count as not measured.
         :param failure: an exception the driver met while computing the key;
             alone it is re-raised, with several ranks it is reported to all.
         :param group: the process group handed to the reducer.
@@ -130,7 +136,9 @@ class Tuner:
         lock = self._lock_for(entry or "")
         lock.acquire()
         try:
-            return Tuning(self, session, reducer, key, encoded, entry, keep, failure, verbose, lock)
+            return Tuning(
+                self, session, reducer, key, encoded, entry, keep, failure, verbose, lock, adaptive=adaptive
+            )
         except BaseException:
             lock.release()
             raise
@@ -155,6 +163,7 @@ class Tuning:
         failure: BaseException | None,
         verbose: bool,
         lock: threading.Lock,
+        adaptive: bool = False,
     ) -> None:
         self.tuner = tuner
         self.session = session
@@ -168,6 +177,7 @@ class Tuning:
         self._log_dir = session.cache.directory(self._space.name)
         self._measurements: dict[int, Measurement] = {}
         self._queue: list[Candidate] = []
+        self._adaptive = adaptive
         self._started = time.perf_counter()
         self._writers: frozenset[int] = frozenset({reducer.rank})
         # Per-rank files are named by the rank in the job: subgroups restart at 0.
@@ -225,7 +235,9 @@ class Tuning:
                 shared = TuningRecord.from_data(verdict.shared_record)
                 self._adopt(shared, store=record is None or record.best_index != shared.best_index)
                 return
-        self._queue = [self._space.candidates[i] for i in kept]
+        kept_candidates = tuple(self._space.candidates[i] for i in kept)
+        # An adaptive driver queues candidates itself, round by round.
+        self._queue = [] if self._adaptive else list(kept_candidates)
         for candidate in self._space.candidates:
             if candidate.index not in kept:
                 self._measurements[candidate.index] = Measurement(candidate.index, error=PRUNED)
@@ -234,7 +246,7 @@ class Tuning:
             TuningStarted(
                 function=self._space.name,
                 key=self.key,
-                candidates=tuple(self._queue),
+                candidates=kept_candidates,
                 rank=self._global_rank,
                 world_size=self.reducer.world_size,
                 verbose=self.verbose,
@@ -338,6 +350,32 @@ class Tuning:
             self.reducer.barrier()
         return self._queue.pop(0)
 
+    def request(self, candidates: Iterable[Candidate]) -> None:
+        """Queue candidates for :meth:`next_candidate`, in order (adaptive tunings).
+
+        A candidate measured before is measured again; the new measurement
+        replaces the old one (a staged search re-times its finalists so).
+        Every rank must request the same candidates in the same order.
+
+        :raises ValueError: for a candidate that was pruned.
+        """
+        for candidate in candidates:
+            previous = self._measurements.get(candidate.index)
+            if previous is not None and previous.error == PRUNED:
+                raise ValueError(f"{self._space.name}: candidate [{candidate.index}] was pruned")
+            self._queue.append(candidate)
+
+    def times(self, candidates: Sequence[Candidate]) -> list[float]:
+        """REDUCE now: each candidate's mean time as every rank agrees on it.
+
+        The maximum over ranks (one collective with several ranks), ``inf``
+        for a candidate that failed on any rank or was not measured. An
+        adaptive driver decides its next round from these, so every rank
+        decides alike.
+        """
+        local = [self._measurement(c.index).mean for c in candidates]
+        return list(self.reducer.max(local)) if self.reducer.world_size > 1 else local
+
     def record(self, candidate: Candidate, samples: Sequence[float]) -> None:
         """Take back a candidate's timing samples, in milliseconds."""
         self._finish_candidate(Measurement(candidate.index, samples=tuple(float(s) for s in samples)))
@@ -346,17 +384,27 @@ class Tuning:
         """Record that a candidate raised; it counts as infinitely slow."""
         self._finish_candidate(Measurement(candidate.index, error=describe_error(error)))
 
-    def measure(self, candidate: Candidate, run: Callable[[], object]) -> None:
+    def measure(
+        self,
+        candidate: Candidate,
+        run: Callable[[], object],
+        *,
+        warmup: int | None = None,
+        repeat: int | None = None,
+    ) -> None:
         """Measure ``run`` with the session's timer: warm-up, then timed calls.
 
         Any exception from ``run`` or the timer marks the candidate failed.
+
+        :param warmup: untimed calls (default: the configured ``warmup``).
+        :param repeat: timed calls (default: the configured ``repeat``).
         """
         settings = self.session.settings
         timer = self.session.make_timer()
         try:
-            for _ in range(settings.warmup):
+            for _ in range(settings.warmup if warmup is None else warmup):
                 run()
-            for _ in range(settings.repeat):
+            for _ in range(settings.repeat if repeat is None else repeat):
                 timer.sample(run)
             samples = timer.collect()
         except Exception as exc:
@@ -381,20 +429,27 @@ class Tuning:
 
     # -- REDUCE, SELECT, PERSIST ---------------------------------------------
 
-    def finish(self) -> Candidate:
+    def _measurement(self, index: int) -> Measurement:
+        return self._measurements.get(index) or Measurement(index, error=NOT_MEASURED)
+
+    def finish(self, among: Iterable[Candidate] | None = None) -> Candidate:
         """Reduce, select and persist; the pick.
 
-        :raises NoValidConfigError: when no candidate has a finite time on
-            every rank; nothing is persisted then.
+        :param among: select only among these candidates (a staged search's
+            finalists, whose re-timed measurements are comparable); default:
+            all of them.
+        :raises NoValidConfigError: when no candidate (of ``among``) has a
+            finite time on every rank; nothing is persisted then.
         """
         if self.best is not None and not self._measurements:
             return self.best
         if self._queue:
             raise RuntimeError(f"finish() with {len(self._queue)} candidates still unmeasured")
         candidates = self._space.candidates
-        local = [self._measurements[c.index].mean for c in candidates]
+        local = [self._measurement(c.index).mean for c in candidates]
         times = tuple(self.reducer.max(local)) if self.reducer.world_size > 1 else tuple(local)
-        finite = [i for i, t in enumerate(times) if math.isfinite(t)]
+        allowed = None if among is None else {c.index for c in among}
+        finite = [i for i, t in enumerate(times) if math.isfinite(t) and (allowed is None or i in allowed)]
         best = min(finite, key=lambda i: (times[i], i)) if finite else None
         self._emit(
             "kerneltune_tuning_finished",
@@ -411,7 +466,7 @@ class Tuning:
             ),
         )
         if best is None:
-            raise NoValidConfigError(self._failure_report())
+            raise NoValidConfigError(self._failure_report(allowed))
         if self._verify_pick:
             picks = self.reducer.gather(best)
             if len(set(picks)) > 1:
@@ -427,7 +482,7 @@ class Tuning:
             labels=tuple(c.label for c in candidates),
             best_index=best,
             times=times,
-            measurements=tuple(self._measurements[c.index] for c in candidates),
+            measurements=tuple(self._measurement(c.index) for c in candidates),
             versions=dict(self.session.versions),
             hardware=dict(self.session.hardware),
             created=time.time(),
@@ -435,12 +490,14 @@ class Tuning:
         self._adopt(record, store=True)
         return candidates[best]
 
-    def _failure_report(self) -> str:
+    def _failure_report(self, allowed: set[int] | None = None) -> str:
         lines = [
             f"cannot find valid config for {self._space.name} with key {self.key!r}; every candidate failed:"
         ]
         for candidate in self._space.candidates:
-            measurement = self._measurements[candidate.index]
+            if allowed is not None and candidate.index not in allowed:
+                continue
+            measurement = self._measurement(candidate.index)
             reason = measurement.error or "failed on another rank"
             lines.append(f"  [{candidate.index}] {candidate.label}: {reason}")
         return "\n".join(lines)

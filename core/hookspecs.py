@@ -103,9 +103,10 @@ def kerneltune_register_reducers(register: Callable[[type], None]) -> None:
     * ``barrier() -> None``.
 
     On a miss the engine calls ``gather`` once to agree; if the ranks then
-    tune, ``barrier`` before each candidate, ``max`` once, and ``gather`` once
-    more only when ``verify_pick`` is set. With ``world_size`` 1 it calls none
-    of them.
+    tune, ``barrier`` before each candidate, ``max`` once (an adaptive
+    tuning, such as a search_params search, once more per round), and
+    ``gather`` once more only when ``verify_pick`` is set. With
+    ``world_size`` 1 it calls none of them.
 
     :param register: as for :func:`kerneltune_register_timers`.
 
@@ -202,4 +203,47 @@ def kerneltune_kernel_tuned(event: KernelTuned) -> None:
     """A contextual tuner finished a (kernel, key): with a pick, or with none valid.
 
     :param event: every candidate's mean time on this rank and the pick.
+    """
+
+
+@hookspec
+def kerneltune_register_profile_families(register: Callable[[type], None]) -> None:
+    """Register compile-option profile families for staged searches (``search_params``).
+
+    A family class has ``name``; ``operator``, the operator class it serves
+    (``"matrix"``: kernels that call ``tl.dot``, ``"vector"``: the others);
+    ``backends``, a tuple of Triton backend names it serves (``"cuda"``,
+    ``"hip"``, ``"npu"``, ``"interpreter"``); optionally ``priority`` (an int,
+    default 0; the highest wins where several families serve one backend and
+    operator); and a classmethod ``is_available() -> bool``. It is
+    constructed with no arguments. An instance provides
+    ``profiles(target) -> list[dict]``: given a
+    :class:`kerneltune.core.profiles.CompileTarget`, the profiles to search,
+    each a dict of compile options passed at launch, using only names in
+    ``target.options``; the first is the base profile the shape search runs
+    with. Options that depend on another (say, multibuffer levels on a
+    backend where multibuffer is off) appear only in the profiles where they
+    apply; :func:`kerneltune.core.profiles.option_grid` builds products.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_register_features(register: Callable[[type], None]) -> None:
+    """Register optional features a user switches on by name, e.g. ``search_params``.
+
+    A feature class has ``name``, a classmethod ``is_available() -> bool``
+    (whatever it needs can be imported; no side effects) and is constructed
+    with no arguments. An instance provides ``enable() -> None``, which
+    switches the feature on for the whole process; calling it again, or after
+    other code ran, changes nothing. The facade's activation modules (such as
+    ``triton_dist.autotune_hooks``) call
+    :func:`kerneltune.core.features.enable_feature`, which calls it.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
     """

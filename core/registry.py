@@ -31,6 +31,9 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.observers.tuning_log",
     "kerneltune.plugins.observers.contextual_log",
     "kerneltune.plugins.triton.interceptor",
+    "kerneltune.plugins.triton.search_params",
+    "kerneltune.plugins.profiles.nvidia",
+    "kerneltune.plugins.profiles.ascend",
     "kerneltune.plugins.environment",
 )
 

@@ -1,0 +1,1 @@
+"""Compile-option profile families: what a staged search tries for each backend."""

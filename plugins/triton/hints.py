@@ -1,0 +1,172 @@
+"""The ``search_params`` hint of ``triton.autotune``: parsing and validation.
+
+::
+
+    hints={"search_params": {
+        "params": ["BLOCK_M", "BLOCK_N"],      # required: tl.constexpr tile sizes to search
+        "values": [32, 64, 128, 256],          # default 16, 32, ..., 2048
+        "shape_final_top_k": 3,                # shapes that reach the profile search
+        "debug": False,                        # print each stage's progress
+        "reference_fn": check,                 # correctness gate of the finalists
+    }}
+
+Everything here is checked when the kernel is decorated, so a typo fails at
+import time, not at the first launch.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+DEFAULT_VALUES = (16, 32, 64, 128, 256, 512, 1024, 2048)
+DEFAULT_TOP_K = 3
+OPTIONS = ("params", "values", "shape_final_top_k", "debug", "reference_fn")
+
+# Compile options the tuner decides itself; as search params they would only
+# be mistaken for tile sizes (the Ascend guide says the same of unit_flag).
+RESERVED = frozenset({"unit_flag", "num_warps", "num_stages", "num_ctas", "maxnreg"})
+
+
+@attrs.frozen
+class SearchHints:
+    """A validated ``search_params`` hint.
+
+    :ivar params: the ``tl.constexpr`` parameters whose values are searched.
+    :ivar values: the candidate values of each, ascending.
+    :ivar shape_final_top_k: how many of the best shapes get a profile search
+        and reach the final re-timing.
+    :ivar debug: print each stage's progress and every drop with its reason.
+    :ivar reference_fn: called as ``reference_fn(*args, **kwargs)`` with the
+        launch's own arguments right after a finalist ran on them; returning
+        ``False`` or raising rejects that finalist.
+    """
+
+    params: tuple[str, ...]
+    values: tuple[int, ...] = DEFAULT_VALUES
+    shape_final_top_k: int = DEFAULT_TOP_K
+    debug: bool = False
+    reference_fn: Callable[..., Any] | None = None
+
+
+def wants_search(hints: Any) -> bool:
+    """Whether a ``hints`` argument asks for the search_params path."""
+    return isinstance(hints, Mapping) and "search_params" in hints
+
+
+def parse_hints(hints: Mapping[str, Any], kernel: str) -> SearchHints:
+    """Validate ``hints`` (which holds ``search_params``) for the kernel named ``kernel``.
+
+    :raises ValueError: for an unknown option (listing the valid ones), other
+        hints beside ``search_params``, or a bad value; the message names the
+        kernel and the option.
+    :raises TypeError: for a value of the wrong type.
+    """
+    others = sorted(str(k) for k in hints if k != "search_params")
+    if others:
+        raise ValueError(
+            f"{kernel}: hints {', '.join(others)} cannot be combined with search_params; "
+            "search_params decides tiles and compile options itself"
+        )
+    spec = hints["search_params"]
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"{kernel}: hints['search_params'] must be a dict, got {type(spec).__name__}")
+    unknown = sorted(str(k) for k in spec if k not in OPTIONS)
+    if unknown:
+        raise ValueError(
+            f"{kernel}: unknown search_params option(s) {', '.join(unknown)} "
+            f"(valid options: {', '.join(OPTIONS)})"
+        )
+    if "params" not in spec:
+        raise ValueError(f"{kernel}: search_params needs 'params', the tl.constexpr tile sizes to search")
+    return SearchHints(
+        params=_params(spec["params"], kernel),
+        values=_values(spec.get("values", DEFAULT_VALUES), kernel),
+        shape_final_top_k=_top_k(spec.get("shape_final_top_k", DEFAULT_TOP_K), kernel),
+        debug=_flag(spec.get("debug", False), kernel),
+        reference_fn=_reference(spec.get("reference_fn"), kernel),
+    )
+
+
+def _params(value: Any, kernel: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise TypeError(f"{kernel}: search_params 'params' must be a list of parameter names, got {value!r}")
+    names = tuple(value)
+    if not names:
+        raise ValueError(f"{kernel}: search_params 'params' is empty; name at least one tile size")
+    for name in names:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(
+                f"{kernel}: search_params 'params' holds {name!r}, which is not a parameter name"
+            )
+        if name in RESERVED:
+            raise ValueError(
+                f"{kernel}: {name} is a compile option the tuner handles itself; leave it out of "
+                "search_params 'params' (fix it at launch if it must not change)"
+            )
+    if len(set(names)) != len(names):
+        raise ValueError(f"{kernel}: search_params 'params' names a parameter twice: {list(names)}")
+    return names
+
+
+def _values(value: Any, kernel: str) -> tuple[int, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise ValueError(f"{kernel}: search_params 'values' must be a non-empty list of ints, got {value!r}")
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int) or item <= 0:
+            raise ValueError(f"{kernel}: search_params 'values' holds {item!r}; use positive ints")
+    return tuple(sorted(set(value)))
+
+
+def _top_k(value: Any, kernel: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{kernel}: search_params 'shape_final_top_k' must be an int >= 1, got {value!r}")
+    return value
+
+
+def _flag(value: Any, kernel: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{kernel}: search_params 'debug' must be True or False, got {value!r}")
+    return value
+
+
+def _reference(value: Any, kernel: str) -> Callable[..., Any] | None:
+    if value is not None and not callable(value):
+        raise TypeError(f"{kernel}: search_params 'reference_fn' must be callable, got {value!r}")
+    return value
+
+
+def constexpr_parameters(fn: Callable[..., Any]) -> list[str]:
+    """Names of the parameters of a kernel's Python function annotated ``tl.constexpr``.
+
+    Works from the signature alone (the annotation object, or its text under
+    ``from __future__ import annotations``), so it needs neither a compiler
+    nor Triton's own parameter records.
+    """
+    names = []
+    for parameter in inspect.signature(fn).parameters.values():
+        annotation = parameter.annotation
+        text = (
+            annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
+        )
+        if "constexpr" in str(text):
+            names.append(parameter.name)
+    return names
+
+
+def check_params(hints: SearchHints, fn: Callable[..., Any], kernel: str) -> None:
+    """Every searched name must be a ``tl.constexpr`` parameter of the kernel.
+
+    :raises ValueError: naming the offenders and the constexpr parameters there are.
+    """
+    constexprs = constexpr_parameters(fn)
+    missing = [name for name in hints.params if name not in constexprs]
+    if missing:
+        known = ", ".join(constexprs) or "none"
+        raise ValueError(
+            f"{kernel}: search_params 'params' {', '.join(missing)} must be tl.constexpr parameters of "
+            f"the kernel (its tl.constexpr parameters: {known})"
+        )

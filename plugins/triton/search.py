@@ -1,0 +1,297 @@
+"""The staged search over block shapes and compile-option profiles.
+
+Pure decisions, no Triton: a *point* is ``(shape, profile)``, where a shape
+holds one index per searched parameter (into its sorted values) and profile
+indexes the family's profile list, profile 0 being the base. The caller
+measures the points asked for and hands back every rank's agreed time
+(``inf`` for a point that failed or was dropped), so the same decisions are
+taken everywhere.
+
+1. Shapes, with the base profile: the seeds and a coarse lattice (two or
+   three inner levels per parameter), then a walk to better neighbours (one
+   step along one parameter; where that stalls, one step along two) until
+   none is better.
+2. Profiles, for the best ``top_k`` shapes. On the best shape: the whole
+   family when it is small (or small beside the space), otherwise a
+   coordinate search (every value of one option at a time, moving to the
+   best, until nothing improves). Each runner-up shape is measured with the
+   best profile found so far and, when that comes within
+   :data:`PROMISING` of the leader, walks to neighbouring profiles (one
+   option one step away) from there.
+3. Finalists: the best point of each of the ``top_k`` best shapes, fastest
+   first. The caller re-times them and applies the correctness gate.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+Shape = tuple[int, ...]
+Point = tuple[Shape, int]
+Measure = Callable[[list[Point]], Mapping[Point, float]]
+
+#: Families up to this size are measured whole on the best shape; larger ones are searched...
+FULL_PROFILE_SWEEP = 8
+#: ...unless the whole family costs at most this fraction of the space.
+SWEEP_SHARE = 0.1
+#: A runner-up shape gets its own profile walk only when, with the leader's
+#: profile, it is within this factor of the leader's time.
+PROMISING = 1.1
+#: Above this many parameters the coarse lattice becomes a star around the centre.
+LATTICE_MAX_PARAMS = 3
+
+
+def coarse_levels(size: int) -> list[int]:
+    """Inner indices to start from on an axis of ``size`` values.
+
+    Two or three levels at the centres of equal slices of the axis: the
+    extremes are rarely best, and the walk reaches them when they are.
+    """
+    if size <= 2:
+        return list(range(size))
+    count = 3 if size >= 6 else 2
+    return sorted({min(size - 1, int((size - 1) * (2 * i + 1) / (2 * count) + 0.5)) for i in range(count)})
+
+
+def coarse_shapes(sizes: Sequence[int]) -> list[Shape]:
+    """The starting lattice: every combination of levels, or a star when there are many axes."""
+    levels = [coarse_levels(n) for n in sizes]
+    if len(sizes) <= LATTICE_MAX_PARAMS:
+        return [tuple(shape) for shape in itertools.product(*levels)]
+    centre = tuple(axis[len(axis) // 2] for axis in levels)
+    star = [centre]
+    for axis, axis_levels in enumerate(levels):
+        for level in (axis_levels[0], axis_levels[-1]):
+            star.append((*centre[:axis], level, *centre[axis + 1 :]))
+    return list(dict.fromkeys(star))
+
+
+def axis_neighbours(shape: Shape, sizes: Sequence[int]) -> list[Shape]:
+    """Shapes one index away along one parameter."""
+    found = []
+    for axis, index in enumerate(shape):
+        for step in (-1, 1):
+            moved = index + step
+            if 0 <= moved < sizes[axis]:
+                found.append((*shape[:axis], moved, *shape[axis + 1 :]))
+    return found
+
+
+def diagonal_neighbours(shape: Shape, sizes: Sequence[int]) -> list[Shape]:
+    """Shapes one index away along each of two parameters (trading one tile side for another)."""
+    found = []
+    for first, second in itertools.combinations(range(len(shape)), 2):
+        for a, b in itertools.product((-1, 1), repeat=2):
+            moved = list(shape)
+            moved[first] += a
+            moved[second] += b
+            if 0 <= moved[first] < sizes[first] and 0 <= moved[second] < sizes[second]:
+                found.append(tuple(moved))
+    return found
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def profile_neighbours(profiles: Sequence[Mapping[str, Any]], *, adjacent: bool = True) -> list[list[int]]:
+    """For each profile, the profiles that change exactly one option.
+
+    Setting or clearing one option counts as one change. With ``adjacent``,
+    a numeric option moves only to the next larger or smaller value the
+    family uses, so a walk over ``num_stages`` goes 2, 3, 4 rather than
+    jumping; without it, every value of that option is a neighbour (a line
+    search along the option).
+    """
+    domains: dict[str, list[Any]] = {}
+    for profile in profiles:
+        for name, value in profile.items():
+            domains.setdefault(name, [])
+            if value not in domains[name]:
+                domains[name].append(value)
+    for name, values in domains.items():
+        if all(_numeric(v) for v in values):
+            domains[name] = sorted(values)
+    neighbours: list[list[int]] = [[] for _ in profiles]
+    for i, p in enumerate(profiles):
+        for j, q in enumerate(profiles):
+            if i == j:
+                continue
+            changed = [k for k in p.keys() & q.keys() if p[k] != q[k]]
+            toggled = p.keys() ^ q.keys()
+            if len(changed) + len(toggled) != 1:
+                continue
+            if changed:
+                name = changed[0]
+                values = domains[name]
+                ordered = all(_numeric(v) for v in values)
+                if adjacent and ordered and abs(values.index(p[name]) - values.index(q[name])) != 1:
+                    continue
+            neighbours[i].append(j)
+    return neighbours
+
+
+class StagedSearch:
+    """Stages 1 and 2 over one space; :meth:`run` returns the finalists.
+
+    :param sizes: how many values each searched parameter has.
+    :param profiles: the family's profiles; index 0 is the base.
+    :param seeds: shapes to measure first (from hand-written partial configs).
+    :param top_k: shapes that get a profile search; finalists returned.
+    :param say: receives one line per step, for ``debug``.
+    :param label: a readable form of a point, for those lines.
+    """
+
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        profiles: Sequence[Mapping[str, Any]],
+        *,
+        seeds: Sequence[Shape] = (),
+        top_k: int = 3,
+        say: Callable[[str], None] = lambda line: None,
+        label: Callable[[Point], str] = repr,
+    ) -> None:
+        self.sizes = tuple(sizes)
+        self.profiles = list(profiles)
+        self.seeds = list(dict.fromkeys(seeds))
+        self.top_k = top_k
+        self.say = say
+        self.label = label
+        self.times: dict[Point, float] = {}
+        self._steps = profile_neighbours(self.profiles)
+        self._lines = profile_neighbours(self.profiles, adjacent=False)
+
+    @property
+    def space_size(self) -> int:
+        """Points in the whole space."""
+        return math.prod(self.sizes) * len(self.profiles)
+
+    def run(self, measure: Measure) -> list[Point]:
+        """Run stages 1 and 2; the finalists, fastest first (empty when nothing ran)."""
+        self._shape_stage(measure)
+        self._profile_stage(measure)
+        return self.finalists()
+
+    # -- bookkeeping ----------------------------------------------------------
+
+    def _measure(self, measure: Measure, points: Sequence[Point]) -> None:
+        todo = [p for p in dict.fromkeys(points) if p not in self.times]
+        if not todo:
+            return
+        result = measure(todo)
+        for point in todo:
+            self.times[point] = float(result.get(point, math.inf))
+
+    def _best(self, points: Sequence[Point]) -> Point | None:
+        finite = [p for p in points if math.isfinite(self.times.get(p, math.inf))]
+        return min(finite, key=lambda p: (self.times[p], p)) if finite else None
+
+    def ranked_shapes(self, profile: int | None = None) -> list[Shape]:
+        """Shapes by their best finite time so far (with ``profile``: under that profile only)."""
+        best: dict[Shape, float] = {}
+        for (shape, prof), time in self.times.items():
+            if math.isfinite(time) and (profile is None or prof == profile):
+                best[shape] = min(time, best.get(shape, math.inf))
+        return sorted(best, key=lambda s: (best[s], s))
+
+    def finalists(self) -> list[Point]:
+        """The best point of each of the ``top_k`` best shapes, fastest first."""
+        points = []
+        for shape in self.ranked_shapes()[: self.top_k]:
+            point = self._best([p for p in self.times if p[0] == shape])
+            if point is not None:
+                points.append(point)
+        return points
+
+    # -- stage 1 --------------------------------------------------------------
+
+    def _shape_stage(self, measure: Measure) -> None:
+        start = self.seeds + [s for s in coarse_shapes(self.sizes) if s not in self.seeds]
+        seeded = f" and {len(self.seeds)} seed(s)" if self.seeds else ""
+        self.say(f"stage 1: {len(start) - len(self.seeds)} shapes of a coarse lattice{seeded}, base profile")
+        self._measure(measure, [(s, 0) for s in start])
+        if self._best([(s, 0) for s in start]) is None:
+            self._find_any_shape(measure)
+        current = self._best([p for p in self.times if p[1] == 0])
+        if current is None:
+            self.say("stage 1: no shape ran; nothing to refine")
+            return
+        diagonals_tried: set[Shape] = set()
+        while True:
+            shape = current[0]
+            kind = "neighbour"
+            around = [(s, 0) for s in axis_neighbours(shape, self.sizes) if (s, 0) not in self.times]
+            if not around and shape not in diagonals_tried:
+                diagonals_tried.add(shape)
+                kind = "diagonal neighbour"
+                around = [(s, 0) for s in diagonal_neighbours(shape, self.sizes) if (s, 0) not in self.times]
+            if not around:
+                break
+            self.say(f"stage 1: refining around {self.label(current)}: {len(around)} {kind}(s)")
+            self._measure(measure, around)
+            better = self._best([current, *around])
+            if better != current:
+                current = better
+        measured = sum(1 for p in self.times if p[1] == 0)
+        self.say(
+            f"stage 1: {measured} of {math.prod(self.sizes)} shapes measured; best {self.label(current)} "
+            f"at {self.times[current]:.4f} ms"
+        )
+
+    def _find_any_shape(self, measure: Measure) -> None:
+        """Every start failed (too large, say): try shapes from the smallest up until one runs."""
+        self.say("stage 1: no starting shape ran; trying shapes from the smallest up")
+        order = sorted(itertools.product(*(range(n) for n in self.sizes)), key=lambda s: (sum(s), s))
+        batch = max(2, len(self.sizes))
+        pending = [s for s in order if (s, 0) not in self.times]
+        while pending:
+            chunk, pending = pending[:batch], pending[batch:]
+            self._measure(measure, [(s, 0) for s in chunk])
+            if self._best([(s, 0) for s in chunk]) is not None:
+                return
+
+    # -- stage 2 --------------------------------------------------------------
+
+    def _profile_stage(self, measure: Measure) -> None:
+        shapes = self.ranked_shapes(profile=0)[: self.top_k]
+        if not shapes:
+            return
+        if len(self.profiles) == 1:
+            self.say("stage 2: one profile only; no compile options to search")
+            return
+        self.say(f"stage 2: {len(self.profiles)} profiles for the best {len(shapes)} shape(s)")
+        for rank, shape in enumerate(shapes):
+            if rank == 0 and self._sweep_best_shape():
+                self._measure(measure, [(shape, i) for i in range(len(self.profiles))])
+            elif rank == 0:
+                self._walk_profiles(measure, shape, 0, self._lines)
+            else:
+                leader = self._best([p for p in self.times if p[0] in shapes[:rank]])
+                start = 0 if leader is None else leader[1]
+                self._measure(measure, [(shape, start)])
+                if leader is None or self.times[(shape, start)] <= PROMISING * self.times[leader]:
+                    self._walk_profiles(measure, shape, start, self._steps)
+            best = self._best([p for p in self.times if p[0] == shape])
+            if best is not None:
+                self.say(f"stage 2: best for this shape {self.label(best)} at {self.times[best]:.4f} ms")
+
+    def _sweep_best_shape(self) -> bool:
+        count = len(self.profiles)
+        return count <= FULL_PROFILE_SWEEP or count <= SWEEP_SHARE * self.space_size
+
+    def _walk_profiles(self, measure: Measure, shape: Shape, start: int, moves: list[list[int]]) -> None:
+        self._measure(measure, [(shape, start)])
+        current = (shape, start)
+        while True:
+            around = [(shape, j) for j in moves[current[1]] if (shape, j) not in self.times]
+            if not around:
+                return
+            self._measure(measure, around)
+            better = self._best([current, *around])
+            if better is None or better == current:
+                return
+            current = better

@@ -1,0 +1,35 @@
+"""The ``search_params`` feature: ``triton.autotune(..., hints={"search_params": {...}})``.
+
+This module is the plugin kerneltune registers; it imports nothing from
+Triton until the feature is enabled (``import triton_dist.autotune_hooks``),
+so sessions on machines without Triton stay cheap.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from kerneltune.core import hookimpl
+
+
+class SearchParamsFeature:
+    """Makes ``triton.autotune`` accept ``hints={"search_params": ...}``."""
+
+    name = "search_params"
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Whether Triton can be imported."""
+        return importlib.util.find_spec("triton") is not None
+
+    def enable(self) -> None:
+        """Wrap ``triton.autotune`` once; kernels without the hint keep stock behaviour."""
+        from kerneltune.plugins.triton import adapter
+        from kerneltune.plugins.triton.search_kernel import make_autotune
+
+        adapter.install_autotune(make_autotune)
+
+
+@hookimpl
+def kerneltune_register_features(register):
+    register(SearchParamsFeature)

@@ -1,0 +1,104 @@
+"""The engine driven adaptively: rounds of requests, agreed times between rounds, a restricted pick."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import pytest
+from kerneltune.core import NoValidConfigError, Session, Space, Tuner, load_settings
+from tuning_doubles import FakeClock, clock_plugin, stored_records
+
+COSTS = {"a": 3.0, "b": 1.0, "c": 2.0, "d": 0.5}
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def session(clock):
+    settings = attrs.evolve(load_settings(), timer="scripted", warmup=1, repeat=2)
+    return Session.create(settings, extra=(clock_plugin(clock),))
+
+
+def make_tuner():
+    return Tuner(Space.build("adaptive", [{"name": n} for n in COSTS], "source"))
+
+
+def runner(clock, candidate, calls):
+    def run():
+        calls.append(candidate.config["name"])
+        clock.advance(COSTS[candidate.config["name"]])
+
+    return run
+
+
+def drain(tuning, clock, calls, **counts):
+    while (candidate := tuning.next_candidate()) is not None:
+        tuning.measure(candidate, runner(clock, candidate, calls), **counts)
+
+
+def test_adaptive_tuning_measures_only_what_is_requested(session, clock, isolated):
+    tuner = make_tuner()
+    a, b, c, _ = tuner.space.candidates
+    calls = []
+    with tuner.begin(session, "key", adaptive=True) as tuning:
+        assert tuning.next_candidate() is None
+        tuning.request([a, b])
+        drain(tuning, clock, calls)
+        assert tuning.times([a, b, c]) == [3.0, 1.0, math.inf]
+        tuning.request([c])
+        drain(tuning, clock, calls)
+        best = tuning.finish()
+    assert best is b
+    assert calls == ["a"] * 3 + ["b"] * 3 + ["c"] * 3
+    (record,) = stored_records(isolated, "adaptive")
+    assert [row["error"] for row in record["candidates"]] == [None, None, None, "not measured"]
+    assert tuner.picks["key"] is b
+
+
+def test_a_request_again_replaces_the_measurement_and_counts_can_be_raised(session, clock):
+    tuner = make_tuner()
+    a, b, *_ = tuner.space.candidates
+    calls = []
+    with tuner.begin(session, "key", adaptive=True) as tuning:
+        tuning.request([a, b])
+        drain(tuning, clock, calls)
+        tuning.request([a])
+        drain(tuning, clock, calls, warmup=0, repeat=5)
+        assert tuning.times([a]) == [3.0]
+        tuning.finish()
+    assert calls.count("a") == 3 + 5
+
+
+def test_finish_among_selects_only_from_the_given_candidates(session, clock):
+    tuner = make_tuner()
+    a, b, c, _ = tuner.space.candidates
+    with tuner.begin(session, "key", adaptive=True) as tuning:
+        tuning.request([a, b, c])
+        drain(tuning, clock, [])
+        assert tuning.finish(among=[a, c]) is c
+
+
+def test_no_valid_candidate_among_reports_only_those(session, clock):
+    tuner = make_tuner()
+    a, b, *_ = tuner.space.candidates
+    with tuner.begin(session, "key", adaptive=True) as tuning:
+        tuning.request([a, b])
+        drain(tuning, clock, [])
+        tuning.fail(a, RuntimeError("wrong answer"))
+        with pytest.raises(NoValidConfigError) as caught:
+            tuning.finish(among=[a])
+    message = str(caught.value)
+    assert "[0] " in message and "wrong answer" in message
+    assert "[1] " not in message
+
+
+def test_pruned_candidates_cannot_be_requested(session):
+    tuner = make_tuner()
+    a, *_ = tuner.space.candidates
+    tuning = tuner.begin(session, "key", adaptive=True, keep=lambda c: c is not a)
+    with tuning, pytest.raises(ValueError, match="pruned"):
+        tuning.request([a])

@@ -1,0 +1,168 @@
+"""Compile-option profile families (NVIDIA, Ascend) and how one is chosen.
+
+The Ascend families are checked for the options they produce and their
+dependencies only; nothing here runs on Ascend hardware.
+"""
+
+from __future__ import annotations
+
+import types
+
+import attrs
+import pytest
+from kerneltune.core import PluginError, Session, hookimpl, load_settings
+from kerneltune.core.profiles import UNSET, CompileTarget, choose_family, family_profiles, option_grid
+from kerneltune.plugins.profiles.ascend import (
+    MULTIBUFFER_CHILDREN,
+    AscendMixCVProfiles,
+    AscendVectorSafeProfiles,
+)
+from kerneltune.plugins.profiles.nvidia import NvidiaMatrixProfiles, NvidiaVectorProfiles
+
+CUDA_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "debug"})
+ASCEND_OPTIONS = frozenset(
+    {
+        "num_warps",
+        "num_stages",
+        "multibuffer",
+        "unit_flag",
+        "set_workspace_multibuffer",
+        "tile_mix_vector_loop",
+        "tile_mix_cube_loop",
+        "limit_auto_multi_buffer_of_local_buffer",
+        "limit_auto_multi_buffer_only_for_local_buffer",
+        "enable_ubuf_saving",
+    }
+)
+
+
+def cuda(arch):
+    return CompileTarget(backend="cuda", arch=arch, warp_size=32, options=CUDA_OPTIONS)
+
+
+def npu(options=ASCEND_OPTIONS):
+    return CompileTarget(backend="npu", arch="Ascend910B", warp_size=0, options=options)
+
+
+def session(*plugins):
+    return Session.create(attrs.evolve(load_settings(), cache="memory"), extra=plugins)
+
+
+def test_option_grid_puts_first_values_first_and_drops_what_the_target_lacks():
+    grid = option_grid({"a": [1, 2], "b": [UNSET, True], "zz": [1, 2]}, {"a", "b"})
+    assert grid == [{"a": 1}, {"a": 1, "b": True}, {"a": 2}, {"a": 2, "b": True}]
+
+
+def test_nvidia_matrix_family_adds_clusters_only_on_hopper():
+    ampere = NvidiaMatrixProfiles().profiles(cuda(80))
+    hopper = NvidiaMatrixProfiles().profiles(cuda(90))
+    assert ampere[0] == {"num_warps": 4, "num_stages": 3}
+    assert hopper[0] == {"num_warps": 4, "num_stages": 3, "num_ctas": 1}
+    assert len(ampere) == 12 and all("num_ctas" not in p for p in ampere)
+    assert len(hopper) == 24 and {p["num_ctas"] for p in hopper} == {1, 2}
+    assert all("maxnreg" not in p for p in hopper)
+
+
+def test_nvidia_vector_family():
+    profiles = NvidiaVectorProfiles().profiles(cuda(90))
+    assert profiles[0] == {"num_warps": 4, "num_stages": 3}
+    assert {p["num_warps"] for p in profiles} == {1, 2, 4, 8, 16}
+    assert len(profiles) == 15
+
+
+def test_ascend_mixcv_has_no_multibuffer_children_with_multibuffer_off():
+    profiles = AscendMixCVProfiles().profiles(npu())
+    assert profiles[0] == {}
+    assert len(profiles) == 3 * 3 * 3 * (2 * 2 + 1)
+    off = [p for p in profiles if p.get("multibuffer") is False]
+    assert off and all(not set(MULTIBUFFER_CHILDREN) & set(p) for p in off)
+    on = [p for p in profiles if "multibuffer" not in p]
+    assert {p.get("limit_auto_multi_buffer_of_local_buffer") for p in on} == {None, "no-limit"}
+    assert {p.get("limit_auto_multi_buffer_only_for_local_buffer") for p in on} == {None, True}
+    assert {p.get("set_workspace_multibuffer") for p in profiles} == {None, 2, 4}
+    assert {p.get("tile_mix_vector_loop") for p in profiles} == {None, 2, 4}
+    assert {p.get("tile_mix_cube_loop") for p in profiles} == {None, 2, 4}
+    assert all("unit_flag" not in p for p in profiles)
+
+
+def test_ascend_families_use_only_options_the_installed_compiler_accepts():
+    older = npu(frozenset({"multibuffer", "set_workspace_multibuffer"}))
+    profiles = AscendMixCVProfiles().profiles(older)
+    assert {frozenset(p.items()) for p in profiles} == {
+        frozenset(),
+        frozenset({("set_workspace_multibuffer", 2)}),
+        frozenset({("set_workspace_multibuffer", 4)}),
+        frozenset({("multibuffer", False)}),
+        frozenset({("multibuffer", False), ("set_workspace_multibuffer", 2)}),
+        frozenset({("multibuffer", False), ("set_workspace_multibuffer", 4)}),
+    }
+    vector = AscendVectorSafeProfiles().profiles(npu())
+    assert vector == [
+        {},
+        {"enable_ubuf_saving": True},
+        {"multibuffer": False},
+        {"multibuffer": False, "enable_ubuf_saving": True},
+    ]
+    assert AscendVectorSafeProfiles().profiles(npu(frozenset({"multibuffer"}))) == [
+        {},
+        {"multibuffer": False},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("target", "operator", "name"),
+    [
+        (cuda(90), "matrix", "nvidia-matrix"),
+        (cuda(90), "vector", "nvidia-vector"),
+        (npu(), "matrix", "ascend-mixcv"),
+        (npu(), "vector", "ascend-vector-safe"),
+    ],
+)
+def test_the_family_is_chosen_by_backend_and_operator(target, operator, name):
+    family = choose_family(session(), target, operator)
+    assert family.name == name
+    assert family_profiles(family, target)
+
+
+def test_no_family_for_a_backend_means_none_and_a_bad_operator_is_an_error():
+    hip = CompileTarget(backend="hip", arch="gfx942", warp_size=64, options=CUDA_OPTIONS)
+    assert choose_family(session(), hip, "matrix") is None
+    with pytest.raises(ValueError, match="matrix, vector"):
+        choose_family(session(), hip, "cube")
+
+
+def family_plugin(cls):
+    plugin = types.ModuleType(f"tests_family_{cls.name}")
+
+    @hookimpl
+    def kerneltune_register_profile_families(register):
+        register(cls)
+
+    plugin.kerneltune_register_profile_families = kerneltune_register_profile_families
+    return plugin
+
+
+class RivalMatrix:
+    name = "rival-matrix"
+    operator = "matrix"
+    backends = ("cuda",)
+
+    @classmethod
+    def is_available(cls):
+        return True
+
+    def profiles(self, target):
+        return [{"num_warps": 4}, {"bogus": 1}]
+
+
+def test_two_families_tying_for_one_backend_name_both():
+    with pytest.raises(PluginError, match=r"nvidia-matrix.*rival-matrix|rival-matrix.*nvidia-matrix"):
+        choose_family(session(family_plugin(RivalMatrix)), cuda(90), "matrix")
+
+
+def test_a_higher_priority_wins_and_unknown_options_are_refused():
+    preferred = type("PreferredMatrix", (RivalMatrix,), {"name": "preferred-matrix", "priority": 1})
+    family = choose_family(session(family_plugin(preferred)), cuda(90), "matrix")
+    assert family.name == "preferred-matrix"
+    with pytest.raises(PluginError, match=r"preferred-matrix.*bogus"):
+        family_profiles(family, cuda(90))

@@ -1,0 +1,446 @@
+"""``triton.autotune(..., hints={"search_params": ...})`` on CPU, with interpreted kernels.
+
+Times come from the ``scripted`` timer plugin (tests/search_doubles.py), so
+every pick below is decided by the test, not by the interpreter's speed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from kerneltune.core import NoValidConfigError, PluginError
+from kerneltune.core.features import enable_feature
+from kerneltune.plugins.triton.classify import operator_class, uses_dot
+from kerneltune.plugins.triton.search_kernel import SearchParamsKernel
+from search_doubles import Script, by_block, family_plugin, interpreter_family, timer_plugin, use_session
+
+import triton_dist.autotune_hooks
+
+
+def search(**options):
+    return {"search_params": options}
+
+
+def make_double(hints, configs=(), key=("n",), **autotune):
+    @triton.autotune(configs=list(configs), key=list(key), hints=hints, **autotune)
+    @triton.jit
+    def double_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2, mask=mask)
+
+    return double_kernel
+
+
+def launch_double(kernel, n=32, **options):
+    x = torch.arange(n, dtype=torch.float32)
+    y = torch.zeros_like(x)
+    kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n, **options)
+    assert torch.equal(y, 2 * x)
+    return y
+
+
+def make_add2d(hints, configs=(), **autotune):
+    @triton.autotune(configs=list(configs), key=["M", "N"], hints=hints, **autotune)
+    @triton.jit
+    def add2d_kernel(x_ptr, y_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+        cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        mask = (rows < M) & (cols < N)
+        tl.store(y_ptr + rows * N + cols, tl.load(x_ptr + rows * N + cols, mask=mask) + 1, mask=mask)
+
+    return add2d_kernel
+
+
+def launch_add2d(kernel, size=32):
+    x = torch.arange(size * size, dtype=torch.float32).reshape(size, size)
+    y = torch.zeros_like(x)
+    grid = lambda meta: (triton.cdiv(size, meta["BLOCK_M"]), triton.cdiv(size, meta["BLOCK_N"]))  # noqa: E731
+    kernel[grid](x, y, size, size)
+    assert torch.equal(y, x + 1)
+
+
+@triton.jit
+def tile_product(a, b):
+    return tl.dot(a, b)
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    inner = tl.arange(0, S)
+    a = tl.load(a_ptr + rows[:, None] * S + inner[None, :])
+    b = tl.load(b_ptr + inner[:, None] * S + cols[None, :])
+    tl.store(c_ptr + rows[:, None] * S + cols[None, :], tl.dot(a, b))
+
+
+@triton.jit
+def matmul_via_helper(a_ptr, b_ptr, c_ptr, S: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    inner = tl.arange(0, S)
+    a = tl.load(a_ptr + rows[:, None] * S + inner[None, :])
+    b = tl.load(b_ptr + inner[:, None] * S + cols[None, :])
+    tl.store(c_ptr + rows[:, None] * S + cols[None, :], tile_product(a, b))
+
+
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+
+# -- activation ------------------------------------------------------------------
+
+
+def test_activation_is_idempotent_and_leaves_plain_kernels_stock():
+    wrapper = triton.autotune
+    assert triton.runtime.autotune is wrapper
+    importlib.reload(triton_dist.autotune_hooks)
+    enable_feature("search_params")
+    assert triton.autotune is wrapper
+
+    # One config: stock Triton needs a GPU benchmarker to choose between several.
+    @triton.autotune(configs=[triton.Config({"BLOCK": 16})], key=["n"])
+    @triton.jit
+    def plain_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * 2, mask=offsets < n)
+
+    assert type(plain_kernel) is triton.runtime.Autotuner
+    launch_double(plain_kernel)
+    assert plain_kernel.best_config.kwargs == {"BLOCK": 16}
+
+
+def test_a_kernel_decorated_before_activation_keeps_working():
+    original = triton.autotune.__wrapped__
+    early = original(configs=[triton.Config({"BLOCK": 32})], key=["n"])(copy_kernel)
+    importlib.reload(triton_dist.autotune_hooks)
+    x = torch.arange(8.0)
+    y = torch.zeros_like(x)
+    early[(1,)](x, y, 8)
+    assert torch.equal(x, y)
+
+
+def test_unknown_feature_lists_the_known_ones():
+    with pytest.raises(PluginError, match="search_params"):
+        enable_feature("no-such-feature")
+
+
+# -- validation at decoration ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hints", "error", "match"),
+    [
+        (search(params=["BLOCK"], valuez=[16]), ValueError, r"valuez.*valid options: params, values"),
+        (
+            search(params=["NOT_A_PARAM"]),
+            ValueError,
+            r"NOT_A_PARAM.*tl.constexpr parameters of the kernel.*BLOCK",
+        ),
+        (search(params=["n"]), ValueError, r"must be tl.constexpr"),
+        (search(params=[]), ValueError, "empty"),
+        (search(params="BLOCK"), TypeError, "list of parameter names"),
+        (search(values=[16]), ValueError, "needs 'params'"),
+        (search(params=["BLOCK"], values=[16, 0]), ValueError, "positive ints"),
+        (search(params=["BLOCK"], values=[]), ValueError, "non-empty list"),
+        (search(params=["BLOCK"], shape_final_top_k=0), ValueError, "shape_final_top_k"),
+        (search(params=["BLOCK"], debug="yes"), TypeError, "debug"),
+        (search(params=["BLOCK"], reference_fn=3), TypeError, "reference_fn"),
+        (search(params=["BLOCK", "unit_flag"]), ValueError, "unit_flag is a compile option"),
+        ({"search_params": {"params": ["BLOCK"]}, "split_params": {}}, ValueError, "cannot be combined"),
+        ({"search_params": ["BLOCK"]}, TypeError, "must be a dict"),
+    ],
+)
+def test_bad_hints_fail_at_decoration(hints, error, match):
+    with pytest.raises(error, match=match):
+        make_double(hints)
+
+
+def test_unsupported_autotune_arguments_fail_at_decoration():
+    with pytest.raises(ValueError, match=r"do_bench.*cannot be combined with search_params"):
+        make_double(search(params=["BLOCK"]), do_bench=lambda fn, quantiles: [1.0])
+    with pytest.raises(ValueError, match="perf_model"):
+        make_double(search(params=["BLOCK"]), prune_configs_by={"perf_model": lambda **kw: 1.0, "top_k": 1})
+    with pytest.raises(ValueError, match="key names size"):
+        make_double(search(params=["BLOCK"]), key=["size"])
+
+
+def test_a_seed_config_may_give_only_search_params():
+    with pytest.raises(ValueError, match=r"seed.*GROUP"):
+        make_add2d(
+            search(params=["BLOCK_M", "BLOCK_N"]), configs=[triton.Config({"BLOCK_M": 16, "GROUP": 8})]
+        )
+
+
+def test_callers_do_not_pass_searched_params(monkeypatch):
+    script = Script(lambda meta: 1.0)
+    use_session(monkeypatch, timer_plugin(script))
+    kernel = make_double(search(params=["BLOCK"], values=[16]))
+    x = torch.zeros(4)
+    with pytest.raises(ValueError, match="BLOCK are chosen by search_params"):
+        kernel[(1,)](x, x, 4, BLOCK=16)
+    with pytest.raises(ValueError, match="chosen by search_params"):
+        kernel[(1,)](x, x, 4, 16)
+
+
+# -- generation, seeds, hand-written configs -------------------------------------
+
+
+def test_generated_candidates_find_the_scripted_fastest_shape(monkeypatch):
+    script = Script(
+        by_block({(16, 16): 4.0, (16, 32): 3.0, (32, 16): 1.0, (32, 32): 2.0}, "BLOCK_M", "BLOCK_N")
+    )
+    use_session(monkeypatch, timer_plugin(script))
+    kernel = make_add2d(search(params=["BLOCK_M", "BLOCK_N"], values=[16, 32]), pre_hook=script.hook)
+    assert isinstance(kernel, SearchParamsKernel)
+    launch_add2d(kernel)
+    assert kernel.best_config.kwargs == {"BLOCK_M": 32, "BLOCK_N": 16}
+    assert kernel.last_search.space == 4
+    assert set(script.seen("BLOCK_M", "BLOCK_N")) == {(16, 16), (16, 32), (32, 16), (32, 32)}
+
+
+def test_the_search_is_staged_not_exhaustive(monkeypatch):
+    values = [16, 32, 64, 128, 256, 512]
+    warps = {1: 0.3, 2: 0.1, 4: 0.2, 8: 0.4}
+
+    def cost(meta):
+        shape = (math.log2(meta["BLOCK_M"]) - 6) ** 2 + (math.log2(meta["BLOCK_N"]) - 5) ** 2
+        return 1.0 + shape + warps[meta["num_warps"]]
+
+    script = Script(cost)
+    family = interpreter_family("test-vector", "vector", [{"num_warps": w} for w in (4, 1, 2, 8)])
+    use_session(monkeypatch, timer_plugin(script), family_plugin(family))
+    kernel = make_add2d(search(params=["BLOCK_M", "BLOCK_N"], values=values), pre_hook=script.hook)
+    launch_add2d(kernel, size=16)
+    summary = kernel.last_search
+    assert summary.space == 36 * 4
+    assert summary.measured <= summary.space // 4
+    assert (kernel.best_config.kwargs, kernel.best_config.num_warps) == ({"BLOCK_M": 64, "BLOCK_N": 32}, 2)
+
+
+def test_full_hand_written_configs_are_used_as_they_are(monkeypatch):
+    script = Script(by_block({16: 2.0, 64: 1.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script))
+    configs = [triton.Config({"BLOCK": 16}, num_warps=2), triton.Config({"BLOCK": 64}, num_warps=2)]
+    kernel = make_double(search(params=["BLOCK"], values=[32]), configs=configs, pre_hook=script.hook)
+    launch_double(kernel)
+    assert {block for (block,) in script.seen("BLOCK")} == {16, 64}
+    assert set(script.seen("num_warps")) == {(2,)}
+    assert kernel.best_config.kwargs == {"BLOCK": 64}
+    assert kernel.last_search.space == 2
+
+
+def test_partial_configs_seed_the_search(monkeypatch):
+    script = Script(lambda meta: 1.0 if meta["BLOCK_M"] == 64 else 5.0)
+    use_session(monkeypatch, timer_plugin(script))
+    kernel = make_add2d(
+        search(params=["BLOCK_M", "BLOCK_N"], values=[16, 32]),
+        configs=[triton.Config({"BLOCK_M": 64})],
+        pre_hook=script.hook,
+    )
+    launch_add2d(kernel)
+    assert script.seen("BLOCK_M")[0] == (64,)
+    assert kernel.best_config.kwargs["BLOCK_M"] == 64
+    assert kernel.last_search.space == 3 * 2
+
+
+# -- key -----------------------------------------------------------------------------
+
+
+def test_same_key_reuses_the_pick_and_a_new_key_tunes_again(monkeypatch):
+    script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script))
+    kernel = make_double(search(params=["BLOCK"], values=[16, 32]), pre_hook=script.hook)
+    launch_double(kernel, n=32)
+    tuned = len(script.launches)
+    launch_double(kernel, n=32)
+    assert len(script.launches) == tuned
+    launch_double(kernel, n=24)
+    assert len(script.launches) > tuned
+
+
+def test_without_a_key_one_pick_serves_every_shape(monkeypatch):
+    script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script))
+    kernel = make_double(search(params=["BLOCK"], values=[16, 32]), key=(), pre_hook=script.hook)
+    launch_double(kernel, n=32)
+    tuned = len(script.launches)
+    launch_double(kernel, n=24)
+    assert len(script.launches) == tuned
+
+
+def test_fixed_compile_options_override_the_profile_and_join_the_key(monkeypatch, capsys):
+    script = Script(lambda meta: {4: 2.0, 8: 1.0, 2: 3.0}[meta["num_warps"]])
+    family = interpreter_family("test-vector", "vector", [{"num_warps": 4}, {"num_warps": 8}])
+    use_session(monkeypatch, timer_plugin(script), family_plugin(family))
+    kernel = make_double(search(params=["BLOCK"], values=[16, 32]), pre_hook=script.hook)
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+    launch_double(kernel, num_warps=2)
+    assert set(script.seen("num_warps")) == {(2,)}
+    assert kernel.best_config.num_warps == 2
+    assert "fixed at launch: num_warps=2" in capsys.readouterr().out
+    tuned = len(script.launches)
+    launch_double(kernel)
+    assert {w for (w,) in script.seen("num_warps")[tuned:]} == {4, 8}
+    assert kernel.best_config.num_warps == 8
+
+
+# -- the operator classifier and profile families ---------------------------------
+
+
+def test_classifier_on_dot_and_non_dot_kernels():
+    assert uses_dot(matmul_kernel) is True
+    assert uses_dot(matmul_via_helper) is True
+    assert uses_dot(copy_kernel) is False
+    assert operator_class(matmul_kernel)[0] == "matrix"
+    assert operator_class(copy_kernel) == ("vector", "it does not call tl.dot")
+
+
+def test_the_classifier_chooses_the_family(monkeypatch, capsys):
+    script = Script(lambda meta: {4: 2.0, 8: 1.0}.get(meta.get("num_warps"), 3.0))
+    matrix = interpreter_family("test-matrix", "matrix", [{"num_warps": 4}, {"num_warps": 8}])
+    vector = interpreter_family("test-vector", "vector", [{"num_stages": 1}])
+    use_session(monkeypatch, timer_plugin(script), family_plugin(matrix, vector))
+    hints = search(params=["BLOCK_M", "BLOCK_N"], values=[16, 32], debug=True)
+    kernel = triton.autotune(configs=[], key=[], hints=hints, pre_hook=script.hook)(matmul_kernel)
+    a = torch.randn(32, 32)
+    b = torch.randn(32, 32)
+    c = torch.zeros(32, 32)
+    kernel[lambda meta: (triton.cdiv(32, meta["BLOCK_M"]), triton.cdiv(32, meta["BLOCK_N"]))](a, b, c, 32)
+    torch.testing.assert_close(c, a @ b)
+    out = capsys.readouterr().out
+    assert "operator class matrix (it calls tl.dot); profile family test-matrix" in out
+    assert {w for (w,) in script.seen("num_warps")} == {4, 8}
+    assert kernel.best_config.num_warps == 8
+
+
+# -- stage 3: the correctness gate --------------------------------------------------
+
+
+def make_row_sum(hints, **autotune):
+    @triton.autotune(configs=[], key=["n"], hints=hints, **autotune)
+    @triton.jit
+    def row_sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        # Sums only the first BLOCK values: BLOCK < n is fast and wrong.
+        offsets = tl.arange(0, BLOCK)
+        tl.store(out_ptr, tl.sum(tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)))
+
+    return row_sum_kernel
+
+
+def sums_right(x, out, n):
+    return bool(torch.isclose(out[0], x.sum()))
+
+
+def test_reference_fn_rejecting_the_fastest_makes_the_next_win(monkeypatch, capsys):
+    script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script))
+    hints = search(params=["BLOCK"], values=[16, 32], reference_fn=sums_right, debug=True)
+    kernel = make_row_sum(hints, pre_hook=script.hook)
+    x = torch.arange(32, dtype=torch.float32)
+    out = torch.zeros(1)
+    kernel[(1,)](x, out, 32)
+    assert kernel.best_config.kwargs == {"BLOCK": 32}
+    assert out[0] == x.sum()
+    assert "BLOCK=16 rejected: RejectedByReference: reference_fn returned False" in capsys.readouterr().out
+
+
+def test_reference_fn_may_reject_by_raising(monkeypatch):
+    script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script))
+
+    def check(x, out, n):
+        torch.testing.assert_close(out[0], x.sum())
+
+    kernel = make_row_sum(search(params=["BLOCK"], values=[16, 32], reference_fn=check), pre_hook=script.hook)
+    kernel[(1,)](torch.ones(32), torch.zeros(1), 32)
+    assert kernel.best_config.kwargs == {"BLOCK": 32}
+
+
+def test_no_finalist_passing_is_a_clear_error(monkeypatch):
+    script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script))
+    hints = search(params=["BLOCK"], values=[16, 32], reference_fn=lambda *args: False)
+    kernel = make_row_sum(hints, pre_hook=script.hook)
+    with pytest.raises(NoValidConfigError, match=r"none of the 2 finalists passed reference_fn"):
+        kernel[(1,)](torch.ones(32), torch.zeros(1), 32)
+
+
+# -- drops and output --------------------------------------------------------------
+
+
+def test_shapes_no_smaller_than_one_out_of_resources_are_dropped_unbuilt(monkeypatch, capsys):
+    def cost(meta):
+        return 10.0 - math.log2(meta["BLOCK_N"]) + abs(math.log2(meta["BLOCK_M"]) - 5)
+
+    script = Script(cost)
+
+    def hook(named, reset_only=False):
+        script.hook(named, reset_only)
+        if named["BLOCK_M"] >= 64:
+            raise triton.runtime.errors.OutOfResources(named["BLOCK_M"] * 1024, 48 * 1024, "shared memory")
+
+    use_session(monkeypatch, timer_plugin(script))
+    hints = search(params=["BLOCK_M", "BLOCK_N"], values=[16, 32, 64, 128], debug=True)
+    kernel = make_add2d(hints, pre_hook=hook)
+    launch_add2d(kernel)
+    assert kernel.best_config.kwargs == {"BLOCK_M": 32, "BLOCK_N": 128}
+    assert (64, 128) not in script.seen("BLOCK_M", "BLOCK_N")
+    out = capsys.readouterr().out
+    assert "dropped BLOCK_M=64, BLOCK_N=128: CandidateDropped: dropped before compiling" in out
+
+
+def test_debug_shows_stages_and_what_early_config_prune_dropped(monkeypatch, capsys):
+    script = Script(by_block({16: 2.0, 32: 1.0, 64: 3.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script))
+
+    def keep_small(configs, named_args, **kwargs):
+        return [c for c in configs if c.kwargs["BLOCK"] < 64]
+
+    kernel = make_double(
+        search(params=["BLOCK"], values=[16, 32, 64], debug=True),
+        prune_configs_by={"early_config_prune": keep_small},
+        pre_hook=script.hook,
+    )
+    launch_double(kernel)
+    assert 64 not in {block for (block,) in script.seen("BLOCK")}
+    out = capsys.readouterr().out
+    for line in (
+        "stage 1:",
+        "stage 2: one profile only",
+        "stage 3: re-timing",
+        "removed by early_config_prune",
+    ):
+        assert line in out
+
+
+def test_print_autotuning_shows_pick_time_and_key_once_per_tuning(monkeypatch, capsys):
+    script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script))
+    kernel = make_double(search(params=["BLOCK"], values=[16, 32]), pre_hook=script.hook)
+    launch_double(kernel)
+    assert capsys.readouterr().out == ""
+
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+    launch_double(kernel, n=24)
+    out = capsys.readouterr().out
+    assert "for function double_kernel" in out
+    assert "with key as (24, 'torch.float32', 'torch.float32')" in out
+    assert "best config selected: BLOCK=32 at 1.0000 ms" in out
+    assert "BLOCK=16: 2.0000 ms" not in out
+
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING_TIMINGS", "1")
+    launch_double(kernel, n=16)
+    out = capsys.readouterr().out
+    assert "  BLOCK=16: 2.0000 ms" in out
+    assert "  BLOCK=32: 1.0000 ms" in out
+    launch_double(kernel, n=16)
+    assert capsys.readouterr().out == ""

@@ -1,0 +1,123 @@
+"""The staged search's decisions, on synthetic landscapes (no Triton)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from kerneltune.plugins.triton.search import (
+    StagedSearch,
+    axis_neighbours,
+    coarse_levels,
+    coarse_shapes,
+    diagonal_neighbours,
+    profile_neighbours,
+)
+
+
+class Landscape:
+    """A cost per point; records every point measured and every round."""
+
+    def __init__(self, cost):
+        self.cost = cost
+        self.rounds = []
+
+    def __call__(self, points):
+        self.rounds.append(list(points))
+        return {p: self.cost(p) for p in points}
+
+    @property
+    def measured(self):
+        return [p for r in self.rounds for p in r]
+
+
+def test_coarse_levels_are_inner_slices_of_each_axis():
+    assert coarse_levels(1) == [0]
+    assert coarse_levels(2) == [0, 1]
+    assert coarse_levels(4) == [1, 2]
+    assert coarse_levels(8) == [1, 4, 6]
+    assert len(coarse_shapes([8, 8, 8])) == 27
+    star = coarse_shapes([8, 8, 8, 8])
+    assert len(star) == 1 + 2 * 4 and (4, 4, 4, 4) in star
+
+
+def test_neighbours_stay_inside_the_grid():
+    assert sorted(axis_neighbours((0, 2), [3, 3])) == [(0, 1), (1, 2)]
+    assert sorted(diagonal_neighbours((0, 0), [3, 3])) == [(1, 1)]
+
+
+def test_profile_neighbours_change_one_option_to_an_adjacent_value():
+    profiles = [
+        {"num_warps": 4, "num_stages": 3},
+        {"num_warps": 8, "num_stages": 3},
+        {"num_warps": 4, "num_stages": 5},
+        {"num_warps": 4, "num_stages": 4},
+        {"num_warps": 8, "num_stages": 4},
+    ]
+    neighbours = profile_neighbours(profiles)
+    assert sorted(neighbours[0]) == [1, 3]
+    assert sorted(neighbours[2]) == [3]
+    toggled = profile_neighbours(
+        [{}, {"multibuffer": False}, {"workspace": 2}, {"multibuffer": False, "workspace": 2}]
+    )
+    assert sorted(toggled[0]) == [1, 2]
+    assert sorted(toggled[3]) == [1, 2]
+
+
+def test_finds_the_optimum_of_a_smooth_landscape_measuring_a_small_fraction():
+    optimum = ((5, 2, 3), 4)
+
+    def cost(point):
+        shape, profile = point
+        distance = sum((a - b) ** 2 for a, b in zip(shape, optimum[0], strict=True))
+        return 1.0 + distance + 0.1 * abs(profile - optimum[1])
+
+    profiles = [{"num_warps": w, "num_stages": s} for w in (4, 2, 8) for s in (3, 2, 4)]
+    landscape = Landscape(cost)
+    search = StagedSearch([8, 8, 8], profiles, top_k=3)
+    finalists = search.run(landscape)
+    assert finalists[0] == optimum
+    assert len(set(landscape.measured)) == len(landscape.measured), "a point was measured twice"
+    assert len(landscape.measured) <= search.space_size // 10
+
+
+def test_seeds_are_measured_first_and_each_round_only_new_points():
+    landscape = Landscape(lambda point: 1.0 + sum(point[0]))
+    StagedSearch([4, 4], [{}], seeds=[(3, 0)], top_k=2).run(landscape)
+    assert landscape.rounds[0][0] == ((3, 0), 0)
+    assert ((0, 0), 0) in landscape.measured
+
+
+def test_when_every_start_fails_it_tries_small_shapes_until_one_runs():
+    def cost(point):
+        return 1.0 if sum(point[0]) <= 1 else math.inf
+
+    landscape = Landscape(cost)
+    finalists = StagedSearch([6, 6], [{}], top_k=1).run(landscape)
+    assert finalists == [((0, 0), 0)]
+    assert all(math.isinf(cost(p)) for p in landscape.rounds[0])
+
+
+def test_finalists_are_the_best_point_of_each_of_the_best_shapes():
+    def cost(point):
+        (a,), profile = point
+        return 1.0 + abs(a - 2) + 0.5 * profile
+
+    search = StagedSearch([5], [{"x": 0}, {"x": 1}], top_k=2)
+    finalists = search.run(Landscape(cost))
+    assert finalists == [((2,), 0), ((1,), 0)]
+    assert [p[0] for p in finalists] == list(dict.fromkeys(p[0] for p in finalists))
+
+
+def test_a_large_family_is_searched_along_one_option_at_a_time_not_swept():
+    profiles = [{"a": a, "b": b, "c": c} for a, b, c in itertools.product(range(6), repeat=3)]
+    target = profiles.index({"a": 1, "b": 4, "c": 2})
+
+    def cost(point):
+        chosen = profiles[point[1]]
+        return 1.0 + abs(chosen["a"] - 1) + abs(chosen["b"] - 4) + abs(chosen["c"] - 2)
+
+    landscape = Landscape(cost)
+    finalists = StagedSearch([2], profiles, top_k=1).run(landscape)
+    assert finalists[0][1] == target
+    assert len({p[1] for p in landscape.measured}) < len(profiles) // 3

@@ -11,7 +11,9 @@ from typing import Any
 
 from kerneltune.core import hookimpl
 
-_PACKAGES = ("torch", "triton", "triton-ascend", "torch_npu", "kerneltune")
+# torch is read from the module: its local build tag (+cu130, +cpu) is not in
+# the distribution metadata and changes which kernels run.
+_PACKAGES = ("triton", "triton-ascend", "torch_npu", "kerneltune")
 
 
 def _device_facts() -> dict[str, Any]:
@@ -57,7 +59,9 @@ def kerneltune_hardware_info():
 
 @hookimpl
 def kerneltune_software_versions():
-    versions = {"python": platform.python_version()}
+    import torch
+
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
     for package in _PACKAGES:
         try:
             versions[package] = importlib.metadata.version(package)

@@ -54,3 +54,11 @@ def pytest_configure(config):
     # Triton kernels in CPU tests run in the interpreter; set before triton is imported.
     if not _has_cuda():
         os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture
+def cpu_host(monkeypatch):
+    """Make a GPU machine look like a CPU-only host, for tests of CPU defaults."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

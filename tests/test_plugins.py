@@ -78,7 +78,7 @@ def test_unknown_name_from_the_environment_fails_the_tuned_call(monkeypatch):
     assert calls == []
 
 
-def test_a_named_timer_that_cannot_run_here_says_so():
+def test_a_named_timer_that_cannot_run_here_says_so(cpu_host):
     with pytest.raises(
         PluginError,
         match=r"timer 'cuda-event' \(from plugin kerneltune\.plugins\.timers\.events\) cannot run here; "
@@ -87,7 +87,7 @@ def test_a_named_timer_that_cannot_run_here_says_so():
         Session.create(_settings(timer="cuda-event"))
 
 
-def test_auto_picks_the_cpu_defaults():
+def test_auto_picks_the_cpu_defaults(cpu_host):
     session = Session.create(_settings())
     assert type(session.make_timer()) is WallclockTimer
     assert type(session.cache) is JsonCache
@@ -175,7 +175,7 @@ def test_example_plugin_is_discovered_through_its_entry_point():
     assert type(session.make_timer()) is kerneltune_example_plugin.CpuTimeTimer
 
 
-def test_example_plugin_is_never_the_automatic_choice():
+def test_example_plugin_is_never_the_automatic_choice(cpu_host):
     assert type(Session.create(_settings()).make_timer()) is WallclockTimer
 
 

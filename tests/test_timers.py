@@ -186,7 +186,7 @@ def test_npu_timer_needs_torch_npu():
 # -- automatic selection ----------------------------------------------------------------------
 
 
-def test_auto_on_cpu_is_wallclock():
+def test_auto_on_cpu_is_wallclock(cpu_host):
     session = Session.create(load_settings())
     assert type(session.make_timer()) is WallclockTimer
     assert session.hardware["device"] == "cpu"
@@ -235,7 +235,7 @@ def test_tuning_on_the_fake_npu_times_with_npu_events(monkeypatch, fake_npu, clo
     assert record["hardware"]["device"] == "npu"
 
 
-def test_a_pick_made_on_the_cpu_is_not_reused_on_an_npu(monkeypatch, clock, isolated):
+def test_a_pick_made_on_the_cpu_is_not_reused_on_an_npu(cpu_host, monkeypatch, clock, isolated):
     calls = []
 
     def build():

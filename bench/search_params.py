@@ -210,6 +210,11 @@ def run_case(name: str, size: int) -> dict:
     kernel, grid, args, launch, fixed = make(size or default_size)
     staged_s = staged(kernel, grid, args, launch, fixed)
     summary = kernel.last_search
+    print(
+        f"{name}: staged search {staged_s:.1f} s, {summary.measured} of {summary.space} measured; "
+        "measuring the whole space...",
+        flush=True,
+    )
     times, exhaustive_s = exhaustive(kernel, grid, args, launch, fixed)
     candidates = kernel.search_space(**fixed).tuner.space.candidates
     pick = next(c for c in candidates if c.label == summary.pick)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from kerneltune.plugins.triton import search as search_module
 from kerneltune.plugins.triton.search import (
     StagedSearch,
     axis_neighbours,
@@ -121,3 +122,21 @@ def test_a_large_family_is_searched_along_one_option_at_a_time_not_swept():
     finalists = StagedSearch([2], profiles, top_k=1).run(landscape)
     assert finalists[0][1] == target
     assert len({p[1] for p in landscape.measured}) < len(profiles) // 3
+
+
+def test_the_shape_walk_stops_when_its_budget_is_spent(monkeypatch):
+    monkeypatch.setattr(search_module, "WALK_SHARE", 0.05)
+    order = []
+
+    def ever_better(point):
+        # Every newly measured point beats all before it, so the walk never settles by itself.
+        order.append(point)
+        return 1000.0 - len(order)
+
+    landscape = Landscape(ever_better)
+    search = StagedSearch([32, 32], [{}], top_k=1)
+    search.run(landscape)
+    start = len(coarse_shapes([32, 32]))
+    budget = start + math.ceil(0.05 * 32 * 32)
+    # The round that crosses the budget finishes: at most four neighbours more.
+    assert budget <= len(landscape.measured) < budget + 4

@@ -10,7 +10,7 @@ taken everywhere.
 1. Shapes, with the base profile: the seeds and a coarse lattice (two or
    three inner levels per parameter), then a walk to better neighbours (one
    step along one parameter; where that stalls, one step along two) until
-   none is better.
+   none is better or the budget (:data:`WALK_SHARE`) is spent.
 2. Profiles, for the best ``top_k`` shapes. On the best shape: the whole
    family when it is small (or small beside the space), otherwise a
    coordinate search (every value of one option at a time, moving to the
@@ -40,6 +40,8 @@ SWEEP_SHARE = 0.1
 #: A runner-up shape gets its own profile walk only when, with the leader's
 #: profile, it is within this factor of the leader's time.
 PROMISING = 1.1
+#: The shape walk stops after the start plus this share of all shapes (at least 4 per param).
+WALK_SHARE = 0.25
 #: Above this many parameters the coarse lattice becomes a star around the centre.
 LATTICE_MAX_PARAMS = 3
 
@@ -220,8 +222,10 @@ class StagedSearch:
         if current is None:
             self.say("stage 1: no shape ran; nothing to refine")
             return
+        shapes = math.prod(self.sizes)
+        budget = len(start) + max(4 * len(self.sizes), math.ceil(WALK_SHARE * shapes))
         diagonals_tried: set[Shape] = set()
-        while True:
+        while sum(1 for p in self.times if p[1] == 0) < budget:
             shape = current[0]
             kind = "neighbour"
             around = [(s, 0) for s in axis_neighbours(shape, self.sizes) if (s, 0) not in self.times]
@@ -237,8 +241,9 @@ class StagedSearch:
             if better != current:
                 current = better
         measured = sum(1 for p in self.times if p[1] == 0)
+        spent = " (budget spent)" if measured >= budget else ""
         self.say(
-            f"stage 1: {measured} of {math.prod(self.sizes)} shapes measured; best {self.label(current)} "
+            f"stage 1: {measured} of {shapes} shapes measured{spent}; best {self.label(current)} "
             f"at {self.times[current]:.4f} ms"
         )
 

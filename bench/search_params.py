@@ -22,9 +22,7 @@ Printed per kernel: the space, the fraction measured (target at most 25%),
 the staged pick's time over the exhaustive best (target at most 1.02, from
 the exhaustive table and from do_bench), and both wall times.
 
-The matmul fixes ``num_ctas=1`` at launch: a fixed option overrides the
-family, which halves the Hopper matrix family (clusters) so the exhaustive
-side stays affordable; the other two use their whole families.
+Each kernel uses the whole family the classifier picks for it.
 """
 
 from __future__ import annotations
@@ -130,7 +128,7 @@ def matmul_case(size: int):
     hints = {"search_params": {"params": ["BLOCK_M", "BLOCK_N"], "values": [32, 64, 128, 256]}}
     kernel = triton.autotune(configs=[], key=["M", "N", "K"], hints=hints)(matmul_kernel)
     grid = lambda meta: (triton.cdiv(size, meta["BLOCK_M"]) * triton.cdiv(size, meta["BLOCK_N"]),)  # noqa: E731
-    return kernel, grid, (a, b, c, size, size, size), {"BLOCK_K": 64, "GROUP_M": 8}, {"num_ctas": 1}
+    return kernel, grid, (a, b, c, size, size, size), {"BLOCK_K": 64, "GROUP_M": 8}, {}
 
 
 def softmax_case(size: int):

@@ -73,7 +73,7 @@ def test_a_second_process_hits_the_disk_cache(tmp_path, isolated):
 # -- what a record holds ----------------------------------------------------------------
 
 
-def test_record_holds_versions_hardware_key_and_every_candidate(isolated):
+def test_record_holds_versions_hardware_key_and_every_candidate(cpu_host, isolated):
     import torch
     import triton
 

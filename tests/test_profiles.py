@@ -53,14 +53,15 @@ def test_option_grid_puts_first_values_first_and_drops_what_the_target_lacks():
     assert grid == [{"a": 1}, {"a": 1, "b": True}, {"a": 2}, {"a": 2, "b": True}]
 
 
-def test_nvidia_matrix_family_adds_clusters_only_on_hopper():
+def test_nvidia_matrix_family_is_warps_by_stages_on_every_arch():
     ampere = NvidiaMatrixProfiles().profiles(cuda(80))
     hopper = NvidiaMatrixProfiles().profiles(cuda(90))
-    assert ampere[0] == {"num_warps": 4, "num_stages": 3}
-    assert hopper[0] == {"num_warps": 4, "num_stages": 3, "num_ctas": 1}
-    assert len(ampere) == 12 and all("num_ctas" not in p for p in ampere)
-    assert len(hopper) == 24 and {p["num_ctas"] for p in hopper} == {1, 2}
-    assert all("maxnreg" not in p for p in hopper)
+    assert ampere == hopper
+    assert hopper[0] == {"num_warps": 4, "num_stages": 3}
+    assert len(hopper) == 12
+    assert {p["num_warps"] for p in hopper} == {2, 4, 8}
+    assert {p["num_stages"] for p in hopper} == {2, 3, 4, 5}
+    assert all("num_ctas" not in p and "maxnreg" not in p for p in hopper)
 
 
 def test_nvidia_vector_family():

@@ -1,11 +1,16 @@
-"""Profile families for NVIDIA GPUs: warps, pipeline stages and, on Hopper, CTA clusters.
+"""Profile families for NVIDIA GPUs: warps and pipeline stages.
 
 Matrix kernels (``tl.dot``) get ``num_warps`` x ``num_stages``, since the
 software pipeline of the K loop and the warps sharing a tile decide their
-speed, plus ``num_ctas`` 1 or 2 on SM90 and newer, where the installed Triton
-accepts it (Triton refuses clusters below SM90). Vector kernels get more
-warp counts and fewer stages: they have short or no loops to pipeline, and
-their speed is mostly how many threads stream each block.
+speed. Vector kernels get more warp counts and fewer stages: they have short
+or no loops to pipeline, and their speed is mostly how many threads stream
+each block.
+
+``num_ctas`` (Hopper clusters) is left out: on an H200 with triton 3.6 a
+plain ``tl.dot`` kernel with ``num_ctas=2`` fails in Triton's CTA-planning
+pass (seen 2026-11-29), so half the family would be compile failures, and
+clusters pay only for kernels written for them (TMA multicast), whose authors
+fix ``num_ctas`` at launch.
 
 ``maxnreg`` is accepted by Triton but left out of both families: capping
 registers trades spills for occupancy, which rarely pays for tiled kernels
@@ -19,11 +24,9 @@ from typing import Any
 from kerneltune.core import hookimpl
 from kerneltune.core.profiles import CompileTarget, option_grid
 
-HOPPER = 90
-
 
 class NvidiaMatrixProfiles:
-    """``num_warps`` x ``num_stages`` (x ``num_ctas`` on SM90+) for ``tl.dot`` kernels."""
+    """``num_warps`` x ``num_stages`` for ``tl.dot`` kernels."""
 
     name = "nvidia-matrix"
     operator = "matrix"
@@ -36,9 +39,7 @@ class NvidiaMatrixProfiles:
 
     def profiles(self, target: CompileTarget) -> list[dict[str, Any]]:
         """Triton's defaults (4 warps, 3 stages) first, then the rest of the grid."""
-        choices: dict[str, list[Any]] = {"num_warps": [4, 2, 8], "num_stages": [3, 2, 4, 5]}
-        if isinstance(target.arch, int) and target.arch >= HOPPER:
-            choices["num_ctas"] = [1, 2]
+        choices = {"num_warps": [4, 2, 8], "num_stages": [3, 2, 4, 5]}
         return option_grid(choices, target.options)
 
 

@@ -41,8 +41,11 @@ def kerneltune_register_timers(register: Callable[[type], None]) -> None:
 
     A timer class has a class attribute ``name`` (the name users select it
     by), a classmethod ``is_available() -> bool`` (whether it can run in this
-    process, checked without side effects) and is constructed with no
-    arguments. An instance provides ``sample(fn)``, which runs ``fn`` once
+    process, checked without side effects), an optional integer
+    ``auto_priority`` (``auto`` takes the available class with the highest;
+    default 0; built-ins use 0 for wallclock, 10 for cuda-event, 20 for
+    npu-event, so a plugin that should never win ``auto`` uses a negative
+    value) and is constructed with no arguments. An instance provides ``sample(fn)``, which runs ``fn`` once
     inside the timed region, and ``collect() -> list[float]``, which waits for
     outstanding work once and returns every sample since the last
     ``collect`` in milliseconds.
@@ -58,7 +61,8 @@ def kerneltune_register_timers(register: Callable[[type], None]) -> None:
 def kerneltune_register_caches(register: Callable[[type], None]) -> None:
     """Register cache classes.
 
-    A cache class has ``name``, ``is_available()`` and is constructed with
+    A cache class has ``name``, ``is_available()``, an optional
+    ``auto_priority`` (json 10, msgpack 5, memory 0) and is constructed with
     ``root`` (a :class:`pathlib.Path`, the directory all functions share; it
     may not exist yet). An instance provides:
 

@@ -24,7 +24,7 @@ from kerneltune.core.hookspecs import hookimpl, hookspec
 from kerneltune.core.keys import describe, digest, encode_key, register_key_encoder
 from kerneltune.core.records import Candidate, Measurement, TuningRecord
 from kerneltune.core.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
-from kerneltune.core.session import Session, current_session
+from kerneltune.core.session import Session, add_plugin, current_session, remove_plugin
 from kerneltune.core.settings import Settings, load_settings
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "TuningFinished",
     "TuningRecord",
     "TuningStarted",
+    "add_plugin",
     "current_session",
     "describe",
     "describe_error",
@@ -60,4 +61,5 @@ __all__ = [
     "load_settings",
     "make_plugin_manager",
     "register_key_encoder",
+    "remove_plugin",
 ]

@@ -334,7 +334,17 @@ class Tuning:
         self.best = self._space.candidates[record.best_index]
         self.tuner.picks[self.key] = self.best
         if store and self.reducer.rank in self._writers:
-            self.session.cache.store(self._space.name, self._entry, record.to_data())
+            try:
+                self.session.cache.store(self._space.name, self._entry, record.to_data())
+            except OSError as exc:
+                # The pick is made and serves this process; losing it to a read-only
+                # or full disk would throw away the whole tuning.
+                warnings.warn(
+                    f"kerneltune: {self._space.name}: cannot store the pick ({exc}); it serves this "
+                    "process only and will be tuned again by the next one",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
 
     # -- MEASURE -----------------------------------------------------------------
 

@@ -83,6 +83,31 @@ class Session:
 
 _sessions: dict[Settings, Session] = {}
 _sessions_lock = threading.Lock()
+_added: list[object] = []
+
+
+def add_plugin(plugin: object) -> None:
+    """Register ``plugin`` (a module or object with hook implementations) in every session.
+
+    For plugins that live in the program itself rather than in an installed
+    package (an observer in a script, a timer in a test). Sessions made
+    before the call are dropped, so the next tuning builds a fresh plugin
+    manager that includes it. Adding the same object twice is a no-op.
+    """
+    with _sessions_lock:
+        if any(p is plugin for p in _added):
+            return
+        _added.append(plugin)
+        _sessions.clear()
+
+
+def remove_plugin(plugin: object) -> None:
+    """Undo :func:`add_plugin`; unknown plugins are ignored."""
+    with _sessions_lock:
+        kept = [p for p in _added if p is not plugin]
+        if len(kept) != len(_added):
+            _added[:] = kept
+            _sessions.clear()
 
 
 def current_session(**overrides: Any) -> Session:
@@ -92,7 +117,8 @@ def current_session(**overrides: Any) -> Session:
         e.g. the contextual tuner's ``cache="memory"``.
 
     Sessions are memoised per distinct :class:`Settings`, so changing a
-    variable between calls selects a fresh plugin manager.
+    variable between calls selects a fresh plugin manager. Plugins added with
+    :func:`add_plugin` are registered after the built-ins and entry points.
     """
     settings = load_settings()
     if overrides:
@@ -102,5 +128,5 @@ def current_session(**overrides: Any) -> Session:
         with _sessions_lock:
             session = _sessions.get(settings)
             if session is None:
-                session = _sessions[settings] = Session.create(settings)
+                session = _sessions[settings] = Session.create(settings, extra=tuple(_added))
     return session

@@ -392,3 +392,17 @@ def test_a_tuning_creates_every_cache_directory_private(monkeypatch, tmp_path):
         str(f): "0o700" for f in folders
     }
     assert record_files(base, "_work_body")
+
+
+def test_an_unwritable_cache_keeps_the_pick_in_process_and_warns(monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CACHE_DIR", str(blocker / "cache"))
+    tuned = _fresh()
+
+    with pytest.warns(RuntimeWarning, match=r"_work_body: cannot store the pick .* serves this process only"):
+        first = tuned(3)
+
+    assert len(_work_body.calls) == TUNED
+    assert tuned(3) == first
+    assert len(_work_body.calls) == TUNED + 1, "the pick serves later calls without retuning"

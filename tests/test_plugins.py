@@ -359,3 +359,29 @@ def test_importing_the_engine_loads_neither_torch_nor_triton_nor_plugins():
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
+
+
+def test_a_plugin_added_at_run_time_observes_tunings_until_removed():
+    from kerneltune.core import add_plugin, remove_plugin
+
+    seen = []
+
+    class Observer:
+        @hookimpl
+        def kerneltune_tuning_finished(self, event):
+            seen.append((event.function, event.key))
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
+    def observed(x, n):
+        return x * n
+
+    observer = Observer()
+    add_plugin(observer)
+    add_plugin(observer)
+    try:
+        observed(1)
+    finally:
+        remove_plugin(observer)
+    observed(2)
+
+    assert seen == [("observed", 1)], "seen once while added, not after removal"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import attrs
 import torch
-from kerneltune.core import Settings, current_session, load_settings
+from kerneltune.core import Settings, add_plugin, load_settings, remove_plugin
 
 from triton_dist.tune import autotune
 
@@ -65,12 +65,11 @@ def test_plugin_example_reports_a_finished_tuning(tmp_path, capsys):
     def double(x, n):
         return x * n
 
-    manager = current_session().manager
-    manager.register(plugin)
+    add_plugin(plugin)
     try:
         double(3)
     finally:
-        manager.unregister(plugin)
+        remove_plugin(plugin)
     assert re.search(r"^double: picked n=<[12]> \(\d+\.\d{3} ms\)$", capsys.readouterr().out, re.MULTILINE)
 
 

@@ -224,10 +224,16 @@ def kerneltune_register_profile_families(register: Callable[[type], None]) -> No
     ``profiles(target) -> list[dict]``: given a
     :class:`kerneltune.core.profiles.CompileTarget`, the profiles to search,
     each a dict of compile options passed at launch, using only names in
-    ``target.options``; the first is the base profile the shape search runs
-    with. Options that depend on another (say, multibuffer levels on a
-    backend where multibuffer is off) appear only in the profiles where they
-    apply; :func:`kerneltune.core.profiles.option_grid` builds products.
+    ``target.options``; the first is the base profile. Options that depend
+    on another (say, multibuffer levels on a backend where multibuffer is
+    off) appear only in the profiles where they apply;
+    :func:`kerneltune.core.profiles.option_grid` builds products. An instance
+    may also provide ``probe_profiles(target) -> list[dict]``: a few of its
+    profiles (two or three) that the shape search times every shape with,
+    scoring a shape by the best of them, for families where one option
+    decides which shapes can run well at all (warps per tile for tiled
+    matrix kernels: too few and the largest tiles spill). The base is always
+    a probe, put first if left out; without the method it is the only one.
 
     :param register: as for :func:`kerneltune_register_timers`.
 

@@ -4,9 +4,11 @@ A *profile* is a dict of compile options a Triton backend accepts at launch
 (``{"num_warps": 8, "num_stages": 3}`` on NVIDIA, ``{"multibuffer": False}``
 on Ascend). A *family* is an ordered list of profiles for one backend and one
 operator class (``matrix``: kernels that call ``tl.dot``; ``vector``: the
-rest); its first profile is the base the shape search runs with. Families
-come from plugins through ``kerneltune_register_profile_families``, so a new
-backend brings its own without touching the engine.
+rest); its first profile is the base. The shape search times every shape
+with the family's *probe* profiles (the base alone unless the family names
+more) and scores it by the best of them. Families come from plugins through
+``kerneltune_register_profile_families``, so a new backend brings its own
+without touching the engine.
 """
 
 from __future__ import annotations
@@ -139,3 +141,23 @@ def family_profiles(family: Any, target: CompileTarget) -> list[dict[str, Any]]:
                 f"does not accept for {target.backend} (it accepts: {', '.join(sorted(target.options))})"
             )
     return unique_profiles(profiles)
+
+
+def family_probes(
+    family: Any, target: CompileTarget, profiles: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The profiles the shape search times every shape with: the base first, then the family's probes.
+
+    ``profiles`` is what :func:`family_profiles` returned for ``target``. A
+    family without ``probe_profiles`` probes with the base alone.
+
+    :raises PluginError: naming the family, when a probe is not one of its profiles.
+    """
+    named = getattr(family, "probe_profiles", None)
+    probes = [] if named is None else named(target)
+    for probe in probes:
+        if probe not in profiles:
+            raise PluginError(
+                f"profile family {family.name!r} probes with {probe!r}, which is not one of its profiles"
+            )
+    return unique_profiles([profiles[0], *probes])

@@ -96,23 +96,27 @@ def family_plugin(*families: type) -> types.ModuleType:
     return plugin
 
 
-def interpreter_family(name: str, operator: str, profiles: list[dict[str, Any]]) -> type:
-    """A profile family serving Triton's interpreter, with fixed profiles."""
+def interpreter_family(
+    name: str,
+    operator: str,
+    profiles: list[dict[str, Any]],
+    probes: list[dict[str, Any]] | None = None,
+) -> type:
+    """A profile family serving Triton's interpreter, with fixed profiles (and probes, when given)."""
 
     def give(self, target):
         return [dict(p) for p in profiles]
 
-    return type(
-        name,
-        (),
-        {
-            "name": name,
-            "operator": operator,
-            "backends": ("interpreter",),
-            "is_available": classmethod(lambda cls: True),
-            "profiles": give,
-        },
-    )
+    members = {
+        "name": name,
+        "operator": operator,
+        "backends": ("interpreter",),
+        "is_available": classmethod(lambda cls: True),
+        "profiles": give,
+    }
+    if probes is not None:
+        members["probe_profiles"] = lambda self, target: [dict(p) for p in probes]
+    return type(name, (), members)
 
 
 def use_session(monkeypatch, *plugins: object, **overrides: Any) -> Session:

@@ -11,7 +11,14 @@ import types
 import attrs
 import pytest
 from kerneltune.core import PluginError, Session, hookimpl, load_settings
-from kerneltune.core.profiles import UNSET, CompileTarget, choose_family, family_profiles, option_grid
+from kerneltune.core.profiles import (
+    UNSET,
+    CompileTarget,
+    choose_family,
+    family_probes,
+    family_profiles,
+    option_grid,
+)
 from kerneltune.plugins.profiles.ascend import (
     MULTIBUFFER_CHILDREN,
     AscendMixCVProfiles,
@@ -154,6 +161,29 @@ class RivalMatrix:
 
     def profiles(self, target):
         return [{"num_warps": 4}, {"bogus": 1}]
+
+
+def test_the_nvidia_matrix_family_probes_shapes_at_4_and_8_warps_and_the_others_at_their_base():
+    matrix = NvidiaMatrixProfiles()
+    profiles = family_profiles(matrix, cuda(90))
+    assert family_probes(matrix, cuda(90), profiles) == [
+        {"num_warps": 4, "num_stages": 3},
+        {"num_warps": 8, "num_stages": 3},
+    ]
+    vector = NvidiaVectorProfiles()
+    profiles = family_profiles(vector, cuda(90))
+    assert family_probes(vector, cuda(90), profiles) == [profiles[0]]
+
+
+def test_probes_must_be_profiles_of_the_family_and_the_base_always_comes_first():
+    def probing(*probes):
+        return type("ProbingMatrix", (RivalMatrix,), {"probe_profiles": lambda self, target: list(probes)})()
+
+    profiles = [{"num_warps": 4}, {"num_warps": 8}]
+    assert family_probes(probing({"num_warps": 8}), cuda(90), profiles) == profiles
+    assert family_probes(probing({"num_warps": 8}, {"num_warps": 4}), cuda(90), profiles) == profiles
+    with pytest.raises(PluginError, match=r"rival-matrix.*probes with \{'num_warps': 16\}"):
+        family_probes(probing({"num_warps": 16}), cuda(90), profiles)
 
 
 def test_two_families_tying_for_one_backend_name_both():

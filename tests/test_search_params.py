@@ -66,11 +66,11 @@ def make_add2d(hints, configs=(), **autotune):
     return add2d_kernel
 
 
-def launch_add2d(kernel, size=32):
+def launch_add2d(kernel, size=32, **options):
     x = torch.arange(size * size, dtype=torch.float32).reshape(size, size)
     y = torch.zeros_like(x)
     grid = lambda meta: (triton.cdiv(size, meta["BLOCK_M"]), triton.cdiv(size, meta["BLOCK_N"]))  # noqa: E731
-    kernel[grid](x, y, size, size)
+    kernel[grid](x, y, size, size, **options)
     assert torch.equal(y, x + 1)
 
 
@@ -329,6 +329,30 @@ def test_the_classifier_chooses_the_family(monkeypatch, capsys):
     assert "operator class matrix (it calls tl.dot); profile family test-matrix" in out
     assert {w for (w,) in script.seen("num_warps")} == {4, 8}
     assert kernel.best_config.num_warps == 8
+
+
+def test_the_familys_probes_time_every_shape_in_stage_1(monkeypatch, capsys):
+    # 64x64 tiles are the fastest, but only with 8 warps (with fewer they spill, say).
+    def cost(meta):
+        if (meta["BLOCK_M"], meta["BLOCK_N"]) == (64, 64):
+            return 1.0 if meta["num_warps"] == 8 else 10.0
+        return 2.0 + 0.1 * meta["num_warps"] + (64 - meta["BLOCK_M"]) / 64
+
+    script = Script(cost)
+    warps = [{"num_warps": w} for w in (4, 1, 2, 8)]
+    family = interpreter_family("test-vector", "vector", warps, probes=[{"num_warps": 8}])
+    use_session(monkeypatch, timer_plugin(script), family_plugin(family))
+    hints = search(params=["BLOCK_M", "BLOCK_N"], values=[16, 32, 64], debug=True)
+    kernel = make_add2d(hints, pre_hook=script.hook)
+    launch_add2d(kernel, size=64)
+    assert "best of 2 probe profiles" in capsys.readouterr().out
+    first_round = script.seen("BLOCK_M", "BLOCK_N", "num_warps")[:8]
+    assert sorted(first_round) == sorted((m, n, w) for m in (32, 64) for n in (32, 64) for w in (4, 8))
+    assert (kernel.best_config.kwargs, kernel.best_config.num_warps) == ({"BLOCK_M": 64, "BLOCK_N": 64}, 8)
+    # Fixing the probed option at launch merges the probes into the base.
+    tuned = len(script.launches)
+    launch_add2d(kernel, size=64, num_warps=2)
+    assert {w for (w,) in script.seen("num_warps")[tuned:]} == {2}
 
 
 # -- stage 3: the correctness gate --------------------------------------------------

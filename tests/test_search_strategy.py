@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import pytest
 from kerneltune.plugins.triton import search as search_module
 from kerneltune.plugins.triton.search import (
     StagedSearch,
@@ -140,3 +141,45 @@ def test_the_shape_walk_stops_when_its_budget_is_spent(monkeypatch):
     budget = start + math.ceil(0.05 * 32 * 32)
     # The round that crosses the budget finishes: at most four neighbours more.
     assert budget <= len(landscape.measured) < budget + 4
+
+
+# A tiled kernel in miniature: tiles grow with i + j, and from i + j >= 7 a tile's state per
+# thread spills below 8 warps (five times slower); smaller tiles lose a little at 8 warps.
+# Without the spill the best tile is (4, 5), so at 8 warps it is the optimum.
+SPILLING_PROFILES = [{"num_warps": w, "num_stages": s} for w in (4, 2, 8) for s in (3, 2, 4)]
+WIDE = SPILLING_PROFILES.index({"num_warps": 8, "num_stages": 3})
+
+
+def spilling_tiles(point):
+    (i, j), profile = point
+    warps = SPILLING_PROFILES[profile]["num_warps"]
+    tile = 1.0 + 0.1 * ((i - 4) ** 2 + (j - 5) ** 2)
+    if i + j >= 7:
+        return tile * (5.0 if warps < 8 else 1.0)
+    return tile * (1.2 if warps == 8 else 1.0)
+
+
+def test_probes_keep_tiles_that_spill_at_the_base_profile_in_the_running():
+    landscape = Landscape(spilling_tiles)
+    search = StagedSearch([6, 6], SPILLING_PROFILES, probes=[0, WIDE], top_k=3)
+    finalists = search.run(landscape)
+    assert finalists[0] == ((4, 5), WIDE)
+    start = coarse_shapes([6, 6])
+    assert landscape.rounds[0] == [(s, p) for s in start for p in (0, WIDE)]
+    assert all(search.scores[s] == min(spilling_tiles((s, 0)), spilling_tiles((s, WIDE))) for s in start)
+    assert len(landscape.measured) <= search.space_size // 4
+
+
+def test_with_the_base_profile_alone_those_tiles_are_ranked_out():
+    # The failure the probes exist for: the walk stops at the largest tiles that don't spill.
+    landscape = Landscape(spilling_tiles)
+    finalists = StagedSearch([6, 6], SPILLING_PROFILES, top_k=3).run(landscape)
+    assert all(sum(shape) < 7 for shape, _ in finalists)
+    assert all(p == 0 for _, p in landscape.rounds[0])
+
+
+def test_probes_must_index_the_profiles():
+    with pytest.raises(ValueError, match="must index the 2 profiles"):
+        StagedSearch([4], [{}, {"x": 1}], probes=[0, 2])
+    with pytest.raises(ValueError, match="must index"):
+        StagedSearch([4], [{}], probes=[])

@@ -12,6 +12,13 @@ pass (seen 2026-11-29), so half the family would be compile failures, and
 clusters pay only for kernels written for them (TMA multicast), whose authors
 fix ``num_ctas`` at launch.
 
+The matrix family probes every shape with 8 warps as well as the default 4
+(see :meth:`NvidiaMatrixProfiles.probe_profiles`). The vector family probes
+with its base alone: on issue 5's H200 bench its kernels were ranked well
+enough at the base (16-19% of the space measured, picks within about 1%),
+and a second probe would add a measurement per shape to the stage that is
+most of their cost.
+
 ``maxnreg`` is accepted by Triton but left out of both families: capping
 registers trades spills for occupancy, which rarely pays for tiled kernels
 and would double every family. A caller who wants it fixes it at launch.
@@ -41,6 +48,23 @@ class NvidiaMatrixProfiles:
         """Triton's defaults (4 warps, 3 stages) first, then the rest of the grid."""
         choices = {"num_warps": [4, 2, 8], "num_stages": [3, 2, 4, 5]}
         return option_grid(choices, target.options)
+
+    def probe_profiles(self, target: CompileTarget) -> list[dict[str, Any]]:
+        """The default and 8 warps, both at 3 stages: the shape search scores a tile by the better.
+
+        A ``BLOCK_M x BLOCK_N`` tile keeps its fp32 accumulator in registers
+        split over the warps, so at 4 warps a 128x256 tile needs 256 per
+        thread for the accumulator alone and spills: on an H200 (fp16
+        4096^3, 2026-11-29) 128x256 and 256x128 ran 6-7x slower at 4 warps
+        than at 8, where they are the fastest tiles, and the shape search
+        ranked them out. A probe only ever lowers a shape's score, so small
+        tiles, which 8 warps slows, keep their 4-warp score. 2 warps would
+        rescue nothing worth it: the tiles it suits are small ones, within
+        6% of their 4-warp time there and far from the best. Stages shape
+        the pipeline rather than what fits, and are left to the profile
+        search.
+        """
+        return option_grid({"num_warps": [4, 8], "num_stages": [3]}, target.options)
 
 
 class NvidiaVectorProfiles:

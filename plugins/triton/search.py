@@ -7,26 +7,48 @@ measures the points asked for and hands back every rank's agreed time
 (``inf`` for a point that failed or was dropped), so the same decisions are
 taken everywhere.
 
-1. Shapes, with the base profile: the seeds and a coarse lattice (two or
-   three inner levels per parameter), then a walk to better neighbours (one
-   step along one parameter; where that stalls, one step along two) until
-   none is better or the budget (:data:`WALK_SHARE`) is spent.
-2. Profiles, for the best ``top_k`` shapes. On the best shape: the whole
-   family when it is small (or small beside the space), otherwise a
-   coordinate search (every value of one option at a time, moving to the
-   best, until nothing improves). Each runner-up shape is measured with the
-   best profile found so far and, when that comes within
-   :data:`PROMISING` of the leader, walks to neighbouring profiles (one
-   option one step away) from there.
+1. Shapes, each measured with every *probe* profile (by default the base
+   alone) and scored by the best of them: the seeds and a coarse lattice
+   (two or three inner levels per parameter), then a walk to better-scored
+   neighbours (one step along one parameter; where that stalls, one step
+   along two) until none is better or the budget (:data:`WALK_SHARE`) is
+   spent.
+2. Profiles, for the ``top_k`` best-scored shapes. On the best shape: the
+   whole family when it is small (or small beside the space), otherwise a
+   coordinate search from its best probe (every value of one option at a
+   time, moving to the best, until nothing improves). Each runner-up shape
+   is measured with the best profile found so far and, when that comes
+   within :data:`PROMISING` of the leader, walks to neighbouring profiles
+   (one option one step away) from there.
 3. Finalists: the best point of each of the ``top_k`` best shapes, fastest
    first. The caller re-times them and applies the correctness gate.
+
+Why probes. Stage 1 ranks shapes before any compile option is searched,
+which assumes a shape's rank hardly depends on the profile it is timed
+with. Tiled kernels break that in a predictable direction: a tile's working
+set (the fp32 accumulator of a ``BLOCK_M x BLOCK_N`` matrix tile, say) is
+split over the threads the profile gives it, so the largest tiles, which
+reuse each loaded byte most and are often the fastest, overflow the
+registers at a mid-sized default and spill, running several times slower
+than with more threads. Timed with the base alone they rank near the last,
+the walk turns away from them (and from their neighbours), and stage 2,
+which alone would have tried more threads, never sees them. Timing every
+shape under a few profiles spread along the option that sets the resources
+per tile, and scoring it by the best, ranks each shape near its own proper
+setting; the best is used because a probe that does not suit a shape (too
+many threads for a small tile) must not push it down. The cost is one
+measurement per extra probe per shape visited (the walk's budget counts
+shapes), and stage 2 still refines every option on the top shapes. Which
+option sets the resources per tile, and which values span it, is the
+backend's knowledge, so the profile family names its probes; a family that
+names none keeps the base alone and stage 1 costs what it always did.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 Shape = tuple[int, ...]
@@ -141,6 +163,8 @@ class StagedSearch:
 
     :param sizes: how many values each searched parameter has.
     :param profiles: the family's profiles; index 0 is the base.
+    :param probes: indices of the profiles each stage-1 shape is measured
+        with (its score is the best of them); the base alone by default.
     :param seeds: shapes to measure first (from hand-written partial configs).
     :param top_k: shapes that get a profile search; finalists returned.
     :param say: receives one line per step, for ``debug``.
@@ -152,6 +176,7 @@ class StagedSearch:
         sizes: Sequence[int],
         profiles: Sequence[Mapping[str, Any]],
         *,
+        probes: Sequence[int] = (0,),
         seeds: Sequence[Shape] = (),
         top_k: int = 3,
         say: Callable[[str], None] = lambda line: None,
@@ -159,11 +184,16 @@ class StagedSearch:
     ) -> None:
         self.sizes = tuple(sizes)
         self.profiles = list(profiles)
+        self.probes = tuple(dict.fromkeys(probes))
+        if not self.probes or not all(0 <= p < len(self.profiles) for p in self.probes):
+            raise ValueError(f"probes {list(probes)} must index the {len(self.profiles)} profiles")
         self.seeds = list(dict.fromkeys(seeds))
         self.top_k = top_k
         self.say = say
         self.label = label
         self.times: dict[Point, float] = {}
+        #: every shape stage 1 measured, with its score: its best time over the probes.
+        self.scores: dict[Shape, float] = {}
         self._steps = profile_neighbours(self.profiles)
         self._lines = profile_neighbours(self.profiles, adjacent=False)
 
@@ -192,11 +222,11 @@ class StagedSearch:
         finite = [p for p in points if math.isfinite(self.times.get(p, math.inf))]
         return min(finite, key=lambda p: (self.times[p], p)) if finite else None
 
-    def ranked_shapes(self, profile: int | None = None) -> list[Shape]:
-        """Shapes by their best finite time so far (with ``profile``: under that profile only)."""
+    def ranked_shapes(self) -> list[Shape]:
+        """Shapes by their best finite time so far, over every profile measured."""
         best: dict[Shape, float] = {}
-        for (shape, prof), time in self.times.items():
-            if math.isfinite(time) and (profile is None or prof == profile):
+        for (shape, _), time in self.times.items():
+            if math.isfinite(time):
                 best[shape] = min(time, best.get(shape, math.inf))
         return sorted(best, key=lambda s: (best[s], s))
 
@@ -211,40 +241,55 @@ class StagedSearch:
 
     # -- stage 1 --------------------------------------------------------------
 
+    def _probe(self, measure: Measure, shapes: Sequence[Shape]) -> None:
+        """Measure ``shapes`` with every probe profile and score them."""
+        self._measure(measure, [(s, p) for s in shapes for p in self.probes])
+        for shape in shapes:
+            self.scores[shape] = min(self.times[(shape, p)] for p in self.probes)
+
+    def _ranked_by_score(self, shapes: Iterable[Shape]) -> list[Shape]:
+        """Those of ``shapes`` that ran under some probe, best score first."""
+        return sorted((s for s in shapes if math.isfinite(self.scores[s])), key=lambda s: (self.scores[s], s))
+
+    def _best_probe(self, shape: Shape) -> Point:
+        """The probe point that gave a shape its score."""
+        return min(((shape, p) for p in self.probes), key=lambda point: (self.times[point], point))
+
     def _shape_stage(self, measure: Measure) -> None:
         start = self.seeds + [s for s in coarse_shapes(self.sizes) if s not in self.seeds]
         seeded = f" and {len(self.seeds)} seed(s)" if self.seeds else ""
-        self.say(f"stage 1: {len(start) - len(self.seeds)} shapes of a coarse lattice{seeded}, base profile")
-        self._measure(measure, [(s, 0) for s in start])
-        if self._best([(s, 0) for s in start]) is None:
+        probed = "base profile" if len(self.probes) == 1 else f"best of {len(self.probes)} probe profiles"
+        self.say(f"stage 1: {len(start) - len(self.seeds)} shapes of a coarse lattice{seeded}, {probed}")
+        self._probe(measure, start)
+        if not self._ranked_by_score(start):
             self._find_any_shape(measure)
-        current = self._best([p for p in self.times if p[1] == 0])
-        if current is None:
+        ranked = self._ranked_by_score(self.scores)
+        if not ranked:
             self.say("stage 1: no shape ran; nothing to refine")
             return
+        current = ranked[0]
         shapes = math.prod(self.sizes)
         budget = len(start) + max(4 * len(self.sizes), math.ceil(WALK_SHARE * shapes))
         diagonals_tried: set[Shape] = set()
-        while sum(1 for p in self.times if p[1] == 0) < budget:
-            shape = current[0]
+        while len(self.scores) < budget:
             kind = "neighbour"
-            around = [(s, 0) for s in axis_neighbours(shape, self.sizes) if (s, 0) not in self.times]
-            if not around and shape not in diagonals_tried:
-                diagonals_tried.add(shape)
+            around = [s for s in axis_neighbours(current, self.sizes) if s not in self.scores]
+            if not around and current not in diagonals_tried:
+                diagonals_tried.add(current)
                 kind = "diagonal neighbour"
-                around = [(s, 0) for s in diagonal_neighbours(shape, self.sizes) if (s, 0) not in self.times]
+                around = [s for s in diagonal_neighbours(current, self.sizes) if s not in self.scores]
             if not around:
                 break
-            self.say(f"stage 1: refining around {self.label(current)}: {len(around)} {kind}(s)")
-            self._measure(measure, around)
-            better = self._best([current, *around])
-            if better != current:
-                current = better
-        measured = sum(1 for p in self.times if p[1] == 0)
-        spent = " (budget spent)" if measured >= budget else ""
+            self.say(
+                f"stage 1: refining around {self.label(self._best_probe(current))}: {len(around)} {kind}(s)"
+            )
+            self._probe(measure, around)
+            current = self._ranked_by_score([current, *around])[0]
+        spent = " (budget spent)" if len(self.scores) >= budget else ""
+        best = self._best_probe(current)
         self.say(
-            f"stage 1: {measured} of {shapes} shapes measured{spent}; best {self.label(current)} "
-            f"at {self.times[current]:.4f} ms"
+            f"stage 1: {len(self.scores)} of {shapes} shapes measured{spent}; best {self.label(best)} "
+            f"at {self.times[best]:.4f} ms"
         )
 
     def _find_any_shape(self, measure: Measure) -> None:
@@ -252,17 +297,17 @@ class StagedSearch:
         self.say("stage 1: no starting shape ran; trying shapes from the smallest up")
         order = sorted(itertools.product(*(range(n) for n in self.sizes)), key=lambda s: (sum(s), s))
         batch = max(2, len(self.sizes))
-        pending = [s for s in order if (s, 0) not in self.times]
+        pending = [s for s in order if s not in self.scores]
         while pending:
             chunk, pending = pending[:batch], pending[batch:]
-            self._measure(measure, [(s, 0) for s in chunk])
-            if self._best([(s, 0) for s in chunk]) is not None:
+            self._probe(measure, chunk)
+            if self._ranked_by_score(chunk):
                 return
 
     # -- stage 2 --------------------------------------------------------------
 
     def _profile_stage(self, measure: Measure) -> None:
-        shapes = self.ranked_shapes(profile=0)[: self.top_k]
+        shapes = self._ranked_by_score(self.scores)[: self.top_k]
         if not shapes:
             return
         if len(self.profiles) == 1:
@@ -273,7 +318,7 @@ class StagedSearch:
             if rank == 0 and self._sweep_best_shape():
                 self._measure(measure, [(shape, i) for i in range(len(self.profiles))])
             elif rank == 0:
-                self._walk_profiles(measure, shape, 0, self._lines)
+                self._walk_profiles(measure, shape, self._best_probe(shape)[1], self._lines)
             else:
                 leader = self._best([p for p in self.times if p[0] in shapes[:rank]])
                 start = 0 if leader is None else leader[1]

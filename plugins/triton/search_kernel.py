@@ -39,7 +39,7 @@ from kerneltune.core import (
     current_session,
     describe_error,
 )
-from kerneltune.core.profiles import choose_family, family_profiles, unique_profiles
+from kerneltune.core.profiles import choose_family, family_probes, family_profiles, unique_profiles
 from kerneltune.plugins.triton import adapter
 from kerneltune.plugins.triton.classify import operator_class, python_function
 from kerneltune.plugins.triton.hints import SearchHints, check_params, parse_hints, wants_search
@@ -133,6 +133,8 @@ class SearchSpace:
     axes: tuple[tuple[int, ...], ...]
     #: compile-option profiles, fixed options applied; index 0 is the base.
     profiles: tuple[dict[str, Any], ...]
+    #: indices of the profiles stage 1 times every shape with (the base first).
+    probes: tuple[int, ...]
     seeds: tuple[Shape, ...]
     family: str | None
     given: bool
@@ -152,6 +154,15 @@ class SearchSpace:
 
 def _label(config: Any) -> str:
     return ", ".join(f"{name}={value}" for name, value in config.all_kwargs().items())
+
+
+def candidate_label(shape: Mapping[str, int], profile: Mapping[str, Any]) -> str:
+    """How a generated candidate is named: what was chosen, not every default its Config carries.
+
+    ``"BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=3"``: the searched
+    params in their order, then the profile's options in theirs.
+    """
+    return ", ".join(f"{name}={value}" for name, value in {**shape, **profile}.items())
 
 
 def _make_config(kwargs: Mapping[str, Any], options: Mapping[str, Any], fields: frozenset[str]) -> Any:
@@ -345,11 +356,14 @@ class SearchParamsKernel(triton.KernelInterface):
         if self._given:
             configs = [_with_options(c, fixed, fields) for c in self.configs]
             tuner = Tuner(Space.build(name, configs, source, label=_label))
-            return SearchSpace(tuner, (), ({},), (), None, True)
+            return SearchSpace(tuner, (), ({},), (0,), (), None, True)
         target = adapter.compile_target()
         family = choose_family(session, target, self.operator)
-        base = family_profiles(family, target) if family is not None else [{}]
-        profiles = unique_profiles([{**p, **fixed} for p in base])
+        offered = family_profiles(family, target) if family is not None else [{}]
+        probed = family_probes(family, target, offered) if family is not None else offered
+        profiles = unique_profiles([{**p, **fixed} for p in offered])
+        # Fixed options may merge probes (all of them into the base, when they fix the probed option).
+        probes = tuple(dict.fromkeys(profiles.index({**p, **fixed}) for p in probed))
         params = self.hints.params
         axes = tuple(
             tuple(sorted({*self.hints.values, *(s[p] for s in self._seeds if p in s)})) for p in params
@@ -370,11 +384,10 @@ class SearchParamsKernel(triton.KernelInterface):
             for profile in profiles:
                 config = _make_config(shape, profile, fields)
                 configs.append(config)
-                # Name what was chosen, not every default the Config carries.
-                labels[id(config)] = ", ".join(f"{k}={v}" for k, v in {**shape, **profile}.items())
+                labels[id(config)] = candidate_label(shape, profile)
         tuner = Tuner(Space.build(name, configs, source, label=lambda config: labels[id(config)]))
         return SearchSpace(
-            tuner, axes, tuple(profiles), tuple(seeds), None if family is None else family.name, False
+            tuner, axes, tuple(profiles), probes, tuple(seeds), None if family is None else family.name, False
         )
 
 
@@ -433,6 +446,7 @@ class _SearchRun:
             search = StagedSearch(
                 [len(values) for values in self.space.axes],
                 self.space.profiles,
+                probes=self.space.probes,
                 seeds=self.space.seeds,
                 top_k=self.hints.shape_final_top_k,
                 say=self.say,

@@ -11,6 +11,7 @@ from kerneltune.core.errors import (
     NoValidConfigError,
     PluginError,
     RankMismatchError,
+    StalledTuningError,
     TunerBusyError,
 )
 from kerneltune.core.events import (
@@ -44,6 +45,7 @@ __all__ = [
     "Session",
     "Settings",
     "Space",
+    "StalledTuningError",
     "Tuner",
     "TunerBusyError",
     "Tuning",

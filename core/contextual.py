@@ -20,27 +20,46 @@ ranks whose outer function holds collectives stay aligned. Launches of
 kernels that wait for their turn, and the remaining launches of a candidate
 that failed, run with a stand-in config that works (their results are
 thrown away with the execution's). When an execution goes by without
-measuring anything, every kernel it launched ran with its pick, and its
-result is returned.
+launching anything that waits for a pick, every kernel it launched ran with
+its pick, and its result is returned.
+
+An outer function that launches the same kernels with the same keys on every
+execution launches the (kernel, key) being measured in every execution. One
+whose kernels bring a new key each time (a counter or a pointer in the key)
+never does again, and the others would wait for their turn forever: after
+:data:`STALL_LIMIT` executions in a row that launch kernels waiting for a
+pick but measure nothing, the call raises
+:class:`~kerneltune.core.errors.StalledTuningError`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
 import attrs
 from kerneltune.core.engine import Space, Tuner, Tuning, describe_error
-from kerneltune.core.errors import TunerBusyError
+from kerneltune.core.errors import NoValidConfigError, StalledTuningError, TunerBusyError
 from kerneltune.core.events import KernelTuned, LaunchMeasured
 from kerneltune.core.records import Candidate
 from kerneltune.core.registry import collect_registry
 from kerneltune.core.session import Session, current_session
 
+logger = logging.getLogger("kerneltune")
+
 WARMUP = "warmup"
 TIMED = "timed"
+
+#: Executions in a row that may launch kernels waiting for a pick without
+#: measuring anything before a call gives up. An outer function that launches
+#: the same kernels with the same keys every time measures in every
+#: execution; the slack is for one that launches a kernel only every few
+#: executions.
+STALL_LIMIT = 10
 
 Thunk = Callable[[], object]
 
@@ -139,9 +158,61 @@ class _Call:
         self.states: dict[tuple[int, Hashable], _KernelKey] = {}
         self.tuners: dict[tuple[int, str], Tuner] = {}
         self.focus: _KernelKey | None = None
-        self.progressed = False
         self.abort: BaseException | None = None
         self._open: list[Tuning] = []
+        #: this execution launched a (kernel, key) that has no pick yet.
+        self.pending = False
+        #: this execution measured a launch or settled a (kernel, key).
+        self.measured = False
+        #: executions in a row that were pending but measured nothing, and
+        #: the (kernel, key) pairs they met first (for the error).
+        self.stalls = 0
+        self.fresh: list[_KernelKey] = []
+
+    # -- executions --------------------------------------------------------------
+
+    def start_execution(self) -> None:
+        """Reset the per-execution flags before the outer function runs again."""
+        self.pending = False
+        self.measured = False
+
+    def check_progress(self) -> None:
+        """Count an execution that left kernels waiting; give up after :data:`STALL_LIMIT` idle ones.
+
+        :raises StalledTuningError: naming the (kernel, key) being measured
+            and the keys first seen while it was not launched.
+        """
+        if self.measured:
+            self.stalls = 0
+            self.fresh.clear()
+            return
+        self.stalls += 1
+        if self.stalls >= STALL_LIMIT:
+            raise StalledTuningError(self._stall_report())
+
+    def _stall_report(self) -> str:
+        # A launch that waits implies a focus: a launch met with no focus
+        # becomes the focus and is measured.
+        focus = self.focus
+        assert focus is not None
+        text = (
+            f"contextual_autotune: {self.owner.__name__} cannot finish tuning: the last {self.stalls} "
+            f"executions did not launch kernel {focus.name} with key {focus.key!r}, the one being measured"
+        )
+        if self.fresh:
+            seen = [f"{s.name} {s.key!r}" for s in self.fresh]
+            if len(seen) > 4:
+                seen[3:-1] = ["..."]
+            text += (
+                f", but launched (kernel, key) pairs not seen before ({', '.join(seen)}); a key that "
+                "holds a value changing from one execution to the next (a counter, a pointer), or a "
+                "kernel object made anew in each execution, can never be tuned"
+            )
+        else:
+            text += ", while they launched kernels that wait for their turn"
+        return (
+            text + ". Every execution of the outer function must launch the same kernels with the same keys."
+        )
 
     # -- routing -----------------------------------------------------------------
 
@@ -149,15 +220,22 @@ class _Call:
         """Run one intercepted launch: measure it, stand in for it, or dispatch its pick."""
         if self.abort is not None:
             raise self.abort
-        state = self.states.get((id(launch.kernel), launch.key))
+        slot = (id(launch.kernel), launch.key)
+        state = self.states.get(slot)
         if state is None:
-            state = self._discover(launch)
+            # Kept only once discovery succeeded: a prune function that raised
+            # (in an outer function that caught it) is asked again next time.
+            state = self.states[slot] = self._discover(launch)
+            if not state.done:
+                self.fresh.append(state)
         if not state.done and self.focus is None:
             self._engine(self._focus_on, state, launch)
+            self.measured = True
         if state.done:
             return launch.run_default()
-        self.progressed = True
+        self.pending = True
         if state is self.focus:
+            self.measured = True
             return self._measure(state, launch)
         return self._stand_in(state, launch)
 
@@ -174,7 +252,6 @@ class _Call:
 
     def _discover(self, launch: KernelLaunch) -> _KernelKey:
         state = _KernelKey(kernel=launch.kernel, name=launch.name, key=launch.key)
-        self.states[(id(launch.kernel), launch.key)] = state
         # With several ranks every (kernel, key) goes through the engine's
         # agreement, even where this rank's kernel cache already holds it:
         # a rank skipping it would leave the others waiting in a collective.
@@ -232,28 +309,36 @@ class _Call:
         state.timer = self.session.make_timer()
 
     def _finish(self, state: _KernelKey, launch: KernelLaunch) -> None:
-        assert state.tuning is not None and state.space is not None
+        assert state.tuning is not None
         tuning, state.tuning = state.tuning, None
         self.focus = None
-        best: Candidate | None = None
         try:
             best = tuning.finish()
+        except NoValidConfigError:
+            self._tuned(state, tuning, None)
+            raise
         finally:
             self._close(tuning)
-            self._emit(
-                "kerneltune_kernel_tuned",
-                KernelTuned(
-                    kernel=state.name,
-                    key=state.key,
-                    candidates=state.space.candidates,
-                    means=tuple(state.means.get(c.index, float("inf")) for c in state.space.candidates),
-                    best=best,
-                    world_size=tuning.reducer.world_size,
-                    verbose=self.owner.verbose,
-                ),
-            )
+        self._tuned(state, tuning, best)
         launch.commit(best.config)
         state.done = True
+
+    def _tuned(self, state: _KernelKey, tuning: Tuning, best: Candidate | None) -> None:
+        # Reported only with an outcome: a tuning cut short (an interrupt, a
+        # failed collective) has none and must not read as "no valid config".
+        assert state.space is not None
+        self._emit(
+            "kerneltune_kernel_tuned",
+            KernelTuned(
+                kernel=state.name,
+                key=state.key,
+                candidates=state.space.candidates,
+                means=tuple(state.means.get(c.index, float("inf")) for c in state.space.candidates),
+                best=best,
+                world_size=tuning.reducer.world_size,
+                verbose=self.owner.verbose,
+            ),
+        )
 
     def _close(self, tuning: Tuning) -> None:
         self._open.remove(tuning)
@@ -298,12 +383,15 @@ class _Call:
         candidate = state.candidate
         assert candidate is not None and state.tuning is not None
         if state.error is None:
+            repeat = self.owner.n_repeat
             try:
                 samples = state.timer.collect()
             except Exception as exc:
+                # Where an asynchronous device error surfaces (a kernel that
+                # faulted); the log must say why the candidate is invalid.
                 state.error = exc
+                self._launch_event(state, candidate, TIMED, repeat, repeat, None, exc)
             else:
-                repeat = self.owner.n_repeat
                 for i, sample in enumerate(samples):
                     self._launch_event(state, candidate, TIMED, i + 1, repeat, sample, None)
                 state.tuning.record(candidate, samples)
@@ -354,7 +442,13 @@ class _Call:
         )
 
     def _emit(self, hook: str, event: object) -> None:
-        getattr(self.session.manager.hook, hook)(event=event)
+        try:
+            getattr(self.session.manager.hook, hook)(event=event)
+        except Exception:
+            # An observer failing (say, an unwritable log directory) must not
+            # fail the user's kernel launch, nor pull one rank out of a tuning
+            # while the others wait at its next barrier; the engine does the same.
+            logger.exception("kerneltune: %s: an observer of %s failed", self.owner.__name__, hook)
 
 
 def _contains(configs: Sequence[Any], config: Any) -> bool:
@@ -422,15 +516,18 @@ class ContextualAutoTuner:
         session = current_session(**overrides)
         interceptors = collect_registry(session.manager, "interceptor", "kerneltune_register_interceptors")
         call = _Call(self, session)
-        installed: list[Interceptor] = []
-        try:
+        # The stack undoes everything whatever is raised, uninstalls included:
+        # one interceptor failing to uninstall must not leave another library
+        # patched. Open tunings are released last.
+        with contextlib.ExitStack() as undo:
+            undo.callback(call.close)
             for cls in interceptors.classes.values():
                 if cls.is_available():
-                    interceptor = cls()
+                    interceptor: Interceptor = cls()
                     interceptor.install(call.route)
-                    installed.append(interceptor)
+                    undo.callback(interceptor.uninstall)
             while True:
-                call.progressed = False
+                call.start_execution()
                 try:
                     result = self.fn(*args, **kwargs)
                 except BaseException as exc:
@@ -439,12 +536,9 @@ class ContextualAutoTuner:
                     raise
                 if call.abort is not None:
                     raise call.abort
-                if not call.progressed:
+                if not call.pending:
                     return result
-        finally:
-            for interceptor in reversed(installed):
-                interceptor.uninstall()
-            call.close()
+                call.check_progress()
 
 
 def contextual_autotune(
@@ -469,7 +563,11 @@ def contextual_autotune(
     The outer function runs repeatedly until every kernel it launches has a
     pick, then once more with the picks; that result is returned. A kernel
     whose candidates all fail raises ``RuntimeError("cannot find valid
-    config ...")``. Only one ContextualAutoTuner may be active at a time.
+    config ...")``. Executions that stop launching the (kernel, key) being
+    measured, as when a key holds a counter, raise
+    :class:`~kerneltune.core.errors.StalledTuningError` after
+    :data:`STALL_LIMIT` of them in a row. Only one ContextualAutoTuner may
+    be active at a time.
     """
 
     def decorate(fn: Callable[..., Any]) -> ContextualAutoTuner:

@@ -29,3 +29,13 @@ class RankMismatchError(KernelTuneError, RuntimeError):
 
 class TunerBusyError(KernelTuneError, RuntimeError):
     """A contextual tuner was entered while another one is active (nested or in another thread)."""
+
+
+class StalledTuningError(KernelTuneError, RuntimeError):
+    """A contextual tuning cannot finish: the outer function stopped launching what it measures.
+
+    Raised when executions of the outer function keep launching kernels that
+    wait for a pick but none launches the (kernel, key) being measured,
+    typically because a kernel's key holds a value that changes between
+    executions (a counter, a pointer); the message names the kernel and keys.
+    """

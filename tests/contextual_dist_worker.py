@@ -117,10 +117,41 @@ def ranks_prune_differently(rank: int) -> dict:
     return {"finished": True}
 
 
+def key_changes_every_execution(rank: int) -> dict:
+    """A step counter in the key, and a collective in every execution of the outer function."""
+    import triton
+    import triton.language as tl
+
+    from triton_dist.autotuner import contextual_autotune
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=w) for w in (4, 8)], key=["n", "step"])
+    @triton.jit
+    def stepped_kernel(y_ptr, n, step, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offsets, 1.0, mask=offsets < n)
+
+    executions = []
+
+    @contextual_autotune(is_dist=True, n_repeat=1, n_warmup=1)
+    def outer():
+        executions.append(1)
+        y = torch.empty(64)
+        stepped_kernel[(1,)](y, 64, len(executions))
+        dist.all_reduce(y)
+        return y
+
+    try:
+        outer()
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}", "executions": len(executions)}
+    return {"executions": len(executions)}
+
+
 SCENARIOS = {
     "seed": seed_example,
     "slowest": slowest_rank_decides,
     "mismatch": ranks_prune_differently,
+    "stalled": key_changes_every_execution,
 }
 
 

@@ -10,6 +10,7 @@ picks in Triton's caches.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
@@ -17,8 +18,16 @@ import torch
 import triton
 import triton.language as tl
 from contextual_matmul import SIX_CONFIGS, launch_matmul, make_matmul
-from kerneltune.core import TunerBusyError
-from kerneltune.core.contextual import _Active
+from kerneltune.core import (
+    KernelTuneError,
+    StalledTuningError,
+    TunerBusyError,
+    add_plugin,
+    hookimpl,
+    remove_plugin,
+)
+from kerneltune.core.contextual import STALL_LIMIT, _Active
+from kerneltune.core.engine import Tuning
 from triton.runtime.autotuner import Autotuner
 
 from triton_dist.autotuner import ContextualAutoTuner, contextual_autotune
@@ -73,6 +82,26 @@ def launch_scale(kernel, x, alpha):
 
 def read_log(tmp_path, rank=0):
     return (tmp_path / ".autotune_logs" / f"rank-{rank}.log").read_text()
+
+
+def assert_no_tuner_state():
+    """Triton unpatched and no tuner active: what every exception must leave."""
+    assert not _Active.lock.locked()
+    assert "run" in Autotuner.__dict__ and not hasattr(Autotuner.__dict__["run"], "__wrapped__")
+
+
+@pytest.fixture
+def plugins():
+    """Register plugin objects in every session for the length of one test."""
+    added = []
+
+    def add(plugin):
+        add_plugin(plugin)
+        added.append(plugin)
+
+    yield add
+    for plugin in added:
+        remove_plugin(plugin)
 
 
 def test_seed_example_run_scale(tmp_path):
@@ -232,7 +261,7 @@ def test_prune_configs_by_is_respected(tmp_path):
     assert "config 1 timed" in log and "config 2 timed" in log
 
 
-def test_all_candidates_invalid_raises_and_leaves_no_state():
+def test_all_candidates_invalid_raises_and_leaves_no_state(tmp_path):
     bad = make_scale_kernel([triton.Config({"BLOCK": b}) for b in (48, 96)])
 
     @contextual_autotune(n_repeat=1, n_warmup=1)
@@ -242,6 +271,9 @@ def test_all_candidates_invalid_raises_and_leaves_no_state():
     with pytest.raises(RuntimeError, match=r"^cannot find valid config") as info:
         run(randn(64))
     assert "[0]" in str(info.value) and "[1]" in str(info.value)
+    assert "kernel scale_kernel key (64, 'torch.float32', 'torch.float32'): cannot find valid config" in (
+        read_log(tmp_path)
+    )
     assert not bad.cache
     assert not _Active.lock.locked()
 
@@ -272,8 +304,7 @@ def test_exception_from_outer_function_propagates_unchanged():
     with pytest.raises(ValueError) as info:
         run(x)
     assert info.value is boom
-    assert not _Active.lock.locked()
-    assert "run" in Autotuner.__dict__ and not hasattr(Autotuner.__dict__["run"], "__wrapped__")
+    assert_no_tuner_state()
     # The next call starts over and succeeds.
     torch.testing.assert_close(run(x), 2.0 * x)
     assert scale_kernel.best_config is not None
@@ -370,3 +401,364 @@ def test_matmul_with_a_callable_grid():
     b = torch.randn((32, 32), device=DEVICE, dtype=torch.float16)
     torch.testing.assert_close(product(a, b), (a.float() @ b.float()).half(), atol=0.05, rtol=0.02)
     assert kernel.best_config in SIX_CONFIGS[:2]
+
+
+def test_keyboard_interrupt_in_the_outer_function_restores_triton():
+    scale_kernel = make_scale_kernel()
+    calls = []
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run(x):
+        calls.append(1)
+        y = launch_scale(scale_kernel, x, 2.0)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return y
+
+    x = randn(64)
+    with pytest.raises(KeyboardInterrupt):
+        run(x)
+    assert_no_tuner_state()
+    assert not scale_kernel.cache
+    torch.testing.assert_close(run(x), 2.0 * x)
+    assert scale_kernel.best_config is not None
+
+
+def make_stepped_kernel():
+    """A kernel whose key holds ``step``, an argument the kernel does not even read."""
+
+    @triton.autotune(
+        configs=[triton.Config({"BLOCK": BLOCK}, num_warps=w) for w in (4, 8)], key=["n", "step"]
+    )
+    @triton.jit
+    def stepped_kernel(x_ptr, y_ptr, n, step, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(y_ptr + offsets, 2.0 * tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+    return stepped_kernel
+
+
+def test_key_that_changes_on_every_execution_is_a_clear_error():
+    stepped_kernel = make_stepped_kernel()
+    executions = []
+    steady = []
+
+    @contextual_autotune(n_repeat=1, n_warmup=1)
+    def run(x):
+        step = 7 if steady else len(executions)  # a counter, as a step number or a pointer would be
+        executions.append(step)
+        if len(executions) > 3 * STALL_LIMIT:
+            raise AssertionError("the tuner did not give up")
+        y = torch.empty_like(x)
+        stepped_kernel[(1,)](x, y, x.numel(), step)
+        return y
+
+    x = randn(64)
+    with pytest.raises(StalledTuningError) as info:
+        run(x)
+    assert isinstance(info.value, RuntimeError) and isinstance(info.value, KernelTuneError)
+    message = str(info.value)
+    assert "kernel stepped_kernel with key (64, 0, 'torch.float32', 'torch.float32')" in message
+    assert "stepped_kernel (64, 1, 'torch.float32', 'torch.float32')" in message
+    assert f"stepped_kernel (64, {STALL_LIMIT}, 'torch.float32', 'torch.float32')" in message
+    assert "a counter, a pointer" in message
+    # The first execution measured a launch; then STALL_LIMIT executions measured nothing.
+    assert len(executions) == 1 + STALL_LIMIT
+    assert not stepped_kernel.cache
+    assert_no_tuner_state()
+
+    steady.append(True)
+    torch.testing.assert_close(run(x), 2.0 * x)
+    assert set(stepped_kernel.cache) == {(64, 7, "torch.float32", "torch.float32")}
+
+
+def test_kernel_not_launched_again_is_a_clear_error():
+    once = make_scale_kernel()
+    always = make_add_kernel()
+    executions = []
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def run(x):
+        executions.append(1)
+        if len(executions) == 1:
+            launch_scale(once, x, 2.0)  # say, a set-up step done on the first call only
+        elif len(executions) > 3 * STALL_LIMIT:
+            raise AssertionError("the tuner did not give up")
+        out = torch.empty_like(x)
+        always[(1,)](x, x, out, x.numel())
+        return out
+
+    with pytest.raises(StalledTuningError) as info:
+        run(randn(64))
+    message = str(info.value)
+    assert "did not launch kernel scale_kernel with key (64, 'torch.float32', 'torch.float32')" in message
+    assert "kernels that wait for their turn" in message
+    assert "not seen before" not in message
+    assert len(executions) == 1 + STALL_LIMIT
+    assert not once.cache and not always.cache
+    assert_no_tuner_state()
+
+
+def test_kernel_launched_every_few_executions_is_still_tuned():
+    sometimes = make_scale_kernel()
+    always = make_add_kernel()
+    executions = []
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def run(x):
+        executions.append(1)
+        if len(executions) % STALL_LIMIT == 1:
+            launch_scale(sometimes, x, 2.0)
+        out = torch.empty_like(x)
+        always[(1,)](x, x, out, x.numel())
+        return out
+
+    x = randn(64)
+    torch.testing.assert_close(run(x), 2.0 * x)
+    # sometimes is measured in executions 1 and 1 + STALL_LIMIT, with
+    # STALL_LIMIT - 1 executions between them that measure nothing; always
+    # follows in that execution and the next, and one more returns.
+    assert len(executions) == STALL_LIMIT + 3
+    assert sometimes.best_config is not None and always.best_config is not None
+
+
+def test_a_prune_function_that_raised_is_asked_again():
+    calls = []
+
+    def prune(configs, named_args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("not ready yet")
+        return configs
+
+    scale_kernel = make_scale_kernel(prune_configs_by={"early_config_prune": prune})
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def run(x):
+        try:
+            return launch_scale(scale_kernel, x, 2.0)
+        except ValueError:
+            return launch_scale(scale_kernel, x, 2.0)
+
+    x = randn(64)
+    torch.testing.assert_close(run(x), 2.0 * x)
+    assert scale_kernel.best_config is not None
+
+
+def make_add_kernel_with_alpha():
+    @triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (64, 128)], key=["n"])
+    @triton.jit
+    def scaled_add_kernel(x_ptr, y_ptr, out_ptr, n, ALPHA: tl.constexpr, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask)
+        y = tl.load(y_ptr + offsets, mask=mask)
+        tl.store(out_ptr + offsets, ALPHA * (x + y) / 2.0, mask=mask)
+
+    return scaled_add_kernel
+
+
+def test_launches_the_tuner_leaves_alone():
+    """A plain jit kernel, a single-config autotune, a key already cached, and heuristics around autotune."""
+
+    @triton.jit
+    def plain_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1.0, mask=mask)
+
+    single = make_scale_kernel([triton.Config({"BLOCK": BLOCK})])
+    cached = make_scale_kernel()
+    pinned = cached.configs[1]
+    cached.cache[(64, "torch.float32", "torch.float32")] = pinned
+    tuned = triton.heuristics({"ALPHA": lambda args: 5.0})(make_add_kernel_with_alpha())
+    executions = []
+
+    @contextual_autotune(n_repeat=1, n_warmup=1)
+    def run(x):
+        executions.append(1)
+        a = torch.empty_like(x)
+        plain_kernel[(1,)](x, a, x.numel(), BLOCK=BLOCK)
+        b = launch_scale(single, a, 2.0)
+        c = launch_scale(cached, b, 3.0)
+        out = torch.empty_like(x)
+        tuned[(1,)](c, c, out, x.numel())
+        return out
+
+    x = randn(64)
+    torch.testing.assert_close(run(x), 30.0 * (x + 1.0))
+    # Only the heuristics-wrapped kernel was measured: 2 configs x 2 launches, then the run.
+    assert len(executions) == 2 * 2 + 1
+    assert tuned.fn.best_config in tuned.fn.configs
+    assert not single.cache
+    assert cached.cache == {(64, "torch.float32", "torch.float32"): pinned}
+
+
+def test_an_unwritable_log_warns_and_tuning_goes_on(tmp_path):
+    (tmp_path / ".autotune_logs").write_text("a file where the log folder should be")
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=1, n_warmup=1)
+    def run(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    x = randn(64)
+    with pytest.warns(RuntimeWarning, match="cannot write the contextual tuning log"):
+        torch.testing.assert_close(run(x), 2.0 * x)
+    assert scale_kernel.best_config is not None
+
+
+class FailingObserver:
+    @hookimpl
+    def kerneltune_launch_measured(self, event):
+        raise ValueError("an observer's own bug")
+
+    @hookimpl
+    def kerneltune_kernel_tuned(self, event):
+        raise ValueError("an observer's own bug")
+
+
+def test_a_failing_observer_does_not_fail_the_tuning(plugins, caplog):
+    plugins(FailingObserver())
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=1, n_warmup=1)
+    def run(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    x = randn(64)
+    with caplog.at_level(logging.ERROR, logger="kerneltune"):
+        torch.testing.assert_close(run(x), 2.0 * x)
+    assert scale_kernel.best_config is not None
+    assert "an observer of kerneltune_launch_measured failed" in caplog.text
+    assert "an observer of kerneltune_kernel_tuned failed" in caplog.text
+
+
+class FaultAtCollectTimer:
+    """Times nothing; the first candidate's collect fails, as an asynchronous device fault surfaces."""
+
+    name = "fault-at-collect"
+    made = 0
+
+    @classmethod
+    def is_available(cls):
+        return True
+
+    def __init__(self):
+        type(self).made += 1
+        self.first = type(self).made == 1
+        self.count = 0
+
+    def sample(self, fn):
+        fn()
+        self.count += 1
+
+    def collect(self):
+        if self.first:
+            raise RuntimeError("device fault reported at synchronisation")
+        return [1.0] * self.count
+
+
+class FaultAtCollectPlugin:
+    @hookimpl
+    def kerneltune_register_timers(self, register):
+        register(FaultAtCollectTimer)
+
+
+def test_a_failure_when_collecting_times_is_logged(tmp_path, plugins, monkeypatch):
+    plugins(FaultAtCollectPlugin())
+    monkeypatch.setattr(FaultAtCollectTimer, "made", 0)
+    monkeypatch.setenv("KERNELTUNE_TIMER", "fault-at-collect")
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=2, n_warmup=0)
+    def run(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    x = randn(64)
+    torch.testing.assert_close(run(x), 2.0 * x)
+    assert scale_kernel.best_config is scale_kernel.configs[1]
+    log = read_log(tmp_path)
+    key = "(64, 'torch.float32', 'torch.float32')"
+    assert (
+        f"kernel scale_kernel key {key} config 0 timed round 2/2: exception: "
+        "RuntimeError: device fault reported at synchronisation"
+    ) in log
+    assert f"kernel scale_kernel key {key}: best config 1 " in log
+
+
+class UninstallFails:
+    name = "uninstall-fails"
+
+    @classmethod
+    def is_available(cls):
+        return True
+
+    def install(self, route):
+        pass
+
+    def uninstall(self):
+        raise RuntimeError("this interceptor cannot uninstall")
+
+
+class UninstallFailsPlugin:
+    @hookimpl
+    def kerneltune_register_interceptors(self, register):
+        register(UninstallFails)
+
+
+def test_an_interceptor_failing_to_uninstall_still_leaves_triton_restored(plugins):
+    # Installed after Triton's, so uninstalled before it.
+    plugins(UninstallFailsPlugin())
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def run(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    with pytest.raises(RuntimeError, match="cannot uninstall"):
+        run(randn(64))
+    assert_no_tuner_state()
+    assert scale_kernel.best_config is not None
+
+
+def test_a_tuning_cut_short_is_not_logged_as_invalid(tmp_path, monkeypatch):
+    def cut_short(self, among=None):
+        raise RuntimeError("the all-reduce timed out")
+
+    monkeypatch.setattr(Tuning, "finish", cut_short)
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def run(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    with pytest.raises(RuntimeError, match="all-reduce timed out"):
+        run(randn(64))
+    log = read_log(tmp_path)
+    assert "config 1 timed round 1/1: " in log
+    assert "cannot find valid config" not in log and "best config" not in log
+    assert not scale_kernel.cache
+    assert_no_tuner_state()
+
+
+def test_a_key_holding_a_triton_dtype_is_tuned():
+    @triton.autotune(
+        configs=[triton.Config({"BLOCK": BLOCK}, num_warps=w) for w in (4, 8)], key=["n", "OUT_DTYPE"]
+    )
+    @triton.jit
+    def cast_kernel(x_ptr, y_ptr, n, OUT_DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(y_ptr + offsets, (2.0 * tl.load(x_ptr + offsets, mask=mask)).to(OUT_DTYPE), mask=mask)
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def run(x):
+        y = torch.empty_like(x)
+        cast_kernel[(1,)](x, y, x.numel(), tl.float32)
+        return y
+
+    x = randn(64)
+    torch.testing.assert_close(run(x), 2.0 * x)
+    assert list(cast_kernel.cache) == [(64, tl.float32, "torch.float32", "torch.float32")]

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kerneltune.core.contextual import STALL_LIMIT
 
 WORKER = Path(__file__).with_name("contextual_dist_worker.py")
 RANK_TIMEOUT_S = 90
@@ -88,3 +89,11 @@ def test_ranks_pruning_differently_fail_on_every_rank_without_hanging(tmp_path):
         assert result.get("error", "").startswith("RankMismatchError"), (rank, result)
         # The message names every rank and what it kept.
         assert "rank 0" in result["error"] and "rank 1" in result["error"]
+
+
+def test_a_key_that_changes_every_execution_fails_on_every_rank_without_hanging(tmp_path):
+    results = run_ranks("stalled", tmp_path)
+    for rank, result in enumerate(results):
+        assert result.get("error", "").startswith("StalledTuningError"), (rank, result)
+        assert "stepped_kernel" in result["error"]
+        assert result["executions"] == 1 + STALL_LIMIT

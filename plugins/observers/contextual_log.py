@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from kerneltune.core import KernelTuned, LaunchMeasured, hookimpl
@@ -29,11 +30,22 @@ def _rank() -> int:
 
 
 def _append(text: str) -> None:
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     lines = "".join(f"{stamp} {line}\n" for line in text.splitlines())
-    with (LOG_DIR / f"rank-{_rank()}.log").open("a", encoding="utf-8") as handle:
-        handle.write(lines)
+    path = LOG_DIR / f"rank-{_rank()}.log"
+    try:
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(lines)
+    except OSError as exc:
+        # The log records a tuning, it is not part of it: a read-only working
+        # directory must not cost the picks. One message for every line, so
+        # Python's default warning filter shows it once.
+        warnings.warn(
+            f"kerneltune: cannot write the contextual tuning log {path} ({exc}); tuning goes on without it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 
 def _ms(value: float) -> str:

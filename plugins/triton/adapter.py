@@ -37,6 +37,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import attrs
+from kerneltune.core import register_key_encoder
 
 Thunk = Callable[[], object]
 
@@ -250,6 +251,18 @@ def tuning_key(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
     key = [named[name] for name in names if name in named]
     key.extend(str(value.dtype) for value in named.values() if hasattr(value, "dtype"))
     return tuple(key)
+
+
+def register_key_types() -> None:
+    """Let the Triton values a ``key`` argument may hold into kerneltune's tuning keys.
+
+    A ``tl.constexpr`` parameter named in ``key`` may be passed a Triton
+    dtype (``tl.float16``): Triton files its pick under the object itself,
+    kerneltune encodes it by its name. Registering again changes nothing.
+    """
+    import triton.language as tl
+
+    register_key_encoder(tl.dtype, "triton.dtype", str)
 
 
 def pruned_configs(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:

@@ -104,6 +104,7 @@ class TritonInterceptor:
         :param root: the autotuner class to patch (default: Triton's);
             tests pass fakes shaped like other releases.
         """
+        adapter.register_key_types()
         owner = threading.get_ident()
         handling = False
 

@@ -363,10 +363,18 @@ class _Call:
             phase, round_, rounds = (
                 (WARMUP, index + 1, warmup) if index < warmup else (TIMED, index - warmup + 1, repeat)
             )
-            if phase == TIMED and self.owner.flush_cache:
-                launch.flush()
+            around = None
+            if phase == TIMED:
+                # The flush goes inside the timer's set-up, right before its start mark:
+                # flushed earlier, the device could finish flushing before the host had
+                # launched the kernel and sit idle inside the timed region.
+                around = (
+                    functools.partial(state.timer.sample, before=launch.flush)
+                    if self.owner.flush_cache
+                    else state.timer.sample
+                )
             try:
-                result = launch.run(candidate.config, around=state.timer.sample if phase == TIMED else None)
+                result = launch.run(candidate.config, around=around)
             except Exception as exc:
                 state.error = exc
                 state.bad.add(candidate.index)

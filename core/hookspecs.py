@@ -45,10 +45,16 @@ def kerneltune_register_timers(register: Callable[[type], None]) -> None:
     ``auto_priority`` (``auto`` takes the available class with the highest;
     default 0; built-ins use 0 for wallclock, 10 for cuda-event, 20 for
     npu-event, so a plugin that should never win ``auto`` uses a negative
-    value) and is constructed with no arguments. An instance provides ``sample(fn)``, which runs ``fn`` once
-    inside the timed region, and ``collect() -> list[float]``, which waits for
-    outstanding work once and returns every sample since the last
-    ``collect`` in milliseconds.
+    value) and is constructed with no arguments. An instance provides:
+
+    * ``sample(fn, *, before=None)``: run ``fn`` once inside the timed
+      region. ``before``, when given, is set-up that must happen just ahead
+      of that region but outside it (the contextual tuner's L2 flush); a
+      device timer enqueues it after its own bookkeeping and right before
+      its start mark, so the device is busy with it while the host prepares
+      the launch of ``fn``.
+    * ``collect() -> list[float]``: wait for outstanding work once and
+      return every sample since the last ``collect``, in milliseconds.
 
     :param register: call once per class; a name another plugin registered
         too is an error that names both plugins.

@@ -65,7 +65,9 @@ def timer_plugin(script: Script) -> types.ModuleType:
         def __init__(self) -> None:
             self._samples: list[float] = []
 
-        def sample(self, fn: Callable[[], object]) -> None:
+        def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
+            if before is not None:
+                before()
             fn()
             self._samples.append(script.last_cost())
 

@@ -650,7 +650,9 @@ class FaultAtCollectTimer:
         self.first = type(self).made == 1
         self.count = 0
 
-    def sample(self, fn):
+    def sample(self, fn, *, before=None):
+        if before is not None:
+            before()
         fn()
         self.count += 1
 
@@ -762,3 +764,50 @@ def test_a_key_holding_a_triton_dtype_is_tuned():
     x = randn(64)
     torch.testing.assert_close(run(x), 2.0 * x)
     assert list(cast_kernel.cache) == [(64, tl.float32, "torch.float32", "torch.float32")]
+
+
+class RecordingTimer:
+    """Notes, for every timed launch, whether the driver handed it a flush to run first."""
+
+    name = "recording"
+    befores: list[bool] = []  # noqa: RUF012  (reset by the test through monkeypatch)
+
+    @classmethod
+    def is_available(cls):
+        return True
+
+    def __init__(self):
+        self.count = 0
+
+    def sample(self, fn, *, before=None):
+        type(self).befores.append(before is not None)
+        if before is not None:
+            before()
+        fn()
+        self.count += 1
+
+    def collect(self):
+        samples, self.count = [1.0] * self.count, 0
+        return samples
+
+
+class RecordingTimerPlugin:
+    @hookimpl
+    def kerneltune_register_timers(self, register):
+        register(RecordingTimer)
+
+
+@pytest.mark.parametrize("flush_cache", [True, False])
+def test_the_flush_runs_inside_the_timers_set_up_for_every_timed_launch(plugins, monkeypatch, flush_cache):
+    plugins(RecordingTimerPlugin())
+    monkeypatch.setattr(RecordingTimer, "befores", [])
+    monkeypatch.setenv("KERNELTUNE_TIMER", "recording")
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=3, n_warmup=1, flush_cache=flush_cache)
+    def run(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    x = randn(64)
+    torch.testing.assert_close(run(x), 2.0 * x)
+    assert RecordingTimer.befores == [flush_cache] * (3 * len(scale_kernel.configs))

@@ -172,6 +172,28 @@ def test_event_timer_records_around_the_call(device_timer, clock):
     assert timer.collect() == [0.5]
 
 
+def test_event_timer_runs_before_after_making_events_and_ahead_of_the_start_mark(device_timer, clock):
+    timer_class, device = device_timer
+    timer = timer_class()
+    order = []
+
+    def flush():
+        order.append(("flush", len(device.events), len(device.pending)))
+        clock.advance(5.0)
+
+    timer.sample(lambda: clock.advance(1.5), before=flush)
+
+    assert order == [("flush", 2, 0)], "both events exist and neither is recorded when the flush runs"
+    assert timer.collect() == [1.5], "the flush stays outside the timed region"
+
+
+def test_wallclock_runs_before_off_the_clock():
+    timer = WallclockTimer()
+    timer.sample(lambda: None, before=lambda: time.sleep(0.05))
+    (sample,) = timer.collect()
+    assert sample < 50.0
+
+
 def test_event_timer_is_unavailable_without_a_device(device_timer):
     cls, device = device_timer
     device.available = False

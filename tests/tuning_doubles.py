@@ -43,7 +43,9 @@ def clock_plugin(clock: FakeClock, name: str = "scripted") -> types.ModuleType:
         def __init__(self) -> None:
             self._samples: list[float] = []
 
-        def sample(self, fn):
+        def sample(self, fn, *, before=None):
+            if before is not None:
+                before()
             start = clock.now
             fn()
             self._samples.append(clock.now - start)

@@ -37,10 +37,18 @@ class DeviceEventTimer:
         self._module = self.device_module()
         self._pairs: list[tuple[Any, Any]] = []
 
-    def sample(self, fn: Callable[[], object]) -> None:
-        """Record an event pair around one call, without waiting for it."""
+    def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
+        """Record an event pair around one call, without waiting for it.
+
+        :param before: device work to enqueue just ahead of the start event
+            (an L2 flush). It goes after the events are made so that, while
+            the device runs it, the host's launch of ``fn`` catches up
+            instead of leaving the device idle inside the timed region.
+        """
         start = self._module.Event(enable_timing=True)
         end = self._module.Event(enable_timing=True)
+        if before is not None:
+            before()
         start.record()
         fn()
         end.record()

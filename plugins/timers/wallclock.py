@@ -22,8 +22,10 @@ class WallclockTimer:
     def __init__(self) -> None:
         self._samples: list[float] = []
 
-    def sample(self, fn: Callable[[], object]) -> None:
-        """Run ``fn`` once and keep its duration."""
+    def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
+        """Run ``fn`` once and keep its duration; ``before`` runs first, off the clock."""
+        if before is not None:
+            before()
         start = time.perf_counter_ns()
         fn()
         self._samples.append((time.perf_counter_ns() - start) / 1e6)

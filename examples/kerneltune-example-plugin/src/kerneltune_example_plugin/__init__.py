@@ -35,11 +35,14 @@ class CpuTimeTimer:
     def __init__(self) -> None:
         self._samples: list[float] = []
 
-    def sample(self, fn: Callable[[], object]) -> None:
+    def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
         """Run ``fn`` once and keep the CPU time it took.
 
         :param fn: one run of the candidate.
+        :param before: set-up to run first, outside the measurement.
         """
+        if before is not None:
+            before()
         start = time.process_time_ns()
         fn()
         self._samples.append((time.process_time_ns() - start) / 1e6)

@@ -25,18 +25,12 @@ import torch.distributed as dist
 def seed_example(rank: int) -> dict:
     """The seed's run_scale with is_dist=True on real interpreted kernels."""
     import triton
-    import triton.language as tl
+    from kernels import scale_kernel as scale_body
 
     from triton_dist.autotuner import contextual_autotune
 
-    @triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=w) for w in (4, 8)], key=["n"])
-    @triton.jit
-    def scale_kernel(x_ptr, y_ptr, alpha, n, BLOCK: tl.constexpr):
-        pid = tl.program_id(0)
-        offsets = pid * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
-        tl.store(y_ptr + offsets, alpha * x, mask=mask)
+    configs = [triton.Config({"BLOCK": 64}, num_warps=w) for w in (4, 8)]
+    scale_kernel = triton.autotune(configs=configs, key=["n"])(scale_body)
 
     executions = []
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 
+import kernels
 import pytest
 import torch
 import triton
@@ -45,16 +46,8 @@ def make_scale_kernel(configs=None, **autotune_options):
     if configs is None:
         configs = [triton.Config({"BLOCK": BLOCK}, num_warps=w) for w in (4, 8)]
 
-    @triton.autotune(configs=configs, key=["n"], **autotune_options)
-    @triton.jit
-    def scale_kernel(x_ptr, y_ptr, alpha, n, BLOCK: tl.constexpr):
-        pid = tl.program_id(0)
-        offsets = pid * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n
-        x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
-        tl.store(y_ptr + offsets, alpha * x, mask=mask)
-
-    return scale_kernel
+    # A fresh Autotuner (and so a fresh Triton cache) per test, over the one jit function.
+    return triton.autotune(configs=configs, key=["n"], **autotune_options)(kernels.scale_kernel)
 
 
 def make_add_kernel():

@@ -12,21 +12,12 @@ import math
 import pytest
 import torch
 import triton
-import triton.language as tl
+from kernels import scale_kernel
 from kerneltune.core import current_session
 
 from triton_dist.tune import autotune
 
 pytestmark = pytest.mark.gpu
-
-
-@triton.jit
-def scale_kernel(x_ptr, y_ptr, alpha, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offsets = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
-    tl.store(y_ptr + offsets, alpha * x, mask=mask)
 
 
 SPACE = [

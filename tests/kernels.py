@@ -1,0 +1,14 @@
+"""Triton kernels shared by the tests: one definition each, wrapped as each test needs."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, alpha, n, BLOCK: tl.constexpr):
+    """The seed documents' example: ``y = alpha * x``."""
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    tl.store(y_ptr + offsets, alpha * x, mask=mask)

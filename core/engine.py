@@ -386,9 +386,19 @@ class Tuning:
         local = [self._measurement(c.index).mean for c in candidates]
         return list(self.reducer.max(local)) if self.reducer.world_size > 1 else local
 
-    def record(self, candidate: Candidate, samples: Sequence[float]) -> None:
-        """Take back a candidate's timing samples, in milliseconds."""
-        self._finish_candidate(Measurement(candidate.index, samples=tuple(float(s) for s in samples)))
+    def record(self, candidate: Candidate, samples: Sequence[float], *, extend: bool = False) -> None:
+        """Take back a candidate's timing samples, in milliseconds.
+
+        :param extend: add to the samples this tuning already holds for the
+            candidate instead of replacing them (a driver interleaving rounds
+            of several candidates); a candidate that failed stays failed.
+        """
+        new = tuple(float(s) for s in samples)
+        if extend and (previous := self._measurements.get(candidate.index)) is not None:
+            if previous.error is not None:
+                return
+            new = previous.samples + new
+        self._finish_candidate(Measurement(candidate.index, samples=new))
 
     def fail(self, candidate: Candidate, error: BaseException) -> None:
         """Record that a candidate raised; it counts as infinitely slow."""
@@ -401,6 +411,7 @@ class Tuning:
         *,
         warmup: int | None = None,
         repeat: int | None = None,
+        extend: bool = False,
     ) -> None:
         """Measure ``run`` with the session's timer: warm-up, then timed calls.
 
@@ -408,6 +419,7 @@ class Tuning:
 
         :param warmup: untimed calls (default: the configured ``warmup``).
         :param repeat: timed calls (default: the configured ``repeat``).
+        :param extend: add these samples to the candidate's earlier ones (see :meth:`record`).
         """
         settings = self.session.settings
         timer = self.session.make_timer()
@@ -420,7 +432,7 @@ class Tuning:
         except Exception as exc:
             self.fail(candidate, exc)
         else:
-            self.record(candidate, samples)
+            self.record(candidate, samples, extend=extend)
 
     def _finish_candidate(self, measurement: Measurement) -> None:
         self._measurements[measurement.index] = measurement

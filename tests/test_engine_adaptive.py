@@ -102,3 +102,18 @@ def test_pruned_candidates_cannot_be_requested(session):
     tuning = tuner.begin(session, "key", adaptive=True, keep=lambda c: c is not a)
     with tuning, pytest.raises(ValueError, match="pruned"):
         tuning.request([a])
+
+
+def test_extended_records_add_samples_and_a_failure_stays(session, clock):
+    tuner = make_tuner()
+    a, b, c, d = tuner.space.candidates
+    with tuner.begin(session, "extend", adaptive=True) as tuning:
+        tuning.request([a, b])
+        tuning.record(a, [1.0])
+        tuning.fail(b, RuntimeError("out of resources"))
+        tuning.record(a, [3.0], extend=True)
+        tuning.record(b, [0.1], extend=True)
+        tuning.record(c, [2.5], extend=True)
+        while tuning.next_candidate() is not None:
+            pass
+        assert tuning.times([a, b, c, d]) == [2.0, math.inf, 2.5, math.inf]

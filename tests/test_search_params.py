@@ -386,6 +386,17 @@ def test_reference_fn_rejecting_the_fastest_makes_the_next_win(monkeypatch, caps
     assert "BLOCK=16 rejected: RejectedByReference: reference_fn returned False" in capsys.readouterr().out
 
 
+def test_finalists_are_re_timed_in_interleaved_rounds(monkeypatch):
+    script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script), repeat=2)
+    kernel = make_row_sum(search(params=["BLOCK"], values=[16, 32]), pre_hook=script.hook)
+    kernel[(1,)](torch.ones(32), torch.zeros(1), 32)
+    assert kernel.best_config.kwargs == {"BLOCK": 16}
+    # Stage 1 times each shape twice; stage 3 gives each finalist 4 x 2 runs as
+    # four rounds of two runs, the finalists alternating.
+    assert script.seen("BLOCK") == [(16,), (16,), (32,), (32,)] + [(16,), (16,), (32,), (32,)] * 4
+
+
 def test_reference_fn_may_reject_by_raising(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))

@@ -4,7 +4,7 @@ PYTHON ?= python3
 # version would pull a multi-GB CUDA build on a machine without a GPU.
 TORCH ?= torch==2.13.0
 
-.PHONY: install demo test lint
+.PHONY: install demo test
 
 install:
 	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test]" -e examples/kerneltune-example-plugin

@@ -3,7 +3,8 @@
 Sources, later wins: built-in defaults; ``[tool.kerneltune]`` in
 ./pyproject.toml; ./kerneltune.toml (top-level keys, or a ``[kerneltune]``
 table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
-``KERNELTUNE_TIMER``, ``KERNELTUNE_CACHE``, ``KERNELTUNE_REDUCER`` and
+``KERNELTUNE_TIMER``, ``KERNELTUNE_CACHE``, ``KERNELTUNE_REDUCER``,
+``KERNELTUNE_BLOCK_PLUGINS``, ``KERNELTUNE_VERIFY_PICK`` and
 ``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
 (``autoload = false`` in a file).

@@ -1,7 +1,8 @@
 # The two entry points README.md documents. Both install what they need first.
 PYTHON ?= python3
-# torch is pinned to the CPU build that pip finds on local disk; any other
-# version would pull a multi-GB CUDA build on a machine without a GPU.
+# torch is pinned to the version the CI and development machines hold as a
+# CPU build; pip would otherwise pick the newest release, a multi-GB CUDA
+# build on most indexes. Set TORCH=... to install another.
 TORCH ?= torch==2.13.0
 
 .PHONY: install demo test

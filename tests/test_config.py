@@ -240,3 +240,20 @@ def test_a_bad_file_surfaces_at_the_first_tuned_call(tmp_path):
     assert str(path) in str(info.value)
     assert calls == []
     assert work(1, autotune=False) == 1, "autotune=False reads no configuration"
+
+
+def test_an_unchanged_file_is_parsed_once_and_an_edited_one_again(tmp_path, monkeypatch):
+    from kerneltune.core import settings as settings_module
+
+    parses = []
+    real_load = settings_module.tomllib.load
+    monkeypatch.setattr(settings_module.tomllib, "load", lambda handle: parses.append(1) or real_load(handle))
+    path = _write(tmp_path / "kerneltune.toml", "repeat = 2\n")
+
+    assert load_settings(cwd=tmp_path, environ={}).repeat == 2
+    assert load_settings(cwd=tmp_path, environ={}).repeat == 2
+    assert len(parses) == 1
+
+    path.write_text("repeat = 30\n")
+    assert load_settings(cwd=tmp_path, environ={}).repeat == 30
+    assert len(parses) == 2

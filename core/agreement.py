@@ -115,18 +115,20 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
         else:
             reason = "ranks hold different candidate configs (config_space must be identical on every rank)"
         raise RankMismatchError(f"{function}: {reason}: {lists}")
+    key_mismatch = None
+    if len({v["key"] for v in votes}) > 1:
+        key_mismatch = ", ".join(f"{_who(v)}: {v['key_label']}" for v in votes)
     holder = None
-    # One rank told to retune makes all retune: adopting another rank's record would ignore it.
-    if not any(v["retune"] for v in votes):
+    # One rank told to retune makes all retune: adopting another rank's record would
+    # ignore it. Under differing keys a record held for one rank's key is no answer
+    # for another's, so then every rank tunes its own key, in step.
+    if not any(v["retune"] for v in votes) and key_mismatch is None:
         holder = next((v for v in votes if v["record"] is not None), None)
     writers: dict[tuple[str, str] | int, int] = {}
     for vote in votes:
         # A cache with no files (place None) is private to its process: every rank writes its own.
         place = vote["rank"] if vote["place"] is None else (vote["host"], vote["place"])
         writers.setdefault(place, vote["rank"])
-    key_mismatch = None
-    if len({v["key"] for v in votes}) > 1:
-        key_mismatch = ", ".join(f"{_who(v)}: {v['key_label']}" for v in votes)
     return Verdict(
         shared_record=None if holder is None else holder["record"],
         source_rank=None if holder is None else holder["rank"],

@@ -302,6 +302,20 @@ def test_ranks_tuning_under_different_keys_get_a_warning(tmp_path):
         assert run_ranks(2, rank) == [0, 0]
 
 
+def test_under_different_keys_no_rank_adopts_another_ranks_record(tmp_path):
+    seed(tmp_path / "cache0", [9.0, 9.0, 1.0, 9.0], key=(1024,))
+    group = ThreadGroup(2)
+
+    def rank(r: int) -> tuple[int, bool]:
+        session = make_session(tmp_path / f"cache{r}")
+        return tune(Tuner(space()), session, (1024 + r,), group.member(r), [1.0, 9.0, 9.0, 9.0])
+
+    with pytest.warns(RuntimeWarning, match="different keys"):
+        outcome = run_ranks(2, rank)
+    # Rank 0's record answers key (1024,), not rank 1's (1025,): both measure, in step.
+    assert outcome == [(0, False), (0, False)]
+
+
 # -- AGREE: sharing records, PERSIST ----------------------------------------------
 
 

@@ -125,6 +125,23 @@ def test_a_large_family_is_searched_along_one_option_at_a_time_not_swept():
     assert len({p[1] for p in landscape.measured}) < len(profiles) // 3
 
 
+def test_a_profile_walk_moves_only_on_a_gain_above_noise():
+    # 36 profiles on one shape: searched one option's line at a time, from the base.
+    profiles = [{"a": a, "b": b} for a, b in itertools.product(range(6), repeat=2)]
+
+    def walk(gain):
+        # Each step of ``a`` is ``gain`` faster; ``b`` changes nothing.
+        landscape = Landscape(lambda point: 1.0 - gain * profiles[point[1]]["a"])
+        finalists = StagedSearch([1], profiles, top_k=1).run(landscape)
+        return profiles[finalists[0][1]], len(landscape.measured)
+
+    # A real gain: the walk moves to a=5 and searches b's line there as well (1 + 5 + 5 + 5).
+    assert walk(3 * search_module.MIN_GAIN) == ({"a": 5, "b": 0}, 16)
+    # A gain within noise: both lines from the base are measured, the best of
+    # them is still the pick, but the walk does not move on to search from it.
+    assert walk(search_module.MIN_GAIN / 10) == ({"a": 5, "b": 0}, 11)
+
+
 def test_the_shape_walk_stops_when_its_budget_is_spent(monkeypatch):
     monkeypatch.setattr(search_module, "WALK_SHARE", 0.05)
     order = []

@@ -16,10 +16,11 @@ taken everywhere.
 2. Profiles, for the ``top_k`` best-scored shapes. On the best shape: the
    whole family when it is small (or small beside the space), otherwise a
    coordinate search from its best probe (every value of one option at a
-   time, moving to the best, until nothing improves). Each runner-up shape
-   is measured with the best profile found so far and, when that comes
-   within :data:`PROMISING` of the leader, walks to neighbouring profiles
-   (one option one step away) from there.
+   time, moving to the best, until nothing improves by more than
+   :data:`MIN_GAIN`). Each runner-up shape is measured with the best profile
+   found so far and, when that comes within :data:`PROMISING` of the
+   leader, walks to neighbouring profiles (one option one step away) from
+   there, under the same rule.
 3. Finalists: the best point of each of the ``top_k`` best shapes, fastest
    first. The caller re-times them and applies the correctness gate.
 
@@ -64,6 +65,10 @@ SWEEP_SHARE = 0.1
 PROMISING = 1.1
 #: The shape walk stops after the start plus this share of all shapes (at least 4 per param).
 WALK_SHARE = 0.25
+#: A profile walk moves only to a point faster than this fraction below where it
+#: stands: smaller gains are measurement noise, and chasing them costs a whole
+#: new neighbourhood (see ``_walk_profiles``).
+MIN_GAIN = 0.01
 #: Above this many parameters the coarse lattice becomes a star around the centre.
 LATTICE_MAX_PARAMS = 3
 
@@ -341,7 +346,7 @@ class StagedSearch:
             if not around:
                 return
             self._measure(measure, around)
-            better = self._best([current, *around])
-            if better is None or better == current:
+            better = self._best(around)
+            if better is None or self.times[better] >= (1 - MIN_GAIN) * self.times[current]:
                 return
             current = better

@@ -37,7 +37,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import statistics
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
@@ -61,7 +64,31 @@ TIMED = "timed"
 #: executions.
 STALL_LIMIT = 10
 
+#: The device is held before each timed launch for this many times the median
+#: host time of the (kernel, key)'s recent launches (see ``hold_microseconds``)...
+HOLD_FACTOR = 2.0
+#: ...or for this long before any launch of it has been timed on the host...
+HOLD_DEFAULT_US = 200.0
+#: ...and never longer than this.
+HOLD_CAP_US = 2000.0
+#: How many recent launches of a (kernel, key) the host-time median is taken over.
+HOST_TIMES_KEPT = 8
+
 Thunk = Callable[[], object]
+
+
+def hold_microseconds(host_us: Sequence[float]) -> float:
+    """How long to keep the device busy ahead of a timed launch.
+
+    The host needs about the median of its recent launch times (``host_us``,
+    microseconds) to get the kernel onto the device after the start mark;
+    holding the device twice that long keeps ordinary jitter out of the
+    timed region, and a capped hold keeps one slow launch (a compilation)
+    from costing much.
+    """
+    if not host_us:
+        return HOLD_DEFAULT_US
+    return min(HOLD_CAP_US, HOLD_FACTOR * statistics.median(host_us))
 
 
 class KernelLaunch(Protocol):
@@ -143,6 +170,8 @@ class _KernelKey:
     launches: int = 0
     timer: Any = None
     error: BaseException | None = None
+    #: host microseconds of its recent launches, for the hold before a timed one.
+    host_us: deque[float] = attrs.field(factory=lambda: deque(maxlen=HOST_TIMES_KEPT))
     means: dict[int, float] = attrs.field(factory=dict)
     good: list[int] = attrs.field(factory=list)
     bad: set[int] = attrs.field(factory=set)
@@ -365,16 +394,11 @@ class _Call:
             )
             around = None
             if phase == TIMED:
-                # The flush goes inside the timer's set-up, right before its start mark:
-                # flushed earlier, the device could finish flushing before the host had
-                # launched the kernel and sit idle inside the timed region.
-                around = (
-                    functools.partial(state.timer.sample, before=launch.flush)
-                    if self.owner.flush_cache
-                    else state.timer.sample
-                )
+                around = functools.partial(state.timer.sample, before=self._set_up(state, launch))
             try:
+                started = time.perf_counter()
                 result = launch.run(candidate.config, around=around)
+                state.host_us.append((time.perf_counter() - started) * 1e6)
             except Exception as exc:
                 state.error = exc
                 state.bad.add(candidate.index)
@@ -386,6 +410,26 @@ class _Call:
         if state.launches == warmup + repeat:
             self._engine(self._complete, state, launch)
         return result
+
+    def _set_up(self, state: _KernelKey, launch: KernelLaunch) -> Thunk | None:
+        """What the timer runs right before its start mark: the flush, then the hold.
+
+        Both go inside the timer's set-up: enqueued earlier, the device could
+        finish them before the host had launched the kernel and sit idle
+        inside the timed region. The flush alone does not cover the host: on
+        an H200 with triton 3.6 a launch takes the host about 80 µs and the
+        flush the device about 60 µs, so timers that can (``hold``) also keep
+        the device spinning while the host launches.
+        """
+        steps: list[Thunk] = []
+        if self.owner.flush_cache:
+            steps.append(launch.flush)
+        hold = getattr(state.timer, "hold", None)
+        if hold is not None:
+            steps.append(functools.partial(hold, hold_microseconds(state.host_us)))
+        if not steps:
+            return None
+        return functools.partial(_in_turn, steps)
 
     def _complete(self, state: _KernelKey, launch: KernelLaunch) -> None:
         candidate = state.candidate
@@ -457,6 +501,11 @@ class _Call:
             # fail the user's kernel launch, nor pull one rank out of a tuning
             # while the others wait at its next barrier; the engine does the same.
             logger.exception("kerneltune: %s: an observer of %s failed", self.owner.__name__, hook)
+
+
+def _in_turn(steps: Sequence[Thunk]) -> None:
+    for step in steps:
+        step()
 
 
 def _contains(configs: Sequence[Any], config: Any) -> bool:

@@ -55,6 +55,12 @@ def kerneltune_register_timers(register: Callable[[type], None]) -> None:
       the launch of ``fn``.
     * ``collect() -> list[float]``: wait for outstanding work once and
       return every sample since the last ``collect``, in milliseconds.
+    * optionally ``hold(microseconds)``: enqueue device work that keeps the
+      device busy for about that long, without waiting. The contextual
+      tuner adds it to ``before`` (after the flush), sized to cover the
+      host's launch of ``fn``, so that the device does not reach the start
+      mark before the work. Timers of host clocks, or of devices with no
+      way to spin, leave it out.
 
     :param register: call once per class; a name another plugin registered
         too is an error that names both plugins.

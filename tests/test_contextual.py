@@ -24,11 +24,13 @@ from kerneltune.core import (
     StalledTuningError,
     TunerBusyError,
     add_plugin,
+    contextual,
     hookimpl,
     remove_plugin,
 )
 from kerneltune.core.contextual import STALL_LIMIT, _Active
 from kerneltune.core.engine import Tuning
+from kerneltune.plugins.triton.interceptor import TritonLaunch
 from triton.runtime.autotuner import Autotuner
 
 from triton_dist.autotuner import ContextualAutoTuner, contextual_autotune
@@ -804,3 +806,59 @@ def test_the_flush_runs_inside_the_timers_set_up_for_every_timed_launch(plugins,
     x = randn(64)
     torch.testing.assert_close(run(x), 2.0 * x)
     assert RecordingTimer.befores == [flush_cache] * (3 * len(scale_kernel.configs))
+
+
+class HoldingTimer(RecordingTimer):
+    """A recording timer that can hold the device: notes each set-up step in order."""
+
+    name = "holding"
+    steps: list[tuple[str, float]] = []  # noqa: RUF012  (reset by the test through monkeypatch)
+
+    def hold(self, microseconds):
+        type(self).steps.append(("hold", microseconds))
+
+    def sample(self, fn, *, before=None):
+        if before is not None:
+            before()
+        type(self).steps.append(("start", 0.0))
+        fn()
+        self.count += 1
+
+
+class HoldingTimerPlugin:
+    @hookimpl
+    def kerneltune_register_timers(self, register):
+        register(HoldingTimer)
+
+
+@pytest.mark.parametrize("n_warmup", [0, 2])
+def test_timers_that_can_hold_the_device_are_held_after_the_flush_for_every_timed_launch(
+    plugins, monkeypatch, n_warmup
+):
+    plugins(HoldingTimerPlugin())
+    monkeypatch.setattr(HoldingTimer, "steps", [])
+    monkeypatch.setenv("KERNELTUNE_TIMER", "holding")
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=3, n_warmup=n_warmup)
+    def run(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    monkeypatch.setattr(TritonLaunch, "flush", lambda self: HoldingTimer.steps.append(("flush", 0.0)))
+    x = randn(64)
+    torch.testing.assert_close(run(x), 2.0 * x)
+
+    timed = 3 * len(scale_kernel.configs)
+    assert [name for name, _ in HoldingTimer.steps] == ["flush", "hold", "start"] * timed
+    holds = [us for name, us in HoldingTimer.steps if name == "hold"]
+    assert all(0.0 < us <= contextual.HOLD_CAP_US for us in holds)
+    # Before any launch of the kernel has been timed on the host, the default;
+    # after, twice the median host time of its recent launches.
+    assert (holds[0] == contextual.HOLD_DEFAULT_US) == (n_warmup == 0)
+
+
+def test_the_hold_is_twice_the_median_recent_host_launch_time_capped():
+    assert contextual.hold_microseconds([]) == contextual.HOLD_DEFAULT_US
+    assert contextual.hold_microseconds([30.0, 10.0, 20.0]) == 40.0
+    assert contextual.hold_microseconds([80.0, 90.0, 5e5]) == 180.0, "one compilation does not count"
+    assert contextual.hold_microseconds([5e5] * 3) == contextual.HOLD_CAP_US

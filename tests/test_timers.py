@@ -12,11 +12,19 @@ import torch
 from kerneltune.core import Session, load_settings
 from kerneltune.plugins.caches.files import JsonCache
 from kerneltune.plugins.reducers.local import LocalReducer
-from kerneltune.plugins.timers.events import CudaEventTimer, NpuEventTimer
+from kerneltune.plugins.timers.events import (
+    CALIBRATION_CYCLES,
+    CALIBRATION_SPINS,
+    CudaEventTimer,
+    DeviceEventTimer,
+    NpuEventTimer,
+)
 from kerneltune.plugins.timers.wallclock import WallclockTimer
 from tuning_doubles import FakeClock, install_session, stored_records
 
 from triton_dist.tune import autotune
+
+SPIN_CYCLES_PER_US = 2000
 
 
 class FakeDeviceModule(types.ModuleType):
@@ -50,6 +58,9 @@ class FakeDeviceModule(types.ModuleType):
                 self.complete = False
                 device.pending.append(self)
 
+            def synchronize(self) -> None:
+                device.synchronize()
+
             def elapsed_time(self, end: Event) -> float:
                 for event in (self, end):
                     if not event.enable_timing:
@@ -61,6 +72,21 @@ class FakeDeviceModule(types.ModuleType):
                 return end.time - self.time
 
         self.Event = Event
+        self.device = 0
+        #: the cycles of every ``_sleep`` spin enqueued.
+        self.spins: list[int] = []
+        #: cycles per microsecond the spin runs at now (the device's clock).
+        self.spin_rate = SPIN_CYCLES_PER_US
+        if name == "cuda":
+            # torch.cuda._sleep: a kernel spinning for so many device clock cycles (2 GHz here).
+            def _sleep(cycles: int) -> None:
+                self.spins.append(cycles)
+                self.clock.advance(cycles / self.spin_rate / 1000.0)
+
+            self._sleep = _sleep
+
+    def current_device(self) -> int:
+        return self.device
 
     def is_available(self) -> bool:
         return self.available
@@ -82,7 +108,9 @@ class FakeDeviceModule(types.ModuleType):
 
 
 @pytest.fixture
-def clock():
+def clock(monkeypatch):
+    # Spin rates are learnt once per process; every test starts with none learnt.
+    monkeypatch.setattr(DeviceEventTimer, "_cycles_per_us", {})
     return FakeClock()
 
 
@@ -185,6 +213,56 @@ def test_event_timer_runs_before_after_making_events_and_ahead_of_the_start_mark
 
     assert order == [("flush", 2, 0)], "both events exist and neither is recorded when the flush runs"
     assert timer.collect() == [1.5], "the flush stays outside the timed region"
+
+
+def test_cuda_timer_holds_the_device_with_a_spin_sized_by_a_calibration_made_once_per_device(
+    fake_cuda, clock
+):
+    timer = CudaEventTimer()
+    timer.hold(100.0)
+    # Calibration spins (the last one timed), then 100 µs worth of cycles.
+    assert fake_cuda.spins == [CALIBRATION_CYCLES] * CALIBRATION_SPINS + [100 * SPIN_CYCLES_PER_US]
+    del fake_cuda.spins[:]
+    timer.hold(25.0)
+    CudaEventTimer().hold(25.0)
+    assert fake_cuda.spins == [25 * SPIN_CYCLES_PER_US] * 2, "the rate is learnt once per device"
+    del fake_cuda.spins[:]
+    fake_cuda.device = 1
+    timer.hold(25.0)
+    assert fake_cuda.spins == [CALIBRATION_CYCLES] * CALIBRATION_SPINS + [25 * SPIN_CYCLES_PER_US]
+    timer.hold(0.0)
+    assert len(fake_cuda.spins) == CALIBRATION_SPINS + 1
+
+
+def test_a_rate_learnt_on_a_slow_clock_rises_with_the_clock_but_never_falls(fake_cuda, clock):
+    timer = CudaEventTimer()
+    fake_cuda.spin_rate = SPIN_CYCLES_PER_US / 4  # an idle device's clock
+    timer.hold(100.0)
+    assert fake_cuda.spins[-1] == 100 * SPIN_CYCLES_PER_US // 4
+    fake_cuda.spin_rate = SPIN_CYCLES_PER_US  # under load
+    timer.hold(100.0)
+    timer.collect()  # the timed holds teach the higher rate
+    timer.hold(100.0)
+    assert fake_cuda.spins[-1] == 100 * SPIN_CYCLES_PER_US
+    fake_cuda.spin_rate = SPIN_CYCLES_PER_US / 2  # throttled: a longer hold is harmless, a shorter one not
+    timer.hold(100.0)
+    timer.collect()
+    timer.hold(100.0)
+    assert fake_cuda.spins[-1] == 100 * SPIN_CYCLES_PER_US
+
+
+def test_a_hold_given_as_before_stays_outside_the_timed_region(fake_cuda, clock):
+    timer = CudaEventTimer()
+    timer.sample(lambda: clock.advance(0.04), before=lambda: timer.hold(150.0))
+    assert fake_cuda.spins[-1] == 150 * SPIN_CYCLES_PER_US
+    assert timer.collect() == [pytest.approx(0.04)]
+
+
+def test_a_device_module_without_a_spin_kernel_holds_nothing(fake_npu, clock):
+    assert not hasattr(fake_npu, "_sleep")
+    timer = NpuEventTimer()
+    timer.hold(100.0)
+    assert fake_npu.spins == [] and fake_npu.events == []
 
 
 def test_wallclock_runs_before_off_the_clock():

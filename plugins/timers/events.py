@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from kerneltune.core import hookimpl
+
+#: Device clock cycles per calibration spin (about half a millisecond at 2 GHz)...
+CALIBRATION_CYCLES = 1_000_000
+#: ...and spins in the first calibration of a device: the earlier ones bring its clock up.
+CALIBRATION_SPINS = 3
 
 
 class DeviceEventTimer:
@@ -21,6 +26,8 @@ class DeviceEventTimer:
 
     name = ""
     auto_priority = 0
+    #: cycles of the device's spin per microsecond, by (timer, device index): the highest seen.
+    _cycles_per_us: ClassVar[dict[Any, float]] = {}
 
     @classmethod
     def device_module(cls) -> Any:
@@ -36,6 +43,7 @@ class DeviceEventTimer:
     def __init__(self) -> None:
         self._module = self.device_module()
         self._pairs: list[tuple[Any, Any]] = []
+        self._holds: list[tuple[tuple[str, int], int, Any, Any]] = []
 
     def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
         """Record an event pair around one call, without waiting for it.
@@ -54,11 +62,58 @@ class DeviceEventTimer:
         end.record()
         self._pairs.append((start, end))
 
+    def hold(self, microseconds: float) -> None:
+        """Enqueue a spin that keeps the device busy for about ``microseconds``; no waiting.
+
+        Given as part of ``before``, it lets the host finish launching ``fn``
+        while the device is still spinning, so no host time lands between the
+        start mark and the work. It uses the device module's ``_sleep(cycles)``
+        spin kernel (``torch.cuda`` has one), which counts clock cycles; with a
+        module that has none it holds nothing.
+
+        Cycles per microsecond follow the device's clock, which is low on an
+        idle device and rises under load, and a rate learnt too low makes every
+        hold too short. So the first hold on a device spins
+        :data:`CALIBRATION_SPINS` times and times the last, and every hold is
+        timed as well: ``collect`` keeps the highest rate seen.
+        """
+        spin = getattr(self._module, "_sleep", None)
+        if spin is None or microseconds <= 0:
+            return
+        device = (self.name, self._module.current_device())
+        if device not in self._cycles_per_us:
+            self._calibrate(device, spin)
+        cycles = max(1, round(microseconds * self._cycles_per_us[device]))
+        start = self._module.Event(enable_timing=True)
+        end = self._module.Event(enable_timing=True)
+        start.record()
+        spin(cycles)
+        end.record()
+        self._holds.append((device, cycles, start, end))
+
+    def _calibrate(self, device: tuple[str, int], spin: Callable[[int], object]) -> None:
+        for _ in range(CALIBRATION_SPINS - 1):
+            spin(CALIBRATION_CYCLES)
+        start = self._module.Event(enable_timing=True)
+        end = self._module.Event(enable_timing=True)
+        start.record()
+        spin(CALIBRATION_CYCLES)
+        end.record()
+        end.synchronize()
+        self._learn(device, CALIBRATION_CYCLES, start.elapsed_time(end))
+
+    def _learn(self, device: tuple[str, int], cycles: int, milliseconds: float) -> None:
+        rate = cycles / max(milliseconds * 1000.0, 1e-3)
+        self._cycles_per_us[device] = max(rate, self._cycles_per_us.get(device, 0.0))
+
     def collect(self) -> list[float]:
         """Synchronise once and return each pair's elapsed milliseconds."""
         pairs, self._pairs = self._pairs, []
-        if pairs:
+        holds, self._holds = self._holds, []
+        if pairs or holds:
             self._module.synchronize()
+        for device, cycles, start, end in holds:
+            self._learn(device, cycles, start.elapsed_time(end))
         return [float(start.elapsed_time(end)) for start, end in pairs]
 
 

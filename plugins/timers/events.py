@@ -53,8 +53,7 @@ class DeviceEventTimer:
             the device runs it, the host's launch of ``fn`` catches up
             instead of leaving the device idle inside the timed region.
         """
-        start = self._module.Event(enable_timing=True)
-        end = self._module.Event(enable_timing=True)
+        start, end = self._event_pair()
         if before is not None:
             before()
         start.record()
@@ -66,8 +65,8 @@ class DeviceEventTimer:
         """Enqueue a spin that keeps the device busy for about ``microseconds``; no waiting.
 
         Given as part of ``before``, it lets the host finish launching ``fn``
-        while the device is still spinning, so no host time lands between the
-        start mark and the work. It uses the device module's ``_sleep(cycles)``
+        while the device is still spinning, so the host's launch work does not
+        land between the start mark and the work. It uses the device module's ``_sleep(cycles)``
         spin kernel (``torch.cuda`` has one), which counts clock cycles; with a
         module that has none it holds nothing.
 
@@ -84,23 +83,24 @@ class DeviceEventTimer:
         if device not in self._cycles_per_us:
             self._calibrate(device, spin)
         cycles = max(1, round(microseconds * self._cycles_per_us[device]))
-        start = self._module.Event(enable_timing=True)
-        end = self._module.Event(enable_timing=True)
-        start.record()
-        spin(cycles)
-        end.record()
-        self._holds.append((device, cycles, start, end))
+        self._holds.append((device, cycles, *self._timed_spin(spin, cycles)))
 
     def _calibrate(self, device: tuple[str, int], spin: Callable[[int], object]) -> None:
         for _ in range(CALIBRATION_SPINS - 1):
             spin(CALIBRATION_CYCLES)
-        start = self._module.Event(enable_timing=True)
-        end = self._module.Event(enable_timing=True)
-        start.record()
-        spin(CALIBRATION_CYCLES)
-        end.record()
+        start, end = self._timed_spin(spin, CALIBRATION_CYCLES)
         end.synchronize()
         self._learn(device, CALIBRATION_CYCLES, start.elapsed_time(end))
+
+    def _event_pair(self) -> tuple[Any, Any]:
+        return self._module.Event(enable_timing=True), self._module.Event(enable_timing=True)
+
+    def _timed_spin(self, spin: Callable[[int], object], cycles: int) -> tuple[Any, Any]:
+        start, end = self._event_pair()
+        start.record()
+        spin(cycles)
+        end.record()
+        return start, end
 
     def _learn(self, device: tuple[str, int], cycles: int, milliseconds: float) -> None:
         rate = cycles / max(milliseconds * 1000.0, 1e-3)

@@ -416,10 +416,10 @@ class _Call:
 
         Both go inside the timer's set-up: enqueued earlier, the device could
         finish them before the host had launched the kernel and sit idle
-        inside the timed region. The flush alone does not cover the host: on
-        an H200 with triton 3.6 a launch takes the host about 80 µs and the
-        flush the device about 60 µs, so timers that can (``hold``) also keep
-        the device spinning while the host launches.
+        inside the timed region. The flush alone covers only a quick host: it
+        keeps an H200 busy for about 60 µs, and a triton 3.6 launch took one
+        lease's host 67-88 µs (another's 36 µs), so timers that can
+        (``hold``) also keep the device spinning while the host launches.
         """
         steps: list[Thunk] = []
         if self.owner.flush_cache:

@@ -18,12 +18,13 @@ from kerneltune.core.events import (
     CandidateMeasured,
     KernelTuned,
     LaunchMeasured,
+    PickLoaded,
     TuningFinished,
     TuningStarted,
 )
 from kerneltune.core.hookspecs import hookimpl, hookspec
 from kerneltune.core.keys import describe, digest, encode_key, register_key_encoder
-from kerneltune.core.records import Candidate, Measurement, TuningRecord
+from kerneltune.core.records import Candidate, Measurement, Method, TuningRecord
 from kerneltune.core.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
 from kerneltune.core.session import Session, add_plugin, current_session, remove_plugin
 from kerneltune.core.settings import Settings, load_settings
@@ -39,7 +40,9 @@ __all__ = [
     "KernelTuned",
     "LaunchMeasured",
     "Measurement",
+    "Method",
     "NoValidConfigError",
+    "PickLoaded",
     "PluginError",
     "RankMismatchError",
     "Session",

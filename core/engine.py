@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 from kerneltune.core.agreement import Verdict, Vote, resolve
 from kerneltune.core.errors import CacheReadError, NoValidConfigError, RankMismatchError
-from kerneltune.core.events import CandidateMeasured, TuningFinished, TuningStarted
+from kerneltune.core.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.keys import describe, digest, encode_key
 from kerneltune.core.records import Candidate, Measurement, TuningRecord
 from kerneltune.core.session import Session
@@ -220,6 +220,7 @@ class Tuning:
                     record = self._lookup()
                 if record is not None and not distributed:
                     self._adopt(record, store=False)
+                    self._loaded("cache")
                     return
                 stage = "pruning"
                 kept = self._prune(keep)
@@ -234,6 +235,8 @@ class Tuning:
             if verdict.shared_record is not None:
                 shared = TuningRecord.from_data(verdict.shared_record)
                 self._adopt(shared, store=record is None or record.best_index != shared.best_index)
+                same = record is not None and record.best_index == shared.best_index
+                self._loaded("cache" if same else "rank")
                 return
         kept_candidates = tuple(self._space.candidates[i] for i in kept)
         # An adaptive driver queues candidates itself, round by round.
@@ -249,6 +252,21 @@ class Tuning:
                 candidates=kept_candidates,
                 rank=self._global_rank,
                 world_size=self.reducer.world_size,
+                verbose=self.verbose,
+                log_dir=self._log_dir,
+            ),
+        )
+
+    def _loaded(self, source: str) -> None:
+        assert self.best is not None
+        self._emit(
+            "kerneltune_pick_loaded",
+            PickLoaded(
+                function=self._space.name,
+                key=self.key,
+                best=self.best,
+                source=source,
+                rank=self._global_rank,
                 verbose=self.verbose,
                 log_dir=self._log_dir,
             ),

@@ -55,6 +55,25 @@ class TuningFinished:
 
 
 @attrs.frozen
+class PickLoaded:
+    """A miss of the in-process picks served without measuring.
+
+    ``source`` is ``"cache"`` (this rank's cache plugin held the record) or
+    ``"rank"`` (another rank held it and shared it). Sent once per key per
+    process: afterwards the key is one of the process's picks, and that
+    dispatch path sends nothing.
+    """
+
+    function: str
+    key: object
+    best: Candidate
+    source: str
+    rank: int
+    verbose: bool
+    log_dir: Path | None
+
+
+@attrs.frozen
 class LaunchMeasured:
     """One launch of a candidate while a contextual tuner measures a kernel.
 

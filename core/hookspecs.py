@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         CandidateMeasured,
         KernelTuned,
         LaunchMeasured,
+        PickLoaded,
         TuningFinished,
         TuningStarted,
     )
@@ -176,6 +177,15 @@ def kerneltune_tuning_finished(event: TuningFinished) -> None:
 
     :param event: the reduced times, the pick (``None`` on failure) and the
         wall time the tuning took.
+    """
+
+
+@hookspec
+def kerneltune_pick_loaded(event: PickLoaded) -> None:
+    """A key missing from the process's picks was served from a stored record, without measuring.
+
+    :param event: the function, key, pick and where the record came from
+        (this rank's cache, or another rank).
     """
 
 

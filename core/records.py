@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 from typing import Any
 
@@ -37,6 +38,48 @@ class Measurement:
         return sum(self.samples) / len(self.samples)
 
 
+@attrs.frozen
+class Method:
+    """How a tuning measured its candidates, kept in its record.
+
+    ``objective`` is what was compared (``"device"``: the device time of the
+    work, flushed and held; ``"wall"``: host-inclusive time per call),
+    ``statistic`` how each candidate's samples became one number, ``timer``
+    the timer plugin's name, ``warmup`` and ``repeat`` the untimed and timed
+    runs per candidate of the first pass.
+    """
+
+    objective: str = "device"
+    statistic: str = "mean"
+    timer: str = ""
+    warmup: int = 0
+    repeat: int = 0
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data for a record."""
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_data(cls, data: Any) -> Method:
+        """Read :meth:`to_data`'s output; a record written before methods were kept gives the defaults."""
+        if data is None:
+            return cls()
+        if not isinstance(data, dict):
+            raise CacheReadError(f"measured_with is a {type(data).__name__}, not a mapping")
+        return cls(
+            objective=str(data["objective"]),
+            statistic=str(data["statistic"]),
+            timer=str(data["timer"]),
+            warmup=int(data["warmup"]),
+            repeat=int(data["repeat"]),
+        )
+
+
+def iso_date(seconds: float) -> str:
+    """``seconds`` since the epoch as an ISO-8601 UTC date, to the second."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def _float_or_inf(value: Any) -> float:
     return math.inf if value is None else float(value)
 
@@ -60,6 +103,7 @@ class TuningRecord:
     versions: dict[str, str]
     hardware: dict[str, Any]
     created: float
+    method: Method = Method()
     schema: int = SCHEMA
 
     def to_data(self) -> dict[str, Any]:
@@ -83,6 +127,8 @@ class TuningRecord:
             "versions": dict(self.versions),
             "hardware": dict(self.hardware),
             "created": self.created,
+            "created_at": iso_date(self.created),
+            "measured_with": self.method.to_data(),
         }
 
     @classmethod
@@ -121,6 +167,7 @@ class TuningRecord:
                 versions={str(k): str(v) for k, v in data["versions"].items()},
                 hardware=dict(data["hardware"]),
                 created=float(data["created"]),
+                method=Method.from_data(data.get("measured_with")),
             )
         except CacheReadError:
             raise

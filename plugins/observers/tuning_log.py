@@ -12,7 +12,7 @@ import math
 import time
 from pathlib import Path
 
-from kerneltune.core import CandidateMeasured, TuningFinished, TuningStarted, hookimpl
+from kerneltune.core import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted, hookimpl
 
 logger = logging.getLogger("kerneltune")
 
@@ -50,6 +50,19 @@ def kerneltune_tuning_started(event: TuningStarted) -> None:
         log_dir=event.log_dir,
         rank=event.rank,
     )
+
+
+@hookimpl
+def kerneltune_pick_loaded(event: PickLoaded) -> None:
+    where = "this rank's cache" if event.source == "cache" else "another rank's cache"
+    line = (
+        f"{event.function}: key {event.key!r}: using the stored pick [{event.best.index}] "
+        f"{event.best.label} from {where}: no measuring"
+    )
+    # Only on the terminal: the log file records tunings, and a hit changes nothing on disk.
+    logger.debug(line)
+    if event.verbose:
+        print(f"[kerneltune] {line}", flush=True)
 
 
 @hookimpl

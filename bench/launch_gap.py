@@ -12,9 +12,9 @@ the tuner does (5 untimed launches, then 20 timed, each sample its own event
 pair), under three set-ups run in turn in every round:
 
 * ``none``: no set-up; the device idles until the host has launched the kernel;
-* ``flush``: the L2 flush as ``before`` (the tuner with a timer that cannot hold);
-* ``flush+hold``: the flush, then the timer's ``hold`` sized as the tuner
-  sizes it (``hold_microseconds`` of the host launch times seen so far).
+* ``flush``: the L2 flush as ``before`` (a timer that cannot hold);
+* ``flush+hold``: the flush, then the timer's ``hold`` sized as the
+  MEASURE step sizes it (``hold_microseconds`` of the host launch times seen so far).
 
 It prints, per config and set-up, the first timed sample, the median, the
 mean (the tuner's statistic), the largest, and mean / ``do_bench`` median; also
@@ -36,9 +36,8 @@ import triton
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from contextual_matmul import SIX_CONFIGS, launch_config, make_matmul, median_ms
-from kerneltune.core.contextual import hold_microseconds
+from kerneltune.core.measure import hold_microseconds
 from kerneltune.plugins.timers.events import CudaEventTimer
-from kerneltune.plugins.triton import adapter
 
 SET_UPS = ("none", "flush", "flush+hold")
 
@@ -86,8 +85,8 @@ def main() -> int:
     b = torch.randn((2048, 2048), device="cuda", dtype=torch.float16)
     c = torch.empty((2048, 2048), device="cuda", dtype=torch.float16)
     kernel = make_matmul(SIX_CONFIGS)
-    flush = adapter.cache_flusher()
-    assert flush is not None, "triton's CUDA driver has an L2 flush"
+    # The timer's own flush, as the tuners' MEASURE step runs it.
+    flush = CudaEventTimer().flush
     for cfg in SIX_CONFIGS:
         launch_config(kernel, cfg, a, b, c)
     torch.cuda.synchronize()

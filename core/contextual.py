@@ -37,10 +37,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import statistics
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
@@ -48,14 +45,12 @@ import attrs
 from kerneltune.core.engine import Space, Tuner, Tuning, describe_error
 from kerneltune.core.errors import NoValidConfigError, StalledTuningError, TunerBusyError
 from kerneltune.core.events import KernelTuned, LaunchMeasured
+from kerneltune.core.measure import TIMED, WARMUP, CandidateRuns
 from kerneltune.core.records import Candidate
 from kerneltune.core.registry import collect_registry
 from kerneltune.core.session import Session, current_session
 
 logger = logging.getLogger("kerneltune")
-
-WARMUP = "warmup"
-TIMED = "timed"
 
 #: Executions in a row that may launch kernels waiting for a pick without
 #: measuring anything before a call gives up. An outer function that launches
@@ -64,31 +59,7 @@ TIMED = "timed"
 #: executions.
 STALL_LIMIT = 10
 
-#: The device is held before each timed launch for this many times the median
-#: host time of the (kernel, key)'s recent launches (see ``hold_microseconds``)...
-HOLD_FACTOR = 2.0
-#: ...or for this long before any launch of it has been timed on the host...
-HOLD_DEFAULT_US = 200.0
-#: ...and never longer than this.
-HOLD_CAP_US = 2000.0
-#: How many recent launches of a (kernel, key) the host-time median is taken over.
-HOST_TIMES_KEPT = 8
-
 Thunk = Callable[[], object]
-
-
-def hold_microseconds(host_us: Sequence[float]) -> float:
-    """How long to keep the device busy ahead of a timed launch.
-
-    The host needs about the median of its recent launch times (``host_us``,
-    microseconds) to get the kernel onto the device after the start mark;
-    holding the device twice that long keeps ordinary jitter out of the
-    timed region, and a capped hold keeps one slow launch (a compilation)
-    from costing much.
-    """
-    if not host_us:
-        return HOLD_DEFAULT_US
-    return min(HOLD_CAP_US, HOLD_FACTOR * statistics.median(host_us))
 
 
 class KernelLaunch(Protocol):
@@ -133,9 +104,6 @@ class KernelLaunch(Protocol):
     def commit(self, config: Any) -> None:
         """Make ``config`` the kernel's own pick for this key."""
 
-    def flush(self) -> None:
-        """Evict the device's caches before a timed launch; nothing where there are none."""
-
 
 class Interceptor(Protocol):
     """What ``kerneltune_register_interceptors`` classes provide; see that hook."""
@@ -168,10 +136,8 @@ class _KernelKey:
     tuning: Tuning | None = None
     candidate: Candidate | None = None
     launches: int = 0
-    timer: Any = None
+    runs: CandidateRuns | None = None
     error: BaseException | None = None
-    #: host microseconds of its recent launches, for the hold before a timed one.
-    host_us: deque[float] = attrs.field(factory=lambda: deque(maxlen=HOST_TIMES_KEPT))
     means: dict[int, float] = attrs.field(factory=dict)
     good: list[int] = attrs.field(factory=list)
     bad: set[int] = attrs.field(factory=set)
@@ -314,6 +280,9 @@ class _Call:
             keep=lambda candidate: candidate.index in kept,
             group=None,
             verbose=self.owner.verbose,
+            warmup=self.owner.n_warmup,
+            repeat=self.owner.n_repeat,
+            flush=self.owner.flush_cache,
         )
         self._open.append(tuning)
         if tuning.hit:
@@ -335,7 +304,7 @@ class _Call:
         state.candidate = candidate
         state.launches = 0
         state.error = None
-        state.timer = self.session.make_timer()
+        state.runs = state.tuning.runs(candidate)
 
     def _finish(self, state: _KernelKey, launch: KernelLaunch) -> None:
         assert state.tuning is not None
@@ -381,24 +350,16 @@ class _Call:
     # -- launches --------------------------------------------------------------------
 
     def _measure(self, state: _KernelKey, launch: KernelLaunch) -> Any:
-        candidate = state.candidate
-        assert candidate is not None
-        warmup, repeat = self.owner.n_warmup, self.owner.n_repeat
-        index = state.launches
+        candidate, runs = state.candidate, state.runs
+        assert candidate is not None and runs is not None
         state.launches += 1
         if state.error is not None:
             result = self._stand_in(state, launch)
         else:
-            phase, round_, rounds = (
-                (WARMUP, index + 1, warmup) if index < warmup else (TIMED, index - warmup + 1, repeat)
-            )
-            around = None
-            if phase == TIMED:
-                around = functools.partial(state.timer.sample, before=self._set_up(state, launch))
+            phase, round_ = runs.phase, runs.round
+            rounds = runs.warmup if phase == WARMUP else runs.repeat
             try:
-                started = time.perf_counter()
-                result = launch.run(candidate.config, around=around)
-                state.host_us.append((time.perf_counter() - started) * 1e6)
+                result = runs.run(lambda wrap: launch.run(candidate.config, around=wrap))
             except Exception as exc:
                 state.error = exc
                 state.bad.add(candidate.index)
@@ -407,50 +368,33 @@ class _Call:
             else:
                 if phase == WARMUP:
                     self._launch_event(state, candidate, phase, round_, rounds, None, None)
-        if state.launches == warmup + repeat:
+        # Every rank spends every launch on a candidate, failed or not, so that
+        # ranks whose outer function holds collectives stay aligned.
+        if state.launches == runs.warmup + runs.repeat:
             self._engine(self._complete, state, launch)
         return result
 
-    def _set_up(self, state: _KernelKey, launch: KernelLaunch) -> Thunk | None:
-        """What the timer runs right before its start mark: the flush, then the hold.
-
-        Both go inside the timer's set-up: enqueued earlier, the device could
-        finish them before the host had launched the kernel and sit idle
-        inside the timed region. The flush alone covers only a quick host: it
-        keeps an H200 busy for about 60 µs, and a triton 3.6 launch took one
-        lease's host 67-88 µs (another's 36 µs), so timers that can
-        (``hold``) also keep the device spinning while the host launches.
-        """
-        steps: list[Thunk] = []
-        if self.owner.flush_cache:
-            steps.append(launch.flush)
-        hold = getattr(state.timer, "hold", None)
-        if hold is not None:
-            steps.append(functools.partial(hold, hold_microseconds(state.host_us)))
-        if not steps:
-            return None
-        return functools.partial(_in_turn, steps)
-
     def _complete(self, state: _KernelKey, launch: KernelLaunch) -> None:
-        candidate = state.candidate
-        assert candidate is not None and state.tuning is not None
+        candidate, runs = state.candidate, state.runs
+        assert candidate is not None and runs is not None and state.tuning is not None
         if state.error is None:
-            repeat = self.owner.n_repeat
             try:
-                samples = state.timer.collect()
+                samples = runs.samples()
             except Exception as exc:
                 # Where an asynchronous device error surfaces (a kernel that
                 # faulted); the log must say why the candidate is invalid.
                 state.error = exc
-                self._launch_event(state, candidate, TIMED, repeat, repeat, None, exc)
+                self._launch_event(state, candidate, TIMED, runs.repeat, runs.repeat, None, exc)
             else:
                 for i, sample in enumerate(samples):
-                    self._launch_event(state, candidate, TIMED, i + 1, repeat, sample, None)
+                    self._launch_event(state, candidate, TIMED, i + 1, runs.repeat, sample, None)
                 state.tuning.record(candidate, samples)
-                state.means[candidate.index] = sum(samples) / len(samples)
-                state.good.append(candidate.index)
+                state.means[candidate.index] = state.tuning.mean(candidate)
+                if candidate.index not in state.good:
+                    state.good.append(candidate.index)
         if state.error is not None:
             state.tuning.fail(candidate, state.error)
+            state.means.pop(candidate.index, None)
         self._next_candidate(state, launch)
 
     def _stand_in(self, state: _KernelKey, launch: KernelLaunch) -> Any:
@@ -501,11 +445,6 @@ class _Call:
             # fail the user's kernel launch, nor pull one rank out of a tuning
             # while the others wait at its next barrier; the engine does the same.
             logger.exception("kerneltune: %s: an observer of %s failed", self.owner.__name__, hook)
-
-
-def _in_turn(steps: Sequence[Thunk]) -> None:
-    for step in steps:
-        step()
 
 
 def _contains(configs: Sequence[Any], config: Any) -> bool:

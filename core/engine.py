@@ -8,12 +8,17 @@
 
 A :class:`Tuner` holds one candidate space and its in-process picks. Each
 miss is one :class:`Tuning`, driven from outside: the driver asks
-:meth:`Tuning.next_candidate`, runs it however it must (a host function in a
-loop, a kernel inside repeated outer calls), hands back samples with
-:meth:`Tuning.record` or an exception with :meth:`Tuning.fail`, and calls
-:meth:`Tuning.finish` for the pick. With more than one rank, pruning runs
-before agreement so one gather also checks that all ranks kept the same
-candidates.
+:meth:`Tuning.next_candidate`, takes its runs through :meth:`Tuning.runs`
+however it must (a host function in a loop, a kernel inside repeated outer
+calls), hands back the samples with :meth:`Tuning.record` or an exception
+with :meth:`Tuning.fail`, and calls :meth:`Tuning.finish` for the pick. With
+more than one rank, pruning runs before agreement so one gather also checks
+that all ranks kept the same candidates.
+
+Every tuner measures through :mod:`kerneltune.core.measure`, and every
+tuning that is not adaptive ends its measuring the same way: candidates
+whose means lie within the noise of the best one's are re-timed in
+interleaved rounds, and the pick is made among them (:func:`near_ties`).
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ from kerneltune.core.agreement import Verdict, Vote, resolve
 from kerneltune.core.errors import CacheReadError, NoValidConfigError, RankMismatchError
 from kerneltune.core.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.keys import describe, digest, encode_key
-from kerneltune.core.records import Candidate, Measurement, TuningRecord
+from kerneltune.core.measure import STATISTIC, CandidateRuns, host_times, standard_error
+from kerneltune.core.records import Candidate, Measurement, Method, TuningRecord
 from kerneltune.core.session import Session
 
 logger = logging.getLogger("kerneltune")
@@ -65,6 +71,67 @@ class Space:
         )
         fingerprint = digest({"source": source, "candidates": [c.fingerprint for c in candidates]})
         return cls(name=name, candidates=candidates, fingerprint=fingerprint)
+
+
+#: Near ties: a candidate is re-timed with the best one when its mean lies
+#: within this many combined standard errors of the best mean...
+TIE_SIGMAS = 2.0
+#: ...or within this fraction of it, since conditions that change between
+#: candidates measured apart (clocks, caches, other work) are not in the spread...
+TIE_FLOOR = 0.02
+#: ...at most this many candidates, the best included...
+TIE_MAX = 4
+#: ...each given this many untimed runs at the start of every round.
+TIE_WARMUP = 1
+
+
+@attrs.frozen
+class Schedule:
+    """How a tuning measures each candidate.
+
+    :param warmup: untimed runs per candidate.
+    :param repeat: timed runs per candidate.
+    :param flush: let the timer evict the device's caches before timed runs.
+    :param adaptive: the driver chooses what to measure in rounds
+        (:meth:`Tuning.request`); nothing is queued up front and near ties
+        are left to it.
+    """
+
+    warmup: int
+    repeat: int
+    flush: bool = True
+    adaptive: bool = False
+
+
+@attrs.frozen
+class _Job:
+    """One queued measurement: a candidate and its runs."""
+
+    candidate: Candidate
+    warmup: int
+    repeat: int
+    #: add to the candidate's earlier samples instead of replacing them.
+    extend: bool = False
+
+
+def near_ties(means: Sequence[float], errors: Sequence[float]) -> list[int]:
+    """The positions whose means lie within the noise of the lowest, lowest first.
+
+    A mean ties with the best when it exceeds it by at most
+    :data:`TIE_SIGMAS` combined standard errors (``errors``), or by at most
+    :data:`TIE_FLOOR` of the best mean; at most :data:`TIE_MAX` positions,
+    the best's included. Non-finite means never tie.
+    """
+    finite = [i for i, m in enumerate(means) if math.isfinite(m)]
+    if not finite:
+        return []
+    best = min(finite, key=lambda i: (means[i], i))
+
+    def margin(i: int) -> float:
+        return max(TIE_SIGMAS * math.hypot(errors[best], errors[i]), TIE_FLOOR * means[best])
+
+    close = sorted((i for i in finite if means[i] - means[best] <= margin(i)), key=lambda i: (means[i], i))
+    return close[:TIE_MAX]
 
 
 def describe_error(exc: BaseException) -> str:
@@ -101,6 +168,9 @@ class Tuner:
         group: Any = None,
         verbose: bool = False,
         adaptive: bool = False,
+        warmup: int | None = None,
+        repeat: int | None = None,
+        flush: bool = True,
     ) -> Tuning:
         """Run KEY, LOOKUP, PRUNE and AGREE for ``key``; the result is a context manager.
 
@@ -109,6 +179,9 @@ class Tuner:
             measure in rounds (:meth:`Tuning.request`), reading the agreed
             times (:meth:`Tuning.times`) between rounds, as a staged search
             does; candidates it never requests count as not measured.
+        :param warmup: untimed runs per candidate (default: the ``warmup`` setting).
+        :param repeat: timed runs per candidate (default: the ``repeat`` setting).
+        :param flush: let the timer evict the device's caches before each timed run.
         :param failure: an exception the driver met while computing the key;
             alone it is re-raised, with several ranks it is reported to all.
         :param group: the process group handed to the reducer.
@@ -133,12 +206,16 @@ class Tuner:
             if failure is not None
             else digest({"space": self.space.fingerprint, "hardware": session.hardware, "key": encoded})
         )
+        schedule = Schedule(
+            warmup=session.settings.warmup if warmup is None else warmup,
+            repeat=session.settings.repeat if repeat is None else repeat,
+            flush=flush,
+            adaptive=adaptive,
+        )
         lock = self._lock_for(entry or "")
         lock.acquire()
         try:
-            return Tuning(
-                self, session, reducer, key, encoded, entry, keep, failure, verbose, lock, adaptive=adaptive
-            )
+            return Tuning(self, session, reducer, key, encoded, entry, keep, failure, verbose, lock, schedule)
         except BaseException:
             lock.release()
             raise
@@ -163,7 +240,7 @@ class Tuning:
         failure: BaseException | None,
         verbose: bool,
         lock: threading.Lock,
-        adaptive: bool = False,
+        schedule: Schedule,
     ) -> None:
         self.tuner = tuner
         self.session = session
@@ -176,8 +253,13 @@ class Tuning:
         self._space = tuner.space
         self._log_dir = session.cache.directory(self._space.name)
         self._measurements: dict[int, Measurement] = {}
-        self._queue: list[Candidate] = []
-        self._adaptive = adaptive
+        self._queue: list[_Job] = []
+        self._job: _Job | None = None
+        self._schedule = schedule
+        self._ties_planned = schedule.adaptive
+        #: the candidates SELECT chooses among after near ties were re-timed.
+        self._finalists: tuple[Candidate, ...] | None = None
+        self._host_us = host_times()
         self._started = time.perf_counter()
         self._writers: frozenset[int] = frozenset({reducer.rank})
         # Per-rank files are named by the rank in the job: subgroups restart at 0.
@@ -240,7 +322,8 @@ class Tuning:
                 return
         kept_candidates = tuple(self._space.candidates[i] for i in kept)
         # An adaptive driver queues candidates itself, round by round.
-        self._queue = [] if self._adaptive else list(kept_candidates)
+        if not self._schedule.adaptive:
+            self.request(kept_candidates)
         for candidate in self._space.candidates:
             if candidate.index not in kept:
                 self._measurements[candidate.index] = Measurement(candidate.index, error=PRUNED)
@@ -369,29 +452,76 @@ class Tuning:
     def next_candidate(self) -> Candidate | None:
         """The next candidate to measure, or ``None`` when there is none left.
 
-        With several ranks this is a barrier, so every rank starts each
+        Once the queued candidates are measured, a tuning that is not
+        adaptive re-times its near ties (:func:`near_ties`) in
+        ``tie_rounds`` interleaved rounds before it says there is none left;
+        with several ranks deciding which ones is one collective. With
+        several ranks this is also a barrier, so every rank starts each
         candidate together.
         """
-        if self.best is not None or not self._queue:
+        if self.best is not None:
+            return None
+        if not self._queue and not self._ties_planned:
+            self._ties_planned = True
+            self._plan_ties()
+        if not self._queue:
             return None
         if self.reducer.world_size > 1:
             self.reducer.barrier()
-        return self._queue.pop(0)
+        self._job = self._queue.pop(0)
+        return self._job.candidate
 
-    def request(self, candidates: Iterable[Candidate]) -> None:
-        """Queue candidates for :meth:`next_candidate`, in order (adaptive tunings).
+    def request(
+        self,
+        candidates: Iterable[Candidate],
+        *,
+        warmup: int | None = None,
+        repeat: int | None = None,
+        rounds: int = 1,
+    ) -> None:
+        """Queue candidates for :meth:`next_candidate`, in order.
 
-        A candidate measured before is measured again; the new measurement
-        replaces the old one (a staged search re-times its finalists so).
+        A candidate measured before is measured again; its first new
+        measurement replaces the old one. With ``rounds`` above one the
+        candidates are measured in that many interleaved rounds, each round
+        starting one candidate further on, and the later rounds add to the
+        first round's samples (a staged search re-times its finalists so).
         Every rank must request the same candidates in the same order.
 
+        :param warmup: untimed runs per candidate and round (default: the tuning's).
+        :param repeat: timed runs per candidate and round (default: the tuning's).
         :raises ValueError: for a candidate that was pruned.
         """
-        for candidate in candidates:
+        listed = list(candidates)
+        for candidate in listed:
             previous = self._measurements.get(candidate.index)
             if previous is not None and previous.error == PRUNED:
                 raise ValueError(f"{self._space.name}: candidate [{candidate.index}] was pruned")
-            self._queue.append(candidate)
+        warmup = self._schedule.warmup if warmup is None else warmup
+        repeat = self._schedule.repeat if repeat is None else repeat
+        for round_ in range(rounds):
+            shift = round_ % len(listed) if listed else 0
+            for candidate in listed[shift:] + listed[:shift]:
+                self._queue.append(_Job(candidate, warmup, repeat, extend=round_ > 0))
+
+    def _plan_ties(self) -> None:
+        rounds = self.session.settings.tie_rounds
+        candidates = self._space.candidates
+        if rounds == 0 or len(self._measurements) < 2:
+            return
+        local = [self.mean(c) for c in candidates]
+        local += [standard_error(self._measurement(c.index).samples) for c in candidates]
+        agreed = list(self.reducer.max(local)) if self.reducer.world_size > 1 else local
+        close = near_ties(agreed[: len(candidates)], agreed[len(candidates) :])
+        if len(close) < 2:
+            return
+        self._finalists = tuple(candidates[i] for i in close)
+        self.request(
+            self._finalists,
+            warmup=TIE_WARMUP,
+            repeat=max(1, math.ceil(self._schedule.repeat / 2)),
+            rounds=rounds,
+        )
 
     def times(self, candidates: Sequence[Candidate]) -> list[float]:
         """REDUCE now: each candidate's mean time as every rank agrees on it.
@@ -404,13 +534,48 @@ class Tuning:
         local = [self._measurement(c.index).mean for c in candidates]
         return list(self.reducer.max(local)) if self.reducer.world_size > 1 else local
 
-    def record(self, candidate: Candidate, samples: Sequence[float], *, extend: bool = False) -> None:
+    def mean(self, candidate: Candidate) -> float:
+        """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
+        return self._measurement(candidate.index).mean
+
+    def runs(self, candidate: Candidate) -> CandidateRuns:
+        """The runs to take of ``candidate``, the one :meth:`next_candidate` handed out.
+
+        Take them with :meth:`CandidateRuns.run`, then hand
+        :meth:`CandidateRuns.samples` to :meth:`record` (or an exception to
+        :meth:`fail`). Each measurement gets a timer of its own, so nothing
+        a failed one sampled can reach the next.
+        """
+        job = self._current(candidate)
+        return CandidateRuns(
+            self.session.make_timer(),
+            warmup=job.warmup,
+            repeat=job.repeat,
+            objective=self.session.settings.objective,
+            flush=self._schedule.flush,
+            host_us=self._host_us,
+        )
+
+    def _current(self, candidate: Candidate) -> _Job:
+        job = self._job
+        if job is None or job.candidate.index != candidate.index:
+            raise RuntimeError(
+                f"{self._space.name}: candidate [{candidate.index}] is not the one "
+                "next_candidate() handed out"
+            )
+        return job
+
+    def record(self, candidate: Candidate, samples: Sequence[float], *, extend: bool | None = None) -> None:
         """Take back a candidate's timing samples, in milliseconds.
 
         :param extend: add to the samples this tuning already holds for the
-            candidate instead of replacing them (a driver interleaving rounds
-            of several candidates); a candidate that failed stays failed.
+            candidate instead of replacing them; a candidate that failed
+            stays failed. Default: as the queued measurement says (the later
+            rounds of :meth:`request` extend).
         """
+        if extend is None:
+            job = self._job
+            extend = job is not None and job.candidate.index == candidate.index and job.extend
         new = tuple(float(s) for s in samples)
         if extend and (previous := self._measurements.get(candidate.index)) is not None:
             if previous.error is not None:
@@ -422,35 +587,21 @@ class Tuning:
         """Record that a candidate raised; it counts as infinitely slow."""
         self._finish_candidate(Measurement(candidate.index, error=describe_error(error)))
 
-    def measure(
-        self,
-        candidate: Candidate,
-        run: Callable[[], object],
-        *,
-        warmup: int | None = None,
-        repeat: int | None = None,
-        extend: bool = False,
-    ) -> None:
-        """Measure ``run`` with the session's timer: warm-up, then timed calls.
+    def measure(self, candidate: Candidate, run: Callable[[], object]) -> None:
+        """Take every run of ``candidate`` by calling ``run``, and record the samples.
 
-        Any exception from ``run`` or the timer marks the candidate failed.
-
-        :param warmup: untimed calls (default: the configured ``warmup``).
-        :param repeat: timed calls (default: the configured ``repeat``).
-        :param extend: add these samples to the candidate's earlier ones (see :meth:`record`).
+        Any exception from ``run`` or the timer, and samples the timer got
+        wrong, mark the candidate failed.
         """
-        settings = self.session.settings
-        timer = self.session.make_timer()
+        runs = self.runs(candidate)
         try:
-            for _ in range(settings.warmup if warmup is None else warmup):
-                run()
-            for _ in range(settings.repeat if repeat is None else repeat):
-                timer.sample(run)
-            samples = timer.collect()
+            while not runs.finished:
+                runs.run(lambda wrap: wrap(run))
+            samples = runs.samples()
         except Exception as exc:
             self.fail(candidate, exc)
         else:
-            self.record(candidate, samples, extend=extend)
+            self.record(candidate, samples)
 
     def _finish_candidate(self, measurement: Measurement) -> None:
         self._measurements[measurement.index] = measurement
@@ -488,7 +639,12 @@ class Tuning:
         candidates = self._space.candidates
         local = [self._measurement(c.index).mean for c in candidates]
         times = tuple(self.reducer.max(local)) if self.reducer.world_size > 1 else tuple(local)
+        if among is None:
+            among = self._finalists
         allowed = None if among is None else {c.index for c in among}
+        if among is self._finalists and allowed and not any(math.isfinite(times[i]) for i in allowed):
+            # Every near tie failed while being re-timed: the first pass still stands.
+            allowed = None
         finite = [i for i, t in enumerate(times) if math.isfinite(t) and (allowed is None or i in allowed)]
         best = min(finite, key=lambda i: (times[i], i)) if finite else None
         self._emit(
@@ -526,6 +682,13 @@ class Tuning:
             versions=dict(self.session.versions),
             hardware=dict(self.session.hardware),
             created=time.time(),
+            method=Method(
+                objective=self.session.settings.objective,
+                statistic=STATISTIC,
+                timer=self.session.timers.select(self.session.settings.timer).name,
+                warmup=self._schedule.warmup,
+                repeat=self._schedule.repeat,
+            ),
         )
         self._adopt(record, store=True)
         return candidates[best]

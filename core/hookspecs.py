@@ -50,18 +50,25 @@ def kerneltune_register_timers(register: Callable[[type], None]) -> None:
 
     * ``sample(fn, *, before=None)``: run ``fn`` once inside the timed
       region. ``before``, when given, is set-up that must happen just ahead
-      of that region but outside it (the contextual tuner's L2 flush); a
-      device timer enqueues it after its own bookkeeping and right before
-      its start mark, so the device is busy with it while the host prepares
-      the launch of ``fn``.
+      of that region but outside it (the flush and hold below); a device
+      timer enqueues it after its own bookkeeping and right before its start
+      mark, so the device is busy with it while the host prepares the launch
+      of ``fn``.
     * ``collect() -> list[float]``: wait for outstanding work once and
-      return every sample since the last ``collect``, in milliseconds.
+      return every sample since the last ``collect``, in milliseconds: one
+      finite, non-negative number per ``sample``. Anything else fails the
+      candidate being measured, with a message naming the timer.
+    * optionally ``flush()``: enqueue device work that evicts the device's
+      caches (an L2 write), without waiting.
     * optionally ``hold(microseconds)``: enqueue device work that keeps the
-      device busy for about that long, without waiting. The contextual
-      tuner adds it to ``before`` (after the flush), sized to cover the
-      host's launch of ``fn``, so that the device does not reach the start
-      mark before the work. Timers of host clocks, or of devices with no
-      way to spin, leave it out.
+      device busy for about that long, without waiting.
+
+    With the ``device`` objective, the engine's MEASURE step
+    (:mod:`kerneltune.core.measure`) passes ``before`` as the flush then a
+    hold sized to cover the host's work in ``fn``, so the device reaches the
+    start mark no sooner than the work. Timers of host clocks, or of devices
+    with no way to do either, leave them out. A timer instance measures one
+    candidate (its warm-up and timed runs, one ``collect``).
 
     :param register: call once per class; a name another plugin registered
         too is an error that names both plugins.

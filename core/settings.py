@@ -39,6 +39,8 @@ class Settings:
     cache_dir: Path = DEFAULT_CACHE_DIR
     warmup: int = 5
     repeat: int = 10
+    objective: str = "device"
+    tie_rounds: int = 4
     block: tuple[str, ...] = ()
     always_tune: bool = False
     version_check: bool = False
@@ -79,6 +81,13 @@ def _flag(value: Any, where: str) -> bool:
     raise ConfigError(f"{where}: expected a boolean (0/1, true/false), got {value!r}")
 
 
+def _objective(value: Any, where: str) -> str:
+    text = str(value).strip().lower() if isinstance(value, str) else value
+    if text not in ("device", "wall"):
+        raise ConfigError(f"{where}: expected 'device' or 'wall', got {value!r}")
+    return text
+
+
 def _path(value: Any, where: str) -> Path:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: expected a directory path, got {value!r}")
@@ -100,6 +109,8 @@ _FIELDS = {
     "cache_dir": _path,
     "warmup": _count(0),
     "repeat": _count(1),
+    "objective": _objective,
+    "tie_rounds": _count(0),
     "block": _names,
     "always_tune": _flag,
     "version_check": _flag,
@@ -113,6 +124,8 @@ _ENV = {
     "KERNELTUNE_REDUCER": "reducer",
     "KERNELTUNE_BLOCK_PLUGINS": "block",
     "KERNELTUNE_VERIFY_PICK": "verify_pick",
+    "KERNELTUNE_OBJECTIVE": "objective",
+    "KERNELTUNE_TIE_ROUNDS": "tie_rounds",
     "TRITON_DIST_AUTOTUNE_CACHE_DIR": "cache_dir",
     "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
     "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check",

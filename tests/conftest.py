@@ -14,6 +14,8 @@ _OURS = (
     "KERNELTUNE_BLOCK_PLUGINS",
     "KERNELTUNE_VERIFY_PICK",
     "KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD",
+    "KERNELTUNE_OBJECTIVE",
+    "KERNELTUNE_TIE_ROUNDS",
     "TRITON_DIST_AUTOTUNE_CACHE_DIR",
     "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE",
     "TRITON_DIST_AUTOTUNE_VERSION_CHECK",
@@ -24,9 +26,14 @@ _OURS = (
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
-    """A private cache dir and cwd, and none of the user's kerneltune variables."""
+    """A private cache dir and cwd, and none of the user's kerneltune variables.
+
+    Near ties are not re-timed (``tie_rounds = 0``), so that tests can count
+    a candidate's runs; the tests of re-timing, and the demo's, turn it on.
+    """
     for name in _OURS:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "0")
     cache = tmp_path / "cache"
     monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CACHE_DIR", str(cache))
     monkeypatch.chdir(tmp_path)

@@ -24,14 +24,14 @@ from kerneltune.core import (
     StalledTuningError,
     TunerBusyError,
     add_plugin,
-    contextual,
     hookimpl,
+    measure,
     remove_plugin,
 )
 from kerneltune.core.contextual import STALL_LIMIT, _Active
 from kerneltune.core.engine import Tuning
-from kerneltune.plugins.triton.interceptor import TritonLaunch
 from triton.runtime.autotuner import Autotuner
+from tuning_doubles import steps_plugin
 
 from triton_dist.autotuner import ContextualAutoTuner, contextual_autotune
 
@@ -761,104 +761,28 @@ def test_a_key_holding_a_triton_dtype_is_tuned():
     assert list(cast_kernel.cache) == [(64, tl.float32, "torch.float32", "torch.float32")]
 
 
-class RecordingTimer:
-    """Notes, for every timed launch, whether the driver handed it a flush to run first."""
-
-    name = "recording"
-    befores: list[bool] = []  # noqa: RUF012  (reset by the test through monkeypatch)
-
-    @classmethod
-    def is_available(cls):
-        return True
-
-    def __init__(self):
-        self.count = 0
-
-    def sample(self, fn, *, before=None):
-        type(self).befores.append(before is not None)
-        if before is not None:
-            before()
-        fn()
-        self.count += 1
-
-    def collect(self):
-        samples, self.count = [1.0] * self.count, 0
-        return samples
-
-
-class RecordingTimerPlugin:
-    @hookimpl
-    def kerneltune_register_timers(self, register):
-        register(RecordingTimer)
-
-
 @pytest.mark.parametrize("flush_cache", [True, False])
-def test_the_flush_runs_inside_the_timers_set_up_for_every_timed_launch(plugins, monkeypatch, flush_cache):
-    plugins(RecordingTimerPlugin())
-    monkeypatch.setattr(RecordingTimer, "befores", [])
-    monkeypatch.setenv("KERNELTUNE_TIMER", "recording")
-    scale_kernel = make_scale_kernel()
-
-    @contextual_autotune(n_repeat=3, n_warmup=1, flush_cache=flush_cache)
-    def run(x):
-        return launch_scale(scale_kernel, x, 2.0)
-
-    x = randn(64)
-    torch.testing.assert_close(run(x), 2.0 * x)
-    assert RecordingTimer.befores == [flush_cache] * (3 * len(scale_kernel.configs))
-
-
-class HoldingTimer(RecordingTimer):
-    """A recording timer that can hold the device: notes each set-up step in order."""
-
-    name = "holding"
-    steps: list[tuple[str, float]] = []  # noqa: RUF012  (reset by the test through monkeypatch)
-
-    def hold(self, microseconds):
-        type(self).steps.append(("hold", microseconds))
-
-    def sample(self, fn, *, before=None):
-        if before is not None:
-            before()
-        type(self).steps.append(("start", 0.0))
-        fn()
-        self.count += 1
-
-
-class HoldingTimerPlugin:
-    @hookimpl
-    def kerneltune_register_timers(self, register):
-        register(HoldingTimer)
-
-
 @pytest.mark.parametrize("n_warmup", [0, 2])
-def test_timers_that_can_hold_the_device_are_held_after_the_flush_for_every_timed_launch(
-    plugins, monkeypatch, n_warmup
+def test_every_timed_launch_is_flushed_then_held_inside_the_timers_set_up(
+    plugins, monkeypatch, flush_cache, n_warmup
 ):
-    plugins(HoldingTimerPlugin())
-    monkeypatch.setattr(HoldingTimer, "steps", [])
-    monkeypatch.setenv("KERNELTUNE_TIMER", "holding")
+    steps = []
+    plugins(steps_plugin(steps))
+    monkeypatch.setenv("KERNELTUNE_TIMER", "steps")
     scale_kernel = make_scale_kernel()
 
-    @contextual_autotune(n_repeat=3, n_warmup=n_warmup)
+    @contextual_autotune(n_repeat=3, n_warmup=n_warmup, flush_cache=flush_cache)
     def run(x):
         return launch_scale(scale_kernel, x, 2.0)
 
-    monkeypatch.setattr(TritonLaunch, "flush", lambda self: HoldingTimer.steps.append(("flush", 0.0)))
     x = randn(64)
     torch.testing.assert_close(run(x), 2.0 * x)
 
     timed = 3 * len(scale_kernel.configs)
-    assert [name for name, _ in HoldingTimer.steps] == ["flush", "hold", "start"] * timed
-    holds = [us for name, us in HoldingTimer.steps if name == "hold"]
-    assert all(0.0 < us <= contextual.HOLD_CAP_US for us in holds)
+    expected = ["flush", "hold", "start"] if flush_cache else ["hold", "start"]
+    assert [name for name, _ in steps] == expected * timed
+    holds = [us for name, us in steps if name == "hold"]
+    assert all(0.0 < us <= measure.HOLD_CAP_US for us in holds)
     # Before any launch of the kernel has been timed on the host, the default;
     # after, twice the median host time of its recent launches.
-    assert (holds[0] == contextual.HOLD_DEFAULT_US) == (n_warmup == 0)
-
-
-def test_the_hold_is_twice_the_median_recent_host_launch_time_capped():
-    assert contextual.hold_microseconds([]) == contextual.HOLD_DEFAULT_US
-    assert contextual.hold_microseconds([30.0, 10.0, 20.0]) == 40.0
-    assert contextual.hold_microseconds([80.0, 90.0, 5e5]) == 180.0, "one compilation does not count"
-    assert contextual.hold_microseconds([5e5] * 3) == contextual.HOLD_CAP_US
+    assert (holds[0] == measure.HOLD_DEFAULT_US) == (n_warmup == 0)

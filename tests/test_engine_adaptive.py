@@ -35,9 +35,9 @@ def runner(clock, candidate, calls):
     return run
 
 
-def drain(tuning, clock, calls, **counts):
+def drain(tuning, clock, calls):
     while (candidate := tuning.next_candidate()) is not None:
-        tuning.measure(candidate, runner(clock, candidate, calls), **counts)
+        tuning.measure(candidate, runner(clock, candidate, calls))
 
 
 def test_adaptive_tuning_measures_only_what_is_requested(session, clock, isolated):
@@ -66,8 +66,8 @@ def test_a_request_again_replaces_the_measurement_and_counts_can_be_raised(sessi
     with tuner.begin(session, "key", adaptive=True) as tuning:
         tuning.request([a, b])
         drain(tuning, clock, calls)
-        tuning.request([a])
-        drain(tuning, clock, calls, warmup=0, repeat=5)
+        tuning.request([a], warmup=0, repeat=5)
+        drain(tuning, clock, calls)
         assert tuning.times([a]) == [3.0]
         tuning.finish()
     assert calls.count("a") == 3 + 5

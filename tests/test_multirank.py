@@ -33,11 +33,14 @@ CONFIGS = [{"block": 64}, {"block": 128}, {"block": 256}, {"block": 512}]
 
 
 def make_session(cache_dir: Path, *, extra: tuple[object, ...] = (), **overrides: Any) -> Session:
+    # One sample per candidate, as these tests record, says nothing about noise, so
+    # every candidate would be a near tie: tests that count collectives turn it off.
     fields = {
         "reducer": "threads",
         "cache": "json",
         "timer": "wallclock",
         "cache_dir": cache_dir,
+        "tie_rounds": 0,
         **overrides,
     }
     settings = Settings(**fields)
@@ -416,3 +419,23 @@ def test_votes_from_other_ranks_than_the_group_are_a_plugin_error():
     vote = {"rank": 0, "global_rank": 0, "error": None}
     with pytest.raises(PluginError, match=r"gathered votes from ranks \[0\] for a group of 2"):
         resolve([vote], 2, "work")
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_near_ties_are_re_timed_in_the_same_rounds_on_every_rank(tmp_path, size):
+    group = ThreadGroup(size)
+    configs = [{"block": 2**i} for i in range(4)]
+
+    def rank(r: int) -> int:
+        session, tuner = make_session(tmp_path / "cache", tie_rounds=2), Tuner(space(configs))
+        # 0 and 1 swap places on rank 1.
+        times = [1.0, 1.01, 1.015, 9.0] if r != 1 else [1.02, 1.0, 1.015, 9.0]
+        return tune(tuner, session, 7, group.member(r), times)[0]
+
+    picks = run_ranks(size, rank)
+    assert len(set(picks)) == 1
+    for counts in group.counts:
+        # One more max decides the near ties from every rank's maxima (one sample each
+        # says nothing about the noise, so all four tie); then two rounds over the four,
+        # a barrier before each.
+        assert counts == {"gather": 1, "max": 2, "barrier": 4 + 2 * 4}

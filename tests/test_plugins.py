@@ -43,7 +43,7 @@ def _plugin(name: str, **hooks) -> types.ModuleType:
 
 
 def _settings(**values) -> Settings:
-    return Settings(cache_dir=load_settings().cache_dir, **values)
+    return Settings(cache_dir=load_settings().cache_dir, tie_rounds=load_settings().tie_rounds, **values)
 
 
 # -- selection by name ------------------------------------------------------------------

@@ -15,6 +15,7 @@ from kerneltune.plugins.reducers.local import LocalReducer
 from kerneltune.plugins.timers.events import (
     CALIBRATION_CYCLES,
     CALIBRATION_SPINS,
+    FLUSH_BYTES,
     CudaEventTimer,
     DeviceEventTimer,
     NpuEventTimer,
@@ -73,6 +74,8 @@ class FakeDeviceModule(types.ModuleType):
 
         self.Event = Event
         self.device = 0
+        #: the size of every flush, in bytes, in order.
+        self.flushes: list[int] = []
         #: the cycles of every ``_sleep`` spin enqueued.
         self.spins: list[int] = []
         #: cycles per microsecond the spin runs at now (the device's clock).
@@ -87,6 +90,17 @@ class FakeDeviceModule(types.ModuleType):
 
     def current_device(self) -> int:
         return self.device
+
+    def buffer(self, nbytes: int) -> object:
+        """What the timer allocates to flush with: writing it takes the device 0.06 ms."""
+        device = self
+
+        class Buffer:
+            def zero_(self) -> None:
+                device.flushes.append(nbytes)
+                device.clock.advance(0.06)
+
+        return Buffer()
 
     def is_available(self) -> bool:
         return self.available
@@ -118,6 +132,7 @@ def clock(monkeypatch):
 def fake_cuda(monkeypatch, clock):
     device = FakeDeviceModule("cuda", clock)
     monkeypatch.setattr(torch, "cuda", device)
+    monkeypatch.setattr(DeviceEventTimer, "_allocate", lambda timer, nbytes: device.buffer(nbytes))
     return device
 
 
@@ -128,6 +143,7 @@ def install_fake_npu(monkeypatch, clock: FakeClock) -> FakeDeviceModule:
     monkeypatch.setitem(sys.modules, "torch_npu", torch_npu)
     device = FakeDeviceModule("npu", clock)
     monkeypatch.setattr(torch, "npu", device, raising=False)
+    monkeypatch.setattr(DeviceEventTimer, "_allocate", lambda timer, nbytes: device.buffer(nbytes))
     return device
 
 
@@ -330,7 +346,9 @@ def test_tuning_on_the_fake_npu_times_with_npu_events(monkeypatch, fake_npu, clo
     assert fake_npu.synchronize_calls == 3, "one synchronize per candidate"
     assert len(fake_npu.events) == 2 * 10 * 3, "an event pair per timed run, none for warm-ups"
     (record,) = stored_records(isolated, "on_npu")
-    assert [row["samples_ms"] for row in record["candidates"]] == [[3.0] * 10, [0.5] * 10, [1.0] * 10]
+    samples = [row["samples_ms"] for row in record["candidates"]]
+    assert samples == [pytest.approx([cost] * 10) for cost in (3.0, 0.5, 1.0)]
+    assert fake_npu.flushes == [FLUSH_BYTES] * 30, "the L2 is flushed before every timed run"
     assert record["best"]["index"] == 1
     assert record["hardware"]["device"] == "npu"
 

@@ -3,6 +3,8 @@
 * :class:`FakeClock` and :func:`clock_plugin`: a timer named ``scripted``
   whose samples are whatever the candidate adds to a fake clock, so picks are
   deterministic.
+* :func:`steps_plugin`: a timer named ``steps`` that can flush and hold the
+  device and notes every flush, hold and start mark in order.
 * :func:`install_session`: make ``triton_dist.tune.autotune`` run with a
   session built from given settings and extra plugin objects.
 * :func:`stored_records`: the records a file cache holds for a function.
@@ -60,6 +62,51 @@ def clock_plugin(clock: FakeClock, name: str = "scripted") -> types.ModuleType:
     @hookimpl
     def kerneltune_register_timers(register):
         register(ScriptedTimer)
+
+    plugin.kerneltune_register_timers = kerneltune_register_timers
+    return plugin
+
+
+def steps_plugin(steps: list[tuple[str, float]], *, sample_ms: float = 1.0) -> types.ModuleType:
+    """A plugin registering the timer ``steps``: ``flush``, ``hold`` and start marks go to ``steps``.
+
+    Each step is ``(name, value)``: ``("flush", 0.0)``, ``("hold", microseconds)``
+    or ``("start", 0.0)``. Every sample reads ``sample_ms``.
+    """
+
+    class StepsTimer:
+        name = "steps"
+        auto_priority = -100
+
+        @classmethod
+        def is_available(cls) -> bool:
+            return True
+
+        def __init__(self) -> None:
+            self._count = 0
+
+        def flush(self) -> None:
+            steps.append(("flush", 0.0))
+
+        def hold(self, microseconds: float) -> None:
+            steps.append(("hold", microseconds))
+
+        def sample(self, fn, *, before=None):
+            if before is not None:
+                before()
+            steps.append(("start", 0.0))
+            fn()
+            self._count += 1
+
+        def collect(self) -> list[float]:
+            samples, self._count = [sample_ms] * self._count, 0
+            return samples
+
+    plugin = types.ModuleType("tests_steps_timer")
+
+    @hookimpl
+    def kerneltune_register_timers(register):
+        register(StepsTimer)
 
     plugin.kerneltune_register_timers = kerneltune_register_timers
     return plugin

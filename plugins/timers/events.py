@@ -3,8 +3,9 @@
 Each sample records an event pair on the current stream around the call;
 ``collect`` synchronises the device once and reads every pair. ``torch.cuda``
 and ``torch.npu`` expose the same ``Event(enable_timing=True)``,
-``record()``, ``elapsed_time()`` and ``synchronize()`` API, so the two timers
-differ only in which module they ask for.
+``record()``, ``elapsed_time()`` and ``synchronize()`` API, and torch
+allocates on either by device type, so the two timers differ only in which
+module and device type they ask for.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from kerneltune.core import hookimpl
 CALIBRATION_CYCLES = 1_000_000
 #: ...and spins in the first calibration of a device: the earlier ones bring its clock up.
 CALIBRATION_SPINS = 3
+#: Bytes written to evict the device's L2 before a timed run: more than any
+#: such cache (an H200 has 60 MB, an Ascend 910B 192 MB), as much as Triton's
+#: own benchmarker writes.
+FLUSH_BYTES = 256 * 1024 * 1024
 
 
 class DeviceEventTimer:
@@ -26,6 +31,8 @@ class DeviceEventTimer:
 
     name = ""
     auto_priority = 0
+    #: torch's name for the device type (``torch.empty(..., device=device_type)``).
+    device_type = ""
     #: cycles of the device's spin per microsecond, by (timer, device index): the highest seen.
     _cycles_per_us: ClassVar[dict[Any, float]] = {}
 
@@ -44,6 +51,7 @@ class DeviceEventTimer:
         self._module = self.device_module()
         self._pairs: list[tuple[Any, Any]] = []
         self._holds: list[tuple[tuple[str, int], int, Any, Any]] = []
+        self._flush_buffers: dict[int, Any] = {}
 
     def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
         """Record an event pair around one call, without waiting for it.
@@ -61,10 +69,27 @@ class DeviceEventTimer:
         end.record()
         self._pairs.append((start, end))
 
+    def flush(self) -> None:
+        """Evict the device's L2 cache: write :data:`FLUSH_BYTES` on the current stream; no waiting.
+
+        The buffer is allocated on a device's first flush and kept while the
+        timer lives (one tuning).
+        """
+        device = self._module.current_device()
+        buffer = self._flush_buffers.get(device)
+        if buffer is None:
+            buffer = self._flush_buffers[device] = self._allocate(FLUSH_BYTES)
+        buffer.zero_()
+
+    def _allocate(self, nbytes: int) -> Any:
+        import torch
+
+        return torch.empty(nbytes, dtype=torch.uint8, device=self.device_type)
+
     def hold(self, microseconds: float) -> None:
         """Enqueue a spin that keeps the device busy for about ``microseconds``; no waiting.
 
-        Given as part of ``before``, it lets the host finish launching ``fn``
+        Given as part of ``before`` (after :meth:`flush`), it lets the host finish launching ``fn``
         while the device is still spinning, so the host's launch work does not
         land between the start mark and the work. It uses the device module's ``_sleep(cycles)``
         spin kernel (``torch.cuda`` has one), which counts clock cycles; with a
@@ -122,6 +147,7 @@ class CudaEventTimer(DeviceEventTimer):
 
     name = "cuda-event"
     auto_priority = 10
+    device_type = "cuda"
 
     @classmethod
     def device_module(cls) -> Any:
@@ -137,6 +163,7 @@ class NpuEventTimer(DeviceEventTimer):
 
     name = "npu-event"
     auto_priority = 20
+    device_type = "npu"
 
     @classmethod
     def device_module(cls) -> Any:

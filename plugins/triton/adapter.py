@@ -56,9 +56,6 @@ class Layout:
     candidates_attr: str
     #: whether ``prune_configs(kwargs)`` applies to those candidates.
     prunes: bool
-    #: ``"driver"``: ``driver.active.clear_cache(buffer)`` flushes the L2;
-    #: ``"zero"``: the driver has no ``clear_cache``, zero the buffer.
-    flush: str
     #: where ``triton.autotune`` takes ``hints``: ``None`` (it has none),
     #: ``"positional"`` (third positional) or ``"keyword"`` (keyword-only).
     hints: str | None
@@ -73,7 +70,6 @@ LAYOUTS: tuple[Layout, ...] = (
         key_names="list",
         candidates_attr="configs",
         prunes=True,
-        flush="zero",
         hints=None,
         verified=(
             "fake Autotuner shaped like 3.2 (tests); real 3.2.0 in a throwaway venv up to the launch, "
@@ -86,7 +82,6 @@ LAYOUTS: tuple[Layout, ...] = (
         key_names="list",
         candidates_attr="configs",
         prunes=True,
-        flush="driver",
         hints="positional",
         verified="fake Autotuner shaped like triton-ascend release/3.2.x (tests)",
     ),
@@ -96,7 +91,6 @@ LAYOUTS: tuple[Layout, ...] = (
         key_names="axis-dict",
         candidates_attr="user_configs",
         prunes=False,
-        flush="driver",
         hints="positional",
         verified="fake AutoTilingTuner shaped like triton-ascend release/3.2.x (tests)",
     ),
@@ -106,7 +100,6 @@ LAYOUTS: tuple[Layout, ...] = (
         key_names="list",
         candidates_attr="configs",
         prunes=True,
-        flush="driver",
         hints=None,
         verified="real 3.9.0 (CPU suite), 3.7.1 and 3.6.0 (CPU suite in throwaway venvs), 3.6.0 on H200",
     ),
@@ -351,36 +344,6 @@ def config_label(config: Any) -> str:
 def interpreting() -> bool:
     """Whether kernels run in Triton's interpreter (``TRITON_INTERPRET=1``)."""
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
-
-
-def cache_flusher(layout: Layout | None = None) -> Thunk | None:
-    """A function that evicts the device's L2 cache, or ``None`` where there is none.
-
-    It writes the driver's benchmark buffer (256 MB on CUDA), on the current
-    stream, as Triton's own benchmarker does before each timed call. The
-    buffer is allocated here, once; drop the function to free it.
-    """
-    if interpreting():
-        return None
-    try:
-        from triton.runtime import driver
-
-        active = driver.active
-        buffer = active.get_empty_cache_for_benchmark()
-    except Exception:
-        return None
-    chosen = layout or release_layout()
-    if chosen.flush == "driver" and hasattr(active, "clear_cache"):
-
-        def flush() -> None:
-            active.clear_cache(buffer)
-
-        return flush
-
-    def zero() -> None:
-        buffer.zero_()
-
-    return zero
 
 
 def hints_parameter(autotune: Callable[..., Any]) -> str | None:

@@ -26,16 +26,10 @@ class TritonLaunch:
     """One intercepted ``kernel[grid](...)`` of an autotuned kernel (a ``KernelLaunch``)."""
 
     def __init__(
-        self,
-        interceptor: TritonInterceptor,
-        tuner: Any,
-        original: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        self, tuner: Any, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
         self.kernel = tuner
         self.key: Hashable = adapter.tuning_key(tuner, args, kwargs)
-        self._interceptor = interceptor
         self._original = original
         self._args = args
         self._kwargs = kwargs
@@ -78,10 +72,6 @@ class TritonLaunch:
         """Store the pick in the autotuner's cache and ``best_config``."""
         adapter.store_config(self.kernel, self.key, config)
 
-    def flush(self) -> None:
-        """Write the L2 flush buffer, where the device has one."""
-        self._interceptor.flush()
-
 
 class TritonInterceptor:
     """Routes this thread's ``triton.autotune`` launches to a contextual tuner."""
@@ -95,8 +85,6 @@ class TritonInterceptor:
 
     def __init__(self) -> None:
         self._restore: Callable[[], None] | None = None
-        self._flusher: Callable[[], None] | None = None
-        self._flusher_made = False
 
     def install(self, route: Callable[[TritonLaunch], Any], root: type | None = None) -> None:
         """Patch ``run`` so that this thread's tunable launches go to ``route``.
@@ -121,7 +109,7 @@ class TritonInterceptor:
                     return original(tuner, *args, **kwargs)
                 handling = True
                 try:
-                    return route(TritonLaunch(self, tuner, original, args, kwargs))
+                    return route(TritonLaunch(tuner, original, args, kwargs))
                 finally:
                     handling = False
 
@@ -130,20 +118,10 @@ class TritonInterceptor:
         self._restore = adapter.patch_runs(make, root)
 
     def uninstall(self) -> None:
-        """Put the original ``run`` methods back and free the flush buffer."""
+        """Put the original ``run`` methods back."""
         if self._restore is not None:
             self._restore()
         self._restore = None
-        self._flusher = None
-        self._flusher_made = False
-
-    def flush(self) -> None:
-        """Flush the L2 cache (the buffer is allocated on first use)."""
-        if not self._flusher_made:
-            self._flusher = adapter.cache_flusher()
-            self._flusher_made = True
-        if self._flusher is not None:
-            self._flusher()
 
 
 @hookimpl

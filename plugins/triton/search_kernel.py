@@ -499,17 +499,11 @@ class _SearchRun:
             f"in {PRECISE_ROUNDS} interleaved rounds"
         )
         by_index = dict(zip((c.index for c in candidates), finalists, strict=True))
-        for round_ in range(PRECISE_ROUNDS):
-            # Every rank requests every finalist in every round, failed or not, so
-            # that the per-candidate barriers stay matched across ranks.
-            self.tuning.request(candidates)
-            while (candidate := self.tuning.next_candidate()) is not None:
-                self.tuning.measure(
-                    candidate,
-                    self.runner(candidate, by_index[candidate.index]),
-                    repeat=per_round,
-                    extend=round_ > 0,
-                )
+        # Every rank requests every finalist in every round, failed or not, so
+        # that the per-candidate barriers stay matched across ranks.
+        self.tuning.request(candidates, repeat=per_round, rounds=PRECISE_ROUNDS)
+        while (candidate := self.tuning.next_candidate()) is not None:
+            self.tuning.measure(candidate, self.runner(candidate, by_index[candidate.index]))
         times = self.tuning.times(candidates)
         for candidate, value in zip(candidates, times, strict=True):
             self.outcomes[candidate.index] = value

@@ -1,0 +1,272 @@
+"""MEASURE: one path for every tuner: flush and hold, the objective, checked samples, near ties."""
+
+from __future__ import annotations
+
+import math
+import types
+
+import pytest
+from kerneltune.core import PickLoaded, hookimpl, measure
+from kerneltune.core.engine import near_ties
+from tuning_doubles import FakeClock, clock_plugin, install_session, steps_plugin, stored_records
+
+from triton_dist.tune import autotune
+
+# -- the hold ---------------------------------------------------------------------------------
+
+
+def test_the_hold_is_twice_the_median_recent_host_time_capped():
+    assert measure.hold_microseconds([]) == measure.HOLD_DEFAULT_US
+    assert measure.hold_microseconds([30.0, 10.0, 20.0]) == 40.0
+    assert measure.hold_microseconds([80.0, 90.0, 5e5]) == 180.0, "one compilation does not count"
+    assert measure.hold_microseconds([5e5] * 3) == measure.HOLD_CAP_US
+
+
+# -- the function-level path: flush, hold, start --------------------------------------------------
+
+
+def two_configs():
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
+    def work(x, n):
+        return x * n
+
+    return work
+
+
+@pytest.mark.parametrize("warmup", [0, 3])
+def test_function_level_timed_runs_are_flushed_then_held_then_started(monkeypatch, isolated, warmup):
+    steps = []
+    install_session(monkeypatch, extra=(steps_plugin(steps),), timer="steps", warmup=warmup, repeat=4)
+    assert two_configs()(5) == 5
+    assert [name for name, _ in steps] == ["flush", "hold", "start"] * 2 * 4
+    holds = [us for name, us in steps if name == "hold"]
+    assert all(0.0 < us <= measure.HOLD_CAP_US for us in holds)
+    # Sized from host times measured on the spot: the warm-ups', or the default
+    # before any run was timed on the host.
+    assert (holds[0] == measure.HOLD_DEFAULT_US) == (warmup == 0)
+    assert holds[1] != measure.HOLD_DEFAULT_US, "the first timed run's host time sizes the next hold"
+    (record,) = stored_records(isolated, "work")
+    assert record["measured_with"] == {
+        "objective": "device",
+        "statistic": "mean",
+        "timer": "steps",
+        "warmup": warmup,
+        "repeat": 4,
+    }
+
+
+def test_the_wall_objective_times_calls_back_to_back_with_nothing_between(monkeypatch, isolated):
+    steps = []
+    install_session(monkeypatch, extra=(steps_plugin(steps),), timer="steps", repeat=3, objective="wall")
+    two_configs()(5)
+    assert steps == [("start", 0.0)] * 2 * 3
+    (record,) = stored_records(isolated, "work")
+    assert record["measured_with"]["objective"] == "wall"
+
+
+def test_the_objective_is_read_from_the_environment(monkeypatch, isolated):
+    steps = []
+    monkeypatch.setenv("KERNELTUNE_OBJECTIVE", "wall")
+    install_session(monkeypatch, extra=(steps_plugin(steps),), timer="steps", repeat=1)
+    two_configs()(5)
+    assert {name for name, _ in steps} == {"start"}
+
+
+# -- samples a timer got wrong --------------------------------------------------------------------
+
+
+def faulty_timer_plugin(bad: object) -> types.ModuleType:
+    """A timer named ``faulty`` whose samples for a call with ``n == 1`` are ``bad``."""
+
+    class FaultyTimer:
+        name = "faulty"
+        auto_priority = -100
+        current = 0
+
+        @classmethod
+        def is_available(cls):
+            return True
+
+        def __init__(self):
+            self.count = 0
+
+        def sample(self, fn, *, before=None):
+            fn()
+            self.count += 1
+
+        def collect(self):
+            count, self.count = self.count, 0
+            if type(self).current == 1:
+                return bad(count) if callable(bad) else bad
+            return [float(type(self).current)] * count
+
+    plugin = types.ModuleType("tests_faulty_timer")
+
+    @hookimpl
+    def kerneltune_register_timers(register):
+        register(FaultyTimer)
+
+    plugin.kerneltune_register_timers = kerneltune_register_timers
+    plugin.timer = FaultyTimer
+    return plugin
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (lambda n: [math.nan] * n, "returned a sample of nan ms"),
+        (lambda n: [1.0] * (n - 1) + [math.inf], "returned a sample of inf ms"),
+        (lambda n: [-0.5] * n, "returned a sample of -0.5 ms"),
+        (lambda n: ["1.0"] * n, "returned a sample of '1.0' ms"),
+        (lambda n: [True] * n, "returned a sample of True ms"),
+        (lambda n: [1.0] * (n + 1), "returned 4 samples for 3 timed runs"),
+        (None, "returned NoneType samples for 3 timed runs"),
+    ],
+    ids=["nan", "inf", "negative", "text", "bool", "count", "none"],
+)
+def test_a_timer_sample_that_is_not_a_time_fails_that_candidate_only(monkeypatch, isolated, bad, message):
+    plugin = faulty_timer_plugin(bad)
+    install_session(monkeypatch, extra=(plugin,), timer="faulty", warmup=0, repeat=3)
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}, {"n": 3}], key_fn=lambda x: x)
+    def work(x, n):
+        plugin.timer.current = n
+        return n
+
+    assert work(0) == 2, "the tuning goes on without the candidate the timer failed"
+    (record,) = stored_records(isolated, "work")
+    first = record["candidates"][0]
+    assert first["time_ms"] is None
+    assert first["error"] == f"PluginError: timer 'faulty' {message}"
+
+
+def test_a_single_candidate_with_bad_samples_is_reported_with_the_timers_fault(monkeypatch, isolated):
+    plugin = faulty_timer_plugin(lambda n: [math.nan] * n)
+    install_session(monkeypatch, extra=(plugin,), timer="faulty", warmup=0, repeat=2)
+
+    @autotune(config_space=[{"n": 1}], key_fn=lambda x: x)
+    def work(x, n):
+        plugin.timer.current = n
+
+    with pytest.raises(Exception, match="timer 'faulty' returned a sample of nan ms") as raised:
+        work(0)
+    assert "another rank" not in str(raised.value)
+
+
+# -- near ties --------------------------------------------------------------------------------------
+
+
+def test_near_ties_are_within_the_noise_or_two_percent_of_the_best_and_at_most_four():
+    inf = math.inf
+    assert near_ties([1.0, 1.015, 1.1, inf], [0.0] * 4) == [0, 1], "2% of the best, no noise"
+    assert near_ties([1.0, 1.08, 1.3], [0.03, 0.03, 0.03]) == [0, 1], "2 x sqrt(2) x 0.03 = 0.085"
+    assert near_ties([2.0, 1.0, 1.0, 1.0, 1.0, 1.0], [0.0] * 6) == [1, 2, 3, 4]
+    assert near_ties([inf, inf], [inf, inf]) == []
+    assert near_ties([1.0, 5.0], [inf, 0.0]) == [0, 1], "one sample says nothing about the noise"
+
+
+class Drift:
+    """Candidate costs that change after the first pass, as clocks and caches do between candidates."""
+
+    def __init__(self, clock: FakeClock, first: dict[str, float], later: dict[str, float]) -> None:
+        self.clock = clock
+        self.first = first
+        self.later = later
+        self.calls: list[str] = []
+
+    def run(self, name: str) -> None:
+        first_pass = len(self.calls) < len(self.first) * RUNS
+        self.calls.append(name)
+        self.clock.advance((self.first if first_pass else self.later)[name])
+
+
+WARMUP, REPEAT = 1, 4
+RUNS = WARMUP + REPEAT
+
+
+def drifting(monkeypatch, first, later, **settings):
+    clock = FakeClock()
+    drift = Drift(clock, first, later)
+    settings = {"timer": "scripted", "warmup": WARMUP, "repeat": REPEAT, "tie_rounds": 3} | settings
+    install_session(monkeypatch, extra=(clock_plugin(clock),), **settings)
+
+    @autotune(config_space=[{"name": name} for name in first], key_fn=lambda x: x)
+    def work(x, name):
+        drift.run(name)
+        return name
+
+    return work, drift
+
+
+def test_near_ties_are_re_timed_in_interleaved_rounds_and_the_pick_is_made_among_them(monkeypatch, isolated):
+    # b read 1% slower than a when measured apart; measured side by side it is faster.
+    first = {"a": 1.0, "b": 1.01, "c": 2.0}
+    work, drift = drifting(monkeypatch, first, {"a": 1.0, "b": 0.9, "c": 0.1})
+    assert work(0) == "b"
+    retimed, final = drift.calls[3 * RUNS : -1], drift.calls[-1]
+    assert final == "b", "then one more call, with the pick"
+    # Three rounds of one warm-up and half of repeat, each round starting one candidate on;
+    # c, clearly slower in the first pass, is never run again (its later cost would win).
+    per_round = 1 + REPEAT // 2
+    assert (
+        retimed
+        == ["a"] * per_round
+        + ["b"] * per_round
+        + ["b"] * per_round
+        + ["a"] * per_round
+        + ["a"] * per_round
+        + ["b"] * per_round
+    )
+    (record,) = stored_records(isolated, "work")
+    times = [row["time_ms"] for row in record["candidates"]]
+    assert times == [pytest.approx(1.0), pytest.approx(0.9), pytest.approx(2.0)]
+    assert len(record["candidates"][1]["samples_ms"]) == 3 * (REPEAT // 2), "re-timed samples replace"
+    assert record["best"]["index"] == 1
+
+
+def test_a_clear_winner_is_not_re_timed(monkeypatch, isolated):
+    work, drift = drifting(monkeypatch, {"a": 1.0, "b": 1.5, "c": 2.0}, {"a": 1.0, "b": 1.5, "c": 2.0})
+    assert work(0) == "a"
+    assert len(drift.calls) == 3 * RUNS + 1
+
+
+def test_tie_rounds_zero_turns_re_timing_off(monkeypatch, isolated):
+    work, drift = drifting(monkeypatch, {"a": 1.0, "b": 1.01}, {"a": 1.0, "b": 0.9}, tie_rounds=0)
+    assert work(0) == "a"
+    assert len(drift.calls) == 2 * RUNS + 1
+
+
+# -- a stored pick, served ------------------------------------------------------------------------
+
+
+def test_a_pick_served_from_the_cache_is_reported_once_per_key_and_printed_when_verbose(
+    monkeypatch, isolated, capsys
+):
+    loaded: list[PickLoaded] = []
+
+    class Watch:
+        @hookimpl
+        def kerneltune_pick_loaded(self, event):
+            loaded.append(event)
+
+    clock = FakeClock()
+    install_session(monkeypatch, extra=(clock_plugin(clock), Watch()), timer="scripted", repeat=1, warmup=0)
+
+    def build():
+        @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
+        def work(x, n):
+            clock.advance(n)
+            return n
+
+        return work
+
+    build()(1)
+    assert loaded == []
+    again = build()
+    assert again(1, autotune_verbose=True) == 1
+    again(1, autotune_verbose=True)
+    assert [(e.function, e.key, e.best.index, e.source) for e in loaded] == [("work", 1, 0, "cache")]
+    printed = [line for line in capsys.readouterr().out.splitlines() if "stored pick" in line]
+    assert printed == [
+        "[kerneltune] work: key 1: using the stored pick [0] n=<1> from this rank's cache: no measuring"
+    ]

@@ -234,14 +234,20 @@ def oracle(work: Workload, rounds: int) -> list[float]:
 
 
 class Picks:
-    """Observer: the pick of every function-level tuning and contextual (kernel, key)."""
+    """Observer: the pick of every tuning, and every measurement for ``--trace``."""
 
     def __init__(self) -> None:
         self.last: int | None = None
+        self.trace: list[Any] = []
+
+    @hookimpl
+    def kerneltune_candidate_measured(self, event: Any) -> None:
+        self.trace.append([event.candidate.index, list(event.measurement.samples), event.measurement.error])
 
     @hookimpl
     def kerneltune_tuning_finished(self, event: Any) -> None:
         self.last = None if event.best is None else event.best.index
+        self.trace.append(["pick", self.last])
 
 
 def tune_function(work: Workload, picks: Picks) -> int:
@@ -254,10 +260,10 @@ def tune_function(work: Workload, picks: Picks) -> int:
     return picks.last
 
 
-def tune_contextual(work: Workload) -> int:
+def tune_contextual(work: Workload, repeat: int) -> int:
     tuned = work.autotuned()
 
-    @contextual_autotune()
+    @contextual_autotune(n_repeat=repeat)
     def outer() -> None:
         work.launch_autotuned(tuned)
 
@@ -292,7 +298,11 @@ def main() -> None:
     parser.add_argument("--tunings", type=int, default=5)
     parser.add_argument("--oracle-rounds", type=int, default=5)
     parser.add_argument("--only", default="", help="run only workloads whose name contains this")
+    parser.add_argument(
+        "--contextual-repeat", type=int, default=5, help="its n_repeat (the API's default: 5)"
+    )
     parser.add_argument("--json", help="write every number here")
+    parser.add_argument("--trace", help="write every candidate's samples, per tuning, here")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench/regret.py needs a CUDA device")
@@ -309,7 +319,7 @@ def main() -> None:
     ]
     tuners = {
         "function": lambda w: tune_function(w, picks),
-        "contextual": tune_contextual,
+        "contextual": lambda w: tune_contextual(w, args.contextual_repeat),
         "stock": tune_stock,
     }
     print(f"device {torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {triton.__version__}")
@@ -325,6 +335,7 @@ def main() -> None:
         results[work.name] = {"oracle_ms": times, "tuners": {}}
         for name, tune in tuners.items():
             chosen, seconds = [], []
+            picks.trace.append(["tuner", work.name, name])
             for _ in range(args.tunings):
                 torch.cuda.synchronize()
                 started = time.perf_counter()
@@ -349,6 +360,9 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=2)
+    if args.trace:
+        with open(args.trace, "w") as handle:
+            json.dump(picks.trace, handle)
 
 
 if __name__ == "__main__":

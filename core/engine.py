@@ -320,6 +320,7 @@ class Tuning:
             return None
         try:
             record = TuningRecord.from_data(data)
+            record.check_pick()
         except CacheReadError as exc:
             logger.info("kerneltune: %s: cache entry rejected, retuning (%s)", name, exc)
             return None

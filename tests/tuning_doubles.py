@@ -3,21 +3,24 @@
 * :class:`FakeClock` and :func:`clock_plugin`: a timer named ``scripted``
   whose samples are whatever the candidate adds to a fake clock, so picks are
   deterministic.
+* :func:`plugin_module`: a plugin module implementing the given hooks.
 * :func:`install_session`: make ``triton_dist.tune.autotune`` run with a
   session built from given settings and extra plugin objects.
 * :func:`stored_records`: the records a file cache holds for a function.
+* :func:`make_record`: a :class:`TuningRecord` with given times, as the engine would store it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import types
 from pathlib import Path
 from typing import Any
 
 import attrs
 import msgpack
-from kerneltune.core import Session, function_tuner, hookimpl, load_settings
+from kerneltune.core import Measurement, Session, TuningRecord, function_tuner, hookimpl, load_settings
 
 
 class FakeClock:
@@ -65,6 +68,14 @@ def clock_plugin(clock: FakeClock, name: str = "scripted") -> types.ModuleType:
     return plugin
 
 
+def plugin_module(name: str, **hooks: Any) -> types.ModuleType:
+    """A plugin module named ``name`` implementing each given hook (``hook_name=function``)."""
+    module = types.ModuleType(name)
+    for hook_name, function in hooks.items():
+        setattr(module, hook_name, hookimpl(function))
+    return module
+
+
 def install_session(monkeypatch, *, extra: tuple[object, ...] = (), **overrides: Any) -> Session:
     """Route every autotuned call of this test through one explicit session."""
     settings = attrs.evolve(load_settings(), **overrides)
@@ -95,3 +106,28 @@ def only_record_file(cache_dir: Path, function: str, suffix: str = "json") -> Pa
     files = record_files(cache_dir, function, suffix)
     assert len(files) == 1, files
     return files[0]
+
+
+def make_record(times=(2.0, 1.0, 3.0), finalists=None, best=None) -> TuningRecord:
+    """A record of ``len(times)`` candidates; the pick is SELECT's unless ``best`` forces one.
+
+    An infinite time is a candidate that failed with error "boom".
+    """
+    finite = [i for i in (finalists or range(len(times))) if math.isfinite(times[i])]
+    best = min(finite, key=lambda i: (times[i], i)) if best is None else best
+    return TuningRecord(
+        function="work",
+        key=[1, {"float": "0x1.8p+1"}],
+        fingerprints=tuple(f"{i:032x}" for i in range(len(times))),
+        labels=tuple(f"n={i}" for i in range(len(times))),
+        best_index=best,
+        times=tuple(times),
+        measurements=tuple(
+            Measurement(i, samples=() if math.isinf(t) else (t,), error="boom" if math.isinf(t) else None)
+            for i, t in enumerate(times)
+        ),
+        versions={"python": "3"},
+        hardware={"device": "cpu", "count": 1},
+        created=1.7e9,
+        finalists=finalists,
+    )

@@ -24,9 +24,13 @@ _OURS = (
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
-    """A private cache dir and cwd, and none of the user's kerneltune variables."""
+    """A private cache dir and cwd, none of the user's kerneltune variables, and no
+    once-per-process warning already spent by an earlier test."""
+    from kerneltune.core import notices
+
     for name in _OURS:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(notices, "_issued", set())
     cache = tmp_path / "cache"
     monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CACHE_DIR", str(cache))
     monkeypatch.chdir(tmp_path)

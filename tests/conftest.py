@@ -37,6 +37,12 @@ def isolated(tmp_path, monkeypatch):
     return cache
 
 
+@pytest.fixture
+def quick(tmp_path):
+    """One warm-up-free timed run per candidate, for tests where the timing is not under test."""
+    (tmp_path / "kerneltune.toml").write_text("warmup = 0\nrepeat = 1\n")
+
+
 def _has_cuda() -> bool:
     try:
         import torch

@@ -29,12 +29,6 @@ KEYS = {
 }
 
 
-@pytest.fixture
-def quick(tmp_path):
-    """One warm-up-free timed run per candidate: the keys are what is under test."""
-    (tmp_path / "kerneltune.toml").write_text("warmup = 0\nrepeat = 1\n")
-
-
 def _body(x, n, key):
     _body.calls.append(n)
     return n

@@ -15,24 +15,9 @@ from kerneltune.core import (
     load_settings,
     remove_plugin,
 )
-from tuning_doubles import install_session, plugin_module
+from tuning_doubles import CALLS, fresh_tuner, install_session, plugin_module
 
-from triton_dist.tune import autotune
-
-
-@pytest.fixture(autouse=True)
-def quick(tmp_path):
-    (tmp_path / "kerneltune.toml").write_text("warmup = 0\nrepeat = 1\n")
-
-
-def work(x, n):
-    work.calls.append(n)
-    return x * n
-
-
-def fresh():
-    work.calls = []
-    return autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)(work)
+pytestmark = pytest.mark.usefixtures("quick")
 
 
 def flaky_cache_plugin(**broken):
@@ -73,7 +58,7 @@ def flaky_cache_plugin(**broken):
 )
 def test_a_cache_whose_store_raises_anything_keeps_the_finished_tuning(monkeypatch, error):
     install_session(monkeypatch, extra=(flaky_cache_plugin(store=error),), cache="flaky")
-    tuned = fresh()
+    tuned = fresh_tuner()
 
     with pytest.warns(
         RuntimeWarning,
@@ -83,21 +68,21 @@ def test_a_cache_whose_store_raises_anything_keeps_the_finished_tuning(monkeypat
         first = tuned(3)
 
     assert tuned(3) == first
-    assert len(work.calls) == 3 + 1, "tuned once, then the pick serves"
+    assert len(CALLS) == 3 + 1, "tuned once, then the pick serves"
 
 
 def test_a_cache_whose_load_raises_is_a_warning_and_a_miss(monkeypatch):
     install_session(monkeypatch, extra=(flaky_cache_plugin(load=KeyError("shard 3")),), cache="flaky")
     with pytest.warns(RuntimeWarning, match=r"cache 'flaky' \(plugin flaky_cache_plugin\) failed to load"):
-        assert fresh()(3) in (3, 6)
-    assert len(work.calls) == 3
+        assert fresh_tuner()(3) in (3, 6)
+    assert len(CALLS) == 3
 
 
 def test_a_cache_whose_directory_raises_is_a_warning_and_no_log(monkeypatch, isolated):
     install_session(monkeypatch, extra=(flaky_cache_plugin(directory=OSError("no mount")),), cache="flaky")
     with pytest.warns(RuntimeWarning, match=r"cache 'flaky' \(plugin flaky_cache_plugin\) failed to name"):
-        assert fresh()(3) in (3, 6)
-    assert len(work.calls) == 3
+        assert fresh_tuner()(3) in (3, 6)
+    assert len(CALLS) == 3
     assert not isolated.exists()
 
 
@@ -198,7 +183,7 @@ def _frames(exc: BaseException) -> list[str]:
 def test_a_configuration_error_at_a_call_is_one_line_naming_its_source(tmp_path):
     path = tmp_path / "kerneltune.toml"
     path.write_text("warmup = 0\nrepeat = [\n")
-    tuned = fresh()
+    tuned = fresh_tuner()
     with pytest.raises(ConfigError) as info:
         tuned(3)
     message = str(info.value)
@@ -210,7 +195,7 @@ def test_a_configuration_error_at_a_call_is_one_line_naming_its_source(tmp_path)
 def test_an_unknown_name_at_a_call_is_one_line_naming_its_source(monkeypatch):
     monkeypatch.setenv("KERNELTUNE_CACHE", "redis")
     with pytest.raises(PluginError) as info:
-        fresh()(3)
+        fresh_tuner()(3)
     assert "\n" not in str(info.value) and str(info.value).endswith("KERNELTUNE_CACHE")
     assert not [f for f in _frames(info.value) if f.endswith("registry.py")]
 
@@ -223,7 +208,7 @@ def test_a_plugin_failing_at_a_call_keeps_its_own_traceback_as_the_cause():
     add_plugin(plugin)
     try:
         with pytest.raises(PluginError, match="plugin facts_plugin") as info:
-            fresh()(3)
+            fresh_tuner()(3)
     finally:
         remove_plugin(plugin)
     assert isinstance(info.value.__cause__, RuntimeError)

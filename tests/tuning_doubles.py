@@ -7,6 +7,7 @@
 * :func:`install_session`: make ``triton_dist.tune.autotune`` run with a
   session built from given settings and extra plugin objects.
 * :func:`stored_records`: the records a file cache holds for a function.
+* :func:`fresh_tuner` and :data:`CALLS`: a small autotuned function and what it ran.
 * :func:`make_record`: a :class:`TuningRecord` with given times, as the engine would store it.
 """
 
@@ -131,3 +132,25 @@ def make_record(times=(2.0, 1.0, 3.0), finalists=None, best=None) -> TuningRecor
         created=1.7e9,
         finalists=finalists,
     )
+
+
+CALLS: list[int] = []
+
+
+def _multiply(x: int, n: int) -> int:
+    CALLS.append(n)
+    return x * n
+
+
+def fresh_tuner(name: str = "work") -> Any:
+    """A new autotuned ``x * n`` over n in (1, 2), keyed by ``x`` and named ``name``, as a new
+    process would make it; :data:`CALLS` is emptied and then lists the ``n`` of each run."""
+    from triton_dist.tune import autotune
+
+    CALLS.clear()
+
+    def work(x: int, n: int) -> int:
+        return _multiply(x, n)
+
+    work.__name__ = name
+    return autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)(work)

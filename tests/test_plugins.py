@@ -116,7 +116,7 @@ def test_every_configuration_gets_a_fresh_manager():
     settings = _settings()
     first, second = make_plugin_manager(settings), make_plugin_manager(settings)
     assert first is not second
-    assert {name for name, _ in first.list_nameplugin_module()} >= set(BUILTIN_PLUGINS)
+    assert {name for name, _ in first.list_name_plugin()} >= set(BUILTIN_PLUGINS)
 
 
 # -- blocking and autoload -------------------------------------------------------------------
@@ -151,8 +151,8 @@ def test_disabling_autoload_skips_entry_point_plugins(monkeypatch, tmp_path):
         f"set by {tmp_path / 'kerneltune.toml'} (key 'timer')"
     )
     manager = make_plugin_manager(load_settings())
-    assert manager.getplugin_module(EXAMPLE) is None
-    assert manager.getplugin_module("kerneltune.plugins.timers.wallclock") is not None
+    assert manager.get_plugin(EXAMPLE) is None
+    assert manager.get_plugin("kerneltune.plugins.timers.wallclock") is not None
 
 
 # -- the third-party example package --------------------------------------------------------
@@ -164,7 +164,7 @@ def test_example_plugin_is_discovered_through_its_entry_point():
     import kerneltune_example_plugin
 
     manager = make_plugin_manager(_settings())
-    assert manager.getplugin_module(EXAMPLE) is kerneltune_example_plugin
+    assert manager.get_plugin(EXAMPLE) is kerneltune_example_plugin
     session = Session.create(_settings(timer=EXAMPLE))
     assert type(session.make_timer()) is kerneltune_example_plugin.CpuTimeTimer
 

@@ -251,7 +251,7 @@ class Tuning:
         self._entry = entry
         self._lock = lock
         self._space = tuner.space
-        self._log_dir = session.cache.directory(self._space.name)
+        self._log_dir = session.cache_directory(self._space.name)
         self._measurements: dict[int, Measurement] = {}
         self._queue: list[_Job] = []
         self._job: _Job | None = None
@@ -395,7 +395,7 @@ class Tuning:
     def _lookup(self) -> TuningRecord | None:
         name = self._space.name
         try:
-            data = self.session.cache.load(name, self._entry)
+            data = self.session.cache_load(name, self._entry)
         except CacheReadError as exc:
             logger.info("kerneltune: %s: cache entry unreadable, retuning (%s)", name, exc)
             return None
@@ -403,6 +403,7 @@ class Tuning:
             return None
         try:
             record = TuningRecord.from_data(data)
+            record.check_pick()
         except CacheReadError as exc:
             logger.info("kerneltune: %s: cache entry rejected, retuning (%s)", name, exc)
             return None
@@ -435,17 +436,7 @@ class Tuning:
         self.best = self._space.candidates[record.best_index]
         self.tuner.picks[self.key] = self.best
         if store and self.reducer.rank in self._writers:
-            try:
-                self.session.cache.store(self._space.name, self._entry, record.to_data())
-            except OSError as exc:
-                # The pick is made and serves this process; losing it to a read-only
-                # or full disk would throw away the whole tuning.
-                warnings.warn(
-                    f"kerneltune: {self._space.name}: cannot store the pick ({exc}); it serves this "
-                    "process only and will be tuned again by the next one",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+            self.session.cache_store(self._space.name, self._entry, record.to_data())
 
     # -- MEASURE -----------------------------------------------------------------
 
@@ -689,6 +680,7 @@ class Tuning:
                 warmup=self._schedule.warmup,
                 repeat=self._schedule.repeat,
             ),
+            finalists=None if allowed is None else tuple(sorted(allowed)),
         )
         self._adopt(record, store=True)
         return candidates[best]

@@ -22,6 +22,10 @@ from typing import Any
 
 _encoders: dict[type, tuple[str, Callable[[Any], Any]]] = {}
 
+# How deep tuples (and registered encoders) may nest in a key. Real keys are a few levels
+# deep; the limit turns a runaway structure into a clear error instead of a RecursionError.
+MAX_KEY_DEPTH = 32
+
 
 def register_key_encoder(cls: type, tag: str, encode: Callable[[Any], Any]) -> None:
     """Allow instances of ``cls`` in business keys.
@@ -49,19 +53,27 @@ def _torch_kind(value: object) -> str | None:
 def encode_key(value: object) -> Any:
     """Turn a business key into plain, JSON-compatible tagged data.
 
-    :raises TypeError: for a value of an unsupported type, naming the type and
-        where in the key it sits.
+    :raises TypeError: for a value of an unsupported type, a NaN, or tuples
+        nested deeper than :data:`MAX_KEY_DEPTH`, naming where in the key it sits.
     """
-    return _encode(value, "key")
+    return _encode(value, "key", 0)
 
 
-def _encode(value: object, where: str) -> Any:
+def _encode(value: object, where: str, depth: int) -> Any:
+    # TypeError, not ValueError: the engine reports a key that cannot be encoded to every rank.
+    if depth > MAX_KEY_DEPTH:
+        raise TypeError(f"{where} is nested more than {MAX_KEY_DEPTH} levels deep, too deep for a tuning key")
     if value is None or isinstance(value, bool | str):
         return value
     if type(value) is int:
         return value
     if type(value) is float:
-        if math.isnan(value) or math.isinf(value):
+        if math.isnan(value):
+            raise TypeError(
+                f"{where} is NaN, which cannot be part of a tuning key: NaN equals nothing, not even "
+                "itself, so its pick could never be found again"
+            )
+        if math.isinf(value):
             return {"float": repr(value)}
         return {"float": value.hex()}
     kind = _torch_kind(value)
@@ -70,11 +82,11 @@ def _encode(value: object, where: str) -> Any:
     if kind == "Size":
         return {"torch.Size": [int(d) for d in value]}  # type: ignore[attr-defined]
     if type(value) is tuple:
-        return [_encode(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        return [_encode(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
     registered = _encoders.get(type(value))
     if registered is not None:
         tag, encode = registered
-        return {tag: _encode(encode(value), f"{where}<{tag}>")}
+        return {tag: _encode(encode(value), f"{where}<{tag}>", depth + 1)}
     raise TypeError(
         f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which cannot be "
         "part of a tuning key; use ints, floats, strs, bools, None, tuples, torch.dtype or "

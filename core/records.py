@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import reprlib
 from typing import Any
 
 import attrs
@@ -61,17 +62,20 @@ class Method:
 
     @classmethod
     def from_data(cls, data: Any) -> Method:
-        """Read :meth:`to_data`'s output; a record written before methods were kept gives the defaults."""
+        """Read :meth:`to_data`'s output; a record written before methods were kept gives the defaults.
+
+        :raises CacheReadError: when a field is missing or of the wrong type.
+        """
         if data is None:
             return cls()
         if not isinstance(data, dict):
             raise CacheReadError(f"measured_with is a {type(data).__name__}, not a mapping")
         return cls(
-            objective=str(data["objective"]),
-            statistic=str(data["statistic"]),
-            timer=str(data["timer"]),
-            warmup=int(data["warmup"]),
-            repeat=int(data["repeat"]),
+            objective=_text(data["objective"], "measured_with.objective"),
+            statistic=_text(data["statistic"], "measured_with.statistic"),
+            timer=_text(data["timer"], "measured_with.timer"),
+            warmup=_count(data["warmup"], "measured_with.warmup"),
+            repeat=_count(data["repeat"], "measured_with.repeat"),
         )
 
 
@@ -80,8 +84,93 @@ def iso_date(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _float_or_inf(value: Any) -> float:
-    return math.inf if value is None else float(value)
+# Validators for data read back from a file that anyone might have edited. Each takes the value
+# and a readable place ("candidates[2].samples_ms[0]") and raises CacheReadError naming both.
+
+# The last second of the year 9999: later dates cannot be written as ISO-8601 by iso_date.
+_LATEST = 253402300799.0
+# Encoded keys and hardware facts are a few levels deep; a file nesting thousands of levels
+# is hostile, and rejecting it early keeps comparisons from recursing.
+_MAX_DEPTH = 100
+
+
+def _show(value: Any) -> str:
+    return f"{reprlib.repr(value)} ({type(value).__name__})"
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise CacheReadError(f"{where} is {_show(value)}, not a string")
+    return value
+
+
+def _count(value: Any, where: str) -> int:
+    # bool is an int to Python; a stored 0.9 or true is not a count.
+    if type(value) is not int or value < 0:
+        raise CacheReadError(f"{where} is {_show(value)}, not an integer >= 0")
+    return value
+
+
+def _index(value: Any, size: int, where: str) -> int:
+    if type(value) is not int or not 0 <= value < size:
+        raise CacheReadError(f"{where} is {_show(value)}, not an index below {size}")
+    return value
+
+
+def _finite(value: Any, where: str, low: float = 0.0, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CacheReadError(f"{where} is {_show(value)}, not a number")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise CacheReadError(f"{where} is an integer too large for a float") from None
+    if not (math.isfinite(number) and low <= number <= high):
+        raise CacheReadError(f"{where} is {_show(value)}, not a finite number in [{low}, {high}]")
+    return number
+
+
+def _time_or_inf(value: Any, where: str) -> float:
+    return math.inf if value is None else _finite(value, where)
+
+
+def _rows(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise CacheReadError(f"{where} is a {type(value).__name__}, not a list")
+    return value
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise CacheReadError(f"{where} is a {type(value).__name__}, not a mapping")
+    return value
+
+
+def _plain(value: Any, where: str) -> Any:
+    """``value`` itself once it is checked to be shallow plain data: what a cache can round-trip."""
+    pending = [(value, where, 0)]
+    while pending:
+        item, place, depth = pending.pop()
+        if depth > _MAX_DEPTH:
+            raise CacheReadError(f"{place} is nested more than {_MAX_DEPTH} levels deep")
+        if isinstance(item, list):
+            pending.extend((v, f"{place}[{i}]", depth + 1) for i, v in enumerate(item))
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                pending.append((v, f"{place}.{_text(k, f'a key in {place}')}", depth + 1))
+        elif isinstance(item, float):
+            _finite(item, place, -math.inf)
+        elif item is not None and not isinstance(item, str | int):
+            raise CacheReadError(f"{place} is a {type(item).__name__}, not plain data")
+    return value
+
+
+def _finalists(value: Any, size: int) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    indices = tuple(_index(v, size, f"finalists[{i}]") for i, v in enumerate(_rows(value, "finalists")))
+    if not indices or list(indices) != sorted(set(indices)):
+        raise CacheReadError("finalists are not a non-empty, ascending list of distinct indices")
+    return indices
 
 
 @attrs.frozen
@@ -90,7 +179,8 @@ class TuningRecord:
 
     Configs are stored by index and fingerprint with a readable label; the
     live config is always taken from the current candidate list, never
-    rebuilt from the file.
+    rebuilt from the file. ``finalists`` are the indices SELECT chose among
+    (a staged search's re-timed finalists); ``None`` means every candidate.
     """
 
     function: str
@@ -104,6 +194,7 @@ class TuningRecord:
     hardware: dict[str, Any]
     created: float
     method: Method = Method()
+    finalists: tuple[int, ...] | None = None
     schema: int = SCHEMA
 
     def to_data(self) -> dict[str, Any]:
@@ -113,6 +204,7 @@ class TuningRecord:
             "function": self.function,
             "key": self.key,
             "best": {"index": self.best_index, "label": self.labels[self.best_index]},
+            "finalists": None if self.finalists is None else list(self.finalists),
             "candidates": [
                 {
                     "index": m.index,
@@ -133,43 +225,85 @@ class TuningRecord:
 
     @classmethod
     def from_data(cls, data: Any) -> TuningRecord:
-        """Rebuild a record from plain data.
+        """Rebuild a record from plain data, checking every field's type and range.
 
-        :raises CacheReadError: when the data is not a record of this schema.
+        Records written before ``finalists`` was kept load with ``None``.
+
+        :raises CacheReadError: when the data is not a record of this schema:
+            a field missing or of the wrong type, a number that is not finite
+            (or, for times and samples, negative), an index that is not an
+            integer in range, or data nested too deep. Nothing else.
         """
-        if not isinstance(data, dict):
-            raise CacheReadError(f"record is a {type(data).__name__}, not a mapping")
-        if data.get("schema") != SCHEMA:
-            raise CacheReadError(f"record schema {data.get('schema')!r}, expected {SCHEMA}")
+        data = _mapping(data, "record")
+        schema = data.get("schema")
+        if type(schema) is not int or schema != SCHEMA:
+            raise CacheReadError(f"record schema {reprlib.repr(schema)}, expected {SCHEMA}")
         try:
-            rows = data["candidates"]
-            measurements = tuple(
-                Measurement(
-                    index=int(row["index"]),
-                    samples=tuple(float(s) for s in row["samples_ms"]),
-                    error=row["error"],
+            rows = [
+                _mapping(row, f"candidates[{i}]")
+                for i, row in enumerate(_rows(data["candidates"], "candidates"))
+            ]
+            measurements = []
+            for i, row in enumerate(rows):
+                _index(row["index"], len(rows), f"candidates[{i}].index")
+                if row["index"] != i:
+                    raise CacheReadError("candidate rows are not in index order")
+                error = row["error"]
+                if error is not None:
+                    _text(error, f"candidates[{i}].error")
+                samples = _rows(row["samples_ms"], f"candidates[{i}].samples_ms")
+                measurements.append(
+                    Measurement(
+                        index=i,
+                        samples=tuple(
+                            _finite(s, f"candidates[{i}].samples_ms[{j}]") for j, s in enumerate(samples)
+                        ),
+                        error=error,
+                    )
                 )
-                for row in rows
-            )
-            if [m.index for m in measurements] != list(range(len(rows))):
-                raise CacheReadError("candidate rows are not in index order")
-            best_index = int(data["best"]["index"])
-            if not 0 <= best_index < len(rows):
-                raise CacheReadError(f"best index {best_index} out of range")
+            best = _mapping(data["best"], "best")
+            best_index = _index(best["index"], len(rows), "best.index")
+            labels = tuple(_text(row["label"], f"candidates[{i}].label") for i, row in enumerate(rows))
+            versions = _mapping(data["versions"], "versions")
+            created = _finite(data["created"], "created", high=_LATEST)
             return cls(
-                function=str(data["function"]),
-                key=data["key"],
-                fingerprints=tuple(str(row["fingerprint"]) for row in rows),
-                labels=tuple(str(row["label"]) for row in rows),
+                function=_text(data["function"], "function"),
+                key=_plain(data["key"], "key"),
+                fingerprints=tuple(
+                    _text(row["fingerprint"], f"candidates[{i}].fingerprint") for i, row in enumerate(rows)
+                ),
+                labels=labels,
                 best_index=best_index,
-                times=tuple(_float_or_inf(row["time_ms"]) for row in rows),
-                measurements=measurements,
-                versions={str(k): str(v) for k, v in data["versions"].items()},
-                hardware=dict(data["hardware"]),
-                created=float(data["created"]),
+                times=tuple(
+                    _time_or_inf(row["time_ms"], f"candidates[{i}].time_ms") for i, row in enumerate(rows)
+                ),
+                measurements=tuple(measurements),
+                versions={_text(k, "a versions key"): _text(v, f"versions.{k}") for k, v in versions.items()},
+                hardware=_plain(_mapping(data["hardware"], "hardware"), "hardware"),
+                created=created,
                 method=Method.from_data(data.get("measured_with")),
+                finalists=_finalists(data.get("finalists"), len(rows)),
             )
-        except CacheReadError:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise CacheReadError(f"malformed record: {exc!r}") from exc
+        except KeyError as exc:
+            raise CacheReadError(f"record has no field {exc}") from None
+
+    def check_pick(self) -> None:
+        """Check that the stored pick is what SELECT makes of the stored times.
+
+        The pick must be the fastest finite time among ``finalists`` (all
+        candidates when ``None``), ties going to the lower index, and must
+        not have failed on this rank.
+
+        :raises CacheReadError: naming the pick and what it should be.
+        """
+        among = range(len(self.times)) if self.finalists is None else self.finalists
+        finite = [i for i in among if math.isfinite(self.times[i])]
+        if not finite:
+            raise CacheReadError("no candidate the pick was chosen among has a finite time")
+        expected = min(finite, key=lambda i: (self.times[i], i))
+        if self.best_index != expected:
+            raise CacheReadError(
+                f"the stored pick [{self.best_index}] is not the fastest of the stored times ([{expected}])"
+            )
+        if self.measurements[expected].error is not None:
+            raise CacheReadError(f"the stored pick [{expected}] failed: {self.measurements[expected].error}")

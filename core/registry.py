@@ -10,6 +10,7 @@ its own manager; nothing is loaded globally.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,6 +18,7 @@ import attrs
 import pluggy
 from kerneltune.core import hookspecs
 from kerneltune.core.errors import PluginError
+from kerneltune.core.notices import warn_once
 from kerneltune.core.settings import Settings
 
 ENTRY_POINT_GROUP = "kerneltune"
@@ -42,8 +44,10 @@ def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> plu
     """A new manager with the built-ins, entry-point plugins and ``extra`` registered.
 
     :param settings: ``settings.block`` names plugins (built-in module names or
-        entry-point names) that must not be registered.
-    :param extra: plugin objects to register after the others, mainly for tests.
+        entry-point names) that must not be registered; a name that no plugin
+        has is a warning naming where it was set.
+    :param extra: plugin objects to register after the others, mainly for tests;
+        each is named by its ``__name__`` (a module's) or its class's qualified name.
     """
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
@@ -54,9 +58,32 @@ def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> plu
             manager.register(importlib.import_module(module_name), name=module_name)
     if settings.autoload:
         manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    known = {*BUILTIN_PLUGINS, *(ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))}
     for plugin in extra:
-        manager.register(plugin)
+        name = _readable_name(manager, plugin)
+        manager.register(plugin, name=name)
+        known.add(name)
+    where = settings.source("block") or "Settings.block"
+    for name in settings.block:
+        if name not in known:
+            warn_once(
+                ("block", name, where),
+                f"kerneltune: block entry {name!r} (set by {where}) names no plugin; "
+                f"plugins: {', '.join(sorted(known))}",
+            )
     return manager
+
+
+def _readable_name(manager: pluggy.PluginManager, plugin: object) -> str:
+    # pluggy's default for an object without __name__ is its id(), which says nothing in an error.
+    name = getattr(plugin, "__name__", None)
+    if not isinstance(name, str):
+        name = f"{type(plugin).__module__}.{type(plugin).__qualname__}"
+    unique, count = name, 1
+    while manager.has_plugin(unique):
+        count += 1
+        unique = f"{name}#{count}"
+    return unique
 
 
 @attrs.frozen
@@ -71,22 +98,26 @@ class Registry:
         """Registered names, sorted."""
         return sorted(self.classes)
 
-    def get(self, name: str) -> type:
+    def get(self, name: str, source: str | None = None) -> type:
         """The class registered as ``name``.
 
-        :raises PluginError: listing the names that exist.
+        :param source: the file and key, or the variable, that asked for
+            ``name`` (:meth:`Settings.source`), for the error message.
+        :raises PluginError: listing the names that exist, and naming ``source``.
         """
         try:
             return self.classes[name]
         except KeyError:
             raise PluginError(
                 f"{self.family} {name!r} is not available (installed: {', '.join(self.names())})"
+                + _set_by(source)
             ) from None
 
-    def select(self, name: str) -> type:
+    def select(self, name: str, source: str | None = None) -> type:
         """Resolve ``name``, where ``auto`` means the available class of highest
         ``auto_priority``.
 
+        :param source: as for :meth:`get`.
         :raises PluginError: for an unknown name, or a named class whose
             ``is_available()`` is false.
         """
@@ -95,13 +126,30 @@ class Registry:
             if not available:
                 raise PluginError(f"no {self.family} is available (installed: {', '.join(self.names())})")
             return max(available, key=lambda cls: getattr(cls, "auto_priority", 0))
-        cls = self.get(name)
+        cls = self.get(name, source)
         if not cls.is_available():
             raise PluginError(
                 f"{self.family} {name!r} (from plugin {self.owners[name]}) cannot run here; "
                 f"available: {', '.join(n for n, c in sorted(self.classes.items()) if c.is_available())}"
+                + _set_by(source)
             )
         return cls
+
+
+def _set_by(source: str | None) -> str:
+    return "" if source is None else f"; set by {source}"
+
+
+def _call(impl: pluggy.HookImpl, hook_name: str, **kwargs: Any) -> Any:
+    """One plugin's implementation of a hook; what it raises becomes a PluginError naming it."""
+    try:
+        return impl.function(**kwargs)
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise PluginError(
+            f"plugin {impl.plugin_name}: {hook_name} raised {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def collect_registry(manager: pluggy.PluginManager, family: str, hook_name: str) -> Registry:
@@ -124,14 +172,21 @@ def collect_registry(manager: pluggy.PluginManager, family: str, hook_name: str)
             classes[name] = cls
             owners[name] = _owner
 
-        impl.function(register=register)
+        _call(impl, hook_name, register=register)
     return Registry(family=family, classes=classes, owners=owners)
 
 
 def merged_facts(manager: pluggy.PluginManager, hook_name: str) -> dict[str, Any]:
-    """Merge the dicts returned by a fact hook; later plugins win on a shared key."""
+    """Merge the dicts returned by a fact hook; later plugins win on a shared key.
+
+    :raises PluginError: naming the plugin whose implementation raised.
+    """
     merged: dict[str, Any] = {}
-    for part in reversed(getattr(manager.hook, hook_name)()):
+    # One implementation at a time, in registration order, so that a failure names its plugin.
+    for impl in getattr(manager.hook, hook_name).get_hookimpls():
+        if impl.hookwrapper or impl.wrapper:
+            continue  # a wrapper has no dict of its own to add
+        part = _call(impl, hook_name)
         if part:
             merged.update(part)
     return merged

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import warnings
+from pathlib import Path
 from typing import Any
 
 import attrs
 import pluggy
-from kerneltune.core.errors import PluginError
+from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
+from kerneltune.core.notices import warn_once
 from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
 from kerneltune.core.settings import Settings, load_settings
 
@@ -29,29 +33,106 @@ class Session:
     def create(cls, settings: Settings, extra: tuple[object, ...] = ()) -> Session:
         """Make a fresh plugin manager for ``settings`` and resolve the cache.
 
-        :raises PluginError: for an unknown or clashing plugin name.
+        Where ``cache_dir`` starts with ``~`` and there is no home directory
+        (no ``HOME``, no passwd entry), the ``memory`` cache stands in, with
+        one warning per process.
+
+        :raises PluginError: for an unknown or clashing plugin name, or a
+            registry or fact hook that raises (naming the plugin).
         """
         manager = make_plugin_manager(settings, extra)
         caches = collect_registry(manager, "cache", "kerneltune_register_caches")
+        cache_class = caches.select(settings.cache, settings.source("cache"))
+        root = _cache_root(settings)
+        if root is None and cache_class.name != "memory":
+            warn_once(
+                "no home",
+                f"kerneltune: cannot expand cache_dir {settings.cache_dir} (HOME is unset and uid "
+                f"{os.getuid()} has no passwd entry); tuning without a disk cache, picks serve this "
+                "process only (set TRITON_DIST_AUTOTUNE_CACHE_DIR to keep them)",
+            )
+            cache_class = caches.get("memory")
         session = cls(
             settings=settings,
             manager=manager,
             timers=collect_registry(manager, "timer", "kerneltune_register_timers"),
             caches=caches,
             reducers=collect_registry(manager, "reducer", "kerneltune_register_reducers"),
-            cache=caches.select(settings.cache)(root=settings.cache_root),
+            cache=cache_class(root=settings.cache_dir if root is None else root),
             hardware=merged_facts(manager, "kerneltune_hardware_info"),
             versions={k: str(v) for k, v in merged_facts(manager, "kerneltune_software_versions").items()},
         )
         # Fail at set-up, not mid-tuning, on a misspelt timer or reducer name.
-        session.timers.select(settings.timer)
+        session.timers.select(settings.timer, settings.source("timer"))
         if settings.reducer != "auto":
-            session.reducers.get(settings.reducer)
+            session.reducers.get(settings.reducer, settings.source("reducer"))
         return session
+
+    @property
+    def cache_plugin(self) -> str:
+        """The cache in use as an error message names it: its name and the plugin that registered it."""
+        name = type(self.cache).name
+        return f"cache {name!r} (plugin {self.caches.owners.get(name, '?')})"
+
+    def cache_directory(self, namespace: str) -> Path | None:
+        """The cache's folder for ``namespace``, where logs go; ``None`` for none.
+
+        A cache plugin whose ``directory`` raises gets a warning naming it,
+        and the tuning goes on without a folder.
+        """
+        try:
+            return self.cache.directory(namespace)
+        except Exception as exc:
+            warnings.warn(
+                f"kerneltune: {namespace}: {self.cache_plugin} failed to name its folder "
+                f"({type(exc).__name__}: {exc}); tuning without a log file",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return None
+
+    def cache_load(self, namespace: str, digest: str) -> Any:
+        """The cache's data for ``digest``, ``None`` when absent.
+
+        A cache plugin whose ``load`` raises anything but
+        :class:`CacheReadError` gets a warning naming it, and it is a miss.
+
+        :raises CacheReadError: as the plugin raised it (a logged miss).
+        """
+        try:
+            return self.cache.load(namespace, digest)
+        except CacheReadError:
+            raise
+        except Exception as exc:
+            warnings.warn(
+                f"kerneltune: {namespace}: {self.cache_plugin} failed to load a pick "
+                f"({type(exc).__name__}: {exc}); retuning",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return None
+
+    def cache_store(self, namespace: str, digest: str, data: Any) -> None:
+        """Store ``data`` with the cache; never raises.
+
+        A finished tuning is worth more than its copy on disk: whatever the
+        plugin raises (a full disk, a read-only folder, a bug) is a warning
+        naming it, and the pick serves this process only.
+        """
+        try:
+            self.cache.store(namespace, digest, data)
+        except Exception as exc:
+            warnings.warn(
+                f"kerneltune: {namespace}: cannot store the pick ({self.cache_plugin}: "
+                f"{type(exc).__name__}: {exc}); it serves this process only and will be tuned again "
+                "by the next one",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def make_timer(self) -> Any:
         """A new timer of the configured (or automatically chosen) kind."""
-        return self.timers.select(self.settings.timer)()
+        return self.timers.select(self.settings.timer, self.settings.source("timer"))()
 
     def make_reducer(self, group: Any = None) -> Any:
         """A reducer over exactly the ranks of ``group`` (``None``: the default group, if any).
@@ -70,7 +151,7 @@ class Session:
                 installed = ", ".join(self.reducers.names())
                 raise PluginError(f"no reducer can run over autotune_pg={group!r} (installed: {installed})")
         else:
-            cls = self.reducers.get(name)
+            cls = self.reducers.get(name, self.settings.source("reducer"))
         reducer = cls(group=group)
         if not 0 <= reducer.rank < reducer.world_size:
             # torch.distributed reports rank -1 to a process outside the group it is given.
@@ -81,7 +162,17 @@ class Session:
         return reducer
 
 
-_sessions: dict[Settings, Session] = {}
+def _cache_root(settings: Settings) -> Path | None:
+    """``settings.cache_root``, or ``None`` when ``~`` has no home to expand to."""
+    try:
+        return settings.cache_root
+    except RuntimeError:
+        return None
+
+
+# Keyed by the settings and the cache root they expand to now: a process that changes HOME
+# between calls gets a session for the new location.
+_sessions: dict[tuple[Settings, Path | None], Session] = {}
 _sessions_lock = threading.Lock()
 _added: list[object] = []
 
@@ -116,17 +207,28 @@ def current_session(**overrides: Any) -> Session:
     :param overrides: settings fields a driver imposes over every source,
         e.g. the contextual tuner's ``cache="memory"``.
 
-    Sessions are memoised per distinct :class:`Settings`, so changing a
-    variable between calls selects a fresh plugin manager. Plugins added with
-    :func:`add_plugin` are registered after the built-ins and entry points.
+    Sessions are memoised per distinct :class:`Settings` and cache root, so
+    changing a variable (``HOME`` included) between calls selects a fresh
+    plugin manager. Plugins added with :func:`add_plugin` are registered after
+    the built-ins and entry points.
+
+    :raises ConfigError: for a bad file or variable, naming it.
+    :raises PluginError: for an unknown plugin name (naming what set it) or a
+        plugin that fails while the session is made.
     """
-    settings = load_settings()
-    if overrides:
-        settings = attrs.evolve(settings, **overrides)
-    session = _sessions.get(settings)
-    if session is None:
-        with _sessions_lock:
-            session = _sessions.get(settings)
-            if session is None:
-                session = _sessions[settings] = Session.create(settings, extra=tuple(_added))
+    try:
+        settings = load_settings()
+        if overrides:
+            settings = attrs.evolve(settings, **overrides)
+        memo = (settings, _cache_root(settings))
+        session = _sessions.get(memo)
+        if session is None:
+            with _sessions_lock:
+                session = _sessions.get(memo)
+                if session is None:
+                    session = _sessions[memo] = Session.create(settings, extra=tuple(_added))
+    except (ConfigError, PluginError) as exc:
+        # The message names the file, variable or plugin; the frames that read settings
+        # and load plugins would only bury it. A plugin's own traceback stays as the cause.
+        raise exc.with_traceback(None) from exc.__cause__
     return session

@@ -46,11 +46,22 @@ class Settings:
     version_check: bool = False
     verify_pick: bool = False
     autoload: bool = True
+    # Where each field was set, as (field, "file (key 'x')" or "environment variable X") pairs;
+    # not part of equality, so sources that agree share one session.
+    sources: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False, repr=False)
 
     @property
     def cache_root(self) -> Path:
-        """The cache directory with ``~`` expanded."""
+        """The cache directory with ``~`` expanded.
+
+        :raises RuntimeError: when ``~`` cannot be expanded: no ``HOME`` and
+            no passwd entry for this user.
+        """
         return self.cache_dir.expanduser()
+
+    def source(self, field: str) -> str | None:
+        """The file and key, or the variable, that set ``field``; ``None`` for a default."""
+        return dict(self.sources).get(field)
 
 
 def _name(value: Any, where: str) -> str:
@@ -151,10 +162,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return known[1]
         with path.open("rb") as handle:
             data = tomllib.load(handle)
+    # The message says all there is; the parser's own traceback would only bury it.
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from exc
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     _parsed[path] = (stamp, data)
     return data
 
@@ -170,13 +182,16 @@ def _table(path: Path, *names: str) -> tuple[dict[str, Any], str]:
     return data, prefix
 
 
-def _apply(values: dict[str, Any], table: Mapping[str, Any], where: str, prefix: str) -> None:
+def _apply(
+    values: dict[str, Any], sources: dict[str, str], table: Mapping[str, Any], where: str, prefix: str
+) -> None:
     for key, raw in table.items():
         field = key.replace("-", "_")
         if field not in _FIELDS:
             known = ", ".join(sorted(_FIELDS))
             raise ConfigError(f"{where}: unknown key '{prefix}{key}' (known: {known})")
         values[field] = _FIELDS[field](raw, f"{where}: key '{prefix}{key}'")
+        sources[field] = f"{where} (key '{prefix}{key}')"
 
 
 def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
@@ -190,38 +205,41 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
     cwd = Path.cwd() if cwd is None else cwd
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
 
     pyproject = cwd / "pyproject.toml"
     if pyproject.is_file():
         table, prefix = _table(pyproject, "tool", "kerneltune")
-        _apply(values, table, str(pyproject), prefix)
+        _apply(values, sources, table, str(pyproject), prefix)
 
     local = cwd / "kerneltune.toml"
     if local.is_file():
-        _apply_file(values, local)
+        _apply_file(values, sources, local)
 
     explicit = environ.get("KERNELTUNE_CONFIG")
     if explicit:
         path = Path(explicit)
         if not path.is_file():
             raise ConfigError(f"KERNELTUNE_CONFIG: no such file: {path}")
-        _apply_file(values, path)
+        _apply_file(values, sources, path)
 
     for variable, field in _ENV.items():
         raw = environ.get(variable)
         if raw is not None and raw != "":
             values[field] = _FIELDS[field](raw, f"environment variable {variable}")
+            sources[field] = f"environment variable {variable}"
     for variable, field in _ENV_NEGATED.items():
         raw = environ.get(variable)
         if raw is not None and raw != "":
             values[field] = not _FIELDS[field](raw, f"environment variable {variable}")
+            sources[field] = f"environment variable {variable}"
 
-    return Settings(**values)
+    return Settings(**values, sources=tuple(sorted(sources.items())))
 
 
-def _apply_file(values: dict[str, Any], path: Path) -> None:
+def _apply_file(values: dict[str, Any], sources: dict[str, str], path: Path) -> None:
     data = _read_toml(path)
     if "kerneltune" in data and isinstance(data["kerneltune"], dict) and len(data) == 1:
-        _apply(values, data["kerneltune"], str(path), "kerneltune.")
+        _apply(values, sources, data["kerneltune"], str(path), "kerneltune.")
     else:
-        _apply(values, data, str(path), "")
+        _apply(values, sources, data, str(path), "")

@@ -26,18 +26,28 @@ _OURS = (
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
-    """A private cache dir and cwd, and none of the user's kerneltune variables.
+    """A private cache dir and cwd, none of the user's kerneltune variables, and no
+    once-per-process warning already spent by an earlier test.
 
     Near ties are not re-timed (``tie_rounds = 0``), so that tests can count
-    a candidate's runs; the tests of re-timing, and the demo's, turn it on.
+    a candidate's runs; the tests of re-timing turn it on.
     """
+    from kerneltune.core import notices
+
     for name in _OURS:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "0")
+    monkeypatch.setattr(notices, "_issued", set())
     cache = tmp_path / "cache"
     monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CACHE_DIR", str(cache))
     monkeypatch.chdir(tmp_path)
     return cache
+
+
+@pytest.fixture
+def quick(tmp_path):
+    """One warm-up-free timed run per candidate, for tests where the timing is not under test."""
+    (tmp_path / "kerneltune.toml").write_text("warmup = 0\nrepeat = 1\n")
 
 
 def _has_cuda() -> bool:

@@ -29,12 +29,6 @@ KEYS = {
 }
 
 
-@pytest.fixture
-def quick(tmp_path):
-    """One warm-up-free timed run per candidate: the keys are what is under test."""
-    (tmp_path / "kerneltune.toml").write_text("warmup = 0\nrepeat = 1\n")
-
-
 def _body(x, n, key):
     _body.calls.append(n)
     return n
@@ -157,3 +151,33 @@ def test_registered_encoder_allows_a_type(quick, isolated):
 
     assert encode_key(Grid(1, 2)) == {"tests.Grid": [1, 2]}
     _round_trip(isolated, (Grid(4, 8), "bf16"))
+
+
+@pytest.mark.parametrize(
+    ("key", "where"),
+    [(float("nan"), r"key is NaN"), ((1, (2.0, float("nan"))), r"key\[1\]\[1\] is NaN")],
+    ids=["nan", "nested-nan"],
+)
+def test_a_nan_in_a_key_is_a_clear_error_at_the_first_call(isolated, key, where):
+    tuner = _fresh_tuner()
+    with pytest.raises(TypeError, match=where + ".*could never be found again"):
+        tuner(0, key=key)
+    assert _body.calls == []
+    assert len(tuner._picks) == 0, "the pick table does not grow"
+
+
+def test_a_key_nested_5000_deep_is_a_clear_error_not_a_recursion_error(isolated):
+    key: tuple = ()
+    for _ in range(5000):
+        key = (key,)
+    tuner = _fresh_tuner()
+    with pytest.raises(TypeError, match=r"nested more than 32 levels deep"):
+        tuner(0, key=key)
+    assert _body.calls == []
+
+
+def test_a_key_32_levels_deep_still_round_trips(quick, isolated):
+    key: tuple = (1,)
+    for _ in range(31):
+        key = (key,)
+    _round_trip(isolated, key)

@@ -222,6 +222,11 @@ def test_near_ties_are_re_timed_in_interleaved_rounds_and_the_pick_is_made_among
     assert times == [pytest.approx(1.0), pytest.approx(0.9), pytest.approx(2.0)]
     assert len(record["candidates"][1]["samples_ms"]) == 3 * (REPEAT // 2), "re-timed samples replace"
     assert record["best"]["index"] == 1
+    assert record["finalists"] == [0, 1]
+    # The record holds up when read back: the pick is the fastest of the finalists.
+    again, drift = drifting(monkeypatch, first, first)
+    assert again(0) == "b"
+    assert drift.calls == ["b"]
 
 
 def test_a_clear_winner_is_not_re_timed(monkeypatch, isolated):

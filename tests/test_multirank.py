@@ -260,10 +260,11 @@ def test_a_key_one_rank_cannot_use_stops_every_rank(tmp_path, bad_key, reason):
     assert reason in str(outcomes[0])
 
 
-def test_a_cache_that_raises_on_one_rank_stops_every_rank(tmp_path):
+def test_a_cache_that_raises_on_one_rank_is_a_miss_there_and_the_ranks_stay_in_step(tmp_path):
     group = ThreadGroup(2)
+    seeded = seed(tmp_path / "cache1", [3.0, 1.0, 2.0, 4.0])
 
-    def rank(r: int) -> int:
+    def rank(r: int) -> tuple[int, bool]:
         session = make_session(tmp_path / f"cache{r}")
         if r == 0:
 
@@ -271,11 +272,13 @@ def test_a_cache_that_raises_on_one_rank_stops_every_rank(tmp_path):
                 raise RuntimeError("cache server unreachable")
 
             session.cache.load = load
-        return tune(Tuner(space()), session, 7, group.member(r), [1.0] * 4)[0]
+        return tune(Tuner(space()), session, 7, group.member(r), [1.0] * 4)
 
-    outcomes = run_ranks(2, rank)
-    assert all(isinstance(o, RankMismatchError) for o in outcomes)
-    assert "rank 0 failed while reading the cache: RuntimeError: cache server unreachable" in str(outcomes[1])
+    with pytest.warns(
+        RuntimeWarning, match=r"cache 'json' .* failed to load a pick \(RuntimeError: cache server"
+    ):
+        outcomes = run_ranks(2, rank)
+    assert outcomes == [(seeded, True), (seeded, True)], "rank 1's record serves both ranks"
 
 
 def test_an_observer_failing_on_one_rank_does_not_desynchronise_the_ranks(tmp_path):

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import time
-import types
 
 import pytest
 from kerneltune.core import (
@@ -28,18 +27,11 @@ from kerneltune.core import (
 from kerneltune.plugins.caches.files import JsonCache
 from kerneltune.plugins.reducers.local import LocalReducer
 from kerneltune.plugins.timers.wallclock import WallclockTimer
-from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
+from tuning_doubles import FakeClock, clock_plugin, install_session, plugin_module, stored_records
 
 from triton_dist.tune import autotune
 
 EXAMPLE = "example-cputime"
-
-
-def _plugin(name: str, **hooks) -> types.ModuleType:
-    module = types.ModuleType(name)
-    for hook_name, function in hooks.items():
-        setattr(module, hook_name, hookimpl(function))
-    return module
 
 
 def _settings(**values) -> Settings:
@@ -102,7 +94,9 @@ def test_two_plugins_registering_one_name_is_an_error_naming_both():
         def is_available(cls):
             return True
 
-    impostor = _plugin("impostor_plugin", kerneltune_register_timers=lambda register: register(ImpostorTimer))
+    impostor = plugin_module(
+        "impostor_plugin", kerneltune_register_timers=lambda register: register(ImpostorTimer)
+    )
 
     with pytest.raises(PluginError) as info:
         Session.create(_settings(), extra=(impostor,))
@@ -113,7 +107,7 @@ def test_two_plugins_registering_one_name_is_an_error_naming_both():
 
 
 def test_a_registered_class_needs_a_name():
-    nameless = _plugin("nameless_plugin", kerneltune_register_caches=lambda register: register(object))
+    nameless = plugin_module("nameless_plugin", kerneltune_register_caches=lambda register: register(object))
     with pytest.raises(PluginError, match="plugin nameless_plugin registered a cache without a name"):
         Session.create(_settings(), extra=(nameless,))
 
@@ -152,9 +146,9 @@ def test_disabling_autoload_skips_entry_point_plugins(monkeypatch, tmp_path):
     monkeypatch.setenv("KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD", "1")
     with pytest.raises(PluginError) as info:
         Session.create(load_settings())
-    assert (
-        str(info.value)
-        == "timer 'example-cputime' is not available (installed: cuda-event, npu-event, wallclock)"
+    assert str(info.value) == (
+        "timer 'example-cputime' is not available (installed: cuda-event, npu-event, wallclock); "
+        f"set by {tmp_path / 'kerneltune.toml'} (key 'timer')"
     )
     manager = make_plugin_manager(load_settings())
     assert manager.get_plugin(EXAMPLE) is None
@@ -325,7 +319,7 @@ def test_plugin_hardware_facts_split_the_cache_and_versions_are_stored(monkeypat
 
         return facts
 
-    versions = _plugin("versions_plugin", kerneltune_software_versions=lambda: {"mylib": "1.2"})
+    versions = plugin_module("versions_plugin", kerneltune_software_versions=lambda: {"mylib": "1.2"})
     install_session(monkeypatch, extra=(versions,), warmup=0, repeat=1)
     make()(1)
     make()(1)
@@ -333,7 +327,7 @@ def test_plugin_hardware_facts_split_the_cache_and_versions_are_stored(monkeypat
     (record,) = stored_records(isolated, "facts")
     assert record["versions"]["mylib"] == "1.2"
 
-    interconnect = _plugin("fabric_plugin", kerneltune_hardware_info=lambda: {"interconnect": "hccs"})
+    interconnect = plugin_module("fabric_plugin", kerneltune_hardware_info=lambda: {"interconnect": "hccs"})
     install_session(monkeypatch, extra=(versions, interconnect), warmup=0, repeat=1)
     make()(1)
     assert len(work_calls) == 3 + 1 + 3, "other hardware: a miss"

@@ -5,21 +5,25 @@
   deterministic.
 * :func:`steps_plugin`: a timer named ``steps`` that can flush and hold the
   device and notes every flush, hold and start mark in order.
+* :func:`plugin_module`: a plugin module implementing the given hooks.
 * :func:`install_session`: make ``triton_dist.tune.autotune`` run with a
   session built from given settings and extra plugin objects.
 * :func:`stored_records`: the records a file cache holds for a function.
+* :func:`fresh_tuner` and :data:`CALLS`: a small autotuned function and what it ran.
+* :func:`make_record`: a :class:`TuningRecord` with given times, as the engine would store it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import types
 from pathlib import Path
 from typing import Any
 
 import attrs
 import msgpack
-from kerneltune.core import Session, function_tuner, hookimpl, load_settings
+from kerneltune.core import Measurement, Session, TuningRecord, function_tuner, hookimpl, load_settings
 
 
 class FakeClock:
@@ -112,6 +116,14 @@ def steps_plugin(steps: list[tuple[str, float]], *, sample_ms: float = 1.0) -> t
     return plugin
 
 
+def plugin_module(name: str, **hooks: Any) -> types.ModuleType:
+    """A plugin module named ``name`` implementing each given hook (``hook_name=function``)."""
+    module = types.ModuleType(name)
+    for hook_name, function in hooks.items():
+        setattr(module, hook_name, hookimpl(function))
+    return module
+
+
 def install_session(monkeypatch, *, extra: tuple[object, ...] = (), **overrides: Any) -> Session:
     """Route every autotuned call of this test through one explicit session."""
     settings = attrs.evolve(load_settings(), **overrides)
@@ -142,3 +154,50 @@ def only_record_file(cache_dir: Path, function: str, suffix: str = "json") -> Pa
     files = record_files(cache_dir, function, suffix)
     assert len(files) == 1, files
     return files[0]
+
+
+def make_record(times=(2.0, 1.0, 3.0), finalists=None, best=None) -> TuningRecord:
+    """A record of ``len(times)`` candidates; the pick is SELECT's unless ``best`` forces one.
+
+    An infinite time is a candidate that failed with error "boom".
+    """
+    finite = [i for i in (finalists or range(len(times))) if math.isfinite(times[i])]
+    best = min(finite, key=lambda i: (times[i], i)) if best is None else best
+    return TuningRecord(
+        function="work",
+        key=[1, {"float": "0x1.8p+1"}],
+        fingerprints=tuple(f"{i:032x}" for i in range(len(times))),
+        labels=tuple(f"n={i}" for i in range(len(times))),
+        best_index=best,
+        times=tuple(times),
+        measurements=tuple(
+            Measurement(i, samples=() if math.isinf(t) else (t,), error="boom" if math.isinf(t) else None)
+            for i, t in enumerate(times)
+        ),
+        versions={"python": "3"},
+        hardware={"device": "cpu", "count": 1},
+        created=1.7e9,
+        finalists=finalists,
+    )
+
+
+CALLS: list[int] = []
+
+
+def _multiply(x: int, n: int) -> int:
+    CALLS.append(n)
+    return x * n
+
+
+def fresh_tuner(name: str = "work") -> Any:
+    """A new autotuned ``x * n`` over n in (1, 2), keyed by ``x`` and named ``name``, as a new
+    process would make it; :data:`CALLS` is emptied and then lists the ``n`` of each run."""
+    from triton_dist.tune import autotune
+
+    CALLS.clear()
+
+    def work(x: int, n: int) -> int:
+        return _multiply(x, n)
+
+    work.__name__ = name
+    return autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)(work)

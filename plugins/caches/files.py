@@ -1,33 +1,58 @@
 """On-disk caches: one file per entry, JSON (readable) or msgpack (compact).
 
-Files live at ``<root>/<namespace>/<digest>.<suffix>``. Writes go to a
-temporary file in the same directory and are renamed into place under a file
-lock, so readers see the old record or the new one, never half of one.
-Directories are created private to the user (mode 0700). Only plain data is
-stored; nothing read back is ever executed or imported.
+Files live at ``<root>/<folder>/<digest>.<suffix>``, where ``<folder>`` is the
+namespace itself when it is a plain name (letters, digits, ``_.-``, not
+starting with a dot or dash, at most 64 characters) and otherwise a readable
+prefix of it plus a hash of the whole (``Foo_locals_.bar-1f2e3d4c5b6a``), so no
+namespace escapes the root or exceeds a file name's length.
+
+Writes go to a temporary file in the same directory and are renamed into
+place under a file lock, so readers see the old record or the new one, never
+half of one; temporary files that a killed writer left behind are removed by
+a later write into the folder. Directories are created private to the user
+(mode 0700). A folder or file another user could change is not used (one
+warning per process); files are read without following links or blocking,
+regular files only, up to a size cap. Only plain data is stored; nothing read
+back is ever executed or imported.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import filelock
 import msgpack
 from kerneltune.core import CacheReadError, hookimpl
+from kerneltune.core.notices import warn_once
+from kerneltune.core.private_files import (
+    NotPrivateError,
+    check_folder,
+    check_root,
+    make_private_dirs,
+    read_private,
+)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+# A writer killed between mkstemp and rename leaves one of these; a live writer's is
+# seconds old, so only ones older than this are removed.
+_STALE_SECONDS = 600
 
 
-def _make_private_dirs(folder: Path) -> None:
-    # mkdir(parents=True) would give the parents default permissions, not 0700.
-    if not folder.is_dir():
-        _make_private_dirs(folder.parent)
-        folder.mkdir(mode=0o700, exist_ok=True)
+def folder_name(namespace: str) -> str:
+    """The folder a namespace's files live in, directly under the cache root."""
+    if _PLAIN.fullmatch(namespace):
+        return namespace
+    readable = _UNSAFE.sub("_", namespace).lstrip(".-")[:40] or "_"
+    tag = hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{readable}-{tag}"
 
 
 class FileCache:
@@ -45,34 +70,76 @@ class FileCache:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
 
-    def directory(self, namespace: str) -> Path:
-        """The namespace's folder (not created until something is written)."""
-        safe = _UNSAFE.sub("_", namespace) or "_"
-        return self.root / safe
+    def directory(self, namespace: str) -> Path | None:
+        """The namespace's folder (not created until something is written).
 
-    def _path(self, namespace: str, digest: str) -> Path:
-        return self.directory(namespace) / f"{_UNSAFE.sub('_', digest)}.{self.suffix}"
+        ``None`` when the folder, or a root without the sticky bit, could be
+        changed by another user: then nothing is read from it or written to it.
+        """
+        folder = self.root / folder_name(namespace)
+        return folder if self._usable(folder) else None
+
+    def _usable(self, folder: Path) -> bool:
+        try:
+            check_root(self.root)
+            check_folder(folder)
+        except NotPrivateError as exc:
+            warn_once(
+                ("cache folder", exc.filename),
+                f"kerneltune: not using {exc.filename}: {exc.strerror}; tuning without the disk cache "
+                "there (picks serve this process only)",
+            )
+            return False
+        except OSError:
+            # Not a question of ownership (say, a root that cannot be searched): the read or
+            # write itself reports it.
+            pass
+        return True
+
+    def _path(self, folder: Path, digest: str) -> Path:
+        return folder / f"{_UNSAFE.sub('_', digest)}.{self.suffix}"
 
     def load(self, namespace: str, digest: str) -> Any:
-        """The stored data, ``None`` when absent; :class:`CacheReadError` when unreadable."""
-        path = self._path(namespace, digest)
+        """The stored data, ``None`` when absent or not this user's own.
+
+        :raises CacheReadError: for a file that cannot be read or decoded: a
+            symbolic link, FIFO or other non-regular file, one over
+            :data:`~kerneltune.core.private_files.MAX_READ` bytes, or bad content.
+        """
+        folder = self.directory(namespace)
+        if folder is None:
+            return None
+        path = self._path(folder, digest)
         try:
-            payload = path.read_bytes()
+            payload = read_private(path)
         except FileNotFoundError:
             return None
+        except NotPrivateError as exc:
+            warn_once(
+                ("cache file", str(path)),
+                f"kerneltune: not reading {path}: {exc.strerror}; retuning, and the new pick replaces it",
+            )
+            return None
         except OSError as exc:
-            raise CacheReadError(f"{path}: {exc}") from exc
+            raise CacheReadError(f"{path}: {exc.strerror or exc}") from exc
         try:
             return self.decode(payload)
         except Exception as exc:
             raise CacheReadError(f"{path}: cannot decode: {exc}") from exc
 
     def store(self, namespace: str, digest: str, data: Any) -> None:
-        """Write atomically under a file lock."""
-        path = self._path(namespace, digest)
-        _make_private_dirs(path.parent)
+        """Write atomically under a file lock; nothing when the folder is not this user's own."""
+        folder = self.directory(namespace)
+        if folder is None:
+            return
+        make_private_dirs(folder)
+        # Another user may have created the folder since directory() looked.
+        if not self._usable(folder):
+            return
+        path = self._path(folder, digest)
         payload = self.encode(data)
         with filelock.FileLock(str(path) + ".lock"):
+            self._remove_stale_temporaries(folder)
             handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
             try:
                 with os.fdopen(handle, "wb") as out:
@@ -83,6 +150,17 @@ class FileCache:
             except BaseException:
                 Path(temporary).unlink(missing_ok=True)
                 raise
+
+    def _remove_stale_temporaries(self, folder: Path) -> None:
+        pattern = re.compile(rf".+\.{re.escape(self.suffix)}[a-z0-9_]{{8}}\.tmp")
+        cutoff = time.time() - _STALE_SECONDS
+        for entry in os.scandir(folder):
+            try:
+                if pattern.fullmatch(entry.name) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(entry.path)
+            except FileNotFoundError:
+                # Another writer removed or renamed it first.
+                continue
 
     def encode(self, data: Any) -> bytes:
         """Plain data to bytes."""

@@ -1,8 +1,10 @@
 """Tuning logs: INFO lines on stdout when asked, and a detailed file per rank.
 
-Every real tuning appends to ``<cache dir>/<function>/tune-rank<rank>.log``
+Every real tuning appends to ``<cache dir>/<function folder>/tune-rank<rank>.log``
 (caches without a directory write no file). ``autotune_verbose=True`` also
-prints the start, each candidate's time or error, and the pick.
+prints the start, each candidate's time or error, and the pick. The log is
+opened without following links and must be this user's own regular file; a
+log that cannot be written is one warning per process, and tuning goes on.
 """
 
 from __future__ import annotations
@@ -13,15 +15,10 @@ import time
 from pathlib import Path
 
 from kerneltune.core import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted, hookimpl
+from kerneltune.core.notices import warn_once
+from kerneltune.core.private_files import check_folder, make_private_dirs, open_private_append
 
 logger = logging.getLogger("kerneltune")
-
-
-def _make_private_dirs(folder: Path) -> None:
-    # mkdir(parents=True) would give the parents default permissions, not 0700.
-    if not folder.is_dir():
-        _make_private_dirs(folder.parent)
-        folder.mkdir(mode=0o700, exist_ok=True)
 
 
 def _emit(line: str, *, verbose: bool, log_dir: Path | None, rank: int, detail: str = "") -> None:
@@ -29,12 +26,22 @@ def _emit(line: str, *, verbose: bool, log_dir: Path | None, rank: int, detail: 
     if verbose:
         print(f"[kerneltune] {line}", flush=True)
     if log_dir is not None:
-        _make_private_dirs(log_dir)
+        path = log_dir / f"tune-rank{rank}.log"
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        with (log_dir / f"tune-rank{rank}.log").open("a", encoding="utf-8") as handle:
-            handle.write(f"{stamp} {line}\n")
-            if detail:
-                handle.write(detail)
+        try:
+            make_private_dirs(log_dir)
+            # Another user may have created the folder since the cache looked at it.
+            check_folder(log_dir)
+            with open_private_append(path) as handle:
+                handle.write(f"{stamp} {line}\n")
+                if detail:
+                    handle.write(detail)
+        except OSError as exc:
+            warn_once(
+                ("tuning log", str(path)),
+                f"kerneltune: cannot write the tuning log {path} ({exc}); tuning goes on "
+                "without it",
+            )
 
 
 def _ms(value: float) -> str:

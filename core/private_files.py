@@ -1,0 +1,125 @@
+"""Files and folders only this user can change, checked as ssh checks ``~/.ssh``.
+
+Cache folders may sit in a shared root (``/scratch/autotune``), where another
+user could create a folder first, plant a link, or leave a FIFO. Files are
+therefore opened without following a final symbolic link and without
+blocking, must be regular files, and, like the folders holding them, must
+belong to this user and be writable by nobody else. A folder or file that
+fails is a :class:`NotPrivateError`; the caller decides whether that is a
+warning or a miss.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import TextIO
+
+# A record is a few kilobytes; anything near this is not one, and reading it whole
+# (a link to /dev/zero) would exhaust memory.
+MAX_READ = 16 * 1024 * 1024
+
+_OPEN = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class NotPrivateError(PermissionError):
+    """A path that another user could change: owned by them, or writable by group or others."""
+
+
+def refusal(status: os.stat_result) -> str | None:
+    """Why a file or folder with this status could be changed by another user; ``None`` if it cannot."""
+    if status.st_uid != os.geteuid():
+        return f"owned by uid {status.st_uid}, not by you (uid {os.geteuid()})"
+    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"writable by group or others (mode {stat.S_IMODE(status.st_mode):#o})"
+    return None
+
+
+def check_root(root: Path) -> None:
+    """Accept a folder that holds private folders: an absent one, one nobody else may
+    write to, or one with the sticky bit (as ``/tmp``), where nobody can rename another's folder.
+
+    :raises NotPrivateError: for a root others may write to without the sticky bit.
+    """
+    try:
+        status = root.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not status.st_mode & stat.S_ISVTX:
+        raise NotPrivateError(
+            errno.EACCES,
+            f"writable by group or others without the sticky bit (mode {stat.S_IMODE(status.st_mode):#o})",
+            str(root),
+        )
+
+
+def check_folder(folder: Path) -> None:
+    """Accept an absent folder or a real (not linked) folder of this user's that only they may write to.
+
+    :raises NotPrivateError: naming the folder and why not.
+    """
+    try:
+        status = folder.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISLNK(status.st_mode):
+        raise NotPrivateError(errno.EACCES, "a symbolic link, not a folder", str(folder))
+    if not stat.S_ISDIR(status.st_mode):
+        raise NotPrivateError(errno.EACCES, "not a folder", str(folder))
+    reason = refusal(status)
+    if reason is not None:
+        raise NotPrivateError(errno.EACCES, reason, str(folder))
+
+
+def make_private_dirs(folder: Path) -> None:
+    """Create ``folder`` and any missing parents with mode 0700."""
+    # mkdir(parents=True) would give the parents default permissions, not 0700.
+    if not folder.is_dir():
+        make_private_dirs(folder.parent)
+        folder.mkdir(mode=0o700, exist_ok=True)
+
+
+def _open(path: Path, flags: int, mode: int = 0o600) -> int:
+    try:
+        descriptor = os.open(path, flags | _OPEN, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symbolic link, not followed", str(path)) from None
+        raise
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        reason = refusal(status)
+        if reason is not None:
+            raise NotPrivateError(errno.EACCES, reason, str(path))
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def read_private(path: Path) -> bytes:
+    """The whole content of a private regular file of at most :data:`MAX_READ` bytes.
+
+    :raises FileNotFoundError: when there is no such file.
+    :raises NotPrivateError: for a file another user could change.
+    :raises OSError: for a symbolic link, a FIFO, a device or another
+        non-regular file, a file too large, or a failed read.
+    """
+    with os.fdopen(_open(path, os.O_RDONLY), "rb") as handle:
+        payload = handle.read(MAX_READ + 1)
+    if len(payload) > MAX_READ:
+        raise OSError(errno.EFBIG, f"larger than {MAX_READ} bytes", str(path))
+    return payload
+
+
+def open_private_append(path: Path) -> TextIO:
+    """Open (creating it with mode 0600) a private regular file to append text to.
+
+    :raises NotPrivateError: for a file another user could change.
+    :raises OSError: for a symbolic link or a non-regular file, or when it cannot be opened.
+    """
+    return os.fdopen(_open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a", encoding="utf-8")

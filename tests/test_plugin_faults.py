@@ -1,0 +1,214 @@
+"""Plugins that misbehave, and configuration that names what does not exist: each is a warning or
+an error naming the plugin, file or variable, and a finished tuning is never thrown away."""
+
+from __future__ import annotations
+
+import traceback
+
+import pytest
+from kerneltune.core import (
+    ConfigError,
+    PluginError,
+    Session,
+    add_plugin,
+    current_session,
+    load_settings,
+    remove_plugin,
+)
+from tuning_doubles import CALLS, fresh_tuner, install_session, plugin_module
+
+pytestmark = pytest.mark.usefixtures("quick")
+
+
+def flaky_cache_plugin(**broken):
+    """A plugin registering cache 'flaky', a dict cache whose named methods raise."""
+
+    class FlakyCache:
+        name = "flaky"
+
+        @classmethod
+        def is_available(cls):
+            return True
+
+        def __init__(self, root):
+            self.entries = {}
+
+        def directory(self, namespace):
+            if "directory" in broken:
+                raise broken["directory"]
+            return None
+
+        def load(self, namespace, digest):
+            if "load" in broken:
+                raise broken["load"]
+            return self.entries.get(digest)
+
+        def store(self, namespace, digest, data):
+            if "store" in broken:
+                raise broken["store"]
+            self.entries[digest] = data
+
+    return plugin_module(
+        "flaky_cache_plugin", kerneltune_register_caches=lambda register: register(FlakyCache)
+    )
+
+
+@pytest.mark.parametrize(
+    "error", [ValueError("bad data"), TypeError("not JSON"), RuntimeError("server gone")]
+)
+def test_a_cache_whose_store_raises_anything_keeps_the_finished_tuning(monkeypatch, error):
+    install_session(monkeypatch, extra=(flaky_cache_plugin(store=error),), cache="flaky")
+    tuned = fresh_tuner()
+
+    with pytest.warns(
+        RuntimeWarning,
+        match=rf"work: cannot store the pick \(cache 'flaky' \(plugin flaky_cache_plugin\): "
+        rf"{type(error).__name__}: .*serves this process only",
+    ):
+        first = tuned(3)
+
+    assert tuned(3) == first
+    assert len(CALLS) == 3 + 1, "tuned once, then the pick serves"
+
+
+def test_a_cache_whose_load_raises_is_a_warning_and_a_miss(monkeypatch):
+    install_session(monkeypatch, extra=(flaky_cache_plugin(load=KeyError("shard 3")),), cache="flaky")
+    with pytest.warns(RuntimeWarning, match=r"cache 'flaky' \(plugin flaky_cache_plugin\) failed to load"):
+        assert fresh_tuner()(3) in (3, 6)
+    assert len(CALLS) == 3
+
+
+def test_a_cache_whose_directory_raises_is_a_warning_and_no_log(monkeypatch, isolated):
+    install_session(monkeypatch, extra=(flaky_cache_plugin(directory=OSError("no mount")),), cache="flaky")
+    with pytest.warns(RuntimeWarning, match=r"cache 'flaky' \(plugin flaky_cache_plugin\) failed to name"):
+        assert fresh_tuner()(3) in (3, 6)
+    assert len(CALLS) == 3
+    assert not isolated.exists()
+
+
+@pytest.mark.parametrize("hook", ["kerneltune_hardware_info", "kerneltune_software_versions"])
+def test_a_fact_hook_that_raises_is_a_plugin_error_naming_the_plugin(hook):
+    def broken():
+        raise RuntimeError("no driver")
+
+    plugin = plugin_module("facts_plugin", **{hook: broken})
+    with pytest.raises(PluginError, match=rf"^plugin facts_plugin: {hook} raised RuntimeError: no driver$"):
+        Session.create(load_settings(), extra=(plugin,))
+
+
+def test_a_registry_hook_that_raises_is_a_plugin_error_naming_the_plugin():
+    def broken(register):
+        raise ImportError("cannot import name 'Timer'")
+
+    plugin = plugin_module("timers_plugin", kerneltune_register_timers=broken)
+    with pytest.raises(PluginError, match=r"^plugin timers_plugin: kerneltune_register_timers raised Import"):
+        Session.create(load_settings(), extra=(plugin,))
+
+
+def test_two_plugin_objects_registering_one_name_are_both_named():
+    class ImpostorTimer:
+        name = "wallclock"
+
+        @classmethod
+        def is_available(cls):
+            return True
+
+    class TimerPlugin:
+        def __init__(self, cls):
+            self.cls = cls
+
+        def kerneltune_register_timers(self, register):
+            register(self.cls)
+
+    from kerneltune.core import hookimpl
+
+    TimerPlugin.kerneltune_register_timers = hookimpl(TimerPlugin.kerneltune_register_timers)
+    with pytest.raises(PluginError) as info:
+        Session.create(load_settings(), extra=(TimerPlugin(ImpostorTimer),))
+    assert str(info.value) == (
+        "timer 'wallclock' is registered by two plugins: kerneltune.plugins.timers.wallclock and "
+        f"{__name__}.test_two_plugin_objects_registering_one_name_are_both_named.<locals>.TimerPlugin"
+    )
+
+    class TwiceTimer(ImpostorTimer):
+        name = "twice"
+
+    with pytest.raises(
+        PluginError, match=r"registered by two plugins: .*\.TimerPlugin and .*\.TimerPlugin#2$"
+    ):
+        Session.create(load_settings(), extra=(TimerPlugin(TwiceTimer), TimerPlugin(TwiceTimer)))
+
+
+# -- configuration naming what does not exist ----------------------------------------------------
+
+
+def test_a_block_entry_that_names_no_plugin_warns_naming_it_and_the_file(tmp_path):
+    (tmp_path / "kerneltune.toml").write_text('block = ["kerneltune.plugins.timers.walclock"]\n')
+    with pytest.warns(RuntimeWarning) as caught:
+        Session.create(load_settings())
+    (message,) = [str(w.message) for w in caught if "block entry" in str(w.message)]
+    where = f"{tmp_path / 'kerneltune.toml'} (key 'block')"
+    assert message.startswith(
+        f"kerneltune: block entry 'kerneltune.plugins.timers.walclock' (set by {where}) names no plugin; "
+    )
+    assert "kerneltune.plugins.timers.wallclock" in message
+
+
+def test_a_block_entry_from_the_environment_names_the_variable(monkeypatch, recwarn):
+    monkeypatch.setenv("KERNELTUNE_BLOCK_PLUGINS", "kerneltune.plugins.caches.memory, nothing-here")
+    Session.create(load_settings())
+    messages = [str(w.message) for w in recwarn if "block entry" in str(w.message)]
+    assert len(messages) == 1
+    assert "'nothing-here' (set by environment variable KERNELTUNE_BLOCK_PLUGINS)" in messages[0]
+
+
+@pytest.mark.parametrize(
+    ("variable", "family"),
+    [("KERNELTUNE_TIMER", "timer"), ("KERNELTUNE_CACHE", "cache"), ("KERNELTUNE_REDUCER", "reducer")],
+)
+def test_an_unknown_plugin_name_says_which_variable_set_it(monkeypatch, variable, family):
+    monkeypatch.setenv(variable, "redis")
+    with pytest.raises(
+        PluginError,
+        match=rf"^{family} 'redis' is not available \(installed: .*\); set by "
+        rf"environment variable {variable}$",
+    ):
+        current_session()
+
+
+def _frames(exc: BaseException) -> list[str]:
+    return [frame.filename for frame in traceback.extract_tb(exc.__traceback__)]
+
+
+def test_a_configuration_error_at_a_call_is_one_line_naming_its_source(tmp_path):
+    path = tmp_path / "kerneltune.toml"
+    path.write_text("warmup = 0\nrepeat = [\n")
+    tuned = fresh_tuner()
+    with pytest.raises(ConfigError) as info:
+        tuned(3)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"{path}: not valid TOML")
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert not [f for f in _frames(info.value) if f.endswith(("settings.py", "registry.py"))]
+
+
+def test_an_unknown_name_at_a_call_is_one_line_naming_its_source(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_CACHE", "redis")
+    with pytest.raises(PluginError) as info:
+        fresh_tuner()(3)
+    assert "\n" not in str(info.value) and str(info.value).endswith("KERNELTUNE_CACHE")
+    assert not [f for f in _frames(info.value) if f.endswith("registry.py")]
+
+
+def test_a_plugin_failing_at_a_call_keeps_its_own_traceback_as_the_cause():
+    def broken():
+        raise RuntimeError("no driver")
+
+    plugin = plugin_module("facts_plugin", kerneltune_hardware_info=broken)
+    add_plugin(plugin)
+    try:
+        with pytest.raises(PluginError, match="plugin facts_plugin") as info:
+            fresh_tuner()(3)
+    finally:
+        remove_plugin(plugin)
+    assert isinstance(info.value.__cause__, RuntimeError)

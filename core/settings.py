@@ -8,6 +8,7 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
 (``autoload = false`` in a file).
+:func:`setting_sources` says which of them set each value.
 """
 
 from __future__ import annotations
@@ -212,3 +213,40 @@ def _apply_file(values: dict[str, Any], path: Path) -> None:
         _apply(values, data["kerneltune"], str(path), "kerneltune.")
     else:
         _apply(values, data, str(path), "")
+
+
+def setting_sources(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where each setting's value in force comes from, by field name.
+
+    ``"default"``, a file's path with the table read (``"./pyproject.toml
+    [tool.kerneltune]"``) or ``"environment variable NAME"``; the sources
+    are those of :func:`load_settings`, in its order. It reports, it does
+    not validate: call :func:`load_settings` for the values.
+    """
+    cwd = Path.cwd() if cwd is None else cwd
+    environ = os.environ if environ is None else environ
+    sources = dict.fromkeys(_FIELDS, "default")
+
+    def note(table: Mapping[str, Any], where: str) -> None:
+        for key in table:
+            field = str(key).replace("-", "_")
+            if field in sources:
+                sources[field] = where
+
+    pyproject = cwd / "pyproject.toml"
+    if pyproject.is_file():
+        note(_table(pyproject, "tool", "kerneltune")[0], f"{pyproject} [tool.kerneltune]")
+    files = [cwd / "kerneltune.toml"]
+    if environ.get("KERNELTUNE_CONFIG"):
+        files.append(Path(environ["KERNELTUNE_CONFIG"]))
+    for path in files:
+        if path.is_file():
+            data = _read_toml(path)
+            if "kerneltune" in data and isinstance(data["kerneltune"], dict) and len(data) == 1:
+                note(data["kerneltune"], f"{path} [kerneltune]")
+            else:
+                note(data, str(path))
+    for variable, field in (*_ENV.items(), *_ENV_NEGATED.items()):
+        if environ.get(variable):
+            sources[field] = f"environment variable {variable}"
+    return sources

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,13 @@ class FileCache:
     def decode(self, payload: bytes) -> Any:
         """Bytes to plain data."""
         raise NotImplementedError
+
+    def entries(self, namespace: str | None = None) -> Iterator[tuple[str, str, Path]]:
+        """``(namespace, digest, path)`` of every record stored, or of one namespace's."""
+        folders = [self.directory(namespace)] if namespace is not None else sorted(self.root.glob("*"))
+        for folder in folders:
+            for path in sorted(folder.glob(f"*.{self.suffix}")):
+                yield folder.name, path.stem, path
 
 
 class JsonCache(FileCache):

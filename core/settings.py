@@ -7,7 +7,7 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``KERNELTUNE_BLOCK_PLUGINS``, ``KERNELTUNE_VERIFY_PICK`` and
 ``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
-(``autoload = false`` in a file).
+(``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``.
 :func:`setting_sources` says which of them set each value.
 """
 
@@ -45,6 +45,7 @@ class Settings:
     version_check: bool = False
     verify_pick: bool = False
     autoload: bool = True
+    progress: bool = True
 
     @property
     def cache_root(self) -> Path:
@@ -106,6 +107,7 @@ _FIELDS = {
     "version_check": _flag,
     "verify_pick": _flag,
     "autoload": _flag,
+    "progress": _flag,
 }
 
 _ENV = {
@@ -117,6 +119,7 @@ _ENV = {
     "TRITON_DIST_AUTOTUNE_CACHE_DIR": "cache_dir",
     "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
     "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check",
+    "KERNELTUNE_PROGRESS": "progress",
 }
 
 # Variables that switch a setting off when set to 1 (the setting is their negation).

@@ -38,6 +38,9 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            # A reader that stopped early (`| head`): click's own handling leaves quietly.
+            raise
         except (KernelTuneError, OSError) as exc:
             raise click.ClickException(" ".join(str(exc).split()) or type(exc).__name__) from exc
 

@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 .PHONY: install demo test
 
 install:
-	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test]" -e examples/kerneltune-example-plugin
+	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test,plot]" -e examples/kerneltune-example-plugin
 
 demo: install
 	$(PYTHON) demo.py

@@ -97,6 +97,12 @@ def kerneltune_register_caches(register: Callable[[type], None]) -> None:
     * ``directory(namespace) -> pathlib.Path | None``: where the namespace's
       files live, for log files; ``None`` for caches that keep nothing on
       disk.
+    * optionally ``entries(namespace=None)``: an iterable of ``(namespace,
+      digest, path)``, one per record stored (in ``namespace`` only, when
+      given), where ``load(namespace, digest)`` reads the record and
+      ``path`` is the one file that holds it. The ``kerneltune`` command
+      lists, shows, exports, imports and clears only caches that have it;
+      it removes a record by deleting its ``path``.
 
     :param register: as for :func:`kerneltune_register_timers`.
 

@@ -32,6 +32,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.reducers.world",
     "kerneltune.plugins.observers.tuning_log",
     "kerneltune.plugins.observers.contextual_log",
+    "kerneltune.plugins.observers.progress",
     "kerneltune.plugins.triton.interceptor",
     "kerneltune.plugins.triton.search_params",
     "kerneltune.plugins.profiles.nvidia",

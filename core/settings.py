@@ -7,7 +7,8 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``KERNELTUNE_BLOCK_PLUGINS``, ``KERNELTUNE_VERIFY_PICK`` and
 ``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
-(``autoload = false`` in a file).
+(``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``.
+:func:`setting_sources` says which of them set each value.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Settings:
     # Where each field was set, as (field, "file (key 'x')" or "environment variable X") pairs;
     # not part of equality, so sources that agree share one session.
     sources: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False, repr=False)
+    progress: bool = True
 
     @property
     def cache_root(self) -> Path:
@@ -127,6 +129,7 @@ _FIELDS = {
     "version_check": _flag,
     "verify_pick": _flag,
     "autoload": _flag,
+    "progress": _flag,
 }
 
 _ENV = {
@@ -140,6 +143,7 @@ _ENV = {
     "TRITON_DIST_AUTOTUNE_CACHE_DIR": "cache_dir",
     "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
     "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check",
+    "KERNELTUNE_PROGRESS": "progress",
 }
 
 # Variables that switch a setting off when set to 1 (the setting is their negation).
@@ -243,3 +247,15 @@ def _apply_file(values: dict[str, Any], sources: dict[str, str], path: Path) -> 
         _apply(values, sources, data["kerneltune"], str(path), "kerneltune.")
     else:
         _apply(values, sources, data, str(path), "")
+
+
+def setting_sources(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where each setting's value in force comes from, by field name.
+
+    ``"default"``, or what :func:`load_settings` noted: a file and the key
+    read there, or ``"environment variable NAME"``.
+
+    :raises ConfigError: as :func:`load_settings` does.
+    """
+    given = dict(load_settings(cwd, environ).sources)
+    return {field: given.get(field, "default") for field in _FIELDS}

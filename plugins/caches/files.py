@@ -24,6 +24,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,21 @@ class FileCache:
     def decode(self, payload: bytes) -> Any:
         """Bytes to plain data."""
         raise NotImplementedError
+
+    def entries(self, namespace: str | None = None) -> Iterator[tuple[str, str, Path]]:
+        """``(folder name, digest, path)`` of every record stored, or of one namespace's.
+
+        A namespace's folder is its name made safe (:func:`folder_name`); the
+        records themselves name their function.
+        """
+        if namespace is None:
+            folders = sorted(p for p in self.root.glob("*") if p.is_dir())
+        else:
+            folder = self.directory(namespace)
+            folders = [] if folder is None else [folder]
+        for folder in folders:
+            for path in sorted(folder.glob(f"*.{self.suffix}")):
+                yield folder.name, path.stem, path
 
 
 class JsonCache(FileCache):

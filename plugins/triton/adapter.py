@@ -337,8 +337,22 @@ def launch_config(
 
 
 def config_label(config: Any) -> str:
-    """A one-line readable form of a config."""
-    return str(config)
+    """A short one-line form of a config: its kwargs, then the options that differ from the defaults.
+
+    ``triton.Config({"BLOCK_M": 64}, num_warps=8)`` reads ``"BLOCK_M=64,
+    num_warps=8"``; the defaults are those of ``type(config)({})``, so a
+    subclass with options of its own (triton-ascend's) is compared with its
+    own defaults. A config with nothing to say reads ``"defaults"``; anything
+    that is not a Config reads as ``str(config)``.
+    """
+    try:
+        defaults = type(config)({}).all_kwargs()
+        given = config.all_kwargs()
+        meta = config.kwargs
+    except Exception:
+        return str(config)
+    shown = {name: value for name, value in given.items() if name in meta or defaults.get(name) != value}
+    return ", ".join(f"{name}={value}" for name, value in shown.items()) or "defaults"
 
 
 def interpreting() -> bool:

@@ -1,0 +1,543 @@
+"""The ``kerneltune`` command: the plugins in force, and the picks stored on disk.
+
+``kerneltune plugins`` shows what a tuning here would run with. ``kerneltune
+cache ...`` lists, shows, clears, exports and imports stored records, and
+``kerneltune report`` compares every candidate of each stored key. Records
+are read through the cache plugins that can enumerate their files (the
+optional ``entries`` method of the cache contract), so a third-party file
+cache works here too.
+
+Exit status: 0 on success, 1 on failure (one line on stderr), 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+import pluggy
+
+from kerneltune import __version__
+from kerneltune.archive import read_archive, write_archive
+from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, load_settings
+from kerneltune.core.records import iso_date
+from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
+from kerneltune.core.settings import setting_sources
+
+
+class _Group(click.Group):
+    """Turns kerneltune's and the system's errors into click's one-line failure (exit 1)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # A reader that stopped early (`| head`): click's own handling leaves quietly.
+            raise
+        except (KernelTuneError, OSError) as exc:
+            raise click.ClickException(" ".join(str(exc).split()) or type(exc).__name__) from exc
+
+
+@attrs.frozen
+class _Plugins:
+    settings: Settings
+    manager: pluggy.PluginManager
+    registries: tuple[Registry, Registry, Registry]
+
+    @classmethod
+    def load(cls) -> _Plugins:
+        settings = load_settings()
+        manager = make_plugin_manager(settings)
+        registries = (
+            collect_registry(manager, "timer", "kerneltune_register_timers"),
+            collect_registry(manager, "cache", "kerneltune_register_caches"),
+            collect_registry(manager, "reducer", "kerneltune_register_reducers"),
+        )
+        return cls(settings=settings, manager=manager, registries=registries)
+
+    def file_caches(self, root: Path) -> list[Any]:
+        """One instance per cache that can enumerate its records."""
+        classes = self.registries[1].classes
+        return [classes[name](root=root) for name in sorted(classes) if hasattr(classes[name], "entries")]
+
+
+@attrs.frozen
+class _Stored:
+    """A record file and what reading it gave: a record, or the reason it could not."""
+
+    namespace: str
+    digest: str
+    path: Path
+    data: Any = attrs.field(repr=False)
+    record: TuningRecord | None
+    problem: str | None
+
+
+def _stored(caches: Sequence[Any], function: str | None) -> Iterator[_Stored]:
+    for cache in caches:
+        for namespace, digest, path in cache.entries(function):
+            try:
+                data = cache.load(namespace, digest)
+                record = TuningRecord.from_data(data)
+            except CacheReadError as exc:
+                yield _Stored(namespace, digest, path, None, None, str(exc))
+                continue
+            if function is None or record.function == function:
+                yield _Stored(namespace, digest, path, data, record, None)
+
+
+def _readable(caches: Sequence[Any], function: str | None) -> list[_Stored]:
+    """The records that read back, with a note on stderr for each file that did not."""
+    kept = []
+    for stored in _stored(caches, function):
+        if stored.record is None:
+            click.echo(f"kerneltune: skipping {stored.path}: {stored.problem}", err=True)
+        else:
+            kept.append(stored)
+    return kept
+
+
+def _key_text(value: Any) -> str:
+    """A stored (encoded) key as the Python value it was made from."""
+    if isinstance(value, list):
+        items = [_key_text(item) for item in value]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if isinstance(value, dict) and len(value) == 1:
+        ((tag, inner),) = value.items()
+        if tag == "float" and isinstance(inner, str):
+            try:
+                return repr(float.fromhex(inner))
+            except ValueError:
+                return inner
+        if tag == "torch.dtype":
+            return str(inner)
+        if tag == "torch.Size":
+            return f"torch.Size({inner})"
+        return f"{tag}({_key_text(inner)})"
+    return repr(value)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.4f} ms" if math.isfinite(value) else "-"
+
+
+def _deviation(samples: Sequence[float]) -> float:
+    return statistics.stdev(samples) if len(samples) > 1 else 0.0
+
+
+def _spread(samples: Sequence[float]) -> str:
+    if len(samples) < 2:
+        return ""
+    return (
+        f"±{_deviation(samples):.4f} (min {min(samples):.4f}, max {max(samples):.4f}, {len(samples)} samples)"
+    )
+
+
+def _measured(record: TuningRecord) -> int:
+    return sum(1 for t in record.times if math.isfinite(t))
+
+
+def _method_text(record: TuningRecord) -> str:
+    method = record.method
+    if not method.timer and not method.repeat:
+        return "not recorded"
+    return (
+        f"{method.objective} time, {method.statistic} of {method.repeat} runs after {method.warmup} "
+        f"warm-up, timer {method.timer}"
+    )
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+    return [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (headers, *rows)
+    ]
+
+
+def _clip(text: str, width: int = 48) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _candidate_lines(record: TuningRecord) -> list[str]:
+    """Every candidate, fastest first, failures last with their error."""
+    order = sorted(range(len(record.times)), key=lambda i: (record.times[i], i))
+    rows = []
+    for i in order:
+        error = record.measurements[i].error
+        mark = "*" if i == record.best_index else " "
+        if error is None:
+            rows.append(
+                [
+                    f"{mark}[{i}]",
+                    record.labels[i],
+                    _ms(record.times[i]),
+                    _spread(record.measurements[i].samples),
+                ]
+            )
+        else:
+            rows.append([f"{mark}[{i}]", record.labels[i], "failed", error])
+    return ["  " + line for line in _table(["", "candidate", "time", "spread or error"], rows)]
+
+
+def _dir_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--dir",
+        "directory",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="The cache directory (default: the configured cache_dir).",
+    )(command)
+
+
+def _cache_dir(directory: Path | None, plugins: _Plugins) -> Path:
+    return plugins.settings.cache_root if directory is None else directory.expanduser()
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kerneltune")
+def main() -> None:
+    """Autotuning for accelerator kernels: inspect the plugins in force and the picks stored on disk."""
+
+
+# -- plugins -------------------------------------------------------------------------------
+
+
+def _plugin_origin(plugins: _Plugins, name: str, plugin: object) -> str:
+    distributions = {id(p): dist for p, dist in plugins.manager.list_plugin_distinfo()}
+    dist = distributions.get(id(plugin))
+    if dist is not None:
+        return f"entry point, {dist.project_name} {dist.version}"
+    return f"built-in, kerneltune {__version__}" if name.startswith("kerneltune.plugins.") else "added"
+
+
+@main.command()
+def plugins() -> None:
+    """List the plugins loaded, the timers, caches and reducers, and the settings in force."""
+    loaded = _Plugins.load()
+    click.echo("plugins loaded:")
+    named = [(name, plugin) for name, plugin in loaded.manager.list_name_plugin() if name != "hookspecs"]
+    for line in _table(["  name", "from"], [[f"  {n}", _plugin_origin(loaded, n, p)] for n, p in named]):
+        click.echo(line)
+    if loaded.settings.block:
+        click.echo(f"  blocked: {', '.join(loaded.settings.block)}")
+    for registry in loaded.registries:
+        try:
+            automatic = registry.select("auto").name
+        except KernelTuneError:
+            automatic = None
+        click.echo(f"\n{registry.family}s (auto takes: {automatic or 'none available'}):")
+        rows = []
+        for name in registry.names():
+            available = "available" if registry.classes[name].is_available() else "not available here"
+            rows.append(
+                [f"  {name}", available + (", auto" if name == automatic else ""), registry.owners[name]]
+            )
+        for line in _table([f"  {registry.family}", "here", "plugin"], rows):
+            click.echo(line)
+    hardware = merged_facts(loaded.manager, "kerneltune_hardware_info")
+    click.echo("\nhardware: " + ", ".join(f"{k} {v}" for k, v in sorted(hardware.items())))
+    sources = setting_sources()
+    click.echo("\nsettings:")
+    rows = [
+        [f"  {name}", json.dumps(_plain(getattr(loaded.settings, name))), where]
+        for name, where in sources.items()
+    ]
+    for line in _table(["  setting", "value", "from"], rows):
+        click.echo(line)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+# -- cache -----------------------------------------------------------------------------------
+
+
+@main.group()
+def cache() -> None:
+    """List, show, clear, export and import stored picks."""
+
+
+@cache.command("list")
+@click.argument("function", required=False)
+@_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+def list_records(function: str | None, directory: Path | None, as_json: bool) -> None:
+    """One row per stored record, optionally only FUNCTION's."""
+    loaded = _Plugins.load()
+    root = _cache_dir(directory, loaded)
+    found = _readable(loaded.file_caches(root), function)
+    if as_json:
+        click.echo(json.dumps([_summary(stored) for stored in found], indent=2))
+        return
+    if not found:
+        click.echo(f"no records in {root}" + (f" for {function}" if function else ""))
+        return
+    rows = []
+    for stored in found:
+        record = stored.record
+        assert record is not None
+        rows.append(
+            [
+                record.function,
+                _clip(_key_text(record.key), 32),
+                _clip(record.labels[record.best_index], 40),
+                _ms(record.times[record.best_index]),
+                f"{_measured(record)}/{len(record.times)}",
+                iso_date(record.created),
+                str(stored.path),
+            ]
+        )
+    for line in _table(["function", "key", "pick", "time", "measured", "date", "file"], rows):
+        click.echo(line)
+
+
+def _summary(stored: _Stored) -> dict[str, Any]:
+    record = stored.record
+    assert record is not None
+    best = record.times[record.best_index]
+    return {
+        "function": record.function,
+        "key": record.key,
+        "key_text": _key_text(record.key),
+        "digest": stored.digest,
+        "pick": {"index": record.best_index, "label": record.labels[record.best_index]},
+        "time_ms": best if math.isfinite(best) else None,
+        "measured": _measured(record),
+        "candidates": len(record.times),
+        "created_at": iso_date(record.created),
+        "measured_with": record.method.to_data(),
+        "file": str(stored.path),
+    }
+
+
+def _find(loaded: _Plugins, reference: str, directory: Path | None) -> _Stored:
+    """The record a path or a digest prefix names; one match or a failure."""
+    given = Path(reference).expanduser()
+    if given.is_file():
+        path = given.resolve()
+        caches = loaded.file_caches(path.parent.parent)
+        matches = [s for s in _stored(caches, None) if s.path.resolve() == path]
+        if not matches:
+            raise click.ClickException(
+                f"{reference}: not a record file of any cache ({_cache_names(loaded)})"
+            )
+    else:
+        root = _cache_dir(directory, loaded)
+        matches = [s for s in _stored(loaded.file_caches(root), None) if s.digest.startswith(reference)]
+        if not matches:
+            raise click.ClickException(f"no record file or digest starting with {reference!r} in {root}")
+        if len(matches) > 1:
+            listed = ", ".join(s.digest for s in matches[:5])
+            raise click.ClickException(
+                f"{reference!r} matches {len(matches)} records ({listed}); give more digits"
+            )
+    if matches[0].record is None:
+        raise click.ClickException(f"{matches[0].path}: {matches[0].problem}")
+    return matches[0]
+
+
+def _cache_names(loaded: _Plugins) -> str:
+    classes = loaded.registries[1].classes
+    return ", ".join(name for name in sorted(classes) if hasattr(classes[name], "entries"))
+
+
+@cache.command()
+@click.argument("record_ref", metavar="RECORD")
+@_dir_option
+def show(record_ref: str, directory: Path | None) -> None:
+    """Every candidate of one record, fastest first, with errors.
+
+    RECORD is a record file's path, or the start of its digest (the file name
+    without its suffix), looked up in the cache directory.
+    """
+    stored = _find(_Plugins.load(), record_ref, directory)
+    record = stored.record
+    assert record is not None
+    header = [
+        ("file", str(stored.path)),
+        ("function", record.function),
+        ("key", _key_text(record.key)),
+        ("digest", stored.digest),
+        ("date", iso_date(record.created)),
+        ("measured with", _method_text(record)),
+        ("pick", f"[{record.best_index}] {record.labels[record.best_index]}"),
+        ("versions", ", ".join(f"{k} {v}" for k, v in sorted(record.versions.items()))),
+        ("hardware", ", ".join(f"{k} {v}" for k, v in sorted(record.hardware.items()))),
+    ]
+    for name, value in header:
+        click.echo(f"{name + ':':<15}{value}")
+    click.echo("")
+    for line in _candidate_lines(record):
+        click.echo(line)
+
+
+def _interactive() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+@cache.command()
+@click.argument("function", required=False)
+@_dir_option
+@click.option("--yes", "-y", is_flag=True, help="Remove without asking.")
+def clear(function: str | None, directory: Path | None, yes: bool) -> None:
+    """Remove stored records: all of them, or FUNCTION's."""
+    loaded = _Plugins.load()
+    root = _cache_dir(directory, loaded)
+    doomed = list(_stored(loaded.file_caches(root), function))
+    what = f"{len(doomed)} record(s)" + (f" of {function}" if function else "") + f" in {root}"
+    if not doomed:
+        click.echo(f"nothing to remove: no records in {root}" + (f" for {function}" if function else ""))
+        return
+    if not yes:
+        if not _interactive():
+            raise click.ClickException(f"not removing {what} without --yes: there is no terminal to ask")
+        click.confirm(f"Remove {what}?", abort=True)
+    folders = set()
+    for stored in doomed:
+        stored.path.unlink(missing_ok=True)
+        # The file caches keep a lock file beside each record.
+        stored.path.with_name(stored.path.name + ".lock").unlink(missing_ok=True)
+        folders.add(stored.path.parent)
+    for folder in folders:
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    click.echo(f"removed {what}")
+
+
+@cache.command("export")
+@click.argument("archive", type=click.Path(dir_okay=False, path_type=Path))
+@_dir_option
+def export_records(archive: Path, directory: Path | None) -> None:
+    """Write every stored record to ARCHIVE, one JSON file, for `kerneltune cache import`."""
+    loaded = _Plugins.load()
+    root = _cache_dir(directory, loaded)
+    found = _readable(loaded.file_caches(root), None)
+    if not found:
+        raise click.ClickException(f"no records in {root} to export")
+    count = write_archive(archive, [(stored.digest, stored.data) for stored in found])
+    click.echo(f"exported {count} record(s) from {root} to {archive}")
+
+
+@cache.command("import")
+@click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_dir_option
+def import_records(archive: Path, directory: Path | None) -> None:
+    """Store the records of ARCHIVE that were made on hardware like this machine's.
+
+    Every record is checked before any is written; an archive with one
+    damaged or invalid record is refused whole. Records of other hardware are
+    skipped with a message. They are written with the configured cache.
+    """
+    loaded = _Plugins.load()
+    root = _cache_dir(directory, loaded)
+    entries = read_archive(archive)
+    target = loaded.registries[1].select(loaded.settings.cache)(root=root)
+    if not hasattr(target, "entries"):
+        raise click.ClickException(
+            f"cache {target.name!r} keeps no files; set cache to one of: {_cache_names(loaded)}"
+        )
+    for entry in entries:
+        folder = target.directory(entry.record.function).resolve()
+        if folder.parent != root.resolve():
+            raise click.ClickException(
+                f"{archive}: function name {entry.record.function!r} would be stored outside {root}; "
+                "nothing imported"
+            )
+    here = _plain_data(merged_facts(loaded.manager, "kerneltune_hardware_info"))
+    imported = 0
+    for entry in entries:
+        record = entry.record
+        if _plain_data(record.hardware) != here:
+            differences = ", ".join(
+                f"{k} {record.hardware.get(k)!r} (here {here.get(k)!r})"
+                for k in sorted(set(record.hardware) | set(here))
+                if record.hardware.get(k) != here.get(k)
+            )
+            click.echo(f"skipped {record.function} {_key_text(record.key)}: other hardware: {differences}")
+            continue
+        target.store(record.function, entry.digest, entry.data)
+        imported += 1
+    click.echo(f"imported {imported} of {len(entries)} record(s) into {root}")
+
+
+def _plain_data(value: Any) -> Any:
+    # Live facts may hold tuples where a file read back holds lists.
+    return json.loads(json.dumps(value))
+
+
+# -- report ----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("function", required=False)
+@_dir_option
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also draw one bar chart per key into this PNG file (needs matplotlib).",
+)
+def report(function: str | None, directory: Path | None, plot: Path | None) -> None:
+    """Per stored key, every candidate sorted by time with the spread of its samples."""
+    loaded = _Plugins.load()
+    root = _cache_dir(directory, loaded)
+    found = _readable(loaded.file_caches(root), function)
+    if not found:
+        raise click.ClickException(f"no records in {root}" + (f" for {function}" if function else ""))
+    records = [stored.record for stored in found if stored.record is not None]
+    for number, record in enumerate(records):
+        if number:
+            click.echo("")
+        click.echo(f"{record.function} {_key_text(record.key)}")
+        click.echo(f"  made {iso_date(record.created)}, measured with: {_method_text(record)}")
+        for line in _candidate_lines(record):
+            click.echo(line)
+    if plot is not None:
+        _plot(records, plot)
+        click.echo(f"\nwrote {plot}")
+
+
+def _plot(records: Sequence[TuningRecord], path: Path) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        raise click.ClickException(
+            "--plot needs matplotlib, which is not installed: pip install 'kerneltune[plot]'"
+        ) from None
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(
+        len(records), 1, figsize=(9, 0.5 + 0.35 * sum(len(r.times) + 2 for r in records)), squeeze=False
+    )
+    for record, ax in zip(records, axes[:, 0], strict=True):
+        order = sorted(range(len(record.times)), key=lambda i: (record.times[i], i))
+        timed = [i for i in order if math.isfinite(record.times[i])]
+        failed = [i for i in order if not math.isfinite(record.times[i])]
+        labels = [_clip(f"[{i}] {record.labels[i]}", 60) for i in timed + failed]
+        means = [record.times[i] for i in timed] + [0.0] * len(failed)
+        errors = [_deviation(record.measurements[i].samples) for i in timed] + [0.0] * len(failed)
+        colours = ["tab:green" if i == record.best_index else "tab:blue" for i in timed]
+        colours += ["tab:red"] * len(failed)
+        ax.barh(labels, means, xerr=errors, color=colours)
+        for position in range(len(timed), len(labels)):
+            ax.text(0, position, " failed", va="center", color="tab:red")
+        ax.invert_yaxis()
+        ax.set_xlabel("time (ms)")
+        ax.set_title(_clip(f"{record.function} {_key_text(record.key)}", 90), fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    pyplot.close(figure)

@@ -1,0 +1,88 @@
+"""A progress bar on stderr for tunings that take a while.
+
+It shows the candidates measured out of those kept, the time spent, the
+estimated time left and the best candidate so far. It draws only when stderr
+is a terminal, only on rank 0, only with ``progress = true`` (the default;
+``KERNELTUNE_PROGRESS=0`` turns it off), and only once a tuning has run for
+:data:`DRAW_AFTER_S` seconds: most tunings finish sooner and stay silent.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+from kerneltune.core import CandidateMeasured, TuningFinished, TuningStarted, hookimpl, load_settings
+from tqdm import tqdm
+
+#: Seconds a tuning runs before its bar appears.
+DRAW_AFTER_S = 1.0
+
+_LABEL_WIDTH = 48
+
+
+class _Bar:
+    def __init__(self, event: TuningStarted) -> None:
+        self.best = math.inf
+        self.bar = tqdm(
+            total=len(event.candidates),
+            desc=event.function,
+            file=sys.stderr,
+            delay=DRAW_AFTER_S,
+            leave=True,
+            bar_format="{desc}: {n_fmt}/{total_fmt} candidates |{bar:16}| [{elapsed}<{remaining}{postfix}]",
+        )
+
+    def measured(self, event: CandidateMeasured) -> None:
+        mean = event.measurement.mean
+        if mean < self.best:
+            self.best = mean
+            label = event.candidate.label
+            if len(label) > _LABEL_WIDTH:
+                label = label[: _LABEL_WIDTH - 3] + "..."
+            self.bar.set_postfix_str(f"best {label}: {mean:.4f} ms", refresh=False)
+        # An adaptive search may measure a candidate twice; never run past the total.
+        if self.bar.n < self.bar.total:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+# One bar per tuning under way; nested tunings (a tuned function calling
+# another while it is measured) each get their own.
+_bars: dict[tuple[str, str], _Bar] = {}
+
+
+def _slot(function: str, key: object) -> tuple[str, str]:
+    return function, repr(key)
+
+
+def _wanted(event: TuningStarted) -> bool:
+    stream = sys.stderr
+    is_terminal = stream is not None and getattr(stream, "isatty", lambda: False)()
+    return event.rank == 0 and is_terminal and load_settings().progress
+
+
+@hookimpl
+def kerneltune_tuning_started(event: TuningStarted) -> None:
+    # A tuning that raised out of its driver never finished: drop its bar.
+    stale = _bars.pop(_slot(event.function, event.key), None)
+    if stale is not None:
+        stale.close()
+    if _wanted(event):
+        _bars[_slot(event.function, event.key)] = _Bar(event)
+
+
+@hookimpl
+def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
+    bar = _bars.get(_slot(event.function, event.key))
+    if bar is not None:
+        bar.measured(event)
+
+
+@hookimpl
+def kerneltune_tuning_finished(event: TuningFinished) -> None:
+    bar = _bars.pop(_slot(event.function, event.key), None)
+    if bar is not None:
+        bar.close()

@@ -1,0 +1,328 @@
+"""The `kerneltune` command, against cache folders filled by real tunings on this CPU."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from tuning_doubles import record_files
+
+import kerneltune
+from kerneltune import cli
+from triton_dist.tune import autotune
+
+PAUSES = (0.012, 0.0, 0.003, -1.0)  # fastest is [1], then [2], then [0]; [3] fails
+
+
+def _fill() -> list[object]:
+    """Tune two functions for real (wallclock timer) and return the configs each call ran with."""
+    calls: list[object] = []
+
+    @autotune(config_space=[{"pause": p} for p in PAUSES], key_fn=lambda size: (size, "float32"))
+    def matmul(size, pause):
+        calls.append(pause)
+        if pause < 0:
+            raise RuntimeError("out of shared memory")
+        time.sleep(pause)
+        return size
+
+    @autotune(config_space=[{"block": 64}, {"block": 128}], key_fn=lambda alpha: (alpha,))
+    def scale(alpha, block):
+        calls.append(block)
+        return alpha
+
+    matmul(64)
+    matmul(128)
+    scale(1.5)
+    return calls
+
+
+@pytest.fixture
+def filled(isolated, tmp_path):
+    """The cache directory in force, holding three records; few runs per candidate keep it quick."""
+    (tmp_path / "kerneltune.toml").write_text("warmup = 1\nrepeat = 3\n")
+    _fill()
+    return isolated
+
+
+def _invoke(*arguments: str, **options):
+    return CliRunner().invoke(cli.main, list(arguments), catch_exceptions=False, **options)
+
+
+def _digests(cache: Path, function: str) -> list[str]:
+    return [path.stem for path in record_files(cache, function)]
+
+
+# -- the console script and python -m -------------------------------------------------------
+
+
+def test_console_script_and_module_exit_codes(filled, tmp_path):
+    script = Path(sys.executable).with_name("kerneltune")
+    listed = subprocess.run(
+        [str(script), "cache", "list", "--json"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert sorted((row["function"], row["key_text"]) for row in rows) == [
+        ("matmul", "(128, 'float32')"),
+        ("matmul", "(64, 'float32')"),
+        ("scale", "(1.5,)"),
+    ]
+
+    module = [sys.executable, "-m", "kerneltune"]
+    version = subprocess.run([*module, "--version"], capture_output=True, text=True, timeout=60, check=False)
+    assert version.returncode == 0 and kerneltune.__version__ in version.stdout
+
+    usage = subprocess.run(
+        [*module, "cache", "list", "--no-such-option"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert usage.returncode == 2
+    assert "No such option" in usage.stderr
+
+    failure = subprocess.run(
+        [*module, "cache", "show", "ffffffffff"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert failure.returncode == 1
+    assert failure.stderr.strip().splitlines() == [
+        f"Error: no record file or digest starting with 'ffffffffff' in {filled}"
+    ]
+
+
+def test_version_is_the_installed_distributions():
+    assert kerneltune.__version__ == importlib.metadata.version("kerneltune")
+
+
+# -- cache list / show -------------------------------------------------------------------------
+
+
+def test_list_has_one_row_per_record_and_filters_by_function(filled):
+    table = _invoke("cache", "list")
+    assert table.exit_code == 0
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["function", "key", "pick", "time", "measured", "date", "file"]
+    assert len(lines) == 4
+    row = next(line for line in lines if "(64, 'float32')" in line)
+    assert "pause=<0.0>" in row and "3/4" in row and str(filled / "matmul") in row
+
+    only = json.loads(_invoke("cache", "list", "matmul", "--json").stdout)
+    assert [row["function"] for row in only] == ["matmul", "matmul"]
+    assert all(row["pick"] == {"index": 1, "label": "pause=<0.0>"} for row in only)
+    assert all(row["measured"] == 3 and row["candidates"] == 4 for row in only)
+    assert all(row["created_at"].endswith("+00:00") for row in only)
+
+    empty = _invoke("cache", "list", "--dir", str(filled.parent / "elsewhere"))
+    assert empty.exit_code == 0 and "no records" in empty.stdout
+
+
+def test_list_skips_an_unreadable_file_with_a_note(filled):
+    broken = filled / "matmul" / ("0" * 32 + ".json")
+    broken.write_text("{ not json")
+    listed = _invoke("cache", "list", "--json")
+    assert listed.exit_code == 0
+    assert len(json.loads(listed.stdout)) == 3
+    assert f"skipping {broken}" in listed.stderr
+
+
+def test_show_sorts_candidates_and_names_errors_method_and_date(filled):
+    digest = _digests(filled, "matmul")[0]
+    by_prefix = _invoke("cache", "show", digest[:8])
+    assert by_prefix.exit_code == 0
+    out = by_prefix.stdout
+    order = [out.index(f"[{i}]  pause=<{PAUSES[i]}>") for i in (1, 2, 0, 3)]
+    assert order == sorted(order)
+    assert "RuntimeError: out of shared memory" in out
+    assert "*[1]" in out
+    assert re.search(r"^date: +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00$", out, re.MULTILINE)
+    assert re.search(r"^measured with: ", out, re.MULTILINE)
+    assert digest in out
+
+    by_path = _invoke("cache", "show", str(filled / "matmul" / f"{digest}.json"))
+    assert by_path.exit_code == 0 and by_path.stdout == out
+
+
+def test_show_refuses_an_ambiguous_prefix(filled):
+    shown = CliRunner().invoke(cli.main, ["cache", "show", ""])
+    assert shown.exit_code == 1
+    assert "matches 3 records" in shown.stderr
+
+
+# -- cache clear -------------------------------------------------------------------------------
+
+
+def test_clear_without_yes_refuses_when_there_is_no_terminal(filled):
+    refused = CliRunner().invoke(cli.main, ["cache", "clear"])
+    assert refused.exit_code == 1
+    assert "without --yes" in refused.stderr
+    assert len(_digests(filled, "matmul")) == 2
+
+
+def test_clear_asks_on_a_terminal(filled, monkeypatch):
+    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    declined = CliRunner().invoke(cli.main, ["cache", "clear"], input="n\n")
+    assert declined.exit_code == 1
+    assert len(_digests(filled, "matmul")) == 2
+    accepted = CliRunner().invoke(cli.main, ["cache", "clear", "scale"], input="y\n")
+    assert accepted.exit_code == 0
+    assert "removed 1 record(s) of scale" in accepted.stdout
+    assert _digests(filled, "scale") == []
+
+
+def test_clear_with_yes_removes_one_functions_records_or_all(filled):
+    assert _invoke("cache", "clear", "matmul", "--yes").exit_code == 0
+    assert _digests(filled, "matmul") == []
+    assert (filled / "matmul" / "tune-rank0.log").is_file()
+    assert not list((filled / "matmul").glob("*.lock"))
+    assert len(_digests(filled, "scale")) == 1
+    assert _invoke("cache", "clear", "--yes").exit_code == 0
+    assert _digests(filled, "scale") == []
+
+
+# -- cache export / import ---------------------------------------------------------------------
+
+
+def _rehash(entry: dict) -> None:
+    text = json.dumps(entry["record"], sort_keys=True, separators=(",", ":"), allow_nan=False)
+    entry["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_exported_picks_serve_another_machine_without_measuring(filled, tmp_path, monkeypatch):
+    archive = tmp_path / "picks.bundle"
+    exported = _invoke("cache", "export", str(archive))
+    assert exported.exit_code == 0 and "exported 3 record(s)" in exported.stdout
+
+    other = tmp_path / "other-machine"
+    imported = _invoke("cache", "import", str(archive), "--dir", str(other))
+    assert imported.exit_code == 0 and "imported 3 of 3" in imported.stdout
+    assert sorted(_digests(other, "matmul")) == sorted(_digests(filled, "matmul"))
+
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CACHE_DIR", str(other))
+    # Each call is served by its imported pick: nothing runs but the pick, once per call.
+    calls = _fill()
+    assert len(calls) == 3 and calls[:2] == [0.0, 0.0]
+
+
+def test_import_skips_records_of_other_hardware(filled, tmp_path):
+    archive = tmp_path / "picks.json"
+    _invoke("cache", "export", str(archive))
+    payload = json.loads(archive.read_text())
+    foreign = next(e for e in payload["records"] if e["record"]["function"] == "scale")
+    foreign["record"]["hardware"]["name"] = "Some Other Accelerator"
+    _rehash(foreign)
+    archive.write_text(json.dumps(payload))
+
+    other = tmp_path / "other"
+    imported = _invoke("cache", "import", str(archive), "--dir", str(other))
+    assert imported.exit_code == 0
+    assert "skipped scale (1.5,): other hardware: name 'Some Other Accelerator'" in imported.stdout
+    assert "imported 2 of 3" in imported.stdout
+    assert _digests(other, "scale") == [] and len(_digests(other, "matmul")) == 2
+
+
+@pytest.mark.parametrize(
+    ("tamper", "message"),
+    [
+        (lambda entry: entry["record"]["candidates"][0].update(time_ms=0.0001), "checksum mismatch"),
+        (lambda entry: (entry["record"].pop("best"), _rehash(entry)), "not a valid record"),
+        (lambda entry: entry.update(digest="../../escape"), "not a cache entry name"),
+    ],
+)
+def test_a_tampered_archive_is_refused_whole(filled, tmp_path, tamper, message):
+    archive = tmp_path / "picks.json"
+    _invoke("cache", "export", str(archive))
+    payload = json.loads(archive.read_text())
+    tamper(payload["records"][-1])
+    archive.write_text(json.dumps(payload))
+
+    target = tmp_path / "target" / "cache"
+    refused = CliRunner().invoke(cli.main, ["cache", "import", str(archive), "--dir", str(target)])
+    assert refused.exit_code == 1
+    assert message in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "target").exists()
+
+
+def test_import_refuses_what_is_not_an_archive(filled, tmp_path):
+    stray = tmp_path / "notes.txt"
+    stray.write_text("hello")
+    refused = CliRunner().invoke(cli.main, ["cache", "import", str(stray)])
+    assert refused.exit_code == 1 and "not a kerneltune archive" in refused.stderr
+    missing = CliRunner().invoke(cli.main, ["cache", "import", str(tmp_path / "absent.json")])
+    assert missing.exit_code == 2
+
+
+# -- report ------------------------------------------------------------------------------------
+
+
+def test_report_sorts_each_key_with_spread_and_plots(filled, tmp_path):
+    picture = tmp_path / "report.png"
+    reported = _invoke("report", "matmul", "--plot", str(picture))
+    assert reported.exit_code == 0
+    blocks = reported.stdout.split("\n\n")
+    assert len(blocks) == 3 and blocks[2] == f"wrote {picture}\n"
+    for block in blocks[:2]:
+        order = [block.index(f"pause=<{PAUSES[i]}>") for i in (1, 2, 0, 3)]
+        assert order == sorted(order)
+        assert "±" in block and "3 samples" in block
+    assert picture.read_bytes().startswith(b"\x89PNG")
+
+
+def test_report_plot_without_matplotlib_says_so(filled, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    reported = CliRunner().invoke(cli.main, ["report", "--plot", str(tmp_path / "r.png")])
+    assert reported.exit_code == 1
+    assert "--plot needs matplotlib" in reported.stderr and "kerneltune[plot]" in reported.stderr
+
+
+def test_report_with_nothing_stored_fails(isolated):
+    reported = CliRunner().invoke(cli.main, ["report"])
+    assert reported.exit_code == 1 and "no records" in reported.stderr
+
+
+# -- plugins -----------------------------------------------------------------------------------
+
+
+def test_plugins_lists_plugins_choices_and_where_settings_come_from(tmp_path, monkeypatch, cpu_host):
+    (tmp_path / "kerneltune.toml").write_text('cache = "msgpack"\nrepeat = 7\n')
+    monkeypatch.setenv("KERNELTUNE_VERIFY_PICK", "1")
+    shown = _invoke("plugins")
+    assert shown.exit_code == 0
+    listing, settings = shown.stdout.split("\nsettings:\n")
+
+    def line_of(start: str, text: str = listing) -> str:
+        return next(line for line in text.splitlines() if line.strip().startswith(start))
+
+    assert "built-in, kerneltune " in line_of("kerneltune.plugins.observers.tuning_log")
+    version = importlib.metadata.version("kerneltune-example-plugin")
+    assert f"entry point, kerneltune-example-plugin {version}" in line_of("example-cputime")
+    assert "timers (auto takes: wallclock)" in shown.stdout
+    assert "not available here" in line_of("cuda-event")
+    assert "available, auto" in line_of("wallclock")
+    assert "available, auto" in line_of("local")
+    config = str(tmp_path / "kerneltune.toml")
+    assert line_of("cache ", settings).split(maxsplit=2)[1:] == ['"msgpack"', f"{config} (key 'cache')"]
+    assert line_of("repeat", settings).split(maxsplit=2)[1:] == ["7", f"{config} (key 'repeat')"]
+    variable = "environment variable KERNELTUNE_VERIFY_PICK"
+    assert line_of("verify_pick", settings).split(maxsplit=2)[1:] == ["true", variable]
+    assert line_of("warmup", settings).split()[1:] == ["5", "default"]
+    assert "environment variable TRITON_DIST_AUTOTUNE_CACHE_DIR" in line_of("cache_dir", settings)
+
+
+def test_a_bad_config_is_one_line_and_status_1(tmp_path):
+    (tmp_path / "kerneltune.toml").write_text("repeat = 0\n")
+    failed = CliRunner().invoke(cli.main, ["cache", "list"])
+    assert failed.exit_code == 1
+    assert failed.stderr.strip().splitlines() == [
+        f"Error: {tmp_path / 'kerneltune.toml'}: key 'repeat': expected an integer >= 1, got 0"
+    ]

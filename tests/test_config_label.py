@@ -1,0 +1,32 @@
+"""Short labels for triton.Config candidates: what was chosen, not every default."""
+
+from __future__ import annotations
+
+import pytest
+from kerneltune.plugins.triton.adapter import config_label
+
+triton = pytest.importorskip("triton")
+
+
+@pytest.mark.parametrize(
+    ("config", "label"),
+    [
+        (triton.Config({"BLOCK_M": 64, "BLOCK_N": 128}, num_warps=8), "BLOCK_M=64, BLOCK_N=128, num_warps=8"),
+        (triton.Config({"BLOCK": 256}), "BLOCK=256"),
+        (triton.Config({"BLOCK": 256}, num_warps=4, num_stages=3), "BLOCK=256"),
+        (triton.Config({"BLOCK": 32}, num_stages=1, maxnreg=128), "BLOCK=32, num_stages=1, maxnreg=128"),
+        (triton.Config({}, num_ctas=2), "num_ctas=2"),
+        (triton.Config({}), "defaults"),
+    ],
+)
+def test_a_config_reads_as_its_kwargs_and_changed_options(config, label):
+    assert config_label(config) == label
+
+
+def test_a_kwarg_equal_to_an_option_default_is_still_shown():
+    # Meta-parameters are what the user tunes: always named, whatever their value.
+    assert config_label(triton.Config({"num_warps_hint": 4, "GROUP": 1})) == "num_warps_hint=4, GROUP=1"
+
+
+def test_what_is_not_a_config_reads_as_itself():
+    assert config_label({"BLOCK": 64}) == "{'BLOCK': 64}"

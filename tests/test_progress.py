@@ -1,0 +1,99 @@
+"""The progress bar: what it draws on a terminal, and when it stays silent."""
+
+from __future__ import annotations
+
+import functools
+import io
+import re
+import sys
+
+import pytest
+from kerneltune.core import Candidate, TuningStarted
+from kerneltune.plugins.observers import progress
+from tuning_doubles import FakeClock, clock_plugin, install_session
+
+from triton_dist.tune import autotune
+
+
+class Terminal(io.StringIO):
+    """stderr as a terminal would be: it says it is one, and keeps what is drawn."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+class Pipe(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+def _tune(monkeypatch, stderr: io.StringIO) -> None:
+    """One tuning of four candidates taking 3, 1, 2 ms and failing, on a scripted clock."""
+    clock = FakeClock()
+    install_session(monkeypatch, extra=(clock_plugin(clock),), timer="scripted", warmup=0, repeat=2)
+    monkeypatch.setattr(sys, "stderr", stderr)
+
+    @autotune(config_space=[{"ms": 3.0}, {"ms": 1.0}, {"ms": 2.0}, {"ms": -1.0}], key_fn=lambda size: (size,))
+    def gemm(size, ms):
+        if ms < 0:
+            raise RuntimeError("out of resources")
+        clock.advance(ms)
+        return size
+
+    gemm(256)
+
+
+def test_a_long_tuning_draws_count_time_and_best_so_far(monkeypatch):
+    # Every tuning here lasts past the threshold (a real one would have to sleep a second),
+    # and every update is drawn, not only one per tenth of a second.
+    monkeypatch.setattr(progress, "DRAW_AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "tqdm", functools.partial(progress.tqdm, mininterval=0))
+    terminal = Terminal()
+    _tune(monkeypatch, terminal)
+    frames = [frame for frame in re.split(r"[\r\n]", terminal.getvalue()) if frame]
+    assert frames, "nothing was drawn"
+    final = frames[-1]
+    assert final.startswith("gemm: 4/4 candidates |")
+    assert re.search(r"\[\d\d:\d\d<\d\d:\d\d, best ms=<1\.0>: 1\.0000 ms\]$", final), final
+    # The best so far moved as better candidates came in.
+    assert any("best ms=<3.0>: 3.0000 ms" in frame for frame in frames)
+    assert any(frame.startswith("gemm: 1/4 candidates") for frame in frames)
+    assert terminal.getvalue().endswith("\n")
+    assert progress._bars == {}
+
+
+def test_a_short_tuning_draws_nothing(monkeypatch):
+    terminal = Terminal()
+    _tune(monkeypatch, terminal)
+    assert terminal.getvalue() == ""
+
+
+def test_nothing_is_drawn_into_a_pipe(monkeypatch):
+    monkeypatch.setattr(progress, "DRAW_AFTER_S", 0.0)
+    pipe = Pipe()
+    _tune(monkeypatch, pipe)
+    assert pipe.getvalue() == ""
+
+
+@pytest.mark.parametrize("how", ["variable", "file"])
+def test_progress_false_turns_it_off(monkeypatch, tmp_path, how):
+    monkeypatch.setattr(progress, "DRAW_AFTER_S", 0.0)
+    if how == "variable":
+        monkeypatch.setenv("KERNELTUNE_PROGRESS", "0")
+    else:
+        (tmp_path / "kerneltune.toml").write_text("progress = false\n")
+    terminal = Terminal()
+    _tune(monkeypatch, terminal)
+    assert terminal.getvalue() == ""
+
+
+def test_only_rank_zero_draws(monkeypatch):
+    monkeypatch.setattr(progress, "DRAW_AFTER_S", 0.0)
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    candidates = (Candidate(index=0, config={}, fingerprint="f", label="a"),)
+    for rank in (1, 0):
+        progress.kerneltune_tuning_started(
+            TuningStarted("gemm", (rank,), candidates, rank=rank, world_size=2, verbose=False, log_dir=None)
+        )
+    assert list(progress._bars) == [("gemm", "(0,)")]
+    progress._bars.pop(("gemm", "(0,)")).close()

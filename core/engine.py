@@ -38,8 +38,8 @@ from kerneltune.core.agreement import Verdict, Vote, resolve
 from kerneltune.core.errors import CacheReadError, NoValidConfigError, RankMismatchError
 from kerneltune.core.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.keys import describe, digest, encode_key
-from kerneltune.core.measure import STATISTIC, CandidateRuns, host_times, standard_error
-from kerneltune.core.records import Candidate, Measurement, Method, TuningRecord
+from kerneltune.core.measure import CandidateRuns, host_times, standard_error
+from kerneltune.core.records import STATISTIC, Candidate, Measurement, Method, TuningRecord
 from kerneltune.core.session import Session
 
 logger = logging.getLogger("kerneltune")

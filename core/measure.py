@@ -31,12 +31,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from kerneltune.core.errors import PluginError
+from kerneltune.core.records import uninterrupted
 
 DEVICE = "device"
 WALL = "wall"
 OBJECTIVES = (DEVICE, WALL)
-#: how a candidate's samples become the number SELECT compares.
-STATISTIC = "mean"
 
 WARMUP = "warmup"
 TIMED = "timed"
@@ -77,10 +76,11 @@ def host_times() -> deque[float]:
 
 
 def standard_error(samples: Sequence[float]) -> float:
-    """The standard error of the samples' mean; ``inf`` with fewer than two samples."""
-    if len(samples) < 2 or not all(math.isfinite(s) for s in samples):
+    """The standard error of the mean of the uninterrupted samples; ``inf`` with fewer than two."""
+    kept = uninterrupted(list(samples))
+    if len(kept) < 2 or not all(math.isfinite(s) for s in kept):
         return math.inf
-    return statistics.stdev(samples) / math.sqrt(len(samples))
+    return statistics.stdev(kept) / math.sqrt(len(kept))
 
 
 class CandidateRuns:

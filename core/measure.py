@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from kerneltune.core.errors import PluginError
-from kerneltune.core.records import uninterrupted
+from kerneltune.core.records import trimmed
 
 DEVICE = "device"
 WALL = "wall"
@@ -76,8 +76,8 @@ def host_times() -> deque[float]:
 
 
 def standard_error(samples: Sequence[float]) -> float:
-    """The standard error of the mean of the uninterrupted samples; ``inf`` with fewer than two."""
-    kept = uninterrupted(list(samples))
+    """The standard error of the trimmed samples' mean; ``inf`` with fewer than two."""
+    kept = trimmed(list(samples))
     if len(kept) < 2 or not all(math.isfinite(s) for s in kept):
         return math.inf
     return statistics.stdev(kept) / math.sqrt(len(kept))

@@ -9,7 +9,7 @@ import pytest
 from kerneltune.core import Measurement, PickLoaded, hookimpl, measure
 from kerneltune.core.engine import near_ties
 from kerneltune.core.measure import standard_error
-from kerneltune.core.records import uninterrupted
+from kerneltune.core.records import trimmed
 from tuning_doubles import FakeClock, clock_plugin, install_session, steps_plugin, stored_records
 
 from triton_dist.tune import autotune
@@ -50,7 +50,7 @@ def test_function_level_timed_runs_are_flushed_then_held_then_started(monkeypatc
     (record,) = stored_records(isolated, "work")
     assert record["measured_with"] == {
         "objective": "device",
-        "statistic": "mean of samples up to 2x the median",
+        "statistic": "20% trimmed mean",
         "timer": "steps",
         "warmup": warmup,
         "repeat": 4,
@@ -279,10 +279,10 @@ def test_a_pick_served_from_the_cache_is_reported_once_per_key_and_printed_when_
     ]
 
 
-def test_a_sample_a_pause_interrupted_does_not_move_the_mean():
+def test_the_mean_leaves_out_a_fifth_of_the_samples_at_each_end():
     steady = [14.0, 14.1, 13.9, 14.0]
-    assert Measurement(0, samples=(*steady, 87.3)).mean == pytest.approx(14.0)
-    assert Measurement(0, samples=(*steady, 28.1)).mean == pytest.approx(14.0), "over twice the median"
-    assert Measurement(0, samples=(*steady, 27.0)).mean == pytest.approx(sum(steady, 27.0) / 5)
-    assert uninterrupted([1.0, 50.0]) == [1.0, 50.0], "the median of two is their mean: both kept"
-    assert standard_error([1.0, 1.0, 1.0, 90.0]) == 0.0
+    assert Measurement(0, samples=(*steady, 87.3)).mean == pytest.approx(14.0 + 0.1 / 3)
+    ten = (39.2, 39.1, 41.7, 39.3, 39.2, 41.6, 39.1, 39.2, 39.3, 39.2)
+    assert Measurement(0, samples=ten).mean == pytest.approx(39.2333, abs=1e-3), "two high ones left out"
+    assert trimmed([3.0, 1.0, 2.0, 50.0]) == [1.0, 2.0, 3.0, 50.0], "fewer than five: all kept"
+    assert standard_error([1.0, 1.0, 1.0, 1.0, 90.0]) == 0.0

@@ -16,6 +16,8 @@ from kerneltune.core.errors import (
 )
 from kerneltune.core.events import (
     CandidateMeasured,
+    CompileFinished,
+    CompileStarted,
     KernelTuned,
     LaunchMeasured,
     PickLoaded,
@@ -35,6 +37,8 @@ __all__ = [
     "CacheReadError",
     "Candidate",
     "CandidateMeasured",
+    "CompileFinished",
+    "CompileStarted",
     "ConfigError",
     "KernelTuneError",
     "KernelTuned",

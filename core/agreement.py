@@ -74,6 +74,8 @@ class Verdict:
     :param key_mismatch: a description of the ranks' differing keys, or ``None``.
     :param verify_pick: whether every rank checks the pick after tuning
         (settings that add a collective must hold on all ranks or on none).
+    :param hosts: the ranks of each host, in rank order (ranks on one host
+        split the compiling of the candidates).
     """
 
     shared_record: dict[str, Any] | None
@@ -81,6 +83,11 @@ class Verdict:
     writers: frozenset[int]
     key_mismatch: str | None
     verify_pick: bool
+    hosts: tuple[tuple[int, ...], ...] = ()
+
+    def neighbours(self, rank: int) -> tuple[int, ...]:
+        """The ranks on ``rank``'s host, ``rank`` included, in rank order."""
+        return next((group for group in self.hosts if rank in group), (rank,))
 
 
 def _who(vote: dict[str, Any]) -> str:
@@ -135,4 +142,8 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
         writers=frozenset(writers.values()),
         key_mismatch=key_mismatch,
         verify_pick=any(v["verify_pick"] for v in votes),
+        hosts=tuple(
+            tuple(v["rank"] for v in votes if v["host"] == host)
+            for host in dict.fromkeys(v["host"] for v in votes)
+        ),
     )

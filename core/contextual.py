@@ -104,12 +104,23 @@ class KernelLaunch(Protocol):
     def commit(self, config: Any) -> None:
         """Make ``config`` the kernel's own pick for this key."""
 
+    def compiler(self) -> Callable[[Any], None] | None:
+        """A function that compiles one config for this launch's arguments without launching.
+
+        Made on the launching thread, called on COMPILE's pool threads; it
+        raises what the launch would. ``None`` where nothing is compiled
+        ahead (an interpreter).
+        """
+
 
 class Interceptor(Protocol):
     """What ``kerneltune_register_interceptors`` classes provide; see that hook."""
 
     def install(self, route: Callable[[KernelLaunch], Any]) -> None:
         """Route this thread's tunable launches to ``route``."""
+
+    # Optional: ``recording()``, for the function-level tuner's COMPILE stage; see
+    # the ``kerneltune_register_interceptors`` hook.
 
     def uninstall(self) -> None:
         """Restore the library."""
@@ -293,6 +304,9 @@ class _Call:
             return
         state.tuning = tuning
         self.focus = state
+        compile_config = launch.compiler()
+        if compile_config is not None:
+            tuning.compile(lambda candidate: compile_config(candidate.config))
         self._next_candidate(state, launch)
 
     def _next_candidate(self, state: _KernelKey, launch: KernelLaunch) -> None:

@@ -4,7 +4,7 @@
 
     KEY -> LOOKUP --hit--> DISPATCH
               |miss
-            (PRUNE) -> AGREE -> MEASURE -> REDUCE -> SELECT -> PERSIST -> DISPATCH
+            (PRUNE) -> AGREE -> COMPILE -> MEASURE -> REDUCE -> SELECT -> PERSIST -> DISPATCH
 
 A :class:`Tuner` holds one candidate space and its in-process picks. Each
 miss is one :class:`Tuning`, driven from outside: the driver asks
@@ -13,7 +13,10 @@ however it must (a host function in a loop, a kernel inside repeated outer
 calls), hands back the samples with :meth:`Tuning.record` or an exception
 with :meth:`Tuning.fail`, and calls :meth:`Tuning.finish` for the pick. With
 more than one rank, pruning runs before agreement so one gather also checks
-that all ranks kept the same candidates.
+that all ranks kept the same candidates. A driver that can compile
+candidates ahead of running them hands :meth:`Tuning.compile` a function
+that does, and COMPILE (:mod:`kerneltune.core.compile`) overlaps with
+MEASURE.
 
 Every tuner measures through :mod:`kerneltune.core.measure`, and every
 tuning that is not adaptive ends its measuring the same way: candidates
@@ -35,8 +38,16 @@ from typing import Any
 
 import attrs
 from kerneltune.core.agreement import Verdict, Vote, resolve
+from kerneltune.core.compile import CompileStage, worker_count
 from kerneltune.core.errors import CacheReadError, NoValidConfigError, RankMismatchError
-from kerneltune.core.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
+from kerneltune.core.events import (
+    CandidateMeasured,
+    CompileFinished,
+    CompileStarted,
+    PickLoaded,
+    TuningFinished,
+    TuningStarted,
+)
 from kerneltune.core.keys import describe, digest, encode_key
 from kerneltune.core.measure import CandidateRuns, host_times, standard_error
 from kerneltune.core.records import STATISTIC, Candidate, Measurement, Method, TuningRecord
@@ -260,6 +271,11 @@ class Tuning:
         #: the candidates SELECT chooses among after near ties were re-timed.
         self._finalists: tuple[Candidate, ...] | None = None
         self._host_us = host_times()
+        self._compiling: CompileStage | None = None
+        self._compiles = [0, 0]  # done, handed to the pool
+        self._compiles_lock = threading.Lock()
+        #: the ranks on this rank's host, which split the compiling.
+        self._neighbours: tuple[int, ...] = (reducer.rank,)
         self._started = time.perf_counter()
         self._writers: frozenset[int] = frozenset({reducer.rank})
         # Per-rank files are named by the rank in the job: subgroups restart at 0.
@@ -278,6 +294,8 @@ class Tuning:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if self._compiling is not None:
+            self._compiling.close()
         self._lock.release()
 
     @property
@@ -314,6 +332,7 @@ class Tuning:
             verdict = self._agree(stage, failure, kept, record)
             self._writers = verdict.writers
             self._verify_pick = verdict.verify_pick
+            self._neighbours = verdict.neighbours(self.reducer.rank)
             if verdict.shared_record is not None:
                 shared = TuningRecord.from_data(verdict.shared_record)
                 self._adopt(shared, store=record is None or record.best_index != shared.best_index)
@@ -452,15 +471,95 @@ class Tuning:
         """
         if self.best is not None:
             return None
-        if not self._queue and not self._ties_planned:
-            self._ties_planned = True
-            self._plan_ties()
-        if not self._queue:
-            return None
-        if self.reducer.world_size > 1:
-            self.reducer.barrier()
-        self._job = self._queue.pop(0)
-        return self._job.candidate
+        while True:
+            if not self._queue and not self._ties_planned:
+                self._ties_planned = True
+                self._plan_ties()
+            if not self._queue:
+                return None
+            job = self._queue.pop(0)
+            problem = None if self._compiling is None else self._compiling.wait(job.candidate)
+            # After the wait: a rank that compiled a candidate for its host holds
+            # the others here until Triton's cache has it.
+            if self.reducer.world_size > 1:
+                self.reducer.barrier()
+            self._job = job
+            if problem is None:
+                return job.candidate
+            self.fail(job.candidate, problem)
+
+    def compile(
+        self, compile_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None
+    ) -> None:
+        """COMPILE: compile candidates on a pool of threads while measuring goes on.
+
+        :param compile_one: compiles one candidate without running it,
+            raising what makes it unusable (a compile error, a kernel too
+            big for the device); it runs on pool threads.
+        :param candidates: what to compile, in the order it will be measured
+            (default: every queued candidate); an adaptive driver calls this
+            again for each round it requests. With several ranks on one
+            host, each compiles its share and the others load the result
+            from Triton's cache at their first run.
+
+        Uses the ``compile_workers`` and ``compile_timeout`` settings.
+        """
+        if self.best is not None:
+            return
+        listed = self.queued() if candidates is None else list(candidates)
+        share = len(self._neighbours)
+        place = self._neighbours.index(self.reducer.rank)
+        mine = [c for i, c in enumerate(listed) if i % share == place]
+        with self._compiles_lock:
+            self._compiles[1] += len(mine)
+        if self._compiling is None:
+            settings = self.session.settings
+            self._compiling = CompileStage(
+                compile_one,
+                mine,
+                workers=worker_count(settings.compile_workers, len(mine)),
+                timeout=settings.compile_timeout,
+                started=self._compile_started,
+                finished=self._compile_finished,
+            )
+        else:
+            self._compiling.add(mine)
+
+    def _compile_started(self, candidate: Candidate) -> None:
+        self._emit(
+            "kerneltune_compile_started",
+            CompileStarted(
+                function=self._space.name,
+                key=self.key,
+                candidate=candidate,
+                rank=self._global_rank,
+                verbose=self.verbose,
+            ),
+        )
+
+    def _compile_finished(self, candidate: Candidate, seconds: float, error: BaseException | None) -> None:
+        with self._compiles_lock:
+            self._compiles[0] += 1
+            done, total = self._compiles
+        self._emit(
+            "kerneltune_compile_finished",
+            CompileFinished(
+                function=self._space.name,
+                key=self.key,
+                candidate=candidate,
+                seconds=seconds,
+                error=None if error is None else describe_error(error),
+                done=done,
+                total=total,
+                rank=self._global_rank,
+                verbose=self.verbose,
+                log_dir=self._log_dir,
+            ),
+        )
+
+    def queued(self) -> list[Candidate]:
+        """The candidates waiting to be measured, each once, in order."""
+        return list(dict.fromkeys(job.candidate for job in self._queue))
 
     def request(
         self,

@@ -55,6 +55,36 @@ class TuningFinished:
 
 
 @attrs.frozen
+class CompileStarted:
+    """COMPILE began compiling one candidate, on a pool thread (observers must be thread-safe)."""
+
+    function: str
+    key: object
+    candidate: Candidate
+    rank: int
+    verbose: bool
+
+
+@attrs.frozen
+class CompileFinished:
+    """One candidate's compile ended, on a pool thread; ``error`` names its failure, if any.
+
+    ``done`` and ``total`` count this rank's compiles in the tuning so far.
+    """
+
+    function: str
+    key: object
+    candidate: Candidate
+    seconds: float
+    error: str | None
+    done: int
+    total: int
+    rank: int
+    verbose: bool
+    log_dir: Path | None
+
+
+@attrs.frozen
 class PickLoaded:
     """A miss of the in-process picks served without measuring.
 

@@ -9,6 +9,7 @@ function runs once more with the pick.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
@@ -16,8 +17,9 @@ import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from kerneltune.core.engine import Candidate, Space, Tuner
-from kerneltune.core.session import current_session
+from kerneltune.core.engine import Candidate, Space, Tuner, Tuning
+from kerneltune.core.registry import collect_registry
+from kerneltune.core.session import Session, current_session
 
 _CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")
 
@@ -162,14 +164,57 @@ class AutoTuner:
             def keep(candidate: Candidate) -> bool:
                 return bool(prune_fn(candidate.config, *args, **kwargs))
 
+        session = current_session()
         with self._tuner.begin(
-            current_session(), key, keep=keep, failure=failure, group=group, verbose=verbose
+            session, key, keep=keep, failure=failure, group=group, verbose=verbose
         ) as tuning:
+            if not tuning.hit and session.settings.precompile:
+                self._precompile(session, tuning, args, kwargs, allow_overwrite)
             while (candidate := tuning.next_candidate()) is not None:
                 bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
                 tuning.measure(candidate, functools.partial(self.fn, *args, **bound))
             best = tuning.finish()
         return self.fn(*args, **self._merge(best.config, args, kwargs, allow_overwrite))
+
+    def _precompile(
+        self,
+        session: Session,
+        tuning: Tuning,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        allow_overwrite: bool,
+    ) -> None:
+        """COMPILE for a host launcher: run each candidate once with its kernel launches recorded.
+
+        Interceptor plugins that can (``recording()``; Triton's, outside its
+        interpreter) turn the launches into compiles, which run on the
+        engine's pool while measuring goes on. This runs on the calling
+        thread and in candidate order, so ranks whose launchers hold
+        collectives stay in step. A launcher that raises when its launches
+        do not happen is left to compile at its first warm-up.
+        """
+        interceptors = collect_registry(session.manager, "interceptor", "kerneltune_register_interceptors")
+        recorders = [
+            cls() for cls in interceptors.classes.values() if cls.is_available() and hasattr(cls, "recording")
+        ]
+        if not any(recorder.recording() is not None for recorder in recorders):
+            return
+        compiles: dict[int, list[Callable[[], object]]] = {}
+        for candidate in tuning.queued():
+            bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
+            try:
+                with contextlib.ExitStack() as stack:
+                    lists = [stack.enter_context(r) for r in (rec.recording() for rec in recorders) if r]
+                    self.fn(*args, **bound)
+            except Exception:
+                continue
+            compiles[candidate.index] = [thunk for recorded in lists for thunk in recorded]
+
+        def compile_candidate(candidate: Candidate) -> None:
+            for thunk in compiles.get(candidate.index, ()):
+                thunk()
+
+        tuning.compile(compile_candidate, [c for c in tuning.queued() if c.index in compiles])
 
     def _merge(
         self, config: Mapping[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any], allow: bool

@@ -23,6 +23,8 @@ import pluggy
 if TYPE_CHECKING:
     from kerneltune.core.events import (
         CandidateMeasured,
+        CompileFinished,
+        CompileStarted,
         KernelTuned,
         LaunchMeasured,
         PickLoaded,
@@ -190,6 +192,30 @@ def kerneltune_tuning_finished(event: TuningFinished) -> None:
 
     :param event: the reduced times, the pick (``None`` on failure) and the
         wall time the tuning took.
+    """
+
+
+@hookspec
+def kerneltune_compile_started(event: CompileStarted) -> None:
+    """COMPILE began compiling a candidate.
+
+    Called on one of the stage's pool threads, while other candidates
+    compile and the tuning's own thread measures: implementations must be
+    thread-safe and quick.
+
+    :param event: the function, key and candidate.
+    """
+
+
+@hookspec
+def kerneltune_compile_finished(event: CompileFinished) -> None:
+    """COMPILE finished a candidate, compiled or failed.
+
+    Called on a pool thread, as :func:`kerneltune_compile_started` is.
+
+    :param event: the candidate, the seconds its compile took, its error
+        (``None`` when it compiled) and how many of this rank's compiles are
+        done out of how many.
     """
 
 

@@ -42,6 +42,9 @@ class Settings:
     repeat: int = 10
     objective: str = "device"
     tie_rounds: int = 4
+    compile_workers: int = 0
+    compile_timeout: int = 600
+    precompile: bool = True
     block: tuple[str, ...] = ()
     always_tune: bool = False
     version_check: bool = False
@@ -124,6 +127,9 @@ _FIELDS = {
     "repeat": _count(1),
     "objective": _objective,
     "tie_rounds": _count(0),
+    "compile_workers": _count(0),
+    "compile_timeout": _count(0),
+    "precompile": _flag,
     "block": _names,
     "always_tune": _flag,
     "version_check": _flag,
@@ -140,6 +146,9 @@ _ENV = {
     "KERNELTUNE_VERIFY_PICK": "verify_pick",
     "KERNELTUNE_OBJECTIVE": "objective",
     "KERNELTUNE_TIE_ROUNDS": "tie_rounds",
+    "KERNELTUNE_COMPILE_WORKERS": "compile_workers",
+    "KERNELTUNE_COMPILE_TIMEOUT": "compile_timeout",
+    "KERNELTUNE_PRECOMPILE": "precompile",
     "TRITON_DIST_AUTOTUNE_CACHE_DIR": "cache_dir",
     "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
     "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check",

@@ -39,8 +39,7 @@ def _emit(line: str, *, verbose: bool, log_dir: Path | None, rank: int, detail: 
         except OSError as exc:
             warn_once(
                 ("tuning log", str(path)),
-                f"kerneltune: cannot write the tuning log {path} ({exc}); tuning goes on "
-                "without it",
+                f"kerneltune: cannot write the tuning log {path} ({exc}); tuning goes on without it",
             )
 
 

@@ -12,6 +12,7 @@ autotuner go through :mod:`kerneltune.plugins.triton.adapter`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import threading
@@ -19,7 +20,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from kerneltune.core import hookimpl
-from kerneltune.plugins.triton import adapter
+from kerneltune.plugins.triton import adapter, compiler
 
 
 class TritonLaunch:
@@ -63,6 +64,10 @@ class TritonLaunch:
     def run(self, config: Any, around: Callable[[adapter.Thunk], object] | None = None) -> Any:
         """Launch with ``config``, its hooks outside ``around``."""
         return adapter.launch_config(self.kernel, self._args, self._kwargs, config, around)
+
+    def compiler(self) -> Callable[[Any], None] | None:
+        """Compiles configs for this launch's arguments on any thread; ``None`` under the interpreter."""
+        return compiler.config_compiler(self.kernel, self._args, self._kwargs)
 
     def run_default(self) -> Any:
         """Triton's own ``run`` for this launch."""
@@ -116,6 +121,13 @@ class TritonInterceptor:
             return run
 
         self._restore = adapter.patch_runs(make, root)
+
+    def recording(self) -> contextlib.AbstractContextManager[list[Callable[[], object]]] | None:
+        """Record this thread's Triton JIT launches as compiles instead of making them.
+
+        ``None`` under Triton's interpreter, where nothing is compiled.
+        """
+        return None if adapter.interpreting() else compiler.recording()
 
     def uninstall(self) -> None:
         """Put the original ``run`` methods back."""

@@ -25,7 +25,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import attrs
@@ -40,7 +39,7 @@ from kerneltune.core import (
     describe_error,
 )
 from kerneltune.core.profiles import choose_family, family_probes, family_profiles, unique_profiles
-from kerneltune.plugins.triton import adapter
+from kerneltune.plugins.triton import adapter, compiler
 from kerneltune.plugins.triton.classify import operator_class, python_function
 from kerneltune.plugins.triton.hints import SearchHints, check_params, parse_hints, wants_search
 from kerneltune.plugins.triton.search import Point, Shape, StagedSearch, coarse_levels
@@ -52,8 +51,6 @@ PRECISE_REPEAT_FACTOR = 4
 #: whichever ran last: on an H200 a block-after-block re-timing let a
 #: finalist 2.5% slower win on a landscape whose top configs lie within 2.5%.
 PRECISE_ROUNDS = 4
-#: Threads compiling candidates at once.
-COMPILE_THREADS = min(16, os.cpu_count() or 1)
 #: ``triton.autotune`` arguments a search_params kernel honours; the rest must keep their defaults.
 SUPPORTED_ARGUMENTS = (
     "configs",
@@ -422,7 +419,9 @@ class _SearchRun:
         self.failures: dict[int, str] = {}
         self.dropped: set[int] = set()
         self.exhausted: dict[int, list[tuple[Shape, str]]] = {}
-        self.primed = False
+        #: guards what compiles note from COMPILE's pool threads.
+        self.noting = threading.Lock()
+        self.compile_config = compiler.config_compiler(kernel, args, {**launch, "grid": grid})
 
     def say(self, line: str) -> None:
         if self.hints.debug:
@@ -471,11 +470,18 @@ class _SearchRun:
         return best
 
     def measure(self, points: list[Point]) -> dict[Point, float]:
-        """Measure a round through the engine; every rank's agreed time per point."""
+        """Measure a round through the engine; every rank's agreed time per point.
+
+        The round's candidates that may run are compiled by the engine's
+        COMPILE stage while the first ones are measured.
+        """
         candidates = [self.space.candidate(p) for p in points]
         problems = self.screen(points, candidates)
         self.tuning.request(candidates)
         by_index = dict(zip((c.index for c in candidates), points, strict=True))
+        if self.compile_config is not None:
+            runnable = [c for c in candidates if c.index not in problems]
+            self.tuning.compile(lambda candidate: self.build(candidate, by_index[candidate.index]), runnable)
         while (candidate := self.tuning.next_candidate()) is not None:
             problem = problems.get(candidate.index)
             if problem is not None:
@@ -566,9 +572,8 @@ class _SearchRun:
         return {**self.launch, "grid": self.grid, "warmup": False}
 
     def screen(self, points: list[Point], candidates: list[Candidate]) -> dict[int, BaseException]:
-        """Find, before measuring, the candidates that must not run: pruned, or too big for the device."""
+        """Find, before compiling, the candidates that must not run: pruned, or too big for the device."""
         problems: dict[int, BaseException] = {}
-        pending = []
         pruned = self.pruned([c.config for c in candidates])
         for point, candidate in zip(points, candidates, strict=True):
             if candidate.config in pruned:
@@ -577,20 +582,17 @@ class _SearchRun:
             larger = self.dominated(point)
             if larger is not None:
                 problems[candidate.index] = CandidateDropped(larger)
-                continue
-            pending.append((point, candidate))
-        for (point, candidate), problem in zip(pending, self.compile(pending), strict=True):
-            if problem is not None:
-                problems[candidate.index] = problem
-                if isinstance(problem, CandidateDropped) or adapter.out_of_resources(problem):
-                    self.note_exhausted(point, str(problem))
         for candidate in candidates:
             problem = problems.get(candidate.index)
             if problem is not None:
-                self.dropped.add(candidate.index)
-                self.failures[candidate.index] = describe_error(problem)
-                self.say(f"dropped {candidate.label}: {describe_error(problem)}")
+                self.drop(candidate, problem)
         return problems
+
+    def drop(self, candidate: Candidate, problem: BaseException) -> None:
+        with self.noting:
+            self.dropped.add(candidate.index)
+            self.failures[candidate.index] = describe_error(problem)
+        self.say(f"dropped {candidate.label}: {describe_error(problem)}")
 
     def pruned(self, configs: list[Any]) -> list[Any]:
         prune = self.kernel._early_prune
@@ -616,34 +618,18 @@ class _SearchRun:
     def note_exhausted(self, point: Point, reason: str) -> None:
         self.exhausted.setdefault(point[1], []).append((point[0], reason))
 
-    def compile(self, pending: list[tuple[Point, Candidate]]) -> list[BaseException | None]:
-        """Compile the round's candidates on a thread pool; each one's problem, or ``None``."""
-        if not pending or adapter.interpreting():
-            return [None] * len(pending)
-        bind = adapter.device_binding()
-        kernel_fn = self.kernel.fn
-
-        def build(candidate: Candidate) -> BaseException | None:
-            bind()
-            try:
-                compiled = kernel_fn.warmup(
-                    *self.args, grid=self.grid, **self.launch, **candidate.config.all_kwargs()
-                )
-            except Exception as exc:
-                return exc
-            problem = adapter.shared_memory_problem(compiled)
-            return None if problem is None else CandidateDropped(f"dropped before measuring: {problem}")
-
-        candidates = [candidate for _, candidate in pending]
-        first: list[BaseException | None] = []
-        if not self.primed:
-            # Triton creates a kernel's per-device cache on first use; threads racing
-            # to create it could file their kernels in a cache that is then dropped.
-            self.primed = True
-            first, candidates = [build(candidates[0])], candidates[1:]
-        workers = max(1, min(COMPILE_THREADS, len(candidates)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kerneltune-compile") as pool:
-            return first + list(pool.map(build, candidates))
+    def build(self, candidate: Candidate, point: Point) -> None:
+        """Compile one candidate (on a COMPILE pool thread); a failure drops it, and
+        a kernel out of resources rules out the shapes no smaller than it."""
+        assert self.compile_config is not None
+        try:
+            self.compile_config(candidate.config)
+        except Exception as exc:
+            if isinstance(exc, compiler.CannotRun) or adapter.out_of_resources(exc):
+                with self.noting:
+                    self.note_exhausted(point, str(exc))
+            self.drop(candidate, exc)
+            raise
 
     def runner(self, candidate: Candidate, point: Point) -> Callable[[], None]:
         def run() -> None:

@@ -1,0 +1,228 @@
+"""Cold tuning on a CUDA GPU: fresh processes, fresh Triton caches, every tuner side by side.
+
+What users wait for is the first call in a new process with an empty Triton
+cache, and that is mostly compiling. Each measurement here is a fresh
+process with its own empty ``TRITON_CACHE_DIR``; it times the first call of
+the tuned work, from the call until its result is checked: compiling,
+measuring and the final run all included (imports and CUDA start-up not,
+alike for every tuner). The tuners, on the 16-config bf16 4096^3 matmul of
+bench/regret.py:
+
+* ``stock``: ``triton.autotune``;
+* ``contextual``: ``contextual_autotune()`` around the same launch;
+* ``function``: ``triton_dist.tune.autotune`` around a host launcher;
+* ``function-seq``: the same with ``KERNELTUNE_PRECOMPILE=0`` (each config
+  compiles at its first warm-up, one after another, as before COMPILE);
+* ``search``: bench/search_params.py's ``search_params`` matmul (fp16 4096^3,
+  its own generated space), with the COMPILE stage and, as
+  ``search-1worker``, with ``KERNELTUNE_COMPILE_WORKERS=1``.
+
+A separate warm process (the oracle) times every one of the 16 configs with
+interleaved ``do_bench`` rounds; a pick's regret is its oracle time over the
+fastest's, minus one (the search's generated configs have no oracle row:
+its pick's do_bench time is printed instead). With two or more GPUs,
+``--ranks 2`` also runs the function-level tuner on 1 and on 2 ranks (one per
+GPU, gloo, one shared fresh Triton cache) and prints the ratio.
+
+    python3 bench/cold.py [--reps 2] [--ranks 2] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+TUNERS = ("stock", "contextual", "function", "function-seq", "search", "search-1worker")
+
+
+def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
+    """One fresh process's measurement (the environment already holds its fresh caches)."""
+    if mode == "function-seq":
+        os.environ["KERNELTUNE_PRECOMPILE"] = "0"
+    if mode == "search-1worker":
+        os.environ["KERNELTUNE_COMPILE_WORKERS"] = "1"
+    if world > 1 or mode == "function-dist":
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("BENCH_PORT", "29533"))
+    import torch
+    import torch.distributed as dist
+    from regret import MATMUL_CONFIGS, matmul
+
+    if mode == "function-dist":
+        torch.cuda.set_device(rank)
+        dist.init_process_group("gloo", rank=rank, world_size=world, store=None)
+    torch.manual_seed(0)
+    torch.cuda.init()
+    if mode.startswith("search"):
+        return search_child()
+    work = matmul(4096, 4096, 4096)
+    if mode == "oracle":
+        from regret import oracle
+
+        for config in work.configs:
+            work.launch(config)
+        return {"oracle_ms": oracle(work, 5)}
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    if mode == "stock":
+        tuned = work.autotuned()
+        work.launch_autotuned(tuned)
+        pick = work.configs.index(tuned.best_config)
+    elif mode == "contextual":
+        from triton_dist.autotuner import contextual_autotune
+
+        tuned = work.autotuned()
+
+        @contextual_autotune()
+        def outer() -> None:
+            work.launch_autotuned(tuned)
+
+        outer()
+        pick = work.configs.index(tuned.best_config)
+    else:
+        from kerneltune.core import add_plugin
+        from regret import Picks, tune_function
+
+        picks = Picks()
+        add_plugin(picks)
+        pick = tune_function(work, picks)
+    torch.cuda.synchronize()
+    work.check()
+    seconds = time.perf_counter() - started
+    if mode == "function-dist":
+        dist.destroy_process_group()
+    return {"seconds": seconds, "pick": pick, "configs": len(MATMUL_CONFIGS)}
+
+
+def search_child() -> dict[str, Any]:
+    import torch
+    import triton
+    from search_params import matmul_case
+
+    kernel, grid, args, launch, fixed = matmul_case(4096)
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    kernel[grid](*args, **launch, **fixed)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - started
+    a, b, c = args[:3]
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=1.0, rtol=0.05)
+    summary = kernel.last_search
+    best = kernel.best_config
+    pick_ms = triton.testing.do_bench(
+        lambda: kernel.fn[grid](*args, **launch, **best.all_kwargs()), warmup=10, rep=50, return_mode="median"
+    )
+    return {
+        "seconds": seconds,
+        "pick": summary.pick,
+        "pick_ms": pick_ms,
+        "measured": summary.measured,
+        "space": summary.space,
+    }
+
+
+def spawn(mode: str, world: int = 1) -> list[dict[str, Any]]:
+    """Run ``mode`` in ``world`` fresh processes sharing one fresh Triton cache; each one's result."""
+    env = dict(os.environ)
+    env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="kerneltune-cold-triton-")
+    env["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kerneltune-cold-picks-")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    out = Path(tempfile.mkdtemp(prefix="kerneltune-cold-out-"))
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                mode,
+                "--rank",
+                str(r),
+                "--world",
+                str(world),
+                "--store",
+                str(out),
+            ],
+            env=env,
+        )
+        for r in range(world)
+    ]
+    for proc in procs:
+        if proc.wait(timeout=300) != 0:
+            raise SystemExit(f"{mode}: a child failed with exit status {proc.returncode}")
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument(
+        "--ranks", type=int, default=0, help="also compare the function-level tuner on this many ranks"
+    )
+    parser.add_argument("--tuners", default=",".join(TUNERS))
+    parser.add_argument("--json")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--world", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--store", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        result = child(args.child, args.rank, args.world, args.store)
+        Path(args.store, f"rank{args.rank}.json").write_text(json.dumps(result))
+        return
+    import torch
+    import triton
+
+    print(f"device {torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {triton.__version__}")
+    print(
+        "cold: each figure is a fresh process with an empty Triton cache; compiling is included", flush=True
+    )
+    oracle = spawn("oracle")[0]["oracle_ms"]
+    fastest = min(oracle)
+    results: dict[str, list[dict[str, Any]]] = {}
+    tuners = args.tuners.split(",")
+    for _ in range(args.reps):
+        for mode in tuners:
+            result = spawn(mode)[0]
+            if "pick_ms" not in result:
+                result["regret"] = oracle[result["pick"]] / fastest - 1
+            results.setdefault(mode, []).append(result)
+            print(f"  {mode:<15} {result['seconds']:7.2f} s  pick {result['pick']}", flush=True)
+    stock = statistics.median(r["seconds"] for r in results.get("stock", [{"seconds": float("nan")}]))
+    print(f"\n{'tuner':<15} {'cold s (median)':>15} {'/ stock':>8}  picks, regret")
+    for mode, runs in results.items():
+        seconds = statistics.median(r["seconds"] for r in runs)
+        if "pick_ms" in runs[0]:
+            detail = "; ".join(
+                f"{r['pick']} at {r['pick_ms'] * 1000:.1f} us ({r['measured']} of {r['space']} measured)"
+                for r in runs
+            )
+        else:
+            detail = ", ".join(f"[{r['pick']}] {r['regret']:.2%}" for r in runs)
+        print(f"{mode:<15} {seconds:>15.2f} {seconds / stock:>8.3f}  {detail}")
+    print(f"(oracle's fastest of the 16 configs: {fastest * 1000:.1f} us)")
+    if args.ranks > 1:
+        one = spawn("function-dist", 1)[0]
+        many = spawn("function-dist", args.ranks)
+        slowest = max(r["seconds"] for r in many)
+        print(
+            f"\nfunction-level, cold, 1 rank {one['seconds']:.2f} s, {args.ranks} ranks {slowest:.2f} s "
+            f"(slowest rank): {slowest / one['seconds']:.3f}x; "
+            f"picks {one['pick']} / {[r['pick'] for r in many]}"
+        )
+        results["ranks"] = [{"one": one, "many": many}]
+    if args.json:
+        Path(args.json).write_text(json.dumps({"oracle_ms": oracle, "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Compiling Triton kernels ahead of running them: the adapter's compiler half.
+
+The tuners' COMPILE stage (:mod:`kerneltune.core.compile`) compiles
+candidates on a pool of threads. Two ways in, both through Triton's
+``JITFunction.run(..., warmup=True)``, which compiles for the given
+arguments and launches nothing:
+
+* :func:`config_compiler`: for an autotuned kernel (the contextual tuner,
+  search_params), compile one of its configs for one launch's arguments;
+* :func:`recording`: for a host launcher (the function-level tuner), run the
+  launcher once with this thread's JIT launches recorded instead of made,
+  each turned into a compile.
+
+Like :mod:`kerneltune.plugins.triton.adapter`, this module is the only place
+that touches what it touches: ``JITFunction.run`` (patched while a recording
+is open on any thread) and the per-device kernel cache Triton creates on a
+kernel's first compile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from kerneltune.plugins.triton import adapter
+
+Thunk = Callable[[], object]
+
+
+class CannotRun(RuntimeError):
+    """A compiled kernel the device cannot launch (more shared memory than it has)."""
+
+
+# Triton creates a kernel's per-device cache on its first compile; threads racing
+# to create it could file their kernels in a cache that is then dropped. So the
+# first compile of each kernel runs alone.
+_primed: weakref.WeakSet[Any] = weakref.WeakSet()
+_priming = threading.Lock()
+
+
+def _compile(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    kwargs = {**kwargs, "warmup": True}
+    if fn not in _primed:
+        with _priming:
+            if fn not in _primed:
+                compiled = fn.run(*args, **kwargs)
+                _primed.add(fn)
+                _check(compiled)
+                return
+    _check(fn.run(*args, **kwargs))
+
+
+def _check(compiled: Any) -> None:
+    problem = adapter.shared_memory_problem(compiled)
+    if problem is not None:
+        raise CannotRun(f"cannot launch: {problem}")
+
+
+def config_compiler(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Callable[[Any], None] | None:
+    """A function compiling ``tuner``'s configs for this launch's arguments, on any thread.
+
+    Call it where the launch was made: it takes that thread's device. Each
+    call compiles one config without launching and raises what the launch
+    would (a compile error, ``OutOfResources``, :class:`CannotRun`).
+
+    :returns: ``None`` where kernels are not compiled (Triton's interpreter).
+    """
+    if adapter.interpreting():
+        return None
+    bind = adapter.device_binding()
+    fn = tuner.fn
+
+    def compile_config(config: Any) -> None:
+        bind()
+        _compile(fn, args, {**kwargs, **config.all_kwargs()})
+
+    return compile_config
+
+
+class _Recording(threading.local):
+    compiles: list[Thunk] | None = None
+
+
+_recording = _Recording()
+_patch_lock = threading.Lock()
+_patch_users = 0
+_original_run: Callable[..., Any] | None = None
+
+
+def _recording_run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    compiles = _recording.compiles
+    assert _original_run is not None
+    if compiles is None or kwargs.get("warmup"):
+        return _original_run(fn, *args, **kwargs)
+    compiles.append(functools.partial(_compile_recorded, adapter.device_binding(), fn, args, kwargs))
+    return None
+
+
+def _compile_recorded(bind: Thunk, fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    bind()
+    _compile(fn, args, kwargs)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[Thunk]]:
+    """Within the block, this thread's Triton JIT launches are recorded, not made.
+
+    Yields a list that fills with one thunk per launch; a thunk compiles
+    that launch (same function, arguments and meta-parameters) on any
+    thread, raising what the launch would. A recorded launch returns
+    ``None`` to the caller. Other threads launch as usual meanwhile.
+    """
+    from triton.runtime.jit import JITFunction
+
+    global _patch_users, _original_run
+    with _patch_lock:
+        if _patch_users == 0:
+            _original_run = JITFunction.run
+            JITFunction.run = _recording_run
+        _patch_users += 1
+    outer, _recording.compiles = _recording.compiles, []
+    try:
+        yield _recording.compiles
+    finally:
+        _recording.compiles = outer
+        with _patch_lock:
+            _patch_users -= 1
+            if _patch_users == 0:
+                JITFunction.run = _original_run
+                _original_run = None

@@ -1,0 +1,318 @@
+"""COMPILE: candidates compiled on a pool of threads while MEASURE goes on, for every tuner."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import pytest
+import torch
+from kerneltune.core import Space, Tuner, hookimpl
+from kerneltune.plugins.triton import compiler
+from rank_doubles import ThreadGroup, run_ranks
+from test_multirank import make_session, space
+from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
+
+from triton_dist.tune import autotune
+
+NAMES = ["a", "b", "c", "d"]
+COSTS = {"a": 3.0, "b": 1.0, "c": 2.0, "d": 4.0}
+
+
+class Watch:
+    """Observer of the compile events."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[int, str]] = []
+        self.finished: list[tuple[int, str | None, int, int]] = []
+        self.lock = threading.Lock()
+
+    @hookimpl
+    def kerneltune_compile_started(self, event):
+        with self.lock:
+            self.started.append((event.candidate.index, threading.current_thread().name))
+
+    @hookimpl
+    def kerneltune_compile_finished(self, event):
+        with self.lock:
+            self.finished.append((event.candidate.index, event.error, event.done, event.total))
+
+
+def engine_session(monkeypatch, clock, watch, **settings):
+    settings = {"timer": "scripted", "warmup": 1, "repeat": 2} | settings
+    return install_session(monkeypatch, extra=(clock_plugin(clock), watch), **settings)
+
+
+def drive(session, clock, compile_one, measured: list[str], on_run=lambda name: None):
+    tuner = Tuner(Space.build("work", [{"name": n} for n in NAMES], "def work(name): ..."))
+    with tuner.begin(session, "key") as tuning:
+        tuning.compile(compile_one)
+        while (candidate := tuning.next_candidate()) is not None:
+            name = candidate.config["name"]
+
+            def run(name=name):
+                measured.append(name)
+                on_run(name)
+                clock.advance(COSTS[name])
+
+            tuning.measure(candidate, run)
+        return tuning.finish()
+
+
+def test_measuring_starts_while_later_candidates_still_compile(monkeypatch, isolated):
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=2)
+    first_measured = threading.Event()
+    measured: list[str] = []
+    threads: set[str] = set()
+
+    def compile_one(candidate):
+        threads.add(threading.current_thread().name)
+        if candidate.config["name"] == "d":
+            # Finishes only once the first candidate has been measured.
+            assert first_measured.wait(timeout=10)
+
+    best = drive(session, clock, compile_one, measured, on_run=lambda name: first_measured.set())
+    assert best.config["name"] == "b"
+    assert measured[0] == "a" and set(measured) == set(NAMES)
+    assert all(name.startswith("kerneltune-compile") for name in threads)
+    assert sorted(i for i, _ in watch.started) == [0, 1, 2, 3]
+    assert sorted(f[2] for f in watch.finished) == [1, 2, 3, 4] and {f[3] for f in watch.finished} == {4}
+    assert all(error is None for _, error, _, _ in watch.finished)
+
+
+def test_a_candidate_whose_compile_fails_fails_alone(monkeypatch, isolated):
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch)
+    measured: list[str] = []
+
+    def compile_one(candidate):
+        if candidate.config["name"] == "b":
+            raise RuntimeError("out of resources: shared memory, Required: 300000, Hardware limit: 232448")
+
+    best = drive(session, clock, compile_one, measured)
+    assert best.config["name"] == "c"
+    assert "b" not in measured, "a candidate that did not compile is never run"
+    (record,) = stored_records(isolated, "work")
+    assert record["candidates"][1]["error"].startswith("RuntimeError: out of resources: shared memory")
+    assert (1, "RuntimeError: out of resources: shared memory, Required: 300000, Hardware limit: 232448") in [
+        f[:2] for f in watch.finished
+    ]
+
+
+def test_a_compile_that_outlasts_the_timeout_fails_that_candidate_only(monkeypatch, isolated):
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_timeout=1)
+    release = threading.Event()
+    measured: list[str] = []
+
+    def compile_one(candidate):
+        if candidate.config["name"] == "b":
+            release.wait(timeout=30)
+
+    started = time.monotonic()
+    try:
+        best = drive(session, clock, compile_one, measured)
+    finally:
+        release.set()
+    assert time.monotonic() - started < 5
+    assert best.config["name"] == "c" and "b" not in measured
+    (record,) = stored_records(isolated, "work")
+    assert record["candidates"][1]["error"] == (
+        "CompileTimeout: compiling took longer than compile_timeout = 1 s"
+    )
+
+
+def test_one_worker_compiles_everything_on_one_thread(monkeypatch, isolated):
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=1)
+    drive(session, clock, lambda candidate: None, [])
+    assert len({thread for _, thread in watch.started}) == 1
+    assert [i for i, _ in watch.started] == [0, 1, 2, 3], "in the order they will be measured"
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_ranks_on_one_host_split_the_compiling(tmp_path, size):
+    group = ThreadGroup(size)
+    configs = [{"block": 2**i} for i in range(7)]
+    compiled: dict[int, list[int]] = {}
+
+    def rank(r: int) -> int:
+        session, tuner = make_session(tmp_path / "cache"), Tuner(space(configs))
+        mine = compiled.setdefault(r, [])
+        with tuner.begin(session, 7, group=group.member(r)) as tuning:
+            tuning.compile(lambda candidate: mine.append(candidate.index))
+            while (candidate := tuning.next_candidate()) is not None:
+                tuning.record(candidate, [float(candidate.index + 1)])
+            return tuning.finish().index
+
+    assert run_ranks(size, rank) == [0] * size
+    # The threads share a host name: each compiles every size-th candidate.
+    assert {r: sorted(c) for r, c in compiled.items()} == {r: list(range(r, 7, size)) for r in range(size)}
+    for counts in group.counts:
+        assert counts == {"gather": 1, "max": 1, "barrier": 7}
+
+
+# -- the function-level tuner: launches recorded, then compiled ---------------------------------------
+
+
+class FakeKernels:
+    """A kernel library whose launches an interceptor can record, as Triton's can."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        self.launched: list[int] = []
+        self.compiled: list[tuple[int, str]] = []
+
+    def launch(self, block: int) -> None:
+        recorded = getattr(self.local, "recorded", None)
+        if recorded is not None:
+            recorded.append(lambda: self.compiled.append((block, threading.current_thread().name)))
+            return
+        self.launched.append(block)
+
+
+def recorder_plugin(kernels: FakeKernels):
+    class Recorder:
+        name = "fake-kernels"
+
+        @classmethod
+        def is_available(cls):
+            return True
+
+        def install(self, route):
+            pass
+
+        def uninstall(self):
+            pass
+
+        @contextlib.contextmanager
+        def _record(self):
+            kernels.local.recorded = []
+            try:
+                yield kernels.local.recorded
+            finally:
+                kernels.local.recorded = None
+
+        def recording(self):
+            return self._record()
+
+    class Plugin:
+        @hookimpl
+        def kerneltune_register_interceptors(self, register):
+            register(Recorder)
+
+    return Plugin()
+
+
+def launcher(kernels: FakeKernels, clock: FakeClock, fails_unlaunched: tuple[int, ...] = ()):
+    @autotune(config_space=[{"block": b} for b in (64, 128, 256)], key_fn=lambda x: x)
+    def work(x, block):
+        kernels.launch(block)
+        if block in fails_unlaunched and getattr(kernels.local, "recorded", None) is not None:
+            raise RuntimeError("reads the kernel's output on the host")
+        clock.advance({64: 3.0, 128: 1.0, 256: 2.0}[block])
+        return block
+
+    return work
+
+
+@pytest.fixture
+def fake_kernels(monkeypatch):
+    clock, kernels = FakeClock(), FakeKernels()
+    install_session(
+        monkeypatch,
+        extra=(clock_plugin(clock), recorder_plugin(kernels)),
+        timer="scripted",
+        warmup=1,
+        repeat=2,
+    )
+    return clock, kernels
+
+
+def test_a_host_launcher_is_run_once_per_candidate_with_its_launches_compiled_ahead(fake_kernels, isolated):
+    clock, kernels = fake_kernels
+    assert launcher(kernels, clock)(0) == 128
+    assert sorted(block for block, _ in kernels.compiled) == [64, 128, 256]
+    assert all(thread.startswith("kerneltune-compile") for _, thread in kernels.compiled)
+    # The recording pass launched nothing; measuring launched each 1 + 2 times, then the pick once.
+    assert kernels.launched == [64] * 3 + [128] * 3 + [256] * 3 + [128]
+
+
+def test_a_launcher_that_needs_its_launches_compiles_at_its_first_warm_up(fake_kernels, isolated):
+    clock, kernels = fake_kernels
+    assert launcher(kernels, clock, fails_unlaunched=(256,))(0) == 128
+    assert sorted(block for block, _ in kernels.compiled) == [64, 128]
+    assert kernels.launched.count(256) == 3, "measured as usual"
+
+
+def test_precompile_false_skips_the_recording_pass(monkeypatch, fake_kernels, isolated):
+    clock, kernels = fake_kernels
+    monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "0")
+    install_session(monkeypatch, extra=(clock_plugin(clock), recorder_plugin(kernels)), timer="scripted")
+    assert launcher(kernels, clock)(0) == 128
+    assert kernels.compiled == []
+
+
+# -- the contextual tuner: a kernel's configs compiled for the launch's arguments --------------------------
+
+
+def test_contextual_tuning_compiles_each_config_on_the_pool(monkeypatch):
+    from test_contextual import launch_scale, make_scale_kernel, randn
+
+    from triton_dist.autotuner import contextual_autotune
+
+    compiled: list[tuple[object, str]] = []
+
+    def fake_compiler(tuner, args, kwargs):
+        def compile_config(config):
+            compiled.append((config, threading.current_thread().name))
+
+        return compile_config
+
+    monkeypatch.setattr(compiler, "config_compiler", fake_compiler)
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    x = randn(64)
+    torch.testing.assert_close(run(x), 2.0 * x)
+    assert sorted(id(c) for c, _ in compiled) == sorted(id(c) for c in scale_kernel.configs)
+    assert all(thread.startswith("kerneltune-compile") for _, thread in compiled)
+
+
+# -- Triton's JIT launches, recorded ---------------------------------------------------------------------
+
+
+def test_recording_catches_this_threads_jit_launches_and_restores_run():
+    import triton
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+
+    def copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+    kernel = JITFunction(copy)  # compiled, not interpreted, even under TRITON_INTERPRET=1
+    original = JITFunction.run
+    x = torch.ones(8)
+    elsewhere: list[BaseException] = []
+
+    def launch_on_another_thread():
+        try:
+            kernel[(1,)](x, x, 8, BLOCK=8)
+        except BaseException as exc:  # no GPU here: the real launch fails, which shows it was made
+            elsewhere.append(exc)
+
+    with compiler.recording() as compiles:
+        assert kernel[(1,)](x, x, 8, BLOCK=8) is None
+        other = threading.Thread(target=launch_on_another_thread)
+        other.start()
+        other.join()
+    assert len(compiles) == 1 and callable(compiles[0])
+    assert len(elsewhere) == 1, "another thread's launch is made, not recorded"
+    assert JITFunction.run is original
+    del triton

@@ -35,11 +35,30 @@ class CannotRun(RuntimeError):
     """A compiled kernel the device cannot launch (more shared memory than it has)."""
 
 
-# Triton creates a kernel's per-device cache on its first compile; threads racing
-# to create it could file their kernels in a cache that is then dropped. So the
-# first compile of each kernel runs alone.
+# Triton creates a kernel's per-device cache on its first compile for a device
+# (``JITFunction.device_caches``, a defaultdict); threads racing to create it
+# could file their kernels in a cache that is then dropped. So the cache is
+# created on the calling thread before any compile goes to the pool
+# (:func:`_prime`); where a release has no such attribute, the first compile of
+# each kernel runs alone instead.
 _primed: weakref.WeakSet[Any] = weakref.WeakSet()
 _priming = threading.Lock()
+
+
+def _prime(fn: Any) -> None:
+    jit = fn
+    while jit is not None and not hasattr(jit, "device_caches"):
+        jit = getattr(jit, "fn", None)  # heuristics and other wrappers keep the kernel in .fn
+    if jit is None or fn in _primed:
+        return
+    from triton.runtime import driver
+
+    try:
+        device = driver.active.get_current_device()
+    except Exception:
+        return  # no device to compile for: the compile itself will say so
+    jit.device_caches[device]
+    _primed.add(fn)
 
 
 def _compile(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
@@ -73,6 +92,7 @@ def config_compiler(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> 
         return None
     bind = adapter.device_binding()
     fn = tuner.fn
+    _prime(fn)
 
     def compile_config(config: Any) -> None:
         bind()
@@ -96,6 +116,7 @@ def _recording_run(fn: Any, *args: Any, **kwargs: Any) -> Any:
     assert _original_run is not None
     if compiles is None or kwargs.get("warmup"):
         return _original_run(fn, *args, **kwargs)
+    _prime(fn)
     compiles.append(functools.partial(_compile_recorded, adapter.device_binding(), fn, args, kwargs))
     return None
 

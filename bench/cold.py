@@ -3,9 +3,9 @@
 What users wait for is the first call in a new process with an empty Triton
 cache, and that is mostly compiling. Each measurement here is a fresh
 process with its own empty ``TRITON_CACHE_DIR``; it times the first call of
-the tuned work, from the call until its result is checked: compiling,
-measuring and the final run all included (imports and CUDA start-up not,
-alike for every tuner). The tuners, on the 16-config bf16 4096^3 matmul of
+the tuned work, from the call until its result is on the device: compiling, measuring and
+the final run included; imports, CUDA start-up and the check of the result
+against a reference are not, alike for every tuner. The tuners, on the 16-config bf16 4096^3 matmul of
 bench/regret.py:
 
 * ``stock``: ``triton.autotune``;
@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kerneltune.core import add_plugin, hookimpl
+
 HERE = Path(__file__).resolve().parent
 TUNERS = ("stock", "contextual", "function", "function-seq", "search", "search-1worker")
 
@@ -70,8 +72,10 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
         for config in work.configs:
             work.launch(config)
         return {"oracle_ms": oracle(work, 5)}
+    timeline = Timeline()
+    add_plugin(timeline)
     torch.cuda.synchronize()
-    started = time.perf_counter()
+    started = timeline.started = time.perf_counter()
     if mode == "stock":
         tuned = work.autotuned()
         work.launch_autotuned(tuned)
@@ -88,18 +92,40 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
         outer()
         pick = work.configs.index(tuned.best_config)
     else:
-        from kerneltune.core import add_plugin
         from regret import Picks, tune_function
 
         picks = Picks()
         add_plugin(picks)
         pick = tune_function(work, picks)
     torch.cuda.synchronize()
-    work.check()
     seconds = time.perf_counter() - started
+    work.check()  # after the clock: a reference product is no part of the tuning
     if mode == "function-dist":
         dist.destroy_process_group()
-    return {"seconds": seconds, "pick": pick, "configs": len(MATMUL_CONFIGS)}
+    return {"seconds": seconds, "pick": pick, "configs": len(MATMUL_CONFIGS), "timeline": timeline.events}
+
+
+class Timeline:
+    """Observer: when each compile started and finished and each candidate was measured."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.events: list[tuple[float, str, int]] = []
+
+    def note(self, what: str, index: int) -> None:
+        self.events.append((round(time.perf_counter() - self.started, 3), what, index))
+
+    @hookimpl
+    def kerneltune_compile_started(self, event: Any) -> None:
+        self.note("compile+", event.candidate.index)
+
+    @hookimpl
+    def kerneltune_compile_finished(self, event: Any) -> None:
+        self.note("compile-", event.candidate.index)
+
+    @hookimpl
+    def kerneltune_candidate_measured(self, event: Any) -> None:
+        self.note("measured", event.candidate.index)
 
 
 def search_child() -> dict[str, Any]:
@@ -169,6 +195,7 @@ def main() -> None:
         "--ranks", type=int, default=0, help="also compare the function-level tuner on this many ranks"
     )
     parser.add_argument("--tuners", default=",".join(TUNERS))
+    parser.add_argument("--timeline", action="store_true", help="print when each compile ran, per tuning")
     parser.add_argument("--json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
@@ -197,6 +224,10 @@ def main() -> None:
                 result["regret"] = oracle[result["pick"]] / fastest - 1
             results.setdefault(mode, []).append(result)
             print(f"  {mode:<15} {result['seconds']:7.2f} s  pick {result['pick']}", flush=True)
+            if args.timeline and result.get("timeline"):
+                print(
+                    "    " + " ".join(f"{s:.2f}:{what}{i}" for s, what, i in result["timeline"]), flush=True
+                )
     stock = statistics.median(r["seconds"] for r in results.get("stock", [{"seconds": float("nan")}]))
     print(f"\n{'tuner':<15} {'cold s (median)':>15} {'/ stock':>8}  picks, regret")
     for mode, runs in results.items():

@@ -28,7 +28,8 @@ from kerneltune.archive import read_archive, write_archive
 from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, load_settings
 from kerneltune.core.records import iso_date
 from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
-from kerneltune.core.settings import setting_sources
+from kerneltune.core.session import make_cache
+from kerneltune.core.settings import redacted_url, setting_sources
 
 
 class _Group(click.Group):
@@ -245,8 +246,9 @@ def plugins() -> None:
     click.echo("\nhardware: " + ", ".join(f"{k} {v}" for k, v in sorted(hardware.items())))
     sources = setting_sources()
     click.echo("\nsettings:")
+    shown = {"redis_url": redacted_url(loaded.settings.redis_url)}
     rows = [
-        [f"  {name}", json.dumps(_plain(getattr(loaded.settings, name))), where]
+        [f"  {name}", json.dumps(_plain(shown.get(name, getattr(loaded.settings, name)))), where]
         for name, where in sources.items()
     ]
     for line in _table(["  setting", "value", "from"], rows):
@@ -443,7 +445,8 @@ def import_records(archive: Path, directory: Path | None) -> None:
     loaded = _Plugins.load()
     root = _cache_dir(directory, loaded)
     entries = read_archive(archive)
-    target = loaded.registries[1].select(loaded.settings.cache)(root=root)
+    caches = loaded.registries[1]
+    target = make_cache(caches.select(loaded.settings.cache), root, loaded.settings, caches)
     if not hasattr(target, "entries"):
         raise click.ClickException(
             f"cache {target.name!r} keeps no files; set cache to one of: {_cache_names(loaded)}"

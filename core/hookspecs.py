@@ -84,9 +84,18 @@ def kerneltune_register_caches(register: Callable[[type], None]) -> None:
     """Register cache classes.
 
     A cache class has ``name``, ``is_available()``, an optional
-    ``auto_priority`` (json 10, msgpack 5, memory 0) and is constructed with
-    ``root`` (a :class:`pathlib.Path`, the directory all functions share; it
-    may not exist yet). An instance provides:
+    ``auto_priority`` (json 10, msgpack 5, memory 0, redis -10) and is
+    constructed with ``root`` (a :class:`pathlib.Path`, the directory all
+    functions share; it may not exist yet). A constructor that also names a
+    ``settings`` parameter receives the :class:`kerneltune.core.Settings` in
+    force (for options such as ``redis_url``; raise
+    :class:`kerneltune.core.ConfigError` for a missing or bad one, and
+    connect to nothing yet), and one that names ``caches`` receives the cache
+    :class:`~kerneltune.core.registry.Registry`, so that it can layer over
+    another cache by its registered name (``caches.get("json")``) without
+    importing that plugin; :func:`kerneltune.core.session.make_cache` builds
+    them. Caches that take only ``root`` are unaffected. An instance
+    provides:
 
     * ``load(namespace, digest) -> dict | None``: the plain-data record
       stored for ``digest`` in ``namespace`` (one namespace per tuned

@@ -28,6 +28,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.timers.events",
     "kerneltune.plugins.caches.files",
     "kerneltune.plugins.caches.memory",
+    "kerneltune.plugins.caches.redis",
     "kerneltune.plugins.reducers.local",
     "kerneltune.plugins.reducers.world",
     "kerneltune.plugins.observers.tuning_log",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 import warnings
@@ -58,7 +59,7 @@ class Session:
             timers=collect_registry(manager, "timer", "kerneltune_register_timers"),
             caches=caches,
             reducers=collect_registry(manager, "reducer", "kerneltune_register_reducers"),
-            cache=cache_class(root=settings.cache_dir if root is None else root),
+            cache=make_cache(cache_class, settings.cache_dir if root is None else root, settings, caches),
             hardware=merged_facts(manager, "kerneltune_hardware_info"),
             versions={k: str(v) for k, v in merged_facts(manager, "kerneltune_software_versions").items()},
         )
@@ -160,6 +161,19 @@ class Session:
                 f"{reducer.rank} of {reducer.world_size}); pass a process group only on the ranks in it"
             )
         return reducer
+
+
+def make_cache(cache_class: type, root: Path, settings: Settings, caches: Registry) -> Any:
+    """Construct a cache plugin's class as the cache hookspec says.
+
+    Every cache gets ``root``; a class whose constructor also names a
+    ``settings`` parameter gets ``settings``, and one that names ``caches``
+    gets the cache registry, so that it can layer over another cache by its
+    registered name. Caches that take only ``root`` are built as before.
+    """
+    wanted = inspect.signature(cache_class).parameters
+    options = {"settings": settings, "caches": caches}
+    return cache_class(root=root, **{name: value for name, value in options.items() if name in wanted})
 
 
 def _cache_root(settings: Settings) -> Path | None:

@@ -7,7 +7,8 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``KERNELTUNE_BLOCK_PLUGINS``, ``KERNELTUNE_VERIFY_PICK`` and
 ``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
-(``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``.
+(``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``, ``KERNELTUNE_REDIS_URL``,
+``KERNELTUNE_REDIS_TTL``.
 :func:`setting_sources` says which of them set each value.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,9 @@ class Settings:
     # not part of equality, so sources that agree share one session.
     sources: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False, repr=False)
     progress: bool = True
+    # For the ``redis`` cache: the server's URL ("" for none) and the keys' lifetime (0: none).
+    redis_url: str = attrs.field(default="", repr=False)
+    redis_ttl: int = 0
 
     @property
     def cache_root(self) -> Path:
@@ -110,6 +115,29 @@ def _path(value: Any, where: str) -> Path:
     return Path(value)
 
 
+def _redis_url(value: Any, where: str) -> str:
+    text = value.strip() if isinstance(value, str) else value
+    if not isinstance(text, str) or (text and not text.startswith(("redis://", "rediss://", "unix://"))):
+        raise ConfigError(f"{where}: expected a redis://, rediss:// or unix:// URL, got {value!r}")
+    return text
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its password, if it holds one, shown as ``***``: for messages and listings."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+    # redis-py also takes the password as a query parameter (the only way for unix:// URLs).
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    if any(name == "password" for name, _ in query):
+        hidden = [(name, "***" if name == "password" else value) for name, value in query]
+        parts = parts._replace(query=urllib.parse.urlencode(hidden, safe="*"))
+    shown = parts.geturl()
+    # geturl() writes unix:///path as unix:/path; keep the form the user wrote.
+    return shown.replace("unix:/", "unix:///", 1) if url.startswith("unix:///") else shown
+
+
 def _names(value: Any, where: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [part for part in value.replace(",", " ").split() if part]
@@ -136,6 +164,8 @@ _FIELDS = {
     "verify_pick": _flag,
     "autoload": _flag,
     "progress": _flag,
+    "redis_url": _redis_url,
+    "redis_ttl": _count(0),
 }
 
 _ENV = {
@@ -153,6 +183,8 @@ _ENV = {
     "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
     "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check",
     "KERNELTUNE_PROGRESS": "progress",
+    "KERNELTUNE_REDIS_URL": "redis_url",
+    "KERNELTUNE_REDIS_TTL": "redis_ttl",
 }
 
 # Variables that switch a setting off when set to 1 (the setting is their negation).

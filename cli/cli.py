@@ -23,7 +23,6 @@ from typing import Any
 import attrs
 import click
 import pluggy
-
 from kerneltune import __version__
 from kerneltune.archive import read_archive, write_archive
 from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, load_settings

@@ -11,12 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+import kerneltune
 import pytest
 from click.testing import CliRunner
+from kerneltune import cli
 from tuning_doubles import record_files
 
-import kerneltune
-from kerneltune import cli
 from triton_dist.tune import autotune
 
 PAUSES = (0.012, 0.0, 0.003, -1.0)  # fastest is [1], then [2], then [0]; [3] fails

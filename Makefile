@@ -24,6 +24,7 @@ demo: install
 
 test: install
 	$(PYTHON) -m ruff check .
+	$(PYTHON) -m mypy
 	$(PYTHON) -m pytest
 
 # Each release goes alone into build/tritons/<release> (no dependencies: they

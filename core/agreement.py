@@ -69,7 +69,7 @@ class Verdict:
     """What every rank does next.
 
     :param shared_record: the record every rank adopts instead of tuning, or
-        ``None`` to tune; ``source_rank`` is the rank that held it.
+        ``None`` to tune.
     :param writers: the ranks that persist the outcome (one per host and place).
     :param key_mismatch: a description of the ranks' differing keys, or ``None``.
     :param verify_pick: whether every rank checks the pick after tuning
@@ -79,7 +79,6 @@ class Verdict:
     """
 
     shared_record: dict[str, Any] | None
-    source_rank: int | None
     writers: frozenset[int]
     key_mismatch: str | None
     verify_pick: bool
@@ -138,7 +137,6 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
         writers.setdefault(place, vote["rank"])
     return Verdict(
         shared_record=None if holder is None else holder["record"],
-        source_rank=None if holder is None else holder["rank"],
         writers=frozenset(writers.values()),
         key_mismatch=key_mismatch,
         verify_pick=any(v["verify_pick"] for v in votes),

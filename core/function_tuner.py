@@ -51,6 +51,9 @@ class AutoTuner:
     :func:`autotune` for the call-time controls.
     """
 
+    #: The function's name, copied by :func:`functools.update_wrapper` with its other attributes.
+    __name__: str
+
     def __init__(
         self,
         fn: Callable[..., Any],

@@ -18,8 +18,9 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
+from kerneltune.core.contracts import ProfileFamily
 from kerneltune.core.errors import PluginError
-from kerneltune.core.registry import Registry, collect_registry
+from kerneltune.core.registry import DEFAULT_PRIORITY, Registry, collect_registry
 from kerneltune.core.session import Session
 
 OPERATORS = ("matrix", "vector")
@@ -83,7 +84,7 @@ def unique_profiles(profiles: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
     return kept
 
 
-def profile_families(session: Session) -> Registry:
+def profile_families(session: Session) -> Registry[ProfileFamily]:
     """Every family the session's plugins register, by name.
 
     :raises PluginError: when two plugins register one name.
@@ -91,11 +92,14 @@ def profile_families(session: Session) -> Registry:
     return collect_registry(session.manager, "profile family", "kerneltune_register_profile_families")
 
 
-def choose_family(session: Session, target: CompileTarget, operator: str) -> Any | None:
+def choose_family(session: Session, target: CompileTarget, operator: str) -> ProfileFamily | None:
     """An instance of the family serving ``target.backend`` for ``operator``, or ``None``.
 
     Among several available families for the same backend and operator the
-    highest ``priority`` wins.
+    first by the registry's rule (:meth:`Registry.ranked`, ranking by
+    ``priority``) wins, except that a tie for first place is an error: two
+    plugins claiming one backend equally would otherwise be settled by the
+    order they happen to load in.
 
     :raises ValueError: for an operator class other than ``matrix``/``vector``.
     :raises PluginError: when two families tie for first place (naming both).
@@ -103,15 +107,13 @@ def choose_family(session: Session, target: CompileTarget, operator: str) -> Any
     if operator not in OPERATORS:
         raise ValueError(f"operator class {operator!r} is not one of {', '.join(OPERATORS)}")
     registry = profile_families(session)
-    fitting = [
-        cls
-        for cls in registry.classes.values()
-        if cls.operator == operator and target.backend in cls.backends and cls.is_available()
-    ]
+    fitting = registry.ranked(
+        lambda cls: cls.operator == operator and target.backend in cls.backends and cls.is_available(),
+        priority="priority",
+    )
     if not fitting:
         return None
-    fitting.sort(key=lambda cls: -getattr(cls, "priority", 0))
-    if len(fitting) > 1 and getattr(fitting[0], "priority", 0) == getattr(fitting[1], "priority", 0):
+    if len(fitting) > 1 and _priority(fitting[0]) == _priority(fitting[1]):
         first, second = fitting[0].name, fitting[1].name
         raise PluginError(
             f"profile families {first!r} (from plugin {registry.owners[first]}) and {second!r} "
@@ -121,7 +123,11 @@ def choose_family(session: Session, target: CompileTarget, operator: str) -> Any
     return fitting[0]()
 
 
-def family_profiles(family: Any, target: CompileTarget) -> list[dict[str, Any]]:
+def _priority(family: type[ProfileFamily]) -> int:
+    return getattr(family, "priority", DEFAULT_PRIORITY)
+
+
+def family_profiles(family: ProfileFamily, target: CompileTarget) -> list[dict[str, Any]]:
     """The family's profiles for ``target``, checked against the plugin contract.
 
     :raises PluginError: naming the family, when it returns no profile, a
@@ -144,7 +150,7 @@ def family_profiles(family: Any, target: CompileTarget) -> list[dict[str, Any]]:
 
 
 def family_probes(
-    family: Any, target: CompileTarget, profiles: Sequence[Mapping[str, Any]]
+    family: ProfileFamily, target: CompileTarget, profiles: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
     """The profiles the shape search times every shape with: the base first, then the family's probes.
 

@@ -9,14 +9,16 @@ its own manager; nothing is loaded globally.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.metadata
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 import attrs
 import pluggy
 from kerneltune.core import hookspecs
+from kerneltune.core.contracts import Registrable
 from kerneltune.core.errors import PluginError
 from kerneltune.core.notices import warn_once
 from kerneltune.core.settings import Settings
@@ -50,6 +52,9 @@ def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> plu
         has is a warning naming where it was set.
     :param extra: plugin objects to register after the others, mainly for tests;
         each is named by its ``__name__`` (a module's) or its class's qualified name.
+    :raises PluginError: naming the plugin, when one implements a hook that
+        :mod:`kerneltune.core.hookspecs` does not specify (a misspelt name
+        would otherwise never be called).
     """
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
@@ -73,7 +78,24 @@ def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> plu
                 f"kerneltune: block entry {name!r} (set by {where}) names no plugin; "
                 f"plugins: {', '.join(sorted(known))}",
             )
+    _check_hooks(manager)
     return manager
+
+
+def _check_hooks(manager: pluggy.PluginManager) -> None:
+    try:
+        manager.check_pending()
+    except pluggy.PluginValidationError as exc:
+        callers = manager.get_hookcallers(exc.plugin) or []
+        specified = [name for name in vars(hookspecs) if name.startswith(f"{hookspecs.PROJECT}_")]
+        unknown = []
+        for hook in sorted(caller.name for caller in callers if not caller.has_spec()):
+            close = difflib.get_close_matches(hook, specified, n=1)
+            unknown.append(f"{hook} (did you mean {close[0]}?)" if close else hook)
+        raise PluginError(
+            f"plugin {manager.get_name(exc.plugin)} implements {', '.join(unknown)}, which matches no "
+            "kerneltune hook; the hooks are specified in kerneltune.core.hookspecs"
+        ) from None
 
 
 def _readable_name(manager: pluggy.PluginManager, plugin: object) -> str:
@@ -88,19 +110,49 @@ def _readable_name(manager: pluggy.PluginManager, plugin: object) -> str:
     return unique
 
 
+P = TypeVar("P", bound=Registrable)
+
+#: What a class without the priority attribute that ``auto`` reads counts as.
+DEFAULT_PRIORITY = 0
+
+
 @attrs.frozen
-class Registry:
-    """The classes of one family (timers, caches or reducers), by name."""
+class Registry(Generic[P]):
+    """The classes of one family (timers, caches, reducers, ...), by name, in registration order.
+
+    Registration order is the order of the plugins (the built-ins in
+    :data:`BUILTIN_PLUGINS` order, then entry-point plugins, then plugins
+    added in the program), then the order each calls ``register``.
+    """
 
     family: str
-    classes: dict[str, type]
+    classes: dict[str, type[P]]
     owners: dict[str, str]
 
     def names(self) -> list[str]:
         """Registered names, sorted."""
         return sorted(self.classes)
 
-    def get(self, name: str, source: str | None = None) -> type:
+    def ranked(
+        self, fits: Callable[[type[P]], bool] | None = None, *, priority: str = "auto_priority"
+    ) -> list[type[P]]:
+        """The classes ``fits`` accepts, best first: the one rule every ``auto`` choice follows.
+
+        Timers, caches, reducers and compile-profile families are all chosen
+        by it: the highest value of the class attribute ``priority`` first
+        (:data:`DEFAULT_PRIORITY` where a class has none), and among equal
+        values the class registered first.
+
+        :param fits: which classes may be chosen; default: those whose
+            ``is_available()`` is true.
+        :param priority: the class attribute ranked by (``"priority"`` for
+            profile families).
+        """
+        accepted = [c for c in self.classes.values() if (c.is_available() if fits is None else fits(c))]
+        # sorted() is stable, so equal priorities keep registration order.
+        return sorted(accepted, key=lambda cls: -getattr(cls, priority, DEFAULT_PRIORITY))
+
+    def get(self, name: str, source: str | None = None) -> type[P]:
         """The class registered as ``name``.
 
         :param source: the file and key, or the variable, that asked for
@@ -115,19 +167,18 @@ class Registry:
                 + _set_by(source)
             ) from None
 
-    def select(self, name: str, source: str | None = None) -> type:
-        """Resolve ``name``, where ``auto`` means the available class of highest
-        ``auto_priority``.
+    def select(self, name: str, source: str | None = None) -> type[P]:
+        """Resolve ``name``, where ``auto`` means the first available class of :meth:`ranked`.
 
         :param source: as for :meth:`get`.
         :raises PluginError: for an unknown name, or a named class whose
             ``is_available()`` is false.
         """
         if name == "auto":
-            available = [cls for cls in self.classes.values() if cls.is_available()]
+            available = self.ranked()
             if not available:
                 raise PluginError(f"no {self.family} is available (installed: {', '.join(self.names())})")
-            return max(available, key=lambda cls: getattr(cls, "auto_priority", 0))
+            return available[0]
         cls = self.get(name, source)
         if not cls.is_available():
             raise PluginError(
@@ -154,16 +205,16 @@ def _call(impl: pluggy.HookImpl, hook_name: str, **kwargs: Any) -> Any:
         ) from exc
 
 
-def collect_registry(manager: pluggy.PluginManager, family: str, hook_name: str) -> Registry:
+def collect_registry(manager: pluggy.PluginManager, family: str, hook_name: str) -> Registry[Any]:
     """Call every implementation of a ``kerneltune_register_*`` hook.
 
     :raises PluginError: when two plugins register the same name, naming both.
     """
-    classes: dict[str, type] = {}
+    classes: dict[str, type[Any]] = {}
     owners: dict[str, str] = {}
     for impl in getattr(manager.hook, hook_name).get_hookimpls():
 
-        def register(cls: type, _owner: str = impl.plugin_name) -> None:
+        def register(cls: type[Any], _owner: str = impl.plugin_name) -> None:
             name = getattr(cls, "name", None)
             if not isinstance(name, str) or not name:
                 raise PluginError(f"plugin {_owner} registered a {family} without a name: {cls!r}")

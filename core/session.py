@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 import pluggy
+from kerneltune.core.contracts import Cache, Reducer, Timer
 from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
 from kerneltune.core.notices import warn_once
 from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
@@ -19,14 +20,17 @@ from kerneltune.core.settings import Settings, load_settings
 
 @attrs.frozen
 class Session:
-    """Plugins and facts for one :class:`Settings`: built once, shared by tunings."""
+    """Plugins and facts for one :class:`Settings`: built once, shared by tunings.
+
+    The classes' contracts are in :mod:`kerneltune.core.contracts`.
+    """
 
     settings: Settings
     manager: pluggy.PluginManager
-    timers: Registry
-    caches: Registry
-    reducers: Registry
-    cache: Any
+    timers: Registry[Timer]
+    caches: Registry[Cache]
+    reducers: Registry[Reducer]
+    cache: Cache
     hardware: dict[str, Any]
     versions: dict[str, str]
 
@@ -92,7 +96,7 @@ class Session:
             )
             return None
 
-    def cache_load(self, namespace: str, digest: str) -> Any:
+    def cache_load(self, namespace: str, digest: str) -> dict[str, Any] | None:
         """The cache's data for ``digest``, ``None`` when absent.
 
         A cache plugin whose ``load`` raises anything but
@@ -113,7 +117,7 @@ class Session:
             )
             return None
 
-    def cache_store(self, namespace: str, digest: str, data: Any) -> None:
+    def cache_store(self, namespace: str, digest: str, data: dict[str, Any]) -> None:
         """Store ``data`` with the cache; never raises.
 
         A finished tuning is worth more than its copy on disk: whatever the
@@ -131,26 +135,27 @@ class Session:
                 stacklevel=3,
             )
 
-    def make_timer(self) -> Any:
+    def make_timer(self) -> Timer:
         """A new timer of the configured (or automatically chosen) kind."""
         return self.timers.select(self.settings.timer, self.settings.source("timer"))()
 
-    def make_reducer(self, group: Any = None) -> Any:
+    def make_reducer(self, group: Any = None) -> Reducer:
         """A reducer over exactly the ranks of ``group`` (``None``: the default group, if any).
 
-        ``auto`` takes the available reducer of highest ``auto_priority``; a
-        named one is constructed as asked, and refuses a group it cannot serve.
+        ``auto`` takes the first reducer that can run over ``group`` by the
+        registry's rule (:meth:`Registry.ranked`); a named one is constructed
+        as asked, and refuses a group it cannot serve.
 
         :raises PluginError: when no reducer can run over ``group``, or this
             process is not one of the group's ranks.
         """
         name = self.settings.reducer
         if name == "auto":
-            ranked = sorted(self.reducers.classes.values(), key=lambda c: -getattr(c, "auto_priority", 0))
-            cls = next((c for c in ranked if c.is_available(group)), None)
-            if cls is None:
+            fitting = self.reducers.ranked(lambda c: c.is_available(group))
+            if not fitting:
                 installed = ", ".join(self.reducers.names())
                 raise PluginError(f"no reducer can run over autotune_pg={group!r} (installed: {installed})")
+            cls = fitting[0]
         else:
             cls = self.reducers.get(name, self.settings.source("reducer"))
         reducer = cls(group=group)

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-from kerneltune.core import Session, hookimpl, load_settings
+from kerneltune.core import Session, load_settings
 from kerneltune.plugins.triton import search_kernel
+from tuning_doubles import scripted_timer_plugin
 
 Meta = dict[str, Any]
 
@@ -54,48 +55,11 @@ def by_block(table: dict[Any, float], *names: str, default: float = math.inf) ->
 def timer_plugin(script: Script) -> types.ModuleType:
     """A plugin registering the ``scripted`` timer, which reads ``script``."""
 
-    class ScriptedTimer:
-        name = "scripted"
-        auto_priority = -100
+    def time_of(fn: Callable[[], object]) -> float:
+        fn()
+        return script.last_cost()
 
-        @classmethod
-        def is_available(cls) -> bool:
-            return True
-
-        def __init__(self) -> None:
-            self._samples: list[float] = []
-
-        def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
-            if before is not None:
-                before()
-            fn()
-            self._samples.append(script.last_cost())
-
-        def collect(self) -> list[float]:
-            samples, self._samples = self._samples, []
-            return samples
-
-    plugin = types.ModuleType("tests_scripted_search_timer")
-
-    @hookimpl
-    def kerneltune_register_timers(register):
-        register(ScriptedTimer)
-
-    plugin.kerneltune_register_timers = kerneltune_register_timers
-    return plugin
-
-
-def family_plugin(*families: type) -> types.ModuleType:
-    """A plugin registering profile families (e.g. for the interpreter backend)."""
-    plugin = types.ModuleType("tests_search_families")
-
-    @hookimpl
-    def kerneltune_register_profile_families(register):
-        for family in families:
-            register(family)
-
-    plugin.kerneltune_register_profile_families = kerneltune_register_profile_families
-    return plugin
+    return scripted_timer_plugin(time_of, module="tests_scripted_search_timer")
 
 
 def interpreter_family(

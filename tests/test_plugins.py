@@ -112,6 +112,73 @@ def test_a_registered_class_needs_a_name():
         Session.create(_settings(), extra=(nameless,))
 
 
+def test_a_hook_that_matches_no_spec_is_refused_naming_the_plugin():
+    misspelt = plugin_module("misspelt_plugin", kerneltune_tuning_finishd=lambda event: None)
+    with pytest.raises(PluginError) as info:
+        make_plugin_manager(_settings(), extra=(misspelt,))
+    assert str(info.value) == (
+        "plugin misspelt_plugin implements kerneltune_tuning_finishd (did you mean "
+        "kerneltune_tuning_finished?), which matches no kerneltune hook; the hooks are specified in "
+        "kerneltune.core.hookspecs"
+    )
+
+
+def test_every_built_in_plugin_implements_only_specified_hooks():
+    manager = make_plugin_manager(_settings(autoload=False))
+    assert {name for name, _ in manager.list_name_plugin()} == set(BUILTIN_PLUGINS)
+
+
+# -- auto: highest priority, then registration order -----------------------------------------
+
+
+def _ranked_timer(name: str, priority: int | None, available: bool = True) -> type:
+    members = {"name": name, "is_available": classmethod(lambda cls: available)}
+    if priority is not None:
+        members["auto_priority"] = priority
+    return type(name.title().replace("-", ""), (), members)
+
+
+def test_auto_takes_the_highest_priority_then_the_class_registered_first():
+    first, second = _ranked_timer("tie-first", 50), _ranked_timer("tie-second", 50)
+    unavailable = _ranked_timer("best-but-absent", 90, available=False)
+    plugin = plugin_module(
+        "ranked_timers",
+        kerneltune_register_timers=lambda register: [register(c) for c in (unavailable, first, second)],
+    )
+    later = plugin_module(
+        "later_timers", kerneltune_register_timers=lambda register: register(_ranked_timer("z", 50))
+    )
+    session = Session.create(_settings(), extra=(plugin, later))
+    assert session.timers.ranked()[:3] == [first, second, session.timers.get("z")]
+    assert type(session.make_timer()) is first
+
+
+def test_a_class_without_a_priority_counts_as_zero_and_loses_ties_to_earlier_ones(cpu_host):
+    unranked = _ranked_timer("unranked", None)
+    plugin = plugin_module("unranked_timer", kerneltune_register_timers=lambda register: register(unranked))
+    session = Session.create(_settings(), extra=(plugin,))
+    ranked = session.timers.ranked()
+    assert ranked.index(WallclockTimer) < ranked.index(unranked)
+    assert type(session.make_timer()) is WallclockTimer
+
+
+def test_auto_reducer_follows_the_same_rule():
+    class EagerReducer(LocalReducer):
+        name = "eager"
+        auto_priority = 5
+
+    class LateReducer(LocalReducer):
+        name = "late"
+        auto_priority = 5
+
+    plugin = plugin_module(
+        "ranked_reducers",
+        kerneltune_register_reducers=lambda register: [register(EagerReducer), register(LateReducer)],
+    )
+    session = Session.create(_settings(), extra=(plugin,))
+    assert type(session.make_reducer()) is EagerReducer
+
+
 def test_every_configuration_gets_a_fresh_manager():
     settings = _settings()
     first, second = make_plugin_manager(settings), make_plugin_manager(settings)

@@ -6,11 +6,9 @@ dependencies only; nothing here runs on Ascend hardware.
 
 from __future__ import annotations
 
-import types
-
 import attrs
 import pytest
-from kerneltune.core import PluginError, Session, hookimpl, load_settings
+from kerneltune.core import PluginError, Session, load_settings
 from kerneltune.core.profiles import (
     UNSET,
     CompileTarget,
@@ -25,6 +23,7 @@ from kerneltune.plugins.profiles.ascend import (
     AscendVectorSafeProfiles,
 )
 from kerneltune.plugins.profiles.nvidia import NvidiaMatrixProfiles, NvidiaVectorProfiles
+from tuning_doubles import family_plugin
 
 CUDA_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "debug"})
 ASCEND_OPTIONS = frozenset(
@@ -137,17 +136,6 @@ def test_no_family_for_a_backend_means_none_and_a_bad_operator_is_an_error():
     assert choose_family(session(), hip, "matrix") is None
     with pytest.raises(ValueError, match="matrix, vector"):
         choose_family(session(), hip, "cube")
-
-
-def family_plugin(cls):
-    plugin = types.ModuleType(f"tests_family_{cls.name}")
-
-    @hookimpl
-    def kerneltune_register_profile_families(register):
-        register(cls)
-
-    plugin.kerneltune_register_profile_families = kerneltune_register_profile_families
-    return plugin
 
 
 class RivalMatrix:

@@ -18,7 +18,8 @@ from kerneltune.core import NoValidConfigError, PluginError
 from kerneltune.core.features import enable_feature
 from kerneltune.plugins.triton.classify import operator_class, uses_dot
 from kerneltune.plugins.triton.search_kernel import SearchParamsKernel
-from search_doubles import Script, by_block, family_plugin, interpreter_family, timer_plugin, use_session
+from search_doubles import Script, by_block, interpreter_family, timer_plugin, use_session
+from tuning_doubles import family_plugin
 
 import triton_dist.autotune_hooks
 

@@ -1,11 +1,12 @@
 """Test doubles and small helpers shared by the CPU test modules.
 
-* :class:`FakeClock` and :func:`clock_plugin`: a timer named ``scripted``
-  whose samples are whatever the candidate adds to a fake clock, so picks are
-  deterministic.
+* :func:`scripted_timer_plugin`: a timer whose samples a test decides, so
+  picks are deterministic; :class:`FakeClock` and :func:`clock_plugin` make
+  one whose samples are whatever the candidate adds to a fake clock.
 * :func:`steps_plugin`: a timer named ``steps`` that can flush and hold the
   device and notes every flush, hold and start mark in order.
-* :func:`plugin_module`: a plugin module implementing the given hooks.
+* :func:`plugin_module`: a plugin module implementing the given hooks;
+  :func:`family_plugin`: one registering compile-profile families.
 * :func:`install_session`: make ``triton_dist.tune.autotune`` run with a
   session built from given settings and extra plugin objects.
 * :func:`stored_records`: the records a file cache holds for a function.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +38,14 @@ class FakeClock:
         self.now += ms
 
 
-def clock_plugin(clock: FakeClock, name: str = "scripted") -> types.ModuleType:
-    """A plugin module registering a timer that reads ``clock``."""
+def scripted_timer_plugin(
+    time_of: Callable[[Callable[[], object]], float], name: str = "scripted", module: str | None = None
+) -> types.ModuleType:
+    """A plugin module registering the timer ``name``, whose sample of ``fn`` is ``time_of(fn)``.
+
+    ``time_of`` runs ``fn`` and says how many milliseconds it took. The timer
+    never wins ``auto``; ``module`` names the plugin (default: from ``name``).
+    """
 
     class ScriptedTimer:
         auto_priority = -100
@@ -49,19 +57,17 @@ def clock_plugin(clock: FakeClock, name: str = "scripted") -> types.ModuleType:
         def __init__(self) -> None:
             self._samples: list[float] = []
 
-        def sample(self, fn, *, before=None):
+        def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
             if before is not None:
                 before()
-            start = clock.now
-            fn()
-            self._samples.append(clock.now - start)
+            self._samples.append(time_of(fn))
 
         def collect(self) -> list[float]:
             samples, self._samples = self._samples, []
             return samples
 
     ScriptedTimer.name = name
-    plugin = types.ModuleType(f"tests_{name.replace('-', '_')}_timer")
+    plugin = types.ModuleType(module or f"tests_{name.replace('-', '_')}_timer")
 
     @hookimpl
     def kerneltune_register_timers(register):
@@ -69,6 +75,17 @@ def clock_plugin(clock: FakeClock, name: str = "scripted") -> types.ModuleType:
 
     plugin.kerneltune_register_timers = kerneltune_register_timers
     return plugin
+
+
+def clock_plugin(clock: FakeClock, name: str = "scripted") -> types.ModuleType:
+    """A plugin module registering a timer that reads ``clock``."""
+
+    def time_of(fn: Callable[[], object]) -> float:
+        start = clock.now
+        fn()
+        return clock.now - start
+
+    return scripted_timer_plugin(time_of, name)
 
 
 def steps_plugin(steps: list[tuple[str, float]], *, sample_ms: float = 1.0) -> types.ModuleType:
@@ -122,6 +139,19 @@ def plugin_module(name: str, **hooks: Any) -> types.ModuleType:
     for hook_name, function in hooks.items():
         setattr(module, hook_name, hookimpl(function))
     return module
+
+
+def family_plugin(*families: type, name: str = "tests_profile_families") -> types.ModuleType:
+    """A plugin module named ``name`` registering compile-profile families."""
+    plugin = types.ModuleType(name)
+
+    @hookimpl
+    def kerneltune_register_profile_families(register):
+        for family in families:
+            register(family)
+
+    plugin.kerneltune_register_profile_families = kerneltune_register_profile_families
+    return plugin
 
 
 def install_session(monkeypatch, *, extra: tuple[object, ...] = (), **overrides: Any) -> Session:

@@ -49,59 +49,50 @@ class Layout:
     name: str
     #: ``(major, minor)`` releases this row was checked against.
     releases: tuple[tuple[int, int], ...]
-    #: ``"list"``: ``keys`` is a list of argument names; ``"axis-dict"``: a
-    #: dict from axis name (``x``, ``rx``, ...) to argument name.
-    key_names: str
     #: the attribute holding the candidates the user listed.
     candidates_attr: str
     #: whether ``prune_configs(kwargs)`` applies to those candidates.
     prunes: bool
-    #: where ``triton.autotune`` takes ``hints``: ``None`` (it has none),
-    #: ``"positional"`` (third positional) or ``"keyword"`` (keyword-only).
-    hints: str | None
     #: how this row was verified; docs/contextual.md repeats the table.
     verified: str
 
 
 LAYOUTS: tuple[Layout, ...] = (
     Layout(
-        name="triton-3.2",
-        releases=((3, 2),),
-        key_names="list",
+        name="triton-3.2-3.3",
+        releases=((3, 2), (3, 3)),
         candidates_attr="configs",
         prunes=True,
-        hints=None,
         verified=(
             "fake Autotuner shaped like 3.2 (tests); real 3.2.0 in a throwaway venv up to the launch, "
-            "which 3.2's CPU interpreter rejects (it refuses Config's launch options)"
+            "which 3.2's CPU interpreter rejects (it refuses Config's launch options); 3.3.1's "
+            "autotuner.py read against 3.2's: the same attributes. Neither can decorate a kernel "
+            "with triton.autotune without a GPU driver"
         ),
     ),
     Layout(
         name="triton-ascend-3.2",
         releases=((3, 2),),
-        key_names="list",
         candidates_attr="configs",
         prunes=True,
-        hints="positional",
         verified="fake Autotuner shaped like triton-ascend release/3.2.x (tests)",
     ),
     Layout(
         name="triton-ascend-3.2-autotiling",
         releases=((3, 2),),
-        key_names="axis-dict",
         candidates_attr="user_configs",
         prunes=False,
-        hints="positional",
         verified="fake AutoTilingTuner shaped like triton-ascend release/3.2.x (tests)",
     ),
     Layout(
-        name="triton-3.6-3.9",
-        releases=((3, 6), (3, 7), (3, 8), (3, 9)),
-        key_names="list",
+        name="triton-3.4-3.9",
+        releases=((3, 4), (3, 5), (3, 6), (3, 7), (3, 8), (3, 9)),
         candidates_attr="configs",
         prunes=True,
-        hints=None,
-        verified="real 3.9.0 (CPU suite), 3.7.1 and 3.6.0 (CPU suite in throwaway venvs), 3.6.0 on H200",
+        verified=(
+            "real 3.9.0 (CPU suite), 3.5.1 and 3.4.0 (Triton CPU tests in CI, make test-tritons), "
+            "3.7.1 and 3.6.0 (CPU suite in throwaway venvs), 3.6.0 on H200"
+        ),
     ),
 )
 
@@ -140,7 +131,7 @@ def release_layout() -> Layout:
     for layout in LAYOUTS:
         if layout.name.startswith("triton-3") and version in layout.releases:
             return layout
-    newest = _BY_NAME["triton-3.6-3.9"]
+    newest = _BY_NAME["triton-3.4-3.9"]
     label = "unknown" if version is None else f"{version[0]}.{version[1]}"
     warnings.warn(
         f"kerneltune: triton {label} is not in the adapter's version table; assuming the "

@@ -1,0 +1,272 @@
+"""What a plugin's classes provide: one :class:`typing.Protocol` per family.
+
+A plugin registers classes, not instances, through the ``kerneltune_register_*``
+hooks (:mod:`kerneltune.core.hookspecs`). The engine reads a class's ``name``,
+asks ``is_available()`` before it constructs one, and lets ``auto`` choose by
+the optional class attribute ``auto_priority`` (an int, 0 where absent; see
+:meth:`kerneltune.core.registry.Registry.ranked` for the rule). Each protocol
+below is what an instance must provide. Optional parts are protocols of their
+own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`,
+:class:`GlobalRankReducer`, :class:`ProbingProfileFamily`): the engine looks
+for them on the instance and does without them where they are missing.
+
+Plugins need not import this module or subclass anything: a class matches by
+its shape. The engine's signatures use these protocols, so a type checker
+reading a plugin's class against them finds a missing or misnamed method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from kerneltune.core.contextual import KernelLaunch
+    from kerneltune.core.profiles import CompileTarget
+
+Thunk = Callable[[], object]
+
+
+class Registrable(Protocol):
+    """What every registered class has, whatever its family."""
+
+    #: The name users select it by, unique within its family.
+    name: ClassVar[str]
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Whether it can run in this process, checked without side effects."""
+        ...
+
+
+class Timer(Registrable, Protocol):
+    """How long a candidate takes; registered by ``kerneltune_register_timers``.
+
+    Constructed with no arguments. An instance measures one candidate: its
+    warm-up and timed runs, then one :meth:`collect`. Built-in priorities:
+    wallclock 0, cuda-event 10, npu-event 20; a timer that should never win
+    ``auto`` uses a negative ``auto_priority``.
+    """
+
+    def __init__(self) -> None: ...
+
+    def sample(self, fn: Thunk, *, before: Thunk | None = None) -> None:
+        """Run ``fn`` once inside the timed region.
+
+        :param fn: the work to time.
+        :param before: set-up that must happen just ahead of the timed
+            region but outside it (the engine's flush and hold, see
+            :mod:`kerneltune.core.measure`). A device timer enqueues it after
+            its own bookkeeping and right before its start mark, so the
+            device is busy with it while the host prepares the launch of
+            ``fn``. ``None``: no set-up.
+        """
+        ...
+
+    def collect(self) -> list[float]:
+        """Wait for outstanding work once and return every sample since the last call.
+
+        :returns: milliseconds, one finite, non-negative number per
+            :meth:`sample`, in order. Anything else fails the candidate being
+            measured, with a message naming the timer.
+        """
+        ...
+
+
+class FlushingTimer(Timer, Protocol):
+    """A timer that can evict the device's caches (optional part of :class:`Timer`)."""
+
+    def flush(self) -> None:
+        """Enqueue device work that evicts the device's caches (an L2 write), without waiting."""
+        ...
+
+
+class HoldingTimer(Timer, Protocol):
+    """A timer that can keep the device busy (optional part of :class:`Timer`)."""
+
+    def hold(self, microseconds: float) -> None:
+        """Enqueue device work that keeps the device busy for about ``microseconds``, without waiting."""
+        ...
+
+
+class Cache(Registrable, Protocol):
+    """Where picks live; registered by ``kerneltune_register_caches``.
+
+    Built-in priorities: json 10, msgpack 5, memory 0. Records are plain
+    data: dicts, lists, str, int, float, bool, None.
+    """
+
+    def __init__(self, root: Path) -> None:
+        """:param root: the folder all tuned functions share; it may not exist yet."""
+        ...
+
+    def load(self, namespace: str, digest: str) -> dict[str, Any] | None:
+        """The record stored for ``digest`` in ``namespace`` (one namespace per tuned function).
+
+        :returns: the plain-data record, or ``None`` when there is none.
+        :raises kerneltune.core.CacheReadError: when a stored record cannot be
+            read or decoded; the engine turns that into a logged miss.
+        """
+        ...
+
+    def store(self, namespace: str, digest: str, data: dict[str, Any]) -> None:
+        """Persist ``data`` so that a reader never sees a partial record."""
+        ...
+
+    def directory(self, namespace: str) -> Path | None:
+        """Where the namespace's files live, for log files; ``None`` for a cache that keeps no files."""
+        ...
+
+
+class ListingCache(Cache, Protocol):
+    """A cache whose records can be listed (optional part of :class:`Cache`).
+
+    The ``kerneltune`` command lists, shows, exports, imports and clears only
+    caches that have it.
+    """
+
+    def entries(self, namespace: str | None = None) -> Iterable[tuple[str, str, Path]]:
+        """One ``(namespace, digest, path)`` per stored record (in ``namespace`` only, when given).
+
+        ``load(namespace, digest)`` reads the record and ``path`` is the one
+        file that holds it; the command removes a record by deleting ``path``.
+        """
+        ...
+
+
+class Reducer(Registrable, Protocol):
+    """How ranks exchange votes and timings; registered by ``kerneltune_register_reducers``.
+
+    A thin transport: agreement, selection and persistence are the engine's.
+    On a miss the engine calls :meth:`gather` once to agree; if the ranks then
+    tune, :meth:`barrier` before each candidate, :meth:`max` once (an
+    adaptive tuning once more per round), and :meth:`gather` once more only
+    with ``verify_pick``. With ``world_size`` 1 it calls none of them.
+    """
+
+    #: This process's rank in the group; -1 outside it.
+    rank: int
+    #: The number of ranks in the group.
+    world_size: int
+
+    @classmethod
+    def is_available(cls, group: Any = None) -> bool:
+        """Whether ``auto`` may pick this reducer for ``group`` (``None``: the default group)."""
+        ...
+
+    def __init__(self, group: Any = None) -> None:
+        """:param group: the ``autotune_pg`` a caller passed, or ``None`` for the default group.
+
+        :raises kerneltune.core.PluginError: when it cannot run its
+            collectives over exactly that group; it never falls back to another.
+        """
+        ...
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's small plain-data ``obj``, in rank order, on every rank."""
+        ...
+
+    def max(self, values: Sequence[float]) -> list[float]:
+        """The element-wise maximum over ranks of a float vector, in one collective; ``inf`` survives."""
+        ...
+
+    def barrier(self) -> None:
+        """Return once every rank of the group has called it."""
+        ...
+
+
+class GlobalRankReducer(Reducer, Protocol):
+    """A reducer that knows this process's rank in the whole job (optional part of :class:`Reducer`)."""
+
+    #: The rank in the whole job, which names per-rank log files; without
+    #: it the engine uses :attr:`Reducer.rank`.
+    global_rank: int
+
+
+class Interceptor(Registrable, Protocol):
+    """How another library's kernel launches reach the contextual tuner.
+
+    Registered by ``kerneltune_register_interceptors`` and constructed with
+    no arguments; ``is_available()`` says whether its kernel library can be
+    imported. The contextual tuner installs every available interceptor for
+    the duration of one call. The launch it hands over is a
+    :class:`KernelLaunch`.
+    """
+
+    def __init__(self) -> None: ...
+
+    def install(self, route: Callable[[KernelLaunch], Any]) -> None:
+        """Route this thread's tunable launches to ``route`` until :meth:`uninstall`.
+
+        Every launch of a tunable kernel made on the calling thread is handed
+        to ``route(launch)`` instead of running, and the launch returns what
+        ``route`` returns. Launches on other threads, of kernels with a single
+        candidate, and made while ``route`` runs go through unchanged.
+        Installing must cost nothing once uninstalled: patch here, never at
+        import.
+        """
+        ...
+
+    def uninstall(self) -> None:
+        """Restore the library exactly as it was; release what :meth:`install` or the launches allocated."""
+        ...
+
+
+class ProfileFamily(Registrable, Protocol):
+    """Compile-option profiles for staged searches; registered by ``kerneltune_register_profile_families``.
+
+    Constructed with no arguments. Among the available families serving one
+    backend and operator, the highest class attribute ``priority`` (an int,
+    0 where absent) wins; a tie for first place is an error naming both.
+    """
+
+    #: ``"matrix"`` (kernels that call ``tl.dot``) or ``"vector"`` (the others).
+    operator: ClassVar[str]
+    #: Triton backend names served: ``"cuda"``, ``"hip"``, ``"npu"``, ``"interpreter"``.
+    backends: ClassVar[tuple[str, ...]]
+
+    def __init__(self) -> None: ...
+
+    def profiles(self, target: CompileTarget) -> list[dict[str, Any]]:
+        """The profiles to search for ``target``; the first is the base profile.
+
+        Each is a dict of compile options passed at launch, using only names
+        in ``target.options``. Options that depend on another appear only in
+        the profiles where they apply; :func:`kerneltune.core.profiles.option_grid`
+        builds products.
+        """
+        ...
+
+
+class ProbingProfileFamily(ProfileFamily, Protocol):
+    """A family that names its probe profiles (optional part of :class:`ProfileFamily`)."""
+
+    def probe_profiles(self, target: CompileTarget) -> list[dict[str, Any]]:
+        """A few of its profiles (two or three) that the shape search times every shape with.
+
+        For families where one option decides which shapes can run well at
+        all (warps per tile for tiled matrix kernels). The base is always a
+        probe, put first if left out; without this method it is the only one.
+        """
+        ...
+
+
+class Feature(Registrable, Protocol):
+    """An optional feature a user switches on by name; registered by ``kerneltune_register_features``."""
+
+    def __init__(self) -> None: ...
+
+    def enable(self) -> None:
+        """Switch the feature on for the whole process; calling it again changes nothing."""
+        ...
+
+
+def __getattr__(name: str) -> Any:
+    # KernelLaunch is defined with the contextual driver, which imports the engine, which
+    # imports the session, which imports this module: importing it here eagerly would be a cycle.
+    if name == "KernelLaunch":
+        from kerneltune.core.contextual import KernelLaunch
+
+        return KernelLaunch
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

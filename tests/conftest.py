@@ -31,14 +31,17 @@ def isolated(tmp_path, monkeypatch):
     """A private cache dir and cwd, none of the user's kerneltune variables, and no
     once-per-process warning already spent by an earlier test.
 
-    Near ties are not re-timed (``tie_rounds = 0``), so that tests can count
-    a candidate's runs; the tests of re-timing turn it on.
+    Near ties are not re-timed (``tie_rounds = 0``) and host launchers are
+    not run once more to record their launches for COMPILE (``precompile =
+    false``; on a GPU machine it would run), so that tests can count a
+    candidate's runs; the tests of those turn them on.
     """
     from kerneltune.core import notices
 
     for name in _OURS:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "0")
+    monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "0")
     monkeypatch.setattr(notices, "_issued", set())
     cache = tmp_path / "cache"
     monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CACHE_DIR", str(cache))

@@ -220,6 +220,7 @@ def launcher(kernels: FakeKernels, clock: FakeClock, fails_unlaunched: tuple[int
 
 @pytest.fixture
 def fake_kernels(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "1")  # the suite's default is off
     clock, kernels = FakeClock(), FakeKernels()
     install_session(
         monkeypatch,

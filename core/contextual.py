@@ -38,6 +38,7 @@ import contextlib
 import functools
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
@@ -126,6 +127,13 @@ class Interceptor(Protocol):
         """Restore the library."""
 
 
+#: Each kernel object's tuners (one per candidate list), and with them its
+#: in-process picks: they live as long as the kernel, and another kernel
+#: object, even one of the same source and configs, or one made later at the
+#: same address, starts with none. Only the one active tuner touches it.
+_TUNERS: weakref.WeakKeyDictionary[object, dict[str, Tuner]] = weakref.WeakKeyDictionary()
+
+
 class _Active:
     """The process's one active contextual tuner."""
 
@@ -161,8 +169,8 @@ class _Call:
         self.owner = owner
         self.session = session
         self.distributed = owner.is_dist and session.make_reducer(None).world_size > 1
+        # By id(): every state holds its kernel, so no id is reused during the call.
         self.states: dict[tuple[int, Hashable], _KernelKey] = {}
-        self.tuners: dict[tuple[int, str], Tuner] = {}
         self.focus: _KernelKey | None = None
         self.abort: BaseException | None = None
         self._open: list[Tuning] = []
@@ -280,10 +288,10 @@ class _Call:
 
     def _focus_on(self, state: _KernelKey, launch: KernelLaunch) -> None:
         assert state.space is not None
-        slot = (id(state.kernel), state.space.fingerprint)
-        tuner = self.tuners.get(slot)
+        tuners = _TUNERS.setdefault(state.kernel, {})
+        tuner = tuners.get(state.space.fingerprint)
         if tuner is None:
-            tuner = self.tuners[slot] = Tuner(state.space)
+            tuner = tuners[state.space.fingerprint] = Tuner(state.space)
         kept = frozenset(state.kept)
         tuning = tuner.begin(
             self.session,
@@ -518,9 +526,10 @@ class ContextualAutoTuner:
             _Active.lock.release()
 
     def _tune_and_run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        # The kernels' own in-process caches hold the picks: no disk cache,
-        # and without is_dist every rank tunes on its own.
-        overrides: dict[str, Any] = {"cache": "memory"}
+        # The kernels' own caches hold the picks (and _TUNERS the engine's, per
+        # kernel object): no cache plugin shares them across kernel objects or
+        # processes, and without is_dist every rank tunes on its own.
+        overrides: dict[str, Any] = {"cache": "none"}
         if not self.is_dist:
             overrides["reducer"] = "local"
         session = current_session(**overrides)

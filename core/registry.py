@@ -30,6 +30,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.timers.events",
     "kerneltune.plugins.caches.files",
     "kerneltune.plugins.caches.memory",
+    "kerneltune.plugins.caches.none",
     "kerneltune.plugins.caches.redis",
     "kerneltune.plugins.reducers.local",
     "kerneltune.plugins.reducers.world",

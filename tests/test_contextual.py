@@ -10,6 +10,7 @@ picks in Triton's caches.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 
@@ -786,3 +787,34 @@ def test_every_timed_launch_is_flushed_then_held_inside_the_timers_set_up(
     # Before any launch of the kernel has been timed on the host, the default;
     # after, twice the median host time of its recent launches.
     assert (holds[0] == measure.HOLD_DEFAULT_US) == (n_warmup == 0)
+
+
+def test_kernel_objects_of_one_source_are_tuned_each_in_its_own_right(plugins):
+    measured = []
+
+    class Watch:
+        @hookimpl
+        def kerneltune_kernel_tuned(self, event):
+            measured.append(event.kernel)
+
+    plugins(Watch())
+    first, second = make_scale_kernel(), make_scale_kernel()
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def run(kernel, x):
+        return launch_scale(kernel, x, 2.0)
+
+    x = randn(64)
+    run(first, x)
+    run(second, x)
+    assert len(measured) == 2, "the second kernel object shares nothing with the first"
+    run(first, x)
+    assert len(measured) == 2, "a kernel object keeps its pick in its own cache"
+    key = next(iter(first.cache))
+    assert first.cache[key] is first.best_config and second.cache[key] is second.best_config
+
+    # A kernel made after one was freed, perhaps at its address, starts with nothing.
+    del first
+    gc.collect()
+    run(make_scale_kernel(), x)
+    assert len(measured) == 3

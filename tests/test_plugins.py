@@ -45,7 +45,7 @@ def _settings(**values) -> Settings:
     ("field", "family", "known"),
     [
         ("timer", "timer", ["cuda-event", EXAMPLE, "npu-event", "wallclock"]),
-        ("cache", "cache", ["json", "memory", "msgpack", "redis"]),
+        ("cache", "cache", ["json", "memory", "msgpack", "none", "redis"]),
         ("reducer", "reducer", ["local", "world-max"]),
     ],
 )
@@ -64,7 +64,7 @@ def test_unknown_name_from_the_environment_fails_the_tuned_call(monkeypatch):
         calls.append(n)
 
     with pytest.raises(
-        PluginError, match=r"cache 's3' is not available \(installed: json, memory, msgpack, redis\)"
+        PluginError, match=r"cache 's3' is not available \(installed: json, memory, msgpack, none, redis\)"
     ):
         work(1)
     assert calls == []
@@ -194,7 +194,7 @@ def test_config_file_blocks_a_built_in_plugin_by_name(tmp_path):
         'cache = "memory"\nblock = ["kerneltune.plugins.caches.memory"]\n'
     )
     with pytest.raises(
-        PluginError, match=r"cache 'memory' is not available \(installed: json, msgpack, redis\)"
+        PluginError, match=r"cache 'memory' is not available \(installed: json, msgpack, none, redis\)"
     ):
         Session.create(load_settings())
 

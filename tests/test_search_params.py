@@ -262,6 +262,33 @@ def test_partial_configs_seed_the_search(monkeypatch):
     assert kernel.last_search.space == 3 * 2
 
 
+def test_a_config_giving_no_searched_param_is_a_base_for_every_candidate(monkeypatch):
+    script = Script(lambda meta: 1.0 if meta["BLOCK_M"] == 16 else 2.0)
+    use_session(monkeypatch, timer_plugin(script))
+    kernel = make_add2d(
+        search(params=["BLOCK_M"], values=[16, 32]),
+        configs=[triton.Config({"BLOCK_N": 8}), triton.Config({"BLOCK_M": 32})],
+        pre_hook=script.hook,
+    )
+    launch_add2d(kernel)  # no BLOCK_N at launch: the base gives it
+    assert set(script.seen("BLOCK_N")) == {(8,)}
+    assert script.seen("BLOCK_M")[0] == (32,), "the seed still goes first"
+    assert kernel.best_config.kwargs == {"BLOCK_M": 16, "BLOCK_N": 8}
+
+
+def test_two_base_configs_or_a_seed_with_other_fields_are_clear_errors():
+    with pytest.raises(ValueError, match="2 configs give none of the search params; at most one may"):
+        make_add2d(
+            search(params=["BLOCK_M"], values=[16]),
+            configs=[triton.Config({"BLOCK_N": 8}), triton.Config({"BLOCK_N": 16})],
+        )
+    with pytest.raises(ValueError, match="put those in a config that gives no search param"):
+        make_add2d(
+            search(params=["BLOCK_M", "BLOCK_N"], values=[16]),
+            configs=[triton.Config({"BLOCK_M": 16, "X": 1})],
+        )
+
+
 # -- key -----------------------------------------------------------------------------
 
 

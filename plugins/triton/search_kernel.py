@@ -228,7 +228,16 @@ class SearchParamsKernel(triton.KernelInterface):
         self._given = bool(self.configs) and all(
             all(p in c.kwargs for p in self.hints.params) for c in self.configs
         )
-        self._seeds = [] if self._given else [self._seed(c) for c in self.configs]
+        partial = [] if self._given else self.configs
+        bases = [c for c in partial if c.kwargs and not any(p in c.kwargs for p in self.hints.params)]
+        if len(bases) > 1:
+            raise ValueError(
+                f"{name}: {len(bases)} configs give none of the search params; at most one may, as the "
+                "base that fixes the other meta-parameters of every generated candidate"
+            )
+        #: meta-parameters every generated candidate takes (from a config that gives no search param).
+        self._base: dict[str, Any] = dict(bases[0].kwargs) if bases else {}
+        self._seeds = [self._seed(c) for c in partial if c not in bases]
         self.operator, self.operator_reason = operator_class(fn)
         self._install_hooks(list(reset_to_zero or ()), list(restore_value or ()), pre_hook, post_hook)
         self._arg_set = frozenset(self.arg_names)
@@ -258,7 +267,8 @@ class SearchParamsKernel(triton.KernelInterface):
         if others:
             raise ValueError(
                 f"{self.__name__}: a config that gives only some search params is a seed and may give "
-                f"nothing else, but one gives {', '.join(others)}; pass fixed values at launch"
+                f"nothing else, but one gives {', '.join(others)}; put those in a config that gives no "
+                "search param (the base), or pass them at launch"
             )
         return dict(config.kwargs)
 
@@ -384,7 +394,7 @@ class SearchParamsKernel(triton.KernelInterface):
         for values in itertools.product(*axes):
             shape = dict(zip(params, values, strict=True))
             for profile in profiles:
-                config = _make_config(shape, profile, fields)
+                config = _make_config({**self._base, **shape}, profile, fields)
                 configs.append(config)
                 labels[id(config)] = candidate_label(shape, profile)
         tuner = Tuner(Space.build(name, configs, source, label=lambda config: labels[id(config)]))

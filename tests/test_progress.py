@@ -97,3 +97,23 @@ def test_only_rank_zero_draws(monkeypatch):
         )
     assert list(progress._bars) == [("gemm", "(0,)")]
     progress._bars.pop(("gemm", "(0,)")).close()
+
+
+def test_compiling_shows_until_every_candidate_is_compiled(monkeypatch):
+    from kerneltune.core import Space, Tuner
+
+    monkeypatch.setattr(progress, "DRAW_AFTER_S", 0.0)
+    monkeypatch.setattr(progress, "tqdm", functools.partial(progress.tqdm, mininterval=0))
+    terminal = Terminal()
+    clock = FakeClock()
+    session = install_session(monkeypatch, extra=(clock_plugin(clock),), timer="scripted", warmup=0, repeat=1)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    tuner = Tuner(Space.build("gemm", [{"ms": 1.0}, {"ms": 2.0}, {"ms": 3.0}], "def gemm(ms): ..."))
+    with tuner.begin(session, "key") as tuning:
+        tuning.compile(lambda candidate: None)
+        while (candidate := tuning.next_candidate()) is not None:
+            tuning.measure(candidate, functools.partial(clock.advance, candidate.config["ms"]))
+        tuning.finish()
+    frames = [frame for frame in re.split(r"[\r\n]", terminal.getvalue()) if frame]
+    assert any(re.search(r"compiling [12]/3", frame) for frame in frames), frames
+    assert "compiling" not in frames[-1] and "best {'ms': 1.0}: 1.0000 ms" in frames[-1]

@@ -1,7 +1,8 @@
 """A progress bar on stderr for tunings that take a while.
 
 It shows the candidates measured out of those kept, the time spent, the
-estimated time left and the best candidate so far. It draws only when stderr
+estimated time left, how many are compiled while COMPILE runs, and the best
+candidate so far. It draws only when stderr
 is a terminal, only on rank 0, only with ``progress = true`` (the default;
 ``KERNELTUNE_PROGRESS=0`` turns it off), and only once a tuning has run for
 :data:`DRAW_AFTER_S` seconds: most tunings finish sooner and stay silent.
@@ -11,8 +12,16 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 
-from kerneltune.core import CandidateMeasured, TuningFinished, TuningStarted, hookimpl, load_settings
+from kerneltune.core import (
+    CandidateMeasured,
+    CompileFinished,
+    TuningFinished,
+    TuningStarted,
+    hookimpl,
+    load_settings,
+)
 from tqdm import tqdm
 
 #: Seconds a tuning runs before its bar appears.
@@ -24,6 +33,10 @@ _LABEL_WIDTH = 48
 class _Bar:
     def __init__(self, event: TuningStarted) -> None:
         self.best = math.inf
+        self.best_text = ""
+        self.compiling = ""
+        # Compile events come from COMPILE's pool threads.
+        self.lock = threading.Lock()
         self.bar = tqdm(
             total=len(event.candidates),
             desc=event.function,
@@ -40,10 +53,21 @@ class _Bar:
             label = event.candidate.label
             if len(label) > _LABEL_WIDTH:
                 label = label[: _LABEL_WIDTH - 3] + "..."
-            self.bar.set_postfix_str(f"best {label}: {mean:.4f} ms", refresh=False)
+            with self.lock:
+                self.best_text = f"best {label}: {mean:.4f} ms"
+                self._show()
         # An adaptive search may measure a candidate twice; never run past the total.
         if self.bar.n < self.bar.total:
             self.bar.update(1)
+
+    def compiled(self, event: CompileFinished) -> None:
+        with self.lock:
+            self.compiling = "" if event.done >= event.total else f"compiling {event.done}/{event.total}"
+            # Drawn now: while compiling, no candidate may finish to draw it.
+            self._show(refresh=True)
+
+    def _show(self, refresh: bool = False) -> None:
+        self.bar.set_postfix_str(", ".join(p for p in (self.compiling, self.best_text) if p), refresh=refresh)
 
     def close(self) -> None:
         self.bar.close()
@@ -79,6 +103,13 @@ def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
     bar = _bars.get(_slot(event.function, event.key))
     if bar is not None:
         bar.measured(event)
+
+
+@hookimpl
+def kerneltune_compile_finished(event: CompileFinished) -> None:
+    bar = _bars.get(_slot(event.function, event.key))
+    if bar is not None:
+        bar.compiled(event)
 
 
 @hookimpl

@@ -40,9 +40,10 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
+from kerneltune.core.contracts import Interceptor, KernelLaunch
 from kerneltune.core.engine import Space, Tuner, Tuning, describe_error
 from kerneltune.core.errors import NoValidConfigError, StalledTuningError, TunerBusyError
 from kerneltune.core.events import KernelTuned, LaunchMeasured
@@ -61,70 +62,6 @@ logger = logging.getLogger("kerneltune")
 STALL_LIMIT = 10
 
 Thunk = Callable[[], object]
-
-
-class KernelLaunch(Protocol):
-    """One intercepted launch, as an interceptor plugin describes it to the driver."""
-
-    #: the tuned kernel object (its identity groups launches).
-    kernel: object
-    #: the key the kernel files its pick under for this launch; it must be a
-    #: valid tuning key (ints, strs, floats, bools, None, tuples).
-    key: Hashable
-
-    @property
-    def name(self) -> str:
-        """The kernel's name, for logs and the candidate space."""
-
-    @property
-    def source(self) -> str:
-        """The kernel's source, fingerprinted with its candidates."""
-
-    def configs(self) -> Sequence[Any]:
-        """Every candidate the kernel declares, in its order."""
-
-    def candidates(self) -> Sequence[Any]:
-        """The candidates left for this launch by the kernel's own pruning."""
-
-    def cached(self) -> Any | None:
-        """The kernel's own in-process pick for this key, or ``None``."""
-
-    def label(self, config: Any) -> str:
-        """A one-line readable form of ``config``."""
-
-    def run(self, config: Any, around: Callable[[Thunk], object] | None = None) -> Any:
-        """Launch with ``config`` and this launch's arguments.
-
-        :param around: wraps exactly the launch (a timer's ``sample``); the
-            kernel's own hooks run outside it.
-        """
-
-    def run_default(self) -> Any:
-        """Launch as if no tuner were active (the kernel's own path)."""
-
-    def commit(self, config: Any) -> None:
-        """Make ``config`` the kernel's own pick for this key."""
-
-    def compiler(self) -> Callable[[Any], None] | None:
-        """A function that compiles one config for this launch's arguments without launching.
-
-        Made on the launching thread, called on COMPILE's pool threads; it
-        raises what the launch would. ``None`` where nothing is compiled
-        ahead (an interpreter).
-        """
-
-
-class Interceptor(Protocol):
-    """What ``kerneltune_register_interceptors`` classes provide; see that hook."""
-
-    def install(self, route: Callable[[KernelLaunch], Any]) -> None:
-        """Route this thread's tunable launches to ``route``."""
-
-    # Optional: ``recording()``, for the function-level tuner's COMPILE stage; see
-    # the ``kerneltune_register_interceptors`` hook.
-
-    def uninstall(self) -> None:
-        """Restore the library."""
 
 
 #: Each kernel object's tuners (one per candidate list), and with them its
@@ -480,6 +417,8 @@ class ContextualAutoTuner:
 
     Call it as the original function. See :func:`contextual_autotune`.
     """
+
+    __name__: str  # set by functools.update_wrapper
 
     def __init__(
         self,

@@ -7,7 +7,8 @@ the optional class attribute ``auto_priority`` (an int, 0 where absent; see
 :meth:`kerneltune.core.registry.Registry.ranked` for the rule). Each protocol
 below is what an instance must provide. Optional parts are protocols of their
 own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`,
-:class:`GlobalRankReducer`, :class:`ProbingProfileFamily`): the engine looks
+:class:`GlobalRankReducer`, :class:`RecordingInterceptor`,
+:class:`ProbingProfileFamily`): the engine looks
 for them on the instance and does without them where they are missing.
 
 Plugins need not import this module or subclass anything: a class matches by
@@ -17,12 +18,12 @@ reading a plugin's class against them finds a missing or misnamed method.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import contextlib
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from kerneltune.core.contextual import KernelLaunch
     from kerneltune.core.profiles import CompileTarget
 
 Thunk = Callable[[], object]
@@ -184,6 +185,58 @@ class GlobalRankReducer(Reducer, Protocol):
     global_rank: int
 
 
+class KernelLaunch(Protocol):
+    """One intercepted launch, as an interceptor plugin describes it to the driver."""
+
+    #: the tuned kernel object (its identity groups launches).
+    kernel: object
+    #: the key the kernel files its pick under for this launch; it must be a
+    #: valid tuning key (ints, strs, floats, bools, None, tuples).
+    key: Hashable
+
+    @property
+    def name(self) -> str:
+        """The kernel's name, for logs and the candidate space."""
+        ...
+
+    @property
+    def source(self) -> str:
+        """The kernel's source, fingerprinted with its candidates."""
+
+    def configs(self) -> Sequence[Any]:
+        """Every candidate the kernel declares, in its order."""
+
+    def candidates(self) -> Sequence[Any]:
+        """The candidates left for this launch by the kernel's own pruning."""
+
+    def cached(self) -> Any | None:
+        """The kernel's own in-process pick for this key, or ``None``."""
+
+    def label(self, config: Any) -> str:
+        """A one-line readable form of ``config``."""
+
+    def run(self, config: Any, around: Callable[[Thunk], object] | None = None) -> Any:
+        """Launch with ``config`` and this launch's arguments.
+
+        :param around: wraps exactly the launch (a timer's ``sample``); the
+            kernel's own hooks run outside it.
+        """
+
+    def run_default(self) -> Any:
+        """Launch as if no tuner were active (the kernel's own path)."""
+
+    def commit(self, config: Any) -> None:
+        """Make ``config`` the kernel's own pick for this key."""
+
+    def compiler(self) -> Callable[[Any], None] | None:
+        """A function that compiles one config for this launch's arguments without launching.
+
+        Made on the launching thread, called on COMPILE's pool threads; it
+        raises what the launch would. ``None`` where nothing is compiled
+        ahead (an interpreter).
+        """
+
+
 class Interceptor(Registrable, Protocol):
     """How another library's kernel launches reach the contextual tuner.
 
@@ -210,6 +263,20 @@ class Interceptor(Registrable, Protocol):
 
     def uninstall(self) -> None:
         """Restore the library exactly as it was; release what :meth:`install` or the launches allocated."""
+        ...
+
+
+class RecordingInterceptor(Interceptor, Protocol):
+    """An interceptor that can record launches for COMPILE (optional part of :class:`Interceptor`)."""
+
+    def recording(self) -> contextlib.AbstractContextManager[list[Thunk]] | None:
+        """A context in which this thread's launches are recorded as compiles instead of made.
+
+        The function-level tuner runs a host launcher once per candidate
+        inside it; the yielded list fills with one thunk per launch, which
+        compiles that launch on any thread and raises what it would. ``None``
+        where nothing is compiled ahead (an interpreter).
+        """
         ...
 
 
@@ -260,13 +327,3 @@ class Feature(Registrable, Protocol):
     def enable(self) -> None:
         """Switch the feature on for the whole process; calling it again changes nothing."""
         ...
-
-
-def __getattr__(name: str) -> Any:
-    # KernelLaunch is defined with the contextual driver, which imports the engine, which
-    # imports the session, which imports this module: importing it here eagerly would be a cycle.
-    if name == "KernelLaunch":
-        from kerneltune.core.contextual import KernelLaunch
-
-        return KernelLaunch
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -218,9 +218,12 @@ def kerneltune_register_interceptors(register: Callable[[type], None]) -> None:
     be imported; no side effects), constructed with no arguments. An instance
     provides ``install(route)``, which routes every tunable launch made on the
     calling thread to ``route`` as a
-    :class:`kerneltune.core.contextual.KernelLaunch` until ``uninstall()``,
+    :class:`kerneltune.core.contracts.KernelLaunch` until ``uninstall()``,
     which restores the library exactly as it was. Installing must cost
     nothing once uninstalled, so patch on install, never at import.
+    Optionally (:class:`~kerneltune.core.contracts.RecordingInterceptor`) it
+    provides ``recording()``, with which the function-level tuner's COMPILE
+    stage turns a host launcher's launches into compiles.
 
     :param register: as for :func:`kerneltune_register_timers`.
 

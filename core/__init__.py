@@ -26,6 +26,7 @@ from kerneltune.core.events import (
 )
 from kerneltune.core.hookspecs import hookimpl, hookspec
 from kerneltune.core.keys import describe, digest, encode_key, register_key_encoder
+from kerneltune.core.measure import format_ms
 from kerneltune.core.records import Candidate, Measurement, Method, TuningRecord
 from kerneltune.core.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
 from kerneltune.core.session import Session, add_plugin, current_session, remove_plugin
@@ -65,6 +66,7 @@ __all__ = [
     "describe_error",
     "digest",
     "encode_key",
+    "format_ms",
     "hookimpl",
     "hookspec",
     "load_settings",

@@ -51,6 +51,7 @@ from kerneltune.core.measure import TIMED, WARMUP, CandidateRuns
 from kerneltune.core.records import Candidate
 from kerneltune.core.registry import collect_registry
 from kerneltune.core.session import Session, current_session
+from kerneltune.core.wrapping import FunctionWrapper
 
 logger = logging.getLogger("kerneltune")
 
@@ -412,13 +413,11 @@ def _contains(configs: Sequence[Any], config: Any) -> bool:
     return any(c is config for c in configs) or any(c == config for c in configs)
 
 
-class ContextualAutoTuner:
+class ContextualAutoTuner(FunctionWrapper):
     """An outer function whose inner tunable kernels are tuned in its real context.
 
     Call it as the original function. See :func:`contextual_autotune`.
     """
-
-    __name__: str  # set by functools.update_wrapper
 
     def __init__(
         self,
@@ -442,11 +441,6 @@ class ContextualAutoTuner:
         self.n_warmup = n_warmup
         self.flush_cache = bool(flush_cache)
         self.verbose = bool(verbose)
-
-    def __get__(self, instance: object, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        return functools.partial(self, instance)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Tune every inner kernel launch not tuned yet, then return a run with the picks."""

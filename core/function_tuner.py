@@ -20,6 +20,7 @@ from typing import Any
 from kerneltune.core.engine import Candidate, Space, Tuner, Tuning
 from kerneltune.core.registry import collect_registry
 from kerneltune.core.session import Session, current_session
+from kerneltune.core.wrapping import FunctionWrapper
 
 _CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")
 
@@ -44,7 +45,7 @@ def _accepted_keywords(fn: Callable[..., Any]) -> tuple[set[str], bool, list[str
     return keywords, open_ended, positional
 
 
-class AutoTuner:
+class AutoTuner(FunctionWrapper):
     """A host function that picks its fastest keyword configuration per key.
 
     Call it as the original function, without the config fields; see
@@ -52,8 +53,6 @@ class AutoTuner:
     """
 
     #: The function's name, copied by :func:`functools.update_wrapper` with its other attributes.
-    __name__: str
-
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -110,11 +109,6 @@ class AutoTuner:
         self._positional = positional
         self._tuner = Tuner(Space.build(name, self.config_space, _source(fn), label=_label))
         self._picks = self._tuner.picks
-
-    def __get__(self, instance: object, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        return functools.partial(self, instance)
 
     def __call__(
         self,

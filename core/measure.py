@@ -75,6 +75,11 @@ def host_times() -> deque[float]:
     return deque(maxlen=HOST_TIMES_KEPT)
 
 
+def format_ms(value: float) -> str:
+    """A time in milliseconds for logs and reports; ``inf`` for a failed candidate."""
+    return f"{value:.4f} ms" if math.isfinite(value) else "inf"
+
+
 def standard_error(samples: Sequence[float]) -> float:
     """The standard error of the trimmed samples' mean; ``inf`` with fewer than two."""
     kept = trimmed(list(samples))

@@ -10,11 +10,17 @@ log that cannot be written is one warning per process, and tuning goes on.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from pathlib import Path
 
-from kerneltune.core import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted, hookimpl
+from kerneltune.core import (
+    CandidateMeasured,
+    PickLoaded,
+    TuningFinished,
+    TuningStarted,
+    format_ms,
+    hookimpl,
+)
 from kerneltune.core.notices import warn_once
 from kerneltune.core.private_files import check_folder, make_private_dirs, open_private_append
 
@@ -41,10 +47,6 @@ def _emit(line: str, *, verbose: bool, log_dir: Path | None, rank: int, detail: 
                 ("tuning log", str(path)),
                 f"kerneltune: cannot write the tuning log {path} ({exc}); tuning goes on without it",
             )
-
-
-def _ms(value: float) -> str:
-    return f"{value:.4f} ms" if math.isfinite(value) else "inf"
 
 
 @hookimpl
@@ -74,7 +76,7 @@ def kerneltune_pick_loaded(event: PickLoaded) -> None:
 @hookimpl
 def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
     measurement = event.measurement
-    outcome = measurement.error if measurement.error else f"mean {_ms(measurement.mean)}"
+    outcome = measurement.error if measurement.error else f"mean {format_ms(measurement.mean)}"
     samples = "".join(f"    sample {i}: {s:.6f} ms\n" for i, s in enumerate(measurement.samples))
     _emit(
         f"{event.function}: [{event.candidate.index}] {event.candidate.label}: {outcome}",
@@ -92,9 +94,8 @@ def kerneltune_tuning_finished(event: TuningFinished) -> None:
     else:
         line = (
             f"{event.function}: key {event.key!r}: picked [{event.best.index}] {event.best.label} "
-            f"at {_ms(event.times[event.best.index])} (tuned in {event.seconds:.2f} s)"
+            f"at {format_ms(event.times[event.best.index])} (tuned in {event.seconds:.2f} s)"
         )
-    table = "".join(
-        f"    [{c.index}] {_ms(t)}  {c.label}\n" for c, t in zip(event.candidates, event.times, strict=True)
-    )
+    rows = zip(event.candidates, event.times, strict=True)
+    table = "".join(f"    [{c.index}] {format_ms(t)}  {c.label}\n" for c, t in rows)
     _emit(line, verbose=event.verbose, log_dir=event.log_dir, rank=event.rank, detail=table)

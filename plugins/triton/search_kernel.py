@@ -37,6 +37,7 @@ from kerneltune.core import (
     Tuning,
     current_session,
     describe_error,
+    format_ms,
 )
 from kerneltune.core.profiles import choose_family, family_probes, family_profiles, unique_profiles
 from kerneltune.plugins.triton import adapter, compiler
@@ -523,7 +524,7 @@ class _SearchRun:
         times = self.tuning.times(candidates)
         for candidate, value in zip(candidates, times, strict=True):
             self.outcomes[candidate.index] = value
-            self.say(f"stage 3: {candidate.label}: {_ms(value)}")
+            self.say(f"stage 3: {candidate.label}: {format_ms(value)}")
         if self.hints.reference_fn is not None:
             self.gate(candidates, times)
         try:
@@ -667,15 +668,11 @@ class _SearchRun:
             f"with key as {triton_key!r}{fixed_text},\n"
             f"finished after {summary.seconds:.2f}s, {summary.measured} of {summary.space} candidates "
             f"measured ({summary.dropped} dropped),\n"
-            f"best config selected: {best.label} at {_ms(self.outcomes[best.index])};",
+            f"best config selected: {best.label} at {format_ms(self.outcomes[best.index])};",
             flush=True,
         )
         if _env_flag("TRITON_PRINT_AUTOTUNING_TIMINGS"):
             candidates = self.tuning.tuner.space.candidates
             for index, value in sorted(self.outcomes.items(), key=lambda item: (item[1], item[0])):
                 outcome = self.failures.get(index) if not math.isfinite(value) else None
-                print(f"  {candidates[index].label}: {outcome or _ms(value)}", flush=True)
-
-
-def _ms(value: float) -> str:
-    return f"{value:.4f} ms" if math.isfinite(value) else "inf"
+                print(f"  {candidates[index].label}: {outcome or format_ms(value)}", flush=True)

@@ -17,6 +17,9 @@ class FunctionWrapper:
 
     __name__: str  # set by functools.update_wrapper
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         if instance is None:
             return self

@@ -26,7 +26,7 @@ from kerneltune.core.profiles import CompileTarget, family_probes, family_profil
 from kerneltune.plugins.profiles.nvidia import NvidiaMatrixProfiles, NvidiaVectorProfiles
 from kerneltune.plugins.triton import search
 from kerneltune.plugins.triton.search import StagedSearch
-from kerneltune.plugins.triton.search_kernel import candidate_label
+from kerneltune.plugins.triton.search_space import candidate_label
 
 LANDSCAPE = json.loads((Path(__file__).parent / "data" / "h200_matmul_landscape.json").read_text())
 PARAMS = ("BLOCK_M", "BLOCK_N")

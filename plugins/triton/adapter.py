@@ -28,12 +28,13 @@ interception is installed (:func:`patch_runs`).
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.metadata
 import inspect
 import os
 import warnings
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -412,6 +413,37 @@ def config_fields() -> frozenset[str]:
 
     parameters = inspect.signature(Config.__init__).parameters
     return frozenset(name for name in parameters if name not in ("self", "kwargs", "pre_hook"))
+
+
+def make_config(kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
+    """A ``triton.Config`` of meta-parameters ``kwargs`` and compile ``options``.
+
+    Options that are ``Config`` fields (:func:`config_fields`) become fields;
+    any other (a backend's own option, such as triton-ascend's multibuffer)
+    joins the kwargs, where the launch passes it on.
+    """
+    from triton import Config
+
+    fields = config_fields()
+    own = {k: v for k, v in options.items() if k in fields}
+    extra = {k: v for k, v in options.items() if k not in fields}
+    return Config({**kwargs, **extra}, **own)
+
+
+def config_with_options(config: Any, options: Mapping[str, Any]) -> Any:
+    """A copy of ``config`` with compile ``options`` laid over it, as :func:`make_config` places them."""
+    fields = config_fields()
+    changed = copy.copy(config)
+    changed.kwargs = {**config.kwargs, **{k: v for k, v in options.items() if k not in fields}}
+    for name, value in options.items():
+        if name in fields:
+            setattr(changed, name, value)
+    return changed
+
+
+def run_function(fn: Any, args: Sequence[Any], *, grid: Any, warmup: bool, meta: Mapping[str, Any]) -> Any:
+    """``fn.run``: launch (or with ``warmup``, only compile) a JIT function or its wrapper."""
+    return fn.run(*args, grid=grid, warmup=warmup, **meta)
 
 
 def shared_memory_problem(compiled: Any) -> str | None:

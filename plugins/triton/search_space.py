@@ -1,0 +1,117 @@
+"""The candidates of a search_params kernel: every block shape of the searched params
+times every compile-option profile of the family the operator classifier chooses.
+
+:func:`build_space` makes the engine's :class:`~kerneltune.core.Space` for one
+set of compile options fixed at launch, with the geometry (axes, profiles,
+probes, seeds) the staged search (:mod:`kerneltune.plugins.triton.search`)
+walks. Configs are made through the adapter, which alone knows a
+``triton.Config``'s fields.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+from kerneltune.core import Candidate, Space, Tuner
+from kerneltune.core.profiles import choose_family, family_probes, family_profiles, unique_profiles
+from kerneltune.plugins.triton import adapter
+from kerneltune.plugins.triton.search import Point, Shape, coarse_levels
+
+
+@attrs.frozen
+class SearchSpace:
+    """Everything one kernel searches for one set of fixed compile options."""
+
+    tuner: Tuner
+    #: the values of each searched param, ascending (empty for hand-written configs).
+    axes: tuple[tuple[int, ...], ...]
+    #: compile-option profiles, fixed options applied; index 0 is the base.
+    profiles: tuple[dict[str, Any], ...]
+    #: indices of the profiles stage 1 times every shape with (the base first).
+    probes: tuple[int, ...]
+    seeds: tuple[Shape, ...]
+    family: str | None
+    given: bool
+
+    def index(self, point: Point) -> int:
+        """The candidate index of a point."""
+        shape, profile = point
+        flat = 0
+        for axis, position in enumerate(shape):
+            flat = flat * (len(self.axes[axis]) if self.axes else 1) + position
+        return flat * len(self.profiles) + profile
+
+    def candidate(self, point: Point) -> Candidate:
+        """The engine's candidate for a point."""
+        return self.tuner.space.candidates[self.index(point)]
+
+
+def candidate_label(shape: Mapping[str, int], profile: Mapping[str, Any]) -> str:
+    """How a generated candidate is named: what was chosen, not every default its Config carries.
+
+    ``"BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=3"``: the searched
+    params in their order, then the profile's options in theirs.
+    """
+    return ", ".join(f"{name}={value}" for name, value in {**shape, **profile}.items())
+
+
+def _full_label(config: Any) -> str:
+    return ", ".join(f"{name}={value}" for name, value in config.all_kwargs().items())
+
+
+def build_space(
+    *,
+    name: str,
+    source: str,
+    params: Sequence[str],
+    values: Sequence[int],
+    given: Sequence[Any] | None,
+    seeds: Sequence[Mapping[str, int]],
+    base: Mapping[str, Any],
+    operator: str,
+    session: Any,
+    fixed: Mapping[str, Any],
+) -> SearchSpace:
+    """The space searched for launches that fix the compile options ``fixed``.
+
+    :param given: hand-written configs giving every searched param: the
+        space is just them, with ``fixed`` laid over each.
+    :param seeds: partial shapes (some searched params) measured first.
+    :param base: meta-parameters every generated candidate takes.
+    :param operator: ``"matrix"`` or ``"vector"``, for the profile family.
+    """
+    if given is not None:
+        configs = [adapter.config_with_options(c, fixed) for c in given]
+        tuner = Tuner(Space.build(name, configs, source, label=_full_label))
+        return SearchSpace(tuner, (), ({},), (0,), (), None, True)
+    target = adapter.compile_target()
+    family = choose_family(session, target, operator)
+    offered = family_profiles(family, target) if family is not None else [{}]
+    probed = family_probes(family, target, offered) if family is not None else offered
+    profiles = unique_profiles([{**p, **fixed} for p in offered])
+    # Fixed options may merge probes (all of them into the base, when they fix the probed option).
+    probes = tuple(dict.fromkeys(profiles.index({**p, **fixed}) for p in probed))
+    axes = tuple(tuple(sorted({*values, *(s[p] for s in seeds if p in s)})) for p in params)
+    centre = [coarse_levels(len(axis)) for axis in axes]
+    starts = tuple(
+        tuple(
+            axes[i].index(seed[p]) if p in seed else centre[i][len(centre[i]) // 2]
+            for i, p in enumerate(params)
+        )
+        for seed in seeds
+    )
+    configs = []
+    labels: dict[int, str] = {}
+    for chosen in itertools.product(*axes):
+        shape = dict(zip(params, chosen, strict=True))
+        for profile in profiles:
+            config = adapter.make_config({**base, **shape}, profile)
+            configs.append(config)
+            labels[id(config)] = candidate_label(shape, profile)
+    tuner = Tuner(Space.build(name, configs, source, label=lambda config: labels[id(config)]))
+    return SearchSpace(
+        tuner, axes, tuple(profiles), probes, starts, None if family is None else family.name, False
+    )

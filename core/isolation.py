@@ -14,7 +14,9 @@ that crashed or hung is replaced at the next screening. Arguments travel
 once per screening: CUDA tensors through torch's inter-process sharing (no
 copy on the way), CPU tensors as copies, everything else pickled; the
 worker copies every tensor again before each candidate, so no candidate
-writes into the caller's memory or into the next candidate's inputs.
+writes into the caller's memory or into the next candidate's inputs. That
+holds for tensors passed directly or in tuples, lists and dicts; one held
+inside another object travels as torch shares it.
 
 The worker runs functions it can import by qualified name; :func:`target_of`
 checks that at the call, with an error that says what to change.

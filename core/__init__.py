@@ -7,6 +7,7 @@ from kerneltune.core.engine import Space, Tuner, Tuning, describe_error
 from kerneltune.core.errors import (
     CacheReadError,
     ConfigError,
+    IsolationError,
     KernelTuneError,
     NoValidConfigError,
     PluginError,
@@ -41,6 +42,7 @@ __all__ = [
     "CompileFinished",
     "CompileStarted",
     "ConfigError",
+    "IsolationError",
     "KernelTuneError",
     "KernelTuned",
     "LaunchMeasured",

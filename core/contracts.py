@@ -142,8 +142,9 @@ class Reducer(Registrable, Protocol):
     A thin transport: agreement, selection and persistence are the engine's.
     On a miss the engine calls :meth:`gather` once to agree; if the ranks then
     tune, :meth:`barrier` before each candidate, :meth:`max` once (an
-    adaptive tuning once more per round), and :meth:`gather` once more only
-    with ``verify_pick``. With ``world_size`` 1 it calls none of them.
+    adaptive tuning once more per round), and :meth:`gather` once more
+    with ``verify_pick`` and once more with ``isolate = "subprocess"``.
+    With ``world_size`` 1 it calls none of them.
     """
 
     #: This process's rank in the group; -1 outside it.

@@ -48,6 +48,7 @@ from kerneltune.core.events import (
     TuningFinished,
     TuningStarted,
 )
+from kerneltune.core.isolation import ScreenedOut, merge_ranks, screen_all, warn_unscreened
 from kerneltune.core.keys import describe, digest, encode_key
 from kerneltune.core.measure import CandidateRuns, host_times, standard_error
 from kerneltune.core.records import STATISTIC, Candidate, Measurement, Method, TuningRecord
@@ -274,6 +275,8 @@ class Tuning:
         self._compiling: CompileStage | None = None
         self._compiles = [0, 0]  # done, handed to the pool
         self._compiles_lock = threading.Lock()
+        #: why each candidate screened out by :meth:`isolate` must not run; ``None`` until it screens.
+        self._screened: dict[int, ScreenedOut] | None = None
         #: the ranks on this rank's host, which split the compiling.
         self._neighbours: tuple[int, ...] = (reducer.rank,)
         self._started = time.perf_counter()
@@ -471,6 +474,8 @@ class Tuning:
         """
         if self.best is not None:
             return None
+        if self._screened is None and self.session.settings.isolate != "none":
+            warn_unscreened(self._space.name)
         while True:
             if not self._queue and not self._ties_planned:
                 self._ties_planned = True
@@ -479,6 +484,8 @@ class Tuning:
                 return None
             job = self._queue.pop(0)
             problem = None if self._compiling is None else self._compiling.wait(job.candidate)
+            if self._screened and job.candidate.index in self._screened:
+                problem = self._screened[job.candidate.index]
             # After the wait: a rank that compiled a candidate for its host holds
             # the others here until Triton's cache has it.
             if self.reducer.world_size > 1:
@@ -525,6 +532,30 @@ class Tuning:
         else:
             self._compiling.add(mine)
 
+    def isolate(
+        self, screen_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None
+    ) -> None:
+        """ISOLATE: screen candidates where a crash cannot reach this process, before measuring them.
+
+        :param screen_one: runs one candidate once in an isolation worker
+            (:class:`kerneltune.core.isolation.Screening`), raising
+            :class:`~kerneltune.core.isolation.ScreenedOut` for one that
+            crashed or hung there; it returns for any other, including one
+            that raised there, which fails as usual when measured.
+        :param candidates: what to screen (default: every queued candidate).
+
+        A candidate screened out, or that could not be screened, is failed
+        with its reason when :meth:`next_candidate` reaches it; it is neither
+        compiled nor run here. With several ranks, one gather tells every
+        rank which candidates failed on any rank, and all fail the same.
+        """
+        if self.best is not None:
+            return
+        failed = screen_all(screen_one, self.queued() if candidates is None else candidates)
+        if self.reducer.world_size > 1:
+            failed = merge_ranks(self.reducer.gather(sorted(failed.items())), self.reducer.rank)
+        self._screened = {**(self._screened or {}), **{i: ScreenedOut(why) for i, why in failed.items()}}
+
     def _compile_started(self, candidate: Candidate) -> None:
         self._emit(
             "kerneltune_compile_started",
@@ -558,8 +589,9 @@ class Tuning:
         )
 
     def queued(self) -> list[Candidate]:
-        """The candidates waiting to be measured, each once, in order."""
-        return list(dict.fromkeys(job.candidate for job in self._queue))
+        """The candidates waiting to be measured, each once, in order (not those screened out)."""
+        out = self._screened or {}
+        return list(dict.fromkeys(job.candidate for job in self._queue if job.candidate.index not in out))
 
     def request(
         self,

@@ -27,6 +27,10 @@ class RankMismatchError(KernelTuneError, RuntimeError):
     """Ranks disagree about what to tune; raised on every rank alike."""
 
 
+class IsolationError(KernelTuneError, TypeError):
+    """With ``isolate = "subprocess"``, the tuned function or an argument cannot reach the worker process."""
+
+
 class TunerBusyError(KernelTuneError, RuntimeError):
     """A contextual tuner was entered while another one is active (nested or in another thread)."""
 

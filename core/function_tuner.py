@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from kerneltune.core.engine import Candidate, Space, Tuner, Tuning
+from kerneltune.core.isolation import SUBPROCESS, Screening, target_of
 from kerneltune.core.registry import collect_registry
 from kerneltune.core.session import Session, current_session
 from kerneltune.core.wrapping import FunctionWrapper
@@ -162,9 +163,13 @@ class AutoTuner(FunctionWrapper):
                 return bool(prune_fn(candidate.config, *args, **kwargs))
 
         session = current_session()
+        isolated = session.settings.isolate == SUBPROCESS
+        target = target_of(self.fn, args, kwargs) if isolated else None
         with self._tuner.begin(
             session, key, keep=keep, failure=failure, group=group, verbose=verbose
         ) as tuning:
+            if target is not None and not tuning.hit:
+                self._screen(tuning, Screening(target, session.settings.isolate_timeout), allow_overwrite)
             if not tuning.hit and session.settings.precompile:
                 self._precompile(session, tuning, args, kwargs, allow_overwrite)
             while (candidate := tuning.next_candidate()) is not None:
@@ -172,6 +177,17 @@ class AutoTuner(FunctionWrapper):
                 tuning.measure(candidate, functools.partial(self.fn, *args, **bound))
             best = tuning.finish()
         return self.fn(*args, **self._merge(best.config, args, kwargs, allow_overwrite))
+
+    def _screen(self, tuning: Tuning, screening: Screening, allow_overwrite: bool) -> None:
+        """ISOLATE: run each queued candidate once in the isolation worker before measuring."""
+        args, kwargs = screening.target.args, screening.target.kwargs
+
+        def screen_one(candidate: Candidate) -> None:
+            bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
+            screening.run({name: value for name, value in bound.items() if name not in kwargs})
+
+        with screening:
+            tuning.isolate(screen_one)
 
     def _precompile(
         self,

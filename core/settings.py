@@ -8,7 +8,7 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
 (``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``, ``KERNELTUNE_REDIS_URL``,
-``KERNELTUNE_REDIS_TTL``.
+``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``.
 :func:`setting_sources` says which of them set each value.
 """
 
@@ -59,6 +59,9 @@ class Settings:
     # For the ``redis`` cache: the server's URL ("" for none) and the keys' lifetime (0: none).
     redis_url: str = attrs.field(default="", repr=False)
     redis_ttl: int = 0
+    # Screen candidates in a worker process first ("subprocess"), and how long one may run there.
+    isolate: str = "none"
+    isolate_timeout: int = 60
 
     @property
     def cache_root(self) -> Path:
@@ -106,6 +109,13 @@ def _objective(value: Any, where: str) -> str:
     text = str(value).strip().lower() if isinstance(value, str) else value
     if text not in ("device", "wall"):
         raise ConfigError(f"{where}: expected 'device' or 'wall', got {value!r}")
+    return text
+
+
+def _isolate(value: Any, where: str) -> str:
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text not in ("none", "subprocess"):
+        raise ConfigError(f"{where}: expected 'none' or 'subprocess', got {value!r}")
     return text
 
 
@@ -166,6 +176,8 @@ _FIELDS = {
     "progress": _flag,
     "redis_url": _redis_url,
     "redis_ttl": _count(0),
+    "isolate": _isolate,
+    "isolate_timeout": _count(1),
 }
 
 _ENV = {
@@ -185,6 +197,8 @@ _ENV = {
     "KERNELTUNE_PROGRESS": "progress",
     "KERNELTUNE_REDIS_URL": "redis_url",
     "KERNELTUNE_REDIS_TTL": "redis_ttl",
+    "KERNELTUNE_ISOLATE": "isolate",
+    "KERNELTUNE_ISOLATE_TIMEOUT": "isolate_timeout",
 }
 
 # Variables that switch a setting off when set to 1 (the setting is their negation).

@@ -1,0 +1,47 @@
+"""Module-level functions for the isolation tests: the isolation worker imports them by name.
+
+Each run appends ``<pid> <block>`` to the file ``log`` so a test can tell
+where every candidate ran, and leaves its cost in :data:`last_cost`, which
+the tests' timer reads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from typing import Any
+
+COSTS = {64: 3.0, 128: 1.0, 256: 2.0}
+#: the cost of the latest run in this process, in milliseconds.
+last_cost = [0.0]
+
+
+def work(
+    x: int,
+    log: str,
+    crash: int | None = None,
+    hang: int | None = None,
+    fail: int | None = None,
+    *,
+    block: int,
+) -> int:
+    """``x * block``; the block equal to ``crash`` segfaults, ``hang`` sleeps a minute, ``fail`` raises."""
+    with open(log, "a") as handle:
+        handle.write(f"{os.getpid()} {block}\n")
+    if block == crash:
+        ctypes.string_at(0)
+    if block == hang:
+        time.sleep(60)
+    if block == fail:
+        raise ValueError(f"block {block} is not supported")
+    last_cost[0] = COSTS[block]
+    return x * block
+
+
+def add_one(x: Any, log: str, *, block: int) -> None:
+    """Add 1 to the tensor ``x`` in place, noting the sum it found."""
+    with open(log, "a") as handle:
+        handle.write(f"{os.getpid()} {block} {float(x.sum())}\n")
+    x.add_(1)
+    last_cost[0] = COSTS[block]

@@ -1,0 +1,216 @@
+"""ISOLATE: candidates that crash or hang run first in a worker process, and only there.
+
+The worker is one process per device for the whole test process, as for a
+user's: these tests share it, and a test that kills it also checks that the
+next screening starts another.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import isolation_doubles
+import pytest
+import rank_doubles
+import torch
+from kerneltune.core import ConfigError, IsolationError, Space, Tuner, load_settings
+from kerneltune.core.isolation import ScreenedOut
+from rank_doubles import ThreadGroup, plugin, run_ranks
+from tuning_doubles import install_session, scripted_timer_plugin, stored_records
+
+from triton_dist.tune import autotune
+
+BLOCKS = [{"block": 64}, {"block": 128}, {"block": 256}]
+HERE = os.getpid()
+
+
+def cost(fn) -> float:
+    fn()
+    return isolation_doubles.last_cost[0]
+
+
+@pytest.fixture
+def isolate(monkeypatch):
+    """Isolation on, one timed run per candidate, timed by the cost the candidate names."""
+    return install_session(
+        monkeypatch,
+        extra=(scripted_timer_plugin(cost), plugin),
+        timer="scripted",
+        warmup=0,
+        repeat=1,
+        isolate="subprocess",
+        isolate_timeout=1,
+    )
+
+
+def tuned(fn=isolation_doubles.work, key_fn=lambda x, *args, **kwargs: x):
+    return autotune(config_space=BLOCKS, key_fn=key_fn)(fn)
+
+
+def runs(log: Path) -> list[tuple[int, int]]:
+    """Each run as (pid, block), in order."""
+    lines = (line.split() for line in log.read_text().splitlines())
+    return [(int(pid), int(block)) for pid, block, *_ in lines]
+
+
+def errors(cache: Path) -> list[str | None]:
+    (record,) = stored_records(cache, "work")
+    return [candidate["error"] for candidate in record["candidates"]]
+
+
+def test_a_candidate_that_segfaults_is_failed_and_never_runs_here(isolate, isolated, tmp_path):
+    log = tmp_path / "runs"
+    assert tuned()(2, str(log), crash=128) == 2 * 256
+    assert errors(isolated) == [None, "ScreenedOut: crashed the isolation worker (signal 11)", None]
+    here = [block for pid, block in runs(log) if pid == HERE]
+    assert here == [64, 256, 256], "measured, then the pick; never the crashing candidate"
+    worker = [(pid, block) for pid, block in runs(log) if pid != HERE]
+    assert [block for _, block in worker] == [64, 128, 256]
+    assert worker[0][0] == worker[1][0] != worker[2][0], "the crashed worker is replaced"
+
+
+def test_without_isolation_the_same_candidate_kills_the_process(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import isolation_doubles
+        from kerneltune.core.function_tuner import autotune
+        work = autotune(config_space={BLOCKS!r}, key_fn=lambda x, *a, **k: x)(isolation_doubles.work)
+        work(2, {str(tmp_path / "runs")!r}, crash=128)
+        print("survived")
+        """
+    )
+    env = {
+        **os.environ,
+        "TRITON_DIST_AUTOTUNE_CACHE_DIR": str(tmp_path / "cache"),
+        "KERNELTUNE_ISOLATE": "none",
+    }
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == -11, done.stdout + done.stderr
+    assert "survived" not in done.stdout
+
+
+def test_the_worker_serves_every_candidate_and_later_tunings(isolate, isolated, tmp_path):
+    log = tmp_path / "runs"
+    work = tuned()
+    assert work(2, str(log)) == 2 * 128
+    assert work(3, str(log)) == 3 * 128
+    worker = [(pid, block) for pid, block in runs(log) if pid != HERE]
+    assert [block for _, block in worker] == [64, 128, 256] * 2
+    assert len({pid for pid, _ in worker}) == 1, "one worker for both tunings"
+
+
+def test_a_candidate_that_hangs_is_failed_as_hung(isolate, isolated, tmp_path):
+    log = tmp_path / "runs"
+    assert tuned()(2, str(log), hang=128) == 2 * 256
+    assert errors(isolated)[1] == "ScreenedOut: hung for more than 1 s in the isolation worker"
+    assert 128 not in [block for pid, block in runs(log) if pid == HERE]
+
+
+def test_a_candidate_that_raises_in_the_worker_fails_as_usual_here(isolate, isolated, tmp_path):
+    log = tmp_path / "runs"
+    assert tuned()(2, str(log), fail=128) == 2 * 256
+    assert errors(isolated)[1] == "ValueError: block 128 is not supported"
+    assert (HERE, 128) in runs(log), "not screened out: it failed where it is measured"
+
+
+def test_tensors_reach_the_worker_as_fresh_copies(isolate, tmp_path):
+    log = tmp_path / "runs"
+    x = torch.zeros(4)
+    tuned(isolation_doubles.add_one, key_fn=lambda x, log: tuple(x.shape))(x, str(log))
+    lines = [line.split() for line in log.read_text().splitlines()]
+    assert [float(line[2]) for line in lines if int(line[0]) != HERE] == [0.0, 0.0, 0.0]
+    # Three measured runs and the pick's: the worker's runs never reached the caller's tensor.
+    assert x.tolist() == [4.0] * 4 and not x.is_shared()
+
+
+def test_a_function_defined_in_a_function_is_a_clear_error(isolate, tmp_path):
+    @autotune(config_space=BLOCKS, key_fn=lambda x: x)
+    def local(x, block):
+        return x
+
+    with pytest.raises(
+        IsolationError,
+        match=r"test_isolation\..*<locals>\.local is defined inside another "
+        r"function; define it at module level, or turn isolation off \(isolate = 'none'",
+    ):
+        local(1)
+
+
+def test_an_argument_that_cannot_be_pickled_is_a_clear_error(isolate, tmp_path):
+    with pytest.raises(IsolationError, match=r"keyword argument 'log' \(function\) can be neither shared"):
+        tuned()(1, log=lambda: None)
+
+
+def test_the_settings_and_their_variables():
+    assert (load_settings(environ={}).isolate, load_settings(environ={}).isolate_timeout) == ("none", 60)
+    settings = load_settings(environ={"KERNELTUNE_ISOLATE": "Subprocess", "KERNELTUNE_ISOLATE_TIMEOUT": "5"})
+    assert (settings.isolate, settings.isolate_timeout) == ("subprocess", 5)
+    with pytest.raises(ConfigError, match="expected 'none' or 'subprocess', got 'fork'"):
+        load_settings(environ={"KERNELTUNE_ISOLATE": "fork"})
+
+
+def test_a_crash_on_one_rank_fails_the_candidate_on_every_rank(isolate, isolated, tmp_path, monkeypatch):
+    # Screening is serial through the one CPU worker and a crash restarts it: more than the double's default.
+    monkeypatch.setattr(rank_doubles, "HANG_SECONDS", 30.0)
+    group = ThreadGroup(2)
+    log = tmp_path / "runs"
+
+    def rank(r: int) -> int:
+        return tuned()(2, str(log), crash=128 if r == 1 else None, autotune_pg=group.member(r))
+
+    assert run_ranks(2, rank) == [2 * 256, 2 * 256]
+    assert errors(isolated)[1] == "ScreenedOut: crashed the isolation worker (signal 11) on rank 1"
+    assert 128 not in [block for pid, block in runs(log) if pid == HERE]
+    for counts in group.counts:
+        assert counts == {"gather": 2, "max": 1, "barrier": 3}, "the agreement, the screening, the times"
+
+
+# -- the engine's stage, with screenings played in-process ------------------------------------------------
+
+
+def test_screened_out_candidates_are_failed_with_their_reason_and_never_compiled(monkeypatch, isolated):
+    session = install_session(
+        monkeypatch, extra=(scripted_timer_plugin(lambda fn: fn() or 1.0),), timer="scripted"
+    )
+    tuner = Tuner(Space.build("work", BLOCKS, "def work(block): ..."))
+    compiled: list[int] = []
+    measured: list[int] = []
+
+    def screen_one(candidate):
+        if candidate.index == 0:
+            raise ScreenedOut("hung for more than 60 s in the isolation worker")
+        if candidate.index == 1:
+            raise OSError("no more processes")
+
+    with tuner.begin(session, "key") as tuning:
+        tuning.isolate(screen_one)
+        tuning.compile(lambda candidate: compiled.append(candidate.index))
+        while (candidate := tuning.next_candidate()) is not None:
+            tuning.measure(candidate, lambda index=candidate.index: measured.append(index))
+        assert tuning.finish().index == 2
+    assert compiled == sorted(set(measured)) == [2]
+    assert errors(isolated)[:2] == [
+        "ScreenedOut: hung for more than 60 s in the isolation worker",
+        "ScreenedOut: could not be screened in the isolation worker: OSError: no more processes",
+    ]
+
+
+def test_a_tuner_that_does_not_screen_warns_once_that_isolation_is_not_applied(monkeypatch):
+    session = install_session(monkeypatch, isolate="subprocess")
+    tuner = Tuner(Space.build("kernel", BLOCKS, "def kernel(block): ..."))
+    with pytest.warns(RuntimeWarning) as caught:
+        for key in (1, 2):
+            with tuner.begin(session, key) as tuning:
+                while (candidate := tuning.next_candidate()) is not None:
+                    tuning.record(candidate, [1.0])
+                tuning.finish()
+    assert [str(w.message) for w in caught] == [
+        "kerneltune: kernel: isolate = 'subprocess' covers function-level tuners only; this tuner's "
+        "candidates run unscreened in this process"
+    ]

@@ -3,7 +3,7 @@
 Nothing here imports torch or triton; plugins do, lazily, when they run.
 """
 
-from kerneltune.core.engine import Space, Tuner, Tuning, describe_error
+from kerneltune.core.engine import Tuner, Tuning
 from kerneltune.core.errors import (
     CacheReadError,
     ConfigError,
@@ -14,6 +14,7 @@ from kerneltune.core.errors import (
     RankMismatchError,
     StalledTuningError,
     TunerBusyError,
+    describe_error,
 )
 from kerneltune.core.events import (
     CandidateMeasured,
@@ -32,6 +33,7 @@ from kerneltune.core.records import Candidate, Measurement, Method, TuningRecord
 from kerneltune.core.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
 from kerneltune.core.session import Session, add_plugin, current_session, remove_plugin
 from kerneltune.core.settings import Settings, load_settings
+from kerneltune.core.space import Space
 
 __all__ = [
     "BUILTIN_PLUGINS",

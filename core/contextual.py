@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import threading
 import weakref
 from collections.abc import Callable, Hashable, Sequence
@@ -44,16 +43,15 @@ from typing import Any
 
 import attrs
 from kerneltune.core.contracts import Interceptor, KernelLaunch
-from kerneltune.core.engine import Space, Tuner, Tuning, describe_error
-from kerneltune.core.errors import NoValidConfigError, StalledTuningError, TunerBusyError
+from kerneltune.core.engine import Tuner, Tuning
+from kerneltune.core.errors import NoValidConfigError, StalledTuningError, TunerBusyError, describe_error
 from kerneltune.core.events import KernelTuned, LaunchMeasured
 from kerneltune.core.measure import TIMED, WARMUP, CandidateRuns
 from kerneltune.core.records import Candidate
 from kerneltune.core.registry import collect_registry
 from kerneltune.core.session import Session, current_session
+from kerneltune.core.space import Space
 from kerneltune.core.wrapping import FunctionWrapper
-
-logger = logging.getLogger("kerneltune")
 
 #: Executions in a row that may launch kernels waiting for a pick without
 #: measuring anything before a call gives up. An outer function that launches
@@ -285,7 +283,7 @@ class _Call:
         # Reported only with an outcome: a tuning cut short (an interrupt, a
         # failed collective) has none and must not read as "no valid config".
         assert state.space is not None
-        self._emit(
+        self.session.notify(
             "kerneltune_kernel_tuned",
             KernelTuned(
                 kernel=state.name,
@@ -382,7 +380,7 @@ class _Call:
         time_ms: float | None,
         error: BaseException | None,
     ) -> None:
-        self._emit(
+        self.session.notify(
             "kerneltune_launch_measured",
             LaunchMeasured(
                 kernel=state.name,
@@ -396,15 +394,6 @@ class _Call:
                 verbose=self.owner.verbose,
             ),
         )
-
-    def _emit(self, hook: str, event: object) -> None:
-        try:
-            getattr(self.session.manager.hook, hook)(event=event)
-        except Exception:
-            # An observer failing (say, an unwritable log directory) must not
-            # fail the user's kernel launch, nor pull one rank out of a tuning
-            # while the others wait at its next barrier; the engine does the same.
-            logger.exception("kerneltune: %s: an observer of %s failed", self.owner.__name__, hook)
 
 
 def _contains(configs: Sequence[Any], config: Any) -> bool:

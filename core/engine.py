@@ -39,7 +39,7 @@ from typing import Any
 import attrs
 from kerneltune.core.agreement import Verdict, Vote, resolve
 from kerneltune.core.compile import CompileStage, worker_count
-from kerneltune.core.errors import CacheReadError, NoValidConfigError, RankMismatchError
+from kerneltune.core.errors import NoValidConfigError, RankMismatchError, describe_error
 from kerneltune.core.events import (
     CandidateMeasured,
     CompileFinished,
@@ -49,52 +49,18 @@ from kerneltune.core.events import (
     TuningStarted,
 )
 from kerneltune.core.isolation import ScreenedOut, merge_ranks, screen_all, warn_unscreened
-from kerneltune.core.keys import describe, digest, encode_key
+from kerneltune.core.keys import digest, encode_key
 from kerneltune.core.measure import CandidateRuns, host_times, standard_error
 from kerneltune.core.records import STATISTIC, Candidate, Measurement, Method, TuningRecord
 from kerneltune.core.session import Session
+from kerneltune.core.space import Space
+from kerneltune.core.stored import read_record
+from kerneltune.core.ties import TIE_WARMUP, near_ties
 
 logger = logging.getLogger("kerneltune")
 
 PRUNED = "pruned"
 NOT_MEASURED = "not measured"
-
-
-@attrs.frozen
-class Space:
-    """A named candidate list and the fingerprint of what it tunes."""
-
-    name: str
-    candidates: tuple[Candidate, ...]
-    fingerprint: str
-
-    @classmethod
-    def build(
-        cls, name: str, configs: Sequence[Any], source: str, label: Callable[[Any], str] = repr
-    ) -> Space:
-        """Fingerprint ``configs`` and the tuned code's ``source``.
-
-        :param name: the namespace of cache files and logs (the function's name).
-        :param label: a readable one-line form of a config, for logs and records.
-        """
-        candidates = tuple(
-            Candidate(index=i, config=c, fingerprint=digest(describe(c)), label=label(c))
-            for i, c in enumerate(configs)
-        )
-        fingerprint = digest({"source": source, "candidates": [c.fingerprint for c in candidates]})
-        return cls(name=name, candidates=candidates, fingerprint=fingerprint)
-
-
-#: Near ties: a candidate is re-timed with the best one when its mean lies
-#: within this many combined standard errors of the best mean...
-TIE_SIGMAS = 2.0
-#: ...or within this fraction of it, since conditions that change between
-#: candidates measured apart (clocks, caches, other work) are not in the spread...
-TIE_FLOOR = 0.02
-#: ...at most this many candidates, the best included...
-TIE_MAX = 4
-#: ...each given this many untimed runs at the start of every round.
-TIE_WARMUP = 1
 
 
 @attrs.frozen
@@ -124,32 +90,6 @@ class _Job:
     repeat: int
     #: add to the candidate's earlier samples instead of replacing them.
     extend: bool = False
-
-
-def near_ties(means: Sequence[float], errors: Sequence[float]) -> list[int]:
-    """The positions whose means lie within the noise of the lowest, lowest first.
-
-    A mean ties with the best when it exceeds it by at most
-    :data:`TIE_SIGMAS` combined standard errors (``errors``), or by at most
-    :data:`TIE_FLOOR` of the best mean; at most :data:`TIE_MAX` positions,
-    the best's included. Non-finite means never tie.
-    """
-    finite = [i for i, m in enumerate(means) if math.isfinite(m)]
-    if not finite:
-        return []
-    best = min(finite, key=lambda i: (means[i], i))
-
-    def margin(i: int) -> float:
-        return max(TIE_SIGMAS * math.hypot(errors[best], errors[i]), TIE_FLOOR * means[best])
-
-    close = sorted((i for i in finite if means[i] - means[best] <= margin(i)), key=lambda i: (means[i], i))
-    return close[:TIE_MAX]
-
-
-def describe_error(exc: BaseException) -> str:
-    """One line naming the exception type and its message."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _short_repr(value: object, limit: int = 80) -> str:
@@ -283,7 +223,6 @@ class Tuning:
         self._writers: frozenset[int] = frozenset({reducer.rank})
         # Per-rank files are named by the rank in the job: subgroups restart at 0.
         self._global_rank: int = getattr(reducer, "global_rank", reducer.rank)
-        self._held: TuningRecord | None = None
         self._verify_pick = False
         self.best: Candidate | None = tuner.picks.get(key) if failure is None else None
         if self.best is None:
@@ -349,7 +288,7 @@ class Tuning:
         for candidate in self._space.candidates:
             if candidate.index not in kept:
                 self._measurements[candidate.index] = Measurement(candidate.index, error=PRUNED)
-        self._emit(
+        self.session.notify(
             "kerneltune_tuning_started",
             TuningStarted(
                 function=self._space.name,
@@ -364,7 +303,7 @@ class Tuning:
 
     def _loaded(self, source: str) -> None:
         assert self.best is not None
-        self._emit(
+        self.session.notify(
             "kerneltune_pick_loaded",
             PickLoaded(
                 function=self._space.name,
@@ -415,49 +354,15 @@ class Tuning:
         return verdict
 
     def _lookup(self) -> TuningRecord | None:
-        name = self._space.name
-        try:
-            data = self.session.cache_load(name, self._entry)
-        except CacheReadError as exc:
-            logger.info("kerneltune: %s: cache entry unreadable, retuning (%s)", name, exc)
-            return None
-        if data is None:
-            return None
-        try:
-            record = TuningRecord.from_data(data)
-            record.check_pick()
-        except CacheReadError as exc:
-            logger.info("kerneltune: %s: cache entry rejected, retuning (%s)", name, exc)
-            return None
+        assert self._entry is not None
         fingerprints = tuple(c.fingerprint for c in self._space.candidates)
-        if record.fingerprints != fingerprints or record.key != self._encoded:
-            logger.info("kerneltune: %s: cache entry is for another candidate list or key, retuning", name)
-            return None
-        if record.versions != self.session.versions:
-            changed = sorted(
-                k
-                for k in set(record.versions) | set(self.session.versions)
-                if record.versions.get(k) != self.session.versions.get(k)
-            )
-            detail = ", ".join(
-                f"{k} {record.versions.get(k)} -> {self.session.versions.get(k)}" for k in changed
-            )
-            if self.session.settings.version_check:
-                logger.info("kerneltune: %s: software changed (%s), retuning", name, detail)
-                return None
-            warnings.warn(
-                f"kerneltune: {name}: cached pick was tuned with other software ({detail}); using it "
-                "anyway (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to retune)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        return record
+        return read_record(self.session, self._space.name, self._entry, fingerprints, self._encoded)
 
     def _adopt(self, record: TuningRecord, *, store: bool) -> None:
-        self._held = record
         self.best = self._space.candidates[record.best_index]
         self.tuner.picks[self.key] = self.best
-        if store and self.reducer.rank in self._writers:
+        # A failure met while computing the key never reaches a record: no entry, nothing to store.
+        if store and self._entry is not None and self.reducer.rank in self._writers:
             self.session.cache_store(self._space.name, self._entry, record.to_data())
 
     # -- MEASURE -----------------------------------------------------------------
@@ -557,7 +462,7 @@ class Tuning:
         self._screened = {**(self._screened or {}), **{i: ScreenedOut(why) for i, why in failed.items()}}
 
     def _compile_started(self, candidate: Candidate) -> None:
-        self._emit(
+        self.session.notify(
             "kerneltune_compile_started",
             CompileStarted(
                 function=self._space.name,
@@ -572,7 +477,7 @@ class Tuning:
         with self._compiles_lock:
             self._compiles[0] += 1
             done, total = self._compiles
-        self._emit(
+        self.session.notify(
             "kerneltune_compile_finished",
             CompileFinished(
                 function=self._space.name,
@@ -727,7 +632,7 @@ class Tuning:
 
     def _finish_candidate(self, measurement: Measurement) -> None:
         self._measurements[measurement.index] = measurement
-        self._emit(
+        self.session.notify(
             "kerneltune_candidate_measured",
             CandidateMeasured(
                 function=self._space.name,
@@ -769,7 +674,7 @@ class Tuning:
             allowed = None
         finite = [i for i, t in enumerate(times) if math.isfinite(t) and (allowed is None or i in allowed)]
         best = min(finite, key=lambda i: (times[i], i)) if finite else None
-        self._emit(
+        self.session.notify(
             "kerneltune_tuning_finished",
             TuningFinished(
                 function=self._space.name,
@@ -827,11 +732,3 @@ class Tuning:
             reason = measurement.error or "failed on another rank"
             lines.append(f"  [{candidate.index}] {candidate.label}: {reason}")
         return "\n".join(lines)
-
-    def _emit(self, hook: str, event: object) -> None:
-        try:
-            getattr(self.session.manager.hook, hook)(event=event)
-        except Exception:
-            # An observer failing on one rank (say, an unwritable log directory) must not
-            # pull that rank out of the tuning while the others wait at its next barrier.
-            logger.exception("kerneltune: %s: an observer of %s failed", self._space.name, hook)

@@ -43,3 +43,9 @@ class StalledTuningError(KernelTuneError, RuntimeError):
     typically because a kernel's key holds a value that changes between
     executions (a counter, a pointer); the message names the kernel and keys.
     """
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line naming the exception type and its message."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -17,10 +17,12 @@ import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from kerneltune.core.engine import Candidate, Space, Tuner, Tuning
+from kerneltune.core.engine import Tuner, Tuning
 from kerneltune.core.isolation import SUBPROCESS, Screening, target_of
+from kerneltune.core.records import Candidate
 from kerneltune.core.registry import collect_registry
 from kerneltune.core.session import Session, current_session
+from kerneltune.core.space import Space
 from kerneltune.core.wrapping import FunctionWrapper
 
 _CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import threading
 import warnings
@@ -16,6 +17,8 @@ from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
 from kerneltune.core.notices import warn_once
 from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
 from kerneltune.core.settings import Settings, load_settings
+
+logger = logging.getLogger("kerneltune")
 
 
 @attrs.frozen
@@ -134,6 +137,19 @@ class Session:
                 RuntimeWarning,
                 stacklevel=3,
             )
+
+    def notify(self, hook: str, event: Any) -> None:
+        """Call the observer hook ``hook`` with ``event``; an observer that raises is logged, not raised.
+
+        An observer failing on one rank (say, an unwritable log directory)
+        must not pull that rank out of a tuning while the others wait at its
+        next barrier, nor fail the user's kernel launch.
+        """
+        try:
+            getattr(self.manager.hook, hook)(event=event)
+        except Exception:
+            about = getattr(event, "function", None) or getattr(event, "kernel", "")
+            logger.exception("kerneltune: %s: an observer of %s failed", about, hook)
 
     def make_timer(self) -> Timer:
         """A new timer of the configured (or automatically chosen) kind."""

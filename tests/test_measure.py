@@ -7,9 +7,9 @@ import types
 
 import pytest
 from kerneltune.core import Measurement, PickLoaded, hookimpl, measure
-from kerneltune.core.engine import near_ties
 from kerneltune.core.measure import standard_error
 from kerneltune.core.records import trimmed
+from kerneltune.core.ties import near_ties
 from tuning_doubles import FakeClock, clock_plugin, install_session, steps_plugin, stored_records
 
 from triton_dist.tune import autotune

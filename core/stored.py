@@ -1,0 +1,58 @@
+"""LOOKUP: a stored record, read through the cache plugin and trusted only once checked."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any
+
+from kerneltune.core.errors import CacheReadError
+from kerneltune.core.records import TuningRecord
+from kerneltune.core.session import Session
+
+logger = logging.getLogger("kerneltune")
+
+
+def read_record(
+    session: Session, name: str, entry: str, fingerprints: tuple[str, ...], key: Any
+) -> TuningRecord | None:
+    """The record stored for ``entry``, or ``None`` (a logged miss) when there is none to trust.
+
+    A record that cannot be read, fails its checks (field by field, and its
+    pick against its times), or is for another candidate list or key is a
+    miss; one made with other software versions is a warning, or a miss
+    with ``version_check``.
+    """
+    try:
+        data = session.cache_load(name, entry)
+    except CacheReadError as exc:
+        logger.info("kerneltune: %s: cache entry unreadable, retuning (%s)", name, exc)
+        return None
+    if data is None:
+        return None
+    try:
+        record = TuningRecord.from_data(data)
+        record.check_pick()
+    except CacheReadError as exc:
+        logger.info("kerneltune: %s: cache entry rejected, retuning (%s)", name, exc)
+        return None
+    if record.fingerprints != fingerprints or record.key != key:
+        logger.info("kerneltune: %s: cache entry is for another candidate list or key, retuning", name)
+        return None
+    if record.versions != session.versions:
+        changed = sorted(
+            k
+            for k in set(record.versions) | set(session.versions)
+            if record.versions.get(k) != session.versions.get(k)
+        )
+        detail = ", ".join(f"{k} {record.versions.get(k)} -> {session.versions.get(k)}" for k in changed)
+        if session.settings.version_check:
+            logger.info("kerneltune: %s: software changed (%s), retuning", name, detail)
+            return None
+        warnings.warn(
+            f"kerneltune: {name}: cached pick was tuned with other software ({detail}); using it "
+            "anyway (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to retune)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return record

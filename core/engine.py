@@ -104,9 +104,10 @@ class Tuner:
     read it directly on their dispatch path.
     """
 
-    def __init__(self, space: Space) -> None:
+    def __init__(self, space: Space, picks: dict[Hashable, Candidate] | None = None) -> None:
+        """:param picks: the dict to keep picks in (default: a new one), for a driver that reads it first."""
         self.space = space
-        self.picks: dict[Hashable, Candidate] = {}
+        self.picks: dict[Hashable, Candidate] = {} if picks is None else picks
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 

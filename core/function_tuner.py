@@ -13,6 +13,7 @@ import contextlib
 import functools
 import inspect
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
@@ -28,8 +29,10 @@ from kerneltune.core.wrapping import FunctionWrapper
 _CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")
 
 
-def _label(config: Mapping[str, Any]) -> str:
-    return ", ".join(f"{name}=<{value}>" for name, value in config.items())
+def _label(config: Mapping[str, Any], session: Session) -> str:
+    # Plugins name the values they know (a triton.Config by the options it sets).
+    hook = session.manager.hook.kerneltune_describe_value
+    return ", ".join(f"{name}=<{hook(value=value) or value}>" for name, value in config.items())
 
 
 def _source(fn: Callable[..., Any]) -> str:
@@ -110,8 +113,10 @@ class AutoTuner(FunctionWrapper):
             (positional.index(f) for f in fields if f in positional), default=sys.maxsize
         )
         self._positional = positional
-        self._tuner = Tuner(Space.build(name, self.config_space, _source(fn), label=_label))
-        self._picks = self._tuner.picks
+        self._picks: dict[Hashable, Candidate] = {}
+        # Built at the first tuning, when plugins can label the configs.
+        self._tuner: Tuner | None = None
+        self._tuner_lock = threading.Lock()
 
     def __call__(
         self,
@@ -167,7 +172,7 @@ class AutoTuner(FunctionWrapper):
         session = current_session()
         isolated = session.settings.isolate == SUBPROCESS
         target = target_of(self.fn, args, kwargs) if isolated else None
-        with self._tuner.begin(
+        with self._tuner_for(session).begin(
             session, key, keep=keep, failure=failure, group=group, verbose=verbose
         ) as tuning:
             if target is not None and not tuning.hit:
@@ -190,6 +195,15 @@ class AutoTuner(FunctionWrapper):
 
         with screening:
             tuning.isolate(screen_one)
+
+    def _tuner_for(self, session: Session) -> Tuner:
+        with self._tuner_lock:
+            if self._tuner is None:
+                space = Space.build(
+                    self.__name__, self.config_space, _source(self.fn), label=lambda c: _label(c, session)
+                )
+                self._tuner = Tuner(space, picks=self._picks)
+            return self._tuner
 
     def _precompile(
         self,

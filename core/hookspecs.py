@@ -2,7 +2,7 @@
 
 Every hook is prefixed ``kerneltune_``; a plugin implementing a hook not
 specified here is refused when the plugin manager is made, with its name.
-Three families:
+Three families, and one hook of its own:
 
 * registries (``kerneltune_register_*``): each implementation receives a
   ``register`` callable and hands it the classes it provides. All
@@ -14,6 +14,8 @@ Three families:
   ``kerneltune_tuning_finished``): notifications. Their return value is
   ignored. The engine never prints: logging, progress bars and metrics attach
   here.
+* ``kerneltune_describe_value``: the first plugin that knows a value names
+  it, for labels.
 """
 
 from __future__ import annotations
@@ -197,6 +199,21 @@ def kerneltune_compile_finished(event: CompileFinished) -> None:
     :param event: the candidate, the seconds its compile took, its error
         (``None`` when it compiled) and how many of this rank's compiles are
         done out of how many.
+    """
+
+
+@hookspec(firstresult=True)
+def kerneltune_describe_value(value: Any) -> str | None:
+    """A short readable form of one value of a function-level config, for labels.
+
+    Labels name candidates in logs, records and the ``kerneltune`` command.
+    A plugin that knows a value's type (Triton's names a ``triton.Config``
+    by the options it sets) returns its text; ``None`` leaves the value to
+    ``str``.
+
+    :param value: one value of a config dict.
+
+    The first non-``None`` result is used.
     """
 
 

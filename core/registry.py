@@ -38,6 +38,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.observers.contextual_log",
     "kerneltune.plugins.observers.progress",
     "kerneltune.plugins.triton.interceptor",
+    "kerneltune.plugins.triton.labels",
     "kerneltune.plugins.triton.search_params",
     "kerneltune.plugins.profiles.nvidia",
     "kerneltune.plugins.profiles.ascend",

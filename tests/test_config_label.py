@@ -30,3 +30,20 @@ def test_a_kwarg_equal_to_an_option_default_is_still_shown():
 
 def test_what_is_not_a_config_reads_as_itself():
     assert config_label({"BLOCK": 64}) == "{'BLOCK': 64}"
+
+
+def test_function_level_labels_name_a_config_by_what_it_sets(isolated):
+    from tuning_doubles import stored_records
+
+    from triton_dist.tune import autotune
+
+    space = [{"cfg": triton.Config({"BLOCK": 256}, num_warps=8)}, {"cfg": triton.Config({"BLOCK": 512})}]
+
+    @autotune(config_space=space, key_fn=lambda n: n)
+    def launcher(n, cfg):
+        return cfg.kwargs["BLOCK"]
+
+    launcher(3)
+    (record,) = stored_records(isolated, "launcher")
+    labels = [row["label"] for row in record["candidates"]]
+    assert labels == ["cfg=<BLOCK=256, num_warps=8>", "cfg=<BLOCK=512>"]

@@ -49,7 +49,7 @@ import torch
 import triton
 import triton.language as tl
 from kerneltune.core import Space, Tuner, current_session
-from kerneltune.plugins.triton import adapter
+from kerneltune.plugins.triton import adapter, compiler
 
 import triton_dist.autotune_hooks  # noqa: F401
 
@@ -171,7 +171,7 @@ def exhaustive(kernel, grid, args, launch, fixed) -> tuple[list[float], float]:
     """Every candidate of the kernel's space, compiled in parallel and measured through the engine."""
     started = time.perf_counter()
     candidates = kernel.search_space(**fixed).tuner.space.candidates
-    bind = adapter.device_binding()
+    bind = compiler.device_binding()
 
     def build(config):
         bind()

@@ -446,55 +446,6 @@ def run_function(fn: Any, args: Sequence[Any], *, grid: Any, warmup: bool, meta:
     return fn.run(*args, grid=grid, warmup=warmup, **meta)
 
 
-def shared_memory_problem(compiled: Any) -> str | None:
-    """Why a compiled kernel cannot launch on the current device, from its metadata; ``None`` if it can
-    (or nobody can tell).
-
-    Compares the shared memory the compiler allotted with the device's limit,
-    the check Triton itself makes only at the first launch.
-    """
-    shared = getattr(getattr(compiled, "metadata", None), "shared", None)
-    if not isinstance(shared, int):
-        return None
-    try:
-        from triton.runtime import driver
-
-        properties = driver.active.utils.get_device_properties(driver.active.get_current_device())
-    except Exception:
-        return None
-    limit = properties.get("max_shared_mem") if isinstance(properties, dict) else None
-    if isinstance(limit, int) and shared > limit:
-        return f"needs {shared} bytes of shared memory, the device has {limit}"
-    return None
-
-
-def out_of_resources(exc: BaseException) -> bool:
-    """Whether ``exc`` is Triton's ``OutOfResources`` (shared memory, registers, threads)."""
-    try:
-        from triton.runtime.errors import OutOfResources
-    except ImportError:
-        return False
-    return isinstance(exc, OutOfResources)
-
-
-def device_binding() -> Callable[[], None]:
-    """A function that makes the thread calling it use this thread's current device.
-
-    Compile threads need it: Triton files a compiled kernel under the calling
-    thread's current device, and a new thread starts on device 0.
-    """
-    if interpreting():
-        return lambda: None
-    from triton.runtime import driver
-
-    active = driver.active
-    device = active.get_current_device()
-    setter = getattr(active, "set_current_device", None)
-    if setter is None:
-        return lambda: None
-    return lambda: setter(device)
-
-
 def install_autotune(make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
     """Replace ``triton.autotune`` (and its aliases in ``triton.runtime``) with ``make(original)``.
 

@@ -11,8 +11,11 @@ arguments and launches nothing:
   launcher once with this thread's JIT launches recorded instead of made,
   each turned into a compile.
 
-Like :mod:`kerneltune.plugins.triton.adapter`, this module is the only place
-that touches what it touches: ``JITFunction.run`` (patched while a recording
+It also holds what compiling needs to know of the driver: which device a
+thread compiles for (:func:`device_binding`), whether a compiled kernel fits
+the device (:func:`shared_memory_problem`) and whether an error is Triton's
+``OutOfResources``. Like :mod:`kerneltune.plugins.triton.adapter`, this
+module is the only place that touches what it touches: ``JITFunction.run`` (patched while a recording
 is open on any thread) and the per-device kernel cache Triton creates on a
 kernel's first compile.
 """
@@ -29,6 +32,55 @@ from typing import Any
 from kerneltune.plugins.triton import adapter
 
 Thunk = Callable[[], object]
+
+
+def shared_memory_problem(compiled: Any) -> str | None:
+    """Why a compiled kernel cannot launch on the current device, from its metadata; ``None`` if it can
+    (or nobody can tell).
+
+    Compares the shared memory the compiler allotted with the device's limit,
+    the check Triton itself makes only at the first launch.
+    """
+    shared = getattr(getattr(compiled, "metadata", None), "shared", None)
+    if not isinstance(shared, int):
+        return None
+    try:
+        from triton.runtime import driver
+
+        properties = driver.active.utils.get_device_properties(driver.active.get_current_device())
+    except Exception:
+        return None
+    limit = properties.get("max_shared_mem") if isinstance(properties, dict) else None
+    if isinstance(limit, int) and shared > limit:
+        return f"needs {shared} bytes of shared memory, the device has {limit}"
+    return None
+
+
+def out_of_resources(exc: BaseException) -> bool:
+    """Whether ``exc`` is Triton's ``OutOfResources`` (shared memory, registers, threads)."""
+    try:
+        from triton.runtime.errors import OutOfResources
+    except ImportError:
+        return False
+    return isinstance(exc, OutOfResources)
+
+
+def device_binding() -> Callable[[], None]:
+    """A function that makes the thread calling it use this thread's current device.
+
+    Compile threads need it: Triton files a compiled kernel under the calling
+    thread's current device, and a new thread starts on device 0.
+    """
+    if adapter.interpreting():
+        return lambda: None
+    from triton.runtime import driver
+
+    active = driver.active
+    device = active.get_current_device()
+    setter = getattr(active, "set_current_device", None)
+    if setter is None:
+        return lambda: None
+    return lambda: setter(device)
 
 
 class CannotRun(RuntimeError):
@@ -74,7 +126,7 @@ def _compile(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
 
 
 def _check(compiled: Any) -> None:
-    problem = adapter.shared_memory_problem(compiled)
+    problem = shared_memory_problem(compiled)
     if problem is not None:
         raise CannotRun(f"cannot launch: {problem}")
 
@@ -90,7 +142,7 @@ def config_compiler(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> 
     """
     if adapter.interpreting():
         return None
-    bind = adapter.device_binding()
+    bind = device_binding()
     fn = tuner.fn
     _prime(fn)
 
@@ -117,7 +169,7 @@ def _recording_run(fn: Any, *args: Any, **kwargs: Any) -> Any:
     if compiles is None or kwargs.get("warmup"):
         return _original_run(fn, *args, **kwargs)
     _prime(fn)
-    compiles.append(functools.partial(_compile_recorded, adapter.device_binding(), fn, args, kwargs))
+    compiles.append(functools.partial(_compile_recorded, device_binding(), fn, args, kwargs))
     return None
 
 

@@ -296,7 +296,7 @@ class SearchRun:
         try:
             self.compile_config(candidate.config)
         except Exception as exc:
-            if isinstance(exc, compiler.CannotRun) or adapter.out_of_resources(exc):
+            if isinstance(exc, compiler.CannotRun) or compiler.out_of_resources(exc):
                 with self.noting:
                     self.note_exhausted(point, str(exc))
             self.drop(candidate, exc)
@@ -308,7 +308,7 @@ class SearchRun:
                 adapter.launch_config(self.kernel, self.args, self.kwargs(), candidate.config)
             except Exception as exc:
                 self.failures[candidate.index] = describe_error(exc)
-                if adapter.out_of_resources(exc):
+                if compiler.out_of_resources(exc):
                     self.note_exhausted(point, str(exc))
                 raise
 

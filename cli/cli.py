@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -23,9 +22,9 @@ from typing import Any
 import attrs
 import click
 import pluggy
-from kerneltune import __version__
+from kerneltune import __version__, views
 from kerneltune.archive import read_archive, write_archive
-from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, load_settings
+from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, format_ms, load_settings
 from kerneltune.core.records import iso_date
 from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
 from kerneltune.core.session import make_cache
@@ -104,89 +103,6 @@ def _readable(caches: Sequence[Any], function: str | None) -> list[_Stored]:
     return kept
 
 
-def _key_text(value: Any) -> str:
-    """A stored (encoded) key as the Python value it was made from."""
-    if isinstance(value, list):
-        items = [_key_text(item) for item in value]
-        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
-    if isinstance(value, dict) and len(value) == 1:
-        ((tag, inner),) = value.items()
-        if tag == "float" and isinstance(inner, str):
-            try:
-                return repr(float.fromhex(inner))
-            except ValueError:
-                return inner
-        if tag == "torch.dtype":
-            return str(inner)
-        if tag == "torch.Size":
-            return f"torch.Size({inner})"
-        return f"{tag}({_key_text(inner)})"
-    return repr(value)
-
-
-def _ms(value: float) -> str:
-    return f"{value:.4f} ms" if math.isfinite(value) else "-"
-
-
-def _deviation(samples: Sequence[float]) -> float:
-    return statistics.stdev(samples) if len(samples) > 1 else 0.0
-
-
-def _spread(samples: Sequence[float]) -> str:
-    if len(samples) < 2:
-        return ""
-    return (
-        f"±{_deviation(samples):.4f} (min {min(samples):.4f}, max {max(samples):.4f}, {len(samples)} samples)"
-    )
-
-
-def _measured(record: TuningRecord) -> int:
-    return sum(1 for t in record.times if math.isfinite(t))
-
-
-def _method_text(record: TuningRecord) -> str:
-    method = record.method
-    if not method.timer and not method.repeat:
-        return "not recorded"
-    return (
-        f"{method.objective} time, {method.statistic} of {method.repeat} runs after {method.warmup} "
-        f"warm-up, timer {method.timer}"
-    )
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
-    return [
-        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in (headers, *rows)
-    ]
-
-
-def _clip(text: str, width: int = 48) -> str:
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _candidate_lines(record: TuningRecord) -> list[str]:
-    """Every candidate, fastest first, failures last with their error."""
-    order = sorted(range(len(record.times)), key=lambda i: (record.times[i], i))
-    rows = []
-    for i in order:
-        error = record.measurements[i].error
-        mark = "*" if i == record.best_index else " "
-        if error is None:
-            rows.append(
-                [
-                    f"{mark}[{i}]",
-                    record.labels[i],
-                    _ms(record.times[i]),
-                    _spread(record.measurements[i].samples),
-                ]
-            )
-        else:
-            rows.append([f"{mark}[{i}]", record.labels[i], "failed", error])
-    return ["  " + line for line in _table(["", "candidate", "time", "spread or error"], rows)]
-
-
 def _dir_option(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--dir",
@@ -224,7 +140,7 @@ def plugins() -> None:
     loaded = _Plugins.load()
     click.echo("plugins loaded:")
     named = [(name, plugin) for name, plugin in loaded.manager.list_name_plugin() if name != "hookspecs"]
-    for line in _table(["  name", "from"], [[f"  {n}", _plugin_origin(loaded, n, p)] for n, p in named]):
+    for line in views.table(["  name", "from"], [[f"  {n}", _plugin_origin(loaded, n, p)] for n, p in named]):
         click.echo(line)
     if loaded.settings.block:
         click.echo(f"  blocked: {', '.join(loaded.settings.block)}")
@@ -240,7 +156,7 @@ def plugins() -> None:
             rows.append(
                 [f"  {name}", available + (", auto" if name == automatic else ""), registry.owners[name]]
             )
-        for line in _table([f"  {registry.family}", "here", "plugin"], rows):
+        for line in views.table([f"  {registry.family}", "here", "plugin"], rows):
             click.echo(line)
     hardware = merged_facts(loaded.manager, "kerneltune_hardware_info")
     click.echo("\nhardware: " + ", ".join(f"{k} {v}" for k, v in sorted(hardware.items())))
@@ -251,7 +167,7 @@ def plugins() -> None:
         [f"  {name}", json.dumps(_plain(shown.get(name, getattr(loaded.settings, name)))), where]
         for name, where in sources.items()
     ]
-    for line in _table(["  setting", "value", "from"], rows):
+    for line in views.table(["  setting", "value", "from"], rows):
         click.echo(line)
 
 
@@ -293,15 +209,15 @@ def list_records(function: str | None, directory: Path | None, as_json: bool) ->
         rows.append(
             [
                 record.function,
-                _clip(_key_text(record.key), 32),
-                _clip(record.labels[record.best_index], 40),
-                _ms(record.times[record.best_index]),
-                f"{_measured(record)}/{len(record.times)}",
+                views.clip(views.key_text(record.key), 32),
+                views.clip(record.labels[record.best_index], 40),
+                format_ms(record.times[record.best_index]),
+                f"{views.measured(record)}/{len(record.times)}",
                 iso_date(record.created),
                 str(stored.path),
             ]
         )
-    for line in _table(["function", "key", "pick", "time", "measured", "date", "file"], rows):
+    for line in views.table(["function", "key", "pick", "time", "measured", "date", "file"], rows):
         click.echo(line)
 
 
@@ -312,11 +228,11 @@ def _summary(stored: _Stored) -> dict[str, Any]:
     return {
         "function": record.function,
         "key": record.key,
-        "key_text": _key_text(record.key),
+        "key_text": views.key_text(record.key),
         "digest": stored.digest,
         "pick": {"index": record.best_index, "label": record.labels[record.best_index]},
         "time_ms": best if math.isfinite(best) else None,
-        "measured": _measured(record),
+        "measured": views.measured(record),
         "candidates": len(record.times),
         "created_at": iso_date(record.created),
         "measured_with": record.method.to_data(),
@@ -370,10 +286,10 @@ def show(record_ref: str, directory: Path | None) -> None:
     header = [
         ("file", str(stored.path)),
         ("function", record.function),
-        ("key", _key_text(record.key)),
+        ("key", views.key_text(record.key)),
         ("digest", stored.digest),
         ("date", iso_date(record.created)),
-        ("measured with", _method_text(record)),
+        ("measured with", views.method_text(record)),
         ("pick", f"[{record.best_index}] {record.labels[record.best_index]}"),
         ("versions", ", ".join(f"{k} {v}" for k, v in sorted(record.versions.items()))),
         ("hardware", ", ".join(f"{k} {v}" for k, v in sorted(record.hardware.items()))),
@@ -381,7 +297,7 @@ def show(record_ref: str, directory: Path | None) -> None:
     for name, value in header:
         click.echo(f"{name + ':':<15}{value}")
     click.echo("")
-    for line in _candidate_lines(record):
+    for line in views.candidate_lines(record):
         click.echo(line)
 
 
@@ -468,7 +384,9 @@ def import_records(archive: Path, directory: Path | None) -> None:
                 for k in sorted(set(record.hardware) | set(here))
                 if record.hardware.get(k) != here.get(k)
             )
-            click.echo(f"skipped {record.function} {_key_text(record.key)}: other hardware: {differences}")
+            click.echo(
+                f"skipped {record.function} {views.key_text(record.key)}: other hardware: {differences}"
+            )
             continue
         target.store(record.function, entry.digest, entry.data)
         imported += 1
@@ -503,43 +421,10 @@ def report(function: str | None, directory: Path | None, plot: Path | None) -> N
     for number, record in enumerate(records):
         if number:
             click.echo("")
-        click.echo(f"{record.function} {_key_text(record.key)}")
-        click.echo(f"  made {iso_date(record.created)}, measured with: {_method_text(record)}")
-        for line in _candidate_lines(record):
+        click.echo(f"{record.function} {views.key_text(record.key)}")
+        click.echo(f"  made {iso_date(record.created)}, measured with: {views.method_text(record)}")
+        for line in views.candidate_lines(record):
             click.echo(line)
     if plot is not None:
-        _plot(records, plot)
+        views.plot(records, plot)
         click.echo(f"\nwrote {plot}")
-
-
-def _plot(records: Sequence[TuningRecord], path: Path) -> None:
-    try:
-        import matplotlib
-    except ImportError:
-        raise click.ClickException(
-            "--plot needs matplotlib, which is not installed: pip install 'kerneltune[plot]'"
-        ) from None
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-
-    figure, axes = pyplot.subplots(
-        len(records), 1, figsize=(9, 0.5 + 0.35 * sum(len(r.times) + 2 for r in records)), squeeze=False
-    )
-    for record, ax in zip(records, axes[:, 0], strict=True):
-        order = sorted(range(len(record.times)), key=lambda i: (record.times[i], i))
-        timed = [i for i in order if math.isfinite(record.times[i])]
-        failed = [i for i in order if not math.isfinite(record.times[i])]
-        labels = [_clip(f"[{i}] {record.labels[i]}", 60) for i in timed + failed]
-        means = [record.times[i] for i in timed] + [0.0] * len(failed)
-        errors = [_deviation(record.measurements[i].samples) for i in timed] + [0.0] * len(failed)
-        colours = ["tab:green" if i == record.best_index else "tab:blue" for i in timed]
-        colours += ["tab:red"] * len(failed)
-        ax.barh(labels, means, xerr=errors, color=colours)
-        for position in range(len(timed), len(labels)):
-            ax.text(0, position, " failed", va="center", color="tab:red")
-        ax.invert_yaxis()
-        ax.set_xlabel("time (ms)")
-        ax.set_title(_clip(f"{record.function} {_key_text(record.key)}", 90), fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    pyplot.close(figure)

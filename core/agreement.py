@@ -8,6 +8,7 @@ reach the same verdict, or all raise the same error, without further messages.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import attrs
@@ -145,3 +146,41 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
             for host in dict.fromkeys(v["host"] for v in votes)
         ),
     )
+
+
+def agree(reducer: Any, vote: Vote, function: str) -> Verdict:
+    """AGREE: gather every rank's vote (one collective) and resolve them alike on every rank.
+
+    Ranks tuning under different keys get a ``RuntimeWarning``: they stay in
+    step only while all of them find or miss their key together.
+    """
+    verdict = resolve(reducer.gather(vote.to_data()), reducer.world_size, function)
+    if verdict.key_mismatch is not None:
+        warnings.warn(
+            f"kerneltune: {function}: ranks tune together under different keys "
+            f"({verdict.key_mismatch}); they stay in step only while all of them find or miss "
+            "their key together, so keep ranks, pointers and other per-rank values out of key_fn",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+    return verdict
+
+
+def check_picks(reducer: Any, best: int, function: str) -> None:
+    """``verify_pick``: one more gather, to check that every rank picked ``best``.
+
+    :raises RankMismatchError: naming each rank's pick, on every rank.
+    """
+    picks = reducer.gather(best)
+    if len(set(picks)) > 1:
+        listed = ", ".join(f"rank {rank} picked [{pick}]" for rank, pick in enumerate(picks))
+        raise RankMismatchError(
+            f"{function}: ranks picked different candidates ({listed}): the reducer "
+            "did not give every rank the same reduced timings"
+        )
+
+
+def short_repr(value: object, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

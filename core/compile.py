@@ -20,7 +20,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
+import attrs
+from kerneltune.core.errors import describe_error
+from kerneltune.core.events import CompileFinished, CompileStarted
 from kerneltune.core.records import Candidate
 
 #: Threads when the ``compile_workers`` setting is 0 ("one per core"), at most.
@@ -39,6 +43,17 @@ def worker_count(setting: int, candidates: int) -> int:
     return max(1, min(wanted, candidates))
 
 
+@attrs.frozen
+class Subject:
+    """What the stage's events say about the tuning they belong to."""
+
+    function: str
+    key: object
+    rank: int
+    verbose: bool
+    log_dir: Path | None
+
+
 class CompileStage:
     """Compiles candidates on a thread pool; :meth:`wait` gives one's outcome.
 
@@ -47,9 +62,11 @@ class CompileStage:
         will be measured (the pool starts them in that order).
     :param workers: the pool's threads.
     :param timeout: seconds a compile may take once started; 0 for no limit.
-    :param started: called on a pool thread as a candidate's compile starts.
-    :param finished: called on a pool thread with the candidate, the seconds
-        its compile took and its error (``None`` when it compiled).
+    :param subject: the tuning, as its events name it.
+    :param notify: sends an observer hook its event
+        (:meth:`kerneltune.core.session.Session.notify`); called on pool
+        threads with ``kerneltune_compile_started`` and
+        ``kerneltune_compile_finished``.
     """
 
     def __init__(
@@ -59,14 +76,15 @@ class CompileStage:
         *,
         workers: int,
         timeout: float,
-        started: Callable[[Candidate], object],
-        finished: Callable[[Candidate, float, BaseException | None], object],
+        subject: Subject,
+        notify: Callable[[str, object], object],
     ) -> None:
         self._compile_one = compile_one
         self._timeout = timeout
-        self._started = started
-        self._finished = finished
+        self._subject = subject
+        self._notify = notify
         self._began: dict[int, float] = {}
+        self._done = 0
         self._lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix="kerneltune-compile"
@@ -76,21 +94,49 @@ class CompileStage:
 
     def add(self, candidates: Sequence[Candidate]) -> None:
         """Compile these too, after those handed over before; one already handed over is not redone."""
-        for candidate in candidates:
-            if candidate.index not in self._futures:
-                self._futures[candidate.index] = self._pool.submit(self._run, candidate)
+        with self._lock:
+            for candidate in candidates:
+                if candidate.index not in self._futures:
+                    self._futures[candidate.index] = self._pool.submit(self._run, candidate)
 
     def _run(self, candidate: Candidate) -> BaseException | None:
         began = time.monotonic()
         with self._lock:
             self._began[candidate.index] = began
-        self._started(candidate)
+        about = self._subject
+        self._notify(
+            "kerneltune_compile_started",
+            CompileStarted(
+                function=about.function,
+                key=about.key,
+                candidate=candidate,
+                rank=about.rank,
+                verbose=about.verbose,
+            ),
+        )
         error: BaseException | None = None
         try:
             self._compile_one(candidate)
         except Exception as exc:
             error = exc
-        self._finished(candidate, time.monotonic() - began, error)
+        with self._lock:
+            self._done += 1
+            done, total = self._done, len(self._futures)
+        self._notify(
+            "kerneltune_compile_finished",
+            CompileFinished(
+                function=about.function,
+                key=about.key,
+                candidate=candidate,
+                seconds=time.monotonic() - began,
+                error=None if error is None else describe_error(error),
+                done=done,
+                total=total,
+                rank=about.rank,
+                verbose=about.verbose,
+                log_dir=about.log_dir,
+            ),
+        )
         return error
 
     def wait(self, candidate: Candidate) -> BaseException | None:

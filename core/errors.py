@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 
 class KernelTuneError(Exception):
     """Base class of every error kerneltune raises on purpose."""
@@ -49,3 +52,10 @@ def describe_error(exc: BaseException) -> str:
     """One line naming the exception type and its message."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def failure_report(function: str, key: object, rows: Iterable[tuple[Any, str]]) -> str:
+    """The message of :class:`NoValidConfigError`: each candidate (``index``, ``label``) and why it failed."""
+    lines = [f"cannot find valid config for {function} with key {key!r}; every candidate failed:"]
+    lines += [f"  [{candidate.index}] {candidate.label}: {reason}" for candidate, reason in rows]
+    return "\n".join(lines)

@@ -1,14 +1,17 @@
-"""LOOKUP: a stored record, read through the cache plugin and trusted only once checked."""
+"""The stored record: read at LOOKUP (trusted only once checked), made at PERSIST."""
 
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from typing import Any
 
 from kerneltune.core.errors import CacheReadError
-from kerneltune.core.records import TuningRecord
+from kerneltune.core.records import STATISTIC, Measurement, Method, TuningRecord
+from kerneltune.core.schedule import Schedule
 from kerneltune.core.session import Session
+from kerneltune.core.space import Space
 
 logger = logging.getLogger("kerneltune")
 
@@ -56,3 +59,42 @@ def read_record(
             stacklevel=4,
         )
     return record
+
+
+def new_record(
+    session: Session,
+    space: Space,
+    key: Any,
+    best: int,
+    times: tuple[float, ...],
+    measurements: tuple[Measurement, ...],
+    schedule: Schedule,
+    finalists: tuple[int, ...] | None,
+) -> TuningRecord:
+    """The record of a finished tuning: the pick, every candidate's time and how they were measured.
+
+    :param key: the encoded key.
+    :param times: every candidate's time as the ranks agreed on it.
+    :param finalists: the candidates SELECT chose among, or ``None`` for all.
+    """
+    settings = session.settings
+    return TuningRecord(
+        function=space.name,
+        key=key,
+        fingerprints=tuple(c.fingerprint for c in space.candidates),
+        labels=tuple(c.label for c in space.candidates),
+        best_index=best,
+        times=times,
+        measurements=measurements,
+        versions=dict(session.versions),
+        hardware=dict(session.hardware),
+        created=time.time(),
+        method=Method(
+            objective=settings.objective,
+            statistic=STATISTIC,
+            timer=session.timers.select(settings.timer).name,
+            warmup=schedule.warmup,
+            repeat=schedule.repeat,
+        ),
+        finalists=finalists,
+    )

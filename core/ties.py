@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
+
+from kerneltune.core.measure import standard_error
+from kerneltune.core.records import Measurement
 
 #: Near ties: a candidate is re-timed with the best one when its mean lies
 #: within this many combined standard errors of the best mean...
@@ -42,3 +46,14 @@ def near_ties(means: Sequence[float], errors: Sequence[float]) -> list[int]:
 
     close = sorted((i for i in finite if means[i] - means[best] <= margin(i)), key=lambda i: (means[i], i))
     return close[:TIE_MAX]
+
+
+def agreed_near_ties(measurements: Sequence[Measurement], reducer: Any) -> list[int]:
+    """:func:`near_ties` of the candidates' means and spreads as every rank agrees on them.
+
+    With several ranks, one ``max`` over the means and standard errors
+    together, so every rank re-times the same candidates.
+    """
+    local = [m.mean for m in measurements] + [standard_error(m.samples) for m in measurements]
+    agreed = list(reducer.max(local)) if reducer.world_size > 1 else local
+    return near_ties(agreed[: len(measurements)], agreed[len(measurements) :])

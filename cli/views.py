@@ -1,0 +1,124 @@
+"""How stored records read in the ``kerneltune`` command: keys, times, tables and plots."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from kerneltune.core import TuningRecord, format_ms
+
+
+def key_text(value: Any) -> str:
+    """A stored (encoded) key as the Python value it was made from."""
+    if isinstance(value, list):
+        items = [key_text(item) for item in value]
+        return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+    if isinstance(value, dict) and len(value) == 1:
+        ((tag, inner),) = value.items()
+        if tag == "float" and isinstance(inner, str):
+            try:
+                return repr(float.fromhex(inner))
+            except ValueError:
+                return inner
+        if tag == "torch.dtype":
+            return str(inner)
+        if tag == "torch.Size":
+            return f"torch.Size({inner})"
+        return f"{tag}({key_text(inner)})"
+    return repr(value)
+
+
+def deviation(samples: Sequence[float]) -> float:
+    return statistics.stdev(samples) if len(samples) > 1 else 0.0
+
+
+def spread(samples: Sequence[float]) -> str:
+    if len(samples) < 2:
+        return ""
+    return (
+        f"±{deviation(samples):.4f} (min {min(samples):.4f}, max {max(samples):.4f}, {len(samples)} samples)"
+    )
+
+
+def measured(record: TuningRecord) -> int:
+    return sum(1 for t in record.times if math.isfinite(t))
+
+
+def method_text(record: TuningRecord) -> str:
+    method = record.method
+    if not method.timer and not method.repeat:
+        return "not recorded"
+    return (
+        f"{method.objective} time, {method.statistic} of {method.repeat} runs after {method.warmup} "
+        f"warm-up, timer {method.timer}"
+    )
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+    return [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (headers, *rows)
+    ]
+
+
+def clip(text: str, width: int = 48) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def candidate_lines(record: TuningRecord) -> list[str]:
+    """Every candidate, fastest first, failures last with their error."""
+    order = sorted(range(len(record.times)), key=lambda i: (record.times[i], i))
+    rows = []
+    for i in order:
+        error = record.measurements[i].error
+        mark = "*" if i == record.best_index else " "
+        if error is None:
+            rows.append(
+                [
+                    f"{mark}[{i}]",
+                    record.labels[i],
+                    format_ms(record.times[i]),
+                    spread(record.measurements[i].samples),
+                ]
+            )
+        else:
+            rows.append([f"{mark}[{i}]", record.labels[i], "failed", error])
+    return ["  " + line for line in table(["", "candidate", "time", "spread or error"], rows)]
+
+
+def plot(records: Sequence[TuningRecord], path: Path) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        raise click.ClickException(
+            "--plot needs matplotlib, which is not installed: pip install 'kerneltune[plot]'"
+        ) from None
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(
+        len(records), 1, figsize=(9, 0.5 + 0.35 * sum(len(r.times) + 2 for r in records)), squeeze=False
+    )
+    for record, ax in zip(records, axes[:, 0], strict=True):
+        order = sorted(range(len(record.times)), key=lambda i: (record.times[i], i))
+        timed = [i for i in order if math.isfinite(record.times[i])]
+        failed = [i for i in order if not math.isfinite(record.times[i])]
+        labels = [clip(f"[{i}] {record.labels[i]}", 60) for i in timed + failed]
+        means = [record.times[i] for i in timed] + [0.0] * len(failed)
+        errors = [deviation(record.measurements[i].samples) for i in timed] + [0.0] * len(failed)
+        colours = ["tab:green" if i == record.best_index else "tab:blue" for i in timed]
+        colours += ["tab:red"] * len(failed)
+        ax.barh(labels, means, xerr=errors, color=colours)
+        for position in range(len(timed), len(labels)):
+            ax.text(0, position, " failed", va="center", color="tab:red")
+        ax.invert_yaxis()
+        ax.set_xlabel("time (ms)")
+        ax.set_title(clip(f"{record.function} {key_text(record.key)}", 90), fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    pyplot.close(figure)

@@ -1,0 +1,61 @@
+"""What a tuning is made with and what it queues: its schedule, its jobs, its setup."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from kerneltune.core.records import Candidate
+
+if TYPE_CHECKING:
+    from kerneltune.core.engine import Tuner
+    from kerneltune.core.session import Session
+
+
+@attrs.frozen
+class Schedule:
+    """How a tuning measures each candidate.
+
+    :param warmup: untimed runs per candidate.
+    :param repeat: timed runs per candidate.
+    :param flush: let the timer evict the device's caches before timed runs.
+    :param adaptive: the driver chooses what to measure in rounds
+        (:meth:`Tuning.request`); nothing is queued up front and near ties
+        are left to it.
+    """
+
+    warmup: int
+    repeat: int
+    flush: bool = True
+    adaptive: bool = False
+
+
+@attrs.frozen
+class Job:
+    """One queued measurement: a candidate and its runs."""
+
+    candidate: Candidate
+    warmup: int
+    repeat: int
+    #: add to the candidate's earlier samples instead of replacing them.
+    extend: bool = False
+
+
+@attrs.frozen
+class Setup:
+    """What a :class:`Tuning` is made with: ``Tuner.begin`` resolves it from the call."""
+
+    tuner: Tuner
+    session: Session
+    reducer: Any
+    key: Hashable
+    #: the key as plain data, ``None`` when computing it failed.
+    encoded: Any
+    #: the cache entry's digest, ``None`` when computing the key failed.
+    entry: str | None
+    verbose: bool
+    #: the per-entry lock, held from ``begin`` until the tuning exits.
+    lock: threading.Lock
+    schedule: Schedule

@@ -1,0 +1,497 @@
+"""One pass of the tuning state machine for one key: a :class:`Tuning`.
+
+``Tuner.begin`` (:mod:`kerneltune.core.engine`) makes one and runs its
+LOOKUP, PRUNE and AGREE (:meth:`Tuning.prepare`); the driver then steps it
+through COMPILE, MEASURE, REDUCE, SELECT and PERSIST. See the engine's
+module docstring for the whole machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+import time
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+import attrs
+from kerneltune.core.agreement import Verdict, Vote, agree, check_picks, short_repr
+from kerneltune.core.compile import CompileStage, Subject, worker_count
+from kerneltune.core.errors import NoValidConfigError, describe_error, failure_report
+from kerneltune.core.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
+from kerneltune.core.isolation import ScreenedOut, merge_ranks, screen_all, warn_unscreened
+from kerneltune.core.keys import digest
+from kerneltune.core.measure import CandidateRuns, host_times
+from kerneltune.core.records import Candidate, Measurement, TuningRecord
+from kerneltune.core.schedule import Job, Setup
+from kerneltune.core.stored import new_record, read_record
+from kerneltune.core.ties import TIE_WARMUP, agreed_near_ties
+
+logger = logging.getLogger("kerneltune")
+
+PRUNED = "pruned"
+NOT_MEASURED = "not measured"
+
+
+class Tuning:
+    """One pass of the machine for one key; see the module docstring."""
+
+    def __init__(self, setup: Setup) -> None:
+        """Hold ``setup``; nothing runs until :meth:`prepare` (``Tuner.begin`` makes and prepares one)."""
+        self.tuner = setup.tuner
+        self.session = session = setup.session
+        self.reducer = reducer = setup.reducer
+        self.key = setup.key
+        self.verbose = setup.verbose
+        self._encoded = setup.encoded
+        self._entry = setup.entry
+        self._lock = setup.lock
+        self._space = setup.tuner.space
+        self._log_dir = session.cache_directory(self._space.name)
+        self._measurements: dict[int, Measurement] = {}
+        self._queue: list[Job] = []
+        self._job: Job | None = None
+        self._schedule = setup.schedule
+        self._ties_planned = setup.schedule.adaptive
+        #: the candidates SELECT chooses among after near ties were re-timed.
+        self._finalists: tuple[Candidate, ...] | None = None
+        self._host_us = host_times()
+        self._compiling: CompileStage | None = None
+        #: why each candidate screened out by :meth:`isolate` must not run; ``None`` until it screens.
+        self._screened: dict[int, ScreenedOut] | None = None
+        #: the ranks on this rank's host, which split the compiling.
+        self._neighbours: tuple[int, ...] = (reducer.rank,)
+        self._started = time.perf_counter()
+        self._writers: frozenset[int] = frozenset({reducer.rank})
+        # Per-rank files are named by the rank in the job: subgroups restart at 0.
+        self._global_rank: int = getattr(reducer, "global_rank", reducer.rank)
+        self._verify_pick = False
+        self.best: Candidate | None = None
+
+    # -- context manager: the per-key lock is held from begin() to exit ------
+
+    def __enter__(self) -> Tuning:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._compiling is not None:
+            self._compiling.close()
+        self._lock.release()
+
+    @property
+    def hit(self) -> bool:
+        """Whether a pick was found without measuring (in-process, disk or another rank)."""
+        return self.best is not None and not self._measurements
+
+    # -- LOOKUP, PRUNE, AGREE ---------------------------------------------------
+
+    def prepare(self, keep: Callable[[Candidate], bool] | None, failure: BaseException | None) -> None:
+        """LOOKUP, PRUNE and AGREE: find the pick, or decide with the other ranks what to measure.
+
+        :param keep: the prune predicate; ``False`` drops a candidate.
+        :param failure: what went wrong computing the key, reported to every rank.
+        """
+        if failure is None:
+            self.best = self.tuner.picks.get(self.key)
+            if self.best is not None:
+                return
+        self._prepare(keep, failure)
+
+    def _prepare(self, keep: Callable[[Candidate], bool] | None, failure: BaseException | None) -> None:
+        distributed = self.reducer.world_size > 1
+        settings = self.session.settings
+        record = None
+        kept: tuple[int, ...] = ()
+        stage = "computing the key"
+        if failure is None:
+            # With several ranks, a local failure must still reach the gather below,
+            # or the other ranks would wait in it forever.
+            try:
+                stage = "reading the cache"
+                if not settings.always_tune:
+                    record = self._lookup()
+                if record is not None and not distributed:
+                    self._adopt(record, store=False)
+                    self._loaded("cache")
+                    return
+                stage = "pruning"
+                kept = self._prune(keep)
+            except Exception as exc:
+                if not distributed:
+                    raise
+                failure = exc
+        if distributed:
+            verdict = self._agree(stage, failure, kept, record)
+            self._writers = verdict.writers
+            self._verify_pick = verdict.verify_pick
+            self._neighbours = verdict.neighbours(self.reducer.rank)
+            if verdict.shared_record is not None:
+                shared = TuningRecord.from_data(verdict.shared_record)
+                self._adopt(shared, store=record is None or record.best_index != shared.best_index)
+                same = record is not None and record.best_index == shared.best_index
+                self._loaded("cache" if same else "rank")
+                return
+        kept_candidates = tuple(self._space.candidates[i] for i in kept)
+        # An adaptive driver queues candidates itself, round by round.
+        if not self._schedule.adaptive:
+            self.request(kept_candidates)
+        for candidate in self._space.candidates:
+            if candidate.index not in kept:
+                self._measurements[candidate.index] = Measurement(candidate.index, error=PRUNED)
+        self._notify(
+            "kerneltune_tuning_started",
+            TuningStarted,
+            candidates=kept_candidates,
+            world_size=self.reducer.world_size,
+        )
+
+    def _loaded(self, source: str) -> None:
+        assert self.best is not None
+        self._notify("kerneltune_pick_loaded", PickLoaded, best=self.best, source=source)
+
+    def _notify(self, hook: str, event: type, **fields: Any) -> None:
+        """Send observers ``event``, its fields that name this tuning filled in."""
+        about = {"function": self._space.name, "key": self.key, "rank": self._global_rank}
+        about |= {"verbose": self.verbose, "log_dir": self._log_dir}
+        names = {field.name for field in attrs.fields(event)}
+        self.session.notify(hook, event(**{k: v for k, v in about.items() if k in names}, **fields))
+
+    def _prune(self, keep: Callable[[Candidate], bool] | None) -> tuple[int, ...]:
+        kept = tuple(c.index for c in self._space.candidates if keep is None or keep(c))
+        if not kept:
+            raise ValueError(
+                f"prune_fn removed every candidate of {self._space.name} for key {self.key!r}; "
+                "keep at least one"
+            )
+        return kept
+
+    def _agree(
+        self, stage: str, failure: BaseException | None, kept: tuple[int, ...], record: TuningRecord | None
+    ) -> Verdict:
+        directory = self._log_dir
+        vote = Vote(
+            rank=self.reducer.rank,
+            global_rank=self._global_rank,
+            host=socket.gethostname(),
+            place=None if directory is None else str(directory.resolve()),
+            error=None if failure is None else f"{stage}: {describe_error(failure)}",
+            kept=tuple((i, self._space.candidates[i].fingerprint) for i in kept),
+            key=None if failure is not None else digest(self._encoded),
+            key_label=short_repr(self.key),
+            retune=self.session.settings.always_tune,
+            verify_pick=self.session.settings.verify_pick,
+            record=None if record is None else record.to_data(),
+        )
+        return agree(self.reducer, vote, self._space.name)
+
+    def _lookup(self) -> TuningRecord | None:
+        assert self._entry is not None
+        fingerprints = tuple(c.fingerprint for c in self._space.candidates)
+        return read_record(self.session, self._space.name, self._entry, fingerprints, self._encoded)
+
+    def _adopt(self, record: TuningRecord, *, store: bool) -> None:
+        self.best = self._space.candidates[record.best_index]
+        self.tuner.picks[self.key] = self.best
+        # A failure met while computing the key never reaches a record: no entry, nothing to store.
+        if store and self._entry is not None and self.reducer.rank in self._writers:
+            self.session.cache_store(self._space.name, self._entry, record.to_data())
+
+    # -- MEASURE -----------------------------------------------------------------
+
+    def next_candidate(self) -> Candidate | None:
+        """The next candidate to measure, or ``None`` when there is none left.
+
+        Once the queued candidates are measured, a tuning that is not
+        adaptive re-times its near ties (:func:`near_ties`) in
+        ``tie_rounds`` interleaved rounds before it says there is none left;
+        with several ranks deciding which ones is one collective. With
+        several ranks this is also a barrier, so every rank starts each
+        candidate together.
+        """
+        if self.best is not None:
+            return None
+        if self._screened is None and self.session.settings.isolate != "none":
+            warn_unscreened(self._space.name)
+        while True:
+            if not self._queue and not self._ties_planned:
+                self._ties_planned = True
+                self._plan_ties()
+            if not self._queue:
+                return None
+            job = self._queue.pop(0)
+            problem = None if self._compiling is None else self._compiling.wait(job.candidate)
+            if self._screened and job.candidate.index in self._screened:
+                problem = self._screened[job.candidate.index]
+            # After the wait: a rank that compiled a candidate for its host holds
+            # the others here until Triton's cache has it.
+            if self.reducer.world_size > 1:
+                self.reducer.barrier()
+            self._job = job
+            if problem is None:
+                return job.candidate
+            self.fail(job.candidate, problem)
+
+    def compile(
+        self, compile_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None
+    ) -> None:
+        """COMPILE: compile candidates on a pool of threads while measuring goes on.
+
+        :param compile_one: compiles one candidate without running it,
+            raising what makes it unusable (a compile error, a kernel too
+            big for the device); it runs on pool threads.
+        :param candidates: what to compile, in the order it will be measured
+            (default: every queued candidate); an adaptive driver calls this
+            again for each round it requests. With several ranks on one
+            host, each compiles its share and the others load the result
+            from Triton's cache at their first run.
+
+        Uses the ``compile_workers`` and ``compile_timeout`` settings.
+        """
+        if self.best is not None:
+            return
+        listed = self.queued() if candidates is None else list(candidates)
+        share = len(self._neighbours)
+        place = self._neighbours.index(self.reducer.rank)
+        mine = [c for i, c in enumerate(listed) if i % share == place]
+        if self._compiling is None:
+            settings = self.session.settings
+            self._compiling = CompileStage(
+                compile_one,
+                mine,
+                workers=worker_count(settings.compile_workers, len(mine)),
+                timeout=settings.compile_timeout,
+                subject=Subject(self._space.name, self.key, self._global_rank, self.verbose, self._log_dir),
+                notify=self.session.notify,
+            )
+        else:
+            self._compiling.add(mine)
+
+    def isolate(
+        self, screen_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None
+    ) -> None:
+        """ISOLATE: screen candidates where a crash cannot reach this process, before measuring them.
+
+        :param screen_one: runs one candidate once in an isolation worker
+            (:class:`kerneltune.core.isolation.Screening`), raising
+            :class:`~kerneltune.core.isolation.ScreenedOut` for one that
+            crashed or hung there; it returns for any other, including one
+            that raised there, which fails as usual when measured.
+        :param candidates: what to screen (default: every queued candidate).
+
+        A candidate screened out, or that could not be screened, is failed
+        with its reason when :meth:`next_candidate` reaches it; it is neither
+        compiled nor run here. With several ranks, one gather tells every
+        rank which candidates failed on any rank, and all fail the same.
+        """
+        if self.best is not None:
+            return
+        failed = screen_all(screen_one, self.queued() if candidates is None else candidates)
+        if self.reducer.world_size > 1:
+            failed = merge_ranks(self.reducer.gather(sorted(failed.items())), self.reducer.rank)
+        self._screened = {**(self._screened or {}), **{i: ScreenedOut(why) for i, why in failed.items()}}
+
+    def queued(self) -> list[Candidate]:
+        """The candidates waiting to be measured, each once, in order (not those screened out)."""
+        out = self._screened or {}
+        return list(dict.fromkeys(job.candidate for job in self._queue if job.candidate.index not in out))
+
+    def request(
+        self,
+        candidates: Iterable[Candidate],
+        *,
+        warmup: int | None = None,
+        repeat: int | None = None,
+        rounds: int = 1,
+    ) -> None:
+        """Queue candidates for :meth:`next_candidate`, in order.
+
+        A candidate measured before is measured again; its first new
+        measurement replaces the old one. With ``rounds`` above one the
+        candidates are measured in that many interleaved rounds, each round
+        starting one candidate further on, and the later rounds add to the
+        first round's samples (a staged search re-times its finalists so).
+        Every rank must request the same candidates in the same order.
+
+        :param warmup: untimed runs per candidate and round (default: the tuning's).
+        :param repeat: timed runs per candidate and round (default: the tuning's).
+        :raises ValueError: for a candidate that was pruned.
+        """
+        listed = list(candidates)
+        for candidate in listed:
+            previous = self._measurements.get(candidate.index)
+            if previous is not None and previous.error == PRUNED:
+                raise ValueError(f"{self._space.name}: candidate [{candidate.index}] was pruned")
+        warmup = self._schedule.warmup if warmup is None else warmup
+        repeat = self._schedule.repeat if repeat is None else repeat
+        for round_ in range(rounds):
+            shift = round_ % len(listed) if listed else 0
+            for candidate in listed[shift:] + listed[:shift]:
+                self._queue.append(Job(candidate, warmup, repeat, extend=round_ > 0))
+
+    def _plan_ties(self) -> None:
+        rounds = self.session.settings.tie_rounds
+        candidates = self._space.candidates
+        if rounds == 0 or len(self._measurements) < 2:
+            return
+        measurements = [self._measurement(c.index) for c in candidates]
+        close = agreed_near_ties(measurements, self.reducer)
+        if len(close) < 2:
+            return
+        self._finalists = tuple(candidates[i] for i in close)
+        repeat = max(1, math.ceil(self._schedule.repeat / 2))
+        self.request(self._finalists, warmup=TIE_WARMUP, repeat=repeat, rounds=rounds)
+
+    def times(self, candidates: Sequence[Candidate]) -> list[float]:
+        """REDUCE now: each candidate's mean time as every rank agrees on it.
+
+        The maximum over ranks (one collective with several ranks), ``inf``
+        for a candidate that failed on any rank or was not measured. An
+        adaptive driver decides its next round from these, so every rank
+        decides alike.
+        """
+        local = [self._measurement(c.index).mean for c in candidates]
+        return list(self.reducer.max(local)) if self.reducer.world_size > 1 else local
+
+    def mean(self, candidate: Candidate) -> float:
+        """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
+        return self._measurement(candidate.index).mean
+
+    def runs(self, candidate: Candidate) -> CandidateRuns:
+        """The runs to take of ``candidate``, the one :meth:`next_candidate` handed out.
+
+        Take them with :meth:`CandidateRuns.run`, then hand
+        :meth:`CandidateRuns.samples` to :meth:`record` (or an exception to
+        :meth:`fail`). Each measurement gets a timer of its own, so nothing
+        a failed one sampled can reach the next.
+        """
+        job = self._current(candidate)
+        return CandidateRuns(
+            self.session.make_timer(),
+            warmup=job.warmup,
+            repeat=job.repeat,
+            objective=self.session.settings.objective,
+            flush=self._schedule.flush,
+            host_us=self._host_us,
+        )
+
+    def _current(self, candidate: Candidate) -> Job:
+        job = self._job
+        if job is None or job.candidate.index != candidate.index:
+            raise RuntimeError(
+                f"{self._space.name}: candidate [{candidate.index}] is not the one "
+                "next_candidate() handed out"
+            )
+        return job
+
+    def record(self, candidate: Candidate, samples: Sequence[float], *, extend: bool | None = None) -> None:
+        """Take back a candidate's timing samples, in milliseconds.
+
+        :param extend: add to the samples this tuning already holds for the
+            candidate instead of replacing them; a candidate that failed
+            stays failed. Default: as the queued measurement says (the later
+            rounds of :meth:`request` extend).
+        """
+        if extend is None:
+            job = self._job
+            extend = job is not None and job.candidate.index == candidate.index and job.extend
+        new = tuple(float(s) for s in samples)
+        if extend and (previous := self._measurements.get(candidate.index)) is not None:
+            if previous.error is not None:
+                return
+            new = previous.samples + new
+        self._finish_candidate(Measurement(candidate.index, samples=new))
+
+    def fail(self, candidate: Candidate, error: BaseException) -> None:
+        """Record that a candidate raised; it counts as infinitely slow."""
+        self._finish_candidate(Measurement(candidate.index, error=describe_error(error)))
+
+    def measure(self, candidate: Candidate, run: Callable[[], object]) -> None:
+        """Take every run of ``candidate`` by calling ``run``, and record the samples.
+
+        Any exception from ``run`` or the timer, and samples the timer got
+        wrong, mark the candidate failed.
+        """
+        runs = self.runs(candidate)
+        try:
+            while not runs.finished:
+                runs.run(lambda wrap: wrap(run))
+            samples = runs.samples()
+        except Exception as exc:
+            self.fail(candidate, exc)
+        else:
+            self.record(candidate, samples)
+
+    def _finish_candidate(self, measurement: Measurement) -> None:
+        self._measurements[measurement.index] = measurement
+        self._notify(
+            "kerneltune_candidate_measured",
+            CandidateMeasured,
+            candidate=self._space.candidates[measurement.index],
+            measurement=measurement,
+        )
+
+    # -- REDUCE, SELECT, PERSIST ---------------------------------------------
+
+    def _measurement(self, index: int) -> Measurement:
+        return self._measurements.get(index) or Measurement(index, error=NOT_MEASURED)
+
+    def finish(self, among: Iterable[Candidate] | None = None) -> Candidate:
+        """Reduce, select and persist; the pick.
+
+        :param among: select only among these candidates (a staged search's
+            finalists, whose re-timed measurements are comparable); default:
+            all of them.
+        :raises NoValidConfigError: when no candidate (of ``among``) has a
+            finite time on every rank; nothing is persisted then.
+        """
+        if self.best is not None and not self._measurements:
+            return self.best
+        if self._queue:
+            raise RuntimeError(f"finish() with {len(self._queue)} candidates still unmeasured")
+        candidates = self._space.candidates
+        local = [self._measurement(c.index).mean for c in candidates]
+        times = tuple(self.reducer.max(local)) if self.reducer.world_size > 1 else tuple(local)
+        if among is None:
+            among = self._finalists
+        allowed = None if among is None else {c.index for c in among}
+        if among is self._finalists and allowed and not any(math.isfinite(times[i]) for i in allowed):
+            # Every near tie failed while being re-timed: the first pass still stands.
+            allowed = None
+        finite = [i for i, t in enumerate(times) if math.isfinite(t) and (allowed is None or i in allowed)]
+        best = min(finite, key=lambda i: (times[i], i)) if finite else None
+        self._notify(
+            "kerneltune_tuning_finished",
+            TuningFinished,
+            candidates=candidates,
+            times=times,
+            best=None if best is None else candidates[best],
+            seconds=time.perf_counter() - self._started,
+        )
+        if best is None:
+            raise NoValidConfigError(self._failure_report(allowed))
+        if self._verify_pick:
+            check_picks(self.reducer, best, self._space.name)
+        record = new_record(
+            self.session,
+            self._space,
+            self._encoded,
+            best,
+            times,
+            tuple(self._measurement(c.index) for c in candidates),
+            self._schedule,
+            None if allowed is None else tuple(sorted(allowed)),
+        )
+        self._adopt(record, store=True)
+        return candidates[best]
+
+    def _failure_report(self, allowed: set[int] | None = None) -> str:
+        rows = [
+            (c, self._measurement(c.index).error or "failed on another rank")
+            for c in self._space.candidates
+            if allowed is None or c.index in allowed
+        ]
+        return failure_report(self._space.name, self.key, rows)

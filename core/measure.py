@@ -28,8 +28,9 @@ import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from kerneltune.core.contracts import Timer
 from kerneltune.core.errors import PluginError
 from kerneltune.core.records import trimmed
 
@@ -101,7 +102,7 @@ class CandidateRuns:
 
     def __init__(
         self,
-        timer: Any,
+        timer: Timer,
         *,
         warmup: int,
         repeat: int,

@@ -10,6 +10,7 @@ import attrs
 from kerneltune.core.records import Candidate
 
 if TYPE_CHECKING:
+    from kerneltune.core.contracts import Reducer
     from kerneltune.core.engine import Tuner
     from kerneltune.core.session import Session
 
@@ -49,7 +50,7 @@ class Setup:
 
     tuner: Tuner
     session: Session
-    reducer: Any
+    reducer: Reducer
     key: Hashable
     #: the key as plain data, ``None`` when computing it failed.
     encoded: Any

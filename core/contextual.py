@@ -109,7 +109,7 @@ class ContextualAutoTuner(FunctionWrapper):
         # The kernels' own caches hold the picks (and _TUNERS the engine's, per
         # kernel object): no cache plugin shares them across kernel objects or
         # processes, and without is_dist every rank tunes on its own.
-        overrides: dict[str, Any] = {"cache": "none"}
+        overrides: dict[str, Any] = {"cache": "none", "shard": False}
         if not self.is_dist:
             overrides["reducer"] = "local"
         session = current_session(**overrides)

@@ -107,6 +107,7 @@ class Tuner:
             repeat=session.settings.repeat if repeat is None else repeat,
             flush=flush,
             adaptive=adaptive,
+            shard=session.settings.shard and distributed and not adaptive,
         )
         lock = self._lock_for(entry or "")
         lock.acquire()

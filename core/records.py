@@ -71,7 +71,8 @@ class Method:
     work, flushed and held; ``"wall"``: host-inclusive time per call),
     ``statistic`` how each candidate's samples became one number, ``timer``
     the timer plugin's name, ``warmup`` and ``repeat`` the untimed and timed
-    runs per candidate of the first pass.
+    runs per candidate of the first pass, ``shards`` how many ranks split the
+    candidates between them (1: every rank measured every one).
     """
 
     objective: str = "device"
@@ -79,6 +80,7 @@ class Method:
     timer: str = ""
     warmup: int = 0
     repeat: int = 0
+    shards: int = 1
 
     def to_data(self) -> dict[str, Any]:
         """Plain data for a record."""
@@ -101,6 +103,8 @@ class Method:
             timer=_text(data["timer"], "measured_with.timer"),
             warmup=_count(data["warmup"], "measured_with.warmup"),
             repeat=_count(data["repeat"], "measured_with.repeat"),
+            # Records made before sharding existed were never sharded.
+            shards=_count(data.get("shards", 1), "measured_with.shards"),
         )
 
 

@@ -31,6 +31,8 @@ class Schedule:
     repeat: int
     flush: bool = True
     adaptive: bool = False
+    #: split the candidates between the ranks (``shard`` setting, several ranks, not adaptive).
+    shard: bool = False
 
 
 @attrs.frozen

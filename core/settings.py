@@ -47,6 +47,7 @@ class Settings:
     compile_workers: int = 0
     compile_timeout: int = 600
     precompile: bool = True
+    shard: bool = False
     block: tuple[str, ...] = ()
     always_tune: bool = False
     version_check: bool = False
@@ -168,6 +169,7 @@ _FIELDS = {
     "compile_workers": _count(0),
     "compile_timeout": _count(0),
     "precompile": _flag,
+    "shard": _flag,
     "block": _names,
     "always_tune": _flag,
     "version_check": _flag,
@@ -191,6 +193,7 @@ _ENV = {
     "KERNELTUNE_COMPILE_WORKERS": "compile_workers",
     "KERNELTUNE_COMPILE_TIMEOUT": "compile_timeout",
     "KERNELTUNE_PRECOMPILE": "precompile",
+    "KERNELTUNE_SHARD": "shard",
     "TRITON_DIST_AUTOTUNE_CACHE_DIR": "cache_dir",
     "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
     "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check",

@@ -70,12 +70,15 @@ def new_record(
     measurements: tuple[Measurement, ...],
     schedule: Schedule,
     finalists: tuple[int, ...] | None,
+    *,
+    shards: int = 1,
 ) -> TuningRecord:
     """The record of a finished tuning: the pick, every candidate's time and how they were measured.
 
     :param key: the encoded key.
     :param times: every candidate's time as the ranks agreed on it.
     :param finalists: the candidates SELECT chose among, or ``None`` for all.
+    :param shards: how many ranks split the candidates (1: none did).
     """
     settings = session.settings
     return TuningRecord(
@@ -95,6 +98,7 @@ def new_record(
             timer=session.timers.select(settings.timer).name,
             warmup=schedule.warmup,
             repeat=schedule.repeat,
+            shards=shards,
         ),
         finalists=finalists,
     )

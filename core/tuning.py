@@ -26,6 +26,7 @@ from kerneltune.core.keys import digest
 from kerneltune.core.measure import CandidateRuns, host_times
 from kerneltune.core.records import Candidate, Measurement, TuningRecord
 from kerneltune.core.schedule import Job, Setup
+from kerneltune.core.shard import gather_times, share
 from kerneltune.core.stored import new_record, read_record
 from kerneltune.core.ties import TIE_WARMUP, agreed_near_ties
 
@@ -137,7 +138,10 @@ class Tuning:
                 return
         kept_candidates = tuple(self._space.candidates[i] for i in kept)
         # An adaptive driver queues candidates itself, round by round.
-        if not self._schedule.adaptive:
+        if self._schedule.shard:
+            self._ties_planned = True
+            self.request(share(kept_candidates, self.reducer.rank, self.reducer.world_size))
+        elif not self._schedule.adaptive:
             self.request(kept_candidates)
         for candidate in self._space.candidates:
             if candidate.index not in kept:
@@ -228,7 +232,7 @@ class Tuning:
                 problem = self._screened[job.candidate.index]
             # After the wait: a rank that compiled a candidate for its host holds
             # the others here until Triton's cache has it.
-            if self.reducer.world_size > 1:
+            if self.reducer.world_size > 1 and not self._schedule.shard:
                 self.reducer.barrier()
             self._job = job
             if problem is None:
@@ -240,23 +244,20 @@ class Tuning:
     ) -> None:
         """COMPILE: compile candidates on a pool of threads while measuring goes on.
 
-        :param compile_one: compiles one candidate without running it,
-            raising what makes it unusable (a compile error, a kernel too
-            big for the device); it runs on pool threads.
-        :param candidates: what to compile, in the order it will be measured
-            (default: every queued candidate); an adaptive driver calls this
-            again for each round it requests. With several ranks on one
-            host, each compiles its share and the others load the result
-            from Triton's cache at their first run.
+        :param compile_one: compiles one candidate without running it, on pool threads, raising what
+            makes it unusable (a compile error, a kernel too big for the device).
+        :param candidates: what to compile, in the order it will be measured (default: every queued
+            candidate); an adaptive driver calls this for each round. Ranks on one host each compile
+            their share; the others load it from Triton's cache at their first run.
 
         Uses the ``compile_workers`` and ``compile_timeout`` settings.
         """
         if self.best is not None:
             return
         listed = self.queued() if candidates is None else list(candidates)
-        share = len(self._neighbours)
-        place = self._neighbours.index(self.reducer.rank)
-        mine = [c for i, c in enumerate(listed) if i % share == place]
+        # Sharded, the queue holds this rank's share already.
+        group = (self.reducer.rank,) if self._schedule.shard else self._neighbours
+        mine = share(listed, group.index(self.reducer.rank), len(group))
         if self._compiling is None:
             settings = self.session.settings
             self._compiling = CompileStage(
@@ -275,17 +276,13 @@ class Tuning:
     ) -> None:
         """ISOLATE: screen candidates where a crash cannot reach this process, before measuring them.
 
-        :param screen_one: runs one candidate once in an isolation worker
-            (:class:`kerneltune.core.isolation.Screening`), raising
-            :class:`~kerneltune.core.isolation.ScreenedOut` for one that
-            crashed or hung there; it returns for any other, including one
-            that raised there, which fails as usual when measured.
+        :param screen_one: runs one candidate in an isolation worker (:class:`~kerneltune.core.isolation.
+            Screening`), raising :class:`~kerneltune.core.isolation.ScreenedOut` for one that crashed
+            or hung there (one that raised there fails as usual when measured).
         :param candidates: what to screen (default: every queued candidate).
 
-        A candidate screened out, or that could not be screened, is failed
-        with its reason when :meth:`next_candidate` reaches it; it is neither
-        compiled nor run here. With several ranks, one gather tells every
-        rank which candidates failed on any rank, and all fail the same.
+        :meth:`next_candidate` fails a candidate screened out (or unscreenable) with its reason; it is
+        neither compiled nor run here. With several ranks one gather makes every rank fail the same.
         """
         if self.best is not None:
             return
@@ -454,7 +451,11 @@ class Tuning:
             raise RuntimeError(f"finish() with {len(self._queue)} candidates still unmeasured")
         candidates = self._space.candidates
         local = [self._measurement(c.index).mean for c in candidates]
-        times = tuple(self.reducer.max(local)) if self.reducer.world_size > 1 else tuple(local)
+        if self._schedule.shard:
+            measured = sorted(i for i, m in self._measurements.items() if m.error != PRUNED)
+            times = gather_times(self.reducer, local, measured)
+        else:
+            times = tuple(self.reducer.max(local)) if self.reducer.world_size > 1 else tuple(local)
         if among is None:
             among = self._finalists
         allowed = None if among is None else {c.index for c in among}
@@ -484,6 +485,7 @@ class Tuning:
             tuple(self._measurement(c.index) for c in candidates),
             self._schedule,
             None if allowed is None else tuple(sorted(allowed)),
+            shards=self.reducer.world_size if self._schedule.shard else 1,
         )
         self._adopt(record, store=True)
         return candidates[best]

@@ -54,6 +54,7 @@ def test_function_level_timed_runs_are_flushed_then_held_then_started(monkeypatc
         "timer": "steps",
         "warmup": warmup,
         "repeat": 4,
+        "shards": 1,
     }
 
 
@@ -286,3 +287,13 @@ def test_the_mean_leaves_out_a_fifth_of_the_samples_at_each_end():
     assert Measurement(0, samples=ten).mean == pytest.approx(39.2333, abs=1e-3), "two high ones left out"
     assert trimmed([3.0, 1.0, 2.0, 50.0]) == [1.0, 2.0, 3.0, 50.0], "fewer than five: all kept"
     assert standard_error([1.0, 1.0, 1.0, 1.0, 90.0]) == 0.0
+
+
+def test_shard_alone_measures_everything(monkeypatch, isolated):
+    monkeypatch.setenv("KERNELTUNE_SHARD", "1")
+    steps = []
+    install_session(monkeypatch, extra=(steps_plugin(steps),), timer="steps", warmup=0, repeat=1)
+    two_configs()(5)
+    assert len([s for s in steps if s[0] == "start"]) == 2, "one rank: nothing to split"
+    (record,) = stored_records(isolated, "work")
+    assert record["measured_with"]["shards"] == 1

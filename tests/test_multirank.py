@@ -442,3 +442,32 @@ def test_near_ties_are_re_timed_in_the_same_rounds_on_every_rank(tmp_path, size)
         # says nothing about the noise, so all four tie); then two rounds over the four,
         # a barrier before each.
         assert counts == {"gather": 1, "max": 2, "barrier": 4 + 2 * 4}
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_sharded_ranks_measure_a_share_each_and_gather_the_times_once(tmp_path, size):
+    group = ThreadGroup(size)
+    configs = [{"block": 2**i} for i in range(7)]
+    measured: dict[int, list[int]] = {}
+
+    def rank(r: int) -> int:
+        session, tuner = make_session(tmp_path / "cache", shard=True), Tuner(space(configs))
+        mine = measured.setdefault(r, [])
+        with tuner.begin(session, 7, group=group.member(r)) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                mine.append(candidate.index)
+                if candidate.index == 2:
+                    tuning.fail(candidate, RuntimeError("out of resources"))
+                else:
+                    tuning.record(candidate, [abs(candidate.index - 4) + 1.0])
+            return tuning.finish().index
+
+    assert run_ranks(size, rank) == [4] * size
+    assert measured == {r: list(range(r, 7, size)) for r in range(size)}
+    for counts in group.counts:
+        # The agreement's gather and the times' gather; no barrier, no max.
+        assert counts == {"gather": 2}
+    (record,) = records(tmp_path / "cache")
+    assert record["measured_with"]["shards"] == size
+    times = [row["time_ms"] for row in record["candidates"]]
+    assert times == [5.0, 4.0, None, 2.0, 1.0, 2.0, 3.0], "every rank's times, a failure on its owner kept"

@@ -209,6 +209,25 @@ def slowest_rank_decides(ctx: Rank) -> dict[str, Any]:
     }
 
 
+def sharded(ctx: Rank) -> dict[str, Any]:
+    # Config 3 is the fastest on every rank; each rank measures every world-th config.
+    configs = 2 * ctx.world + 1
+    delays = {c: 1.0 if c == 3 else 4.0 + c for c in range(configs)}
+    calls: list[int] = []
+    ctx.collectives.take()
+    pick = with_env("KERNELTUNE_SHARD", "1", lambda: tuned(sleepy, configs)(1, delays, calls))
+    collectives = ctx.collectives.take()
+    dist.barrier()
+    (record,) = ctx.records("sleepy")
+    return {
+        "pick": pick,
+        "calls": calls,
+        "collectives": collectives,
+        "shards": record["measured_with"]["shards"],
+        "finite": sum(1 for c in record["candidates"] if c["time_ms"] is not None),
+    }
+
+
 def counts_per_tuning(ctx: Rank) -> dict[str, Any]:
     counts = {}
     for n in (1, 3, 6):
@@ -340,6 +359,7 @@ SCENARIOS: dict[str, Callable[[Rank], Any]] = {
     fn.__name__: fn
     for fn in (
         slowest_rank_decides,
+        sharded,
         counts_per_tuning,
         disk_hit_on_one_rank,
         prune_differs,

@@ -37,6 +37,7 @@ SLOW_MS = 40.0  # as in the worker
 
 SCENARIOS = [
     "slowest_rank_decides",
+    "sharded",
     "counts_per_tuning",
     "disk_hit_on_one_rank",
     "prune_differs",
@@ -178,6 +179,20 @@ def test_the_slowest_rank_decides_for_all(runs, world):
         assert result["logs"] == [f"tune-rank{r}.log" for r in range(world)]
     # The stored times are the maxima: no rank's fast run survives the reduction.
     assert all(t >= SLOW_MS for t in results[0]["times"][:world])
+
+
+@WORLDS
+def test_sharded_ranks_measure_a_share_each_and_agree_on_the_pick(runs, world):
+    results = values(runs(world), "sharded")
+    configs = 2 * world + 1
+    for rank, result in enumerate(results):
+        assert result["pick"] == 3
+        # Its share, measured (warm-up and timed runs), then the pick once more.
+        assert sorted(set(result["calls"][:-1])) == list(range(rank, configs, world))
+        assert result["calls"][-1] == 3
+        assert result["collectives"]["counts"] == {"all_gather_object": 2}
+        assert result["shards"] == world
+        assert result["finite"] == configs, "every rank's record has every rank's times"
 
 
 @WORLDS

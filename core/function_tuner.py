@@ -58,7 +58,6 @@ class AutoTuner(FunctionWrapper):
     :func:`autotune` for the call-time controls.
     """
 
-    #: The function's name, copied by :func:`functools.update_wrapper` with its other attributes.
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -223,17 +222,17 @@ class AutoTuner(FunctionWrapper):
         do not happen is left to compile at its first warm-up.
         """
         interceptors = collect_registry(session.manager, "interceptor", "kerneltune_register_interceptors")
-        recorders = [
-            cls() for cls in interceptors.classes.values() if cls.is_available() and hasattr(cls, "recording")
-        ]
-        if not any(recorder.recording() is not None for recorder in recorders):
+        available = (cls() for cls in interceptors.classes.values() if cls.is_available())
+        # recording() is None where nothing is compiled ahead (Triton's interpreter).
+        recorders = [rec for rec in available if getattr(rec, "recording", lambda: None)() is not None]
+        if not recorders:
             return
         compiles: dict[int, list[Callable[[], object]]] = {}
         for candidate in tuning.queued():
             bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
             try:
                 with contextlib.ExitStack() as stack:
-                    lists = [stack.enter_context(r) for r in (rec.recording() for rec in recorders) if r]
+                    lists = [stack.enter_context(rec.recording()) for rec in recorders]
                     self.fn(*args, **bound)
             except Exception:
                 continue

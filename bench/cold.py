@@ -12,18 +12,26 @@ tuners, on the 16-config bf16 4096^3 matmul of bench/regret.py:
 * ``stock``: ``triton.autotune``;
 * ``contextual``: ``contextual_autotune()`` around the same launch;
 * ``function``: ``triton_dist.tune.autotune`` around a host launcher;
-* ``function-seq``: the same with ``KERNELTUNE_PRECOMPILE=0`` (each config
-  compiles at its first warm-up, one after another, as before COMPILE);
 * ``search``: bench/search_params.py's ``search_params`` matmul (fp16 4096^3,
-  its own generated space), with the COMPILE stage and, as
-  ``search-1worker``, with ``KERNELTUNE_COMPILE_WORKERS=1``.
+  its own generated space);
+
+each with its compiles in forked processes (the default), and as
+``<tuner>-threads`` with ``KERNELTUNE_COMPILE_POOL=threads`` (compiles on
+threads of the tuning process); ``function-seq`` is the function-level
+tuner with ``KERNELTUNE_PRECOMPILE=0`` (each config compiles at its first
+warm-up, one after another, as before COMPILE existed).
 
 A separate warm process (the oracle) times every one of the 16 configs with
 interleaved ``do_bench`` rounds; a pick's regret is its oracle time over the
 fastest's, minus one (the search's generated configs have no oracle row: its
-pick's do_bench time is printed instead). With two or more GPUs, ``--ranks
-2`` also runs the function-level tuner on 1 and on 2 ranks (one per GPU,
-gloo, one shared fresh Triton cache) and prints the ratio.
+pick's do_bench time is printed instead).
+
+With two or more GPUs, ``--ranks 2`` also runs the function-level tuner on
+one rank and on two (one per GPU, gloo, one shared Triton cache), each
+unsharded and sharded (``KERNELTUNE_SHARD=1``: each rank measures half the
+candidates): cold (an empty Triton cache; compiling included) and warm (a
+Triton cache filled by an earlier run; compiling excluded, the tuning itself
+still from scratch), and prints the ratios.
 
     python3 bench/cold.py [--reps 2] [--ranks 2] [--json FILE]
 """
@@ -44,15 +52,21 @@ from typing import Any
 from kerneltune.core import add_plugin, hookimpl
 
 HERE = Path(__file__).resolve().parent
-TUNERS = ("stock", "contextual", "function", "function-seq", "search", "search-1worker")
+#: tuner name -> (what the child runs, extra environment)
+TUNERS: dict[str, tuple[str, dict[str, str]]] = {
+    "stock": ("stock", {}),
+    "contextual": ("contextual", {}),
+    "contextual-threads": ("contextual", {"KERNELTUNE_COMPILE_POOL": "threads"}),
+    "function": ("function", {}),
+    "function-threads": ("function", {"KERNELTUNE_COMPILE_POOL": "threads"}),
+    "function-seq": ("function", {"KERNELTUNE_PRECOMPILE": "0"}),
+    "search": ("search", {}),
+    "search-threads": ("search", {"KERNELTUNE_COMPILE_POOL": "threads"}),
+}
 
 
 def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
-    """One fresh process's measurement (the environment already holds its fresh caches)."""
-    if mode == "function-seq":
-        os.environ["KERNELTUNE_PRECOMPILE"] = "0"
-    if mode == "search-1worker":
-        os.environ["KERNELTUNE_COMPILE_WORKERS"] = "1"
+    """One fresh process's measurement (the environment already holds its caches and settings)."""
     if world > 1 or mode == "function-dist":
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("BENCH_PORT", "29533"))
     import torch
@@ -64,7 +78,7 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
         dist.init_process_group("gloo", rank=rank, world_size=world, store=None)
     torch.manual_seed(0)
     torch.cuda.init()
-    if mode.startswith("search"):
+    if mode == "search":
         return search_child()
     work = matmul(4096, 4096, 4096)
     if mode == "oracle":
@@ -156,10 +170,16 @@ def search_child() -> dict[str, Any]:
     }
 
 
-def spawn(mode: str, world: int = 1) -> list[dict[str, Any]]:
-    """Run ``mode`` in ``world`` fresh processes sharing one fresh Triton cache; each one's result."""
-    env = dict(os.environ)
-    env["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="kerneltune-cold-triton-")
+def spawn(
+    mode: str, world: int = 1, extra: dict[str, str] | None = None, triton_cache: str | None = None
+) -> list[dict[str, Any]]:
+    """Run ``mode`` in ``world`` fresh processes sharing one Triton cache; each one's result.
+
+    :param extra: environment for the children (settings).
+    :param triton_cache: the Triton cache to use (default: a fresh, empty one).
+    """
+    env = dict(os.environ, **(extra or {}))
+    env["TRITON_CACHE_DIR"] = triton_cache or tempfile.mkdtemp(prefix="kerneltune-cold-triton-")
     env["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kerneltune-cold-picks-")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
     out = Path(tempfile.mkdtemp(prefix="kerneltune-cold-out-"))
@@ -184,7 +204,33 @@ def spawn(mode: str, world: int = 1) -> list[dict[str, Any]]:
     for proc in procs:
         if proc.wait(timeout=300) != 0:
             raise SystemExit(f"{mode}: a child failed with exit status {proc.returncode}")
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)]
+    results = [json.loads((out / f"rank{r}.json").read_text()) for r in range(world)]
+    for result in results:
+        result["triton_cache"] = env["TRITON_CACHE_DIR"]
+    return results
+
+
+def compare_ranks(ranks: int) -> dict[str, Any]:
+    """The function-level tuner on 1 and ``ranks`` ranks, unsharded and sharded, cold and warm."""
+    shard = {"KERNELTUNE_SHARD": "1"}
+    rows: dict[str, Any] = {}
+    cold_one = spawn("function-dist", 1)
+    rows["cold, 1 rank"] = cold_one
+    rows[f"cold, {ranks} ranks"] = spawn("function-dist", ranks)
+    rows[f"cold, {ranks} ranks sharded"] = spawn("function-dist", ranks, shard)
+    warm = cold_one[0]["triton_cache"]
+    rows["warm, 1 rank"] = spawn("function-dist", 1, triton_cache=warm)
+    rows[f"warm, {ranks} ranks"] = spawn("function-dist", ranks, triton_cache=warm)
+    rows[f"warm, {ranks} ranks sharded"] = spawn("function-dist", ranks, shard, triton_cache=warm)
+    print("\nfunction-level on several ranks (one per GPU, gloo; slowest rank's time):")
+    base = {"cold": max(r["seconds"] for r in rows["cold, 1 rank"])}
+    base["warm"] = max(r["seconds"] for r in rows["warm, 1 rank"])
+    for name, results in rows.items():
+        slowest = max(r["seconds"] for r in results)
+        ratio = slowest / base[name.split(",")[0]]
+        picks = sorted({r["pick"] for r in results})
+        print(f"  {name:<24} {slowest:6.2f} s  {ratio:6.3f}x of 1 rank  picks {picks}", flush=True)
+    return rows
 
 
 def main() -> None:
@@ -195,7 +241,7 @@ def main() -> None:
     parser.add_argument(
         "--ranks", type=int, default=0, help="also compare the function-level tuner on this many ranks"
     )
-    parser.add_argument("--tuners", default=",".join(TUNERS))
+    parser.add_argument("--tuners", default=",".join(TUNERS), help=f"of {', '.join(TUNERS)}")
     parser.add_argument("--timeline", action="store_true", help="print when each compile ran, per tuning")
     parser.add_argument("--json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -218,9 +264,13 @@ def main() -> None:
     fastest = min(oracle)
     results: dict[str, list[dict[str, Any]]] = {}
     tuners = args.tuners.split(",")
+    unknown = sorted(set(tuners) - set(TUNERS))
+    if unknown:
+        raise SystemExit(f"unknown tuners {unknown}: choose from {', '.join(TUNERS)}")
     for _ in range(args.reps):
         for mode in tuners:
-            result = spawn(mode)[0]
+            kind, extra = TUNERS[mode]
+            result = spawn(kind, extra=extra)[0]
             if "pick_ms" not in result:
                 result["regret"] = oracle[result["pick"]] / fastest - 1
             results.setdefault(mode, []).append(result)
@@ -243,15 +293,7 @@ def main() -> None:
         print(f"{mode:<15} {seconds:>15.2f} {seconds / stock:>8.3f}  {detail}")
     print(f"(oracle's fastest of the 16 configs: {fastest * 1000:.1f} us)")
     if args.ranks > 1:
-        one = spawn("function-dist", 1)[0]
-        many = spawn("function-dist", args.ranks)
-        slowest = max(r["seconds"] for r in many)
-        print(
-            f"\nfunction-level, cold, 1 rank {one['seconds']:.2f} s, {args.ranks} ranks {slowest:.2f} s "
-            f"(slowest rank): {slowest / one['seconds']:.3f}x; "
-            f"picks {one['pick']} / {[r['pick'] for r in many]}"
-        )
-        results["ranks"] = [{"one": one, "many": many}]
+        results["ranks"] = [compare_ranks(args.ranks)]
     if args.json:
         Path(args.json).write_text(json.dumps({"oracle_ms": oracle, "results": results}, indent=2))
 

@@ -1,24 +1,46 @@
-"""COMPILE: the kept candidates compiled on a pool of threads while measuring goes on.
+"""COMPILE: the kept candidates compiled ahead, in parallel, while measuring goes on.
 
 A cold tuning (a fresh process, an empty Triton cache) is mostly compiling:
 sixteen matmul configs took an H200's host 8-9 s one after another. The
-stage hands every candidate this rank compiles to a pool of threads as soon
-as the tuning knows what it measures, and MEASURE waits only for the
-candidate it is about to run, so the first candidate is measured while the
-others still compile. Triton releases the interpreter lock in its compiler
-back ends, so threads overlap most of the work.
+stage hands every candidate this rank compiles to a pool as soon as the
+tuning knows what it measures, and MEASURE waits only for the candidate it
+is about to run, so the first candidate is measured while the others still
+compile.
+
+Two kinds of pool:
+
+* **processes** (``compile_pool = "processes"``, where the backend allows it
+  and the platform can fork): each compile runs in a child forked from this
+  process, which inherits the kernel and the arguments as they are (nothing
+  is pickled) and writes what it compiled to the backend's on-disk cache;
+  this process then compiles the candidate again, which is a load from that
+  cache. The backend's preparation (``child``) makes the child compile
+  without touching the device: a forked child cannot use a CUDA context.
+  Compiling in threads shares one interpreter lock, which on an H200's
+  host held sixteen parallel compiles to about 3x; processes do not share
+  it.
+* **threads**, otherwise.
 
 A candidate whose compile raises, or outlasts the timeout, fails alone: the
-engine records the error as that candidate's and goes on (a thread cannot be
-stopped, so a compile that timed out finishes in the background, unused).
+engine records the error as that candidate's and goes on. A child that
+outlasts the timeout is killed; one that dies of a signal fails its
+candidate with the signal, and this process never compiles that candidate
+itself. A child whose compile raised hands the candidate back, and the
+compile runs again here, so the error is the backend's own. (A thread
+cannot be stopped: with threads a compile that timed out finishes in the
+background, unused.)
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import faulthandler
 import os
+import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -33,8 +55,23 @@ MAX_AUTO_WORKERS = 32
 POLL_S = 0.05
 
 
+#: How often a pool thread checks whether its compile process has ended.
+CHILD_POLL_S = 0.005
+#: A compile process's exit status when the compile raised (0: it compiled).
+_RAISED = 3
+
+
 class CompileTimeout(TimeoutError):
     """A candidate's compile took longer than the ``compile_timeout`` setting."""
+
+
+class CompilerCrashed(RuntimeError):
+    """A candidate's compile killed the process compiling it (a signal)."""
+
+
+def can_fork() -> bool:
+    """Whether this platform can compile in forked processes."""
+    return hasattr(os, "fork") and hasattr(os, "waitpid")
 
 
 def worker_count(setting: int, candidates: int) -> int:
@@ -55,13 +92,18 @@ class Subject:
 
 
 class CompileStage:
-    """Compiles candidates on a thread pool; :meth:`wait` gives one's outcome.
+    """Compiles candidates on a pool; :meth:`wait` gives one's outcome.
 
     :param compile_one: compiles one candidate; raises what makes it unusable.
+        With ``child`` it runs first in a forked process, then here, where
+        it must find that process's work (the backend's on-disk cache).
     :param candidates: the candidates this rank compiles, in the order they
         will be measured (the pool starts them in that order).
-    :param workers: the pool's threads.
+    :param workers: how many compile at once.
     :param timeout: seconds a compile may take once started; 0 for no limit.
+    :param child: prepares a forked process to run ``compile_one`` (the
+        backend's part; see the module's notes); ``None``, or a platform
+        without ``fork``, compiles on threads of this process.
     :param subject: the tuning, as its events name it.
     :param notify: sends an observer hook its event
         (:meth:`kerneltune.core.session.Session.notify`); called on pool
@@ -78,8 +120,14 @@ class CompileStage:
         timeout: float,
         subject: Subject,
         notify: Callable[[str, object], object],
+        child: Callable[[], None] | None = None,
     ) -> None:
         self._compile_one = compile_one
+        self._child = child if can_fork() else None
+        #: held while forking and while compiling here with children about, so
+        #: that no child is forked while this process is inside the compiler.
+        self._forking = threading.Lock()
+        self._children: set[int] = set()
         self._timeout = timeout
         self._subject = subject
         self._notify = notify
@@ -116,7 +164,13 @@ class CompileStage:
         )
         error: BaseException | None = None
         try:
-            self._compile_one(candidate)
+            if self._child is None:
+                self._compile_one(candidate)
+            else:
+                error = self._in_child(candidate, began)
+                if error is None:
+                    with self._forking:
+                        self._compile_one(candidate)
         except Exception as exc:
             error = exc
         with self._lock:
@@ -139,6 +193,52 @@ class CompileStage:
         )
         return error
 
+    def _in_child(self, candidate: Candidate, began: float) -> BaseException | None:
+        """Compile ``candidate`` in a forked process: ``None`` when it ended (compiled or raised)."""
+        assert self._child is not None
+        with self._forking, warnings.catch_warnings():
+            # Python 3.12 warns about forking a process with threads: the child
+            # runs only the compile, on this thread's copy, and exits.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child's coverage is not collected
+                self._child_main(candidate)
+            self._children.add(pid)
+        try:
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                if self._timeout > 0 and time.monotonic() - began > self._timeout:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
+                time.sleep(CHILD_POLL_S)
+        finally:
+            self._children.discard(pid)
+        if os.WIFSIGNALED(status):
+            number = os.WTERMSIG(status)
+            try:
+                name = signal.Signals(number).name
+            except ValueError:
+                name = f"signal {number}"
+            return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
+        return None  # compiled, or raised: compiling here loads it, or raises the error itself
+
+    def _child_main(self, candidate: Candidate) -> None:  # pragma: no cover - runs in the child
+        code = _RAISED
+        # A crash here fails the candidate with its signal; no traceback dump over the user's output.
+        faulthandler.disable()
+        try:
+            assert self._child is not None
+            self._child()
+            self._compile_one(candidate)
+            code = 0
+        except BaseException:
+            pass
+        finally:
+            os._exit(code)
+
     def wait(self, candidate: Candidate) -> BaseException | None:
         """Block until ``candidate`` is compiled; why it cannot run, or ``None``.
 
@@ -158,5 +258,8 @@ class CompileStage:
                 return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
 
     def close(self) -> None:
-        """Drop compiles not started; those running finish in the background."""
+        """Drop compiles not started, stop compile processes; compiles on threads finish in the background."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        for pid in list(self._children):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)

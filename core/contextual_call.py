@@ -216,7 +216,7 @@ class ContextualCall:
         self.focus = state
         compile_config = launch.compiler()
         if compile_config is not None:
-            tuning.compile(lambda candidate: compile_config(candidate.config))
+            tuning.compile(lambda candidate: compile_config(candidate.config), child=launch.compile_process())
         self._next_candidate(state, launch)
 
     def _next_candidate(self, state: _KernelKey, launch: KernelLaunch) -> None:

@@ -237,6 +237,15 @@ class KernelLaunch(Protocol):
         ahead (an interpreter).
         """
 
+    def compile_process(self) -> Callable[[], None] | None:
+        """What a process forked for COMPILE runs before it compiles with :meth:`compiler`'s function.
+
+        Made on the launching thread. The child must then compile without
+        the device and leave its work where this process finds it when it
+        compiles the same config (a shared on-disk cache). ``None`` where
+        that cannot be: the compiles run on threads of this process.
+        """
+
 
 class Interceptor(Registrable, Protocol):
     """How another library's kernel launches reach the contextual tuner.
@@ -277,6 +286,13 @@ class RecordingInterceptor(Interceptor, Protocol):
         inside it; the yielded list fills with one thunk per launch, which
         compiles that launch on any thread and raises what it would. ``None``
         where nothing is compiled ahead (an interpreter).
+        """
+        ...
+
+    def compile_process(self) -> Callable[[], None] | None:
+        """What a process forked for COMPILE runs before it calls recorded thunks; ``None``: threads only.
+
+        As :meth:`KernelLaunch.compile_process`; made on the recording thread.
         """
         ...
 

@@ -242,7 +242,16 @@ class AutoTuner(FunctionWrapper):
             for thunk in compiles.get(candidate.index, ()):
                 thunk()
 
-        tuning.compile(compile_candidate, [c for c in tuning.queued() if c.index in compiles])
+        preparations = [rec.compile_process() for rec in recorders]
+        child = None
+        if all(prepare is not None for prepare in preparations):
+
+            def child() -> None:
+                for prepare in preparations:
+                    assert prepare is not None
+                    prepare()
+
+        tuning.compile(compile_candidate, [c for c in tuning.queued() if c.index in compiles], child=child)
 
     def _merge(
         self, config: Mapping[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any], allow: bool

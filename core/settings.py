@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ class Settings:
     tie_rounds: int = 4
     compile_workers: int = 0
     compile_timeout: int = 600
+    compile_pool: str = "processes"
     precompile: bool = True
     shard: bool = False
     block: tuple[str, ...] = ()
@@ -106,18 +107,18 @@ def _flag(value: Any, where: str) -> bool:
     raise ConfigError(f"{where}: expected a boolean (0/1, true/false), got {value!r}")
 
 
-def _objective(value: Any, where: str) -> str:
-    text = str(value).strip().lower() if isinstance(value, str) else value
-    if text not in ("device", "wall"):
-        raise ConfigError(f"{where}: expected 'device' or 'wall', got {value!r}")
-    return text
+def _choice(first: str, second: str) -> Callable[[Any, str], str]:
+    def parse(value: Any, where: str) -> str:
+        text = value.strip().lower() if isinstance(value, str) else value
+        if text not in (first, second):
+            raise ConfigError(f"{where}: expected '{first}' or '{second}', got {value!r}")
+        return text
+
+    return parse
 
 
-def _isolate(value: Any, where: str) -> str:
-    text = value.strip().lower() if isinstance(value, str) else value
-    if text not in ("none", "subprocess"):
-        raise ConfigError(f"{where}: expected 'none' or 'subprocess', got {value!r}")
-    return text
+_objective = _choice("device", "wall")
+_isolate = _choice("none", "subprocess")
 
 
 def _path(value: Any, where: str) -> Path:
@@ -168,6 +169,7 @@ _FIELDS = {
     "tie_rounds": _count(0),
     "compile_workers": _count(0),
     "compile_timeout": _count(0),
+    "compile_pool": _choice("processes", "threads"),
     "precompile": _flag,
     "shard": _flag,
     "block": _names,
@@ -192,6 +194,7 @@ _ENV = {
     "KERNELTUNE_TIE_ROUNDS": "tie_rounds",
     "KERNELTUNE_COMPILE_WORKERS": "compile_workers",
     "KERNELTUNE_COMPILE_TIMEOUT": "compile_timeout",
+    "KERNELTUNE_COMPILE_POOL": "compile_pool",
     "KERNELTUNE_PRECOMPILE": "precompile",
     "KERNELTUNE_SHARD": "shard",
     "TRITON_DIST_AUTOTUNE_CACHE_DIR": "cache_dir",

@@ -240,17 +240,24 @@ class Tuning:
             self.fail(job.candidate, problem)
 
     def compile(
-        self, compile_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None
+        self,
+        compile_one: Callable[[Candidate], object],
+        candidates: Iterable[Candidate] | None = None,
+        *,
+        child: Callable[[], None] | None = None,
     ) -> None:
-        """COMPILE: compile candidates on a pool of threads while measuring goes on.
+        """COMPILE: compile candidates on a pool while measuring goes on.
 
         :param compile_one: compiles one candidate without running it, on pool threads, raising what
             makes it unusable (a compile error, a kernel too big for the device).
         :param candidates: what to compile, in the order it will be measured (default: every queued
             candidate); an adaptive driver calls this for each round. Ranks on one host each compile
             their share; the others load it from Triton's cache at their first run.
+        :param child: the backend's preparation of a forked compile process
+            (:class:`~kerneltune.core.compile.CompileStage`); with it and ``compile_pool =
+            "processes"`` each compile runs in a forked process first.
 
-        Uses the ``compile_workers`` and ``compile_timeout`` settings.
+        Uses the ``compile_workers``, ``compile_timeout`` and ``compile_pool`` settings.
         """
         if self.best is not None:
             return
@@ -267,6 +274,7 @@ class Tuning:
                 timeout=settings.compile_timeout,
                 subject=Subject(self._space.name, self.key, self._global_rank, self.verbose, self._log_dir),
                 notify=self.session.notify,
+                child=child if settings.compile_pool == "processes" else None,
             )
         else:
             self._compiling.add(mine)

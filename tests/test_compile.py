@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
 from kerneltune.core import Space, Tuner, hookimpl
+from kerneltune.core.errors import ConfigError
+from kerneltune.core.settings import load_settings
 from kerneltune.plugins.triton import compiler
 from rank_doubles import ThreadGroup, run_ranks
 from test_multirank import make_session, space
@@ -44,10 +49,10 @@ def engine_session(monkeypatch, clock, watch, **settings):
     return install_session(monkeypatch, extra=(clock_plugin(clock), watch), **settings)
 
 
-def drive(session, clock, compile_one, measured: list[str], on_run=lambda name: None):
+def drive(session, clock, compile_one, measured: list[str], on_run=lambda name: None, child=None):
     tuner = Tuner(Space.build("work", [{"name": n} for n in NAMES], "def work(name): ..."))
     with tuner.begin(session, "key") as tuning:
-        tuning.compile(compile_one)
+        tuning.compile(compile_one, child=child)
         while (candidate := tuning.next_candidate()) is not None:
             name = candidate.config["name"]
 
@@ -154,6 +159,142 @@ def test_ranks_on_one_host_split_the_compiling(tmp_path, size):
         assert counts == {"gather": 1, "max": 1, "barrier": 7}
 
 
+# -- compile processes: each compile forked first, then loaded here ------------------------------------
+
+
+class ForkedCompiles:
+    """A backend whose compiles can run in forked processes: each compile appends ``pid name`` to a log."""
+
+    def __init__(self, log: Path, behave=None) -> None:
+        self.log, self.behave, self.forked = log, behave or {}, False
+
+    def prepare(self) -> None:
+        self.forked = True
+
+    def compile_one(self, candidate) -> None:
+        name = candidate.config["name"]
+        with self.log.open("a") as out:
+            out.write(f"{os.getpid()} {name}\n")
+        self.behave.get(name, lambda: None)()
+
+    def compiled(self) -> list[tuple[str, str]]:
+        """(where, name) for each compile: ``child`` or ``here``."""
+        lines = [line.split() for line in self.log.read_text().splitlines()]
+        return sorted(("here" if int(pid) == os.getpid() else "child", name) for pid, name in lines)
+
+
+def segfault() -> None:
+    ctypes.string_at(0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_each_compile_runs_in_a_forked_process_then_loads_here(monkeypatch, isolated, tmp_path):
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=2)
+    backend = ForkedCompiles(tmp_path / "compiled.log")
+    measured: list[str] = []
+    best = drive(session, clock, backend.compile_one, measured, child=backend.prepare)
+    assert best.config["name"] == "b" and set(measured) == set(NAMES)
+    assert backend.compiled() == sorted([("child", n) for n in NAMES] + [("here", n) for n in NAMES])
+    assert all(error is None for _, error, _, _ in watch.finished)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_a_compile_that_crashes_its_process_fails_that_candidate_and_never_runs_here(
+    monkeypatch, isolated, tmp_path
+):
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch)
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"b": segfault})
+    measured: list[str] = []
+    best = drive(session, clock, backend.compile_one, measured, child=backend.prepare)
+    assert best.config["name"] == "c" and "b" not in measured
+    assert ("here", "b") not in backend.compiled() and ("child", "b") in backend.compiled()
+    (record,) = stored_records(isolated, "work")
+    assert (
+        record["candidates"][1]["error"]
+        == "CompilerCrashed: the compiler crashed (SIGSEGV) in a compile process"
+    )
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_a_compile_that_raises_in_its_process_raises_again_here_with_the_backends_error(
+    monkeypatch, isolated, tmp_path
+):
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch)
+
+    def too_big() -> None:
+        raise ValueError("needs 300000 bytes of shared memory")
+
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"b": too_big})
+    best = drive(session, clock, backend.compile_one, [], child=backend.prepare)
+    assert best.config["name"] == "c"
+    assert {("child", "b"), ("here", "b")} <= set(backend.compiled())
+    (record,) = stored_records(isolated, "work")
+    assert record["candidates"][1]["error"] == "ValueError: needs 300000 bytes of shared memory"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_a_compile_process_that_outlasts_the_timeout_is_killed(monkeypatch, isolated, tmp_path):
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_timeout=1)
+    pids = tmp_path / "pids"
+
+    def hang() -> None:
+        pids.write_text(str(os.getpid()))
+        time.sleep(60)
+
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"b": hang})
+    started = time.monotonic()
+    best = drive(session, clock, backend.compile_one, [], child=backend.prepare)
+    assert time.monotonic() - started < 10
+    assert best.config["name"] == "c"
+    (record,) = stored_records(isolated, "work")
+    assert (
+        record["candidates"][1]["error"] == "CompileTimeout: compiling took longer than compile_timeout = 1 s"
+    )
+    deadline = time.monotonic() + 5
+    while _alive(int(pids.read_text())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(int(pids.read_text())), "the hung compile process was killed"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_compile_pool_threads_keeps_every_compile_in_this_process(monkeypatch, isolated, tmp_path):
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_pool="threads")
+    backend = ForkedCompiles(tmp_path / "compiled.log")
+    drive(session, clock, backend.compile_one, [], child=backend.prepare)
+    assert backend.compiled() == sorted(("here", n) for n in NAMES)
+
+
+def test_compile_pool_setting_reads_processes_or_threads():
+    assert load_settings(environ={}).compile_pool == "processes"
+    assert load_settings(environ={"KERNELTUNE_COMPILE_POOL": "Threads"}).compile_pool == "threads"
+    with pytest.raises(
+        ConfigError, match=r"KERNELTUNE_COMPILE_POOL.*expected 'processes' or 'threads', got 'forks'"
+    ):
+        load_settings(environ={"KERNELTUNE_COMPILE_POOL": "forks"})
+
+
+def test_triton_compiles_stay_on_threads_where_nothing_is_compiled_or_the_cache_is_not_shared(monkeypatch):
+    assert compiler.forked_compiles() is None, "Triton's interpreter compiles nothing"
+    monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
+    monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")
+    assert compiler.forked_compiles() is None, "the parent would compile again instead of loading"
+    monkeypatch.delenv("TRITON_ALWAYS_COMPILE")
+    monkeypatch.setenv("TRITON_CACHE_MANAGER", "my.module:MyCache")
+    assert compiler.forked_compiles() is None, "a custom cache may not reach another process"
+
+
 # -- the function-level tuner: launches recorded, then compiled ---------------------------------------
 
 
@@ -197,6 +338,9 @@ def recorder_plugin(kernels: FakeKernels):
 
         def recording(self):
             return self._record()
+
+        def compile_process(self):
+            return None
 
     class Plugin:
         @hookimpl

@@ -11,6 +11,11 @@ arguments and launches nothing:
   launcher once with this thread's JIT launches recorded instead of made,
   each turned into a compile.
 
+COMPILE may run each compile in a forked process (:func:`forked_compiles`):
+the child inherits the kernel and arguments, compiles into Triton's on-disk
+cache without touching the device, and exits; the parent's compile of the
+same candidate is then a load from that cache.
+
 It also holds what compiling needs to know of the driver: which device a
 thread compiles for (:func:`device_binding`), whether a compiled kernel fits
 the device (:func:`shared_memory_problem`) and whether an error is Triton's
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -80,7 +86,99 @@ def device_binding() -> Callable[[], None]:
     setter = getattr(active, "set_current_device", None)
     if setter is None:
         return lambda: None
-    return lambda: setter(device)
+
+    def bind() -> None:
+        if not _child.forked:  # a forked compile process has no device to bind
+            setter(device)
+
+    return bind
+
+
+class _Child:
+    #: this process is a compile process forked by COMPILE (:func:`forked_compiles`).
+    forked = False
+
+
+_child = _Child()
+
+
+class _ChildDriver:
+    """The active driver as a forked compile process sees it: the parent's device and target, no device calls.
+
+    A process forked from one holding a CUDA context cannot use the device;
+    compiling needs only the target and the device's number, which the JIT
+    asks the driver for.
+    """
+
+    def __init__(self, real: Any, device: int, target: Any) -> None:
+        self._real, self._device, self._target = real, device, target
+
+    def get_current_device(self) -> int:
+        return self._device
+
+    def set_current_device(self, device: int) -> None:
+        pass
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def get_current_target(self) -> Any:
+        return self._target
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def in_compile_process() -> bool:
+    """Whether this process was forked by COMPILE to compile (:func:`forked_compiles`)."""
+    return _child.forked
+
+
+def _cache_is_shared() -> bool:
+    """Whether another process's compile is found here: Triton's own file cache, no forced recompiles."""
+    if os.environ.get("TRITON_ALWAYS_COMPILE", "0").lower() in ("1", "true", "on", "yes"):
+        return False
+    if os.environ.get("TRITON_CACHE_MANAGER"):
+        return False
+    try:
+        from triton import knobs
+    except ImportError:
+        return True  # releases before knobs read only the environment
+    if getattr(getattr(knobs, "compilation", None), "always_compile", False):
+        return False
+    manager = getattr(getattr(knobs, "cache", None), "manager_class", None)
+    from triton.runtime.cache import FileCacheManager
+
+    return manager is None or manager is FileCacheManager
+
+
+def forked_compiles() -> Callable[[], None] | None:
+    """What a forked compile process runs before compiling, for kernels on this thread's device.
+
+    ``None`` where compiles cannot move to a forked process: Triton's
+    interpreter (nothing is compiled), a platform without ``fork``, a
+    release whose driver cannot be swapped, or a cache another process's
+    compile would not reach (a custom cache manager, forced recompiles).
+    """
+    if adapter.interpreting() or not hasattr(os, "fork") or not _cache_is_shared():
+        return None
+    from triton.runtime import driver
+
+    if not hasattr(driver, "set_active"):
+        return None
+    try:
+        active = driver.active
+        device, target = active.get_current_device(), active.get_current_target()
+    except Exception:
+        return None  # no device here: compiling will say so in this process
+
+    def prepare() -> None:
+        global _priming
+        _child.forked = True
+        _priming = threading.Lock()  # another thread of the parent may have held it at the fork
+        driver.set_active(_ChildDriver(active, device, target))
+
+    return prepare
 
 
 class CannotRun(RuntimeError):
@@ -126,6 +224,8 @@ def _compile(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
 
 
 def _check(compiled: Any) -> None:
+    if _child.forked:
+        return  # the parent checks what it loads; a forked process asks the device nothing
     problem = shared_memory_problem(compiled)
     if problem is not None:
         raise CannotRun(f"cannot launch: {problem}")

@@ -69,6 +69,10 @@ class TritonLaunch:
         """Compiles configs for this launch's arguments on any thread; ``None`` under the interpreter."""
         return compiler.config_compiler(self.kernel, self._args, self._kwargs)
 
+    def compile_process(self) -> Callable[[], None] | None:
+        """Prepares a forked process to compile for this device (:func:`compiler.forked_compiles`)."""
+        return compiler.forked_compiles()
+
     def run_default(self) -> Any:
         """Triton's own ``run`` for this launch."""
         return self._original(self.kernel, *self._args, **self._kwargs)
@@ -128,6 +132,10 @@ class TritonInterceptor:
         ``None`` under Triton's interpreter, where nothing is compiled.
         """
         return None if adapter.interpreting() else compiler.recording()
+
+    def compile_process(self) -> Callable[[], None] | None:
+        """Prepares a forked process to compile recorded launches (:func:`compiler.forked_compiles`)."""
+        return compiler.forked_compiles()
 
     def uninstall(self) -> None:
         """Put the original ``run`` methods back."""

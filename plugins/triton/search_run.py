@@ -93,6 +93,7 @@ class SearchRun:
         #: guards what compiles note from COMPILE's pool threads.
         self.noting = threading.Lock()
         self.compile_config = compiler.config_compiler(kernel, args, {**launch, "grid": grid})
+        self.compile_process = compiler.forked_compiles()
 
     def say(self, line: str) -> None:
         if self.hints.debug:
@@ -152,7 +153,11 @@ class SearchRun:
         by_index = dict(zip((c.index for c in candidates), points, strict=True))
         if self.compile_config is not None:
             runnable = [c for c in candidates if c.index not in problems]
-            self.tuning.compile(lambda candidate: self.build(candidate, by_index[candidate.index]), runnable)
+            self.tuning.compile(
+                lambda candidate: self.build(candidate, by_index[candidate.index]),
+                runnable,
+                child=self.compile_process,
+            )
         while (candidate := self.tuning.next_candidate()) is not None:
             problem = problems.get(candidate.index)
             if problem is not None:
@@ -296,6 +301,8 @@ class SearchRun:
         try:
             self.compile_config(candidate.config)
         except Exception as exc:
+            if compiler.in_compile_process():
+                raise  # a forked compile process: the parent compiles again and notes the failure
             if isinstance(exc, compiler.CannotRun) or compiler.out_of_resources(exc):
                 with self.noting:
                     self.note_exhausted(point, str(exc))

@@ -1,0 +1,86 @@
+"""COMPILE in forked processes on a CUDA device: this process only loads what they compiled.
+
+Each tuning starts from an empty Triton cache. Triton's compilation listener
+sees every compile made in this process, with whether it was a load from the
+on-disk cache: with ``compile_pool = "processes"`` every one must be, since
+the forked processes did the compiling; with ``"threads"`` they are real
+compiles here, which shows the listener can tell the two apart.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from contextual_matmul import SIX_CONFIGS, launch_config, launch_matmul, make_matmul
+
+from triton_dist.autotuner import contextual_autotune
+from triton_dist.tune import autotune
+
+pytestmark = pytest.mark.gpu
+
+SIZE = 1024
+
+
+@pytest.fixture
+def compiles_here(tmp_path, monkeypatch):
+    """Whether each compile in this process was a cache load, in order; with an empty Triton cache."""
+    from triton import knobs
+
+    if not hasattr(knobs.compilation, "listener"):
+        pytest.skip("this Triton has no compilation listener")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    monkeypatch.setenv("KERNELTUNE_CACHE", "memory")
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "1")
+    loads: list[bool] = []
+
+    def listener(**event):
+        loads.append(bool(event.get("cache_hit")))
+
+    monkeypatch.setattr(knobs.compilation, "listener", listener)
+    return loads
+
+
+def operands():
+    torch.manual_seed(0)
+    a = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
+    b = torch.randn((SIZE, SIZE), device="cuda", dtype=torch.float16)
+    return a, b, (a.float() @ b.float()).half()
+
+
+def tune_contextually():
+    a, b, expected = operands()
+    kernel = make_matmul(SIX_CONFIGS)
+
+    @contextual_autotune(n_repeat=5, n_warmup=2)
+    def product(a, b):
+        return launch_matmul(kernel, a, b)
+
+    torch.testing.assert_close(product(a, b), expected, atol=0.5, rtol=0.02)
+
+
+@pytest.mark.parametrize("pool", ["processes", "threads"])
+def test_contextual_compiles_in_forked_processes_and_loads_here(compiles_here, monkeypatch, pool):
+    monkeypatch.setenv("KERNELTUNE_COMPILE_POOL", pool)
+    tune_contextually()
+    assert len(compiles_here) >= len(SIX_CONFIGS)
+    if pool == "processes":
+        assert all(compiles_here), f"compiled here, not loaded: {compiles_here}"
+    else:
+        assert compiles_here.count(False) == len(SIX_CONFIGS), compiles_here
+
+
+def test_function_level_precompiles_in_forked_processes(compiles_here, monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "1")
+    monkeypatch.setenv("KERNELTUNE_COMPILE_POOL", "processes")
+    a, b, expected = operands()
+    kernel = make_matmul(SIX_CONFIGS)
+
+    @autotune(config_space=[{"cfg": cfg} for cfg in SIX_CONFIGS], key_fn=lambda a, b: a.shape)
+    def product(a, b, cfg):
+        out = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=torch.float16)
+        launch_config(kernel, cfg, a, b, out)
+        return out
+
+    torch.testing.assert_close(product(a, b), expected, atol=0.5, rtol=0.02)
+    assert len(compiles_here) >= len(SIX_CONFIGS)
+    assert all(compiles_here), f"compiled here, not loaded: {compiles_here}"

@@ -256,6 +256,7 @@ class ContextualCall:
                 key=state.key,
                 candidates=state.space.candidates,
                 means=tuple(state.means.get(c.index, float("inf")) for c in state.space.candidates),
+                errors=tuple(tuning.error(c) for c in state.space.candidates),
                 best=best,
                 world_size=tuning.reducer.world_size,
                 verbose=self.owner.verbose,

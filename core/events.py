@@ -128,8 +128,9 @@ class KernelTuned:
     """A contextual tuner finished one (kernel, key).
 
     ``means`` are this rank's mean times in milliseconds (``inf`` for a
-    candidate that failed or was pruned); ``best`` is the pick after the
-    ranks' reduction, or ``None`` when no candidate was valid.
+    candidate that failed or was pruned); ``errors`` says why each failed
+    (``None`` for one that did not, or was pruned); ``best`` is the pick
+    after the ranks' reduction, or ``None`` when no candidate was valid.
     """
 
     kernel: str
@@ -139,3 +140,4 @@ class KernelTuned:
     best: Candidate | None
     world_size: int
     verbose: bool
+    errors: tuple[str | None, ...] = ()

@@ -410,6 +410,11 @@ class Tuning:
             new = previous.samples + new
         self._finish_candidate(Measurement(candidate.index, samples=new))
 
+    def error(self, candidate: Candidate) -> str | None:
+        """Why ``candidate`` failed here (compiling, screening or running); ``None`` if it did not."""
+        measurement = self._measurements.get(candidate.index)
+        return None if measurement is None else measurement.error
+
     def fail(self, candidate: Candidate, error: BaseException) -> None:
         """Record that a candidate raised; it counts as infinitely slow."""
         self._finish_candidate(Measurement(candidate.index, error=describe_error(error)))

@@ -286,6 +286,7 @@ def test_compile_pool_setting_reads_processes_or_threads():
 
 
 def test_triton_compiles_stay_on_threads_where_nothing_is_compiled_or_the_cache_is_not_shared(monkeypatch):
+    monkeypatch.setattr(compiler.adapter, "interpreting", lambda: True)
     assert compiler.forked_compiles() is None, "Triton's interpreter compiles nothing"
     monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
     monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")

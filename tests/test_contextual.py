@@ -163,8 +163,8 @@ def test_log_file_records_rounds_times_errors_and_pick(tmp_path):
     assert f"kernel scale_kernel key {key} config 0 warmup round 1/1: done" in log
     assert f"kernel scale_kernel key {key} config 0 timed round 1/2: " in log
     assert f"kernel scale_kernel key {key} config 0 timed round 2/2: " in log
-    assert f"kernel scale_kernel key {key} config 1 warmup round 1/1: exception: " in log
-    assert "config 1 mean invalid" in log
+    # Under the interpreter config 1 fails at its first launch; on a GPU, compiling ahead.
+    assert f"kernel scale_kernel key {key}: config 1 mean invalid [BLOCK=48] failed: " in log
     assert f"kernel scale_kernel key {key}: best config 0 [BLOCK=64]" in log
     assert "config 0 mean " in log and " ms [BLOCK=64]" in log
 

@@ -2,7 +2,8 @@
 
 One line per warm-up or timed launch of a candidate (kernel name, key,
 config number, phase and round, time or exception) and a summary per
-(kernel, key) with every candidate's mean time and the best config. The rank
+(kernel, key) with every candidate's mean time, why each that failed did
+(its compile, say, which has no launch line), and the best config. The rank
 is the process's global rank in torch.distributed, 0 without it, so ranks
 never write to one file.
 """
@@ -68,9 +69,11 @@ def kerneltune_launch_measured(event: LaunchMeasured) -> None:
 
 @hookimpl
 def kerneltune_kernel_tuned(event: KernelTuned) -> None:
+    errors = event.errors or (None,) * len(event.candidates)
     lines = [
         f"kernel {event.kernel} key {event.key!r}: config {c.index} mean {_ms(t)} [{c.label}]"
-        for c, t in zip(event.candidates, event.means, strict=True)
+        + ("" if error is None else f" failed: {error}")
+        for c, t, error in zip(event.candidates, event.means, errors, strict=True)
     ]
     if event.best is None:
         lines.append(f"kernel {event.kernel} key {event.key!r}: cannot find valid config")

@@ -14,8 +14,12 @@ Two kinds of pool:
   process, which inherits the kernel and the arguments as they are (nothing
   is pickled) and writes what it compiled to the backend's on-disk cache;
   this process then compiles the candidate again, which is a load from that
-  cache. The backend's preparation (``child``) makes the child compile
-  without touching the device: a forked child cannot use a CUDA context.
+  cache. The backend's :class:`~kerneltune.core.contracts.CompileProcess`
+  (``child``) makes the child compile without touching the device (a forked
+  child cannot use a CUDA context), and holds the forks until the
+  compiler's one-time set-up is done in this process (Triton hashes its own
+  sources and library, about 0.3 s, before its first compile): each child
+  inherits it instead of repeating it.
   Compiling in threads shares one interpreter lock, which on an H200's
   host held sixteen parallel compiles to about 3x; processes do not share
   it.
@@ -45,6 +49,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
+from kerneltune.core.contracts import CompileProcess
 from kerneltune.core.errors import describe_error
 from kerneltune.core.events import CompileFinished, CompileStarted
 from kerneltune.core.records import Candidate
@@ -91,6 +96,23 @@ class Subject:
     log_dir: Path | None
 
 
+@attrs.frozen
+class CompileProcesses:
+    """Several backends' :class:`~kerneltune.core.contracts.CompileProcess` as one (a launcher's kernels)."""
+
+    parts: tuple[CompileProcess, ...]
+
+    def ready(self) -> None:
+        """Every part ready."""
+        for part in self.parts:
+            part.ready()
+
+    def prepare(self) -> None:
+        """Every part's preparation, in order."""
+        for part in self.parts:
+            part.prepare()
+
+
 class CompileStage:
     """Compiles candidates on a pool; :meth:`wait` gives one's outcome.
 
@@ -101,9 +123,9 @@ class CompileStage:
         will be measured (the pool starts them in that order).
     :param workers: how many compile at once.
     :param timeout: seconds a compile may take once started; 0 for no limit.
-    :param child: prepares a forked process to run ``compile_one`` (the
-        backend's part; see the module's notes); ``None``, or a platform
-        without ``fork``, compiles on threads of this process.
+    :param child: the backend's part in compiling in forked processes (see
+        the module's notes); ``None``, or a platform without ``fork``,
+        compiles on threads of this process.
     :param subject: the tuning, as its events name it.
     :param notify: sends an observer hook its event
         (:meth:`kerneltune.core.session.Session.notify`); called on pool
@@ -120,7 +142,7 @@ class CompileStage:
         timeout: float,
         subject: Subject,
         notify: Callable[[str, object], object],
-        child: Callable[[], None] | None = None,
+        child: CompileProcess | None = None,
     ) -> None:
         self._compile_one = compile_one
         self._child = child if can_fork() else None
@@ -196,6 +218,7 @@ class CompileStage:
     def _in_child(self, candidate: Candidate, began: float) -> BaseException | None:
         """Compile ``candidate`` in a forked process: ``None`` when it ended (compiled or raised)."""
         assert self._child is not None
+        self._child.ready()
         with self._forking, warnings.catch_warnings():
             # Python 3.12 warns about forking a process with threads: the child
             # runs only the compile, on this thread's copy, and exits.
@@ -231,7 +254,7 @@ class CompileStage:
         faulthandler.disable()
         try:
             assert self._child is not None
-            self._child()
+            self._child.prepare()
             self._compile_one(candidate)
             code = 0
         except BaseException:

@@ -186,6 +186,26 @@ class GlobalRankReducer(Reducer, Protocol):
     global_rank: int
 
 
+class CompileProcess(Protocol):
+    """A backend's part in compiling in processes forked for COMPILE (:mod:`kerneltune.core.compile`).
+
+    The child inherits the kernel and its arguments, compiles, and leaves
+    its work where this process finds it (Triton: its on-disk cache); this
+    process then compiles the same candidate again, which loads that work.
+    """
+
+    def ready(self) -> None:
+        """Block until a child may be forked: the compiler's one-time set-up done here, no child repeats it.
+
+        Called on COMPILE's pool threads, before each fork.
+        """
+        ...
+
+    def prepare(self) -> None:
+        """Run in the forked child before it compiles: make it compile without the device."""
+        ...
+
+
 class KernelLaunch(Protocol):
     """One intercepted launch, as an interceptor plugin describes it to the driver."""
 
@@ -237,13 +257,12 @@ class KernelLaunch(Protocol):
         ahead (an interpreter).
         """
 
-    def compile_process(self) -> Callable[[], None] | None:
-        """What a process forked for COMPILE runs before it compiles with :meth:`compiler`'s function.
+    def compile_process(self) -> CompileProcess | None:
+        """How :meth:`compiler`'s function runs in a process forked for COMPILE; ``None``: on threads only.
 
-        Made on the launching thread. The child must then compile without
-        the device and leave its work where this process finds it when it
-        compiles the same config (a shared on-disk cache). ``None`` where
-        that cannot be: the compiles run on threads of this process.
+        Made on the launching thread. ``None`` where a forked child cannot
+        compile without the device, or would leave its work where this
+        process does not find it when it compiles the same config.
         """
 
 
@@ -289,8 +308,8 @@ class RecordingInterceptor(Interceptor, Protocol):
         """
         ...
 
-    def compile_process(self) -> Callable[[], None] | None:
-        """What a process forked for COMPILE runs before it calls recorded thunks; ``None``: threads only.
+    def compile_process(self) -> CompileProcess | None:
+        """How recorded thunks run in a process forked for COMPILE; ``None``: on threads only.
 
         As :meth:`KernelLaunch.compile_process`; made on the recording thread.
         """

@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
+from kerneltune.core.compile import CompileProcesses
 from kerneltune.core.engine import Tuner, Tuning
 from kerneltune.core.isolation import SUBPROCESS, Screening, target_of
 from kerneltune.core.records import Candidate
@@ -242,15 +243,9 @@ class AutoTuner(FunctionWrapper):
             for thunk in compiles.get(candidate.index, ()):
                 thunk()
 
-        preparations = [rec.compile_process() for rec in recorders]
-        child = None
-        if all(prepare is not None for prepare in preparations):
-
-            def child() -> None:
-                for prepare in preparations:
-                    assert prepare is not None
-                    prepare()
-
+        processes = [rec.compile_process() for rec in recorders]
+        parts = tuple(process for process in processes if process is not None)
+        child = CompileProcesses(parts) if len(parts) == len(processes) else None
         tuning.compile(compile_candidate, [c for c in tuning.queued() if c.index in compiles], child=child)
 
     def _merge(

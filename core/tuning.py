@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 from kerneltune.core.agreement import Verdict, Vote, agree, check_picks, short_repr
 from kerneltune.core.compile import CompileStage, Subject, worker_count
+from kerneltune.core.contracts import CompileProcess
 from kerneltune.core.errors import NoValidConfigError, describe_error, failure_report
 from kerneltune.core.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.isolation import ScreenedOut, merge_ranks, screen_all, warn_unscreened
@@ -244,7 +245,7 @@ class Tuning:
         compile_one: Callable[[Candidate], object],
         candidates: Iterable[Candidate] | None = None,
         *,
-        child: Callable[[], None] | None = None,
+        child: CompileProcess | None = None,
     ) -> None:
         """COMPILE: compile candidates on a pool while measuring goes on.
 
@@ -253,7 +254,7 @@ class Tuning:
         :param candidates: what to compile, in the order it will be measured (default: every queued
             candidate); an adaptive driver calls this for each round. Ranks on one host each compile
             their share; the others load it from Triton's cache at their first run.
-        :param child: the backend's preparation of a forked compile process
+        :param child: the backend's part in compiling in forked processes
             (:class:`~kerneltune.core.compile.CompileStage`); with it and ``compile_pool =
             "processes"`` each compile runs in a forked process first.
 

@@ -166,10 +166,14 @@ class ForkedCompiles:
     """A backend whose compiles can run in forked processes: each compile appends ``pid name`` to a log."""
 
     def __init__(self, log: Path, behave=None) -> None:
-        self.log, self.behave, self.forked = log, behave or {}, False
+        self.log, self.behave = log, behave or {}
+        self.readied = 0
+
+    def ready(self) -> None:
+        self.readied += 1
 
     def prepare(self) -> None:
-        self.forked = True
+        pass
 
     def compile_one(self, candidate) -> None:
         name = candidate.config["name"]
@@ -193,9 +197,10 @@ def test_each_compile_runs_in_a_forked_process_then_loads_here(monkeypatch, isol
     session = engine_session(monkeypatch, clock, watch, compile_workers=2)
     backend = ForkedCompiles(tmp_path / "compiled.log")
     measured: list[str] = []
-    best = drive(session, clock, backend.compile_one, measured, child=backend.prepare)
+    best = drive(session, clock, backend.compile_one, measured, child=backend)
     assert best.config["name"] == "b" and set(measured) == set(NAMES)
     assert backend.compiled() == sorted([("child", n) for n in NAMES] + [("here", n) for n in NAMES])
+    assert backend.readied == len(NAMES), "each fork waited for the compiler's set-up"
     assert all(error is None for _, error, _, _ in watch.finished)
 
 
@@ -207,7 +212,7 @@ def test_a_compile_that_crashes_its_process_fails_that_candidate_and_never_runs_
     session = engine_session(monkeypatch, clock, watch)
     backend = ForkedCompiles(tmp_path / "compiled.log", {"b": segfault})
     measured: list[str] = []
-    best = drive(session, clock, backend.compile_one, measured, child=backend.prepare)
+    best = drive(session, clock, backend.compile_one, measured, child=backend)
     assert best.config["name"] == "c" and "b" not in measured
     assert ("here", "b") not in backend.compiled() and ("child", "b") in backend.compiled()
     (record,) = stored_records(isolated, "work")
@@ -228,7 +233,7 @@ def test_a_compile_that_raises_in_its_process_raises_again_here_with_the_backend
         raise ValueError("needs 300000 bytes of shared memory")
 
     backend = ForkedCompiles(tmp_path / "compiled.log", {"b": too_big})
-    best = drive(session, clock, backend.compile_one, [], child=backend.prepare)
+    best = drive(session, clock, backend.compile_one, [], child=backend)
     assert best.config["name"] == "c"
     assert {("child", "b"), ("here", "b")} <= set(backend.compiled())
     (record,) = stored_records(isolated, "work")
@@ -247,7 +252,7 @@ def test_a_compile_process_that_outlasts_the_timeout_is_killed(monkeypatch, isol
 
     backend = ForkedCompiles(tmp_path / "compiled.log", {"b": hang})
     started = time.monotonic()
-    best = drive(session, clock, backend.compile_one, [], child=backend.prepare)
+    best = drive(session, clock, backend.compile_one, [], child=backend)
     assert time.monotonic() - started < 10
     assert best.config["name"] == "c"
     (record,) = stored_records(isolated, "work")
@@ -272,7 +277,7 @@ def test_compile_pool_threads_keeps_every_compile_in_this_process(monkeypatch, i
     clock, watch = FakeClock(), Watch()
     session = engine_session(monkeypatch, clock, watch, compile_pool="threads")
     backend = ForkedCompiles(tmp_path / "compiled.log")
-    drive(session, clock, backend.compile_one, [], child=backend.prepare)
+    drive(session, clock, backend.compile_one, [], child=backend)
     assert backend.compiled() == sorted(("here", n) for n in NAMES)
 
 

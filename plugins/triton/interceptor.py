@@ -69,8 +69,8 @@ class TritonLaunch:
         """Compiles configs for this launch's arguments on any thread; ``None`` under the interpreter."""
         return compiler.config_compiler(self.kernel, self._args, self._kwargs)
 
-    def compile_process(self) -> Callable[[], None] | None:
-        """Prepares a forked process to compile for this device (:func:`compiler.forked_compiles`)."""
+    def compile_process(self) -> compiler.TritonCompileProcess | None:
+        """How this launch's configs compile in forked processes (:func:`compiler.forked_compiles`)."""
         return compiler.forked_compiles()
 
     def run_default(self) -> Any:
@@ -133,8 +133,8 @@ class TritonInterceptor:
         """
         return None if adapter.interpreting() else compiler.recording()
 
-    def compile_process(self) -> Callable[[], None] | None:
-        """Prepares a forked process to compile recorded launches (:func:`compiler.forked_compiles`)."""
+    def compile_process(self) -> compiler.TritonCompileProcess | None:
+        """How recorded launches compile in forked processes (:func:`compiler.forked_compiles`)."""
         return compiler.forked_compiles()
 
     def uninstall(self) -> None:

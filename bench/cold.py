@@ -19,7 +19,8 @@ each with its compiles in forked processes (the default), and as
 ``<tuner>-threads`` with ``KERNELTUNE_COMPILE_POOL=threads`` (compiles on
 threads of the tuning process); ``function-seq`` is the function-level
 tuner with ``KERNELTUNE_PRECOMPILE=0`` (each config compiles at its first
-warm-up, one after another, as before COMPILE existed).
+warm-up, one after another, as before COMPILE existed), and ``search-seq``
+the search compiling one candidate at a time on one thread.
 
 A separate warm process (the oracle) times every one of the 16 configs with
 interleaved ``do_bench`` rounds; a pick's regret is its oracle time over the
@@ -62,6 +63,7 @@ TUNERS: dict[str, tuple[str, dict[str, str]]] = {
     "function-seq": ("function", {"KERNELTUNE_PRECOMPILE": "0"}),
     "search": ("search", {}),
     "search-threads": ("search", {"KERNELTUNE_COMPILE_POOL": "threads"}),
+    "search-seq": ("search", {"KERNELTUNE_COMPILE_POOL": "threads", "KERNELTUNE_COMPILE_WORKERS": "1"}),
 }
 
 

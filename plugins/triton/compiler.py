@@ -157,6 +157,8 @@ class _WarmUp:
     """The compiler's one-time set-up in this process, on a background thread (:func:`warm_up`)."""
 
     thread: threading.Thread | None = None
+    #: :func:`warm_up` ran here (once is enough: without a device it never starts a thread).
+    tried = False
     lock = threading.Lock()
 
 
@@ -186,12 +188,16 @@ def warm_up() -> None:
     generators. Compiling an empty kernel does all of it; a compile process
     forked afterwards inherits it (:meth:`TritonCompileProcess.ready` waits
     for it). The driver is created here, on the calling thread, first.
+    Called as early as a tuner knows it will compile: when the contextual
+    tuner installs its interceptor, when a launcher's launches are recorded,
+    and when COMPILE asks for compile processes.
     """
     if adapter.interpreting():
         return
     with _warm.lock:
-        if _warm.thread is not None:
+        if _warm.tried:
             return
+        _warm.tried = True
         try:
             from triton.runtime import driver
 

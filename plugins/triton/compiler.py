@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import os
 import threading
 import weakref
@@ -157,6 +158,8 @@ class _WarmUp:
     """The compiler's one-time set-up in this process, on a background thread (:func:`warm_up`)."""
 
     thread: threading.Thread | None = None
+    #: set once Triton's own cache key is computed (what a compile process would otherwise repeat).
+    keyed = threading.Event()
     #: :func:`warm_up` ran here (once is enough: without a device it never starts a thread).
     tried = False
     lock = threading.Lock()
@@ -169,14 +172,30 @@ def _empty_kernel():  # type: ignore[no-untyped-def]
     pass
 
 
+def _triton_key() -> None:
+    """Compute Triton's hash of its own sources and library (cached per process), where a release has it."""
+    for module in ("triton.runtime.cache", "triton.compiler.compiler"):
+        try:
+            key = getattr(importlib.import_module(module), "triton_key", None)
+        except ImportError:
+            continue
+        if callable(key):
+            key()
+            return
+
+
 def _compile_empty(bind: Thunk) -> None:
     try:
         import triton
 
+        _triton_key()
+        _warm.keyed.set()
         bind()
         triton.jit(_empty_kernel).warmup(grid=(1,))
     except Exception:
         pass  # best effort: the candidates' own compiles report what is wrong
+    finally:
+        _warm.keyed.set()
 
 
 def warm_up() -> None:
@@ -184,16 +203,17 @@ def warm_up() -> None:
 
     A process's first compile costs far more than the next (on an H200's
     host 0.73 s against 0.05 s for a one-block kernel): Triton hashes its
-    own sources and library for its cache keys and imports its code
-    generators. Compiling an empty kernel does all of it; a compile process
-    forked afterwards inherits it (:meth:`TritonCompileProcess.ready` waits
-    for it). The driver is created here, on the calling thread, first.
+    own sources and library for its cache keys (0.33 s of it) and imports
+    its code generators. The thread computes that hash first, then compiles
+    an empty kernel, which does the rest; a compile process forked after the
+    hash inherits it (:meth:`TritonCompileProcess.ready` waits for it).
+    The driver is created here, on the calling thread, first.
     Called as early as a tuner knows it will compile: when the contextual
     tuner installs its interceptor, when a launcher's launches are recorded,
     and when COMPILE asks for compile processes.
     """
-    if adapter.interpreting():
-        return
+    if _warm.tried or adapter.interpreting():
+        return  # a contextual call makes this check each time: no lock on the way
     with _warm.lock:
         if _warm.tried:
             return
@@ -220,10 +240,9 @@ class TritonCompileProcess:
     target: Any
 
     def ready(self) -> None:
-        """Wait for :func:`warm_up`'s compile, so that no child repeats the set-up."""
-        thread = _warm.thread
-        if thread is not None:
-            thread.join()
+        """Wait until :func:`warm_up` has Triton's cache key, the costly part a child would repeat."""
+        if _warm.thread is not None:
+            _warm.keyed.wait()
 
     def prepare(self) -> None:
         """Make the child compile for the parent's device and target without asking the device."""

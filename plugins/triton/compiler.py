@@ -160,7 +160,11 @@ class _WarmUp:
     thread: threading.Thread | None = None
     #: set once Triton's own cache key is computed (what a compile process would otherwise repeat).
     keyed = threading.Event()
-    #: :func:`warm_up` ran here (once is enough: without a device it never starts a thread).
+    #: set once the calling thread has made the driver; ``bind`` is then its device binding, or
+    #: ``None`` where there is no device.
+    driven = threading.Event()
+    bind: Thunk | None = None
+    #: :func:`warm_up` ran here (once is enough).
     tried = False
     lock = threading.Lock()
 
@@ -184,33 +188,35 @@ def _triton_key() -> None:
             return
 
 
-def _compile_empty(bind: Thunk) -> None:
+def _warm_compiler() -> None:
+    with contextlib.suppress(Exception):
+        _triton_key()
+    _warm.keyed.set()
+    _warm.driven.wait()
+    if _warm.bind is None:
+        return
     try:
         import triton
 
-        _triton_key()
-        _warm.keyed.set()
-        bind()
+        _warm.bind()
         triton.jit(_empty_kernel).warmup(grid=(1,))
     except Exception:
         pass  # best effort: the candidates' own compiles report what is wrong
-    finally:
-        _warm.keyed.set()
 
 
 def warm_up() -> None:
     """Start the compiler's one-time set-up in this process, once, on a background thread.
 
     A process's first compile costs far more than the next (on an H200's
-    host 0.73 s against 0.05 s for a one-block kernel): Triton hashes its
-    own sources and library for its cache keys (0.33 s of it) and imports
-    its code generators. The thread computes that hash first, then compiles
-    an empty kernel, which does the rest; a compile process forked after the
-    hash inherits it (:meth:`TritonCompileProcess.ready` waits for it).
-    The driver is created here, on the calling thread, first.
-    Called as early as a tuner knows it will compile: when the contextual
-    tuner installs its interceptor, when a launcher's launches are recorded,
-    and when COMPILE asks for compile processes.
+    host 0.73 s against 0.05 s for a one-block kernel): Triton builds its
+    driver's helper module with the C compiler, hashes its own sources and
+    library for its cache keys (0.33 s) and imports its code generators. The
+    thread computes the hash while this thread makes the driver, then
+    compiles an empty kernel, which does the rest; a compile process forked
+    after the hash inherits it (:meth:`TritonCompileProcess.ready` waits for
+    it). Called as early as a tuner knows it will compile: when the
+    contextual tuner installs its interceptor, when a launcher's launches
+    are recorded, and when COMPILE asks for compile processes.
     """
     if _warm.tried or adapter.interpreting():
         return  # a contextual call makes this check each time: no lock on the way
@@ -218,17 +224,17 @@ def warm_up() -> None:
         if _warm.tried:
             return
         _warm.tried = True
+        _warm.thread = threading.Thread(target=_warm_compiler, name="kerneltune-warm-up", daemon=True)
+        _warm.thread.start()
         try:
             from triton.runtime import driver
 
             driver.active.get_current_target()
-            bind = device_binding()
+            _warm.bind = device_binding()
         except Exception:
-            return  # no device: nothing is compiled here
-        _warm.thread = threading.Thread(
-            target=_compile_empty, args=(bind,), name="kerneltune-compiler-warm-up", daemon=True
-        )
-        _warm.thread.start()
+            _warm.bind = None  # no device: nothing is compiled here
+        finally:
+            _warm.driven.set()
 
 
 @attrs.frozen

@@ -301,6 +301,20 @@ def test_triton_compiles_stay_on_threads_where_nothing_is_compiled_or_the_cache_
     assert compiler.forked_compiles() is None, "a custom cache may not reach another process"
 
 
+def test_the_warm_up_hashes_triton_once_and_lets_forks_go_even_without_a_device(monkeypatch):
+    monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
+    monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
+    hashed = []
+    monkeypatch.setattr(compiler, "_triton_key", lambda: hashed.append(threading.current_thread().name))
+    compiler.warm_up()
+    compiler.warm_up()
+    compiler._warm.thread.join(timeout=10)
+    assert hashed == ["kerneltune-warm-up"], "once, off the calling thread"
+    assert compiler._warm.bind is None, "this host has no device: nothing more to warm"
+    process = compiler.TritonCompileProcess(driver=None, device=0, target=None)
+    process.ready()  # returns: the hash is done
+
+
 # -- the function-level tuner: launches recorded, then compiled ---------------------------------------
 
 

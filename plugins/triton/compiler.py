@@ -157,16 +157,17 @@ def _cache_is_shared() -> bool:
 class _WarmUp:
     """The compiler's one-time set-up in this process, on a background thread (:func:`warm_up`)."""
 
-    thread: threading.Thread | None = None
-    #: set once Triton's own cache key is computed (what a compile process would otherwise repeat).
-    keyed = threading.Event()
-    #: set once the calling thread has made the driver; ``bind`` is then its device binding, or
-    #: ``None`` where there is no device.
-    driven = threading.Event()
-    bind: Thunk | None = None
-    #: :func:`warm_up` ran here (once is enough).
-    tried = False
-    lock = threading.Lock()
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        #: set once Triton's own cache key is computed (what a compile process would otherwise repeat).
+        self.keyed = threading.Event()
+        #: set once the calling thread has made the driver; ``bind`` is then its device binding, or
+        #: ``None`` where there is no device.
+        self.driven = threading.Event()
+        self.bind: Thunk | None = None
+        #: :func:`warm_up` ran here (once is enough).
+        self.tried = False
+        self.lock = threading.Lock()
 
 
 _warm = _WarmUp()

@@ -211,6 +211,7 @@ def test_a_tuner_that_does_not_screen_warns_once_that_isolation_is_not_applied(m
                     tuning.record(candidate, [1.0])
                 tuning.finish()
     assert [str(w.message) for w in caught] == [
-        "kerneltune: kernel: isolate = 'subprocess' covers function-level tuners only; this tuner's "
-        "candidates run unscreened in this process"
+        "kerneltune: kernel: isolate = 'subprocess' does not reach this tuner (it screens function-level "
+        "tuners, and the Triton kernels of contextual_autotune and search_params); its candidates run "
+        "unscreened in this process"
     ]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from kerneltune.core import hookimpl
-from kerneltune.plugins.triton import adapter, compiler
+from kerneltune.plugins.triton import adapter, compiler, isolated
 
 
 class TritonLaunch:
@@ -68,6 +68,10 @@ class TritonLaunch:
     def compiler(self) -> Callable[[Any], None] | None:
         """Compiles configs for this launch's arguments on any thread; ``None`` under the interpreter."""
         return compiler.config_compiler(self.kernel, self._args, self._kwargs)
+
+    def isolation(self) -> isolated.KernelIsolation:
+        """How the isolation worker repeats this launch; raises ``IsolationError`` where it cannot."""
+        return isolated.KernelIsolation(self.kernel, self._args, self._kwargs)
 
     def run_default(self) -> Any:
         """Triton's own ``run`` for this launch."""

@@ -16,7 +16,9 @@ copy on the way), CPU tensors as copies, everything else pickled; the
 worker copies every tensor again before each candidate, so no candidate
 writes into the caller's memory or into the next candidate's inputs. That
 holds for tensors passed directly or in tuples, lists and dicts; one held
-inside another object travels as torch shares it.
+inside another object travels as torch shares it. Copies keep each tensor's
+layout (size, strides, storage offset; views of one buffer stay views of
+one copy of it), as a kernel handed a view and its strides needs.
 
 The worker imports what it runs by module and qualified name: a function
 (:func:`target_of`), or a kernel's tuner that a backend plugin describes
@@ -39,7 +41,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import IsolationError
-from kerneltune.core.isolation_worker import Target, first_line, flatten, map_tensors, serve
+from kerneltune.core.isolation_worker import Target, copier, first_line, flatten, map_tensors, serve
 from kerneltune.core.notices import warn_once
 from kerneltune.core.records import Candidate
 
@@ -329,11 +331,8 @@ class Screening:
                 self._unusable = str(exc)
                 raise
         # CPU tensors are copied here: sharing would move the caller's own into shared memory.
-        payload = attrs.evolve(
-            self.target,
-            args=map_tensors(self.target.args, _shareable),
-            kwargs=map_tensors(self.target.kwargs, _shareable),
-        )
+        args, kwargs = map_tensors((self.target.args, self.target.kwargs), copier(lambda t: not t.is_cuda))
+        payload = attrs.evolve(self.target, args=args, kwargs=kwargs)
         try:
             kind, detail = worker.ask(("load", (self._number, payload)), STARTUP_S)
         except (_Died, _Stuck) as exc:
@@ -385,11 +384,6 @@ class Screening:
             if kind == "dead":
                 self._stop(worker)
                 raise ScreenedOut(f"crashed the isolation worker (the device stopped working: {detail})")
-
-
-def _shareable(tensor: Any) -> Any:
-    tensor = tensor.detach()
-    return tensor if tensor.is_cuda else tensor.clone()
 
 
 def screen_all(screen_one: Callable[[Candidate], object], candidates: Iterable[Candidate]) -> dict[int, str]:

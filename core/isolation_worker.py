@@ -61,6 +61,33 @@ def map_tensors(value: Any, change: Callable[[Any], Any]) -> Any:
     return value
 
 
+def copier(only: Callable[[Any], bool] = lambda tensor: True) -> Callable[[Any], Any]:
+    """A ``change`` for :func:`map_tensors` that copies the tensors ``only`` accepts (the others: detached).
+
+    A copy keeps its tensor's size, strides and storage offset, and tensors
+    that shared a storage share the copy of it: a kernel handed a view of a
+    larger buffer and its strides as numbers reads the copy as it would the
+    original. The price is that a view's whole storage is copied.
+    """
+    copies: dict[tuple[str, int], Any] = {}
+
+    def copy(tensor: Any) -> Any:
+        tensor = tensor.detach()
+        if not only(tensor):
+            return tensor
+        try:
+            storage = tensor.untyped_storage()
+            key = (str(tensor.device), storage.data_ptr())
+            if key not in copies:
+                copies[key] = storage.clone()
+            fresh = tensor.new_empty(0)
+            return fresh.set_(copies[key], tensor.storage_offset(), tensor.size(), tensor.stride())
+        except (RuntimeError, NotImplementedError):  # no one plain storage (sparse, nested): a plain copy
+            return tensor.clone()
+
+    return copy
+
+
 def flatten(value: Any) -> Iterable[Any]:
     """The leaves of ``value``'s tuples, lists and dicts (``value`` itself when it is none of them)."""
     if type(value) in (tuple, list):
@@ -102,7 +129,7 @@ Loaded = tuple[Runner, tuple[Any, ...], dict[str, Any]]
 
 def _call(loaded: Loaded, payload: Any) -> None:
     run, args, kwargs = loaded
-    fresh = map_tensors((args, kwargs), lambda tensor: tensor.clone())
+    fresh = map_tensors((args, kwargs), copier())
     run(fresh[0], fresh[1], payload)
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 from kerneltune.core import IsolationError, add_plugin, remove_plugin
-from kerneltune.plugins.triton.isolated import KernelIsolation
+from kerneltune.plugins.triton.isolated import KernelIsolation, fresh_descriptors
 from rank_doubles import ThreadGroup, act_as, run_ranks
 from tuning_doubles import stored_records
 
@@ -128,6 +128,17 @@ def test_what_the_worker_is_sent_for_a_launch_under_heuristics():
     }
     clashing = KernelIsolation(kernels.doubled, (x, x, 96), {"grid": (1,), "BLOCK": 16})
     assert clashing.payload(kernels.doubled.configs[0]) is None, "it raises here before launching"
+
+
+def test_the_worker_copies_the_tensor_under_a_host_side_descriptor():
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    buffer = torch.arange(64.0).reshape(8, 8)
+    descriptor = TensorDescriptor.from_tensor(buffer[:, 4:], [2, 4])
+    copied, number = fresh_descriptors([descriptor, 3])
+    assert number == 3 and copied.base.data_ptr() != descriptor.base.data_ptr()
+    assert (copied.base.stride(), copied.base.storage_offset()) == ((8, 1), 4)
+    assert torch.equal(copied.base, buffer[:, 4:]) and copied.block_shape == [2, 4]
 
 
 def test_contextual_a_kernel_decorated_in_a_function_is_a_clear_error(isolate):

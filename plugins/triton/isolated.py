@@ -16,7 +16,10 @@ as Triton's JIT calls it with the bound arguments.
 
 The worker (:func:`kernel_runner`) launches the JIT function itself,
 ``jit.run(*args, grid=grid, warmup=False, **kwargs, **meta)``, on its fresh
-copies of the arguments, and the core worker synchronises after it.
+copies of the arguments, and the core worker synchronises after it. The
+core worker copies the tensors it sees (in tuples, lists and dicts); the
+base tensor of a host-side ``TensorDescriptor`` is copied here, so that a
+kernel writing through one writes into the worker's memory, not the caller's.
 
 Hooks. The config's ``pre_hook`` and the tuner's ``pre_hook`` run before the
 launch and its ``post_hook`` after, in the worker, on its copies, as in this
@@ -32,12 +35,14 @@ makes the candidate unscreenable, and so failed.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kerneltune.core import IsolationError
 from kerneltune.core.isolation import TURN_OFF, Target, named_target
+from kerneltune.core.isolation_worker import copier
 from kerneltune.plugins.triton import adapter
 
 #: What the worker imports to launch a kernel's candidates.
@@ -171,6 +176,19 @@ class KernelIsolation:
         return tuple(int(size) for size in grid)
 
 
+def fresh_descriptors(values: Sequence[Any]) -> list[Any]:
+    """``values`` with each host-side ``TensorDescriptor`` over a copy of its base tensor (same layout)."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:  # a release without host-side descriptors
+        return list(values)
+    copy = copier()
+    return [
+        dataclasses.replace(value, base=copy(value.base)) if isinstance(value, TensorDescriptor) else value
+        for value in values
+    ]
+
+
 def kernel_runner(tuner: Any) -> Any:
     """In the worker: what launches a candidate of ``tuner``'s kernel, given its ``KernelIsolation.payload``.
 
@@ -182,6 +200,8 @@ def kernel_runner(tuner: Any) -> Any:
 
     def run(args: tuple[Any, ...], kwargs: dict[str, Any], payload: Mapping[str, Any]) -> Any:
         options, grid, hook = payload["options"], payload["grid"], payload["pre_hook"]
+        args = tuple(fresh_descriptors(args))
+        kwargs = dict(zip(kwargs, fresh_descriptors(list(kwargs.values())), strict=True))
         if isinstance(hook, int):
             hook = configs[hook].pre_hook
         hooked = {**dict(zip(tuner.arg_names, args, strict=False)), **kwargs, "grid": grid, "warmup": False}

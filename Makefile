@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 # Triton-touching CPU tests against; CI runs it after `make test`.
 TRITONS ?= 3.4 3.5 3.9
 TRITON_TESTS ?= tests/test_contextual.py tests/test_contextual_dist.py tests/test_triton_adapter.py \
-	tests/test_search_params.py tests/test_config_label.py
+	tests/test_search_params.py tests/test_config_label.py tests/test_isolation_kernels.py
 
 .PHONY: install demo test test-tritons
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
-from kerneltune.core.contracts import KernelLaunch
+from kerneltune.core.contracts import IsolatedLaunch, IsolatingLaunch, KernelLaunch
 from kerneltune.core.engine import Tuner, Tuning
 from kerneltune.core.errors import NoValidConfigError, StalledTuningError, describe_error
 from kerneltune.core.events import KernelTuned, LaunchMeasured
+from kerneltune.core.isolation import SUBPROCESS, ScreenedOut, Screening, screen_all, screener
 from kerneltune.core.measure import TIMED, WARMUP, CandidateRuns
 from kerneltune.core.records import Candidate
 from kerneltune.core.session import Session
@@ -62,6 +63,10 @@ class _KernelKey:
     means: dict[int, float] = attrs.field(factory=dict)
     good: list[int] = attrs.field(factory=list)
     bad: set[int] = attrs.field(factory=set)
+    #: how the isolation worker repeats this kernel's launches, until it has screened them.
+    isolated: IsolatedLaunch | None = None
+    #: why each kept candidate that failed this rank's screening must not run here; ``None`` until screened.
+    screened: dict[int, str] | None = None
 
 
 class ContextualCall:
@@ -71,6 +76,7 @@ class ContextualCall:
         self.owner = owner
         self.session = session
         self.distributed = owner.is_dist and session.make_reducer(None).world_size > 1
+        self.isolating = session.settings.isolate == SUBPROCESS
         # By id(): every state holds its kernel, so no id is reused during the call.
         self.states: dict[tuple[int, Hashable], _KernelKey] = {}
         self.focus: _KernelKey | None = None
@@ -184,7 +190,39 @@ class ContextualCall:
         listed = configs + extra
         state.space = Space.build(launch.name, listed, launch.source, label=launch.label)
         state.kept = tuple(i for i, c in enumerate(listed) if _contains(candidates, c))
+        if self.isolating and hasattr(launch, "isolation"):
+            # Before any collective of this (kernel, key): every rank raises alike.
+            self._engine(self._isolation_of, state, launch)
         return state
+
+    # -- isolation -------------------------------------------------------------------
+
+    def _isolation_of(self, state: _KernelKey, launch: KernelLaunch) -> None:
+        state.isolated = cast(IsolatingLaunch, launch).isolation()
+
+    def _screened(self, state: _KernelKey) -> dict[int, str] | None:
+        """The kept candidates that must not run here, screened in the worker at the first need.
+
+        That is when the (kernel, key) comes up to be measured, or earlier
+        when one of its launches needs a stand-in: no candidate runs here
+        unscreened. ``None`` without isolation.
+        """
+        if state.screened is None and state.isolated is not None:
+            assert state.space is not None
+            kept = [state.space.candidates[i] for i in state.kept]
+            with Screening(state.isolated.target, self.session.settings.isolate_timeout) as screening:
+                state.screened = screen_all(screener(screening, state.isolated.payload), kept)
+            state.isolated = None  # and with it the launch's arguments
+        return state.screened
+
+    def _isolate(self, tuning: Tuning, screened: dict[int, str]) -> None:
+        """ISOLATE for the tuning: this rank's screening, shared with the other ranks by the engine."""
+
+        def screen_one(candidate: Candidate) -> None:
+            if candidate.index in screened:
+                raise ScreenedOut(screened[candidate.index])
+
+        tuning.isolate(screen_one)
 
     # -- the machine ---------------------------------------------------------------
 
@@ -214,6 +252,9 @@ class ContextualCall:
             return
         state.tuning = tuning
         self.focus = state
+        screened = self._screened(state)
+        if screened is not None:
+            self._isolate(tuning, screened)
         compile_config = launch.compiler()
         if compile_config is not None:
             tuning.compile(lambda candidate: compile_config(candidate.config), child=launch.compile_process())
@@ -326,8 +367,9 @@ class ContextualCall:
         """Run the launch with a config that works, untimed; ``None`` when none does."""
         assert state.space is not None
         order = state.good + [i for i in state.kept if i not in state.good]
+        unsafe = self._screened(state) or {}
         for index in order:
-            if index in state.bad:
+            if index in state.bad or index in unsafe:
                 continue
             try:
                 return launch.run(state.space.candidates[index].config)

@@ -8,7 +8,7 @@ the optional class attribute ``auto_priority`` (an int, 0 where absent; see
 below is what an instance must provide. Optional parts are protocols of their
 own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`,
 :class:`GlobalRankReducer`, :class:`RecordingInterceptor`,
-:class:`ProbingProfileFamily`): the engine looks
+:class:`IsolatingLaunch`, :class:`ProbingProfileFamily`): the engine looks
 for them on the instance and does without them where they are missing.
 
 Plugins need not import this module or subclass anything: a class matches by
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
+    from kerneltune.core.isolation_worker import Target
     from kerneltune.core.profiles import CompileTarget
 
 Thunk = Callable[[], object]
@@ -264,6 +265,44 @@ class KernelLaunch(Protocol):
         compile without the device, or would leave its work where this
         process does not find it when it compiles the same config.
         """
+
+
+class IsolatedLaunch(Protocol):
+    """One launch as the isolation worker repeats it, once per candidate (see :class:`IsolatingLaunch`)."""
+
+    #: what the worker imports, with copies of the launch's arguments and the runner it launches through.
+    target: Target
+
+    def payload(self, config: Any) -> Any | None:
+        """What the target's runner takes to launch with ``config``, as plain picklable data.
+
+        Everything the launch computes on the host from the config (a grid
+        function, derived meta-parameters) is computed here, so the worker
+        only launches. ``None`` when the launch with ``config`` raises here
+        before anything reaches the device: measuring it fails it as safely.
+
+        :raises Exception: when the config cannot be sent (the candidate
+            then fails as unscreenable).
+        """
+        ...
+
+
+class IsolatingLaunch(KernelLaunch, Protocol):
+    """A launch the isolation worker can repeat (optional part of :class:`KernelLaunch`).
+
+    With ``isolate = "subprocess"`` the contextual tuner screens the
+    candidates of a launch that has it before they run here; a launch
+    without it runs them unscreened, with one warning.
+    """
+
+    def isolation(self) -> IsolatedLaunch:
+        """How the worker repeats this launch.
+
+        :raises kerneltune.core.IsolationError: when the worker could not
+            import the kernel by name or receive an argument; the message says
+            what to change.
+        """
+        ...
 
 
 class Interceptor(Registrable, Protocol):

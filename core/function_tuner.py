@@ -20,7 +20,7 @@ from typing import Any
 
 from kerneltune.core.compile import CompileProcesses
 from kerneltune.core.engine import Tuner, Tuning
-from kerneltune.core.isolation import SUBPROCESS, Screening, target_of
+from kerneltune.core.isolation import SUBPROCESS, Screening, screener, target_of
 from kerneltune.core.records import Candidate
 from kerneltune.core.registry import collect_registry
 from kerneltune.core.session import Session, current_session
@@ -189,12 +189,12 @@ class AutoTuner(FunctionWrapper):
         """ISOLATE: run each queued candidate once in the isolation worker before measuring."""
         args, kwargs = screening.target.args, screening.target.kwargs
 
-        def screen_one(candidate: Candidate) -> None:
-            bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
-            screening.run({name: value for name, value in bound.items() if name not in kwargs})
+        def payload(config: Mapping[str, Any]) -> dict[str, Any]:
+            bound = self._merge(config, args, kwargs, allow_overwrite)
+            return {name: value for name, value in bound.items() if name not in kwargs}
 
         with screening:
-            tuning.isolate(screen_one)
+            tuning.isolate(screener(screening, payload))
 
     def _tuner_for(self, session: Session) -> Tuner:
         with self._tuner_lock:

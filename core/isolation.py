@@ -16,74 +16,71 @@ copy on the way), CPU tensors as copies, everything else pickled; the
 worker copies every tensor again before each candidate, so no candidate
 writes into the caller's memory or into the next candidate's inputs. That
 holds for tensors passed directly or in tuples, lists and dicts; one held
-inside another object travels as torch shares it.
+inside another object travels as torch shares it. Copies keep each tensor's
+layout (size, strides, storage offset; views of one buffer stay views of
+one copy of it), as a kernel handed a view and its strides needs.
 
-The worker runs functions it can import by qualified name; :func:`target_of`
-checks that at the call, with an error that says what to change.
+The worker imports what it runs by module and qualified name: a function
+(:func:`target_of`), or a kernel's tuner that a backend plugin describes
+with :func:`named_target` and a runner of its own. Both check that at the
+call, with an error that says what to change. This module is the parent's
+side; the worker's is :mod:`kerneltune.core.isolation_worker`.
 """
 
 from __future__ import annotations
 
 import atexit
-import importlib
 import itertools
 import multiprocessing.connection
 import pickle
-import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from types import TracebackType
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import ModuleType, TracebackType
 from typing import Any
 
 import attrs
 from kerneltune.core.errors import IsolationError
+from kerneltune.core.isolation_worker import Target, copier, first_line, flatten, map_tensors, serve
 from kerneltune.core.notices import warn_once
 from kerneltune.core.records import Candidate
+
+__all__ = [
+    "SUBPROCESS",
+    "TURN_OFF",
+    "ScreenedOut",
+    "Screening",
+    "Target",
+    "merge_ranks",
+    "named_target",
+    "screen_all",
+    "screener",
+    "target_of",
+    "warn_unscreened",
+]
 
 #: Seconds a worker may take to start (spawn, imports, the device's context) or to load a target.
 STARTUP_S = 120.0
 #: Seconds a worker may take to let go of a screening's arguments before it is stopped instead.
 RELEASE_S = 10.0
+#: How many ``.fn`` steps :func:`named_target` follows from a name to what is tuned.
+MAX_UNWRAP = 8
 
 SUBPROCESS = "subprocess"
+#: How every isolation error message ends.
+TURN_OFF = "or turn isolation off (isolate = 'none', KERNELTUNE_ISOLATE=none)"
 
 
 class ScreenedOut(RuntimeError):
     """A candidate crashed or hung the isolation worker; it is never run in this process."""
 
 
-@attrs.frozen
-class Target:
-    """A function the worker imports by name, and the arguments to call it with."""
-
-    module: str
-    qualname: str
-    #: the name holds a tuner (an ``AutoTuner``) whose ``.fn`` is the function.
-    unwrap: bool
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    #: the worker's device: ``"cpu"`` or ``"cuda:<index>"``.
-    device: str
-
-
-def _map_tensors(value: Any, change: Callable[[Any], Any]) -> Any:
-    """``value`` with each tensor in it, or in its tuples, lists and dicts, replaced by ``change(tensor)``."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return value
-    if isinstance(value, torch.Tensor):
-        return change(value)
-    if type(value) in (tuple, list):
-        return type(value)(_map_tensors(item, change) for item in value)
-    if type(value) is dict:
-        return {key: _map_tensors(item, change) for key, item in value.items()}
-    return value
-
-
-def _leaves(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Iterable[tuple[str, Any]]:
+def _leaves(
+    args: tuple[Any, ...], kwargs: Mapping[str, Any], names: Sequence[str]
+) -> Iterable[tuple[str, Any]]:
     for position, value in enumerate(args):
-        yield f"positional argument {position}", value
+        name = f"argument {names[position]!r}" if position < len(names) else f"positional argument {position}"
+        yield name, value
     for name, value in kwargs.items():
         yield f"keyword argument {name!r}", value
 
@@ -97,7 +94,7 @@ def _device(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
             found.append(f"cuda:{tensor.device.index}")
         return tensor
 
-    _map_tensors((args, dict(kwargs)), note)
+    map_tensors((args, dict(kwargs)), note)
     if found:
         return found[0]
     torch = sys.modules.get("torch")
@@ -106,34 +103,90 @@ def _device(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
     return "cpu"
 
 
-def target_of(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Target:
-    """What the worker needs to call ``fn(*args, **kwargs)``.
+def _inner(value: Any) -> Any:
+    """``value.fn`` when it is an attribute of the instance itself, read without running its class's code."""
+    try:
+        own = object.__getattribute__(value, "__dict__")
+    except (AttributeError, TypeError):
+        return None
+    return own.get("fn") if isinstance(own, dict) else None
 
-    :raises IsolationError: when the worker could not import ``fn`` by its
-        module and qualified name (a function defined inside another, or a
-        name that holds something else), or an argument can neither be shared
-        (a tensor) nor pickled; the message says what to change.
+
+def _steps_to(holder: Any, tuned: Any) -> int | None:
+    """How many ``.fn`` steps lead from ``holder`` to ``tuned``; ``None`` when none do."""
+    for steps in range(MAX_UNWRAP + 1):
+        if holder is tuned:
+            return steps
+        holder = _inner(holder)
+        if holder is None:
+            return None
+    return None
+
+
+def _holder(tuned: Any, module: str, qualname: str) -> tuple[str, str, int] | None:
+    """The module and name whose value leads to ``tuned``, and how many ``.fn`` steps away.
+
+    ``module.qualname`` first, then every name of ``module``, then of every
+    other module loaded: a tuner made over a function under another name
+    (``fast = autotune(...)(slow)``), or in another module, is found too.
     """
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", repr(fn))
-    off = "or turn isolation off (isolate = 'none', KERNELTUNE_ISOLATE=none)"
-    where = f"{module}.{qualname}"
-    if "<locals>" in qualname or "<lambda>" in qualname or module is None:
-        raise IsolationError(
-            f"isolate = 'subprocess' runs candidates in a worker process that imports the tuned function "
-            f"by name, but {where} is defined inside another function; define it at module level, {off}"
-        )
     found: Any = sys.modules.get(module)
     for part in qualname.split("."):
         found = getattr(found, part, None)
-    if found is not fn and getattr(found, "fn", None) is not fn:
+    steps = _steps_to(found, tuned)
+    if steps is not None:
+        return module, qualname, steps
+    loaded = [(name, owner) for name, owner in list(sys.modules.items()) if isinstance(owner, ModuleType)]
+    for name, owner in sorted(loaded, key=lambda item: item[0] != module):
+        for attribute, value in list(vars(owner).items()):
+            steps = _steps_to(value, tuned)
+            if steps is not None:
+                return name, attribute, steps
+    return None
+
+
+def named_target(
+    tuned: Any,
+    module: str | None,
+    qualname: str,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    *,
+    what: str = "function",
+    arg_names: Sequence[str] = (),
+    runner: str | None = None,
+    prepare: tuple[str, ...] = (),
+) -> Target:
+    """What the worker needs to import ``tuned`` and run its candidates on these arguments.
+
+    :param tuned: what the worker runs (through ``runner``): a function, or a kernel's tuner.
+    :param module: the module whose names are searched first for one that holds ``tuned``
+        (directly or through ``.fn`` steps); then every loaded module's.
+    :param qualname: the name to try first (a function's own ``__qualname__``).
+    :param what: ``"function"`` or ``"kernel"``, for the messages.
+    :param arg_names: names of the positional arguments, for the messages.
+    :param runner: see :attr:`Target.runner`. :param prepare: see :attr:`Target.prepare`.
+    :raises IsolationError: when the worker could not import ``tuned`` by
+        name (defined inside a function, or held by no module-level name), or
+        an argument can neither be shared (a tensor) nor pickled; the message
+        says what to change.
+    """
+    where = f"{module}.{qualname}"
+    lead = f"isolate = 'subprocess' runs candidates in a worker process that imports the tuned {what} by name"
+    held = None if module is None else _holder(tuned, module, qualname)
+    if held is None and ("<locals>" in qualname or "<lambda>" in qualname):
         raise IsolationError(
-            f"isolate = 'subprocess' runs candidates in a worker process that imports the tuned function "
-            f"by name, but the name {where} does not hold it (another decorator over the tuner, or a name "
-            f"bound to something else); make {where} the function or its tuner, {off}"
+            f"{lead}, but {where} is defined inside another function; define it at module level, {TURN_OFF}"
+        )
+    if held is None:
+        raise IsolationError(
+            f"{lead}, but no module-level name holds it ({where} holds something else: another "
+            f"decorator over the tuner, a tuner made at run time, or a name bound to something else); "
+            f"assign the {what} or its tuner to a module-level name, {TURN_OFF}"
         )
     torch = sys.modules.get("torch")
-    for name, value in _leaves(args, kwargs):
-        for leaf in _flatten(value):
+    for name, value in _leaves(args, kwargs, arg_names):
+        for leaf in flatten(value):
             if torch is not None and isinstance(leaf, torch.Tensor):
                 continue
             try:
@@ -142,109 +195,18 @@ def target_of(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str
                 raise IsolationError(
                     f"isolate = 'subprocess' sends the arguments of {where} to a worker process, but "
                     f"{name} ({type(leaf).__name__}) can be neither shared nor pickled ({exc}); pass "
-                    f"tensors and picklable values, {off}"
+                    f"tensors and picklable values, {TURN_OFF}"
                 ) from None
-    return Target(module, qualname, found is not fn, tuple(args), dict(kwargs), _device(args, kwargs))
+    return Target(*held, tuple(args), dict(kwargs), _device(args, kwargs), runner, prepare)
 
 
-def _flatten(value: Any) -> Iterable[Any]:
-    if type(value) in (tuple, list):
-        for item in value:
-            yield from _flatten(item)
-    elif type(value) is dict:
-        for item in value.values():
-            yield from _flatten(item)
-    else:
-        yield value
+def target_of(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Target:
+    """What the worker needs to call the function ``fn(*args, **kwargs)`` (:func:`named_target`).
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-# -- the worker process ---------------------------------------------------------------------------------
-
-
-def _context_error() -> str | None:
-    """Why this process's CUDA context no longer works; ``None`` when it does or was never made.
-
-    A fault such as an illegal address reaches Python as an ordinary
-    exception, but leaves the context unusable: every later call fails.
+    :raises IsolationError: as :func:`named_target` does.
     """
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
-        return None
-    try:
-        torch.cuda.synchronize()
-        torch.ones(1, device="cuda").add_(1).item()
-    except Exception as exc:
-        return _first_line(exc)
-    torch.cuda.empty_cache()  # what the candidate allocated is the user's process's to use
-    return None
-
-
-def _call(loaded: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]], config: dict[str, Any]) -> None:
-    fn, args, kwargs = loaded
-    fresh = _map_tensors((args, kwargs), lambda tensor: tensor.clone())
-    fn(*fresh[0], **config, **fresh[1])
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        # A kernel's fault surfaces at a synchronisation: let it surface while this candidate is current.
-        torch.cuda.synchronize()
-
-
-def _load(target: Target) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]:
-    found: Any = importlib.import_module(target.module)
-    for part in target.qualname.split("."):
-        found = getattr(found, part)
-    return (found.fn if target.unwrap else found), target.args, target.kwargs
-
-
-def serve(conn: multiprocessing.connection.Connection, device: str) -> None:
-    """The worker's loop: load targets, run candidates of them, let them go; until the pipe closes.
-
-    Requests are ``("load", (number, target))``, ``("run", (number,
-    config))`` and ``("release", number)``, where ``number`` names one
-    :class:`Screening`. Each gets a reply ``(kind, detail)``: ``("ok",
-    None)``, ``("raised", text)`` for a candidate that raised, ``("error",
-    text)`` for a target that cannot be loaded, and ``("dead", text)`` for a
-    candidate after which the device no longer works, whereupon it exits.
-    """
-    # Ctrl-C reaches the whole process group: the parent decides, and stops the worker if need be.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.set_device(device)
-    conn.send(("ok", None))
-    loaded: dict[int, tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = {}
-    while True:
-        try:
-            kind, payload = conn.recv()
-        except EOFError:
-            return
-        except Exception as exc:  # a load whose arguments cannot be rebuilt here
-            conn.send(("error", _first_line(exc)))
-            continue
-        reply: tuple[str, str | None] = ("ok", None)
-        if kind == "load":
-            try:
-                loaded[payload[0]] = _load(payload[1])
-            except Exception as exc:
-                reply = ("error", _first_line(exc))
-        elif kind == "release":
-            loaded.pop(payload, None)
-        elif kind == "run":
-            try:
-                _call(loaded[payload[0]], payload[1])
-            except Exception as exc:
-                reply = ("raised", _first_line(exc))
-            dead = _context_error()
-            if dead is not None:
-                conn.send(("dead", dead))
-                return
-        conn.send(reply)
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", repr(fn))
+    return named_target(fn, module, qualname, args, kwargs)
 
 
 class _Died(Exception):
@@ -369,11 +331,8 @@ class Screening:
                 self._unusable = str(exc)
                 raise
         # CPU tensors are copied here: sharing would move the caller's own into shared memory.
-        payload = attrs.evolve(
-            self.target,
-            args=_map_tensors(self.target.args, _shareable),
-            kwargs=_map_tensors(self.target.kwargs, _shareable),
-        )
+        args, kwargs = map_tensors((self.target.args, self.target.kwargs), copier(lambda t: not t.is_cuda))
+        payload = attrs.evolve(self.target, args=args, kwargs=kwargs)
         try:
             kind, detail = worker.ask(("load", (self._number, payload)), STARTUP_S)
         except (_Died, _Stuck) as exc:
@@ -391,18 +350,28 @@ class Screening:
         if _workers.get(self.target.device) is worker:
             del _workers[self.target.device]
 
-    def run(self, config: Mapping[str, Any]) -> None:
-        """Run the target once in the worker with ``config`` among its keyword arguments.
+    def run(self, payload: Any) -> None:
+        """Run one candidate of the target once in the worker.
+
+        :param payload: what the target's runner takes for one candidate
+            (picklable); for a function, the config's keyword arguments.
 
         :raises ScreenedOut: when the candidate killed the worker (the
             worker is replaced at the next run) or ran past the timeout (the
             worker is stopped); a candidate that raised returns normally.
         :raises RuntimeError: when the worker cannot start or load the target.
         """
+        # Here, not in the pipe: a candidate that cannot travel must not cost the worker.
+        try:
+            pickle.dumps(payload)
+        except Exception as exc:
+            raise IsolationError(
+                f"the candidate cannot reach the isolation worker ({first_line(exc)})"
+            ) from None
         with self._lock:
             worker = self._loaded()
             try:
-                kind, detail = worker.ask(("run", (self._number, dict(config))), self._timeout)
+                kind, detail = worker.ask(("run", (self._number, payload)), self._timeout)
             except _Died as exc:
                 self._stop(worker)
                 raise ScreenedOut(f"crashed the isolation worker ({exc})") from None
@@ -415,11 +384,6 @@ class Screening:
             if kind == "dead":
                 self._stop(worker)
                 raise ScreenedOut(f"crashed the isolation worker (the device stopped working: {detail})")
-
-
-def _shareable(tensor: Any) -> Any:
-    tensor = tensor.detach()
-    return tensor if tensor.is_cuda else tensor.clone()
 
 
 def screen_all(screen_one: Callable[[Candidate], object], candidates: Iterable[Candidate]) -> dict[int, str]:
@@ -436,7 +400,7 @@ def screen_all(screen_one: Callable[[Candidate], object], candidates: Iterable[C
         except ScreenedOut as exc:
             failed[candidate.index] = str(exc)
         except Exception as exc:
-            failed[candidate.index] = f"could not be screened in the isolation worker: {_first_line(exc)}"
+            failed[candidate.index] = f"could not be screened in the isolation worker: {first_line(exc)}"
     return failed
 
 
@@ -456,10 +420,28 @@ def merge_ranks(gathered: Iterable[Iterable[Iterable[Any]]], rank: int) -> dict[
     return merged
 
 
+def screener(screening: Screening, payload: Callable[[Any], Any]) -> Callable[[Candidate], None]:
+    """A ``screen_one`` for :meth:`Tuning.isolate <kerneltune.core.Tuning.isolate>`, run in ``screening``.
+
+    :param payload: gives what the worker runs for a candidate's config, or
+        ``None`` for a candidate with nothing to screen: one whose launch
+        raises in this process before anything reaches the device, so that
+        measuring it fails it as safely.
+    """
+
+    def screen_one(candidate: Candidate) -> None:
+        sent = payload(candidate.config)
+        if sent is not None:
+            screening.run(sent)
+
+    return screen_one
+
+
 def warn_unscreened(function: str) -> None:
-    """Warn once per function and process that isolation is on for a tuner that does not screen."""
+    """Warn once per function and process that isolation is on for a tuning that was not screened."""
     warn_once(
         ("unscreened", function),
-        f"kerneltune: {function}: isolate = 'subprocess' covers function-level tuners only; this tuner's "
+        f"kerneltune: {function}: isolate = 'subprocess' does not reach this tuner (it screens "
+        "function-level tuners, and the Triton kernels of contextual_autotune and search_params); its "
         "candidates run unscreened in this process",
     )

@@ -282,23 +282,23 @@ class Tuning:
 
     def isolate(
         self, screen_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None
-    ) -> None:
+    ) -> dict[int, str]:
         """ISOLATE: screen candidates where a crash cannot reach this process, before measuring them.
 
         :param screen_one: runs one candidate in an isolation worker (:class:`~kerneltune.core.isolation.
             Screening`), raising :class:`~kerneltune.core.isolation.ScreenedOut` for one that crashed
             or hung there (one that raised there fails as usual when measured).
-        :param candidates: what to screen (default: every queued candidate).
-
-        :meth:`next_candidate` fails a candidate screened out (or unscreenable) with its reason; it is
-        neither compiled nor run here. With several ranks one gather makes every rank fail the same.
+        :param candidates: what to screen (default: the queued candidates; an adaptive driver's round).
+        :returns: why each one screened out (or unscreenable) on any rank must not run, by index; with
+            several ranks one gather makes every rank fail the same. :meth:`next_candidate` fails them.
         """
         if self.best is not None:
-            return
+            return {}
         failed = screen_all(screen_one, self.queued() if candidates is None else candidates)
         if self.reducer.world_size > 1:
             failed = merge_ranks(self.reducer.gather(sorted(failed.items())), self.reducer.rank)
         self._screened = {**(self._screened or {}), **{i: ScreenedOut(why) for i, why in failed.items()}}
+        return failed
 
     def queued(self) -> list[Candidate]:
         """The candidates waiting to be measured, each once, in order (not those screened out)."""

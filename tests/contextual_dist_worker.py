@@ -141,11 +141,38 @@ def key_changes_every_execution(rank: int) -> dict:
     return {"executions": len(executions)}
 
 
+def crash_on_one_rank_screened_out_on_both(rank: int) -> dict:
+    """isolate = "subprocess": block 64 segfaults in rank 1's isolation worker only."""
+    os.environ["KERNELTUNE_ISOLATE"] = "subprocess"
+    import isolation_kernels as kernels
+
+    from triton_dist.autotuner import contextual_autotune
+
+    x = torch.arange(64, dtype=torch.float32)
+
+    @contextual_autotune(is_dist=True, n_repeat=1, n_warmup=0)
+    def outer():
+        y = kernels.launch(kernels.doubled, x, CRASH=64 if rank == 1 else 0)
+        dist.all_reduce(y)
+        return y
+
+    with kernels.observed() as outcomes:
+        y = outer()
+        return {
+            "correct": bool(torch.equal(y, 4 * x)),
+            "pick": kernels.doubled.best_config.kwargs["BLOCK"],
+            "errors": outcomes.of("guarded_double", 64),
+            "here": sorted({block for pid, block in kernels.launches() if pid == os.getpid()}),
+            "worker": [block for pid, block in kernels.launches() if pid != os.getpid()],
+        }
+
+
 SCENARIOS = {
     "seed": seed_example,
     "slowest": slowest_rank_decides,
     "mismatch": ranks_prune_differently,
     "stalled": key_changes_every_execution,
+    "isolated": crash_on_one_rank_screened_out_on_both,
 }
 
 

@@ -7,6 +7,9 @@ exchanges data through shared slots, copies every payload through JSON so only
 plain data crosses ranks (as with torch.distributed), and counts each
 collective per rank. A collective that not every rank joins breaks the
 group's barrier after a few seconds instead of hanging the test.
+
+A driver that passes no group (a search_params kernel) reaches the same
+reducer through :func:`act_as`, which makes a thread play one rank.
 """
 
 from __future__ import annotations
@@ -21,6 +24,13 @@ from typing import Any
 from kerneltune.core import PluginError, hookimpl
 
 HANG_SECONDS = 5.0
+
+_acting = threading.local()
+
+
+def act_as(handle: RankHandle | None) -> None:
+    """Make this thread's reducer, where a driver passes no group, ``handle``'s rank's (``None``: none)."""
+    _acting.handle = handle
 
 
 class ThreadGroup:
@@ -68,9 +78,13 @@ class ThreadReducer:
 
     @classmethod
     def is_available(cls, group: Any = None) -> bool:
-        return isinstance(group, RankHandle)
+        return isinstance(group, RankHandle) or (
+            group is None and getattr(_acting, "handle", None) is not None
+        )
 
     def __init__(self, group: Any = None) -> None:
+        if group is None:
+            group = getattr(_acting, "handle", None)
         if not isinstance(group, RankHandle):
             raise PluginError(f"reducer 'threads' needs a RankHandle, got {group!r}")
         self._handle = group

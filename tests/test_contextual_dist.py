@@ -97,3 +97,17 @@ def test_a_key_that_changes_every_execution_fails_on_every_rank_without_hanging(
         assert result.get("error", "").startswith("StalledTuningError"), (rank, result)
         assert "stepped_kernel" in result["error"]
         assert result["executions"] == 1 + STALL_LIMIT
+
+
+def test_a_crash_in_one_ranks_isolation_worker_fails_the_config_on_every_rank(tmp_path):
+    results = run_ranks("isolated", tmp_path)
+    assert all("error" not in r for r in results), results
+    assert all(r["correct"] for r in results)
+    assert results[0]["pick"] == results[1]["pick"] in (16, 32)
+    crashed = "ScreenedOut: crashed the isolation worker (signal 11)"
+    assert [r["errors"] for r in results] == [
+        {"16": None, "32": None, "64": f"{crashed} on rank 1"},
+        {"16": None, "32": None, "64": crashed},
+    ]
+    assert [r["here"] for r in results] == [[16, 32], [16, 32]], "block 64 never ran in a rank"
+    assert [r["worker"] for r in results] == [[16, 32, 64], [16, 32, 64]]

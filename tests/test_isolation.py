@@ -129,6 +129,19 @@ def test_tensors_reach_the_worker_as_fresh_copies(isolate, tmp_path):
     assert x.tolist() == [4.0] * 4 and not x.is_shared()
 
 
+def test_views_reach_the_worker_as_they_lie(isolate, tmp_path):
+    # A kernel handed a view and its strides as numbers must read the copy as it would the original.
+    log = tmp_path / "runs"
+    buffer = torch.arange(64.0).reshape(8, 8)
+    x, y = buffer[:, 2:6], buffer[:, :2]
+    before = x.clone()
+    tuned(isolation_doubles.layout, key_fn=lambda x, y, log: tuple(x.shape))(x, y, str(log))
+    lines = [line.split(maxsplit=2) for line in log.read_text().splitlines()]
+    worker = [rest for pid, _, rest in lines if int(pid) != HERE]
+    assert worker == [f"(8, 1) 2 True {float(before.sum())}"] * 3, "each candidate on a copy of its own"
+    assert torch.equal(x, before + 4), "three measured runs and the pick's; none of the worker's"
+
+
 def test_a_function_defined_in_a_function_is_a_clear_error(isolate, tmp_path):
     @autotune(config_space=BLOCKS, key_fn=lambda x: x)
     def local(x, block):
@@ -211,6 +224,7 @@ def test_a_tuner_that_does_not_screen_warns_once_that_isolation_is_not_applied(m
                     tuning.record(candidate, [1.0])
                 tuning.finish()
     assert [str(w.message) for w in caught] == [
-        "kerneltune: kernel: isolate = 'subprocess' covers function-level tuners only; this tuner's "
-        "candidates run unscreened in this process"
+        "kerneltune: kernel: isolate = 'subprocess' does not reach this tuner (it screens function-level "
+        "tuners, and the Triton kernels of contextual_autotune and search_params); its candidates run "
+        "unscreened in this process"
     ]

@@ -7,6 +7,9 @@ promised. Every such access lives in this module, checked against
 :data:`LAYOUTS`, the version table below; everything else in kerneltune calls
 the functions here. Other plugins (the contextual interceptor, search_params)
 share them: each function documents what it needs and what it guarantees.
+The isolation worker's launch (the JIT function under ``triton.heuristics``,
+a grid function evaluated ahead) is :mod:`~kerneltune.plugins.triton.isolated`'s,
+which goes through the functions here for everything about the autotuner.
 
 Attributes read on an ``Autotuner`` ``t`` (all releases in the table):
 
@@ -311,16 +314,28 @@ def launch_config(
         )
     meta = {**kwargs, **config.all_kwargs()}
     hooked = {**dict(zip(tuner.arg_names, args, strict=False)), **meta}
-    if config.pre_hook is not None:
-        config.pre_hook(hooked)
+    return hooked_launch(tuner, hooked, config.pre_hook, lambda: tuner.fn.run(*args, **meta), around)
+
+
+def hooked_launch(
+    tuner: Any,
+    hooked: dict[str, Any],
+    pre_hook: Callable[..., Any] | None,
+    launch: Callable[[], Any],
+    around: Callable[[Thunk], object] | None = None,
+) -> Any:
+    """``launch()`` between the hooks Triton runs around a launch it benchmarks; what it returned.
+
+    ``pre_hook`` (the config's) and ``tuner.pre_hook`` get ``hooked``, the
+    launch's arguments by name, first; ``tuner.post_hook`` after, told of
+    an exception ``launch`` raised. Only ``launch`` runs inside ``around``.
+    """
+    if pre_hook is not None:
+        pre_hook(hooked)
     tuner.pre_hook(hooked)
     result: list[Any] = []
-
-    def launch() -> None:
-        result.append(tuner.fn.run(*args, **meta))
-
     try:
-        (around or _call)(launch)
+        (around or _call)(lambda: result.append(launch()))
     except Exception as exc:
         tuner.post_hook(hooked, exception=exc)
         raise

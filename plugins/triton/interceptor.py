@@ -20,7 +20,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from kerneltune.core import hookimpl
-from kerneltune.plugins.triton import adapter, compiler
+from kerneltune.plugins.triton import adapter, compiler, isolated
 
 
 class TritonLaunch:
@@ -72,6 +72,10 @@ class TritonLaunch:
     def compile_process(self) -> compiler.TritonCompileProcess | None:
         """How this launch's configs compile in forked processes (:func:`compiler.forked_compiles`)."""
         return compiler.forked_compiles()
+
+    def isolation(self) -> isolated.KernelIsolation:
+        """How the isolation worker repeats this launch; raises ``IsolationError`` where it cannot."""
+        return isolated.KernelIsolation(self.kernel, self._args, self._kwargs)
 
     def run_default(self) -> Any:
         """Triton's own ``run`` for this launch."""

@@ -18,6 +18,7 @@ candidates through them as the contextual tuner does.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import threading
@@ -26,9 +27,11 @@ from typing import Any
 
 import triton
 from kerneltune.core import current_session
+from kerneltune.core.isolation import SUBPROCESS, Screening, screener
 from kerneltune.plugins.triton import adapter
 from kerneltune.plugins.triton.classify import operator_class, python_function
 from kerneltune.plugins.triton.hints import SearchHints, check_params, parse_hints, wants_search
+from kerneltune.plugins.triton.isolated import KernelIsolation
 from kerneltune.plugins.triton.search_run import SearchRun, SearchSummary
 from kerneltune.plugins.triton.search_space import SearchSpace, build_space
 
@@ -230,12 +233,25 @@ class SearchParamsKernel(triton.KernelInterface):
     ) -> Any:
         session = current_session()
         space = self._space(session, fixed)
+        # Before the agreement, as the function-level tuner: every rank raises alike.
+        isolation = (
+            KernelIsolation(self, args, {**launch, "grid": grid})
+            if session.settings.isolate == SUBPROCESS
+            else None
+        )
         with space.tuner.begin(session, key, adaptive=True, verbose=self.hints.debug) as tuning:
             if tuning.best is not None:
                 config = tuning.best.config
             else:
-                search = SearchRun(self, space, tuning, args, launch, grid)
-                config = search.run().config
+                # One screening for the whole search: the worker holds the arguments until it ends.
+                with contextlib.ExitStack() as stack:
+                    screen_one = None
+                    if isolation is not None:
+                        timeout = session.settings.isolate_timeout
+                        screening = stack.enter_context(Screening(isolation.target, timeout))
+                        screen_one = screener(screening, isolation.payload)
+                    search = SearchRun(self, space, tuning, args, launch, grid, screen_one)
+                    config = search.run().config
                 named = {**dict(zip(self.arg_names, args, strict=False)), **launch, **config.all_kwargs()}
                 self.pre_hook(named, reset_only=True)
         self._picks[key] = config

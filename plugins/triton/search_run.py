@@ -75,13 +75,16 @@ class SearchRun:
         args: tuple[Any, ...],
         launch: dict[str, Any],
         grid: Any,
+        screen_one: Callable[[Candidate], None] | None = None,
     ) -> None:
+        """:param screen_one: runs one candidate in the isolation worker (``isolate = "subprocess"``)."""
         self.kernel = kernel
         self.space = space
         self.tuning = tuning
         self.args = args
         self.launch = launch
         self.grid = grid
+        self.screen_one = screen_one
         self.hints = kernel.hints
         self.started = time.perf_counter()
         #: every candidate's latest agreed time (``inf``: failed or dropped), by index.
@@ -150,9 +153,10 @@ class SearchRun:
         candidates = [self.space.candidate(p) for p in points]
         problems = self.screen(points, candidates)
         self.tuning.request(candidates)
+        screened = self.isolate([c for c in candidates if c.index not in problems])
         by_index = dict(zip((c.index for c in candidates), points, strict=True))
         if self.compile_config is not None:
-            runnable = [c for c in candidates if c.index not in problems]
+            runnable = [c for c in candidates if c.index not in problems and c.index not in screened]
             self.tuning.compile(
                 lambda candidate: self.build(candidate, by_index[candidate.index]),
                 runnable,
@@ -263,6 +267,21 @@ class SearchRun:
             if problem is not None:
                 self.drop(candidate, problem)
         return problems
+
+    def isolate(self, candidates: list[Candidate]) -> dict[int, str]:
+        """ISOLATE for a round: those that crash or hang the worker on any rank fail unlaunched here.
+
+        Every rank screens every round (one gather each), whatever it dropped.
+        """
+        if self.screen_one is None:
+            return {}
+        screened = self.tuning.isolate(self.screen_one, candidates)
+        everyone = self.tuning.tuner.space.candidates
+        for index, reason in sorted(screened.items()):
+            with self.noting:
+                self.failures[index] = f"ScreenedOut: {reason}"
+            self.say(f"screened out {everyone[index].label}: {self.failures[index]}")
+        return screened
 
     def drop(self, candidate: Candidate, problem: BaseException) -> None:
         with self.noting:

@@ -1,0 +1,208 @@
+"""The isolation worker's side: what it is sent (:class:`Target`), and its loop (:func:`serve`).
+
+The parent's side, which starts workers and asks them to run candidates, is
+:mod:`kerneltune.core.isolation`; its docstring describes the whole. This
+module runs in the worker process: it imports what a :class:`Target` names,
+copies the arguments' tensors before each candidate, runs the candidate,
+and says whether the device still works afterwards. It knows nothing of any
+kernel library: a target that is not a plain function names a *runner*, a
+module-level factory of a backend plugin that the worker imports by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing.connection
+import signal
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+#: What runs one candidate in the worker: ``run(args, kwargs, payload)`` on the worker's fresh copies.
+Runner = Callable[[tuple[Any, ...], dict[str, Any], Any], object]
+
+
+@attrs.frozen
+class Target:
+    """What the worker imports by name, and the arguments to run its candidates with."""
+
+    module: str
+    qualname: str
+    #: how many ``.fn`` steps lead from what the name holds to what is tuned
+    #: (1: the name holds a tuner whose ``.fn`` is the tuned function).
+    unwrap: int
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    #: the worker's device: ``"cpu"`` or ``"cuda:<index>"``.
+    device: str
+    #: ``"module:function"`` of a factory the worker calls with what is tuned,
+    #: returning the :data:`Runner` for its candidates; ``None``: what is tuned
+    #: is a function, called as ``fn(*args, **payload, **kwargs)``.
+    runner: str | None = None
+    #: ``"module:function"`` names the worker calls, in order and without
+    #: arguments, before it imports ``module``: a plugin's set-up that the
+    #: parent had done (a feature it enabled) and the module relies on.
+    prepare: tuple[str, ...] = ()
+
+
+def map_tensors(value: Any, change: Callable[[Any], Any]) -> Any:
+    """``value`` with each tensor in it, or in its tuples, lists and dicts, replaced by ``change(tensor)``."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return value
+    if isinstance(value, torch.Tensor):
+        return change(value)
+    if type(value) in (tuple, list):
+        return type(value)(map_tensors(item, change) for item in value)
+    if type(value) is dict:
+        return {key: map_tensors(item, change) for key, item in value.items()}
+    return value
+
+
+def copier(only: Callable[[Any], bool] = lambda tensor: True) -> Callable[[Any], Any]:
+    """A ``change`` for :func:`map_tensors` that copies the tensors ``only`` accepts (the others: detached).
+
+    A copy keeps its tensor's size, strides and storage offset, and tensors
+    that shared a storage share the copy of it: a kernel handed a view of a
+    larger buffer and its strides as numbers reads the copy as it would the
+    original. The price is that a view's whole storage is copied.
+    """
+    copies: dict[tuple[str, int], Any] = {}
+
+    def copy(tensor: Any) -> Any:
+        tensor = tensor.detach()
+        if not only(tensor):
+            return tensor
+        try:
+            storage = tensor.untyped_storage()
+            key = (str(tensor.device), storage.data_ptr())
+            if key not in copies:
+                copies[key] = storage.clone()
+            fresh = tensor.new_empty(0)
+            return fresh.set_(copies[key], tensor.storage_offset(), tensor.size(), tensor.stride())
+        except (RuntimeError, NotImplementedError):  # no one plain storage (sparse, nested): a plain copy
+            return tensor.clone()
+
+    return copy
+
+
+def flatten(value: Any) -> Iterable[Any]:
+    """The leaves of ``value``'s tuples, lists and dicts (``value`` itself when it is none of them)."""
+    if type(value) in (tuple, list):
+        for item in value:
+            yield from flatten(item)
+    elif type(value) is dict:
+        for item in value.values():
+            yield from flatten(item)
+    else:
+        yield value
+
+
+def first_line(exc: BaseException) -> str:
+    """``"Type: first line of the message"``."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _context_error() -> str | None:
+    """Why this process's CUDA context no longer works; ``None`` when it does or was never made.
+
+    A fault such as an illegal address reaches Python as an ordinary
+    exception, but leaves the context unusable: every later call fails.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    try:
+        torch.cuda.synchronize()
+        torch.ones(1, device="cuda").add_(1).item()
+    except Exception as exc:
+        return first_line(exc)
+    torch.cuda.empty_cache()  # what the candidate allocated is the user's process's to use
+    return None
+
+
+Loaded = tuple[Runner, tuple[Any, ...], dict[str, Any]]
+
+
+def _call(loaded: Loaded, payload: Any) -> None:
+    run, args, kwargs = loaded
+    fresh = map_tensors((args, kwargs), copier())
+    run(fresh[0], fresh[1], payload)
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        # A kernel's fault surfaces at a synchronisation: let it surface while this candidate is current.
+        torch.cuda.synchronize()
+
+
+def _keywords(fn: Callable[..., Any]) -> Runner:
+    def run(args: tuple[Any, ...], kwargs: dict[str, Any], config: Mapping[str, Any]) -> object:
+        return fn(*args, **config, **kwargs)
+
+    return run
+
+
+def _named(path: str) -> Any:
+    module, _, qualname = path.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def _load(target: Target) -> Loaded:
+    for step in target.prepare:
+        _named(step)()
+    found = _named(f"{target.module}:{target.qualname}")
+    for _ in range(target.unwrap):
+        found = found.fn
+    run = _keywords(found) if target.runner is None else _named(target.runner)(found)
+    return run, target.args, target.kwargs
+
+
+def serve(conn: multiprocessing.connection.Connection, device: str) -> None:
+    """The worker's loop: load targets, run candidates of them, let them go; until the pipe closes.
+
+    Requests are ``("load", (number, target))``, ``("run", (number,
+    payload))`` and ``("release", number)``, where ``number`` names one
+    screening. Each gets a reply ``(kind, detail)``: ``("ok", None)``,
+    ``("raised", text)`` for a candidate that raised, ``("error", text)``
+    for a target that cannot be loaded, and ``("dead", text)`` for a
+    candidate after which the device no longer works, whereupon it exits.
+    """
+    # Ctrl-C reaches the whole process group: the parent decides, and stops the worker if need be.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.set_device(device)
+    conn.send(("ok", None))
+    loaded: dict[int, Loaded] = {}
+    while True:
+        try:
+            kind, payload = conn.recv()
+        except EOFError:
+            return
+        except Exception as exc:  # a load whose arguments cannot be rebuilt here
+            conn.send(("error", first_line(exc)))
+            continue
+        reply: tuple[str, str | None] = ("ok", None)
+        if kind == "load":
+            try:
+                loaded[payload[0]] = _load(payload[1])
+            except Exception as exc:
+                reply = ("error", first_line(exc))
+        elif kind == "release":
+            loaded.pop(payload, None)
+        elif kind == "run":
+            try:
+                _call(loaded[payload[0]], payload[1])
+            except Exception as exc:
+                reply = ("raised", first_line(exc))
+            dead = _context_error()
+            if dead is not None:
+                conn.send(("dead", dead))
+                return
+        conn.send(reply)

@@ -159,8 +159,6 @@ class _WarmUp:
 
     def __init__(self) -> None:
         self.thread: threading.Thread | None = None
-        #: set once Triton's own cache key is computed (what a compile process would otherwise repeat).
-        self.keyed = threading.Event()
         #: set once the calling thread has made the driver; ``bind`` is then its device binding, or
         #: ``None`` where there is no device.
         self.driven = threading.Event()
@@ -192,7 +190,6 @@ def _triton_key() -> None:
 def _warm_compiler() -> None:
     with contextlib.suppress(Exception):
         _triton_key()
-    _warm.keyed.set()
     _warm.driven.wait()
     if _warm.bind is None:
         return
@@ -214,7 +211,7 @@ def warm_up() -> None:
     library for its cache keys (0.33 s) and imports its code generators. The
     thread computes the hash while this thread makes the driver, then
     compiles an empty kernel, which does the rest; a compile process forked
-    after the hash inherits it (:meth:`TritonCompileProcess.ready` waits for
+    afterwards inherits it all (:meth:`TritonCompileProcess.ready` waits for
     it). Called as early as a tuner knows it will compile: when the
     contextual tuner installs its interceptor, when a launcher's launches
     are recorded, and when COMPILE asks for compile processes.
@@ -247,9 +244,15 @@ class TritonCompileProcess:
     target: Any
 
     def ready(self) -> None:
-        """Wait until :func:`warm_up` has Triton's cache key, the costly part a child would repeat."""
-        if _warm.thread is not None:
-            _warm.keyed.wait()
+        """Wait until :func:`warm_up` is done, so that no child repeats it or forks in the middle of it.
+
+        Not just until the hash is done: a child forked while the warm-up
+        thread is importing a module inherits that module's import lock held
+        by a thread it does not have, and hangs at its own import of it.
+        """
+        thread = _warm.thread
+        if thread is not None:
+            thread.join()
 
     def prepare(self) -> None:
         """Make the child compile for the parent's device and target without asking the device."""

@@ -301,23 +301,36 @@ def test_triton_compiles_stay_on_threads_where_nothing_is_compiled_or_the_cache_
     assert compiler.forked_compiles() is None, "a custom cache may not reach another process"
 
 
-def test_the_warm_up_hashes_triton_once_and_lets_forks_go_even_without_a_device(monkeypatch):
+def test_the_warm_up_compiles_once_off_the_calling_thread_and_forks_wait_for_it(monkeypatch):
     monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
     monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
-    hashed = []
-    monkeypatch.setattr(compiler, "_triton_key", lambda: hashed.append(threading.current_thread().name))
+    monkeypatch.setattr(compiler, "_device_binding_or_none", lambda: lambda: None)
+    release, compiled = threading.Event(), []
 
-    def no_device():
-        raise RuntimeError("0 active drivers")
+    def compile_empty(bind):
+        release.wait(timeout=10)
+        compiled.append(threading.current_thread().name)
 
-    monkeypatch.setattr(compiler, "device_binding", no_device)  # on a GPU host too
+    monkeypatch.setattr(compiler, "_compile_empty", compile_empty)
     compiler.warm_up()
     compiler.warm_up()
-    compiler._warm.thread.join(timeout=10)
-    assert hashed == ["kerneltune-warm-up"], "once, off the calling thread"
-    assert compiler._warm.bind is None, "this host has no device: nothing more to warm"
     process = compiler.TritonCompileProcess(driver=None, device=0, target=None)
-    process.ready()  # returns: the warm-up is over
+    waiting = threading.Thread(target=process.ready)
+    waiting.start()
+    waiting.join(timeout=0.2)
+    assert waiting.is_alive(), "a fork waits while the warm-up runs"
+    release.set()
+    waiting.join(timeout=10)
+    assert not waiting.is_alive() and compiled == ["kerneltune-warm-up"], "once, off the calling thread"
+
+
+def test_without_a_device_the_warm_up_starts_nothing(monkeypatch):
+    monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
+    monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
+    monkeypatch.setattr(compiler, "_device_binding_or_none", lambda: None)
+    compiler.warm_up()
+    assert compiler._warm.thread is None and compiler._warm.tried
+    compiler.TritonCompileProcess(driver=None, device=0, target=None).ready()  # returns at once
 
 
 # -- the function-level tuner: launches recorded, then compiled ---------------------------------------

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import os
 import threading
 import weakref
@@ -159,11 +158,7 @@ class _WarmUp:
 
     def __init__(self) -> None:
         self.thread: threading.Thread | None = None
-        #: set once the calling thread has made the driver; ``bind`` is then its device binding, or
-        #: ``None`` where there is no device.
-        self.driven = threading.Event()
-        self.bind: Thunk | None = None
-        #: :func:`warm_up` ran here (once is enough).
+        #: :func:`warm_up` ran here (once is enough: without a device it starts no thread).
         self.tried = False
         self.lock = threading.Lock()
 
@@ -175,46 +170,39 @@ def _empty_kernel():  # type: ignore[no-untyped-def]
     pass
 
 
-def _triton_key() -> None:
-    """Compute Triton's hash of its own sources and library (cached per process), where a release has it."""
-    for module in ("triton.runtime.cache", "triton.compiler.compiler"):
-        try:
-            key = getattr(importlib.import_module(module), "triton_key", None)
-        except ImportError:
-            continue
-        if callable(key):
-            key()
-            return
-
-
-def _warm_compiler() -> None:
-    with contextlib.suppress(Exception):
-        _triton_key()
-    _warm.driven.wait()
-    if _warm.bind is None:
-        return
+def _compile_empty(bind: Thunk) -> None:
     try:
         import triton
 
-        _warm.bind()
+        bind()
         triton.jit(_empty_kernel).warmup(grid=(1,))
     except Exception:
         pass  # best effort: the candidates' own compiles report what is wrong
+
+
+def _device_binding_or_none() -> Thunk | None:
+    """The calling thread's device binding, the driver made first; ``None`` without a device."""
+    try:
+        from triton.runtime import driver
+
+        driver.active.get_current_target()
+        return device_binding()
+    except Exception:
+        return None
 
 
 def warm_up() -> None:
     """Start the compiler's one-time set-up in this process, once, on a background thread.
 
     A process's first compile costs far more than the next (on an H200's
-    host 0.73 s against 0.05 s for a one-block kernel): Triton builds its
-    driver's helper module with the C compiler, hashes its own sources and
-    library for its cache keys (0.33 s) and imports its code generators. The
-    thread computes the hash while this thread makes the driver, then
-    compiles an empty kernel, which does the rest; a compile process forked
-    afterwards inherits it all (:meth:`TritonCompileProcess.ready` waits for
-    it). Called as early as a tuner knows it will compile: when the
-    contextual tuner installs its interceptor, when a launcher's launches
-    are recorded, and when COMPILE asks for compile processes.
+    host 0.73 s against 0.05 s for a one-block kernel): Triton hashes its
+    own sources and library for its cache keys (0.33 s) and imports its code
+    generators. Compiling an empty kernel does all of it; a compile process
+    forked afterwards inherits it (:meth:`TritonCompileProcess.ready` waits
+    for it). The driver is made here, on the calling thread, first.
+    Called as early as a tuner knows it will compile: when the contextual
+    tuner installs its interceptor, when a launcher's launches are recorded,
+    and when COMPILE asks for compile processes.
     """
     if _warm.tried or adapter.interpreting():
         return  # a contextual call makes this check each time: no lock on the way
@@ -222,17 +210,13 @@ def warm_up() -> None:
         if _warm.tried:
             return
         _warm.tried = True
-        _warm.thread = threading.Thread(target=_warm_compiler, name="kerneltune-warm-up", daemon=True)
+        bind = _device_binding_or_none()
+        if bind is None:
+            return  # no device: nothing is compiled here
+        _warm.thread = threading.Thread(
+            target=_compile_empty, args=(bind,), name="kerneltune-warm-up", daemon=True
+        )
         _warm.thread.start()
-        try:
-            from triton.runtime import driver
-
-            driver.active.get_current_target()
-            _warm.bind = device_binding()
-        except Exception:
-            _warm.bind = None  # no device: nothing is compiled here
-        finally:
-            _warm.driven.set()
 
 
 @attrs.frozen
@@ -246,9 +230,10 @@ class TritonCompileProcess:
     def ready(self) -> None:
         """Wait until :func:`warm_up` is done, so that no child repeats it or forks in the middle of it.
 
-        Not just until the hash is done: a child forked while the warm-up
-        thread is importing a module inherits that module's import lock held
-        by a thread it does not have, and hangs at its own import of it.
+        Only once it is over: a child forked while the warm-up thread imports
+        a module inherits that module's import lock, held by a thread the
+        child does not have, and hangs at its own import of it (seen on an
+        H200 when forks waited only for the hash).
         """
         thread = _warm.thread
         if thread is not None:

@@ -19,18 +19,22 @@ Two kinds of pool:
   child cannot use a CUDA context), and holds the forks until the
   compiler's one-time set-up is done in this process (Triton hashes its own
   sources and library, about 0.3 s, before its first compile): each child
-  inherits it instead of repeating it.
-  Compiling in threads shares one interpreter lock, which on an H200's
-  host held sixteen parallel compiles to about 3x; processes do not share
-  it.
+  inherits it instead of repeating it. Threads share one interpreter lock
+  for Triton's Python code generation: on an H200's host sixteen compiles
+  took 1.67 s on threads and 0.55 s in processes forked after the set-up
+  (``bench/compile_parallel.py``).
 * **threads**, otherwise.
 
 A candidate whose compile raises, or outlasts the timeout, fails alone: the
 engine records the error as that candidate's and goes on. A child that
 outlasts the timeout is killed; one that dies of a signal fails its
 candidate with the signal, and this process never compiles that candidate
-itself. A child whose compile raised hands the candidate back, and the
-compile runs again here, so the error is the backend's own. (A thread
+itself. A child still running :data:`STALL_FACTOR` times longer than the
+slowest sibling that ended is taken for stuck (forked while another thread
+held a lock it needs, such as a module's import lock): it is killed, with
+one warning per process, and the candidate compiles in this process. A
+child whose compile raised hands the candidate back, and the compile runs
+again here, so the error is the backend's own. (A thread
 cannot be stopped: with threads a compile that timed out finishes in the
 background, unused.)
 """
@@ -52,6 +56,7 @@ import attrs
 from kerneltune.core.contracts import CompileProcess
 from kerneltune.core.errors import describe_error
 from kerneltune.core.events import CompileFinished, CompileStarted
+from kerneltune.core.notices import warn_once
 from kerneltune.core.records import Candidate
 
 #: Threads when the ``compile_workers`` setting is 0 ("one per core"), at most.
@@ -64,6 +69,10 @@ POLL_S = 0.05
 CHILD_POLL_S = 0.005
 #: A compile process's exit status when the compile raised (0: it compiled).
 _RAISED = 3
+#: A compile process still running this many times longer than the slowest
+#: sibling that ended (and at least ``STALL_MIN_S``) is taken for stuck.
+STALL_FACTOR = 5.0
+STALL_MIN_S = 15.0
 
 
 class CompileTimeout(TimeoutError):
@@ -150,6 +159,8 @@ class CompileStage:
         #: that no child is forked while this process is inside the compiler.
         self._forking = threading.Lock()
         self._children: set[int] = set()
+        #: how long each compile process that ended took, seconds.
+        self._child_seconds: list[float] = []
         self._timeout = timeout
         self._subject = subject
         self._notify = notify
@@ -227,18 +238,32 @@ class CompileStage:
             if pid == 0:  # pragma: no cover - the child's coverage is not collected
                 self._child_main(candidate)
             self._children.add(pid)
+        forked = time.monotonic()
         try:
             while True:
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
                     break
-                if self._timeout > 0 and time.monotonic() - began > self._timeout:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
+                now = time.monotonic()
+                if self._timeout > 0 and now - began > self._timeout:
+                    _kill(pid)
                     return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
+                if self._stuck(now - forked):
+                    _kill(pid)
+                    warn_once(
+                        ("compile-process-stuck", os.getpid()),
+                        f"kerneltune: a compile process ran {now - forked:.0f} s, {STALL_FACTOR:g} times its "
+                        "slowest sibling; it was stopped and that candidate compiled in this process instead "
+                        "(a child forked while another thread held a lock it needs; compile_pool = 'threads' "
+                        "avoids forking)",
+                    )
+                    return None
                 time.sleep(CHILD_POLL_S)
         finally:
             self._children.discard(pid)
+        if not os.WIFSIGNALED(status):
+            with self._lock:
+                self._child_seconds.append(time.monotonic() - forked)
         if os.WIFSIGNALED(status):
             number = os.WTERMSIG(status)
             try:
@@ -247,6 +272,18 @@ class CompileStage:
                 name = f"signal {number}"
             return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
         return None  # compiled, or raised: compiling here loads it, or raises the error itself
+
+    def _stuck(self, seconds: float) -> bool:
+        """Whether a compile process running ``seconds`` is stuck rather than slow.
+
+        A child can inherit a lock that another thread of this process held
+        at the fork (an import in progress, say) and wait for it forever.
+        Judged against the siblings that ended; with none yet, only the
+        timeout stops it.
+        """
+        with self._lock:
+            slowest = max(self._child_seconds, default=None)
+        return slowest is not None and seconds > max(STALL_MIN_S, STALL_FACTOR * slowest)
 
     def _child_main(self, candidate: Candidate) -> None:  # pragma: no cover - runs in the child
         code = _RAISED
@@ -286,3 +323,10 @@ class CompileStage:
         for pid in list(self._children):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _kill(pid: int) -> None:
+    """Stop a compile process and reap it."""
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)

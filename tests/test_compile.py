@@ -265,6 +265,31 @@ def test_a_compile_process_that_outlasts_the_timeout_is_killed(monkeypatch, isol
     assert not _alive(int(pids.read_text())), "the hung compile process was killed"
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_a_stuck_compile_process_is_stopped_and_its_candidate_compiles_here(monkeypatch, isolated, tmp_path):
+    from kerneltune.core import compile as compile_module
+
+    monkeypatch.setattr(compile_module, "STALL_MIN_S", 0.5)
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=4)
+    parent, pids = os.getpid(), tmp_path / "pids"
+
+    def stuck_in_a_child() -> None:
+        if os.getpid() != parent:  # as a child that inherited a lock nobody will release
+            pids.write_text(str(os.getpid()))
+            time.sleep(60)
+
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"b": stuck_in_a_child})
+    started = time.monotonic()
+    with pytest.warns(RuntimeWarning, match=r"a compile process ran \d+ s, 5 times its slowest sibling"):
+        best = drive(session, clock, backend.compile_one, [], child=backend)
+    assert time.monotonic() - started < 10
+    assert best.config["name"] == "b", "not failed: compiled here instead"
+    assert ("here", "b") in backend.compiled()
+    assert not _alive(int(pids.read_text())), "the stuck process was stopped"
+    assert all(error is None for _, error, _, _ in watch.finished)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -51,6 +51,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 from kerneltune.core.contracts import CompileProcess
@@ -58,6 +59,9 @@ from kerneltune.core.errors import describe_error
 from kerneltune.core.events import CompileFinished, CompileStarted
 from kerneltune.core.notices import warn_once
 from kerneltune.core.records import Candidate
+
+if TYPE_CHECKING:
+    from kerneltune.core.session import Session
 
 #: Threads when the ``compile_workers`` setting is 0 ("one per core"), at most.
 MAX_AUTO_WORKERS = 32
@@ -172,6 +176,27 @@ class CompileStage:
         )
         self._futures: dict[int, concurrent.futures.Future[BaseException | None]] = {}
         self.add(candidates)
+
+    @classmethod
+    def configured(
+        cls,
+        session: Session,
+        compile_one: Callable[[Candidate], object],
+        candidates: Sequence[Candidate],
+        subject: Subject,
+        child: CompileProcess | None,
+    ) -> CompileStage:
+        """A stage under the session's ``compile_workers``, ``compile_timeout`` and ``compile_pool``."""
+        settings = session.settings
+        return cls(
+            compile_one,
+            candidates,
+            workers=worker_count(settings.compile_workers, len(candidates)),
+            timeout=settings.compile_timeout,
+            subject=subject,
+            notify=session.notify,
+            child=child if settings.compile_pool == "processes" else None,
+        )
 
     def add(self, candidates: Sequence[Candidate]) -> None:
         """Compile these too, after those handed over before; one already handed over is not redone."""

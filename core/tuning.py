@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core.agreement import Verdict, Vote, agree, check_picks, short_repr
-from kerneltune.core.compile import CompileStage, Subject, worker_count
+from kerneltune.core.compile import CompileStage, Subject
 from kerneltune.core.contracts import CompileProcess
 from kerneltune.core.errors import NoValidConfigError, describe_error, failure_report
 from kerneltune.core.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
@@ -254,11 +254,8 @@ class Tuning:
         :param candidates: what to compile, in the order it will be measured (default: every queued
             candidate); an adaptive driver calls this for each round. Ranks on one host each compile
             their share; the others load it from Triton's cache at their first run.
-        :param child: the backend's part in compiling in forked processes
-            (:class:`~kerneltune.core.compile.CompileStage`); with it and ``compile_pool =
-            "processes"`` each compile runs in a forked process first.
-
-        Uses the ``compile_workers``, ``compile_timeout`` and ``compile_pool`` settings.
+        :param child: the backend's part in compiling in forked processes (``compile_pool``; see
+            :class:`~kerneltune.core.compile.CompileStage`, which reads the settings).
         """
         if self.best is not None:
             return
@@ -266,19 +263,10 @@ class Tuning:
         # Sharded, the queue holds this rank's share already.
         group = (self.reducer.rank,) if self._schedule.shard else self._neighbours
         mine = share(listed, group.index(self.reducer.rank), len(group))
-        if self._compiling is None:
-            settings = self.session.settings
-            self._compiling = CompileStage(
-                compile_one,
-                mine,
-                workers=worker_count(settings.compile_workers, len(mine)),
-                timeout=settings.compile_timeout,
-                subject=Subject(self._space.name, self.key, self._global_rank, self.verbose, self._log_dir),
-                notify=self.session.notify,
-                child=child if settings.compile_pool == "processes" else None,
-            )
-        else:
-            self._compiling.add(mine)
+        if self._compiling is not None:
+            return self._compiling.add(mine)
+        about = Subject(self._space.name, self.key, self._global_rank, self.verbose, self._log_dir)
+        self._compiling = CompileStage.configured(self.session, compile_one, mine, about, child)
 
     def isolate(
         self, screen_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None
@@ -413,8 +401,7 @@ class Tuning:
 
     def error(self, candidate: Candidate) -> str | None:
         """Why ``candidate`` failed here (compiling, screening or running); ``None`` if it did not."""
-        measurement = self._measurements.get(candidate.index)
-        return None if measurement is None else measurement.error
+        return self._measurements.get(candidate.index, Measurement(candidate.index)).error
 
     def fail(self, candidate: Candidate, error: BaseException) -> None:
         """Record that a candidate raised; it counts as infinitely slow."""

@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
-from kerneltune.core.contracts import IsolatedLaunch, IsolatingLaunch, KernelLaunch
+from kerneltune.core.contracts import ForkingLaunch, IsolatedLaunch, IsolatingLaunch, KernelLaunch
 from kerneltune.core.engine import Tuner, Tuning
 from kerneltune.core.errors import NoValidConfigError, StalledTuningError, describe_error
 from kerneltune.core.events import KernelTuned, LaunchMeasured
@@ -257,7 +257,9 @@ class ContextualCall:
             self._isolate(tuning, screened)
         compile_config = launch.compiler()
         if compile_config is not None:
-            tuning.compile(lambda candidate: compile_config(candidate.config), child=launch.compile_process())
+            forks = hasattr(launch, "compile_process")
+            child = cast(ForkingLaunch, launch).compile_process() if forks else None
+            tuning.compile(lambda candidate: compile_config(candidate.config), child=child)
         self._next_candidate(state, launch)
 
     def _next_candidate(self, state: _KernelKey, launch: KernelLaunch) -> None:

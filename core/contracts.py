@@ -8,7 +8,8 @@ the optional class attribute ``auto_priority`` (an int, 0 where absent; see
 below is what an instance must provide. Optional parts are protocols of their
 own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`,
 :class:`GlobalRankReducer`, :class:`RecordingInterceptor`,
-:class:`IsolatingLaunch`, :class:`ProbingProfileFamily`): the engine looks
+:class:`ForkingRecorder`, :class:`ForkingLaunch`, :class:`IsolatingLaunch`,
+:class:`ProbingProfileFamily`): the engine looks
 for them on the instance and does without them where they are missing.
 
 Plugins need not import this module or subclass anything: a class matches by
@@ -258,14 +259,6 @@ class KernelLaunch(Protocol):
         ahead (an interpreter).
         """
 
-    def compile_process(self) -> CompileProcess | None:
-        """How :meth:`compiler`'s function runs in a process forked for COMPILE; ``None``: on threads only.
-
-        Made on the launching thread. ``None`` where a forked child cannot
-        compile without the device, or would leave its work where this
-        process does not find it when it compiles the same config.
-        """
-
 
 class IsolatedLaunch(Protocol):
     """One launch as the isolation worker repeats it, once per candidate (see :class:`IsolatingLaunch`)."""
@@ -347,10 +340,28 @@ class RecordingInterceptor(Interceptor, Protocol):
         """
         ...
 
+
+class ForkingLaunch(KernelLaunch, Protocol):
+    """A launch whose configs can compile in forked processes (optional part of :class:`KernelLaunch`)."""
+
+    def compile_process(self) -> CompileProcess | None:
+        """How :meth:`compiler`'s function runs in a process forked for COMPILE; ``None``: on threads only.
+
+        Made on the launching thread. ``None`` where a forked child cannot
+        compile without the device, or would leave its work where this
+        process does not find it when it compiles the same config. A launch
+        without this method compiles on threads.
+        """
+        ...
+
+
+class ForkingRecorder(RecordingInterceptor, Protocol):
+    """A recorder whose thunks can run in forked processes (optional, of :class:`RecordingInterceptor`)."""
+
     def compile_process(self) -> CompileProcess | None:
         """How recorded thunks run in a process forked for COMPILE; ``None``: on threads only.
 
-        As :meth:`KernelLaunch.compile_process`; made on the recording thread.
+        Made on the recording thread.
         """
         ...
 

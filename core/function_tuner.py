@@ -16,9 +16,10 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from kerneltune.core.compile import CompileProcesses
+from kerneltune.core.contracts import ForkingRecorder
 from kerneltune.core.engine import Tuner, Tuning
 from kerneltune.core.isolation import SUBPROCESS, Screening, screener, target_of
 from kerneltune.core.records import Candidate
@@ -243,7 +244,10 @@ class AutoTuner(FunctionWrapper):
             for thunk in compiles.get(candidate.index, ()):
                 thunk()
 
-        processes = [rec.compile_process() for rec in recorders]
+        processes = [
+            cast(ForkingRecorder, rec).compile_process() if hasattr(rec, "compile_process") else None
+            for rec in recorders
+        ]
         parts = tuple(process for process in processes if process is not None)
         child = CompileProcesses(parts) if len(parts) == len(processes) else None
         tuning.compile(compile_candidate, [c for c in tuning.queued() if c.index in compiles], child=child)

@@ -400,10 +400,7 @@ def recorder_plugin(kernels: FakeKernels):
                 kernels.local.recorded = None
 
         def recording(self):
-            return self._record()
-
-        def compile_process(self):
-            return None
+            return self._record()  # and no compile_process(): its thunks compile on threads
 
     class Plugin:
         @hookimpl

@@ -289,14 +289,13 @@ class CompileStage:
         if not os.WIFSIGNALED(status):
             with self._lock:
                 self._child_seconds.append(time.monotonic() - forked)
-        if os.WIFSIGNALED(status):
-            number = os.WTERMSIG(status)
-            try:
-                name = signal.Signals(number).name
-            except ValueError:
-                name = f"signal {number}"
-            return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
-        return None  # compiled, or raised: compiling here loads it, or raises the error itself
+            return None  # compiled, or raised: compiling here loads it, or raises the error itself
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
 
     def _stuck(self, seconds: float) -> bool:
         """Whether a compile process running ``seconds`` is stuck rather than slow.

@@ -117,10 +117,6 @@ def _choice(first: str, second: str) -> Callable[[Any, str], str]:
     return parse
 
 
-_objective = _choice("device", "wall")
-_isolate = _choice("none", "subprocess")
-
-
 def _path(value: Any, where: str) -> Path:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: expected a directory path, got {value!r}")
@@ -165,7 +161,7 @@ _FIELDS = {
     "cache_dir": _path,
     "warmup": _count(0),
     "repeat": _count(1),
-    "objective": _objective,
+    "objective": _choice("device", "wall"),
     "tie_rounds": _count(0),
     "compile_workers": _count(0),
     "compile_timeout": _count(0),
@@ -180,7 +176,7 @@ _FIELDS = {
     "progress": _flag,
     "redis_url": _redis_url,
     "redis_ttl": _count(0),
-    "isolate": _isolate,
+    "isolate": _choice("none", "subprocess"),
     "isolate_timeout": _count(1),
 }
 

@@ -200,12 +200,12 @@ def warm_up() -> None:
     generators. Compiling an empty kernel does all of it; a compile process
     forked afterwards inherits it (:meth:`TritonCompileProcess.ready` waits
     for it). The driver is made here, on the calling thread, first.
-    Called as early as a tuner knows it will compile: when the contextual
-    tuner installs its interceptor, when a launcher's launches are recorded,
-    and when COMPILE asks for compile processes.
+    Called once a tuning knows it will compile (a miss): when a launcher's
+    launches are recorded and when COMPILE asks for compile processes; never
+    on a cache hit, which compiles nothing.
     """
     if _warm.tried or adapter.interpreting():
-        return  # a contextual call makes this check each time: no lock on the way
+        return  # every recorded launch makes this check: no lock on the way
     with _warm.lock:
         if _warm.tried:
             return
@@ -253,11 +253,11 @@ def forked_compiles() -> TritonCompileProcess | None:
     """How this thread's kernels compile in forked processes; starts :func:`warm_up`.
 
     ``None`` where compiles cannot move to a forked process: Triton's
-    interpreter (nothing is compiled), a platform without ``fork``, a
-    release whose driver cannot be swapped, or a cache another process's
+    interpreter (nothing is compiled), a release whose driver cannot be
+    swapped, or a cache another process's
     compile would not reach (a custom cache manager, forced recompiles).
     """
-    if adapter.interpreting() or not hasattr(os, "fork") or not _cache_is_shared():
+    if adapter.interpreting() or not _cache_is_shared():
         return None
     from triton.runtime import driver
 

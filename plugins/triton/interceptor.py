@@ -106,7 +106,6 @@ class TritonInterceptor:
             tests pass fakes shaped like other releases.
         """
         adapter.register_key_types()
-        compiler.warm_up()  # the first launch of this call may need compiling: set the compiler up meanwhile
         owner = threading.get_ident()
         handling = False
 

@@ -19,8 +19,11 @@ each with its compiles in forked processes (the default), and as
 ``<tuner>-threads`` with ``KERNELTUNE_COMPILE_POOL=threads`` (compiles on
 threads of the tuning process); ``function-seq`` is the function-level
 tuner with ``KERNELTUNE_PRECOMPILE=0`` (each config compiles at its first
-warm-up, one after another, as before COMPILE existed), and ``search-seq``
-the search compiling one candidate at a time on one thread.
+warm-up, one after another, as before COMPILE existed), ``search-seq``
+the search compiling one candidate at a time on one thread, and
+``<tuner>-serial`` the compiler's warm-up hashing Triton after building the
+driver instead of beside it (``BENCH_WARMUP=serial``). The timeline
+(``--timeline``) notes when the warm-up ended (``warm``).
 
 A separate warm process (the oracle) times every one of the 16 configs with
 interleaved ``do_bench`` rounds; a pick's regret is its oracle time over the
@@ -61,6 +64,8 @@ TUNERS: dict[str, tuple[str, dict[str, str]]] = {
     "function": ("function", {}),
     "function-threads": ("function", {"KERNELTUNE_COMPILE_POOL": "threads"}),
     "function-seq": ("function", {"KERNELTUNE_PRECOMPILE": "0"}),
+    "function-serial": ("function", {"BENCH_WARMUP": "serial"}),
+    "contextual-serial": ("contextual", {"BENCH_WARMUP": "serial"}),
     "search": ("search", {}),
     "search-threads": ("search", {"KERNELTUNE_COMPILE_POOL": "threads"}),
     "search-seq": ("search", {"KERNELTUNE_COMPILE_POOL": "threads", "KERNELTUNE_COMPILE_WORKERS": "1"}),
@@ -91,6 +96,7 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
         return {"oracle_ms": oracle(work, 5)}
     timeline = Timeline()
     add_plugin(timeline)
+    timeline.watch_warm_up()
     torch.cuda.synchronize()
     started = timeline.started = time.perf_counter()
     if mode == "stock":
@@ -131,6 +137,20 @@ class Timeline:
 
     def note(self, what: str, index: int) -> None:
         self.events.append((round(time.perf_counter() - self.started, 3), what, index))
+
+    def watch_warm_up(self) -> None:
+        """Also note when the compiler's warm-up ends (``warm``); ``BENCH_WARMUP=serial`` hashes in it."""
+        from kerneltune.plugins.triton import compiler
+
+        if os.environ.get("BENCH_WARMUP") == "serial":
+            compiler._start_hashing = lambda: None  # type: ignore[assignment]
+        compile_empty = compiler._compile_empty
+
+        def noted(*args: Any) -> None:
+            compile_empty(*args)
+            self.note("warm", 0)
+
+        compiler._compile_empty = noted  # type: ignore[assignment]
 
     @hookimpl
     def kerneltune_compile_started(self, event: Any) -> None:

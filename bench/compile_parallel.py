@@ -14,9 +14,10 @@ empty ``TRITON_CACHE_DIR``:
 Triton's compilation listener gives each compile's stages (IR set-up, then
 each lowering: ttir, ttgir, llir, ptx, cubin, then storing); the table shows
 the wall time of all 16 and the mean of each stage. With ``--profile`` it
-also profiles, in another fresh process, the main thread of a cold
-``contextual_autotune`` of the same matmul and prints where it spends its
-time (the top functions by cumulative time); with ``--first``, a process's
+also profiles, in other fresh processes, the main thread of a cold
+``contextual_autotune`` and of a cold function-level tuning of the same
+matmul and prints where each spends its time (the top functions by
+cumulative time, then by own time); with ``--first``, a process's
 first compile (of a one-block add), against its second.
 
     python3 bench/compile_parallel.py [--modes seq,threads,fork,fork-primed] [--profile]
@@ -72,9 +73,11 @@ def child(mode: str, out: Path) -> None:
         rows.clear()
     if mode.startswith("fork"):
         from kerneltune.plugins.triton import compiler
+        from triton.runtime import driver
 
-        prepare = compiler.forked_compiles()
-        assert prepare is not None
+        active = driver.active  # no warm-up: "fork-primed" primed above, "fork" is not primed
+        device, target = active.get_current_device(), active.get_current_target()
+        process = compiler.TritonCompileProcess(active, device, target)
         work.kernel.device_caches[torch.cuda.current_device()]  # as COMPILE primes it
     started = time.perf_counter()
     if mode == "seq":
@@ -84,13 +87,16 @@ def child(mode: str, out: Path) -> None:
         with concurrent.futures.ThreadPoolExecutor(len(work.configs)) as pool:
             list(pool.map(compile_one, work.configs))
     else:
-        pids = []
+        pids, forks = [], []
         for i, config in enumerate(work.configs):
+            fork_started = time.perf_counter()
             pid = os.fork()
+            if pid:
+                forks.append(time.perf_counter() - fork_started)
             if pid == 0:
                 code = 1
                 try:
-                    prepare()
+                    process.prepare()
                     compile_one(config)
                     (out / f"stages{i}.json").write_text(json.dumps(rows))
                     code = 0
@@ -110,17 +116,19 @@ def child(mode: str, out: Path) -> None:
             compile_one(config)
         load = time.perf_counter() - load_started
         assert all(row["hit"] for row in loaded), "the parent compiled instead of loading"
-        (out / "result.json").write_text(json.dumps({"wall": forked + load, "load": load, "rows": rows}))
+        result = {"wall": forked + load, "load": load, "rows": rows, "fork": max(forks), "forks": sum(forks)}
+        (out / "result.json").write_text(json.dumps(result))
         return
     (out / "result.json").write_text(json.dumps({"wall": time.perf_counter() - started, "rows": rows}))
 
 
-def profile_child(out: Path) -> None:
+def profile_child(out: Path, tuner: str) -> None:
     import cProfile
     import pstats
 
     import torch
-    from regret import matmul
+    from kerneltune.core import add_plugin
+    from regret import Picks, matmul, tune_function
 
     from triton_dist.autotuner import contextual_autotune
 
@@ -132,17 +140,24 @@ def profile_child(out: Path) -> None:
     def outer() -> None:
         work.launch_autotuned(tuned)
 
+    picks = Picks()
+    add_plugin(picks)
     torch.cuda.synchronize()
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
-    outer()
+    if tuner == "function":
+        tune_function(work, picks)
+    else:
+        outer()
     torch.cuda.synchronize()
     profiler.disable()
     seconds = time.perf_counter() - started
     with (out / "profile.txt").open("w") as text:
-        text.write(f"cold contextual_autotune, main thread profiled: {seconds:.2f} s\n")
-        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(45)
+        text.write(f"cold {tuner} tuning, main thread profiled: {seconds:.2f} s\n")
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("cumulative").print_stats(60)
+        stats.sort_stats("tottime").print_stats(20)
 
 
 def first_child(out: Path) -> None:
@@ -190,8 +205,8 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child == "profile":
-        profile_child(Path(args.out))
+    if args.child in ("profile-contextual", "profile-function"):
+        profile_child(Path(args.out), args.child.split("-")[1])
         return
     if args.child == "first":
         first_child(Path(args.out))
@@ -210,7 +225,10 @@ def main() -> None:
         result = json.loads((spawn(mode) / "result.json").read_text())
         rows = [row for row in result["rows"] if not row["hit"]]
         means = [sum(row.get(s, 0.0) for row in rows) / max(1, len(rows)) for s in stages]
-        extra = f"  (of which loading in the parent {result['load']:.2f} s)" if "load" in result else ""
+        extra = ""
+        if "load" in result:
+            extra = f"  (loading in the parent {result['load']:.2f} s; forking {result['forks']:.3f} s,"
+            extra += f" the slowest fork {result['fork'] * 1000:.0f} ms)"
         print(
             f"{mode:<12} {result['wall']:>7.2f} {len(rows):>8}  {'':>19}"
             + " ".join(f"{m:>6.0f}" for m in means)
@@ -220,7 +238,8 @@ def main() -> None:
     if args.first:
         print((spawn("first") / "profile.txt").read_text())
     if args.profile:
-        print((spawn("profile") / "profile.txt").read_text())
+        for tuner in ("contextual", "function"):
+            print((spawn(f"profile-{tuner}") / "profile.txt").read_text())
 
 
 if __name__ == "__main__":

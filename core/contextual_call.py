@@ -255,10 +255,12 @@ class ContextualCall:
         screened = self._screened(state)
         if screened is not None:
             self._isolate(tuning, screened)
+        # Compile processes first: asking for them starts the backend's
+        # warm-up, which the compiler's own set-up then overlaps.
+        forks = hasattr(launch, "compile_process")
+        child = cast(ForkingLaunch, launch).compile_process() if forks else None
         compile_config = launch.compiler()
         if compile_config is not None:
-            forks = hasattr(launch, "compile_process")
-            child = cast(ForkingLaunch, launch).compile_process() if forks else None
             tuning.compile(lambda candidate: compile_config(candidate.config), child=child)
         self._next_candidate(state, launch)
 

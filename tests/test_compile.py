@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import os
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
 from kerneltune.core import Space, Tuner, hookimpl
 from kerneltune.core.errors import ConfigError
 from kerneltune.core.settings import load_settings
@@ -329,10 +331,16 @@ def test_triton_compiles_stay_on_threads_where_nothing_is_compiled_or_the_cache_
 def test_the_warm_up_compiles_once_off_the_calling_thread_and_forks_wait_for_it(monkeypatch):
     monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
     monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
-    monkeypatch.setattr(compiler, "_device_binding_or_none", lambda: lambda: None)
+    order = []
+    hashing = threading.Thread(target=lambda: None)
+    bind = lambda: None  # noqa: E731
+    monkeypatch.setattr(compiler, "_start_hashing", lambda: order.append("hash") or hashing)
+    monkeypatch.setattr(compiler, "_device_binding_or_none", lambda: order.append("driver") or bind)
     release, compiled = threading.Event(), []
 
-    def compile_empty(bind):
+    def compile_empty(binding, given):
+        assert given is hashing, "the empty compile is handed the hash to wait for"
+        assert binding.result(timeout=10) is bind, "and the driver's binding, once made"
         release.wait(timeout=10)
         compiled.append(threading.current_thread().name)
 
@@ -347,15 +355,57 @@ def test_the_warm_up_compiles_once_off_the_calling_thread_and_forks_wait_for_it(
     release.set()
     waiting.join(timeout=10)
     assert not waiting.is_alive() and compiled == ["kerneltune-warm-up"], "once, off the calling thread"
+    assert order == ["hash", "driver"], "Triton hashes itself while the driver is built"
 
 
-def test_without_a_device_the_warm_up_starts_nothing(monkeypatch):
+def test_the_warm_up_imports_at_once_and_compiles_after_the_hash_and_the_driver(monkeypatch):
+    events = []
+
+    class Hashing:
+        def join(self):
+            events.append("hash joined")
+
+    def jit(fn):
+        events.append("compiled")
+        raise RuntimeError("no device here")  # the warm-up swallows what its compile raises
+
+    monkeypatch.setattr(triton, "jit", jit)
+    monkeypatch.setattr(compiler.importlib, "import_module", lambda name: events.append(name))
+    binding = concurrent.futures.Future()
+    thread = threading.Thread(target=compiler._compile_empty, args=(binding, Hashing()))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while len(events) < len(compiler.FIRST_IMPORTS) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert events == list(compiler.FIRST_IMPORTS), "imports while the driver is still being built"
+    binding.set_result(lambda: events.append("bound"))
+    thread.join(timeout=10)
+    assert events == [*compiler.FIRST_IMPORTS, "hash joined", "bound", "compiled"]
+
+
+@pytest.mark.parametrize("driver", ["none", "raises"])
+def test_without_a_device_the_warm_up_compiles_nothing(monkeypatch, driver):
     monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
     monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
-    monkeypatch.setattr(compiler, "_device_binding_or_none", lambda: None)
-    compiler.warm_up()
-    assert compiler._warm.thread is None and compiler._warm.tried
-    compiler.TritonCompileProcess(driver=None, device=0, target=None).ready()  # returns at once
+    monkeypatch.setattr(compiler, "_start_hashing", lambda: None)
+    monkeypatch.setattr(triton, "jit", lambda fn: pytest.fail("compiled without a device"))
+
+    def no_device():
+        if driver == "raises":
+            raise KeyboardInterrupt
+        return None
+
+    monkeypatch.setattr(compiler, "_device_binding_or_none", no_device)
+    if driver == "raises":
+        with pytest.raises(KeyboardInterrupt):
+            compiler.warm_up()
+    else:
+        compiler.warm_up()
+    assert compiler._warm.tried
+    ready = threading.Thread(target=compiler.TritonCompileProcess(driver=None, device=0, target=None).ready)
+    ready.start()
+    ready.join(timeout=10)
+    assert not ready.is_alive(), "the warm-up thread ends, handed no driver"
 
 
 # -- the function-level tuner: launches recorded, then compiled ---------------------------------------

@@ -27,8 +27,10 @@ kernel's first compile.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import functools
+import importlib
 import os
 import threading
 import weakref
@@ -170,8 +172,44 @@ def _empty_kernel():  # type: ignore[no-untyped-def]
     pass
 
 
-def _compile_empty(bind: Thunk) -> None:
+def _hash_triton() -> None:
+    """Triton's hash of its own sources and library, which every cache key holds (cached per process)."""
     try:
+        try:
+            from triton.runtime.cache import triton_key  # 3.6 on
+        except ImportError:
+            from triton.compiler.compiler import triton_key  # type: ignore[no-redef,attr-defined]
+        triton_key()
+    except Exception:
+        pass  # best effort: the first compile hashes instead
+
+
+def _start_hashing() -> threading.Thread | None:
+    """Start :func:`_hash_triton` on a thread of its own, to overlap the driver's build."""
+    thread = threading.Thread(target=_hash_triton, name="kerneltune-hash", daemon=True)
+    thread.start()
+    return thread
+
+
+#: Modules a process's first compile imports (the code generator and, through
+#: it, the language's semantics): the warm-up imports them while Triton hashes
+#: itself and the driver is built.
+FIRST_IMPORTS = ("triton.compiler.code_generator", "triton.language.extra.libdevice")
+
+
+def _compile_empty(
+    binding: concurrent.futures.Future[Thunk | None], hashing: threading.Thread | None
+) -> None:
+    """The warm-up thread: imports, then (once the hash and the driver are done) an empty kernel's compile."""
+    try:
+        for name in FIRST_IMPORTS:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
+        bind = binding.result()
+        if bind is None:
+            return  # no device: nothing is compiled here
+        if hashing is not None:
+            hashing.join()  # the hash is cached once done; two threads computing it would both pay
         import triton
 
         bind()
@@ -195,11 +233,14 @@ def warm_up() -> None:
     """Start the compiler's one-time set-up in this process, once, on a background thread.
 
     A process's first compile costs far more than the next (on an H200's
-    host 0.73 s against 0.05 s for a one-block kernel): Triton hashes its
-    own sources and library for its cache keys (0.33 s) and imports its code
-    generators. Compiling an empty kernel does all of it; a compile process
-    forked afterwards inherits it (:meth:`TritonCompileProcess.ready` waits
-    for it). The driver is made here, on the calling thread, first.
+    host 0.73 s against 0.05 s for a one-block kernel): the C compiler
+    builds the driver's helper module (0.25 s, with an empty cache), Triton
+    hashes its own sources and library for its cache keys (0.33 s) and
+    imports its code generators. The three run side by side: the driver on
+    the calling thread, the hash on a thread of its own, the imports on the
+    warm-up thread, which then compiles an empty kernel. A compile process
+    forked afterwards inherits it all (:meth:`TritonCompileProcess.ready`
+    waits for the warm-up thread).
     Called once a tuning knows it will compile (a miss): when a launcher's
     launches are recorded and when COMPILE asks for compile processes; never
     on a cache hit, which compiles nothing.
@@ -210,13 +251,19 @@ def warm_up() -> None:
         if _warm.tried:
             return
         _warm.tried = True
-        bind = _device_binding_or_none()
-        if bind is None:
-            return  # no device: nothing is compiled here
+        # Three things at once: Triton reads and hashes its files, the warm-up
+        # thread imports, and this thread has the C compiler build the driver.
+        hashing = _start_hashing()
+        binding: concurrent.futures.Future[Thunk | None] = concurrent.futures.Future()
         _warm.thread = threading.Thread(
-            target=_compile_empty, args=(bind,), name="kerneltune-warm-up", daemon=True
+            target=_compile_empty, args=(binding, hashing), name="kerneltune-warm-up", daemon=True
         )
         _warm.thread.start()
+        bind = None
+        try:
+            bind = _device_binding_or_none()
+        finally:
+            binding.set_result(bind)  # whatever happens here: the warm-up thread waits for it
 
 
 @attrs.frozen
@@ -263,12 +310,12 @@ def forked_compiles() -> TritonCompileProcess | None:
 
     if not hasattr(driver, "set_active"):
         return None
+    warm_up()  # first: it overlaps the driver's build, which the next line would otherwise make alone
     try:
         active = driver.active
         device, target = active.get_current_device(), active.get_current_target()
     except Exception:
         return None  # no device here: compiling will say so in this process
-    warm_up()
     return TritonCompileProcess(active, device, target)
 
 

@@ -95,8 +95,9 @@ class SearchRun:
         self.exhausted: dict[int, list[tuple[Shape, str]]] = {}
         #: guards what compiles note from COMPILE's pool threads.
         self.noting = threading.Lock()
-        self.compile_config = compiler.config_compiler(kernel, args, {**launch, "grid": grid})
+        # Compile processes first: asking for them starts the compiler's warm-up beside the driver's build.
         self.compile_process = compiler.forked_compiles()
+        self.compile_config = compiler.config_compiler(kernel, args, {**launch, "grid": grid})
 
     def say(self, line: str) -> None:
         if self.hints.debug:

@@ -232,26 +232,40 @@ def spawn(
     return results
 
 
-def compare_ranks(ranks: int) -> dict[str, Any]:
-    """The function-level tuner on 1 and ``ranks`` ranks, unsharded and sharded, cold and warm."""
+def compare_ranks(ranks: int, reps: int) -> dict[str, Any]:
+    """The function-level tuner on 1 and ``ranks`` ranks, unsharded and sharded, cold and warm.
+
+    Each row ``reps`` times, each time in fresh processes (the warm rows
+    with a Triton cache the cold one-rank run of that round filled); a
+    row's figure is the median of its slowest rank's times.
+    """
     shard = {"KERNELTUNE_SHARD": "1"}
-    rows: dict[str, Any] = {}
-    cold_one = spawn("function-dist", 1)
-    rows["cold, 1 rank"] = cold_one
-    rows[f"cold, {ranks} ranks"] = spawn("function-dist", ranks)
-    rows[f"cold, {ranks} ranks sharded"] = spawn("function-dist", ranks, shard)
-    warm = cold_one[0]["triton_cache"]
-    rows["warm, 1 rank"] = spawn("function-dist", 1, triton_cache=warm)
-    rows[f"warm, {ranks} ranks"] = spawn("function-dist", ranks, triton_cache=warm)
-    rows[f"warm, {ranks} ranks sharded"] = spawn("function-dist", ranks, shard, triton_cache=warm)
-    print("\nfunction-level on several ranks (one per GPU, gloo; slowest rank's time):")
-    base = {"cold": max(r["seconds"] for r in rows["cold, 1 rank"])}
-    base["warm"] = max(r["seconds"] for r in rows["warm, 1 rank"])
-    for name, results in rows.items():
-        slowest = max(r["seconds"] for r in results)
-        ratio = slowest / base[name.split(",")[0]]
-        picks = sorted({r["pick"] for r in results})
-        print(f"  {name:<24} {slowest:6.2f} s  {ratio:6.3f}x of 1 rank  picks {picks}", flush=True)
+    rows: dict[str, list[list[dict[str, Any]]]] = {}
+    for _ in range(reps):
+        cold_one = spawn("function-dist", 1)
+        warm = cold_one[0]["triton_cache"]
+        runs = {
+            "cold, 1 rank": cold_one,
+            f"cold, {ranks} ranks": spawn("function-dist", ranks),
+            f"cold, {ranks} ranks sharded": spawn("function-dist", ranks, shard),
+            "warm, 1 rank": spawn("function-dist", 1, triton_cache=warm),
+            f"warm, {ranks} ranks": spawn("function-dist", ranks, triton_cache=warm),
+            f"warm, {ranks} ranks sharded": spawn("function-dist", ranks, shard, triton_cache=warm),
+        }
+        for name, results in runs.items():
+            rows.setdefault(name, []).append(results)
+
+    def slowest(name: str) -> float:
+        return statistics.median(max(r["seconds"] for r in results) for results in rows[name])
+
+    print(f"\nfunction-level on several ranks (one per GPU, gloo; slowest rank's time, median of {reps}):")
+    base = {"cold": slowest("cold, 1 rank"), "warm": slowest("warm, 1 rank")}
+    for name, rounds in rows.items():
+        ratio = slowest(name) / base[name.split(",")[0]]
+        each = ", ".join(f"{max(r['seconds'] for r in results):.2f}" for results in rounds)
+        picks = sorted({r["pick"] for results in rounds for r in results})
+        line = f"  {name:<24} {slowest(name):6.2f} s  {ratio:6.3f}x of 1 rank  ({each})  picks {picks}"
+        print(line, flush=True)
     return rows
 
 
@@ -315,7 +329,7 @@ def main() -> None:
         print(f"{mode:<15} {seconds:>15.2f} {seconds / stock:>8.3f}  {detail}")
     print(f"(oracle's fastest of the 16 configs: {fastest * 1000:.1f} us)")
     if args.ranks > 1:
-        results["ranks"] = [compare_ranks(args.ranks)]
+        results["ranks"] = [compare_ranks(args.ranks, args.reps)]
     if args.json:
         Path(args.json).write_text(json.dumps({"oracle_ms": oracle, "results": results}, indent=2))
 

@@ -539,6 +539,31 @@ def test_contextual_tuning_compiles_each_config_on_the_pool(monkeypatch):
     assert all(thread.startswith("kerneltune-compile") for _, thread in compiled)
 
 
+def test_contextual_tuning_asks_for_compile_processes_before_the_compiler(monkeypatch):
+    """Asking for compile processes starts the warm-up; asking for the compiler builds the driver."""
+    from test_contextual import launch_scale, make_scale_kernel, randn
+
+    from triton_dist.autotuner import contextual_autotune
+
+    asked: list[str] = []
+
+    def fake_compiler(tuner, args, kwargs):
+        asked.append("compiler")
+        return lambda config: None
+
+    monkeypatch.setattr(compiler, "config_compiler", fake_compiler)
+    monkeypatch.setattr(compiler, "forked_compiles", lambda: asked.append("processes"))
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    x = randn(64)
+    torch.testing.assert_close(run(x), 2.0 * x)
+    assert asked == ["processes", "compiler"]
+
+
 # -- Triton's JIT launches, recorded ---------------------------------------------------------------------
 
 

@@ -513,11 +513,24 @@ def test_precompile_false_skips_the_recording_pass(monkeypatch, fake_kernels, is
 # -- the contextual tuner: a kernel's configs compiled for the launch's arguments --------------------------
 
 
-def test_contextual_tuning_compiles_each_config_on_the_pool(monkeypatch):
+def tune_scale_contextually() -> list[object]:
+    """Tune a scale kernel's configs with ``contextual_autotune``, checking the result; the configs."""
     from test_contextual import launch_scale, make_scale_kernel, randn
 
     from triton_dist.autotuner import contextual_autotune
 
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    x = randn(64)
+    torch.testing.assert_close(run(x), 2.0 * x)
+    return list(scale_kernel.configs)
+
+
+def test_contextual_tuning_compiles_each_config_on_the_pool(monkeypatch):
     compiled: list[tuple[object, str]] = []
 
     def fake_compiler(tuner, args, kwargs):
@@ -527,24 +540,13 @@ def test_contextual_tuning_compiles_each_config_on_the_pool(monkeypatch):
         return compile_config
 
     monkeypatch.setattr(compiler, "config_compiler", fake_compiler)
-    scale_kernel = make_scale_kernel()
-
-    @contextual_autotune(n_repeat=2, n_warmup=1)
-    def run(x):
-        return launch_scale(scale_kernel, x, 2.0)
-
-    x = randn(64)
-    torch.testing.assert_close(run(x), 2.0 * x)
-    assert sorted(id(c) for c, _ in compiled) == sorted(id(c) for c in scale_kernel.configs)
+    configs = tune_scale_contextually()
+    assert sorted(id(c) for c, _ in compiled) == sorted(id(c) for c in configs)
     assert all(thread.startswith("kerneltune-compile") for _, thread in compiled)
 
 
 def test_contextual_tuning_asks_for_compile_processes_before_the_compiler(monkeypatch):
     """Asking for compile processes starts the warm-up; asking for the compiler builds the driver."""
-    from test_contextual import launch_scale, make_scale_kernel, randn
-
-    from triton_dist.autotuner import contextual_autotune
-
     asked: list[str] = []
 
     def fake_compiler(tuner, args, kwargs):
@@ -553,14 +555,7 @@ def test_contextual_tuning_asks_for_compile_processes_before_the_compiler(monkey
 
     monkeypatch.setattr(compiler, "config_compiler", fake_compiler)
     monkeypatch.setattr(compiler, "forked_compiles", lambda: asked.append("processes"))
-    scale_kernel = make_scale_kernel()
-
-    @contextual_autotune(n_repeat=2, n_warmup=1)
-    def run(x):
-        return launch_scale(scale_kernel, x, 2.0)
-
-    x = randn(64)
-    torch.testing.assert_close(run(x), 2.0 * x)
+    tune_scale_contextually()
     assert asked == ["processes", "compiler"]
 
 

@@ -8,6 +8,8 @@ empty ``TRITON_CACHE_DIR``:
 * ``threads``: sixteen threads of one process;
 * ``fork``: sixteen processes forked from the one holding the CUDA context,
   one config each (what ``compile_pool = "processes"`` does);
+* ``fork-hashed``: the same after the parent hashed Triton and imported
+  its code generators (the warm-up without its empty kernel's compile);
 * ``fork-primed``: the same after the parent compiled one other kernel, so
   that each child inherits a compiler that has run once.
 
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-MODES = ("seq", "threads", "fork", "fork-primed")
+MODES = ("seq", "threads", "fork", "fork-hashed", "fork-primed")
 
 
 def listen(into: list[dict[str, Any]]) -> None:
@@ -71,11 +73,19 @@ def child(mode: str, out: Path) -> None:
         small = add(4096, [work.configs[0]])
         small.kernel.run(*small.args, grid=(1,), warmup=True, BLOCK=1024)
         rows.clear()
+    if mode == "fork-hashed":
+        import importlib
+
+        from kerneltune.plugins.triton import compiler
+
+        compiler._hash_triton()
+        for name in compiler.FIRST_IMPORTS:
+            importlib.import_module(name)
     if mode.startswith("fork"):
         from kerneltune.plugins.triton import compiler
         from triton.runtime import driver
 
-        active = driver.active  # no warm-up: "fork-primed" primed above, "fork" is not primed
+        active = driver.active  # no warm-up here: "fork" is not primed, the others were above
         device, target = active.get_current_device(), active.get_current_target()
         process = compiler.TritonCompileProcess(active, device, target)
         work.kernel.device_caches[torch.cuda.current_device()]  # as COMPILE primes it

@@ -20,9 +20,12 @@ each with its compiles in forked processes (the default), and as
 threads of the tuning process); ``function-seq`` is the function-level
 tuner with ``KERNELTUNE_PRECOMPILE=0`` (each config compiles at its first
 warm-up, one after another, as before COMPILE existed), ``search-seq``
-the search compiling one candidate at a time on one thread, and
+the search compiling one candidate at a time on one thread,
 ``<tuner>-serial`` the compiler's warm-up hashing Triton after building the
-driver instead of beside it (``BENCH_WARMUP=serial``). The timeline
+driver instead of beside it (``BENCH_WARMUP=serial``), and
+``<tuner>-threads-race`` compiling on threads that do not wait for the
+warm-up's hash of Triton (``BENCH_HASH_WAIT=off``: each computes it again
+while it runs). The timeline
 (``--timeline``) notes when the warm-up ended (``warm``).
 
 A separate warm process (the oracle) times every one of the 16 configs with
@@ -56,6 +59,7 @@ from typing import Any
 from kerneltune.core import add_plugin, hookimpl
 
 HERE = Path(__file__).resolve().parent
+THREADS = {"KERNELTUNE_COMPILE_POOL": "threads"}
 #: tuner name -> (what the child runs, extra environment)
 TUNERS: dict[str, tuple[str, dict[str, str]]] = {
     "stock": ("stock", {}),
@@ -66,6 +70,8 @@ TUNERS: dict[str, tuple[str, dict[str, str]]] = {
     "function-seq": ("function", {"KERNELTUNE_PRECOMPILE": "0"}),
     "function-serial": ("function", {"BENCH_WARMUP": "serial"}),
     "contextual-serial": ("contextual", {"BENCH_WARMUP": "serial"}),
+    "function-threads-race": ("function", {**THREADS, "BENCH_HASH_WAIT": "off"}),
+    "contextual-threads-race": ("contextual", {**THREADS, "BENCH_HASH_WAIT": "off"}),
     "search": ("search", {}),
     "search-threads": ("search", {"KERNELTUNE_COMPILE_POOL": "threads"}),
     "search-seq": ("search", {"KERNELTUNE_COMPILE_POOL": "threads", "KERNELTUNE_COMPILE_WORKERS": "1"}),
@@ -139,11 +145,13 @@ class Timeline:
         self.events.append((round(time.perf_counter() - self.started, 3), what, index))
 
     def watch_warm_up(self) -> None:
-        """Also note when the compiler's warm-up ends (``warm``); ``BENCH_WARMUP=serial`` hashes in it."""
+        """Note when the compiler's warm-up ends (``warm``); apply the ``BENCH_*`` variants."""
         from kerneltune.plugins.triton import compiler
 
         if os.environ.get("BENCH_WARMUP") == "serial":
             compiler._start_hashing = lambda: None  # type: ignore[assignment]
+        if os.environ.get("BENCH_HASH_WAIT") == "off":
+            compiler._hashed = lambda: None  # type: ignore[assignment]
         compile_empty = compiler._compile_empty
 
         def noted(*args: Any) -> None:

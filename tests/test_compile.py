@@ -383,6 +383,28 @@ def test_the_warm_up_imports_at_once_and_compiles_after_the_hash_and_the_driver(
     assert events == [*compiler.FIRST_IMPORTS, "hash joined", "bound", "compiled"]
 
 
+def test_a_pool_compile_waits_for_the_warm_ups_hash(monkeypatch):
+    warm = compiler._WarmUp()
+    monkeypatch.setattr(compiler, "_warm", warm)
+    release, ran = threading.Event(), []
+    warm.hashing = threading.Thread(target=release.wait, args=(10,))
+    warm.hashing.start()
+
+    class Kernel:
+        def run(self, *args, **kwargs):
+            ran.append(kwargs)
+
+    kernel = Kernel()
+    compiler._primed.add(kernel)
+    compiling = threading.Thread(target=compiler._compile, args=(kernel, (), {"BLOCK": 8}))
+    compiling.start()
+    compiling.join(timeout=0.2)
+    assert compiling.is_alive() and ran == [], "no compile while the hash is under way"
+    release.set()
+    compiling.join(timeout=10)
+    assert ran == [{"BLOCK": 8, "warmup": True}]
+
+
 @pytest.mark.parametrize("driver", ["none", "raises"])
 def test_without_a_device_the_warm_up_compiles_nothing(monkeypatch, driver):
     monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())

@@ -160,7 +160,9 @@ class _WarmUp:
 
     def __init__(self) -> None:
         self.thread: threading.Thread | None = None
-        #: :func:`warm_up` ran here (once is enough: without a device it starts no thread).
+        #: the thread hashing Triton (:func:`_hash_triton`), once started.
+        self.hashing: threading.Thread | None = None
+        #: :func:`warm_up` ran here (once is enough).
         self.tried = False
         self.lock = threading.Lock()
 
@@ -253,7 +255,7 @@ def warm_up() -> None:
         _warm.tried = True
         # Three things at once: Triton reads and hashes its files, the warm-up
         # thread imports, and this thread has the C compiler build the driver.
-        hashing = _start_hashing()
+        hashing = _warm.hashing = _start_hashing()
         binding: concurrent.futures.Future[Thunk | None] = concurrent.futures.Future()
         _warm.thread = threading.Thread(
             target=_compile_empty, args=(binding, hashing), name="kerneltune-warm-up", daemon=True
@@ -349,7 +351,20 @@ def _prime(fn: Any) -> None:
     _primed.add(fn)
 
 
+def _hashed() -> None:
+    """Wait for the warm-up's hash of Triton, where one is under way.
+
+    A compile needs the hash for its cache key, and Triton does not share
+    one under way: each compile on a pool thread that came before it would
+    compute it again, on the interpreter lock the others need.
+    """
+    hashing = _warm.hashing
+    if hashing is not None:
+        hashing.join()
+
+
 def _compile(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    _hashed()
     kwargs = {**kwargs, "warmup": True}
     if fn not in _primed:
         with _priming:

@@ -134,7 +134,6 @@ def child(mode: str, out: Path) -> None:
 
 def profile_child(out: Path, tuner: str) -> None:
     import cProfile
-    import pstats
 
     import torch
     from kerneltune.core import add_plugin
@@ -163,17 +162,12 @@ def profile_child(out: Path, tuner: str) -> None:
     torch.cuda.synchronize()
     profiler.disable()
     seconds = time.perf_counter() - started
-    with (out / "profile.txt").open("w") as text:
-        text.write(f"cold {tuner} tuning, main thread profiled: {seconds:.2f} s\n")
-        stats = pstats.Stats(profiler, stream=text)
-        stats.sort_stats("cumulative").print_stats(60)
-        stats.sort_stats("tottime").print_stats(20)
+    write_profile(out, f"cold {tuner} tuning, main thread profiled: {seconds:.2f} s", profiler, 60, 20)
 
 
 def first_child(out: Path) -> None:
     """Profile the first compile of a process (a one-block add), then time a second, other one."""
     import cProfile
-    import pstats
 
     import torch
     from regret import ADD_CONFIGS, add
@@ -190,11 +184,20 @@ def first_child(out: Path) -> None:
     started = time.perf_counter()
     work.kernel.run(*work.args, grid=(1,), warmup=True, BLOCK=2048)
     second = time.perf_counter() - started
+    write_profile(
+        out, f"first compile of a process {first:.3f} s, the next one {second:.3f} s", profiler, 40, 15
+    )
+
+
+def write_profile(out: Path, heading: str, profiler: Any, cumulative: int, own: int) -> None:
+    """``profile.txt``: the heading, the top functions by cumulative time, then by own time."""
+    import pstats
+
     with (out / "profile.txt").open("w") as text:
-        text.write(f"first compile of a process {first:.3f} s, the next one {second:.3f} s\n")
+        text.write(heading + "\n")
         stats = pstats.Stats(profiler, stream=text)
-        stats.sort_stats("cumulative").print_stats(40)
-        stats.sort_stats("tottime").print_stats(15)
+        stats.sort_stats("cumulative").print_stats(cumulative)
+        stats.sort_stats("tottime").print_stats(own)
 
 
 def spawn(mode: str) -> Path:

@@ -338,8 +338,8 @@ def test_the_warm_up_compiles_once_off_the_calling_thread_and_forks_wait_for_it(
     monkeypatch.setattr(compiler, "_device_binding_or_none", lambda: order.append("driver") or bind)
     release, compiled = threading.Event(), []
 
-    def compile_empty(binding, given):
-        assert given is hashing, "the empty compile is handed the hash to wait for"
+    def compile_empty(binding):
+        assert compiler._warm.hashing is hashing, "the hash is kept for compiles to wait for"
         assert binding.result(timeout=10) is bind, "and the driver's binding, once made"
         release.wait(timeout=10)
         compiled.append(threading.current_thread().name)
@@ -371,8 +371,10 @@ def test_the_warm_up_imports_at_once_and_compiles_after_the_hash_and_the_driver(
 
     monkeypatch.setattr(triton, "jit", jit)
     monkeypatch.setattr(compiler.importlib, "import_module", lambda name: events.append(name))
+    monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
+    compiler._warm.hashing = Hashing()
     binding = concurrent.futures.Future()
-    thread = threading.Thread(target=compiler._compile_empty, args=(binding, Hashing()))
+    thread = threading.Thread(target=compiler._compile_empty, args=(binding,))
     thread.start()
     deadline = time.monotonic() + 10
     while len(events) < len(compiler.FIRST_IMPORTS) and time.monotonic() < deadline:

@@ -199,9 +199,7 @@ def _start_hashing() -> threading.Thread | None:
 FIRST_IMPORTS = ("triton.compiler.code_generator", "triton.language.extra.libdevice")
 
 
-def _compile_empty(
-    binding: concurrent.futures.Future[Thunk | None], hashing: threading.Thread | None
-) -> None:
+def _compile_empty(binding: concurrent.futures.Future[Thunk | None]) -> None:
     """The warm-up thread: imports, then (once the hash and the driver are done) an empty kernel's compile."""
     try:
         for name in FIRST_IMPORTS:
@@ -210,8 +208,7 @@ def _compile_empty(
         bind = binding.result()
         if bind is None:
             return  # no device: nothing is compiled here
-        if hashing is not None:
-            hashing.join()  # the hash is cached once done; two threads computing it would both pay
+        _hashed()
         import triton
 
         bind()
@@ -255,10 +252,10 @@ def warm_up() -> None:
         _warm.tried = True
         # Three things at once: Triton reads and hashes its files, the warm-up
         # thread imports, and this thread has the C compiler build the driver.
-        hashing = _warm.hashing = _start_hashing()
+        _warm.hashing = _start_hashing()
         binding: concurrent.futures.Future[Thunk | None] = concurrent.futures.Future()
         _warm.thread = threading.Thread(
-            target=_compile_empty, args=(binding, hashing), name="kerneltune-warm-up", daemon=True
+            target=_compile_empty, args=(binding,), name="kerneltune-warm-up", daemon=True
         )
         _warm.thread.start()
         bind = None

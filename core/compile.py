@@ -1,11 +1,12 @@
-"""COMPILE: the kept candidates compiled ahead, in parallel, while measuring goes on.
+"""COMPILE: the kept candidates compiled ahead, in parallel, before any is measured.
 
 A cold tuning (a fresh process, an empty Triton cache) is mostly compiling:
 sixteen matmul configs took an H200's host 8-9 s one after another. The
 stage hands every candidate this rank compiles to a pool as soon as the
-tuning knows what it measures, and MEASURE waits only for the candidate it
-is about to run, so the first candidate is measured while the others still
-compile.
+tuning knows what it measures. MEASURE waits until every compile handed
+over has ended (:meth:`CompileStage.settle`): a compile running beside a
+timed run disturbs it, and the stored pick would carry the error. Measuring
+is short beside compiling, so little is lost by not overlapping them.
 
 Two kinds of pool:
 
@@ -171,9 +172,9 @@ class CompileStage:
         self._began: dict[int, float] = {}
         self._done = 0
         self._lock = threading.Lock()
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix="kerneltune-compile"
-        )
+        self._workers = workers
+        #: made when compiles are handed over, shut down when they have all ended (:meth:`wait`).
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._futures: dict[int, concurrent.futures.Future[BaseException | None]] = {}
         self.add(candidates)
 
@@ -203,6 +204,10 @@ class CompileStage:
         with self._lock:
             for candidate in candidates:
                 if candidate.index not in self._futures:
+                    if self._pool is None:
+                        self._pool = concurrent.futures.ThreadPoolExecutor(
+                            max_workers=self._workers, thread_name_prefix="kerneltune-compile"
+                        )
                     self._futures[candidate.index] = self._pool.submit(self._run, candidate)
 
     def _run(self, candidate: Candidate) -> BaseException | None:
@@ -324,26 +329,52 @@ class CompileStage:
             os._exit(code)
 
     def wait(self, candidate: Candidate) -> BaseException | None:
-        """Block until ``candidate`` is compiled; why it cannot run, or ``None``.
+        """:meth:`settle`, then why ``candidate`` cannot run, or ``None``.
 
         A candidate this rank does not compile (another rank on the host
-        does, or it was never handed over) returns ``None`` at once.
+        does, or it was never handed over) has no error of its own here.
         """
+        self.settle()
         future = self._futures.get(candidate.index)
         if future is None:
             return None
-        while True:
-            done, _ = concurrent.futures.wait([future], timeout=POLL_S)
-            if done:
-                return future.result()
-            with self._lock:
-                began = self._began.get(candidate.index)
-            if self._timeout > 0 and began is not None and time.monotonic() - began > self._timeout:
-                return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
+        return future.result() if future.done() else self._expired(candidate.index)
+
+    def settle(self) -> None:
+        """Block until no compile handed over is running, and the pool's threads have ended.
+
+        Every compile, not only the next candidate's: a compile beside a
+        timed run takes the host's cores and memory bandwidth from it (on a
+        two-core host a 0.1 ms candidate read 2-15 ms), so nothing of the
+        stage may run while a candidate is measured. A compile past its
+        timeout is given up: its process is killed; a thread cannot be, and
+        finishes in the background.
+        """
+        for index in list(self._futures):
+            self._settle(index)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            # Idle threads are joined; one still in a timed-out compile ends when it returns.
+            pool.shutdown(wait=all(future.done() for future in self._futures.values()))
+
+    def _settle(self, index: int) -> None:
+        """Wait until compile ``index`` has ended or outlasted its timeout."""
+        future = self._futures[index]
+        while not concurrent.futures.wait([future], timeout=POLL_S)[0]:
+            if self._expired(index) is not None:
+                return
+
+    def _expired(self, index: int) -> CompileTimeout | None:
+        with self._lock:
+            began = self._began.get(index)
+        if self._timeout > 0 and began is not None and time.monotonic() - began > self._timeout:
+            return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
+        return None
 
     def close(self) -> None:
         """Drop compiles not started, stop compile processes; compiles on threads finish in the background."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         for pid in list(self._children):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)

@@ -218,7 +218,8 @@ class AutoTuner(FunctionWrapper):
 
         Interceptor plugins that can (``recording()``; Triton's, outside its
         interpreter) turn the launches into compiles, which run on the
-        engine's pool while measuring goes on. This runs on the calling
+        engine's pool before measuring starts; a launcher that launches no
+        kernel starts no compile stage, nor the backend's set-up. This runs on the calling
         thread and in candidate order, so ranks whose launchers hold
         collectives stay in step. A launcher that raises when its launches
         do not happen is left to compile at its first warm-up.
@@ -238,10 +239,14 @@ class AutoTuner(FunctionWrapper):
                     self.fn(*args, **bound)
             except Exception:
                 continue
-            compiles[candidate.index] = [thunk for recorded in lists for thunk in recorded]
+            thunks = [thunk for recorded in lists for thunk in recorded]
+            if thunks:
+                compiles[candidate.index] = thunks
+        if not compiles:
+            return  # nothing launched a kernel: no compile stage, no backend set-up
 
         def compile_candidate(candidate: Candidate) -> None:
-            for thunk in compiles.get(candidate.index, ()):
+            for thunk in compiles[candidate.index]:
                 thunk()
 
         processes = [

@@ -61,6 +61,8 @@ class Tuning:
         self._finalists: tuple[Candidate, ...] | None = None
         self._host_us = host_times()
         self._compiling: CompileStage | None = None
+        #: sharded, every rank's compiles have ended (:meth:`next_candidate`).
+        self._host_quiet = False
         #: why each candidate screened out by :meth:`isolate` must not run; ``None`` until it screens.
         self._screened: dict[int, ScreenedOut] | None = None
         #: the ranks on this rank's host, which split the compiling.
@@ -221,6 +223,13 @@ class Tuning:
             return None
         if self._screened is None and self.session.settings.isolate != "none":
             warn_unscreened(self._space.name)
+        if self._schedule.shard and not self._host_quiet:
+            # Sharded ranks skip the barrier before each candidate: one here keeps
+            # a rank from measuring while another on its host still compiles.
+            self._host_quiet = True
+            if self._compiling is not None:
+                self._compiling.settle()
+            self.reducer.barrier()
         while True:
             if not self._queue and not self._ties_planned:
                 self._ties_planned = True
@@ -247,7 +256,7 @@ class Tuning:
         *,
         child: CompileProcess | None = None,
     ) -> None:
-        """COMPILE: compile candidates on a pool while measuring goes on.
+        """COMPILE: compile candidates on a pool; measuring starts once none of them runs.
 
         :param compile_one: compiles one candidate without running it, on pool threads, raising what
             makes it unusable (a compile error, a kernel too big for the device).

@@ -1,4 +1,4 @@
-"""COMPILE: candidates compiled on a pool of threads while MEASURE goes on, for every tuner."""
+"""COMPILE: candidates compiled on a pool ahead of MEASURE, never beside a timed run, for every tuner."""
 
 from __future__ import annotations
 
@@ -67,23 +67,34 @@ def drive(session, clock, compile_one, measured: list[str], on_run=lambda name: 
         return tuning.finish()
 
 
-def test_measuring_starts_while_later_candidates_still_compile(monkeypatch, isolated):
+def test_no_candidate_is_measured_while_a_compile_runs(monkeypatch, isolated):
     clock, watch = FakeClock(), Watch()
     session = engine_session(monkeypatch, clock, watch, compile_workers=2)
-    first_measured = threading.Event()
+    running: set[str] = set()
+    beside: list[tuple[str, set[str], list[str]]] = []
     measured: list[str] = []
     threads: set[str] = set()
+    lock = threading.Lock()
 
     def compile_one(candidate):
+        name = candidate.config["name"]
         threads.add(threading.current_thread().name)
-        if candidate.config["name"] == "d":
-            # Finishes only once the first candidate has been measured.
-            assert first_measured.wait(timeout=10)
+        with lock:
+            running.add(name)
+        time.sleep(0.3 if name == "d" else 0.01)  # the last candidate compiles longest
+        with lock:
+            running.discard(name)
 
-    best = drive(session, clock, compile_one, measured, on_run=lambda name: first_measured.set())
+    def on_run(name):
+        pool = [t.name for t in threading.enumerate() if t.name.startswith("kerneltune")]
+        with lock:
+            beside.append((name, set(running), pool))
+
+    best = drive(session, clock, compile_one, measured, on_run=on_run)
     assert best.config["name"] == "b"
-    assert measured[0] == "a" and set(measured) == set(NAMES)
+    assert set(measured) == set(NAMES)
     assert all(name.startswith("kerneltune-compile") for name in threads)
+    assert all(not compiling and not pool for _, compiling, pool in beside), beside
     assert sorted(i for i, _ in watch.started) == [0, 1, 2, 3]
     assert sorted(f[2] for f in watch.finished) == [1, 2, 3, 4] and {f[3] for f in watch.finished} == {4}
     assert all(error is None for _, error, _, _ in watch.finished)
@@ -159,6 +170,30 @@ def test_ranks_on_one_host_split_the_compiling(tmp_path, size):
     assert {r: sorted(c) for r, c in compiled.items()} == {r: list(range(r, 7, size)) for r in range(size)}
     for counts in group.counts:
         assert counts == {"gather": 1, "max": 1, "barrier": 7}
+
+
+def test_sharded_ranks_measure_only_once_every_rank_on_the_host_has_compiled(tmp_path):
+    group = ThreadGroup(2)
+    compiling, measured_beside = threading.Event(), []
+
+    def compile_one(candidate):
+        compiling.set()
+        time.sleep(0.3)
+        compiling.clear()
+
+    def rank(r: int) -> int:
+        session = make_session(tmp_path / "cache", shard=True)
+        with Tuner(space()).begin(session, 7, group=group.member(r)) as tuning:
+            if r == 1:
+                tuning.compile(compile_one)  # only rank 1 has anything to compile
+            while (candidate := tuning.next_candidate()) is not None:
+                time.sleep(0.1)  # a run long enough to meet the other rank's compile, if it ran now
+                measured_beside.append(compiling.is_set())
+                tuning.record(candidate, [float(candidate.index + 1)])
+            return tuning.finish().index
+
+    assert run_ranks(2, rank) == [0, 0]
+    assert measured_beside and not any(measured_beside), "a rank measured while another compiled"
 
 
 # -- compile processes: each compile forked first, then loaded here ------------------------------------
@@ -385,12 +420,15 @@ def test_the_warm_up_imports_at_once_and_compiles_after_the_hash_and_the_driver(
     assert events == [*compiler.FIRST_IMPORTS, "hash joined", "bound", "compiled"]
 
 
-def test_a_pool_compile_waits_for_the_warm_ups_hash(monkeypatch):
+def test_a_pool_compile_waits_for_the_whole_warm_up(monkeypatch):
+    # Not only the hash: once the compiles have ended, nothing of the warm-up runs beside a measurement.
     warm = compiler._WarmUp()
     monkeypatch.setattr(compiler, "_warm", warm)
     release, ran = threading.Event(), []
-    warm.hashing = threading.Thread(target=release.wait, args=(10,))
+    warm.hashing = threading.Thread(target=lambda: None)
     warm.hashing.start()
+    warm.thread = threading.Thread(target=release.wait, args=(10,))
+    warm.thread.start()
 
     class Kernel:
         def run(self, *args, **kwargs):
@@ -401,7 +439,7 @@ def test_a_pool_compile_waits_for_the_warm_ups_hash(monkeypatch):
     compiling = threading.Thread(target=compiler._compile, args=(kernel, (), {"BLOCK": 8}))
     compiling.start()
     compiling.join(timeout=0.2)
-    assert compiling.is_alive() and ran == [], "no compile while the hash is under way"
+    assert compiling.is_alive() and ran == [], "no compile while the warm-up is under way"
     release.set()
     compiling.join(timeout=10)
     assert ran == [{"BLOCK": 8, "warmup": True}]

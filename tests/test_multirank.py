@@ -465,8 +465,9 @@ def test_sharded_ranks_measure_a_share_each_and_gather_the_times_once(tmp_path, 
     assert run_ranks(size, rank) == [4] * size
     assert measured == {r: list(range(r, 7, size)) for r in range(size)}
     for counts in group.counts:
-        # The agreement's gather and the times' gather; no barrier, no max.
-        assert counts == {"gather": 2}
+        # The agreement's gather, one barrier before measuring (no rank measures while another
+        # compiles), the times' gather; no barrier per candidate, no max.
+        assert counts == {"gather": 2, "barrier": 1}
     (record,) = records(tmp_path / "cache")
     assert record["measured_with"]["shards"] == size
     times = [row["time_ms"] for row in record["candidates"]]

@@ -6,6 +6,7 @@ import functools
 import io
 import re
 import sys
+import threading
 
 import pytest
 from kerneltune.core import Candidate, TuningStarted
@@ -47,7 +48,7 @@ def test_a_long_tuning_draws_count_time_and_best_so_far(monkeypatch):
     # Every tuning here lasts past the threshold (a real one would have to sleep a second),
     # and every update is drawn, not only one per tenth of a second.
     monkeypatch.setattr(progress, "DRAW_AFTER_S", 0.0)
-    monkeypatch.setattr(progress, "tqdm", functools.partial(progress.tqdm, mininterval=0))
+    monkeypatch.setattr(progress, "_QuietTqdm", functools.partial(progress._QuietTqdm, mininterval=0))
     terminal = Terminal()
     _tune(monkeypatch, terminal)
     frames = [frame for frame in re.split(r"[\r\n]", terminal.getvalue()) if frame]
@@ -103,7 +104,7 @@ def test_compiling_shows_until_every_candidate_is_compiled(monkeypatch):
     from kerneltune.core import Space, Tuner
 
     monkeypatch.setattr(progress, "DRAW_AFTER_S", 0.0)
-    monkeypatch.setattr(progress, "tqdm", functools.partial(progress.tqdm, mininterval=0))
+    monkeypatch.setattr(progress, "_QuietTqdm", functools.partial(progress._QuietTqdm, mininterval=0))
     terminal = Terminal()
     clock = FakeClock()
     session = install_session(monkeypatch, extra=(clock_plugin(clock),), timer="scripted", warmup=0, repeat=1)
@@ -117,3 +118,13 @@ def test_compiling_shows_until_every_candidate_is_compiled(monkeypatch):
     frames = [frame for frame in re.split(r"[\r\n]", terminal.getvalue()) if frame]
     assert any(re.search(r"compiling [12]/3", frame) for frame in frames), frames
     assert "compiling" not in frames[-1] and "best {'ms': 1.0}: 1.0000 ms" in frames[-1]
+
+
+def test_the_bar_starts_no_thread():
+    # tqdm's monitor thread would wake beside the measurements.
+    before = set(threading.enumerate())
+    bar = progress._QuietTqdm(total=2, file=io.StringIO())
+    try:
+        assert set(threading.enumerate()) == before
+    finally:
+        bar.close()

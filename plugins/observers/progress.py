@@ -30,6 +30,12 @@ DRAW_AFTER_S = 1.0
 _LABEL_WIDTH = 48
 
 
+class _QuietTqdm(tqdm):
+    """A bar without tqdm's monitor thread, which would wake beside the measurements."""
+
+    monitor_interval = 0
+
+
 class _Bar:
     def __init__(self, event: TuningStarted) -> None:
         self.best = math.inf
@@ -37,7 +43,7 @@ class _Bar:
         self.compiling = ""
         # Compile events come from COMPILE's pool threads.
         self.lock = threading.Lock()
-        self.bar = tqdm(
+        self.bar = _QuietTqdm(
             total=len(event.candidates),
             desc=event.function,
             file=sys.stderr,

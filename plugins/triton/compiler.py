@@ -206,9 +206,9 @@ def _compile_empty(binding: concurrent.futures.Future[Thunk | None]) -> None:
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
         bind = binding.result()
+        _hashed()  # the warm-up ends after all of its parts: a compile waiting for it waits for them
         if bind is None:
             return  # no device: nothing is compiled here
-        _hashed()
         import triton
 
         bind()
@@ -240,9 +240,11 @@ def warm_up() -> None:
     warm-up thread, which then compiles an empty kernel. A compile process
     forked afterwards inherits it all (:meth:`TritonCompileProcess.ready`
     waits for the warm-up thread).
-    Called once a tuning knows it will compile (a miss): when a launcher's
-    launches are recorded and when COMPILE asks for compile processes; never
-    on a cache hit, which compiles nothing.
+    Called once a tuning knows it will compile: when a launcher's first
+    launch is recorded and when COMPILE asks for compile processes; never
+    on a cache hit, which compiles nothing, nor for work that launches no
+    kernel. Every compile waits for it to end (:func:`_warmed`), so none of
+    it outlives the compiles and runs beside a measurement.
     """
     if _warm.tried or adapter.interpreting():
         return  # every recorded launch makes this check: no lock on the way
@@ -349,19 +351,29 @@ def _prime(fn: Any) -> None:
 
 
 def _hashed() -> None:
-    """Wait for the warm-up's hash of Triton, where one is under way.
-
-    A compile needs the hash for its cache key, and Triton does not share
-    one under way: each compile on a pool thread that came before it would
-    compute it again, on the interpreter lock the others need.
-    """
+    """Wait for the warm-up's hash of Triton, where one is under way."""
     hashing = _warm.hashing
     if hashing is not None:
         hashing.join()
 
 
+def _warmed() -> None:
+    """Wait for the whole warm-up, where one is under way.
+
+    A compile needs the hash for its cache key, and Triton does not share
+    one under way: each compile on a pool thread that came before it would
+    compute it again, on the interpreter lock the others need. And waiting
+    for all of the warm-up, not only the hash, means that once the tuning's
+    compiles have ended no thread of the warm-up is left running beside a
+    measurement.
+    """
+    thread = _warm.thread
+    if thread is not None:
+        thread.join()
+
+
 def _compile(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
-    _hashed()
+    _warmed()
     kwargs = {**kwargs, "warmup": True}
     if fn not in _primed:
         with _priming:
@@ -418,6 +430,7 @@ def _recording_run(fn: Any, *args: Any, **kwargs: Any) -> Any:
     assert _original_run is not None
     if compiles is None or kwargs.get("warmup"):
         return _original_run(fn, *args, **kwargs)
+    warm_up()  # a launch to compile: only now is the compiler's set-up worth starting
     _prime(fn)
     compiles.append(functools.partial(_compile_recorded, device_binding(), fn, args, kwargs))
     return None
@@ -435,11 +448,12 @@ def recording() -> Iterator[list[Thunk]]:
     Yields a list that fills with one thunk per launch; a thunk compiles
     that launch (same function, arguments and meta-parameters) on any
     thread, raising what the launch would. A recorded launch returns
-    ``None`` to the caller. Other threads launch as usual meanwhile.
+    ``None`` to the caller, and the first one starts :func:`warm_up`: a
+    launcher that launches no kernel starts nothing. Other threads launch
+    as usual meanwhile.
     """
     from triton.runtime.jit import JITFunction
 
-    warm_up()
     global _patch_users, _original_run
     with _patch_lock:
         if _patch_users == 0:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import sys
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -104,7 +105,14 @@ class TritonInterceptor:
 
         :param root: the autotuner class to patch (default: Triton's);
             tests pass fakes shaped like other releases.
+
+        While Triton is not imported nothing is patched: no ``triton.autotune``
+        kernel exists yet, and importing Triton for work that never imported it
+        would run its set-up beside the measurements. (A kernel module first
+        imported inside the tuned function is intercepted from the next call.)
         """
+        if root is None and "triton" not in sys.modules:
+            return
         adapter.register_key_types()
         owner = threading.get_ident()
         handling = False
@@ -133,9 +141,14 @@ class TritonInterceptor:
     def recording(self) -> contextlib.AbstractContextManager[list[Callable[[], object]]] | None:
         """Record this thread's Triton JIT launches as compiles instead of making them.
 
-        ``None`` under Triton's interpreter, where nothing is compiled.
+        ``None`` under Triton's interpreter, where nothing is compiled, and
+        while Triton is not imported: work that has not imported it launches
+        no Triton kernel, and importing it on its behalf would run Triton's
+        set-up beside the measurements.
         """
-        return None if adapter.interpreting() else compiler.recording()
+        if adapter.interpreting() or "triton" not in sys.modules:
+            return None
+        return compiler.recording()
 
     def compile_process(self) -> compiler.TritonCompileProcess | None:
         """How recorded launches compile in forked processes (:func:`compiler.forked_compiles`)."""

@@ -1,0 +1,105 @@
+"""Nothing of kerneltune's own runs beside a timed run: no warm-up, no compile, no import of Triton.
+
+The compile stage itself is covered in tests/test_compile.py
+(``test_no_candidate_is_measured_while_a_compile_runs``); these are the
+cases a user meets first, where the tuned work launches no Triton kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from kerneltune.plugins.triton import compiler
+
+from triton_dist.tune import autotune
+
+WORKER = Path(__file__).with_name("quiet_worker.py")
+#: Fresh processes in the pick test: the defect picked wrongly in 4 of 10 on a two-core host.
+PROCESSES = 20
+
+
+def _fresh_environment() -> dict[str, str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELTUNE_", "TRITON"))}
+    # The defaults a user has: precompile on, Triton's interpreter off, nothing cached.
+    return environment | {"KERNELTUNE_CACHE": "memory"}
+
+
+def test_numpy_work_picks_its_least_work_in_fresh_processes_with_nothing_beside_it():
+    outcomes = []
+    for _ in range(PROCESSES):
+        done = subprocess.run(
+            [sys.executable, str(WORKER)],
+            env=_fresh_environment(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        outcomes.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert [o["beside"] for o in outcomes] == [[]] * PROCESSES, "a thread ran beside a candidate"
+    assert not any(o["triton"] for o in outcomes), "Triton was imported for work that never imported it"
+    assert [o["pick"] for o in outcomes] == [0] * PROCESSES
+
+
+@pytest.fixture
+def compiling(monkeypatch):
+    """Precompile on, as outside the suite, with Triton imported and not interpreting (as on a GPU)."""
+    monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "1")
+    monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
+    monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
+    return compiler._warm
+
+
+def test_a_launcher_that_launches_no_kernel_starts_no_compiler_work(compiling, quick):
+    beside: list[list[str]] = []
+    before = set(threading.enumerate())  # other tests' servers may still be winding down
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda: "k")
+    def host_work(n):
+        beside.append([t.name for t in set(threading.enumerate()) - before])
+        return sum(range(n))
+
+    host_work()
+    assert not compiling.tried, "the compiler's warm-up started for work that compiles nothing"
+    # One recording run per candidate, then the measured runs: nothing else alive in any of them.
+    assert beside and all(names == [] for names in beside), beside
+
+
+def test_the_first_recorded_launch_starts_the_warm_up(compiling, monkeypatch):
+    from triton.runtime.jit import JITFunction
+
+    started: list[str] = []
+    monkeypatch.setattr(compiler, "warm_up", lambda: started.append("warm-up"))
+    monkeypatch.setattr(compiler, "device_binding", lambda: lambda: None)
+    with compiler.recording() as compiles:
+        assert started == [], "opening a recording starts nothing"
+        JITFunction.run(object(), 1, BLOCK=8)
+    assert started == ["warm-up"] and len(compiles) == 1
+
+
+def test_recording_is_not_offered_while_triton_is_not_imported(compiling, monkeypatch):
+    from kerneltune.plugins.triton.interceptor import TritonInterceptor
+
+    assert TritonInterceptor().recording() is not None
+    monkeypatch.delitem(sys.modules, "triton")
+    assert TritonInterceptor().recording() is None
+
+
+def test_the_contextual_interceptor_patches_nothing_while_triton_is_not_imported(monkeypatch):
+    import triton
+    from kerneltune.plugins.triton.interceptor import TritonInterceptor
+
+    original = triton.runtime.autotuner.Autotuner.run
+    monkeypatch.delitem(sys.modules, "triton")
+    interceptor = TritonInterceptor()
+    interceptor.install(lambda launch: None)
+    try:
+        assert triton.runtime.autotuner.Autotuner.run is original
+    finally:
+        interceptor.uninstall()

@@ -7,6 +7,7 @@ import io
 import re
 import sys
 import threading
+import time
 
 import pytest
 from kerneltune.core import Candidate, TuningStarted
@@ -128,3 +129,29 @@ def test_the_bar_starts_no_thread():
         assert set(threading.enumerate()) == before
     finally:
         bar.close()
+
+
+@pytest.mark.parametrize("draw_after", [0.05, 60.0])
+def test_a_bar_ends_on_its_final_count_and_a_new_line_or_is_never_drawn(monkeypatch, draw_after):
+    # Compile events used to draw the bar before its delay, and a tuning that ended before
+    # it was left frozen mid-line ("0/3 candidates ... compiling 1/1") under the next output.
+    from kerneltune.core import Space, Tuner
+
+    monkeypatch.setattr(progress, "DRAW_AFTER_S", draw_after)
+    terminal = Terminal()
+    clock = FakeClock()
+    session = install_session(monkeypatch, extra=(clock_plugin(clock),), timer="scripted", warmup=0, repeat=1)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    tuner = Tuner(Space.build("gemm", [{"ms": 1.0}, {"ms": 2.0}, {"ms": 3.0}], "def gemm(ms): ..."))
+    with tuner.begin(session, "key") as tuning:
+        tuning.compile(lambda candidate: time.sleep(0.1), [tuning.queued()[0]])
+        while (candidate := tuning.next_candidate()) is not None:
+            tuning.measure(candidate, functools.partial(clock.advance, candidate.config["ms"]))
+        tuning.finish()
+    drawn = terminal.getvalue()
+    if draw_after > 1:
+        assert drawn == "", "a tuning shorter than the delay draws nothing"
+        return
+    assert drawn.endswith("\n"), repr(drawn[-120:])
+    final = [frame for frame in re.split(r"[\r\n]", drawn) if frame][-1]
+    assert final.startswith("gemm: 3/3 candidates") and "compiling" not in final, final

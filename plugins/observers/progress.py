@@ -69,11 +69,13 @@ class _Bar:
     def compiled(self, event: CompileFinished) -> None:
         with self.lock:
             self.compiling = "" if event.done >= event.total else f"compiling {event.done}/{event.total}"
-            # Drawn now: while compiling, no candidate may finish to draw it.
-            self._show(refresh=True)
+            self._show()
+            # While compiling no candidate finishes to draw the bar: a zero step draws it, but, unlike
+            # a forced refresh, not before the delay (a bar drawn earlier is never finished by close()).
+            self.bar.update(0)
 
-    def _show(self, refresh: bool = False) -> None:
-        self.bar.set_postfix_str(", ".join(p for p in (self.compiling, self.best_text) if p), refresh=refresh)
+    def _show(self) -> None:
+        self.bar.set_postfix_str(", ".join(p for p in (self.compiling, self.best_text) if p), refresh=False)
 
     def close(self) -> None:
         self.bar.close()

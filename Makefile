@@ -12,17 +12,30 @@ TRITON_TESTS ?= tests/test_contextual.py tests/test_contextual_dist.py tests/tes
 
 .PHONY: install demo test test-tritons
 
+# `make demo` and `make test` install only when this environment has not yet
+# installed what the project now holds: the stamp is named by the interpreter's
+# environment (its sys.prefix) and the list of modules (a new one needs linking),
+# and is older than the files that declare dependencies after a change to them.
+ENVIRONMENT := $(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:12])")
+MODULES := $(shell find core plugins cli triton_dist -name '*.py' | sort | cksum | cut -d' ' -f1)
+STAMP := build/installed-$(ENVIRONMENT)-$(MODULES)
+DECLARED := pyproject.toml setup.py examples/kerneltune-example-plugin/pyproject.toml
+
 # A strict editable install: a tree of links to the sources under build/, which
 # static tools (mypy, pyright, IDEs) resolve as kerneltune.*; the default mode
 # is an import hook they cannot follow. A module added later needs `make install`.
 install:
 	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test,plot]" -e examples/kerneltune-example-plugin \
 		--config-settings editable_mode=strict
+	@mkdir -p build && touch $(STAMP)
 
-demo: install
+$(STAMP): $(DECLARED)
+	$(MAKE) install PYTHON="$(PYTHON)" TORCH="$(TORCH)"
+
+demo: $(STAMP)
 	$(PYTHON) demo.py
 
-test: install
+test: $(STAMP)
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy
 	$(PYTHON) -m pytest
@@ -30,7 +43,7 @@ test: install
 # Each release goes alone into build/tritons/<release> (no dependencies: they
 # are the environment's) and is put ahead of the environment's own Triton on
 # PYTHONPATH, so everything but Triton is what `make test` tested.
-test-tritons: install
+test-tritons: $(STAMP)
 	set -e; for release in $(TRITONS); do \
 		$(PYTHON) -m pip install -q --no-deps --upgrade --target build/tritons/$$release "triton==$$release.*"; \
 		PYTHONPATH=build/tritons/$$release $(PYTHON) -c "import triton; print('triton', triton.__version__)"; \

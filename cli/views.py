@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 from kerneltune.core import TuningRecord, format_ms
+from kerneltune.core.tuning import NOT_MEASURED, PRUNED
 
 
 def key_text(value: Any) -> str:
@@ -32,16 +33,19 @@ def key_text(value: Any) -> str:
     return repr(value)
 
 
-def deviation(samples: Sequence[float]) -> float:
-    return statistics.stdev(samples) if len(samples) > 1 else 0.0
-
-
 def spread(samples: Sequence[float]) -> str:
+    """The samples' range and median: a standard deviation of skewed timings can exceed the mean."""
     if len(samples) < 2:
         return ""
     return (
-        f"±{deviation(samples):.4f} (min {min(samples):.4f}, max {max(samples):.4f}, {len(samples)} samples)"
+        f"min {min(samples):.4f}, median {statistics.median(samples):.4f}, max {max(samples):.4f} "
+        f"({len(samples)} samples)"
     )
+
+
+def outcome(error: str) -> str:
+    """What a candidate without a time is: pruned and not measured are not failures."""
+    return error if error in (PRUNED, NOT_MEASURED) else "failed"
 
 
 def measured(record: TuningRecord) -> int:
@@ -86,8 +90,10 @@ def candidate_lines(record: TuningRecord) -> list[str]:
                     spread(record.measurements[i].samples),
                 ]
             )
-        else:
+        elif outcome(error) == "failed":
             rows.append([f"{mark}[{i}]", record.labels[i], "failed", error])
+        else:
+            rows.append([f"{mark}[{i}]", record.labels[i], error, ""])
     return ["  " + line for line in table(["", "candidate", "time", "spread or error"], rows)]
 
 
@@ -107,15 +113,20 @@ def plot(records: Sequence[TuningRecord], path: Path) -> None:
     for record, ax in zip(records, axes[:, 0], strict=True):
         order = sorted(range(len(record.times)), key=lambda i: (record.times[i], i))
         timed = [i for i in order if math.isfinite(record.times[i])]
-        failed = [i for i in order if not math.isfinite(record.times[i])]
-        labels = [clip(f"[{i}] {record.labels[i]}", 60) for i in timed + failed]
-        means = [record.times[i] for i in timed] + [0.0] * len(failed)
-        errors = [deviation(record.measurements[i].samples) for i in timed] + [0.0] * len(failed)
+        untimed = [i for i in order if not math.isfinite(record.times[i])]
+        labels = [clip(f"[{i}] {record.labels[i]}", 60) for i in timed + untimed]
+        means = [record.times[i] for i in timed] + [0.0] * len(untimed)
+        # Whiskers from the fastest to the slowest sample, never below 0 ms.
+        samples = [record.measurements[i].samples or (record.times[i],) for i in timed]
+        below = [max(0.0, record.times[i] - min(s)) for i, s in zip(timed, samples, strict=True)]
+        above = [max(0.0, max(s) - record.times[i]) for i, s in zip(timed, samples, strict=True)]
+        zeros = [0.0] * len(untimed)
         colours = ["tab:green" if i == record.best_index else "tab:blue" for i in timed]
-        colours += ["tab:red"] * len(failed)
-        ax.barh(labels, means, xerr=errors, color=colours)
-        for position in range(len(timed), len(labels)):
-            ax.text(0, position, " failed", va="center", color="tab:red")
+        colours += ["tab:grey"] * len(untimed)
+        ax.barh(labels, means, xerr=[below + zeros, above + zeros], color=colours)
+        for position, i in enumerate(untimed, start=len(timed)):
+            what = outcome(record.measurements[i].error or "failed")
+            ax.text(0, position, f" {what}", va="center", color="tab:red" if what == "failed" else "tab:grey")
         ax.invert_yaxis()
         ax.set_xlabel("time (ms)")
         ax.set_title(clip(f"{record.function} {key_text(record.key)}", 90), fontsize=10)

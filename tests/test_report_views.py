@@ -1,0 +1,64 @@
+"""`kerneltune report`: pruned candidates are shown as pruned, spreads as min/median/max."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+from kerneltune import cli
+
+from triton_dist.tune import autotune
+
+
+@pytest.fixture
+def tuned(isolated, tmp_path):
+    """One record: [0] fast, [1] pruned, [2] raised, [3] slow with one sample far above its others."""
+    (tmp_path / "kerneltune.toml").write_text("warmup = 0\nrepeat = 5\n")
+    runs = {3: 0}
+
+    @autotune(
+        config_space=[{"c": 0}, {"c": 1}, {"c": 2}, {"c": 3}],
+        key_fn=lambda: "k",
+        prune_fn=lambda config: config["c"] != 1,
+    )
+    def work(c):
+        if c == 2:
+            raise RuntimeError("out of resources")
+        if c == 3:
+            runs[3] += 1
+            sum(range(200_000 if runs[3] == 1 else 20_000))  # one slow sample skews the spread
+
+    work()
+    return isolated
+
+
+def test_report_names_pruned_candidates_and_gives_the_range_of_the_samples(tuned):
+    shown = CliRunner().invoke(cli.main, ["report", "work"], catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\s+\*?\s*\[(\d)\].*$", shown.stdout, re.M)}
+    assert re.search(r"c=<1>\s+pruned\s*$", rows["1"]), rows["1"]
+    assert "failed" in rows["2"] and "out of resources" in rows["2"]
+    assert re.search(r"min [\d.]+, median [\d.]+, max [\d.]+ \(5 samples\)", rows["3"]), rows["3"]
+    assert "±" not in shown.stdout
+
+
+def test_report_plot_whiskers_run_from_the_fastest_to_the_slowest_sample(tuned, tmp_path, monkeypatch):
+    from matplotlib.axes import Axes
+
+    drawn = []
+    original = Axes.barh
+
+    def barh(self, labels, widths, *args, xerr=None, **kwargs):
+        drawn.append((list(labels), list(widths), xerr))
+        return original(self, labels, widths, *args, xerr=xerr, **kwargs)
+
+    monkeypatch.setattr(Axes, "barh", barh)
+    texts = []
+    monkeypatch.setattr(Axes, "text", lambda self, x, y, s, **kw: texts.append(s.strip()))
+    shown = CliRunner().invoke(cli.main, ["report", "work", "--plot", str(tmp_path / "r.png")])
+    assert shown.exit_code == 0, shown.output
+    ((_, widths, (below, above)),) = drawn
+    assert all(b >= 0 for b in below) and all(a >= 0 for a in above)
+    assert all(w - b >= 0 for w, b in zip(widths, below, strict=True)), "a whisker below 0 ms"
+    assert sorted(texts) == ["failed", "pruned"]

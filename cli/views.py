@@ -102,7 +102,7 @@ def plot(records: Sequence[TuningRecord], path: Path) -> None:
         import matplotlib
     except ImportError:
         raise click.ClickException(
-            "--plot needs matplotlib, which is not installed: pip install 'kerneltune[plot]'"
+            "--plot needs matplotlib, which is not installed: pip install matplotlib"
         ) from None
     matplotlib.use("Agg")
     from matplotlib import pyplot

@@ -12,6 +12,7 @@ Exit status: 0 on success, 1 on failure (one line on stderr), 2 on bad usage.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import sys
@@ -25,6 +26,7 @@ import pluggy
 from kerneltune import __version__, views
 from kerneltune.archive import read_archive, write_archive
 from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, format_ms, load_settings
+from kerneltune.core.private_files import remove_private
 from kerneltune.core.records import iso_date
 from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
 from kerneltune.core.session import make_cache
@@ -310,10 +312,20 @@ def _interactive() -> bool:
 @_dir_option
 @click.option("--yes", "-y", is_flag=True, help="Remove without asking.")
 def clear(function: str | None, directory: Path | None, yes: bool) -> None:
-    """Remove stored records: all of them, or FUNCTION's."""
+    """Remove stored records: all of them, or FUNCTION's.
+
+    Only files that read back as records are removed, each through
+    :func:`~kerneltune.core.private_files.remove_private`: nothing reached
+    through a link, nothing that is not a regular file of this user's.
+    """
     loaded = _Plugins.load()
     root = _cache_dir(directory, loaded)
-    doomed = list(_stored(loaded.file_caches(root), function))
+    doomed = []
+    for stored in _stored(loaded.file_caches(root), function):
+        if stored.record is None:
+            click.echo(f"kerneltune: not removing {stored.path}: {stored.problem}", err=True)
+        else:
+            doomed.append(stored)
     what = f"{len(doomed)} record(s)" + (f" of {function}" if function else "") + f" in {root}"
     if not doomed:
         click.echo(f"nothing to remove: no records in {root}" + (f" for {function}" if function else ""))
@@ -322,15 +334,29 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
         if not _interactive():
             raise click.ClickException(f"not removing {what} without --yes: there is no terminal to ask")
         click.confirm(f"Remove {what}?", abort=True)
+    removed = 0
     folders = set()
     for stored in doomed:
-        stored.path.unlink(missing_ok=True)
         # The file caches keep a lock file beside each record.
-        stored.path.with_name(stored.path.name + ".lock").unlink(missing_ok=True)
-        folders.add(stored.path.parent)
+        for path in (stored.path, stored.path.with_name(stored.path.name + ".lock")):
+            try:
+                remove_private(root, path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                click.echo(f"kerneltune: not removing {path}: {exc.strerror or exc}", err=True)
+            else:
+                removed += path == stored.path
+                folders.add(path.parent)
     for folder in folders:
-        if not any(folder.iterdir()):
+        try:
+            # rmdir never follows a link, and refuses a folder that still holds anything.
             folder.rmdir()
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                click.echo(f"kerneltune: not removing {folder}: {exc.strerror or exc}", err=True)
+    if removed < len(doomed):
+        raise click.ClickException(f"removed {removed} of {what}; the others are named above")
     click.echo(f"removed {what}")
 
 

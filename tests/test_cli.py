@@ -6,6 +6,7 @@ import hashlib
 import importlib.metadata
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -187,6 +188,38 @@ def test_clear_with_yes_removes_one_functions_records_or_all(filled):
     assert len(_digests(filled, "scale")) == 1
     assert _invoke("cache", "clear", "--yes").exit_code == 0
     assert _digests(filled, "scale") == []
+
+
+def test_clear_follows_no_link_and_removes_only_records(filled, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # A record as clear would remove it in the cache, and a file that is no record.
+    record = record_files(filled, "matmul")[0]
+    shutil.copy(record, elsewhere / record.name)
+    (elsewhere / "package.json").write_text('{"name": "mine"}')
+    (elsewhere / "lock-target").write_text("keep")
+    (filled / "linked").symlink_to(elsewhere, target_is_directory=True)
+    linked_record = filled / "matmul" / ("ab" * 16 + ".json")
+    linked_record.symlink_to(elsewhere / record.name)
+    damaged = filled / "matmul" / ("cd" * 16 + ".json")
+    damaged.write_text("{ not a record")
+    (scale,) = record_files(filled, "scale")
+    linked_lock = scale.with_name(scale.name + ".lock")
+    linked_lock.unlink()
+    linked_lock.symlink_to(elsewhere / "lock-target")
+
+    cleared = CliRunner().invoke(cli.main, ["cache", "clear", "--yes"])
+    assert cleared.exit_code == 0, cleared.stderr
+    assert "removed 3 record(s)" in cleared.stdout
+    assert sorted(p.name for p in elsewhere.iterdir()) == sorted([record.name, "package.json", "lock-target"])
+    assert (elsewhere / "lock-target").read_text() == "keep"
+    # Links and what is not a record stay, each named.
+    assert (filled / "linked").is_symlink() and linked_record.is_symlink() and linked_lock.is_symlink()
+    assert damaged.read_text() == "{ not a record"
+    for kept in (linked_record, damaged, linked_lock):
+        assert f"not removing {kept}" in cleared.stderr
+    assert record_files(filled, "matmul") == sorted([linked_record, damaged])
+    assert record_files(filled, "scale") == []
 
 
 # -- cache export / import ---------------------------------------------------------------------

@@ -175,10 +175,17 @@ class FileCache:
         """``(folder name, digest, path)`` of every record stored, or of one namespace's.
 
         A namespace's folder is its name made safe (:func:`folder_name`); the
-        records themselves name their function.
+        records themselves name their function. A folder that lookups would
+        not use (a link, or one another user could change) is left out with
+        the same warning, so nothing reached through a link is listed.
         """
         if namespace is None:
-            folders = sorted(p for p in self.root.glob("*") if p.is_dir())
+            try:
+                found = sorted(self.root.iterdir())
+            except (FileNotFoundError, NotADirectoryError):
+                found = []
+            # is_dir() follows links: ask about links first, and let _usable refuse them.
+            folders = [p for p in found if (p.is_symlink() or p.is_dir()) and self._usable(p)]
         else:
             folder = self.directory(namespace)
             folders = [] if folder is None else [folder]

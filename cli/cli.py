@@ -382,7 +382,10 @@ def import_records(archive: Path, directory: Path | None) -> None:
 
     Every record is checked before any is written; an archive with one
     damaged or invalid record is refused whole. Records of other hardware are
-    skipped with a message. They are written with the configured cache.
+    skipped with a message. A record that a lookup would reject (its pick is
+    not what SELECT makes of its own times) is skipped too, named on stderr,
+    and the command then exits 1: it never replaces a stored record. The
+    others are written with the configured cache.
     """
     loaded = _Plugins.load()
     root = _cache_dir(directory, loaded)
@@ -401,9 +404,20 @@ def import_records(archive: Path, directory: Path | None) -> None:
                 "nothing imported"
             )
     here = _plain_data(merged_facts(loaded.manager, "kerneltune_hardware_info"))
-    imported = 0
+    imported = rejected = 0
     for entry in entries:
         record = entry.record
+        try:
+            # What every lookup checks (stored.read_record): a record failing it would only be retuned.
+            record.check_pick()
+        except CacheReadError as exc:
+            click.echo(
+                f"kerneltune: not importing {record.function} {views.key_text(record.key)}: "
+                f"a lookup would reject it: {exc}",
+                err=True,
+            )
+            rejected += 1
+            continue
         if _plain_data(record.hardware) != here:
             differences = ", ".join(
                 f"{k} {record.hardware.get(k)!r} (here {here.get(k)!r})"
@@ -417,6 +431,10 @@ def import_records(archive: Path, directory: Path | None) -> None:
         target.store(record.function, entry.digest, entry.data)
         imported += 1
     click.echo(f"imported {imported} of {len(entries)} record(s) into {root}")
+    if rejected:
+        raise click.ClickException(
+            f"{archive}: {rejected} record(s) not imported: a lookup would reject them"
+        )
 
 
 def _plain_data(value: Any) -> Any:

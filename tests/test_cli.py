@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -284,6 +285,33 @@ def test_a_tampered_archive_is_refused_whole(filled, tmp_path, tamper, message):
     assert message in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "target").exists()
+
+
+def test_import_never_replaces_a_record_with_one_a_lookup_would_reject(filled, tmp_path, caplog):
+    archive = tmp_path / "picks.json"
+    _invoke("cache", "export", str(archive))
+    payload = json.loads(archive.read_text())
+    entry = next(e for e in payload["records"] if e["record"]["key"] == [64, "float32"])
+    # A pick that is not the fastest of its own times, with the checksum made to match.
+    entry["record"]["best"] = {"index": 0, "label": entry["record"]["candidates"][0]["label"]}
+    _rehash(entry)
+    archive.write_text(json.dumps(payload))
+    (stored,) = [p for p in record_files(filled, "matmul") if p.stem == entry["digest"]]
+    before = stored.read_bytes()
+
+    imported = CliRunner().invoke(cli.main, ["cache", "import", str(archive)])
+    assert imported.exit_code == 1
+    assert "imported 2 of 3" in imported.stdout
+    rejected = "not importing matmul (64, 'float32'): a lookup would reject it: the stored pick [0]"
+    assert rejected in imported.stderr
+    assert imported.stderr.strip().splitlines()[-1] == (
+        f"Error: {archive}: 1 record(s) not imported: a lookup would reject them"
+    )
+    assert stored.read_bytes() == before
+    with caplog.at_level(logging.INFO, logger="kerneltune"):
+        calls = _fill()
+    # Each call served by its stored pick, the one the import left alone among them.
+    assert len(calls) == 3 and "rejected" not in caplog.text
 
 
 def test_import_refuses_what_is_not_an_archive(filled, tmp_path):

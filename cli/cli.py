@@ -16,6 +16,7 @@ import errno
 import json
 import math
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,13 +38,21 @@ class _Group(click.Group):
     """Turns kerneltune's and the system's errors into click's one-line failure (exit 1)."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except BrokenPipeError:
-            # A reader that stopped early (`| head`): click's own handling leaves quietly.
-            raise
-        except (KernelTuneError, OSError) as exc:
-            raise click.ClickException(" ".join(str(exc).split()) or type(exc).__name__) from exc
+        with warnings.catch_warnings():
+            warnings.showwarning = _note
+            try:
+                return super().invoke(ctx)
+            except BrokenPipeError:
+                # A reader that stopped early (`| head`): click's own handling leaves quietly.
+                raise
+            except (KernelTuneError, OSError) as exc:
+                raise click.ClickException(" ".join(str(exc).split()) or type(exc).__name__) from exc
+
+
+def _note(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    """Show a warning as one line on stderr, as the command's own notes are, without Python's source line."""
+    text = " ".join(str(message).split())
+    click.echo(text if text.startswith("kerneltune:") else f"{category.__name__}: {text}", err=True)
 
 
 @attrs.frozen
@@ -397,8 +406,13 @@ def import_records(archive: Path, directory: Path | None) -> None:
             f"cache {target.name!r} keeps no files; set cache to one of: {_cache_names(loaded)}"
         )
     for entry in entries:
-        folder = target.directory(entry.record.function).resolve()
-        if folder.parent != root.resolve():
+        folder = target.directory(entry.record.function)
+        if folder is None:
+            raise click.ClickException(
+                f"cache {target.name!r} does not use its folder for {entry.record.function!r} under {root} "
+                "(a link, or a folder or root that another user could change; see above); nothing imported"
+            )
+        if folder.resolve().parent != root.resolve():
             raise click.ClickException(
                 f"{archive}: function name {entry.record.function!r} would be stored outside {root}; "
                 "nothing imported"

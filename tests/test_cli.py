@@ -6,6 +6,7 @@ import hashlib
 import importlib.metadata
 import json
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 import kerneltune
 import pytest
 from click.testing import CliRunner
+from kerneltune import archive as archive_module
 from kerneltune import cli
 from tuning_doubles import record_files
 
@@ -312,6 +314,69 @@ def test_import_never_replaces_a_record_with_one_a_lookup_would_reject(filled, t
         calls = _fill()
     # Each call served by its stored pick, the one the import left alone among them.
     assert len(calls) == 3 and "rejected" not in caplog.text
+
+
+@pytest.mark.parametrize("hostile", ["linked function folder", "root writable by others"])
+def test_import_into_a_folder_a_lookup_would_not_use_is_one_line(filled, tmp_path, hostile):
+    archive = tmp_path / "picks.json"
+    _invoke("cache", "export", str(archive))
+    target = tmp_path / "target"
+    target.mkdir(mode=0o700)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if hostile == "linked function folder":
+        (target / "matmul").symlink_to(elsewhere, target_is_directory=True)
+    else:
+        target.chmod(0o777)
+
+    refused = CliRunner().invoke(cli.main, ["cache", "import", str(archive), "--dir", str(target)])
+    assert refused.exit_code == 1 and isinstance(refused.exception, SystemExit)
+    *notes, error = refused.stderr.strip().splitlines()
+    assert error.startswith("Error: cache 'json' does not use its folder for ")
+    assert error.endswith("nothing imported")
+    # The cache's own warning says why, on one line.
+    assert len(notes) == 1 and notes[0].startswith(f"kerneltune: not using {target}")
+    assert list(elsewhere.iterdir()) == []
+    assert record_files(target, "scale") == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["[" * 100_000 + "]" * 100_000, '{"format": "kerneltune-archive", "x": ' + "[" * 500 + "]" * 500 + "}"],
+    ids=["deeper than Python's recursion limit", "deeper than an archive may be"],
+)
+def test_import_refuses_an_archive_nested_too_deep_in_one_line(isolated, tmp_path, content):
+    archive = tmp_path / "deep.json"
+    archive.write_text(content)
+    refused = CliRunner().invoke(cli.main, ["cache", "import", str(archive)])
+    assert refused.exit_code == 1 and isinstance(refused.exception, SystemExit)
+    assert refused.stderr.strip().splitlines() == [
+        f"Error: {archive}: not a kerneltune archive (nested more than 128 levels deep)"
+    ]
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "fifo"])
+def test_import_reads_only_a_regular_file_even_through_a_link(isolated, tmp_path, device):
+    archive = tmp_path / "picks.json"
+    if device == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+        archive.symlink_to(tmp_path / "fifo")
+    else:
+        archive.symlink_to(device)
+    refused = CliRunner().invoke(cli.main, ["cache", "import", str(archive)])
+    assert refused.exit_code == 1 and isinstance(refused.exception, SystemExit)
+    assert refused.stderr.strip().splitlines() == [f"Error: {archive}: not a regular file"]
+
+
+def test_an_archive_over_the_size_cap_is_refused(isolated, tmp_path, monkeypatch):
+    monkeypatch.setattr(archive_module, "MAX_BYTES", 64)
+    archive = tmp_path / "picks.json"
+    archive.write_text(json.dumps({"format": "kerneltune-archive", "padding": "x" * 64}))
+    refused = CliRunner().invoke(cli.main, ["cache", "import", str(archive)])
+    assert refused.exit_code == 1
+    assert refused.stderr.strip().splitlines() == [
+        f"Error: {archive}: larger than 64 bytes, more than an archive may hold"
+    ]
 
 
 def test_import_refuses_what_is_not_an_archive(filled, tmp_path):

@@ -452,3 +452,24 @@ def test_a_bad_config_is_one_line_and_status_1(tmp_path):
     assert failed.stderr.strip().splitlines() == [
         f"Error: {tmp_path / 'kerneltune.toml'}: key 'repeat': expected an integer >= 1, got 0"
     ]
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("not UTF-8", "kerneltune.toml: not UTF-8 text (at byte offset 8: invalid start byte)"),
+        ("5000 deep", "kerneltune.toml: not valid TOML: arrays or tables nested too deeply"),
+        ("variable", "environment variable KERNELTUNE_TIE_ROUNDS: expected an integer >= 0, got '²'"),
+    ],
+)
+def test_plugins_with_a_hostile_config_is_one_line_and_status_1(tmp_path, monkeypatch, where, message):
+    if where == "not UTF-8":
+        (tmp_path / "kerneltune.toml").write_bytes(b"cache = \xff\n")
+    elif where == "5000 deep":
+        (tmp_path / "kerneltune.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    else:
+        monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "²")
+    failed = CliRunner().invoke(cli.main, ["plugins"])
+    assert failed.exit_code == 1 and isinstance(failed.exception, SystemExit)
+    prefix = "" if where == "variable" else f"{tmp_path}/"
+    assert failed.stderr.strip().splitlines() == [f"Error: {prefix}{message}"]

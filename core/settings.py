@@ -21,6 +21,7 @@ import re
 import reprlib
 import stat
 import sys
+import threading
 import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -38,6 +39,11 @@ DEFAULT_CACHE_DIR = Path("~/.triton_dist/autotune")
 #: The largest config file read. A pyproject.toml is kilobytes; a file linked to a device
 #: or grown without bound is not a config file, and is refused before it fills memory.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
+#: The longest timeout, in whole seconds, that this platform's waits take (about 24.8 days).
+#: The isolation worker is waited for through poll(), whose timeout is a C int of
+#: milliseconds, and lock waits stop at threading.TIMEOUT_MAX: a longer timeout would make
+#: every wait raise OverflowError, failing every candidate.
+MAX_TIMEOUT_S = int(min(threading.TIMEOUT_MAX, (2**31 - 1) / 1000))
 
 
 @attrs.frozen
@@ -102,7 +108,9 @@ def _shown(value: Any) -> str:
     return reprlib.repr(value)
 
 
-def _count(minimum: int) -> Any:
+def _count(minimum: int, maximum: int | None = None, limit: str = "") -> Any:
+    """A converter to an integer of at least ``minimum`` and at most ``maximum``, which ``limit`` explains."""
+
     def convert(value: Any, where: str) -> int:
         if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
             # More digits than int() converts is not a count either: said below.
@@ -110,6 +118,10 @@ def _count(minimum: int) -> Any:
                 value = int(value)
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise ConfigError(f"{where}: expected an integer >= {minimum}, got {_shown(value)}")
+        if maximum is not None and value > maximum:
+            raise ConfigError(
+                f"{where}: expected an integer from {minimum} to {maximum} ({limit}), got {_shown(value)}"
+            )
         return value
 
     return convert
@@ -196,7 +208,7 @@ _FIELDS = {
     "redis_url": _redis_url,
     "redis_ttl": _count(0),
     "isolate": _choice("none", "subprocess"),
-    "isolate_timeout": _count(1),
+    "isolate_timeout": _count(1, MAX_TIMEOUT_S, "seconds, the longest wait this platform takes"),
 }
 
 _ENV = {

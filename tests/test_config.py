@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.connection
 from pathlib import Path
 
 import pytest
@@ -245,6 +247,30 @@ def test_a_count_from_a_variable_may_have_spaces_and_a_sign(tmp_path):
     assert load_settings(cwd=tmp_path, environ={"KERNELTUNE_TIE_ROUNDS": " 3 "}).tie_rounds == 3
     with pytest.raises(ConfigError, match=r"got -1$"):
         load_settings(cwd=tmp_path, environ={"KERNELTUNE_TIE_ROUNDS": "-1"})
+
+
+def test_a_timeout_past_what_the_platform_waits_is_refused_where_it_is_set(tmp_path):
+    from kerneltune.core.settings import MAX_TIMEOUT_S
+
+    path = _write(tmp_path / "kerneltune.toml", "isolate_timeout = 10_000_000\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(cwd=tmp_path, environ={})
+    assert str(info.value) == (
+        f"{path}: key 'isolate_timeout': expected an integer from 1 to {MAX_TIMEOUT_S} "
+        "(seconds, the longest wait this platform takes), got 10000000"
+    )
+    path.unlink()
+    with pytest.raises(ConfigError, match=r"environment variable KERNELTUNE_ISOLATE_TIMEOUT: .* to "):
+        load_settings(cwd=tmp_path, environ={"KERNELTUNE_ISOLATE_TIMEOUT": str(MAX_TIMEOUT_S + 1)})
+
+    # The longest accepted is a wait the isolation worker's pipe takes.
+    environ = {"KERNELTUNE_ISOLATE_TIMEOUT": str(MAX_TIMEOUT_S)}
+    assert load_settings(cwd=tmp_path, environ=environ).isolate_timeout == MAX_TIMEOUT_S
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    writer.send(None)
+    assert multiprocessing.connection.wait([reader], MAX_TIMEOUT_S) == [reader]
+    reader.close()
+    writer.close()
 
 
 # -- the files reach a real tuning ---------------------------------------------------------

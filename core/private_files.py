@@ -4,9 +4,10 @@ Cache folders may sit in a shared root (``/scratch/autotune``), where another
 user could create a folder first, plant a link, or leave a FIFO. Files are
 therefore opened without following a final symbolic link and without
 blocking, must be regular files, and, like the folders holding them, must
-belong to this user and be writable by nobody else. A folder or file that
-fails is a :class:`NotPrivateError`; the caller decides whether that is a
-warning or a miss.
+belong to this user and be writable by nobody else; a file is removed under
+the same checks, through its folder opened without following a link. A
+folder or file that fails is a :class:`NotPrivateError`; the caller decides
+whether that is a warning or a miss.
 """
 
 from __future__ import annotations

@@ -14,13 +14,13 @@ that crashed or hung is replaced at the next screening. A worker ends with
 this process however it ends, SIGKILL included (see
 :func:`~kerneltune.core.isolation_worker.die_with_parent`), and with it the
 multiprocessing resource tracker that spawning started, which lasts only
-while some process holds its pipe. Arguments travel
-once per screening: CUDA tensors through torch's inter-process sharing (no
-copy on the way), CPU tensors as copies, everything else pickled; the
-worker copies every tensor again before each candidate, so no candidate
-writes into the caller's memory or into the next candidate's inputs. That
-holds for tensors passed directly or in tuples, lists and dicts; one held
-inside another object travels as torch shares it. Copies keep each tensor's
+while some process holds its pipe. Arguments travel once per screening:
+CUDA tensors through torch's inter-process sharing (no copy on the way),
+CPU tensors as copies, everything else pickled; the worker copies every
+tensor again before each candidate, so no candidate writes into the
+caller's memory or into the next candidate's inputs. That holds for
+tensors passed directly or in tuples, lists and dicts; one held inside
+another object travels as torch shares it. Copies keep each tensor's
 layout (size, strides, storage offset; views of one buffer stay views of
 one copy of it), as a kernel handed a view and its strides needs.
 

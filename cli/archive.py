@@ -9,7 +9,10 @@ An archive is plain data and nothing else::
 Each ``record`` is what a cache plugin stores (:meth:`TuningRecord.to_data`)
 and ``sha256`` the hash of its canonical JSON, so a record edited or cut
 short on the way is caught. Reading checks every entry before returning any:
-an archive with one bad entry is refused whole.
+an archive with one bad entry is refused whole. An archive may come from
+anywhere, so reading takes only a regular file (not a device or a FIFO,
+even through a link) of at most :data:`MAX_BYTES`, nested at most
+:data:`MAX_DEPTH` levels deep.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Iterable
@@ -31,6 +35,13 @@ from kerneltune.core.records import iso_date
 
 FORMAT = "kerneltune-archive"
 VERSION = 1
+
+#: The largest archive read. A record is a few kilobytes, so this holds tens of thousands;
+#: parsing takes several times it in memory.
+MAX_BYTES = 256 * 1024 * 1024
+#: How deep an archive may nest: three levels to a record, a few in it, and its key and
+#: hardware facts at most 100 more (what TuningRecord.from_data accepts).
+MAX_DEPTH = 128
 
 # Cache entries are named by keys.digest: lowercase hex.
 _DIGEST = re.compile(r"[0-9a-f]{8,64}")
@@ -87,11 +98,12 @@ def read_archive(path: Path) -> list[ArchivedRecord]:
         (its checksum differs) or not a valid record; nothing is returned then.
     """
     try:
-        payload = json.loads(path.read_bytes())
-    except OSError as exc:
-        raise ArchiveError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        payload = json.loads(_read(path))
     except ValueError as exc:
         raise ArchiveError(f"{path}: not a kerneltune archive (not JSON: {exc})") from exc
+    except RecursionError:
+        raise ArchiveError(_too_deep(path)) from None
+    _check_depth(path, payload)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ArchiveError(f"{path}: not a kerneltune archive")
     if payload.get("version") != VERSION:
@@ -101,6 +113,41 @@ def read_archive(path: Path) -> list[ArchivedRecord]:
     if not isinstance(entries, list):
         raise ArchiveError(f"{path}: 'records' is not a list")
     return [_checked(path, number, entry) for number, entry in enumerate(entries, start=1)]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+        handle = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
+    except OSError as exc:
+        raise ArchiveError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    with handle:
+        try:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ArchiveError(f"{path}: not a regular file")
+            payload = handle.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise ArchiveError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if len(payload) > MAX_BYTES:
+        raise ArchiveError(f"{path}: larger than {MAX_BYTES} bytes, more than an archive may hold")
+    return payload
+
+
+def _too_deep(path: Path) -> str:
+    return f"{path}: not a kerneltune archive (nested more than {MAX_DEPTH} levels deep)"
+
+
+def _check_depth(path: Path, payload: Any) -> None:
+    # Without recursion: what would check the nesting must not be what it overflows.
+    pending = [(payload, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            raise ArchiveError(_too_deep(path))
+        if isinstance(value, list):
+            pending.extend((item, depth + 1) for item in value)
+        elif isinstance(value, dict):
+            pending.extend((item, depth + 1) for item in value.values())
 
 
 def _checked(path: Path, number: int, entry: Any) -> ArchivedRecord:

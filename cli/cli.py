@@ -12,9 +12,11 @@ Exit status: 0 on success, 1 on failure (one line on stderr), 2 on bad usage.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ import pluggy
 from kerneltune import __version__, views
 from kerneltune.archive import read_archive, write_archive
 from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, format_ms, load_settings
+from kerneltune.core.private_files import remove_private
 from kerneltune.core.records import iso_date
 from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
 from kerneltune.core.session import make_cache
@@ -35,13 +38,21 @@ class _Group(click.Group):
     """Turns kerneltune's and the system's errors into click's one-line failure (exit 1)."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except BrokenPipeError:
-            # A reader that stopped early (`| head`): click's own handling leaves quietly.
-            raise
-        except (KernelTuneError, OSError) as exc:
-            raise click.ClickException(" ".join(str(exc).split()) or type(exc).__name__) from exc
+        with warnings.catch_warnings():
+            warnings.showwarning = _note
+            try:
+                return super().invoke(ctx)
+            except BrokenPipeError:
+                # A reader that stopped early (`| head`): click's own handling leaves quietly.
+                raise
+            except (KernelTuneError, OSError) as exc:
+                raise click.ClickException(" ".join(str(exc).split()) or type(exc).__name__) from exc
+
+
+def _note(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    """Show a warning as one line on stderr, as the command's own notes are, without Python's source line."""
+    text = " ".join(str(message).split())
+    click.echo(text if text.startswith("kerneltune:") else f"{category.__name__}: {text}", err=True)
 
 
 @attrs.frozen
@@ -310,10 +321,20 @@ def _interactive() -> bool:
 @_dir_option
 @click.option("--yes", "-y", is_flag=True, help="Remove without asking.")
 def clear(function: str | None, directory: Path | None, yes: bool) -> None:
-    """Remove stored records: all of them, or FUNCTION's."""
+    """Remove stored records: all of them, or FUNCTION's.
+
+    Only files that read back as records are removed, each through
+    :func:`~kerneltune.core.private_files.remove_private`: nothing reached
+    through a link, nothing that is not a regular file of this user's.
+    """
     loaded = _Plugins.load()
     root = _cache_dir(directory, loaded)
-    doomed = list(_stored(loaded.file_caches(root), function))
+    doomed = []
+    for stored in _stored(loaded.file_caches(root), function):
+        if stored.record is None:
+            click.echo(f"kerneltune: not removing {stored.path}: {stored.problem}", err=True)
+        else:
+            doomed.append(stored)
     what = f"{len(doomed)} record(s)" + (f" of {function}" if function else "") + f" in {root}"
     if not doomed:
         click.echo(f"nothing to remove: no records in {root}" + (f" for {function}" if function else ""))
@@ -322,15 +343,29 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
         if not _interactive():
             raise click.ClickException(f"not removing {what} without --yes: there is no terminal to ask")
         click.confirm(f"Remove {what}?", abort=True)
+    removed = 0
     folders = set()
     for stored in doomed:
-        stored.path.unlink(missing_ok=True)
         # The file caches keep a lock file beside each record.
-        stored.path.with_name(stored.path.name + ".lock").unlink(missing_ok=True)
-        folders.add(stored.path.parent)
+        for path in (stored.path, stored.path.with_name(stored.path.name + ".lock")):
+            try:
+                remove_private(root, path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                click.echo(f"kerneltune: not removing {path}: {exc.strerror or exc}", err=True)
+            else:
+                removed += path == stored.path
+                folders.add(path.parent)
     for folder in folders:
-        if not any(folder.iterdir()):
+        try:
+            # rmdir never follows a link, and refuses a folder that still holds anything.
             folder.rmdir()
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                click.echo(f"kerneltune: not removing {folder}: {exc.strerror or exc}", err=True)
+    if removed < len(doomed):
+        raise click.ClickException(f"removed {removed} of {what}; the others are named above")
     click.echo(f"removed {what}")
 
 
@@ -356,7 +391,10 @@ def import_records(archive: Path, directory: Path | None) -> None:
 
     Every record is checked before any is written; an archive with one
     damaged or invalid record is refused whole. Records of other hardware are
-    skipped with a message. They are written with the configured cache.
+    skipped with a message. A record that a lookup would reject (its pick is
+    not what SELECT makes of its own times) is skipped too, named on stderr,
+    and the command then exits 1: it never replaces a stored record. The
+    others are written with the configured cache.
     """
     loaded = _Plugins.load()
     root = _cache_dir(directory, loaded)
@@ -368,16 +406,32 @@ def import_records(archive: Path, directory: Path | None) -> None:
             f"cache {target.name!r} keeps no files; set cache to one of: {_cache_names(loaded)}"
         )
     for entry in entries:
-        folder = target.directory(entry.record.function).resolve()
-        if folder.parent != root.resolve():
+        folder = target.directory(entry.record.function)
+        if folder is None:
+            raise click.ClickException(
+                f"cache {target.name!r} does not use its folder for {entry.record.function!r} under {root} "
+                "(a link, or a folder or root that another user could change; see above); nothing imported"
+            )
+        if folder.resolve().parent != root.resolve():
             raise click.ClickException(
                 f"{archive}: function name {entry.record.function!r} would be stored outside {root}; "
                 "nothing imported"
             )
     here = _plain_data(merged_facts(loaded.manager, "kerneltune_hardware_info"))
-    imported = 0
+    imported = rejected = 0
     for entry in entries:
         record = entry.record
+        try:
+            # What every lookup checks (stored.read_record): a record failing it would only be retuned.
+            record.check_pick()
+        except CacheReadError as exc:
+            click.echo(
+                f"kerneltune: not importing {record.function} {views.key_text(record.key)}: "
+                f"a lookup would reject it: {exc}",
+                err=True,
+            )
+            rejected += 1
+            continue
         if _plain_data(record.hardware) != here:
             differences = ", ".join(
                 f"{k} {record.hardware.get(k)!r} (here {here.get(k)!r})"
@@ -391,6 +445,10 @@ def import_records(archive: Path, directory: Path | None) -> None:
         target.store(record.function, entry.digest, entry.data)
         imported += 1
     click.echo(f"imported {imported} of {len(entries)} record(s) into {root}")
+    if rejected:
+        raise click.ClickException(
+            f"{archive}: {rejected} record(s) not imported: a lookup would reject them"
+        )
 
 
 def _plain_data(value: Any) -> Any:

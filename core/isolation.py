@@ -10,13 +10,17 @@ that raises there is not screened out: it fails as usual when measured.
 
 There is one worker per device, started with torch.multiprocessing's spawn
 context on first use and kept for every later tuning of the process; one
-that crashed or hung is replaced at the next screening. Arguments travel
-once per screening: CUDA tensors through torch's inter-process sharing (no
-copy on the way), CPU tensors as copies, everything else pickled; the
-worker copies every tensor again before each candidate, so no candidate
-writes into the caller's memory or into the next candidate's inputs. That
-holds for tensors passed directly or in tuples, lists and dicts; one held
-inside another object travels as torch shares it. Copies keep each tensor's
+that crashed or hung is replaced at the next screening. A worker ends with
+this process however it ends, SIGKILL included (see
+:func:`~kerneltune.core.isolation_worker.die_with_parent`), and with it the
+multiprocessing resource tracker that spawning started, which lasts only
+while some process holds its pipe. Arguments travel once per screening:
+CUDA tensors through torch's inter-process sharing (no copy on the way),
+CPU tensors as copies, everything else pickled; the worker copies every
+tensor again before each candidate, so no candidate writes into the
+caller's memory or into the next candidate's inputs. That holds for
+tensors passed directly or in tuples, lists and dicts; one held inside
+another object travels as torch shares it. Copies keep each tensor's
 layout (size, strides, storage offset; views of one buffer stay views of
 one copy of it), as a kernel handed a view and its strides needs.
 
@@ -30,9 +34,12 @@ side; the worker's is :mod:`kerneltune.core.isolation_worker`.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import itertools
 import multiprocessing.connection
+import os
 import pickle
+import queue
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -217,19 +224,55 @@ class _Stuck(Exception):
     """The worker did not answer in time."""
 
 
+_guard = threading.Lock()
+
+# Starts come to one thread that lives as long as this process. Linux sends a worker its
+# parent-death signal when the *thread* that started it ends, not the process: a worker
+# started by a tuning on a short-lived thread would be killed with that thread.
+_starts: queue.SimpleQueue[tuple[Any, concurrent.futures.Future[None]]] = queue.SimpleQueue()
+_starter: threading.Thread | None = None
+
+
+def _start_forever() -> None:
+    while True:
+        process, started = _starts.get()
+        try:
+            process.start()
+        except BaseException as exc:
+            started.set_exception(exc)
+        else:
+            started.set_result(None)
+
+
+def _start(process: Any) -> None:
+    """``process.start()``, on the starting thread."""
+    global _starter
+    with _guard:
+        # Not alive in a child forked from this process: threads do not survive a fork.
+        if _starter is None or not _starter.is_alive():
+            _starter = threading.Thread(target=_start_forever, name="kerneltune-worker-starter", daemon=True)
+            _starter.start()
+    started: concurrent.futures.Future[None] = concurrent.futures.Future()
+    _starts.put((process, started))
+    started.result()
+
+
 class _Worker:
-    """One worker process and the parent's end of its pipe."""
+    """One worker process, the parent's end of its pipe, and the lifeline it watches."""
 
     def __init__(self, device: str) -> None:
         import torch.multiprocessing
 
         context = torch.multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
+        # Nothing is ever sent on it: the worker ends when it closes, that is when this process ends.
+        watched, self._lifeline = context.Pipe(duplex=False)
         self.process = context.Process(
-            target=serve, args=(child, device), name=f"kerneltune-isolation-{device}"
+            target=serve, args=(child, device, os.getpid(), watched), name=f"kerneltune-isolation-{device}"
         )
-        self.process.start()
+        _start(self.process)
         child.close()
+        watched.close()
         try:
             self.ask(None, STARTUP_S)
         except (_Died, _Stuck) as exc:
@@ -262,11 +305,11 @@ class _Worker:
             self.process.kill()
         self.process.join(timeout=5)
         self._conn.close()
+        self._lifeline.close()
 
 
 _workers: dict[str, _Worker] = {}
 _device_locks: dict[str, threading.Lock] = {}
-_guard = threading.Lock()
 _numbers = itertools.count()
 
 

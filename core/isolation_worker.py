@@ -11,10 +11,14 @@ module-level factory of a backend plugin that the worker imports by name.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib
 import multiprocessing.connection
+import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -162,8 +166,63 @@ def _load(target: Target) -> Loaded:
     return run, target.args, target.kwargs
 
 
-def serve(conn: multiprocessing.connection.Connection, device: str) -> None:
+# From <linux/prctl.h>.
+_PR_SET_PDEATHSIG = 1
+
+
+def _ask_for_parent_death_signal() -> None:
+    """Have Linux send this process SIGKILL when the thread that started it ends.
+
+    That thread lives as long as the parent process (see the starter in
+    :mod:`kerneltune.core.isolation`). Elsewhere, or if the call fails, the
+    lifeline alone ends the worker.
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _watch_lifeline(lifeline: multiprocessing.connection.Connection) -> None:
+    """End this process when the parent's end of ``lifeline`` closes; the parent never writes to it."""
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            lifeline.recv_bytes()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="kerneltune-isolation-lifeline", daemon=True).start()
+
+
+def die_with_parent(parent: int, lifeline: multiprocessing.connection.Connection) -> None:
+    """Make this worker end when its parent process ends, whatever signal ends the parent.
+
+    A worker left behind would run a hung candidate forever, holding its
+    device and the parent's multiprocessing resource tracker (which lasts
+    while any process holds its pipe). SIGTERM and SIGKILL reach the parent
+    alone, and a hung candidate keeps the worker from noticing that its
+    request pipe closed. So there are two ways out, each covering the
+    other's gaps: the parent-death signal (Linux; lost if the call fails),
+    and a thread that waits on ``lifeline`` (late if another child of the
+    parent, such as a forked compile, inherited the parent's end).
+
+    :param parent: the parent's process id, to catch a parent that ended
+        before the signal was asked for.
+    """
+    _ask_for_parent_death_signal()
+    if os.getppid() != parent:
+        os._exit(1)
+    _watch_lifeline(lifeline)
+
+
+def serve(
+    conn: multiprocessing.connection.Connection,
+    device: str,
+    parent: int,
+    lifeline: multiprocessing.connection.Connection,
+) -> None:
     """The worker's loop: load targets, run candidates of them, let them go; until the pipe closes.
+
+    ``parent`` and ``lifeline`` are for :func:`die_with_parent`.
 
     Requests are ``("load", (number, target))``, ``("run", (number,
     payload))`` and ``("release", number)``, where ``number`` names one
@@ -172,6 +231,7 @@ def serve(conn: multiprocessing.connection.Connection, device: str) -> None:
     for a target that cannot be loaded, and ``("dead", text)`` for a
     candidate after which the device no longer works, whereupon it exits.
     """
+    die_with_parent(parent, lifeline)
     # Ctrl-C reaches the whole process group: the parent decides, and stops the worker if need be.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if device.startswith("cuda"):

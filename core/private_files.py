@@ -4,9 +4,10 @@ Cache folders may sit in a shared root (``/scratch/autotune``), where another
 user could create a folder first, plant a link, or leave a FIFO. Files are
 therefore opened without following a final symbolic link and without
 blocking, must be regular files, and, like the folders holding them, must
-belong to this user and be writable by nobody else. A folder or file that
-fails is a :class:`NotPrivateError`; the caller decides whether that is a
-warning or a miss.
+belong to this user and be writable by nobody else; a file is removed under
+the same checks, through its folder opened without following a link. A
+folder or file that fails is a :class:`NotPrivateError`; the caller decides
+whether that is a warning or a miss.
 """
 
 from __future__ import annotations
@@ -114,6 +115,46 @@ def read_private(path: Path) -> bytes:
     if len(payload) > MAX_READ:
         raise OSError(errno.EFBIG, f"larger than {MAX_READ} bytes", str(path))
     return payload
+
+
+def remove_private(root: Path, path: Path) -> None:
+    """Remove ``path``, a private regular file in a private folder directly under ``root``.
+
+    Nothing below ``root`` is followed: the folder is opened without
+    following a link, and the file is checked and removed through that open
+    folder, so a folder swapped for a link in between cannot send the
+    removal elsewhere.
+
+    :raises FileNotFoundError: when there is no such file or folder.
+    :raises NotPrivateError: for a folder or file another user could change.
+    :raises OSError: for a path that is not ``root/<folder>/<file>``, a
+        folder that is a link or not a folder, or a file that is not regular.
+    """
+    folder = path.parent
+    if folder.parent != root or folder.name in ("", ".", "..") or path.name in ("", ".", ".."):
+        raise OSError(errno.EINVAL, f"not a file in a folder directly under {root}", str(path))
+    root_descriptor = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        descriptor = os.open(folder.name, os.O_RDONLY | os.O_DIRECTORY | _OPEN, dir_fd=root_descriptor)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise OSError(exc.errno, "a symbolic link or not a folder, not followed", str(folder)) from None
+        raise
+    finally:
+        os.close(root_descriptor)
+    try:
+        reason = refusal(os.fstat(descriptor))
+        if reason is not None:
+            raise NotPrivateError(errno.EACCES, reason, str(folder))
+        status = os.stat(path.name, dir_fd=descriptor, follow_symlinks=False)
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        reason = refusal(status)
+        if reason is not None:
+            raise NotPrivateError(errno.EACCES, reason, str(path))
+        os.unlink(path.name, dir_fd=descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def open_private_append(path: Path) -> TextIO:

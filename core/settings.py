@@ -14,8 +14,14 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import re
+import reprlib
+import stat
 import sys
+import threading
 import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,6 +36,14 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 DEFAULT_CACHE_DIR = Path("~/.triton_dist/autotune")
+#: The largest config file read. A pyproject.toml is kilobytes; a file linked to a device
+#: or grown without bound is not a config file, and is refused before it fills memory.
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+#: The longest timeout, in whole seconds, that this platform's waits take (about 24.8 days).
+#: The isolation worker is waited for through poll(), whose timeout is a C int of
+#: milliseconds, and lock waits stop at threading.TIMEOUT_MAX: a longer timeout would make
+#: every wait raise OverflowError, failing every candidate.
+MAX_TIMEOUT_S = int(min(threading.TIMEOUT_MAX, (2**31 - 1) / 1000))
 
 
 @attrs.frozen
@@ -81,16 +95,33 @@ class Settings:
 
 def _name(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where}: expected a plugin name or 'auto', got {value!r}")
+        raise ConfigError(f"{where}: expected a plugin name or 'auto', got {_shown(value)}")
     return value.strip()
 
 
-def _count(minimum: int) -> Any:
+# ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a message: its repr, cut short when long or deeply nested."""
+    return reprlib.repr(value)
+
+
+def _count(minimum: int, maximum: int | None = None, limit: str = "") -> Any:
+    """A converter to an integer of at least ``minimum`` and at most ``maximum``, which ``limit`` explains."""
+
     def convert(value: Any, where: str) -> int:
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            value = int(value)
+        if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+            # More digits than int() converts is not a count either: said below.
+            with contextlib.suppress(ValueError):
+                value = int(value)
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise ConfigError(f"{where}: expected an integer >= {minimum}, got {value!r}")
+            raise ConfigError(f"{where}: expected an integer >= {minimum}, got {_shown(value)}")
+        if maximum is not None and value > maximum:
+            raise ConfigError(
+                f"{where}: expected an integer from {minimum} to {maximum} ({limit}), got {_shown(value)}"
+            )
         return value
 
     return convert
@@ -104,14 +135,14 @@ def _flag(value: Any, where: str) -> bool:
         return True
     if text in ("0", "false", "no", "off", ""):
         return False
-    raise ConfigError(f"{where}: expected a boolean (0/1, true/false), got {value!r}")
+    raise ConfigError(f"{where}: expected a boolean (0/1, true/false), got {_shown(value)}")
 
 
 def _choice(first: str, second: str) -> Callable[[Any, str], str]:
     def parse(value: Any, where: str) -> str:
         text = value.strip().lower() if isinstance(value, str) else value
         if text not in (first, second):
-            raise ConfigError(f"{where}: expected '{first}' or '{second}', got {value!r}")
+            raise ConfigError(f"{where}: expected '{first}' or '{second}', got {_shown(value)}")
         return text
 
     return parse
@@ -119,14 +150,14 @@ def _choice(first: str, second: str) -> Callable[[Any, str], str]:
 
 def _path(value: Any, where: str) -> Path:
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"{where}: expected a directory path, got {value!r}")
+        raise ConfigError(f"{where}: expected a directory path, got {_shown(value)}")
     return Path(value)
 
 
 def _redis_url(value: Any, where: str) -> str:
     text = value.strip() if isinstance(value, str) else value
     if not isinstance(text, str) or (text and not text.startswith(("redis://", "rediss://", "unix://"))):
-        raise ConfigError(f"{where}: expected a redis://, rediss:// or unix:// URL, got {value!r}")
+        raise ConfigError(f"{where}: expected a redis://, rediss:// or unix:// URL, got {_shown(value)}")
     return text
 
 
@@ -150,7 +181,7 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [part for part in value.replace(",", " ").split() if part]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: expected a list of plugin names, got {value!r}")
+        raise ConfigError(f"{where}: expected a list of plugin names, got {_shown(value)}")
     return tuple(value)
 
 
@@ -177,7 +208,7 @@ _FIELDS = {
     "redis_url": _redis_url,
     "redis_ttl": _count(0),
     "isolate": _choice("none", "subprocess"),
-    "isolate_timeout": _count(1),
+    "isolate_timeout": _count(1, MAX_TIMEOUT_S, "seconds, the longest wait this platform takes"),
 }
 
 _ENV = {
@@ -214,22 +245,46 @@ _parsed: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    """The file's TOML, parsed again only when it changed; callers must not mutate it."""
+    """The file's TOML, parsed again only when it changed; callers must not mutate it.
+
+    :raises ConfigError: naming the file, for one that cannot be read, is not
+        a regular file, is larger than :data:`MAX_CONFIG_BYTES`, is not UTF-8,
+        is not valid TOML, or nests deeper than the parser can follow.
+    """
+    # The messages say all there is; the parser's own traceback would only bury them.
     try:
         status = path.stat()
         stamp = (status.st_ino, status.st_mtime_ns, status.st_size)
         known = _parsed.get(path)
         if known is not None and known[0] == stamp:
             return known[1]
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    # The message says all there is; the parser's own traceback would only bury it.
+        payload = _read_bytes(path)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (at byte offset {exc.start}: {exc.reason})") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib recurses once per nested array or inline table.
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
     _parsed[path] = (stamp, data)
     return data
+
+
+def _read_bytes(path: Path) -> bytes:
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        payload = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(payload) > MAX_CONFIG_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {MAX_CONFIG_BYTES} bytes")
+    return payload
 
 
 def _table(path: Path, *names: str) -> tuple[dict[str, Any], str]:
@@ -281,7 +336,8 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
     if explicit:
         path = Path(explicit)
         if not path.is_file():
-            raise ConfigError(f"KERNELTUNE_CONFIG: no such file: {path}")
+            problem = "not a regular file" if path.exists() else "no such file"
+            raise ConfigError(f"KERNELTUNE_CONFIG: {problem}: {path}")
         _apply_file(values, sources, path)
 
     for variable, field in _ENV.items():

@@ -283,6 +283,21 @@ def test_plain_names_keep_their_folder_and_others_get_a_prefix_and_a_hash():
     assert folder_name("..") != folder_name(".")
 
 
+@pytest.mark.parametrize("suffix", ["json", "msgpack"])
+def test_under_umask_000_every_file_a_tuning_makes_is_private(isolated, monkeypatch, suffix):
+    monkeypatch.setenv("KERNELTUNE_CACHE", suffix)
+    previous = os.umask(0)
+    try:
+        fresh_tuner()(1)
+    finally:
+        os.umask(previous)
+    folder = isolated / "work"
+    record = only_record_file(isolated, "work", suffix)
+    modes = {path.name: stat.S_IMODE(path.lstat().st_mode) for path in folder.iterdir()}
+    assert modes == {record.name: 0o600, f"{record.name}.lock": 0o600, "tune-rank0.log": 0o600}
+    assert stat.S_IMODE(folder.stat().st_mode) == stat.S_IMODE(isolated.stat().st_mode) == 0o700
+
+
 # -- writers that die or race -------------------------------------------------------------------
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import logging
+import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -14,6 +17,7 @@ from pathlib import Path
 import kerneltune
 import pytest
 from click.testing import CliRunner
+from kerneltune import archive as archive_module
 from kerneltune import cli
 from tuning_doubles import record_files
 
@@ -189,6 +193,38 @@ def test_clear_with_yes_removes_one_functions_records_or_all(filled):
     assert _digests(filled, "scale") == []
 
 
+def test_clear_follows_no_link_and_removes_only_records(filled, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # A record as clear would remove it in the cache, and a file that is no record.
+    record = record_files(filled, "matmul")[0]
+    shutil.copy(record, elsewhere / record.name)
+    (elsewhere / "package.json").write_text('{"name": "mine"}')
+    (elsewhere / "lock-target").write_text("keep")
+    (filled / "linked").symlink_to(elsewhere, target_is_directory=True)
+    linked_record = filled / "matmul" / ("ab" * 16 + ".json")
+    linked_record.symlink_to(elsewhere / record.name)
+    damaged = filled / "matmul" / ("cd" * 16 + ".json")
+    damaged.write_text("{ not a record")
+    (scale,) = record_files(filled, "scale")
+    linked_lock = scale.with_name(scale.name + ".lock")
+    linked_lock.unlink()
+    linked_lock.symlink_to(elsewhere / "lock-target")
+
+    cleared = CliRunner().invoke(cli.main, ["cache", "clear", "--yes"])
+    assert cleared.exit_code == 0, cleared.stderr
+    assert "removed 3 record(s)" in cleared.stdout
+    assert sorted(p.name for p in elsewhere.iterdir()) == sorted([record.name, "package.json", "lock-target"])
+    assert (elsewhere / "lock-target").read_text() == "keep"
+    # Links and what is not a record stay, each named.
+    assert (filled / "linked").is_symlink() and linked_record.is_symlink() and linked_lock.is_symlink()
+    assert damaged.read_text() == "{ not a record"
+    for kept in (linked_record, damaged, linked_lock):
+        assert f"not removing {kept}" in cleared.stderr
+    assert record_files(filled, "matmul") == sorted([linked_record, damaged])
+    assert record_files(filled, "scale") == []
+
+
 # -- cache export / import ---------------------------------------------------------------------
 
 
@@ -251,6 +287,96 @@ def test_a_tampered_archive_is_refused_whole(filled, tmp_path, tamper, message):
     assert message in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "target").exists()
+
+
+def test_import_never_replaces_a_record_with_one_a_lookup_would_reject(filled, tmp_path, caplog):
+    archive = tmp_path / "picks.json"
+    _invoke("cache", "export", str(archive))
+    payload = json.loads(archive.read_text())
+    entry = next(e for e in payload["records"] if e["record"]["key"] == [64, "float32"])
+    # A pick that is not the fastest of its own times, with the checksum made to match.
+    entry["record"]["best"] = {"index": 0, "label": entry["record"]["candidates"][0]["label"]}
+    _rehash(entry)
+    archive.write_text(json.dumps(payload))
+    (stored,) = [p for p in record_files(filled, "matmul") if p.stem == entry["digest"]]
+    before = stored.read_bytes()
+
+    imported = CliRunner().invoke(cli.main, ["cache", "import", str(archive)])
+    assert imported.exit_code == 1
+    assert "imported 2 of 3" in imported.stdout
+    rejected = "not importing matmul (64, 'float32'): a lookup would reject it: the stored pick [0]"
+    assert rejected in imported.stderr
+    assert imported.stderr.strip().splitlines()[-1] == (
+        f"Error: {archive}: 1 record(s) not imported: a lookup would reject them"
+    )
+    assert stored.read_bytes() == before
+    with caplog.at_level(logging.INFO, logger="kerneltune"):
+        calls = _fill()
+    # Each call served by its stored pick, the one the import left alone among them.
+    assert len(calls) == 3 and "rejected" not in caplog.text
+
+
+@pytest.mark.parametrize("hostile", ["linked function folder", "root writable by others"])
+def test_import_into_a_folder_a_lookup_would_not_use_is_one_line(filled, tmp_path, hostile):
+    archive = tmp_path / "picks.json"
+    _invoke("cache", "export", str(archive))
+    target = tmp_path / "target"
+    target.mkdir(mode=0o700)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if hostile == "linked function folder":
+        (target / "matmul").symlink_to(elsewhere, target_is_directory=True)
+    else:
+        target.chmod(0o777)
+
+    refused = CliRunner().invoke(cli.main, ["cache", "import", str(archive), "--dir", str(target)])
+    assert refused.exit_code == 1 and isinstance(refused.exception, SystemExit)
+    *notes, error = refused.stderr.strip().splitlines()
+    assert error.startswith("Error: cache 'json' does not use its folder for ")
+    assert error.endswith("nothing imported")
+    # The cache's own warning says why, on one line.
+    assert len(notes) == 1 and notes[0].startswith(f"kerneltune: not using {target}")
+    assert list(elsewhere.iterdir()) == []
+    assert record_files(target, "scale") == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["[" * 100_000 + "]" * 100_000, '{"format": "kerneltune-archive", "x": ' + "[" * 500 + "]" * 500 + "}"],
+    ids=["deeper than Python's recursion limit", "deeper than an archive may be"],
+)
+def test_import_refuses_an_archive_nested_too_deep_in_one_line(isolated, tmp_path, content):
+    archive = tmp_path / "deep.json"
+    archive.write_text(content)
+    refused = CliRunner().invoke(cli.main, ["cache", "import", str(archive)])
+    assert refused.exit_code == 1 and isinstance(refused.exception, SystemExit)
+    assert refused.stderr.strip().splitlines() == [
+        f"Error: {archive}: not a kerneltune archive (nested more than 128 levels deep)"
+    ]
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "fifo"])
+def test_import_reads_only_a_regular_file_even_through_a_link(isolated, tmp_path, device):
+    archive = tmp_path / "picks.json"
+    if device == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+        archive.symlink_to(tmp_path / "fifo")
+    else:
+        archive.symlink_to(device)
+    refused = CliRunner().invoke(cli.main, ["cache", "import", str(archive)])
+    assert refused.exit_code == 1 and isinstance(refused.exception, SystemExit)
+    assert refused.stderr.strip().splitlines() == [f"Error: {archive}: not a regular file"]
+
+
+def test_an_archive_over_the_size_cap_is_refused(isolated, tmp_path, monkeypatch):
+    monkeypatch.setattr(archive_module, "MAX_BYTES", 64)
+    archive = tmp_path / "picks.json"
+    archive.write_text(json.dumps({"format": "kerneltune-archive", "padding": "x" * 64}))
+    refused = CliRunner().invoke(cli.main, ["cache", "import", str(archive)])
+    assert refused.exit_code == 1
+    assert refused.stderr.strip().splitlines() == [
+        f"Error: {archive}: larger than 64 bytes, more than an archive may hold"
+    ]
 
 
 def test_import_refuses_what_is_not_an_archive(filled, tmp_path):
@@ -326,3 +452,24 @@ def test_a_bad_config_is_one_line_and_status_1(tmp_path):
     assert failed.stderr.strip().splitlines() == [
         f"Error: {tmp_path / 'kerneltune.toml'}: key 'repeat': expected an integer >= 1, got 0"
     ]
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("not UTF-8", "kerneltune.toml: not UTF-8 text (at byte offset 8: invalid start byte)"),
+        ("5000 deep", "kerneltune.toml: not valid TOML: arrays or tables nested too deeply"),
+        ("variable", "environment variable KERNELTUNE_TIE_ROUNDS: expected an integer >= 0, got '²'"),
+    ],
+)
+def test_plugins_with_a_hostile_config_is_one_line_and_status_1(tmp_path, monkeypatch, where, message):
+    if where == "not UTF-8":
+        (tmp_path / "kerneltune.toml").write_bytes(b"cache = \xff\n")
+    elif where == "5000 deep":
+        (tmp_path / "kerneltune.toml").write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    else:
+        monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "²")
+    failed = CliRunner().invoke(cli.main, ["plugins"])
+    assert failed.exit_code == 1 and isinstance(failed.exception, SystemExit)
+    prefix = "" if where == "variable" else f"{tmp_path}/"
+    assert failed.stderr.strip().splitlines() == [f"Error: {prefix}{message}"]

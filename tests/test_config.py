@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.connection
 from pathlib import Path
 
 import pytest
@@ -193,6 +195,84 @@ def test_bad_environment_value_names_the_variable(tmp_path, variable, value):
         load_settings(cwd=tmp_path, environ={variable: value})
 
 
+# -- hostile files and variables: one ConfigError naming where ------------------------------
+
+HOSTILE_FILES = {
+    "not UTF-8": (b'cache = "caf\xe9"\n', "not UTF-8 text (at byte offset 12: invalid continuation byte)"),
+    "5000 deep": (b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n", "not valid TOML: arrays or tables nested"),
+}
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_FILES)
+@pytest.mark.parametrize("where", ["kerneltune.toml", "pyproject.toml", "explicit"])
+def test_a_file_that_is_no_toml_text_is_a_config_error_naming_it(tmp_path, hostile, where):
+    content, message = HOSTILE_FILES[hostile]
+    path = tmp_path / ("mine.toml" if where == "explicit" else where)
+    path.write_bytes(content)
+    environ = {"KERNELTUNE_CONFIG": str(path)} if where == "explicit" else {}
+    with pytest.raises(ConfigError) as info:
+        load_settings(cwd=tmp_path, environ=environ)
+    assert str(info.value).startswith(f"{path}: {message}")
+    assert "\n" not in str(info.value)
+
+
+def test_a_hostile_file_surfaces_at_a_tuned_call_as_a_config_error(tmp_path):
+    path = tmp_path / "kerneltune.toml"
+    path.write_bytes(HOSTILE_FILES["not UTF-8"][0])
+    work, calls = _tuned()
+    with pytest.raises(ConfigError, match="not UTF-8 text") as info:
+        work(1)
+    assert str(path) in str(info.value) and calls == []
+
+
+def test_a_config_file_over_the_size_cap_is_refused(tmp_path, monkeypatch):
+    from kerneltune.core import settings as settings_module
+
+    monkeypatch.setattr(settings_module, "MAX_CONFIG_BYTES", 16)
+    path = _write(tmp_path / "kerneltune.toml", "# " + "x" * 16 + "\nrepeat = 2\n")
+    with pytest.raises(ConfigError, match=f"{path}: cannot read config file: larger than 16 bytes"):
+        load_settings(cwd=tmp_path, environ={})
+
+
+@pytest.mark.parametrize("value", ["²", "٣", "1²", "9" * 5000, "0x10", "1_000"])
+def test_a_count_from_a_variable_takes_ascii_digits_only(tmp_path, value):
+    with pytest.raises(ConfigError) as info:
+        load_settings(cwd=tmp_path, environ={"KERNELTUNE_TIE_ROUNDS": value})
+    message = str(info.value)
+    assert message.startswith("environment variable KERNELTUNE_TIE_ROUNDS: expected an integer >= 0, got ")
+    assert len(message) < 200
+
+
+def test_a_count_from_a_variable_may_have_spaces_and_a_sign(tmp_path):
+    assert load_settings(cwd=tmp_path, environ={"KERNELTUNE_TIE_ROUNDS": " 3 "}).tie_rounds == 3
+    with pytest.raises(ConfigError, match=r"got -1$"):
+        load_settings(cwd=tmp_path, environ={"KERNELTUNE_TIE_ROUNDS": "-1"})
+
+
+def test_a_timeout_past_what_the_platform_waits_is_refused_where_it_is_set(tmp_path):
+    from kerneltune.core.settings import MAX_TIMEOUT_S
+
+    path = _write(tmp_path / "kerneltune.toml", "isolate_timeout = 10_000_000\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(cwd=tmp_path, environ={})
+    assert str(info.value) == (
+        f"{path}: key 'isolate_timeout': expected an integer from 1 to {MAX_TIMEOUT_S} "
+        "(seconds, the longest wait this platform takes), got 10000000"
+    )
+    path.unlink()
+    with pytest.raises(ConfigError, match=r"environment variable KERNELTUNE_ISOLATE_TIMEOUT: .* to "):
+        load_settings(cwd=tmp_path, environ={"KERNELTUNE_ISOLATE_TIMEOUT": str(MAX_TIMEOUT_S + 1)})
+
+    # The longest accepted is a wait the isolation worker's pipe takes.
+    environ = {"KERNELTUNE_ISOLATE_TIMEOUT": str(MAX_TIMEOUT_S)}
+    assert load_settings(cwd=tmp_path, environ=environ).isolate_timeout == MAX_TIMEOUT_S
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    writer.send(None)
+    assert multiprocessing.connection.wait([reader], MAX_TIMEOUT_S) == [reader]
+    reader.close()
+    writer.close()
+
+
 # -- the files reach a real tuning ---------------------------------------------------------
 
 
@@ -246,8 +326,8 @@ def test_an_unchanged_file_is_parsed_once_and_an_edited_one_again(tmp_path, monk
     from kerneltune.core import settings as settings_module
 
     parses = []
-    real_load = settings_module.tomllib.load
-    monkeypatch.setattr(settings_module.tomllib, "load", lambda handle: parses.append(1) or real_load(handle))
+    real_loads = settings_module.tomllib.loads
+    monkeypatch.setattr(settings_module.tomllib, "loads", lambda text: parses.append(1) or real_loads(text))
     path = _write(tmp_path / "kerneltune.toml", "repeat = 2\n")
 
     assert load_settings(cwd=tmp_path, environ={}).repeat == 2

@@ -8,16 +8,19 @@ next screening starts another.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import isolation_doubles
 import pytest
 import rank_doubles
 import torch
-from kerneltune.core import ConfigError, IsolationError, Space, Tuner, load_settings
+from kerneltune.core import ConfigError, IsolationError, Space, Tuner, isolation, load_settings
 from kerneltune.core.isolation import ScreenedOut
 from rank_doubles import ThreadGroup, plugin, run_ranks
 from tuning_doubles import install_session, scripted_timer_plugin, stored_records
@@ -182,6 +185,118 @@ def test_a_crash_on_one_rank_fails_the_candidate_on_every_rank(isolate, isolated
     assert 128 not in [block for pid, block in runs(log) if pid == HERE]
     for counts in group.counts:
         assert counts == {"gather": 2, "max": 1, "barrier": 3}, "the agreement, the screening, the times"
+
+
+def test_a_worker_started_by_a_thread_outlives_that_thread(isolate, tmp_path):
+    # Linux's parent-death signal follows the thread that started a worker, not its process.
+    isolation._stop_all()
+    log = tmp_path / "runs"
+    starter = threading.Thread(target=lambda: tuned()(2, str(log)))
+    starter.start()
+    starter.join()
+    (first,) = {pid for pid, _ in runs(log) if pid != HERE}
+    time.sleep(0.2)
+    tuned()(3, str(log))
+    assert {pid for pid, _ in runs(log) if pid != HERE} == {first}, "the same worker served both"
+
+
+# -- a parent killed while a candidate hangs in the worker ---------------------------------------------
+
+HANGS = """
+import os
+import sys
+import time
+from pathlib import Path
+
+from kerneltune.core import isolation_worker
+
+from triton_dist.tune import autotune
+
+# The worker imports this script too, as spawned processes do, before it serves: there this
+# leaves it one way to end with its parent.
+if sys.argv[2] == "signal only":
+    isolation_worker._watch_lifeline = lambda lifeline: None
+elif sys.argv[2] == "lifeline only":
+    isolation_worker._ask_for_parent_death_signal = lambda: None
+
+
+def hangs(x, marker, block):
+    Path(marker).write_text(str(os.getpid()))
+    time.sleep(600)
+
+
+tuned = autotune(config_space=[{"block": 64}], key_fn=lambda x, marker: x)(hangs)
+
+if __name__ == "__main__":
+    tuned(1, sys.argv[1])
+"""
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command's name: state, parent, ..."""
+    return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _alive(pid: int) -> bool:
+    # A zombie has ended; where no init reaps orphans (a container), it stays listed.
+    try:
+        return _stat(pid)[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The command line of each process whose parent is ``pid``."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int(_stat(int(entry.name))[1]) == pid:
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="finds processes through /proc")
+@pytest.mark.parametrize(
+    ("way", "ending"),
+    [("signal only", signal.SIGKILL), ("lifeline only", signal.SIGTERM)],
+)
+def test_the_worker_and_its_resource_tracker_end_with_a_killed_parent(tmp_path, way, ending):
+    if way == "signal only" and not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    script = tmp_path / "hangs.py"
+    script.write_text(HANGS)
+    marker = tmp_path / "worker-pid"
+    env = {**os.environ, "KERNELTUNE_ISOLATE": "subprocess", "KERNELTUNE_ISOLATE_TIMEOUT": "600"}
+    with (tmp_path / "stderr").open("w") as stderr:
+        tuning = subprocess.Popen(
+            [sys.executable, str(script), str(marker), way], env=env, cwd=tmp_path, stderr=stderr
+        )
+    spawned: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 60
+        while not (marker.is_file() and marker.read_text().isdigit()):
+            assert tuning.poll() is None, (tmp_path / "stderr").read_text()
+            assert time.monotonic() < deadline, "the candidate never ran in the worker"
+            time.sleep(0.05)
+        spawned = _children(tuning.pid)
+        worker = int(marker.read_text())
+        assert worker in spawned
+        assert any("resource_tracker" in command for command in spawned.values()), spawned
+
+        tuning.send_signal(ending)
+        assert tuning.wait(timeout=10) == -ending
+        deadline = time.monotonic() + 5
+        while any(_alive(pid) for pid in spawned):
+            assert time.monotonic() < deadline, {pid: spawned[pid] for pid in spawned if _alive(pid)}
+            time.sleep(0.05)
+    finally:
+        tuning.kill()
+        tuning.wait()
+        for pid in spawned:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 # -- the engine's stage, with screenings played in-process ------------------------------------------------

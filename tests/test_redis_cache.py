@@ -15,10 +15,11 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from kerneltune.core import ConfigError, PluginError, Session, Settings, Space, Tuner, load_settings
@@ -219,6 +220,92 @@ def test_a_slow_server_costs_a_bounded_wait_and_one_warning(url, isolated):
     (warning,) = _redis_warnings(caught)
     assert "TimeoutError" in warning
     assert len(record_files(isolated, "work")) == 2
+
+
+class TricklingServer:
+    """A server on 127.0.0.1 that speaks just enough RESP for redis-py, slowly where told.
+
+    Every command is answered at once (``+OK``; for HELLO, the RESP3 greeting
+    redis-py checks; for GETRANGE, a missing key's empty string) except the
+    one named ``slow``, whose answer, a 100-byte string, goes out one byte
+    per ``pause`` seconds: each read gets a byte well within its timeout,
+    and the whole answer takes over 5 s. ``hung_up`` is set when the client
+    closes the connection mid-answer.
+    """
+
+    ANSWERS: ClassVar[dict[bytes, bytes]] = {
+        b"HELLO": b"%1\r\n$5\r\nproto\r\n:3\r\n",
+        b"GETRANGE": b"$0\r\n\r\n",
+    }
+
+    def __init__(self, slow: str, pause: float = 0.05) -> None:
+        self.slow = slow.encode()
+        self.pause = pause
+        self.hung_up = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        with connection, connection.makefile("rb") as requests:
+            while True:
+                line = requests.readline()
+                if not line.startswith(b"*"):
+                    return
+                words = []
+                for _ in range(int(line[1:])):
+                    size = int(requests.readline()[1:])
+                    words.append(requests.read(size + 2)[:-2])
+                command = words[0].upper()
+                if command == self.slow:
+                    self._trickle(connection, b"$100\r\n" + b"x" * 100 + b"\r\n")
+                    return
+                connection.sendall(self.ANSWERS.get(command, b"+OK\r\n"))
+
+    def _trickle(self, connection: socket.socket, answer: bytes) -> None:
+        for index in range(len(answer)):
+            try:
+                connection.sendall(answer[index : index + 1])
+            except OSError:
+                self.hung_up.set()
+                return
+            time.sleep(self.pause)
+
+
+@pytest.mark.parametrize("slow", ["GETRANGE", "SET"])
+def test_a_trickling_server_costs_a_tuned_call_at_most_the_bound_per_command(
+    isolated, monkeypatch, quick, slow
+):
+    pytest.importorskip("redis", reason="redis-py is not installed (pip install -e '.[test]')")
+    server = TricklingServer(slow)
+    monkeypatch.setenv("KERNELTUNE_CACHE", "redis")
+    monkeypatch.setenv("KERNELTUNE_REDIS_URL", server.url)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            started = time.monotonic()
+            fresh_tuner()(7)
+            waited = time.monotonic() - started
+        # Well under the 5 s the answer takes; about 0.2 s plus the tuning itself.
+        assert waited < 2.0, waited
+        # The client gave up on the answer: it closed the connection before the server was done.
+        assert server.hung_up.wait(timeout=5)
+    finally:
+        server.close()
+    (warning,) = _redis_warnings(caught)
+    assert "TimeoutError: no whole answer within 0.2 s" in warning
+    assert CALLS[:2] == TUNED and len(record_files(isolated, "work")) == 1
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,10 @@ Writes go to a temporary file in the same directory and are renamed into
 place under a file lock, so readers see the old record or the new one, never
 half of one; temporary files that a killed writer left behind are removed by
 a later write into the folder. Directories are created private to the user
-(mode 0700). A folder or file another user could change is not used (one
-warning per process); files are read without following links or blocking,
-regular files only, up to a size cap. Only plain data is stored; nothing read
+(mode 0700), and files (records, lock files) with mode 0600 whatever the
+umask. A folder or file another user could change is not used (one warning
+per process); files are read without following links or blocking, regular
+files only, up to a size cap. Only plain data is stored; nothing read
 back is ever executed or imported.
 """
 
@@ -139,7 +140,8 @@ class FileCache:
             return
         path = self._path(folder, digest)
         payload = self.encode(data)
-        with filelock.FileLock(str(path) + ".lock"):
+        # An explicit mode, as every other file here has: filelock would otherwise take the umask's.
+        with filelock.FileLock(str(path) + ".lock", mode=0o600):
             self._remove_stale_temporaries(folder)
             handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
             try:
@@ -175,10 +177,17 @@ class FileCache:
         """``(folder name, digest, path)`` of every record stored, or of one namespace's.
 
         A namespace's folder is its name made safe (:func:`folder_name`); the
-        records themselves name their function.
+        records themselves name their function. A folder that lookups would
+        not use (a link, or one another user could change) is left out with
+        the same warning, so nothing reached through a link is listed.
         """
         if namespace is None:
-            folders = sorted(p for p in self.root.glob("*") if p.is_dir())
+            try:
+                found = sorted(self.root.iterdir())
+            except (FileNotFoundError, NotADirectoryError):
+                found = []
+            # is_dir() follows links: ask about links first, and let _usable refuse them.
+            folders = [p for p in found if (p.is_symlink() or p.is_dir()) and self._usable(p)]
         else:
             folder = self.directory(namespace)
             folders = [] if folder is None else [folder]

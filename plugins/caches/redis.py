@@ -11,11 +11,11 @@ server never meet each other's picks, and a new record schema uses new keys.
 A lookup reads the local file first and asks the server only on a local miss;
 a remote hit is checked as a record and written locally, so the next process
 on that node does not ask again. A store writes the local file, then the key
-(with ``redis_ttl`` as its lifetime when not 0). The server is given about
-200 ms to connect and to answer each command, with no retries: an
-unreachable, slow or refusing server costs a tuning at most a few hundred
-milliseconds, gives one warning per process, and leaves the server alone for
-:data:`RETRY_SECONDS` while the local cache carries on. A value that is not a
+(with ``redis_ttl`` as its lifetime when not 0). Each command gets
+:data:`TIMEOUT_SECONDS` in all, connecting included, with no retries: an
+unreachable, slow, trickling or refusing server costs a tuning at most that
+per command it asks, gives one warning per process, and leaves the server
+alone for :data:`RETRY_SECONDS` while the local cache carries on. A value that is not a
 record (garbage, another type, too large) is a :class:`CacheReadError`, which
 the engine logs as a miss and retunes over. Nothing read is executed.
 
@@ -30,11 +30,13 @@ clears the same local files.
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kerneltune.core import CacheReadError, ConfigError, Settings, TuningRecord, hookimpl
 from kerneltune.core.notices import warn_once
@@ -43,10 +45,12 @@ from kerneltune.core.records import SCHEMA
 from kerneltune.core.registry import Registry
 from kerneltune.core.settings import redacted_url
 
-#: Seconds the server gets to accept a connection and to answer one command.
+#: Seconds one command may take in all: connecting if need be, sending, and the whole answer.
 TIMEOUT_SECONDS = 0.2
 #: After a failure, how long this process uses the local cache alone before asking the server again.
 RETRY_SECONDS = 30.0
+
+_Answer = TypeVar("_Answer")
 
 
 class RedisCache:
@@ -91,6 +95,25 @@ class RedisCache:
         except ValueError as exc:
             raise ConfigError(f"{where}: redis-py cannot use {self.url}: {exc}") from None
         self._quiet_until = 0.0
+        # One thread runs the commands, so that the caller can stop waiting at the deadline.
+        self._commands = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kerneltune-redis")
+
+    def _within_deadline(self, command: Callable[[], _Answer]) -> _Answer:
+        """``command()``'s answer, or :class:`TimeoutError` once it took :data:`TIMEOUT_SECONDS`.
+
+        redis-py's timeouts bound each connect and each read, not a command:
+        a server that trickles its answer a byte at a time within each read's
+        timeout held one lookup for seconds. Past the deadline the client's
+        connections are closed, which ends the read in flight on the
+        command's thread too.
+        """
+        future = self._commands.submit(command)
+        try:
+            return future.result(timeout=TIMEOUT_SECONDS)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            self.client.connection_pool.disconnect()
+            raise TimeoutError(f"no whole answer within {TIMEOUT_SECONDS:g} s") from None
 
     def key(self, namespace: str, digest: str) -> bytes:
         """The server's key for a record: schema version, namespace, then the file's digest."""
@@ -149,7 +172,7 @@ class RedisCache:
             return None
         try:
             # GETRANGE bounds what a hostile value can make this process hold.
-            payload = self.client.getrange(key, 0, MAX_READ)
+            payload = self._within_deadline(lambda: self.client.getrange(key, 0, MAX_READ))
         except Exception as exc:
             if str(exc).startswith("WRONGTYPE"):
                 raise CacheReadError(f"redis key {key.decode(errors='replace')} holds no string") from exc
@@ -175,7 +198,8 @@ class RedisCache:
             return
         payload = json.dumps(data, sort_keys=True, allow_nan=False, separators=(",", ":")).encode()
         try:
-            self.client.set(self.key(namespace, digest), payload, ex=self.ttl or None)
+            key = self.key(namespace, digest)
+            self._within_deadline(lambda: self.client.set(key, payload, ex=self.ttl or None))
         except Exception as exc:
             self._failed("cannot write to", exc)
 

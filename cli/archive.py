@@ -80,11 +80,18 @@ def write_archive(path: Path, entries: Iterable[tuple[str, dict[str, Any]]]) -> 
     }
     text = json.dumps(payload, indent=1, sort_keys=True, allow_nan=False)
     folder = path.parent if str(path.parent) else Path(".")
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=path.name, suffix=".tmp")
+    try:
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=path.name, suffix=".tmp")
+    except OSError as exc:
+        # Named by the path asked for: the temporary file's name means nothing to the user.
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror}") from None
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
         os.replace(temporary, path)
+    except OSError as exc:
+        Path(temporary).unlink(missing_ok=True)
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror}") from None
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

@@ -128,6 +128,14 @@ def _cache_dir(directory: Path | None, plugins: _Plugins) -> Path:
     return plugins.settings.cache_root if directory is None else directory.expanduser()
 
 
+def _existing_cache_dir(directory: Path | None, plugins: _Plugins) -> Path:
+    """The cache directory to read; one given with ``--dir`` that does not exist is an error, not empty."""
+    root = _cache_dir(directory, plugins)
+    if directory is not None and not root.is_dir():
+        raise click.ClickException(f"--dir {directory}: no such directory")
+    return root
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kerneltune")
 def main() -> None:
@@ -205,7 +213,7 @@ def cache() -> None:
 def list_records(function: str | None, directory: Path | None, as_json: bool) -> None:
     """One row per stored record, optionally only FUNCTION's."""
     loaded = _Plugins.load()
-    root = _cache_dir(directory, loaded)
+    root = _existing_cache_dir(directory, loaded)
     found = _readable(loaded.file_caches(root), function)
     if as_json:
         click.echo(json.dumps([_summary(stored) for stored in found], indent=2))
@@ -220,16 +228,25 @@ def list_records(function: str | None, directory: Path | None, as_json: bool) ->
         rows.append(
             [
                 record.function,
-                views.clip(views.key_text(record.key), 32),
+                views.key_text(record.key),
                 views.clip(record.labels[record.best_index], 40),
                 format_ms(record.times[record.best_index]),
                 f"{views.measured(record)}/{len(record.times)}",
                 iso_date(record.created),
-                str(stored.path),
+                _relative(stored.path, root),
             ]
         )
+    click.echo(f"records in {root}:")
     for line in views.table(["function", "key", "pick", "time", "measured", "date", "file"], rows):
         click.echo(line)
+
+
+def _relative(path: Path, root: Path) -> str:
+    """``path`` below ``root``, as the list prints it (the whole key fits beside a short file name)."""
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 def _summary(stored: _Stored) -> dict[str, Any]:
@@ -251,8 +268,11 @@ def _summary(stored: _Stored) -> dict[str, Any]:
     }
 
 
-def _find(loaded: _Plugins, reference: str, directory: Path | None) -> _Stored:
-    """The record a path or a digest prefix names; one match or a failure."""
+def _find(loaded: _Plugins, reference: str, directory: Path | None) -> list[_Stored]:
+    """The records a path, a digest prefix or a function name names; at least one, or a failure.
+
+    A path or a digest prefix names one record; a function name every record of that function.
+    """
     given = Path(reference).expanduser()
     if given.is_file():
         path = given.resolve()
@@ -263,10 +283,15 @@ def _find(loaded: _Plugins, reference: str, directory: Path | None) -> _Stored:
                 f"{reference}: not a record file of any cache ({_cache_names(loaded)})"
             )
     else:
-        root = _cache_dir(directory, loaded)
+        root = _existing_cache_dir(directory, loaded)
         matches = [s for s in _stored(loaded.file_caches(root), None) if s.digest.startswith(reference)]
         if not matches:
-            raise click.ClickException(f"no record file or digest starting with {reference!r} in {root}")
+            named = _readable(loaded.file_caches(root), reference)
+            if named:
+                return named
+            raise click.ClickException(
+                f"no record file, digest starting with {reference!r} or function named so in {root}"
+            )
         if len(matches) > 1:
             listed = ", ".join(s.digest for s in matches[:5])
             raise click.ClickException(
@@ -274,7 +299,7 @@ def _find(loaded: _Plugins, reference: str, directory: Path | None) -> _Stored:
             )
     if matches[0].record is None:
         raise click.ClickException(f"{matches[0].path}: {matches[0].problem}")
-    return matches[0]
+    return matches[:1]
 
 
 def _cache_names(loaded: _Plugins) -> str:
@@ -286,12 +311,19 @@ def _cache_names(loaded: _Plugins) -> str:
 @click.argument("record_ref", metavar="RECORD")
 @_dir_option
 def show(record_ref: str, directory: Path | None) -> None:
-    """Every candidate of one record, fastest first, with errors.
+    """Every candidate of a record, fastest first, with errors.
 
-    RECORD is a record file's path, or the start of its digest (the file name
-    without its suffix), looked up in the cache directory.
+    RECORD is a record file's path, the start of its digest (the file name
+    without its suffix), or a function's name for every record of it, looked
+    up in the cache directory.
     """
-    stored = _find(_Plugins.load(), record_ref, directory)
+    for number, stored in enumerate(_find(_Plugins.load(), record_ref, directory)):
+        if number:
+            click.echo("")
+        _show_record(stored)
+
+
+def _show_record(stored: _Stored) -> None:
     record = stored.record
     assert record is not None
     header = [
@@ -328,7 +360,7 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
     through a link, nothing that is not a regular file of this user's.
     """
     loaded = _Plugins.load()
-    root = _cache_dir(directory, loaded)
+    root = _existing_cache_dir(directory, loaded)
     doomed = []
     for stored in _stored(loaded.file_caches(root), function):
         if stored.record is None:
@@ -337,7 +369,9 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
             doomed.append(stored)
     what = f"{len(doomed)} record(s)" + (f" of {function}" if function else "") + f" in {root}"
     if not doomed:
-        click.echo(f"nothing to remove: no records in {root}" + (f" for {function}" if function else ""))
+        if function is not None:
+            raise click.ClickException(f"no records of {function} in {root}; nothing removed")
+        click.echo(f"nothing to remove: no records in {root}")
         return
     if not yes:
         if not _interactive():
@@ -371,14 +405,19 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
 
 @cache.command("export")
 @click.argument("archive", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("function", required=False)
 @_dir_option
-def export_records(archive: Path, directory: Path | None) -> None:
-    """Write every stored record to ARCHIVE, one JSON file, for `kerneltune cache import`."""
+@click.option("--force", "-f", is_flag=True, help="Replace ARCHIVE if it exists.")
+def export_records(archive: Path, function: str | None, directory: Path | None, force: bool) -> None:
+    """Write the stored records (all, or FUNCTION's) to ARCHIVE, one JSON file, for `cache import`."""
     loaded = _Plugins.load()
-    root = _cache_dir(directory, loaded)
-    found = _readable(loaded.file_caches(root), None)
+    root = _existing_cache_dir(directory, loaded)
+    if archive.exists() and not force:
+        raise click.ClickException(f"{archive} exists; pass --force to replace it")
+    found = _readable(loaded.file_caches(root), function)
     if not found:
-        raise click.ClickException(f"no records in {root} to export")
+        of = f" of {function}" if function else ""
+        raise click.ClickException(f"no records in {root}{of} to export")
     count = write_archive(archive, [(stored.digest, stored.data) for stored in found])
     click.echo(f"exported {count} record(s) from {root} to {archive}")
 
@@ -471,7 +510,7 @@ def _plain_data(value: Any) -> Any:
 def report(function: str | None, directory: Path | None, plot: Path | None) -> None:
     """Per stored key, every candidate sorted by time with the spread of its samples."""
     loaded = _Plugins.load()
-    root = _cache_dir(directory, loaded)
+    root = _existing_cache_dir(directory, loaded)
     found = _readable(loaded.file_caches(root), function)
     if not found:
         raise click.ClickException(f"no records in {root}" + (f" for {function}" if function else ""))

@@ -100,7 +100,7 @@ def test_console_script_and_module_exit_codes(filled, tmp_path):
     )
     assert failure.returncode == 1
     assert failure.stderr.strip().splitlines() == [
-        f"Error: no record file or digest starting with 'ffffffffff' in {filled}"
+        f"Error: no record file, digest starting with 'ffffffffff' or function named so in {filled}"
     ]
 
 
@@ -115,10 +115,11 @@ def test_list_has_one_row_per_record_and_filters_by_function(filled):
     table = _invoke("cache", "list")
     assert table.exit_code == 0
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["function", "key", "pick", "time", "measured", "date", "file"]
-    assert len(lines) == 4
+    assert lines[0] == f"records in {filled}:"
+    assert lines[1].split() == ["function", "key", "pick", "time", "measured", "date", "file"]
+    assert len(lines) == 5
     row = next(line for line in lines if "(64, 'float32')" in line)
-    assert "pause=<0.0>" in row and "3/4" in row and str(filled / "matmul") in row
+    assert "pause=<0.0>" in row and "3/4" in row and " matmul/" in row
 
     only = json.loads(_invoke("cache", "list", "matmul", "--json").stdout)
     assert [row["function"] for row in only] == ["matmul", "matmul"]
@@ -126,6 +127,7 @@ def test_list_has_one_row_per_record_and_filters_by_function(filled):
     assert all(row["measured"] == 3 and row["candidates"] == 4 for row in only)
     assert all(row["created_at"].endswith("+00:00") for row in only)
 
+    (filled.parent / "elsewhere").mkdir()
     empty = _invoke("cache", "list", "--dir", str(filled.parent / "elsewhere"))
     assert empty.exit_code == 0 and "no records" in empty.stdout
 

@@ -21,6 +21,7 @@ from typing import Any, cast
 from kerneltune.core.compile import CompileProcesses
 from kerneltune.core.contracts import ForkingRecorder
 from kerneltune.core.engine import Tuner, Tuning
+from kerneltune.core.inplace import InPlaceArguments, InPlaceRuns
 from kerneltune.core.isolation import SUBPROCESS, Screening, screener, target_of
 from kerneltune.core.records import Candidate
 from kerneltune.core.registry import collect_registry
@@ -57,7 +58,7 @@ class AutoTuner(FunctionWrapper):
     """A host function that picks its fastest keyword configuration per key.
 
     Call it as the original function, without the config fields; see
-    :func:`autotune` for the call-time controls.
+    :func:`autotune` for the call-time controls and the options.
     """
 
     def __init__(
@@ -66,6 +67,9 @@ class AutoTuner(FunctionWrapper):
         config_space: Sequence[Mapping[str, Any]],
         key_fn: Callable[..., Hashable],
         prune_fn: Callable[..., bool] | None = None,
+        *,
+        reset_to_zero: Sequence[str] | None = None,
+        restore_value: Sequence[str] | None = None,
     ) -> None:
         name = getattr(fn, "__name__", repr(fn))
         if not callable(fn):
@@ -103,6 +107,7 @@ class AutoTuner(FunctionWrapper):
                         f"{name}{inspect.signature(fn)}"
                     )
             fields.update(config)
+        self._inplace = InPlaceArguments.of(fn, reset_to_zero, restore_value, fields)
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.config_space = [dict(config) for config in config_space]
@@ -159,8 +164,11 @@ class AutoTuner(FunctionWrapper):
         self._merge(self.config_space[0], args, kwargs, allow_overwrite)
         failure: BaseException | None = None
         key: Hashable = None
+        inplace: InPlaceRuns | None = None
         try:
             key = self.key_fn(*args, **kwargs)
+            if self._inplace is not None:
+                inplace = self._inplace.bind(args, kwargs)
         except Exception as exc:
             failure = exc
         keep = None
@@ -179,11 +187,14 @@ class AutoTuner(FunctionWrapper):
             if target is not None and not tuning.hit:
                 self._screen(tuning, Screening(target, session.settings.isolate_timeout), allow_overwrite)
             if not tuning.hit and session.settings.precompile:
-                self._precompile(session, tuning, args, kwargs, allow_overwrite)
+                self._precompile(session, tuning, args, kwargs, allow_overwrite, inplace)
+            around = None if inplace is None else inplace.around
             while (candidate := tuning.next_candidate()) is not None:
                 bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
-                tuning.measure(candidate, functools.partial(self.fn, *args, **bound))
+                tuning.measure(candidate, functools.partial(self.fn, *args, **bound), around=around)
             best = tuning.finish()
+        if inplace is not None:
+            inplace.finish()
         return self.fn(*args, **self._merge(best.config, args, kwargs, allow_overwrite))
 
     def _screen(self, tuning: Tuning, screening: Screening, allow_overwrite: bool) -> None:
@@ -213,6 +224,7 @@ class AutoTuner(FunctionWrapper):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         allow_overwrite: bool,
+        inplace: InPlaceRuns | None = None,
     ) -> None:
         """COMPILE for a host launcher: run each candidate once with its kernel launches recorded.
 
@@ -235,7 +247,10 @@ class AutoTuner(FunctionWrapper):
             try:
                 with contextlib.ExitStack() as stack:
                     lists = [stack.enter_context(rec.recording()) for rec in recorders]
-                    self.fn(*args, **bound)
+                    if inplace is None:
+                        self.fn(*args, **bound)
+                    else:
+                        inplace.run(functools.partial(self.fn, *args, **bound))
             except Exception:
                 continue
             compiles[candidate.index] = [thunk for recorded in lists for thunk in recorded]
@@ -280,8 +295,16 @@ def autotune(
     config_space: Sequence[Mapping[str, Any]],
     key_fn: Callable[..., Hashable],
     prune_fn: Callable[..., bool] | None = None,
+    *,
+    reset_to_zero: Sequence[str] | None = None,
+    restore_value: Sequence[str] | None = None,
 ) -> Callable[[Callable[..., Any]], AutoTuner]:
     """Decorate a host function to run with its fastest config from ``config_space``.
+
+    Tuning calls the function many times on the caller's arguments (every
+    warm-up and timed run of every candidate): work it does in place must
+    be reset or restored through the two options below, or give the same
+    result however often it is repeated.
 
     :param config_space: non-empty list of dicts; each field is passed as a
         keyword argument. ``config_space[0]`` is used when ``autotune=False``.
@@ -289,6 +312,15 @@ def autotune(
         pick is kept per key.
     :param prune_fn: ``prune_fn(config, *args, **kwargs)`` returns ``False`` to
         skip a config before measuring.
+    :param reset_to_zero: names of the function's tensor arguments to zero
+        before each run while tuning, and once more before the call with the
+        pick (as ``triton.autotune``'s option).
+    :param restore_value: names of the function's tensor arguments to put
+        back as the caller passed them after each run while tuning (as
+        ``triton.autotune``'s option). With both, the caller's arguments end
+        as after one call with the pick.
+    :raises ValueError: for a name in ``reset_to_zero`` or ``restore_value``
+        that is not a parameter of the function (or is a config field).
 
     The returned :class:`AutoTuner` accepts, besides the function's own
     arguments, ``autotune`` (default ``True``), ``autotune_verbose``,
@@ -296,6 +328,8 @@ def autotune(
     """
 
     def decorate(fn: Callable[..., Any]) -> AutoTuner:
-        return AutoTuner(fn, config_space, key_fn, prune_fn)
+        return AutoTuner(
+            fn, config_space, key_fn, prune_fn, reset_to_zero=reset_to_zero, restore_value=restore_value
+        )
 
     return decorate

@@ -24,7 +24,7 @@ from kerneltune.core.errors import NoValidConfigError, describe_error, failure_r
 from kerneltune.core.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.isolation import ScreenedOut, merge_ranks, screen_all, warn_unscreened
 from kerneltune.core.keys import digest
-from kerneltune.core.measure import CandidateRuns, host_times
+from kerneltune.core.measure import CandidateRuns, Wrap, host_times
 from kerneltune.core.records import Candidate, Measurement, TuningRecord
 from kerneltune.core.schedule import Job, Setup
 from kerneltune.core.shard import gather_times, share
@@ -407,16 +407,27 @@ class Tuning:
         """Record that a candidate raised; it counts as infinitely slow."""
         self._finish_candidate(Measurement(candidate.index, error=describe_error(error)))
 
-    def measure(self, candidate: Candidate, run: Callable[[], object]) -> None:
+    def measure(
+        self,
+        candidate: Candidate,
+        run: Callable[[], object],
+        *,
+        around: Callable[[Wrap, Callable[[], object]], object] | None = None,
+    ) -> None:
         """Take every run of ``candidate`` by calling ``run``, and record the samples.
 
         Any exception from ``run`` or the timer, and samples the timer got
         wrong, mark the candidate failed.
+
+        :param around: called as ``around(wrap, run)`` for each run instead
+            of ``wrap(run)``; it must call ``wrap(run)`` once, and what it
+            does before and after (resetting in-place arguments) is not timed.
         """
         runs = self.runs(candidate)
+        take = (lambda wrap: wrap(run)) if around is None else (lambda wrap: around(wrap, run))
         try:
             while not runs.finished:
-                runs.run(lambda wrap: wrap(run))
+                runs.run(take)
             samples = runs.samples()
         except Exception as exc:
             self.fail(candidate, exc)

@@ -6,6 +6,7 @@ import inspect
 import threading
 
 import pytest
+import torch
 from kerneltune.core import NoValidConfigError
 from kerneltune.core import function_tuner as function_tuner_module
 from kerneltune.plugins.timers.wallclock import WallclockTimer
@@ -316,6 +317,162 @@ def test_returns_the_result_of_a_fresh_run_with_the_best_config(clock):
     assert result == (7, 1.0, len(calls))
     assert len(calls) == 2 * (WARMUP + REPEAT) + 1
     assert calls[-1] == 1.0
+
+
+# -- in-place arguments: reset_to_zero and restore_value -----------------------------
+
+
+def accumulating(**options):
+    """A tuned ``add_one(acc, n)`` that adds 1 to ``acc[0]`` in place, and what each run saw there."""
+    seen: list[float] = []
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda acc: len(acc), **options)
+    def add_one(acc, n):
+        seen.append(float(acc[0]))
+        acc[0] += 1
+        return n
+
+    return add_one, seen
+
+
+def test_an_in_place_function_sees_every_run_without_the_options():
+    add_one, _ = accumulating()
+    acc = torch.zeros(1)
+
+    add_one(acc)
+
+    assert acc[0] == 2 * (WARMUP + REPEAT) + 1, "the caller's tensor took every run"
+
+
+@pytest.mark.parametrize("option", ["reset_to_zero", "restore_value"])
+def test_the_callers_tensor_ends_as_after_one_call_with_the_pick(option):
+    add_one, seen = accumulating(**{option: ["acc"]})
+    acc = torch.zeros(1)
+
+    add_one(acc)
+
+    assert acc[0] == 1.0
+    assert seen == [0.0] * len(seen) and len(seen) == 2 * (WARMUP + REPEAT) + 1
+    add_one(acc)
+    assert acc[0] == 2.0, "a hit runs the function as it is: nothing reset, nothing copied"
+
+
+def test_restore_value_gives_every_run_the_callers_contents_even_after_a_run_that_raised():
+    seen = []
+
+    @autotune(
+        config_space=[{"mode": "raises"}, {"mode": "doubles"}],
+        key_fn=lambda x, *, scale: x.numel(),
+        restore_value=["x"],
+    )
+    def double(x, mode, *, scale):
+        seen.append(x.tolist())
+        x.mul_(scale)
+        if mode == "raises":
+            raise RuntimeError("wrote, then failed")
+        return mode
+
+    x = torch.tensor([3.0, 4.0])
+    assert double(x, scale=2.0) == "doubles"
+
+    assert x.tolist() == [6.0, 8.0]
+    assert seen == [[3.0, 4.0]] * len(seen)
+
+
+def test_reset_to_zero_zeroes_before_each_run_and_before_the_pick():
+    @autotune(
+        config_space=[{"n": 1}, {"n": 2}],
+        key_fn=lambda out, x, total=None: total is None,
+        reset_to_zero=["out", "total"],
+    )
+    def add(out, x, n, total=None):
+        assert out.abs().sum() == 0 and (total is None or total.sum() == 0)
+        out += x * n
+        if total is not None:
+            total += 1
+        return n
+
+    out, x = torch.full((2,), 7.0), torch.ones(2)
+    n = add(out, x)
+    assert out.tolist() == [float(n)] * 2
+    total = torch.full((1,), 5.0)
+    n = add(out, x + 1, total=total)  # a new key, and one named argument given by keyword
+    assert out.tolist() == [2.0 * n] * 2 and total.tolist() == [1.0]
+
+
+def test_in_place_arguments_may_be_numpy_arrays():
+    numpy = pytest.importorskip("numpy")
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda acc: acc.shape, restore_value=["acc"])
+    def add_one(acc, n):
+        acc[0] += 1
+
+    acc = numpy.zeros(1)
+    add_one(acc)
+    assert acc[0] == 1.0
+
+
+def test_resetting_and_restoring_stay_outside_the_timed_region(clock, isolated):
+    class Buffer:
+        """A tensor stand-in whose resets and copies cost clock time."""
+
+        def __init__(self):
+            self.value = 0.0
+
+        def zero_(self):
+            clock.advance(100.0)
+            self.value = 0.0
+
+        def clone(self):
+            clock.advance(100.0)
+            return self.value
+
+        def copy_(self, saved):
+            clock.advance(100.0)
+            self.value = saved
+
+    @autotune(
+        config_space=[{"cost": 3.0}, {"cost": 1.0}],
+        key_fn=lambda buffer: 0,
+        reset_to_zero=["buffer"],
+        restore_value=["buffer"],
+    )
+    def work(buffer, cost):
+        clock.advance(cost)
+        buffer.value += 1
+
+    work(Buffer())
+
+    (record,) = stored_records(isolated, "work")
+    assert [row["time_ms"] for row in record["candidates"]] == [3.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        (
+            {"reset_to_zero": ["nope"]},
+            ValueError,
+            r"reset_to_zero names 'nope', which is not a parameter of add_one\(acc, n\)",
+        ),
+        ({"restore_value": ["acc", "nope"]}, ValueError, "restore_value names 'nope'"),
+        ({"restore_value": ["n"]}, ValueError, "restore_value names 'n', a config field"),
+        ({"reset_to_zero": "acc"}, TypeError, "reset_to_zero must be a list of argument names, got 'acc'"),
+        ({"restore_value": [0]}, TypeError, "restore_value must be a list of argument names"),
+    ],
+)
+def test_names_that_are_not_arguments_fail_at_decoration(options, error, match):
+    with pytest.raises(error, match=match):
+        accumulating(**options)
+
+
+def test_a_named_argument_that_is_no_tensor_fails_the_first_call(isolated):
+    add_one, seen = accumulating(reset_to_zero=["acc"])
+
+    with pytest.raises(TypeError, match="reset_to_zero names 'acc', whose value is a list"):
+        add_one([0.0])
+    assert seen == []
+    assert stored_records(isolated, "add_one") == []
 
 
 # -- in-process dispatch -----------------------------------------------------------

@@ -6,6 +6,8 @@ Nothing here imports torch or triton; plugins do, lazily, when they run.
 from kerneltune.core.engine import Tuner, Tuning
 from kerneltune.core.errors import (
     CacheReadError,
+    CandidateDropped,
+    CandidateFailedWarning,
     ConfigError,
     IsolationError,
     KernelTuneError,
@@ -40,6 +42,8 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "CacheReadError",
     "Candidate",
+    "CandidateDropped",
+    "CandidateFailedWarning",
     "CandidateMeasured",
     "CompileFinished",
     "CompileStarted",

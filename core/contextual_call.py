@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 from kerneltune.core.contracts import ForkingLaunch, IsolatedLaunch, IsolatingLaunch, KernelLaunch
 from kerneltune.core.engine import Tuner, Tuning
-from kerneltune.core.errors import NoValidConfigError, StalledTuningError, describe_error
+from kerneltune.core.errors import NoValidConfigError, StalledTuningError, describe_error, format_failure
 from kerneltune.core.events import KernelTuned, LaunchMeasured
 from kerneltune.core.isolation import SUBPROCESS, ScreenedOut, Screening, screen_all, screener
 from kerneltune.core.measure import TIMED, WARMUP, CandidateRuns
@@ -405,6 +405,7 @@ class ContextualCall:
                 time_ms=time_ms,
                 error=None if error is None else describe_error(error),
                 verbose=self.owner.verbose,
+                traceback=None if error is None else format_failure(error),
             ),
         )
 

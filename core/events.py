@@ -28,7 +28,15 @@ class TuningStarted:
 
 @attrs.frozen
 class CandidateMeasured:
-    """One candidate's outcome on this rank."""
+    """One candidate's outcome on this rank.
+
+    ``traceback`` is set on the event that reports a candidate's first
+    failure in a tuning (an exception raised compiling, screening or running
+    it): the exception with its traceback, as Python prints it. It is
+    ``None`` on every other event: a measurement, a later failure of the
+    same candidate, and a candidate dropped on purpose (pruned, or one the
+    device cannot run), which is no failure to report.
+    """
 
     function: str
     key: object
@@ -37,6 +45,7 @@ class CandidateMeasured:
     rank: int
     verbose: bool
     log_dir: Path | None
+    traceback: str | None = None
 
 
 @attrs.frozen
@@ -109,7 +118,8 @@ class LaunchMeasured:
 
     ``phase`` is ``"warmup"`` (untimed) or ``"timed"``; ``round`` counts from
     1 within the phase, up to ``rounds``. ``time_ms`` is set for timed rounds
-    that succeeded; ``error`` names the exception of a failed launch.
+    that succeeded; ``error`` names the exception of a failed launch, and
+    ``traceback`` holds it with its traceback, as Python prints it.
     """
 
     kernel: str
@@ -121,6 +131,7 @@ class LaunchMeasured:
     time_ms: float | None
     error: str | None
     verbose: bool
+    traceback: str | None = None
 
 
 @attrs.frozen

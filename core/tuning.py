@@ -20,7 +20,13 @@ import attrs
 from kerneltune.core.agreement import Verdict, Vote, agree, check_picks, short_repr
 from kerneltune.core.compile import CompileStage, Subject
 from kerneltune.core.contracts import CompileProcess
-from kerneltune.core.errors import NoValidConfigError, describe_error, failure_report
+from kerneltune.core.errors import (
+    CandidateDropped,
+    NoValidConfigError,
+    describe_error,
+    failure_report,
+    format_failure,
+)
 from kerneltune.core.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.isolation import ScreenedOut, merge_ranks, screen_all, warn_unscreened
 from kerneltune.core.keys import digest
@@ -70,6 +76,9 @@ class Tuning:
         # Per-rank files are named by the rank in the job: subgroups restart at 0.
         self._global_rank: int = getattr(reducer, "global_rank", reducer.rank)
         self._verify_pick = False
+        #: candidates whose failure was reported, and the first exception of all, for finish().
+        self._failed: set[int] = set()
+        self._first_failure: BaseException | None = None
         self.best: Candidate | None = None
 
     # -- context manager: the per-key lock is held from begin() to exit ------
@@ -404,8 +413,20 @@ class Tuning:
         return self._measurements.get(candidate.index, Measurement(candidate.index)).error
 
     def fail(self, candidate: Candidate, error: BaseException) -> None:
-        """Record that a candidate raised; it counts as infinitely slow."""
-        self._finish_candidate(Measurement(candidate.index, error=describe_error(error)))
+        """Record that a candidate raised; it counts as infinitely slow.
+
+        A candidate's first failure in this tuning reaches the observers
+        with its traceback (they warn once and log it), and the first
+        failure of all becomes the cause of :class:`NoValidConfigError`;
+        a :class:`~kerneltune.core.errors.CandidateDropped` is recorded
+        alone.
+        """
+        trace = None
+        if not isinstance(error, CandidateDropped) and candidate.index not in self._failed:
+            self._failed.add(candidate.index)
+            self._first_failure = self._first_failure or error
+            trace = format_failure(error)
+        self._finish_candidate(Measurement(candidate.index, error=describe_error(error)), traceback=trace)
 
     def measure(
         self,
@@ -434,13 +455,14 @@ class Tuning:
         else:
             self.record(candidate, samples)
 
-    def _finish_candidate(self, measurement: Measurement) -> None:
+    def _finish_candidate(self, measurement: Measurement, traceback: str | None = None) -> None:
         self._measurements[measurement.index] = measurement
         self._notify(
             "kerneltune_candidate_measured",
             CandidateMeasured,
             candidate=self._space.candidates[measurement.index],
             measurement=measurement,
+            traceback=traceback,
         )
 
     # -- REDUCE, SELECT, PERSIST ---------------------------------------------
@@ -485,7 +507,9 @@ class Tuning:
             seconds=time.perf_counter() - self._started,
         )
         if best is None:
-            raise NoValidConfigError(self._failure_report(allowed))
+            raise NoValidConfigError(self._failure_report(allowed)) from self._first_failure
+        # Its traceback holds the failed run's frames, and with them its arguments.
+        self._first_failure = None
         if self._verify_pick:
             check_picks(self.reducer, best, self._space.name)
         record = new_record(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+import warnings
 
 import kernels
 import pytest
@@ -21,6 +22,7 @@ import triton
 import triton.language as tl
 from contextual_matmul import SIX_CONFIGS, launch_matmul, make_matmul
 from kerneltune.core import (
+    CandidateFailedWarning,
     KernelTuneError,
     StalledTuningError,
     TunerBusyError,
@@ -178,6 +180,29 @@ def test_log_file_records_rounds_times_errors_and_pick(tmp_path):
     again(x)
     log = read_log(tmp_path)
     assert log.count("best config") == 2
+
+
+def test_an_invalid_config_gives_one_warning_and_its_traceback_in_the_log(tmp_path):
+    configs = [triton.Config({"BLOCK": BLOCK}, num_warps=4), triton.Config({"BLOCK": 48}, num_warps=4)]
+    scale_kernel = make_scale_kernel(configs)
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run_scale(x):
+        return launch_scale(scale_kernel, x, 3.0)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_scale(randn(64))
+
+    (warning,) = [w for w in caught if issubclass(w.category, CandidateFailedWarning)]
+    message = str(warning.message)
+    key = "(64, 'torch.float32', 'torch.float32')"
+    assert message.startswith(f"kerneltune: scale_kernel: candidate [1] BLOCK=48 failed for key {key} with ")
+    assert warning.filename == __file__, "it points at the user's launch, past Triton and kerneltune"
+    if DEVICE == "cpu":  # under the interpreter it fails at its first launch, which the log shows
+        log = read_log(tmp_path)
+        assert "config 1 warmup round 1/1: exception: " in log
+        assert "    Traceback (most recent call last):" in log
 
 
 def test_two_kernels_are_tuned_one_after_another(tmp_path):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import inspect
 import threading
+import traceback
+import warnings
 
 import pytest
 import torch
-from kerneltune.core import NoValidConfigError
+from kerneltune.core import CandidateFailedWarning, NoValidConfigError
 from kerneltune.core import function_tuner as function_tuner_module
 from kerneltune.plugins.timers.wallclock import WallclockTimer
 from tuning_doubles import FakeClock, clock_plugin, install_session, only_record_file, stored_records
@@ -287,20 +289,104 @@ def test_all_candidates_failing_lists_each_failure_and_persists_nothing(isolated
         calls.append(block)
         raise RuntimeError(f"block {block} needs too much memory\nsecond line")
 
-    with pytest.raises(NoValidConfigError) as info:
+    with pytest.raises(NoValidConfigError) as info, pytest.warns(CandidateFailedWarning) as warned:
         work(1)
 
     message = str(info.value)
     assert isinstance(info.value, RuntimeError)
+    assert len(warned) == 2
+    first = info.value.__cause__
+    assert isinstance(first, RuntimeError) and str(first).startswith("block 128 needs too much memory")
+    assert "raise RuntimeError" in "".join(traceback.format_exception(info.value)), "the cause's frames show"
     assert "cannot find valid config" in message
     assert "[0] block=<128>: RuntimeError: block 128 needs too much memory" in message
     assert "[1] block=<256>: RuntimeError: block 256 needs too much memory" in message
     assert stored_records(isolated, "work") == []
     assert calls == [128, 256]
 
-    with pytest.raises(NoValidConfigError):
+    with pytest.raises(NoValidConfigError), pytest.warns(CandidateFailedWarning):
         work(1)
     assert calls == [128, 256, 128, 256], "a failed tuning must not be remembered in-process either"
+
+
+def failure_warnings(caught):
+    return [str(w.message) for w in caught if issubclass(w.category, CandidateFailedWarning)]
+
+
+def test_a_failing_candidate_gives_one_warning_naming_it_and_its_exception(clock, isolated):
+    @autotune(config_space=[{"mode": "fast"}, {"mode": "buggy"}, {"mode": "slow"}], key_fn=lambda x: x)
+    def work(x, mode):
+        if mode == "buggy":
+            raise IndexError("index 7 is out of bounds")
+        clock.advance(1.0 if mode == "fast" else 2.0)
+        return mode
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert work(3) == "fast"
+        assert work(3) == "fast"
+
+    (message,) = failure_warnings(caught)
+    assert message.startswith("kerneltune: work: candidate [1] mode=<buggy> failed for key 3 with ")
+    assert "IndexError: index 7 is out of bounds" in message
+    assert [w.filename for w in caught] == [__file__], "the warning points at the tuned call"
+
+
+def test_a_candidate_failing_in_every_re_timing_round_is_still_one_warning(monkeypatch, isolated):
+    clock = FakeClock()
+    install_session(monkeypatch, extra=(clock_plugin(clock),), timer="scripted", tie_rounds=3)
+    runs = {"steady": 0, "flaky": 0}
+
+    @autotune(config_space=[{"mode": "steady"}, {"mode": "flaky"}], key_fn=lambda x: x)
+    def work(x, mode):
+        runs[mode] += 1
+        if mode == "flaky" and runs["flaky"] > WARMUP + REPEAT:
+            raise RuntimeError("fails once re-timed")
+        clock.advance(1.0 + 0.1 * (runs[mode] % 2))  # alike, and noisy: a near tie
+        return mode
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert work(1) == "steady"
+
+    log = (isolated / "work" / "tune-rank0.log").read_text()
+    assert log.count("[1] mode=<flaky>: RuntimeError: fails once re-timed") >= 2, "failed in several rounds"
+    (message,) = failure_warnings(caught)
+    assert message.startswith("kerneltune: work: candidate [1] mode=<flaky> failed for key 1")
+    assert log.count("Traceback") == 1
+
+    runs["flaky"] = WARMUP + REPEAT
+    with pytest.warns(CandidateFailedWarning, match="for key 2"):
+        work(2)  # another tuning, another warning
+
+
+def test_pruned_candidates_are_no_failures(isolated):
+    work, _ = counting([{"n": 1}, {"n": 2}, {"n": 3}], prune_fn=lambda config, x: config["n"] != 2)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        work(4)
+
+    assert failure_warnings(caught) == []
+
+
+def test_the_tuning_log_keeps_the_traceback_of_a_failure(isolated):
+    @autotune(config_space=[{"n": 1}, {"n": 0}], key_fn=lambda x: x)
+    def work(x, n):
+        return divide(x, n)
+
+    with pytest.warns(CandidateFailedWarning, match=r"\[1\] n=<0> failed for key 6 with ZeroDivisionError"):
+        work(6)
+
+    log = (isolated / "work" / "tune-rank0.log").read_text()
+    failure = log[log.index("[1] n=<0>: ZeroDivisionError") :]
+    assert "    Traceback (most recent call last):" in failure
+    assert "in divide\n" in failure and "    ZeroDivisionError: integer division or modulo by zero" in failure
+    assert log.count("Traceback") == 1
+
+
+def divide(x, n):
+    return x // n
 
 
 def test_returns_the_result_of_a_fresh_run_with_the_best_config(clock):

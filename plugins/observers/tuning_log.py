@@ -1,8 +1,10 @@
 """Tuning logs: INFO lines on stdout when asked, and a detailed file per rank.
 
 Every real tuning appends to ``<cache dir>/<function folder>/tune-rank<rank>.log``
-(caches without a directory write no file). ``autotune_verbose=True`` also
-prints the start, each candidate's time or error, and the pick. The log is
+(caches without a directory write no file): the start, each candidate's
+samples or error (with the traceback of its first failure), and the pick.
+``autotune_verbose=True`` also prints the start, each candidate's time or
+error, and the pick. The log is
 opened without following links and must be this user's own regular file; a
 log that cannot be written is one warning per process, and tuning goes on.
 """
@@ -78,12 +80,14 @@ def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
     measurement = event.measurement
     outcome = measurement.error if measurement.error else f"mean {format_ms(measurement.mean)}"
     samples = "".join(f"    sample {i}: {s:.6f} ms\n" for i, s in enumerate(measurement.samples))
+    # A candidate's first failure brings its traceback: the warning names the error, the log keeps where.
+    trace = "".join(f"    {line}\n" for line in (event.traceback or "").splitlines())
     _emit(
         f"{event.function}: [{event.candidate.index}] {event.candidate.label}: {outcome}",
         verbose=event.verbose,
         log_dir=event.log_dir,
         rank=event.rank,
-        detail=samples,
+        detail=samples + trace,
     )
 
 

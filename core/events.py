@@ -14,7 +14,10 @@ class TuningStarted:
 
     In every event, ``rank`` is this process's rank in the whole job (what
     per-rank log files are named after) and ``world_size`` the number of
-    ranks tuning together (the size of ``autotune_pg``).
+    ranks tuning together (the size of ``autotune_pg``). ``driver`` says
+    which tuner drives the tuning: ``"function"``
+    (``triton_dist.tune.autotune``), ``"contextual"`` (``function`` is then
+    the kernel's name), ``"search_params"`` or a plugin's own.
     """
 
     function: str
@@ -24,6 +27,7 @@ class TuningStarted:
     world_size: int
     verbose: bool
     log_dir: Path | None
+    driver: str = "function"
 
 
 @attrs.frozen
@@ -50,7 +54,10 @@ class CandidateMeasured:
 
 @attrs.frozen
 class TuningFinished:
-    """The end of a tuning; ``best`` is ``None`` when every candidate failed."""
+    """The end of a tuning; ``best`` is ``None`` when every candidate failed.
+
+    ``driver`` is as in :class:`TuningStarted`.
+    """
 
     function: str
     key: object
@@ -61,6 +68,7 @@ class TuningFinished:
     rank: int
     verbose: bool
     log_dir: Path | None
+    driver: str = "function"
 
 
 @attrs.frozen

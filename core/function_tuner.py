@@ -179,6 +179,7 @@ class AutoTuner(FunctionWrapper):
                 return bool(prune_fn(candidate.config, *args, **kwargs))
 
         session = current_session()
+        verbose = verbose or session.settings.verbose
         isolated = session.settings.isolate == SUBPROCESS
         target = target_of(self.fn, args, kwargs) if isolated else None
         with self._tuner_for(session).begin(

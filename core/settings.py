@@ -8,7 +8,8 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
 (``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``, ``KERNELTUNE_REDIS_URL``,
-``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``.
+``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``,
+``KERNELTUNE_VERBOSE``.
 :func:`setting_sources` says which of them set each value.
 """
 
@@ -64,6 +65,8 @@ class Settings:
     # Screen candidates in a worker process first ("subprocess"), and how long one may run there.
     isolate: str = "none"
     isolate_timeout: int = 60
+    # Every tuner's verbose lines, as autotune_verbose=True, verbose=True or debug=True turn on for one.
+    verbose: bool = False
 
     @property
     def cache_root(self) -> Path:
@@ -178,6 +181,7 @@ _FIELDS = {
     "redis_ttl": _count(0),
     "isolate": _choice("none", "subprocess"),
     "isolate_timeout": _count(1),
+    "verbose": _flag,
 }
 
 _ENV = {
@@ -201,6 +205,7 @@ _ENV = {
     "KERNELTUNE_REDIS_TTL": "redis_ttl",
     "KERNELTUNE_ISOLATE": "isolate",
     "KERNELTUNE_ISOLATE_TIMEOUT": "isolate_timeout",
+    "KERNELTUNE_VERBOSE": "verbose",
 }
 
 # Variables that switch a setting off when set to 1 (the setting is their negation).

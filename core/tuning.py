@@ -53,6 +53,7 @@ class Tuning:
         self.reducer = reducer = setup.reducer
         self.key = setup.key
         self.verbose = setup.verbose
+        self.driver = setup.driver
         self._encoded = setup.encoded
         self._entry = setup.entry
         self._lock = setup.lock
@@ -170,7 +171,7 @@ class Tuning:
     def _notify(self, hook: str, event: type, **fields: Any) -> None:
         """Send observers ``event``, its fields that name this tuning filled in."""
         about = {"function": self._space.name, "key": self.key, "rank": self._global_rank}
-        about |= {"verbose": self.verbose, "log_dir": self._log_dir}
+        about |= {"verbose": self.verbose, "log_dir": self._log_dir, "driver": self.driver}
         names = {field.name for field in attrs.fields(event)}
         self.session.notify(hook, event(**{k: v for k, v in about.items() if k in names}, **fields))
 

@@ -205,6 +205,43 @@ def test_an_invalid_config_gives_one_warning_and_its_traceback_in_the_log(tmp_pa
         assert "    Traceback (most recent call last):" in log
 
 
+@pytest.mark.parametrize("how", ["option", "setting"])
+def test_verbose_shows_each_candidate_and_the_pick(monkeypatch, capsys, how):
+    scale_kernel = make_scale_kernel()
+    if how == "setting":
+        monkeypatch.setenv("KERNELTUNE_VERBOSE", "1")
+
+    @contextual_autotune(n_repeat=2, n_warmup=1, verbose=how == "option")
+    def run_scale(x):
+        return launch_scale(scale_kernel, x, 3.0)
+
+    run_scale(randn(64))
+    out = capsys.readouterr().out.splitlines()
+    key = "(64, 'torch.float32', 'torch.float32')"
+    assert out[0] == f"[kerneltune] scale_kernel: tuning key {key}: 2 candidates (rank 0 of 1)"
+    assert out[1].startswith("[kerneltune] scale_kernel: [0] BLOCK=64") and ": mean " in out[1]
+    assert f"scale_kernel: key {key}: picked [" in out[-1]
+
+
+def test_print_autotuning_prints_tritons_lines_for_each_kernel_tuned(monkeypatch, capsys):
+    scale_kernel = make_scale_kernel()
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run_scale(x):
+        return launch_scale(scale_kernel, x, 3.0)
+
+    run_scale(randn(64))
+    out = capsys.readouterr().out
+    assert out.startswith(
+        "Triton autotuning (kerneltune contextual_autotune) for function scale_kernel,\n"
+        "with key as (64, 'torch.float32', 'torch.float32'),\nfinished after "
+    )
+    assert "\nbest config selected: BLOCK=64" in out and out.endswith(" ms;\n")
+    run_scale(randn(64))
+    assert capsys.readouterr().out == "", "a kernel's cached pick prints nothing"
+
+
 def test_two_kernels_are_tuned_one_after_another(tmp_path):
     scale_kernel = make_scale_kernel()
     add_kernel = make_add_kernel()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import threading
 import traceback
 import warnings
@@ -665,6 +666,67 @@ def test_verbose_prints_info_lines_and_tuning_writes_a_log_file(capsys, isolated
 
     work(6, autotune_verbose=True)
     assert capsys.readouterr().out == "", "a hit prints nothing"
+
+
+@pytest.mark.parametrize("how", ["variable", "config file"])
+def test_the_verbose_setting_turns_the_lines_on_for_every_call(monkeypatch, tmp_path, capsys, how):
+    if how == "variable":
+        monkeypatch.setenv("KERNELTUNE_VERBOSE", "1")
+    else:
+        (tmp_path / "kerneltune.toml").write_text("verbose = true\n")
+    work, _ = counting([{"n": 1}, {"n": 2}])
+
+    work(6)
+
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 4 and "tuning key 6: 2 candidates" in out[0] and "picked [" in out[3]
+    fresh, _ = counting([{"n": 1}, {"n": 2}])
+    fresh(6)
+    (served,) = capsys.readouterr().out.splitlines()
+    assert "using the stored pick" in served
+
+
+def test_verbose_lines_are_info_records_where_logging_shows_them(caplog, capsys):
+    work, _ = counting([{"n": 1}, {"n": 2}])
+    caplog.set_level(logging.INFO, logger="kerneltune")
+
+    work(6, autotune_verbose=True)
+
+    assert capsys.readouterr().out == "", "logged, so not printed as well"
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "kerneltune"]
+    assert len(lines) == 4 and {level for level, _ in lines} == {logging.INFO}
+    assert lines[0][1].startswith("work: tuning key 6: 2 candidates")
+
+
+def test_lines_that_are_not_verbose_are_debug_records(caplog, capsys):
+    work, _ = counting([{"n": 1}, {"n": 2}])
+    caplog.set_level(logging.DEBUG, logger="kerneltune")
+
+    work(6)
+
+    assert capsys.readouterr().out == ""
+    levels = {r.levelno for r in caplog.records if r.name == "kerneltune"}
+    assert levels == {logging.DEBUG}
+
+
+def test_print_autotuning_prints_tritons_lines_after_a_tuning_only(monkeypatch, clock, capsys):
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+
+    @autotune(config_space=[{"cost": 3.0}, {"cost": 1.0}], key_fn=lambda x: (x, "f32"))
+    def scale(x, cost):
+        clock.advance(cost)
+
+    scale(4)
+    out = capsys.readouterr().out
+    assert out.startswith(
+        "Triton autotuning (kerneltune autotune) for function scale,\n"
+        "with key as (4, 'f32'),\n"
+        "finished after "
+    )
+    assert out.endswith("s,\nbest config selected: cost=<1.0> at 1.0000 ms;\n")
+    scale(4)
+    autotune(config_space=[{"cost": 3.0}, {"cost": 1.0}], key_fn=lambda x: (x, "f32"))(scale.fn)(4)
+    assert capsys.readouterr().out == "", "a pick in process or from the cache prints nothing"
 
 
 def test_quiet_by_default_but_still_logs_to_file(capsys, isolated):

@@ -521,6 +521,16 @@ def test_debug_shows_stages_and_what_early_config_prune_dropped(monkeypatch, cap
         assert line in out
 
 
+def test_the_verbose_setting_turns_on_the_debug_lines(monkeypatch, capsys):
+    script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script), verbose=True)
+    kernel = make_double(search(params=["BLOCK"], values=[16, 32]), pre_hook=script.hook)
+    launch_double(kernel)
+    out = capsys.readouterr().out
+    assert "[search_params] double_kernel: stage 1:" in out
+    assert "[kerneltune] double_kernel: [" in out, "and the engine's lines of each candidate"
+
+
 def test_print_autotuning_shows_pick_time_and_key_once_per_tuning(monkeypatch, capsys):
     script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -531,6 +541,7 @@ def test_print_autotuning_shows_pick_time_and_key_once_per_tuning(monkeypatch, c
     monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
     launch_double(kernel, n=24)
     out = capsys.readouterr().out
+    assert out.count("Triton autotuning") == 1, "its own lines, not the other tuners' as well"
     assert "for function double_kernel" in out
     assert "with key as (24, 'torch.float32', 'torch.float32')" in out
     assert "best config selected: BLOCK=32 at 1.0000 ms" in out

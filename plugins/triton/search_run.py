@@ -26,6 +26,7 @@ from kerneltune.core import (
     describe_error,
     format_ms,
 )
+from kerneltune.core.verbose import show
 from kerneltune.plugins.triton import adapter, compiler
 from kerneltune.plugins.triton.search import Point, Shape, StagedSearch
 from kerneltune.plugins.triton.search_space import SearchSpace
@@ -103,8 +104,9 @@ class SearchRun:
         self.compile_config = compiler.config_compiler(kernel, args, {**launch, "grid": grid})
 
     def say(self, line: str) -> None:
-        if self.hints.debug:
-            print(f"[search_params] {self.kernel.__name__}: {line}", flush=True)
+        # The tuning is verbose with the debug hint or the verbose setting.
+        if self.tuning.verbose:
+            show(f"{self.kernel.__name__}: {line}", source="search_params")
 
     def label(self, point: Point) -> str:
         return self.space.candidate(point).label

@@ -48,6 +48,10 @@ class CandidateFailedWarning(UserWarning):
     """
 
 
+class NoStoredPickError(KernelTuneError, RuntimeError):
+    """``tune = "fail"``: a key has no stored pick and may not be tuned; every rank raises alike."""
+
+
 class RankMismatchError(KernelTuneError, RuntimeError):
     """Ranks disagree about what to tune; raised on every rank alike."""
 

@@ -105,10 +105,11 @@ class CompileFinished:
 class PickLoaded:
     """A miss of the in-process picks served without measuring.
 
-    ``source`` is ``"cache"`` (this rank's cache plugin held the record) or
-    ``"rank"`` (another rank held it and shared it). Sent once per key per
-    process: afterwards the key is one of the process's picks, and that
-    dispatch path sends nothing.
+    ``source`` is ``"cache"`` (this rank's cache plugin held the record),
+    ``"rank"`` (another rank held it and shared it) or ``"default"`` (no
+    rank held one, and ``tune = "never"`` runs the first candidate kept,
+    unmeasured). Sent once per key per process: afterwards the key is one of
+    the process's picks, and that dispatch path sends nothing.
     """
 
     function: str

@@ -9,7 +9,7 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
 (``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``, ``KERNELTUNE_REDIS_URL``,
 ``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``,
-``KERNELTUNE_VERBOSE``.
+``KERNELTUNE_VERBOSE``, ``KERNELTUNE_TUNE``.
 :func:`setting_sources` says which of them set each value.
 """
 
@@ -31,6 +31,12 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 DEFAULT_CACHE_DIR = Path("~/.triton_dist/autotune")
+
+#: The ``tune`` setting's values: tune a key that has no stored pick; run
+#: the first candidate instead, measuring nothing; raise instead.
+TUNE_AUTO = "auto"
+TUNE_NEVER = "never"
+TUNE_FAIL = "fail"
 
 
 @attrs.frozen
@@ -67,6 +73,8 @@ class Settings:
     isolate_timeout: int = 60
     # Every tuner's verbose lines, as autotune_verbose=True, verbose=True or debug=True turn on for one.
     verbose: bool = False
+    # What a key with no stored pick gets: a tuning, the first candidate unmeasured, or an error.
+    tune: str = TUNE_AUTO
 
     @property
     def cache_root(self) -> Path:
@@ -110,11 +118,13 @@ def _flag(value: Any, where: str) -> bool:
     raise ConfigError(f"{where}: expected a boolean (0/1, true/false), got {value!r}")
 
 
-def _choice(first: str, second: str) -> Callable[[Any, str], str]:
+def _choice(*options: str) -> Callable[[Any, str], str]:
+    listed = ", ".join(f"'{option}'" for option in options[:-1]) + f" or '{options[-1]}'"
+
     def parse(value: Any, where: str) -> str:
         text = value.strip().lower() if isinstance(value, str) else value
-        if text not in (first, second):
-            raise ConfigError(f"{where}: expected '{first}' or '{second}', got {value!r}")
+        if text not in options:
+            raise ConfigError(f"{where}: expected {listed}, got {value!r}")
         return text
 
     return parse
@@ -182,6 +192,7 @@ _FIELDS = {
     "isolate": _choice("none", "subprocess"),
     "isolate_timeout": _count(1),
     "verbose": _flag,
+    "tune": _choice(TUNE_AUTO, TUNE_NEVER, TUNE_FAIL),
 }
 
 _ENV = {
@@ -206,6 +217,7 @@ _ENV = {
     "KERNELTUNE_ISOLATE": "isolate",
     "KERNELTUNE_ISOLATE_TIMEOUT": "isolate_timeout",
     "KERNELTUNE_VERBOSE": "verbose",
+    "KERNELTUNE_TUNE": "tune",
 }
 
 # Variables that switch a setting off when set to 1 (the setting is their negation).

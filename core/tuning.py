@@ -22,6 +22,7 @@ from kerneltune.core.compile import CompileStage, Subject
 from kerneltune.core.contracts import CompileProcess
 from kerneltune.core.errors import (
     CandidateDropped,
+    NoStoredPickError,
     NoValidConfigError,
     describe_error,
     failure_report,
@@ -33,6 +34,7 @@ from kerneltune.core.keys import digest
 from kerneltune.core.measure import CandidateRuns, Wrap, host_times
 from kerneltune.core.records import Candidate, Measurement, TuningRecord
 from kerneltune.core.schedule import Job, Setup
+from kerneltune.core.settings import TUNE_AUTO, TUNE_FAIL
 from kerneltune.core.shard import gather_times, share
 from kerneltune.core.stored import new_record, read_record
 from kerneltune.core.ties import TIE_WARMUP, agreed_near_ties
@@ -124,7 +126,7 @@ class Tuning:
             # or the other ranks would wait in it forever.
             try:
                 stage = "reading the cache"
-                if not settings.always_tune:
+                if not self._retune:
                     record = self._lookup()
                 if record is not None and not distributed:
                     self._adopt(record, store=False)
@@ -147,6 +149,9 @@ class Tuning:
                 same = record is not None and record.best_index == shared.best_index
                 self._loaded("cache" if same else "rank")
                 return
+        if settings.tune != TUNE_AUTO:
+            self._untuned(kept)
+            return
         kept_candidates = tuple(self._space.candidates[i] for i in kept)
         # An adaptive driver queues candidates itself, round by round.
         if self._schedule.shard:
@@ -163,6 +168,32 @@ class Tuning:
             candidates=kept_candidates,
             world_size=self.reducer.world_size,
         )
+
+    @property
+    def _retune(self) -> bool:
+        # tune = "never" or "fail" measures nothing, so a stored pick is all there is to run.
+        settings = self.session.settings
+        return settings.always_tune and settings.tune == TUNE_AUTO
+
+    def _untuned(self, kept: tuple[int, ...]) -> None:
+        """A key no rank holds a pick for, under ``tune = "never"`` or ``"fail"``.
+
+        ``never``: the first candidate kept runs, unmeasured and not stored
+        (kept in-process, so later calls dispatch straight to it); ``fail``:
+        :class:`NoStoredPickError`. With several ranks this follows the
+        agreement, whose verdict every rank shares, so all ranks do alike.
+        """
+        settings = self.session.settings
+        if settings.tune == TUNE_FAIL:
+            where = settings.source("tune") or "default"
+            raise NoStoredPickError(
+                f"{self._space.name}: no stored pick for key {self.key!r}, and tune = 'fail' ({where}) "
+                "forbids tuning it; tune this key where tuning is allowed (tune = 'auto', the default) "
+                "and keep its cache, or set tune = 'never' to run the first config untuned"
+            )
+        self.best = self._space.candidates[kept[0]]
+        self.tuner.picks[self.key] = self.best
+        self._loaded("default")
 
     def _loaded(self, source: str) -> None:
         assert self.best is not None
@@ -197,9 +228,10 @@ class Tuning:
             kept=tuple((i, self._space.candidates[i].fingerprint) for i in kept),
             key=None if failure is not None else digest(self._encoded),
             key_label=short_repr(self.key),
-            retune=self.session.settings.always_tune,
+            retune=self._retune,
             verify_pick=self.session.settings.verify_pick,
             record=None if record is None else record.to_data(),
+            tune=self.session.settings.tune,
         )
         return agree(self.reducer, vote, self._space.name)
 

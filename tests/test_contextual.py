@@ -24,6 +24,7 @@ from contextual_matmul import SIX_CONFIGS, launch_matmul, make_matmul
 from kerneltune.core import (
     CandidateFailedWarning,
     KernelTuneError,
+    NoStoredPickError,
     StalledTuningError,
     TunerBusyError,
     add_plugin,
@@ -240,6 +241,45 @@ def test_print_autotuning_prints_tritons_lines_for_each_kernel_tuned(monkeypatch
     assert "\nbest config selected: BLOCK=64" in out and out.endswith(" ms;\n")
     run_scale(randn(64))
     assert capsys.readouterr().out == "", "a kernel's cached pick prints nothing"
+
+
+def test_tune_never_launches_the_first_config_unmeasured(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_TUNE", "never")
+    configs = [triton.Config({"BLOCK": BLOCK}, num_warps=w) for w in (8, 4)]
+    scale_kernel = make_scale_kernel(configs)
+    executions = []
+
+    @contextual_autotune(n_repeat=3, n_warmup=2)
+    def run_scale(x):
+        executions.append(1)
+        return launch_scale(scale_kernel, x, 3.0)
+
+    x = randn(64)
+    torch.testing.assert_close(run_scale(x), 3.0 * x)
+    assert len(executions) == 1, "nothing measured"
+    assert scale_kernel.best_config is configs[0]
+
+
+def test_tune_fail_raises_naming_the_kernel_and_key_unless_the_kernel_holds_a_pick(monkeypatch):
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def run_scale(x, alpha):
+        return launch_scale(scale_kernel, x, alpha)
+
+    monkeypatch.setenv("KERNELTUNE_TUNE", "fail")
+    with pytest.raises(NoStoredPickError) as info:
+        run_scale(randn(64), 2.0)
+    assert str(info.value).startswith(
+        "scale_kernel: no stored pick for key (64, 'torch.float32', 'torch.float32'), and tune = 'fail'"
+    )
+    assert_no_tuner_state()
+
+    monkeypatch.delenv("KERNELTUNE_TUNE")
+    run_scale(randn(64), 2.0)
+    monkeypatch.setenv("KERNELTUNE_TUNE", "fail")
+    x = randn(64)
+    torch.testing.assert_close(run_scale(x, 2.0), 2.0 * x)
 
 
 def test_two_kernels_are_tuned_one_after_another(tmp_path):

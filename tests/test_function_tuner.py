@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 import torch
-from kerneltune.core import CandidateFailedWarning, NoValidConfigError
+from kerneltune.core import CandidateFailedWarning, ConfigError, NoStoredPickError, NoValidConfigError
 from kerneltune.core import function_tuner as function_tuner_module
 from kerneltune.plugins.timers.wallclock import WallclockTimer
 from tuning_doubles import FakeClock, clock_plugin, install_session, only_record_file, stored_records
@@ -829,3 +829,73 @@ def test_always_tune_retunes_once_per_key_per_process(monkeypatch, isolated):
     tuner(3)
     assert len(_shared_body.calls) == 2 * (WARMUP + REPEAT) + 3, "retune once, not on every call"
     assert only_record_file(isolated, "_shared_body").read_text() != first, "the new tuning is persisted"
+
+
+# -- the tune setting: production switches ---------------------------------------------
+
+
+def test_tune_never_runs_the_first_config_unmeasured_and_stores_nothing(monkeypatch, isolated, capsys):
+    monkeypatch.setenv("KERNELTUNE_TUNE", "never")
+    tuner = _fresh_tuner()
+
+    assert tuner(3, autotune_verbose=True) == 3
+    assert tuner(3) == 3
+    assert _shared_body.calls == [1, 1], "config_space[0], once per call, nothing measured"
+    assert stored_records(isolated, "_shared_body") == []
+    (line,) = capsys.readouterr().out.splitlines()
+    assert "key 3: no stored pick, and tune = 'never': running [0] n=<1> unmeasured" in line
+
+
+def test_tune_never_runs_the_first_config_prune_fn_keeps(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_TUNE", "never")
+    calls: list[int] = []
+
+    @autotune(
+        config_space=[{"n": 1}, {"n": 2}, {"n": 3}], key_fn=lambda x: x, prune_fn=lambda c, x: c["n"] > 1
+    )
+    def work(x, n):
+        calls.append(n)
+        return x * n
+
+    assert work(3) == 6 and calls == [2]
+
+
+@pytest.mark.parametrize("mode", ["never", "fail"])
+def test_a_stored_pick_is_served_under_never_and_fail(monkeypatch, mode):
+    _fresh_tuner()(3)
+    (tuned,) = set(_shared_body.calls[-1:])
+
+    monkeypatch.setenv("KERNELTUNE_TUNE", mode)
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "1")  # nothing is measured, so it cannot apply
+    tuner = _fresh_tuner()
+    tuner(3)
+    tuner(3)
+    assert _shared_body.calls == [tuned, tuned]
+
+
+def test_tune_fail_raises_on_a_miss_naming_the_function_the_key_and_the_variable(monkeypatch, isolated):
+    monkeypatch.setenv("KERNELTUNE_TUNE", "fail")
+    tuner = _fresh_tuner()
+
+    with pytest.raises(NoStoredPickError) as info:
+        tuner(("m", 128))
+
+    message = str(info.value)
+    assert message.startswith("_shared_body: no stored pick for key ('m', 128), and tune = 'fail'")
+    assert "environment variable KERNELTUNE_TUNE" in message
+    assert isinstance(info.value, RuntimeError)
+    assert _shared_body.calls == []
+    assert stored_records(isolated, "_shared_body") == []
+
+
+def test_tune_from_a_config_file(tmp_path):
+    (tmp_path / "kerneltune.toml").write_text('tune = "fail"\n')
+    with pytest.raises(NoStoredPickError, match=r"kerneltune\.toml \(key 'tune'\)"):
+        _fresh_tuner()(3)
+
+
+def test_a_bad_tune_value_is_a_config_error_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_TUNE", "sometimes")
+    expected = "environment variable KERNELTUNE_TUNE: expected 'auto', 'never' or 'fail', got 'sometimes'"
+    with pytest.raises(ConfigError, match=expected):
+        _fresh_tuner()(3)

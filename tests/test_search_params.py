@@ -15,7 +15,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from kerneltune.core import CandidateFailedWarning, NoValidConfigError, PluginError
+from kerneltune.core import CandidateFailedWarning, NoStoredPickError, NoValidConfigError, PluginError
 from kerneltune.core.features import enable_feature
 from kerneltune.plugins.triton.classify import operator_class, uses_dot
 from kerneltune.plugins.triton.search_kernel import SearchParamsKernel
@@ -529,6 +529,21 @@ def test_the_verbose_setting_turns_on_the_debug_lines(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "[search_params] double_kernel: stage 1:" in out
     assert "[kerneltune] double_kernel: [" in out, "and the engine's lines of each candidate"
+
+
+def test_tune_never_launches_the_first_candidate_unmeasured_and_fail_raises(monkeypatch):
+    script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script), tune="never")
+    kernel = make_double(search(params=["BLOCK"], values=[16, 32]), pre_hook=script.hook)
+    launch_double(kernel)
+    assert script.launches == [], "nothing measured"
+    assert kernel.best_config.kwargs == {"BLOCK": 16}, "the first candidate"
+
+    use_session(monkeypatch, timer_plugin(script), tune="fail")
+    with pytest.raises(NoStoredPickError, match=r"double_kernel: no stored pick for key \(\(24, "):
+        launch_double(kernel, n=24)
+    launch_double(kernel)
+    assert script.launches == [], "a key with a pick in the kernel is served"
 
 
 def test_print_autotuning_shows_pick_time_and_key_once_per_tuning(monkeypatch, capsys):

@@ -74,11 +74,17 @@ def kerneltune_tuning_started(event: TuningStarted) -> None:
 
 @hookimpl
 def kerneltune_pick_loaded(event: PickLoaded) -> None:
-    where = "this rank's cache" if event.source == "cache" else "another rank's cache"
-    line = (
-        f"{event.function}: key {event.key!r}: using the stored pick [{event.best.index}] "
-        f"{event.best.label} from {where}: no measuring"
-    )
+    if event.source == "default":
+        line = (
+            f"{event.function}: key {event.key!r}: no stored pick, and tune = 'never': running "
+            f"[{event.best.index}] {event.best.label} unmeasured"
+        )
+    else:
+        where = "this rank's cache" if event.source == "cache" else "another rank's cache"
+        line = (
+            f"{event.function}: key {event.key!r}: using the stored pick [{event.best.index}] "
+            f"{event.best.label} from {where}: no measuring"
+        )
     # Not in the file: the log file records tunings, and a hit changes nothing on disk.
     _say(line, event.verbose)
 

@@ -70,6 +70,8 @@ class AutoTuner(FunctionWrapper):
         *,
         reset_to_zero: Sequence[str] | None = None,
         restore_value: Sequence[str] | None = None,
+        warmup: int | None = None,
+        repeat: int | None = None,
     ) -> None:
         name = getattr(fn, "__name__", repr(fn))
         if not callable(fn):
@@ -78,6 +80,9 @@ class AutoTuner(FunctionWrapper):
             raise TypeError(f"{name}: key_fn must be callable, got {key_fn!r}")
         if prune_fn is not None and not callable(prune_fn):
             raise TypeError(f"{name}: prune_fn must be callable or None, got {prune_fn!r}")
+        for option, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+                raise ValueError(f"{name}: {option} must be an integer >= {least} or None, got {value!r}")
         if isinstance(config_space, Mapping | str) or not isinstance(config_space, Sequence):
             raise TypeError(
                 f"{name}: config_space must be a list of dicts, got {type(config_space).__name__}"
@@ -113,6 +118,8 @@ class AutoTuner(FunctionWrapper):
         self.config_space = [dict(config) for config in config_space]
         self.key_fn = key_fn
         self.prune_fn = prune_fn
+        self.warmup = warmup
+        self.repeat = repeat
         self._fields = frozenset(fields)
         # A positional argument at or past this index lands on a config field.
         self._positional_limit = min(
@@ -183,7 +190,14 @@ class AutoTuner(FunctionWrapper):
         isolated = session.settings.isolate == SUBPROCESS
         target = target_of(self.fn, args, kwargs) if isolated else None
         with self._tuner_for(session).begin(
-            session, key, keep=keep, failure=failure, group=group, verbose=verbose
+            session,
+            key,
+            keep=keep,
+            failure=failure,
+            group=group,
+            verbose=verbose,
+            warmup=self.warmup,
+            repeat=self.repeat,
         ) as tuning:
             if target is not None and not tuning.hit:
                 self._screen(tuning, Screening(target, session.settings.isolate_timeout), allow_overwrite)
@@ -299,6 +313,8 @@ def autotune(
     *,
     reset_to_zero: Sequence[str] | None = None,
     restore_value: Sequence[str] | None = None,
+    warmup: int | None = None,
+    repeat: int | None = None,
 ) -> Callable[[Callable[..., Any]], AutoTuner]:
     """Decorate a host function to run with its fastest config from ``config_space``.
 
@@ -320,8 +336,13 @@ def autotune(
         back as the caller passed them after each run while tuning (as
         ``triton.autotune``'s option). With both, the caller's arguments end
         as after one call with the pick.
+    :param warmup: untimed runs per candidate for this function (default:
+        the ``warmup`` setting, 5).
+    :param repeat: timed runs per candidate for this function (default:
+        the ``repeat`` setting, 10).
     :raises ValueError: for a name in ``reset_to_zero`` or ``restore_value``
-        that is not a parameter of the function (or is a config field).
+        that is not a parameter of the function (or is a config field), or
+        a ``warmup`` below 0 or ``repeat`` below 1.
 
     The returned :class:`AutoTuner` accepts, besides the function's own
     arguments, ``autotune`` (default ``True``), ``autotune_verbose``,
@@ -330,7 +351,14 @@ def autotune(
 
     def decorate(fn: Callable[..., Any]) -> AutoTuner:
         return AutoTuner(
-            fn, config_space, key_fn, prune_fn, reset_to_zero=reset_to_zero, restore_value=restore_value
+            fn,
+            config_space,
+            key_fn,
+            prune_fn,
+            reset_to_zero=reset_to_zero,
+            restore_value=restore_value,
+            warmup=warmup,
+            repeat=repeat,
         )
 
     return decorate

@@ -232,6 +232,36 @@ def test_warmup_and_repeat_come_from_the_config_file(isolated, tmp_path):
     assert [len(row["samples_ms"]) for row in record["candidates"]] == [3, 3]
 
 
+def test_warmup_and_repeat_of_the_decorator_beat_the_config_file(isolated, tmp_path):
+    (tmp_path / "kerneltune.toml").write_text("warmup = 2\nrepeat = 3\n")
+    calls: list[int] = []
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x, warmup=0, repeat=4)
+    def work(x, n):
+        calls.append(n)
+
+    work(4)
+
+    assert len(calls) == 2 * (0 + 4) + 1
+    (record,) = stored_records(isolated, "work")
+    assert [len(row["samples_ms"]) for row in record["candidates"]] == [4, 4]
+    assert (record["measured_with"]["warmup"], record["measured_with"]["repeat"]) == (0, 4)
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"warmup": -1}, "warmup must be an integer >= 0"),
+        ({"repeat": 0}, "repeat must be an integer >= 1"),
+        ({"repeat": 2.5}, "repeat must be an integer >= 1"),
+        ({"warmup": True}, "warmup must be an integer >= 0"),
+    ],
+)
+def test_bad_warmup_or_repeat_fails_at_decoration(options, match):
+    with pytest.raises(ValueError, match=f"_target: {match}"):
+        autotune(config_space=[{"n": 1}], key_fn=lambda x: x, **options)(_target)
+
+
 def test_time_is_the_mean_and_the_fastest_wins(clock, isolated):
     @autotune(config_space=[{"cost": 3.0}, {"cost": 1.0}, {"cost": 2.0}], key_fn=lambda x: x)
     def work(x, cost):

@@ -33,6 +33,8 @@ class Vote:
     :param verify_pick: this rank was asked to check, with one more gather,
         that every rank picked the same candidate.
     :param record: this rank's valid stored record, as plain data.
+    :param tune: this rank's ``tune`` setting (what a key without a stored
+        pick gets), which every rank must share.
     """
 
     rank: int
@@ -46,6 +48,7 @@ class Vote:
     retune: bool
     verify_pick: bool
     record: dict[str, Any] | None
+    tune: str = "auto"
 
     def to_data(self) -> dict[str, Any]:
         """Plain data, for the reducer's gather."""
@@ -62,6 +65,7 @@ class Vote:
             "retune": self.retune,
             "verify_pick": self.verify_pick,
             "record": self.record,
+            "tune": self.tune,
         }
 
 
@@ -101,8 +105,9 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
 
     :param world_size: the size of the group the votes came from.
     :param function: the tuned function's name, for messages.
-    :raises RankMismatchError: when any rank failed before tuning or the ranks
-        kept different candidates; the message names each rank at fault.
+    :raises RankMismatchError: when any rank failed before tuning, the ranks
+        kept different candidates, or their ``tune`` settings differ (some
+        would measure while others wait); the message names each rank at fault.
     :raises PluginError: when the reducer gathered from other ranks than its group's.
     """
     if [v["rank"] for v in votes] != list(range(world_size)):
@@ -122,6 +127,9 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
         else:
             reason = "ranks hold different candidate configs (config_space must be identical on every rank)"
         raise RankMismatchError(f"{function}: {reason}: {lists}")
+    if len({v["tune"] for v in votes}) > 1:
+        settings = ", ".join(f"{_who(v)}: tune = {v['tune']!r}" for v in votes)
+        raise RankMismatchError(f"{function}: ranks hold different tune settings ({settings})")
     key_mismatch = None
     if len({v["key"] for v in votes}) > 1:
         key_mismatch = ", ".join(f"{_who(v)}: {v['key_label']}" for v in votes)

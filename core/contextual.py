@@ -157,7 +157,9 @@ def contextual_autotune(
     :param n_warmup: untimed launches per candidate before timing.
     :param flush_cache: evict the device's L2 cache before each timed launch
         where the device has one (CUDA: a 256 MB write), outside the timing.
-    :param verbose: print each candidate's time and the picks on stdout.
+    :param verbose: show each candidate's time and the picks as INFO lines
+        (:mod:`kerneltune.core.verbose`); the ``verbose`` setting turns them
+        on for every tuner.
 
     The outer function runs repeatedly until every kernel it launches has a
     pick, then once more with the picks; that result is returned. A kernel

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 from kerneltune.core.contracts import ForkingLaunch, IsolatedLaunch, IsolatingLaunch, KernelLaunch
 from kerneltune.core.engine import Tuner, Tuning
-from kerneltune.core.errors import NoValidConfigError, StalledTuningError, describe_error
+from kerneltune.core.errors import NoValidConfigError, StalledTuningError, describe_error, format_failure
 from kerneltune.core.events import KernelTuned, LaunchMeasured
 from kerneltune.core.isolation import SUBPROCESS, ScreenedOut, Screening, screen_all, screener
 from kerneltune.core.measure import TIMED, WARMUP, CandidateRuns
@@ -75,6 +75,7 @@ class ContextualCall:
     def __init__(self, owner: ContextualAutoTuner, session: Session) -> None:
         self.owner = owner
         self.session = session
+        self.verbose = owner.verbose or session.settings.verbose
         self.distributed = owner.is_dist and session.make_reducer(None).world_size > 1
         self.isolating = session.settings.isolate == SUBPROCESS
         # By id(): every state holds its kernel, so no id is reused during the call.
@@ -238,10 +239,11 @@ class ContextualCall:
             state.key,
             keep=lambda candidate: candidate.index in kept,
             group=None,
-            verbose=self.owner.verbose,
+            verbose=self.verbose,
             warmup=self.owner.n_warmup,
             repeat=self.owner.n_repeat,
             flush=self.owner.flush_cache,
+            driver="contextual",
         )
         self._open.append(tuning)
         if tuning.hit:
@@ -304,7 +306,7 @@ class ContextualCall:
                 errors=tuple(tuning.error(c) for c in state.space.candidates),
                 best=best,
                 world_size=tuning.reducer.world_size,
-                verbose=self.owner.verbose,
+                verbose=self.verbose,
             ),
         )
 
@@ -404,7 +406,8 @@ class ContextualCall:
                 rounds=rounds,
                 time_ms=time_ms,
                 error=None if error is None else describe_error(error),
-                verbose=self.owner.verbose,
+                verbose=self.verbose,
+                traceback=None if error is None else format_failure(error),
             ),
         )
 

@@ -67,6 +67,7 @@ class Tuner:
         warmup: int | None = None,
         repeat: int | None = None,
         flush: bool = True,
+        driver: str = "function",
     ) -> Tuning:
         """Run KEY, LOOKUP, PRUNE and AGREE for ``key``; the result is a context manager.
 
@@ -78,6 +79,8 @@ class Tuner:
         :param warmup: untimed runs per candidate (default: the ``warmup`` setting).
         :param repeat: timed runs per candidate (default: the ``repeat`` setting).
         :param flush: let the timer evict the device's caches before each timed run.
+        :param driver: which tuner drives the tuning, as observers see it:
+            ``"function"``, ``"contextual"``, ``"search_params"`` or a plugin's own.
         :param failure: an exception the driver met while computing the key;
             alone it is re-raised, with several ranks it is reported to all.
         :param group: the process group handed to the reducer.
@@ -112,7 +115,8 @@ class Tuner:
         lock = self._lock_for(entry or "")
         lock.acquire()
         try:
-            tuning = Tuning(Setup(self, session, reducer, key, encoded, entry, verbose, lock, schedule))
+            setup = Setup(self, session, reducer, key, encoded, entry, verbose, lock, schedule, driver)
+            tuning = Tuning(setup)
             tuning.prepare(keep, failure)
         except BaseException:
             lock.release()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,7 +24,32 @@ class CacheReadError(KernelTuneError):
 
 
 class NoValidConfigError(KernelTuneError, RuntimeError):
-    """Every candidate failed; the message lists each failure."""
+    """Every candidate failed; the message lists each failure.
+
+    Its ``__cause__`` is the first exception a candidate raised on this
+    rank, so the traceback shows where it came from.
+    """
+
+
+class CandidateDropped(KernelTuneError):
+    """A candidate left out on purpose: a pruner removed it, or the device cannot run it.
+
+    Handed to :meth:`~kerneltune.core.Tuning.fail`, it is recorded as the
+    candidate's reason like any failure, but it is no failure to report: it
+    gets no warning and no traceback in the log.
+    """
+
+
+class CandidateFailedWarning(UserWarning):
+    """A candidate raised while it was compiled or run; it counts as infinitely slow and tuning goes on.
+
+    Issued once per candidate and tuning. Filter it like any warning, e.g.
+    ``warnings.filterwarnings("ignore", category=CandidateFailedWarning)``.
+    """
+
+
+class NoStoredPickError(KernelTuneError, RuntimeError):
+    """``tune = "fail"``: a key has no stored pick and may not be tuned; every rank raises alike."""
 
 
 class RankMismatchError(KernelTuneError, RuntimeError):
@@ -52,6 +78,11 @@ def describe_error(exc: BaseException) -> str:
     """One line naming the exception type and its message."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def format_failure(exc: BaseException) -> str:
+    """``exc`` with its traceback (and the exceptions chained to it), as Python prints them."""
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
 def failure_report(function: str, key: object, rows: Iterable[tuple[Any, str]]) -> str:

@@ -14,7 +14,10 @@ class TuningStarted:
 
     In every event, ``rank`` is this process's rank in the whole job (what
     per-rank log files are named after) and ``world_size`` the number of
-    ranks tuning together (the size of ``autotune_pg``).
+    ranks tuning together (the size of ``autotune_pg``). ``driver`` says
+    which tuner drives the tuning: ``"function"``
+    (``triton_dist.tune.autotune``), ``"contextual"`` (``function`` is then
+    the kernel's name), ``"search_params"`` or a plugin's own.
     """
 
     function: str
@@ -24,11 +27,20 @@ class TuningStarted:
     world_size: int
     verbose: bool
     log_dir: Path | None
+    driver: str = "function"
 
 
 @attrs.frozen
 class CandidateMeasured:
-    """One candidate's outcome on this rank."""
+    """One candidate's outcome on this rank.
+
+    ``traceback`` is set on the event that reports a candidate's first
+    failure in a tuning (an exception raised compiling, screening or running
+    it): the exception with its traceback, as Python prints it. It is
+    ``None`` on every other event: a measurement, a later failure of the
+    same candidate, and a candidate dropped on purpose (pruned, or one the
+    device cannot run), which is no failure to report.
+    """
 
     function: str
     key: object
@@ -37,11 +49,15 @@ class CandidateMeasured:
     rank: int
     verbose: bool
     log_dir: Path | None
+    traceback: str | None = None
 
 
 @attrs.frozen
 class TuningFinished:
-    """The end of a tuning; ``best`` is ``None`` when every candidate failed."""
+    """The end of a tuning; ``best`` is ``None`` when every candidate failed.
+
+    ``driver`` is as in :class:`TuningStarted`.
+    """
 
     function: str
     key: object
@@ -52,6 +68,7 @@ class TuningFinished:
     rank: int
     verbose: bool
     log_dir: Path | None
+    driver: str = "function"
 
 
 @attrs.frozen
@@ -88,10 +105,11 @@ class CompileFinished:
 class PickLoaded:
     """A miss of the in-process picks served without measuring.
 
-    ``source`` is ``"cache"`` (this rank's cache plugin held the record) or
-    ``"rank"`` (another rank held it and shared it). Sent once per key per
-    process: afterwards the key is one of the process's picks, and that
-    dispatch path sends nothing.
+    ``source`` is ``"cache"`` (this rank's cache plugin held the record),
+    ``"rank"`` (another rank held it and shared it) or ``"default"`` (no
+    rank held one, and ``tune = "never"`` runs the first candidate kept,
+    unmeasured). Sent once per key per process: afterwards the key is one of
+    the process's picks, and that dispatch path sends nothing.
     """
 
     function: str
@@ -109,7 +127,8 @@ class LaunchMeasured:
 
     ``phase`` is ``"warmup"`` (untimed) or ``"timed"``; ``round`` counts from
     1 within the phase, up to ``rounds``. ``time_ms`` is set for timed rounds
-    that succeeded; ``error`` names the exception of a failed launch.
+    that succeeded; ``error`` names the exception of a failed launch, and
+    ``traceback`` holds it with its traceback, as Python prints it.
     """
 
     kernel: str
@@ -121,6 +140,7 @@ class LaunchMeasured:
     time_ms: float | None
     error: str | None
     verbose: bool
+    traceback: str | None = None
 
 
 @attrs.frozen

@@ -21,6 +21,7 @@ from typing import Any, cast
 from kerneltune.core.compile import CompileProcesses
 from kerneltune.core.contracts import ForkingRecorder
 from kerneltune.core.engine import Tuner, Tuning
+from kerneltune.core.inplace import InPlaceArguments, InPlaceRuns
 from kerneltune.core.isolation import SUBPROCESS, Screening, screener, target_of
 from kerneltune.core.records import Candidate
 from kerneltune.core.registry import collect_registry
@@ -57,7 +58,7 @@ class AutoTuner(FunctionWrapper):
     """A host function that picks its fastest keyword configuration per key.
 
     Call it as the original function, without the config fields; see
-    :func:`autotune` for the call-time controls.
+    :func:`autotune` for the call-time controls and the options.
     """
 
     def __init__(
@@ -66,6 +67,11 @@ class AutoTuner(FunctionWrapper):
         config_space: Sequence[Mapping[str, Any]],
         key_fn: Callable[..., Hashable],
         prune_fn: Callable[..., bool] | None = None,
+        *,
+        reset_to_zero: Sequence[str] | None = None,
+        restore_value: Sequence[str] | None = None,
+        warmup: int | None = None,
+        repeat: int | None = None,
     ) -> None:
         name = getattr(fn, "__name__", repr(fn))
         if not callable(fn):
@@ -74,6 +80,9 @@ class AutoTuner(FunctionWrapper):
             raise TypeError(f"{name}: key_fn must be callable, got {key_fn!r}")
         if prune_fn is not None and not callable(prune_fn):
             raise TypeError(f"{name}: prune_fn must be callable or None, got {prune_fn!r}")
+        for option, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+                raise ValueError(f"{name}: {option} must be an integer >= {least} or None, got {value!r}")
         if isinstance(config_space, Mapping | str) or not isinstance(config_space, Sequence):
             raise TypeError(
                 f"{name}: config_space must be a list of dicts, got {type(config_space).__name__}"
@@ -103,11 +112,14 @@ class AutoTuner(FunctionWrapper):
                         f"{name}{inspect.signature(fn)}"
                     )
             fields.update(config)
+        self._inplace = InPlaceArguments.of(fn, reset_to_zero, restore_value, fields)
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.config_space = [dict(config) for config in config_space]
         self.key_fn = key_fn
         self.prune_fn = prune_fn
+        self.warmup = warmup
+        self.repeat = repeat
         self._fields = frozenset(fields)
         # A positional argument at or past this index lands on a config field.
         self._positional_limit = min(
@@ -159,8 +171,11 @@ class AutoTuner(FunctionWrapper):
         self._merge(self.config_space[0], args, kwargs, allow_overwrite)
         failure: BaseException | None = None
         key: Hashable = None
+        inplace: InPlaceRuns | None = None
         try:
             key = self.key_fn(*args, **kwargs)
+            if self._inplace is not None:
+                inplace = self._inplace.bind(args, kwargs)
         except Exception as exc:
             failure = exc
         keep = None
@@ -171,19 +186,30 @@ class AutoTuner(FunctionWrapper):
                 return bool(prune_fn(candidate.config, *args, **kwargs))
 
         session = current_session()
+        verbose = verbose or session.settings.verbose
         isolated = session.settings.isolate == SUBPROCESS
         target = target_of(self.fn, args, kwargs) if isolated else None
         with self._tuner_for(session).begin(
-            session, key, keep=keep, failure=failure, group=group, verbose=verbose
+            session,
+            key,
+            keep=keep,
+            failure=failure,
+            group=group,
+            verbose=verbose,
+            warmup=self.warmup,
+            repeat=self.repeat,
         ) as tuning:
             if target is not None and not tuning.hit:
                 self._screen(tuning, Screening(target, session.settings.isolate_timeout), allow_overwrite)
             if not tuning.hit and session.settings.precompile:
-                self._precompile(session, tuning, args, kwargs, allow_overwrite)
+                self._precompile(session, tuning, args, kwargs, allow_overwrite, inplace)
+            around = None if inplace is None else inplace.around
             while (candidate := tuning.next_candidate()) is not None:
                 bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
-                tuning.measure(candidate, functools.partial(self.fn, *args, **bound))
+                tuning.measure(candidate, functools.partial(self.fn, *args, **bound), around=around)
             best = tuning.finish()
+        if inplace is not None:
+            inplace.finish()
         return self.fn(*args, **self._merge(best.config, args, kwargs, allow_overwrite))
 
     def _screen(self, tuning: Tuning, screening: Screening, allow_overwrite: bool) -> None:
@@ -213,6 +239,7 @@ class AutoTuner(FunctionWrapper):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         allow_overwrite: bool,
+        inplace: InPlaceRuns | None = None,
     ) -> None:
         """COMPILE for a host launcher: run each candidate once with its kernel launches recorded.
 
@@ -236,7 +263,10 @@ class AutoTuner(FunctionWrapper):
             try:
                 with contextlib.ExitStack() as stack:
                     lists = [stack.enter_context(rec.recording()) for rec in recorders]
-                    self.fn(*args, **bound)
+                    if inplace is None:
+                        self.fn(*args, **bound)
+                    else:
+                        inplace.run(functools.partial(self.fn, *args, **bound))
             except Exception:
                 continue
             thunks = [thunk for recorded in lists for thunk in recorded]
@@ -285,8 +315,18 @@ def autotune(
     config_space: Sequence[Mapping[str, Any]],
     key_fn: Callable[..., Hashable],
     prune_fn: Callable[..., bool] | None = None,
+    *,
+    reset_to_zero: Sequence[str] | None = None,
+    restore_value: Sequence[str] | None = None,
+    warmup: int | None = None,
+    repeat: int | None = None,
 ) -> Callable[[Callable[..., Any]], AutoTuner]:
     """Decorate a host function to run with its fastest config from ``config_space``.
+
+    Tuning calls the function many times on the caller's arguments (every
+    warm-up and timed run of every candidate): work it does in place must
+    be reset or restored through the two options below, or give the same
+    result however often it is repeated.
 
     :param config_space: non-empty list of dicts; each field is passed as a
         keyword argument. ``config_space[0]`` is used when ``autotune=False``.
@@ -294,6 +334,20 @@ def autotune(
         pick is kept per key.
     :param prune_fn: ``prune_fn(config, *args, **kwargs)`` returns ``False`` to
         skip a config before measuring.
+    :param reset_to_zero: names of the function's tensor arguments to zero
+        before each run while tuning, and once more before the call with the
+        pick (as ``triton.autotune``'s option).
+    :param restore_value: names of the function's tensor arguments to put
+        back as the caller passed them after each run while tuning (as
+        ``triton.autotune``'s option). With both, the caller's arguments end
+        as after one call with the pick.
+    :param warmup: untimed runs per candidate for this function (default:
+        the ``warmup`` setting, 5).
+    :param repeat: timed runs per candidate for this function (default:
+        the ``repeat`` setting, 10).
+    :raises ValueError: for a name in ``reset_to_zero`` or ``restore_value``
+        that is not a parameter of the function (or is a config field), or
+        a ``warmup`` below 0 or ``repeat`` below 1.
 
     The returned :class:`AutoTuner` accepts, besides the function's own
     arguments, ``autotune`` (default ``True``), ``autotune_verbose``,
@@ -301,6 +355,15 @@ def autotune(
     """
 
     def decorate(fn: Callable[..., Any]) -> AutoTuner:
-        return AutoTuner(fn, config_space, key_fn, prune_fn)
+        return AutoTuner(
+            fn,
+            config_space,
+            key_fn,
+            prune_fn,
+            reset_to_zero=reset_to_zero,
+            restore_value=restore_value,
+            warmup=warmup,
+            repeat=repeat,
+        )
 
     return decorate

@@ -165,7 +165,10 @@ def kerneltune_tuning_started(event: TuningStarted) -> None:
 def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
     """One candidate's measurement is complete (or it failed).
 
-    :param event: the candidate and its :class:`Measurement` on this rank.
+    :param event: the candidate and its :class:`Measurement` on this rank;
+        on the event of a candidate's first failure in a tuning, also the
+        exception's traceback (the built-in ``failures`` observer warns on
+        those events, once per candidate and tuning).
     """
 
 

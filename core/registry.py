@@ -37,6 +37,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.observers.tuning_log",
     "kerneltune.plugins.observers.contextual_log",
     "kerneltune.plugins.observers.progress",
+    "kerneltune.plugins.observers.failures",
+    "kerneltune.plugins.observers.print_autotuning",
     "kerneltune.plugins.triton.interceptor",
     "kerneltune.plugins.triton.labels",
     "kerneltune.plugins.triton.search_params",

@@ -62,3 +62,5 @@ class Setup:
     #: the per-entry lock, held from ``begin`` until the tuning exits.
     lock: threading.Lock
     schedule: Schedule
+    #: which tuner drives the tuning, for observers (see ``TuningStarted.driver``).
+    driver: str = "function"

@@ -8,7 +8,8 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
 (``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``, ``KERNELTUNE_REDIS_URL``,
-``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``.
+``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``,
+``KERNELTUNE_VERBOSE``, ``KERNELTUNE_TUNE``.
 :func:`setting_sources` says which of them set each value.
 """
 
@@ -45,6 +46,12 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 #: every wait raise OverflowError, failing every candidate.
 MAX_TIMEOUT_S = int(min(threading.TIMEOUT_MAX, (2**31 - 1) / 1000))
 
+#: The ``tune`` setting's values: tune a key that has no stored pick; run
+#: the first candidate instead, measuring nothing; raise instead.
+TUNE_AUTO = "auto"
+TUNE_NEVER = "never"
+TUNE_FAIL = "fail"
+
 
 @attrs.frozen
 class Settings:
@@ -78,6 +85,10 @@ class Settings:
     # Screen candidates in a worker process first ("subprocess"), and how long one may run there.
     isolate: str = "none"
     isolate_timeout: int = 60
+    # Every tuner's verbose lines, as autotune_verbose=True, verbose=True or debug=True turn on for one.
+    verbose: bool = False
+    # What a key with no stored pick gets: a tuning, the first candidate unmeasured, or an error.
+    tune: str = TUNE_AUTO
 
     @property
     def cache_root(self) -> Path:
@@ -138,11 +149,13 @@ def _flag(value: Any, where: str) -> bool:
     raise ConfigError(f"{where}: expected a boolean (0/1, true/false), got {_shown(value)}")
 
 
-def _choice(first: str, second: str) -> Callable[[Any, str], str]:
+def _choice(*options: str) -> Callable[[Any, str], str]:
+    listed = ", ".join(f"'{option}'" for option in options[:-1]) + f" or '{options[-1]}'"
+
     def parse(value: Any, where: str) -> str:
         text = value.strip().lower() if isinstance(value, str) else value
-        if text not in (first, second):
-            raise ConfigError(f"{where}: expected '{first}' or '{second}', got {_shown(value)}")
+        if text not in options:
+            raise ConfigError(f"{where}: expected {listed}, got {_shown(value)}")
         return text
 
     return parse
@@ -209,6 +222,8 @@ _FIELDS = {
     "redis_ttl": _count(0),
     "isolate": _choice("none", "subprocess"),
     "isolate_timeout": _count(1, MAX_TIMEOUT_S, "seconds, the longest wait this platform takes"),
+    "verbose": _flag,
+    "tune": _choice(TUNE_AUTO, TUNE_NEVER, TUNE_FAIL),
 }
 
 _ENV = {
@@ -232,6 +247,8 @@ _ENV = {
     "KERNELTUNE_REDIS_TTL": "redis_ttl",
     "KERNELTUNE_ISOLATE": "isolate",
     "KERNELTUNE_ISOLATE_TIMEOUT": "isolate_timeout",
+    "KERNELTUNE_VERBOSE": "verbose",
+    "KERNELTUNE_TUNE": "tune",
 }
 
 # Variables that switch a setting off when set to 1 (the setting is their negation).

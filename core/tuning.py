@@ -20,13 +20,21 @@ import attrs
 from kerneltune.core.agreement import Verdict, Vote, agree, check_picks, short_repr
 from kerneltune.core.compile import CompileStage, Subject
 from kerneltune.core.contracts import CompileProcess
-from kerneltune.core.errors import NoValidConfigError, describe_error, failure_report
+from kerneltune.core.errors import (
+    CandidateDropped,
+    NoStoredPickError,
+    NoValidConfigError,
+    describe_error,
+    failure_report,
+    format_failure,
+)
 from kerneltune.core.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.isolation import ScreenedOut, merge_ranks, screen_all, warn_unscreened
 from kerneltune.core.keys import digest
-from kerneltune.core.measure import CandidateRuns, host_times
+from kerneltune.core.measure import CandidateRuns, Wrap, host_times
 from kerneltune.core.records import Candidate, Measurement, TuningRecord
 from kerneltune.core.schedule import Job, Setup
+from kerneltune.core.settings import TUNE_AUTO, TUNE_FAIL
 from kerneltune.core.shard import gather_times, share
 from kerneltune.core.stored import new_record, read_record
 from kerneltune.core.ties import TIE_WARMUP, agreed_near_ties
@@ -47,6 +55,7 @@ class Tuning:
         self.reducer = reducer = setup.reducer
         self.key = setup.key
         self.verbose = setup.verbose
+        self.driver = setup.driver
         self._encoded = setup.encoded
         self._entry = setup.entry
         self._lock = setup.lock
@@ -72,6 +81,9 @@ class Tuning:
         # Per-rank files are named by the rank in the job: subgroups restart at 0.
         self._global_rank: int = getattr(reducer, "global_rank", reducer.rank)
         self._verify_pick = False
+        #: candidates whose failure was reported, and the first exception of all, for finish().
+        self._failed: set[int] = set()
+        self._first_failure: BaseException | None = None
         self.best: Candidate | None = None
 
     # -- context manager: the per-key lock is held from begin() to exit ------
@@ -116,7 +128,7 @@ class Tuning:
             # or the other ranks would wait in it forever.
             try:
                 stage = "reading the cache"
-                if not settings.always_tune:
+                if not self._retune:
                     record = self._lookup()
                 if record is not None and not distributed:
                     self._adopt(record, store=False)
@@ -139,6 +151,9 @@ class Tuning:
                 same = record is not None and record.best_index == shared.best_index
                 self._loaded("cache" if same else "rank")
                 return
+        if settings.tune != TUNE_AUTO:
+            self._untuned(kept)
+            return
         kept_candidates = tuple(self._space.candidates[i] for i in kept)
         # An adaptive driver queues candidates itself, round by round.
         if self._schedule.shard:
@@ -156,6 +171,32 @@ class Tuning:
             world_size=self.reducer.world_size,
         )
 
+    @property
+    def _retune(self) -> bool:
+        # tune = "never" or "fail" measures nothing, so a stored pick is all there is to run.
+        settings = self.session.settings
+        return settings.always_tune and settings.tune == TUNE_AUTO
+
+    def _untuned(self, kept: tuple[int, ...]) -> None:
+        """A key no rank holds a pick for, under ``tune = "never"`` or ``"fail"``.
+
+        ``never``: the first candidate kept runs, unmeasured and not stored
+        (kept in-process, so later calls dispatch straight to it); ``fail``:
+        :class:`NoStoredPickError`. With several ranks this follows the
+        agreement, whose verdict every rank shares, so all ranks do alike.
+        """
+        settings = self.session.settings
+        if settings.tune == TUNE_FAIL:
+            where = settings.source("tune") or "default"
+            raise NoStoredPickError(
+                f"{self._space.name}: no stored pick for key {self.key!r}, and tune = 'fail' ({where}) "
+                "forbids tuning it; tune this key where tuning is allowed (tune = 'auto', the default) "
+                "and keep its cache, or set tune = 'never' to run the first config untuned"
+            )
+        self.best = self._space.candidates[kept[0]]
+        self.tuner.picks[self.key] = self.best
+        self._loaded("default")
+
     def _loaded(self, source: str) -> None:
         assert self.best is not None
         self._notify("kerneltune_pick_loaded", PickLoaded, best=self.best, source=source)
@@ -163,7 +204,7 @@ class Tuning:
     def _notify(self, hook: str, event: type, **fields: Any) -> None:
         """Send observers ``event``, its fields that name this tuning filled in."""
         about = {"function": self._space.name, "key": self.key, "rank": self._global_rank}
-        about |= {"verbose": self.verbose, "log_dir": self._log_dir}
+        about |= {"verbose": self.verbose, "log_dir": self._log_dir, "driver": self.driver}
         names = {field.name for field in attrs.fields(event)}
         self.session.notify(hook, event(**{k: v for k, v in about.items() if k in names}, **fields))
 
@@ -189,9 +230,10 @@ class Tuning:
             kept=tuple((i, self._space.candidates[i].fingerprint) for i in kept),
             key=None if failure is not None else digest(self._encoded),
             key_label=short_repr(self.key),
-            retune=self.session.settings.always_tune,
+            retune=self._retune,
             verify_pick=self.session.settings.verify_pick,
             record=None if record is None else record.to_data(),
+            tune=self.session.settings.tune,
         )
         return agree(self.reducer, vote, self._space.name)
 
@@ -413,32 +455,56 @@ class Tuning:
         return self._measurements.get(candidate.index, Measurement(candidate.index)).error
 
     def fail(self, candidate: Candidate, error: BaseException) -> None:
-        """Record that a candidate raised; it counts as infinitely slow."""
-        self._finish_candidate(Measurement(candidate.index, error=describe_error(error)))
+        """Record that a candidate raised; it counts as infinitely slow.
 
-    def measure(self, candidate: Candidate, run: Callable[[], object]) -> None:
+        A candidate's first failure in this tuning reaches the observers
+        with its traceback (they warn once and log it), and the first
+        failure of all becomes the cause of :class:`NoValidConfigError`;
+        a :class:`~kerneltune.core.errors.CandidateDropped` is recorded
+        alone.
+        """
+        trace = None
+        if not isinstance(error, CandidateDropped) and candidate.index not in self._failed:
+            self._failed.add(candidate.index)
+            self._first_failure = self._first_failure or error
+            trace = format_failure(error)
+        self._finish_candidate(Measurement(candidate.index, error=describe_error(error)), traceback=trace)
+
+    def measure(
+        self,
+        candidate: Candidate,
+        run: Callable[[], object],
+        *,
+        around: Callable[[Wrap, Callable[[], object]], object] | None = None,
+    ) -> None:
         """Take every run of ``candidate`` by calling ``run``, and record the samples.
 
         Any exception from ``run`` or the timer, and samples the timer got
         wrong, mark the candidate failed.
+
+        :param around: called as ``around(wrap, run)`` for each run instead
+            of ``wrap(run)``; it must call ``wrap(run)`` once, and what it
+            does before and after (resetting in-place arguments) is not timed.
         """
         runs = self.runs(candidate)
+        take = (lambda wrap: wrap(run)) if around is None else (lambda wrap: around(wrap, run))
         try:
             while not runs.finished:
-                runs.run(lambda wrap: wrap(run))
+                runs.run(take)
             samples = runs.samples()
         except Exception as exc:
             self.fail(candidate, exc)
         else:
             self.record(candidate, samples)
 
-    def _finish_candidate(self, measurement: Measurement) -> None:
+    def _finish_candidate(self, measurement: Measurement, traceback: str | None = None) -> None:
         self._measurements[measurement.index] = measurement
         self._notify(
             "kerneltune_candidate_measured",
             CandidateMeasured,
             candidate=self._space.candidates[measurement.index],
             measurement=measurement,
+            traceback=traceback,
         )
 
     # -- REDUCE, SELECT, PERSIST ---------------------------------------------
@@ -483,7 +549,9 @@ class Tuning:
             seconds=time.perf_counter() - self._started,
         )
         if best is None:
-            raise NoValidConfigError(self._failure_report(allowed))
+            raise NoValidConfigError(self._failure_report(allowed)) from self._first_failure
+        # Its traceback holds the failed run's frames, and with them its arguments.
+        self._first_failure = None
         if self._verify_pick:
             check_picks(self.reducer, best, self._space.name)
         record = new_record(

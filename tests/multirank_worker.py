@@ -274,6 +274,34 @@ def disk_hit_on_one_rank(ctx: Rank) -> dict[str, Any]:
     return with_env("TRITON_DIST_AUTOTUNE_CACHE_DIR", own_dir, run)
 
 
+def tune_switches(ctx: Rank) -> dict[str, Any]:
+    alone = dist.new_group([0])
+    own_dir = str(ctx.run_dir / f"cache-rank{ctx.rank}")
+
+    def run() -> dict[str, Any]:
+        # No rank holds a pick for key 7: every rank raises, and the group still works.
+        failing = outcome(lambda: with_env("KERNELTUNE_TUNE", "fail", lambda: tuned(light, 3)(7)))
+        if ctx.rank == 0:
+            # Rank 0 tunes alone, so only its cache holds a record (picking config 1).
+            tuned(sleepy, 3)(5, {0: SLOW_MS, 1: FAST_MS, 2: SLOW_MS}, [], autotune_pg=alone)
+        calls: list[int] = []
+        delays = {0: FAST_MS, 1: SLOW_MS, 2: SLOW_MS}
+        served = with_env("KERNELTUNE_TUNE", "fail", lambda: tuned(sleepy, 3)(5, delays, calls))
+        never_calls: list[int] = []
+        ctx.collectives.take()
+        never = with_env("KERNELTUNE_TUNE", "never", lambda: tuned(sleepy, 3)(6, delays, never_calls))
+        return {
+            "failing": failing,
+            "served": served,
+            "calls": calls,
+            "never": never,
+            "never_calls": never_calls,
+            "never_collectives": ctx.collectives.take(),
+        }
+
+    return with_env("TRITON_DIST_AUTOTUNE_CACHE_DIR", own_dir, run)
+
+
 def prune_differs(ctx: Rank) -> int:
     return tuned(light, ctx.world + 1, prune_fn=lambda config, x: config["cfg"] != ctx.rank)(3)
 
@@ -362,6 +390,7 @@ SCENARIOS: dict[str, Callable[[Rank], Any]] = {
         sharded,
         counts_per_tuning,
         disk_hit_on_one_rank,
+        tune_switches,
         prune_differs,
         key_fails_on_one_rank,
         key_unusable_on_one_rank,

@@ -564,6 +564,31 @@ def test_a_launcher_that_needs_its_launches_compiles_at_its_first_warm_up(fake_k
     assert kernels.launched.count(256) == 3, "measured as usual"
 
 
+def test_the_recording_pass_resets_and_restores_in_place_arguments(fake_kernels, isolated):
+    clock, kernels = fake_kernels
+    seen = []
+
+    @autotune(
+        config_space=[{"block": b} for b in (64, 128)],
+        key_fn=lambda acc, x: 0,
+        reset_to_zero=["acc"],
+        restore_value=["x"],
+    )
+    def work(acc, x, block):
+        kernels.launch(block)
+        seen.append((float(acc[0]), float(x[0])))
+        acc += 1
+        x += 1
+        clock.advance(block / 64)
+
+    acc, x = torch.full((1,), 9.0), torch.zeros(1)
+    work(acc, x)
+
+    assert sorted(block for block, _ in kernels.compiled) == [64, 128], "the recording pass ran"
+    assert seen == [(0.0, 0.0)] * (2 + 2 * 3 + 1)
+    assert (float(acc[0]), float(x[0])) == (1.0, 1.0)
+
+
 def test_precompile_false_skips_the_recording_pass(monkeypatch, fake_kernels, isolated):
     clock, kernels = fake_kernels
     monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "0")

@@ -111,6 +111,14 @@ def test_environment_variables_of_the_seed(tmp_path):
     assert not settings.always_tune and not settings.version_check
 
 
+def test_verbose_from_a_file_or_the_environment(tmp_path):
+    assert not load_settings(cwd=tmp_path, environ={}).verbose
+    _write(tmp_path / "kerneltune.toml", "verbose = true\n")
+    assert load_settings(cwd=tmp_path, environ={}).verbose
+    settings = load_settings(cwd=tmp_path, environ={"KERNELTUNE_VERBOSE": "0"})
+    assert not settings.verbose and settings.source("verbose") == "environment variable KERNELTUNE_VERBOSE"
+
+
 def test_cache_dir_from_environment_beats_the_file(tmp_path):
     _write(tmp_path / "kerneltune.toml", 'cache_dir = "/from/file"\n')
     assert load_settings(cwd=tmp_path, environ={}).cache_dir == Path("/from/file")
@@ -134,6 +142,7 @@ def test_cache_dir_from_environment_beats_the_file(tmp_path):
         ("cache_dir = 5\n", "cache_dir"),
         ("block = [1]\n", "block"),
         ('always_tune = "sometimes"\n', "always_tune"),
+        ('verbose = "very"\n', "verbose"),
         ('timr = "wallclock"\n', "timr"),
     ],
 )
@@ -188,6 +197,7 @@ def test_missing_explicit_config_file_is_an_error(tmp_path):
         ("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "maybe"),
         ("TRITON_DIST_AUTOTUNE_VERSION_CHECK", "2"),
         ("KERNELTUNE_TIMER", "   "),
+        ("KERNELTUNE_VERBOSE", "loud"),
     ],
 )
 def test_bad_environment_value_names_the_variable(tmp_path, variable, value):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+import warnings
 
 import kernels
 import pytest
@@ -21,7 +22,9 @@ import triton
 import triton.language as tl
 from contextual_matmul import SIX_CONFIGS, launch_matmul, make_matmul
 from kerneltune.core import (
+    CandidateFailedWarning,
     KernelTuneError,
+    NoStoredPickError,
     StalledTuningError,
     TunerBusyError,
     add_plugin,
@@ -178,6 +181,105 @@ def test_log_file_records_rounds_times_errors_and_pick(tmp_path):
     again(x)
     log = read_log(tmp_path)
     assert log.count("best config") == 2
+
+
+def test_an_invalid_config_gives_one_warning_and_its_traceback_in_the_log(tmp_path):
+    configs = [triton.Config({"BLOCK": BLOCK}, num_warps=4), triton.Config({"BLOCK": 48}, num_warps=4)]
+    scale_kernel = make_scale_kernel(configs)
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run_scale(x):
+        return launch_scale(scale_kernel, x, 3.0)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_scale(randn(64))
+
+    (warning,) = [w for w in caught if issubclass(w.category, CandidateFailedWarning)]
+    message = str(warning.message)
+    key = "(64, 'torch.float32', 'torch.float32')"
+    assert message.startswith(f"kerneltune: scale_kernel: candidate [1] BLOCK=48 failed for key {key} with ")
+    assert warning.filename == __file__, "it points at the user's launch, past Triton and kerneltune"
+    if DEVICE == "cpu":  # under the interpreter it fails at its first launch, which the log shows
+        log = read_log(tmp_path)
+        assert "config 1 warmup round 1/1: exception: " in log
+        assert "    Traceback (most recent call last):" in log
+
+
+@pytest.mark.parametrize("how", ["option", "setting"])
+def test_verbose_shows_each_candidate_and_the_pick(monkeypatch, capsys, how):
+    scale_kernel = make_scale_kernel()
+    if how == "setting":
+        monkeypatch.setenv("KERNELTUNE_VERBOSE", "1")
+
+    @contextual_autotune(n_repeat=2, n_warmup=1, verbose=how == "option")
+    def run_scale(x):
+        return launch_scale(scale_kernel, x, 3.0)
+
+    run_scale(randn(64))
+    out = capsys.readouterr().out.splitlines()
+    key = "(64, 'torch.float32', 'torch.float32')"
+    assert out[0] == f"[kerneltune] scale_kernel: tuning key {key}: 2 candidates (rank 0 of 1)"
+    assert out[1].startswith("[kerneltune] scale_kernel: [0] BLOCK=64") and ": mean " in out[1]
+    assert f"scale_kernel: key {key}: picked [" in out[-1]
+
+
+def test_print_autotuning_prints_tritons_lines_for_each_kernel_tuned(monkeypatch, capsys):
+    scale_kernel = make_scale_kernel()
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run_scale(x):
+        return launch_scale(scale_kernel, x, 3.0)
+
+    run_scale(randn(64))
+    out = capsys.readouterr().out
+    assert out.startswith(
+        "Triton autotuning (kerneltune contextual_autotune) for function scale_kernel,\n"
+        "with key as (64, 'torch.float32', 'torch.float32'),\nfinished after "
+    )
+    assert "\nbest config selected: BLOCK=64" in out and out.endswith(" ms;\n")
+    run_scale(randn(64))
+    assert capsys.readouterr().out == "", "a kernel's cached pick prints nothing"
+
+
+def test_tune_never_launches_the_first_config_unmeasured(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_TUNE", "never")
+    configs = [triton.Config({"BLOCK": BLOCK}, num_warps=w) for w in (8, 4)]
+    scale_kernel = make_scale_kernel(configs)
+    executions = []
+
+    @contextual_autotune(n_repeat=3, n_warmup=2)
+    def run_scale(x):
+        executions.append(1)
+        return launch_scale(scale_kernel, x, 3.0)
+
+    x = randn(64)
+    torch.testing.assert_close(run_scale(x), 3.0 * x)
+    assert len(executions) == 1, "nothing measured"
+    assert scale_kernel.best_config is configs[0]
+
+
+def test_tune_fail_raises_naming_the_kernel_and_key_unless_the_kernel_holds_a_pick(monkeypatch):
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def run_scale(x, alpha):
+        return launch_scale(scale_kernel, x, alpha)
+
+    monkeypatch.setenv("KERNELTUNE_TUNE", "fail")
+    with pytest.raises(NoStoredPickError) as info:
+        run_scale(randn(64), 2.0)
+    assert str(info.value).startswith(
+        "scale_kernel: no stored pick for key (64, 'torch.float32', 'torch.float32'), and tune = 'fail'"
+    )
+    assert_no_tuner_state()
+
+    monkeypatch.delenv("KERNELTUNE_TUNE")
+    run_scale(randn(64), 2.0)
+    monkeypatch.setenv("KERNELTUNE_TUNE", "fail")
+    x = randn(64)
+    torch.testing.assert_close(run_scale(x, 2.0), 2.0 * x)
 
 
 def test_two_kernels_are_tuned_one_after_another(tmp_path):

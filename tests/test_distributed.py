@@ -40,6 +40,7 @@ SCENARIOS = [
     "sharded",
     "counts_per_tuning",
     "disk_hit_on_one_rank",
+    "tune_switches",
     "prune_differs",
     "key_fails_on_one_rank",
     "key_unusable_on_one_rank",
@@ -220,6 +221,16 @@ def test_a_disk_hit_on_one_rank_is_shared_without_a_hang(runs, world):
         assert result["stored"] == [1]
         assert result["next_run"]["pick"] == 1
         assert result["next_run"]["calls"] == [1]
+
+
+@WORLDS
+def test_tune_fail_raises_on_every_rank_and_never_and_fail_serve_a_pick_one_rank_holds(runs, world):
+    outcomes = values(runs(world), "tune_switches")
+    for outcome in outcomes:
+        assert_prompt_error(outcome["failing"], "NoStoredPickError", "light: no stored pick for key 7")
+    assert [(o["served"], o["calls"]) for o in outcomes] == [(1, [1])] * world, "rank 0's pick, unmeasured"
+    assert [(o["never"], o["never_calls"]) for o in outcomes] == [(0, [0])] * world
+    assert all(o["never_collectives"]["counts"] == {"all_gather_object": 1} for o in outcomes)
 
 
 @WORLDS

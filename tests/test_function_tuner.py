@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import threading
+import traceback
+import warnings
 
 import pytest
-from kerneltune.core import NoValidConfigError
+import torch
+from kerneltune.core import CandidateFailedWarning, ConfigError, NoStoredPickError, NoValidConfigError
 from kerneltune.core import function_tuner as function_tuner_module
 from kerneltune.plugins.timers.wallclock import WallclockTimer
 from tuning_doubles import FakeClock, clock_plugin, install_session, only_record_file, stored_records
@@ -228,6 +232,36 @@ def test_warmup_and_repeat_come_from_the_config_file(isolated, tmp_path):
     assert [len(row["samples_ms"]) for row in record["candidates"]] == [3, 3]
 
 
+def test_warmup_and_repeat_of_the_decorator_beat_the_config_file(isolated, tmp_path):
+    (tmp_path / "kerneltune.toml").write_text("warmup = 2\nrepeat = 3\n")
+    calls: list[int] = []
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x, warmup=0, repeat=4)
+    def work(x, n):
+        calls.append(n)
+
+    work(4)
+
+    assert len(calls) == 2 * (0 + 4) + 1
+    (record,) = stored_records(isolated, "work")
+    assert [len(row["samples_ms"]) for row in record["candidates"]] == [4, 4]
+    assert (record["measured_with"]["warmup"], record["measured_with"]["repeat"]) == (0, 4)
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"warmup": -1}, "warmup must be an integer >= 0"),
+        ({"repeat": 0}, "repeat must be an integer >= 1"),
+        ({"repeat": 2.5}, "repeat must be an integer >= 1"),
+        ({"warmup": True}, "warmup must be an integer >= 0"),
+    ],
+)
+def test_bad_warmup_or_repeat_fails_at_decoration(options, match):
+    with pytest.raises(ValueError, match=f"_target: {match}"):
+        autotune(config_space=[{"n": 1}], key_fn=lambda x: x, **options)(_target)
+
+
 def test_time_is_the_mean_and_the_fastest_wins(clock, isolated):
     @autotune(config_space=[{"cost": 3.0}, {"cost": 1.0}, {"cost": 2.0}], key_fn=lambda x: x)
     def work(x, cost):
@@ -286,20 +320,104 @@ def test_all_candidates_failing_lists_each_failure_and_persists_nothing(isolated
         calls.append(block)
         raise RuntimeError(f"block {block} needs too much memory\nsecond line")
 
-    with pytest.raises(NoValidConfigError) as info:
+    with pytest.raises(NoValidConfigError) as info, pytest.warns(CandidateFailedWarning) as warned:
         work(1)
 
     message = str(info.value)
     assert isinstance(info.value, RuntimeError)
+    assert len(warned) == 2
+    first = info.value.__cause__
+    assert isinstance(first, RuntimeError) and str(first).startswith("block 128 needs too much memory")
+    assert "raise RuntimeError" in "".join(traceback.format_exception(info.value)), "the cause's frames show"
     assert "cannot find valid config" in message
     assert "[0] block=<128>: RuntimeError: block 128 needs too much memory" in message
     assert "[1] block=<256>: RuntimeError: block 256 needs too much memory" in message
     assert stored_records(isolated, "work") == []
     assert calls == [128, 256]
 
-    with pytest.raises(NoValidConfigError):
+    with pytest.raises(NoValidConfigError), pytest.warns(CandidateFailedWarning):
         work(1)
     assert calls == [128, 256, 128, 256], "a failed tuning must not be remembered in-process either"
+
+
+def failure_warnings(caught):
+    return [str(w.message) for w in caught if issubclass(w.category, CandidateFailedWarning)]
+
+
+def test_a_failing_candidate_gives_one_warning_naming_it_and_its_exception(clock, isolated):
+    @autotune(config_space=[{"mode": "fast"}, {"mode": "buggy"}, {"mode": "slow"}], key_fn=lambda x: x)
+    def work(x, mode):
+        if mode == "buggy":
+            raise IndexError("index 7 is out of bounds")
+        clock.advance(1.0 if mode == "fast" else 2.0)
+        return mode
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert work(3) == "fast"
+        assert work(3) == "fast"
+
+    (message,) = failure_warnings(caught)
+    assert message.startswith("kerneltune: work: candidate [1] mode=<buggy> failed for key 3 with ")
+    assert "IndexError: index 7 is out of bounds" in message
+    assert [w.filename for w in caught] == [__file__], "the warning points at the tuned call"
+
+
+def test_a_candidate_failing_in_every_re_timing_round_is_still_one_warning(monkeypatch, isolated):
+    clock = FakeClock()
+    install_session(monkeypatch, extra=(clock_plugin(clock),), timer="scripted", tie_rounds=3)
+    runs = {"steady": 0, "flaky": 0}
+
+    @autotune(config_space=[{"mode": "steady"}, {"mode": "flaky"}], key_fn=lambda x: x)
+    def work(x, mode):
+        runs[mode] += 1
+        if mode == "flaky" and runs["flaky"] > WARMUP + REPEAT:
+            raise RuntimeError("fails once re-timed")
+        clock.advance(1.0 + 0.1 * (runs[mode] % 2))  # alike, and noisy: a near tie
+        return mode
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert work(1) == "steady"
+
+    log = (isolated / "work" / "tune-rank0.log").read_text()
+    assert log.count("[1] mode=<flaky>: RuntimeError: fails once re-timed") >= 2, "failed in several rounds"
+    (message,) = failure_warnings(caught)
+    assert message.startswith("kerneltune: work: candidate [1] mode=<flaky> failed for key 1")
+    assert log.count("Traceback") == 1
+
+    runs["flaky"] = WARMUP + REPEAT
+    with pytest.warns(CandidateFailedWarning, match="for key 2"):
+        work(2)  # another tuning, another warning
+
+
+def test_pruned_candidates_are_no_failures(isolated):
+    work, _ = counting([{"n": 1}, {"n": 2}, {"n": 3}], prune_fn=lambda config, x: config["n"] != 2)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        work(4)
+
+    assert failure_warnings(caught) == []
+
+
+def test_the_tuning_log_keeps_the_traceback_of_a_failure(isolated):
+    @autotune(config_space=[{"n": 1}, {"n": 0}], key_fn=lambda x: x)
+    def work(x, n):
+        return divide(x, n)
+
+    with pytest.warns(CandidateFailedWarning, match=r"\[1\] n=<0> failed for key 6 with ZeroDivisionError"):
+        work(6)
+
+    log = (isolated / "work" / "tune-rank0.log").read_text()
+    failure = log[log.index("[1] n=<0>: ZeroDivisionError") :]
+    assert "    Traceback (most recent call last):" in failure
+    assert "in divide\n" in failure and "    ZeroDivisionError: integer division or modulo by zero" in failure
+    assert log.count("Traceback") == 1
+
+
+def divide(x, n):
+    return x // n
 
 
 def test_returns_the_result_of_a_fresh_run_with_the_best_config(clock):
@@ -316,6 +434,162 @@ def test_returns_the_result_of_a_fresh_run_with_the_best_config(clock):
     assert result == (7, 1.0, len(calls))
     assert len(calls) == 2 * (WARMUP + REPEAT) + 1
     assert calls[-1] == 1.0
+
+
+# -- in-place arguments: reset_to_zero and restore_value -----------------------------
+
+
+def accumulating(**options):
+    """A tuned ``add_one(acc, n)`` that adds 1 to ``acc[0]`` in place, and what each run saw there."""
+    seen: list[float] = []
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda acc: len(acc), **options)
+    def add_one(acc, n):
+        seen.append(float(acc[0]))
+        acc[0] += 1
+        return n
+
+    return add_one, seen
+
+
+def test_an_in_place_function_sees_every_run_without_the_options():
+    add_one, _ = accumulating()
+    acc = torch.zeros(1)
+
+    add_one(acc)
+
+    assert acc[0] == 2 * (WARMUP + REPEAT) + 1, "the caller's tensor took every run"
+
+
+@pytest.mark.parametrize("option", ["reset_to_zero", "restore_value"])
+def test_the_callers_tensor_ends_as_after_one_call_with_the_pick(option):
+    add_one, seen = accumulating(**{option: ["acc"]})
+    acc = torch.zeros(1)
+
+    add_one(acc)
+
+    assert acc[0] == 1.0
+    assert seen == [0.0] * len(seen) and len(seen) == 2 * (WARMUP + REPEAT) + 1
+    add_one(acc)
+    assert acc[0] == 2.0, "a hit runs the function as it is: nothing reset, nothing copied"
+
+
+def test_restore_value_gives_every_run_the_callers_contents_even_after_a_run_that_raised():
+    seen = []
+
+    @autotune(
+        config_space=[{"mode": "raises"}, {"mode": "doubles"}],
+        key_fn=lambda x, *, scale: x.numel(),
+        restore_value=["x"],
+    )
+    def double(x, mode, *, scale):
+        seen.append(x.tolist())
+        x.mul_(scale)
+        if mode == "raises":
+            raise RuntimeError("wrote, then failed")
+        return mode
+
+    x = torch.tensor([3.0, 4.0])
+    assert double(x, scale=2.0) == "doubles"
+
+    assert x.tolist() == [6.0, 8.0]
+    assert seen == [[3.0, 4.0]] * len(seen)
+
+
+def test_reset_to_zero_zeroes_before_each_run_and_before_the_pick():
+    @autotune(
+        config_space=[{"n": 1}, {"n": 2}],
+        key_fn=lambda out, x, total=None: total is None,
+        reset_to_zero=["out", "total"],
+    )
+    def add(out, x, n, total=None):
+        assert out.abs().sum() == 0 and (total is None or total.sum() == 0)
+        out += x * n
+        if total is not None:
+            total += 1
+        return n
+
+    out, x = torch.full((2,), 7.0), torch.ones(2)
+    n = add(out, x)
+    assert out.tolist() == [float(n)] * 2
+    total = torch.full((1,), 5.0)
+    n = add(out, x + 1, total=total)  # a new key, and one named argument given by keyword
+    assert out.tolist() == [2.0 * n] * 2 and total.tolist() == [1.0]
+
+
+def test_in_place_arguments_may_be_numpy_arrays():
+    numpy = pytest.importorskip("numpy")
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda acc: acc.shape, restore_value=["acc"])
+    def add_one(acc, n):
+        acc[0] += 1
+
+    acc = numpy.zeros(1)
+    add_one(acc)
+    assert acc[0] == 1.0
+
+
+def test_resetting_and_restoring_stay_outside_the_timed_region(clock, isolated):
+    class Buffer:
+        """A tensor stand-in whose resets and copies cost clock time."""
+
+        def __init__(self):
+            self.value = 0.0
+
+        def zero_(self):
+            clock.advance(100.0)
+            self.value = 0.0
+
+        def clone(self):
+            clock.advance(100.0)
+            return self.value
+
+        def copy_(self, saved):
+            clock.advance(100.0)
+            self.value = saved
+
+    @autotune(
+        config_space=[{"cost": 3.0}, {"cost": 1.0}],
+        key_fn=lambda buffer: 0,
+        reset_to_zero=["buffer"],
+        restore_value=["buffer"],
+    )
+    def work(buffer, cost):
+        clock.advance(cost)
+        buffer.value += 1
+
+    work(Buffer())
+
+    (record,) = stored_records(isolated, "work")
+    assert [row["time_ms"] for row in record["candidates"]] == [3.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        (
+            {"reset_to_zero": ["nope"]},
+            ValueError,
+            r"reset_to_zero names 'nope', which is not a parameter of add_one\(acc, n\)",
+        ),
+        ({"restore_value": ["acc", "nope"]}, ValueError, "restore_value names 'nope'"),
+        ({"restore_value": ["n"]}, ValueError, "restore_value names 'n', a config field"),
+        ({"reset_to_zero": "acc"}, TypeError, "reset_to_zero must be a list of argument names, got 'acc'"),
+        ({"restore_value": [0]}, TypeError, "restore_value must be a list of argument names"),
+    ],
+)
+def test_names_that_are_not_arguments_fail_at_decoration(options, error, match):
+    with pytest.raises(error, match=match):
+        accumulating(**options)
+
+
+def test_a_named_argument_that_is_no_tensor_fails_the_first_call(isolated):
+    add_one, seen = accumulating(reset_to_zero=["acc"])
+
+    with pytest.raises(TypeError, match="reset_to_zero names 'acc', whose value is a list"):
+        add_one([0.0])
+    assert seen == []
+    assert stored_records(isolated, "add_one") == []
 
 
 # -- in-process dispatch -----------------------------------------------------------
@@ -424,6 +698,67 @@ def test_verbose_prints_info_lines_and_tuning_writes_a_log_file(capsys, isolated
     assert capsys.readouterr().out == "", "a hit prints nothing"
 
 
+@pytest.mark.parametrize("how", ["variable", "config file"])
+def test_the_verbose_setting_turns_the_lines_on_for_every_call(monkeypatch, tmp_path, capsys, how):
+    if how == "variable":
+        monkeypatch.setenv("KERNELTUNE_VERBOSE", "1")
+    else:
+        (tmp_path / "kerneltune.toml").write_text("verbose = true\n")
+    work, _ = counting([{"n": 1}, {"n": 2}])
+
+    work(6)
+
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 4 and "tuning key 6: 2 candidates" in out[0] and "picked [" in out[3]
+    fresh, _ = counting([{"n": 1}, {"n": 2}])
+    fresh(6)
+    (served,) = capsys.readouterr().out.splitlines()
+    assert "using the stored pick" in served
+
+
+def test_verbose_lines_are_info_records_where_logging_shows_them(caplog, capsys):
+    work, _ = counting([{"n": 1}, {"n": 2}])
+    caplog.set_level(logging.INFO, logger="kerneltune")
+
+    work(6, autotune_verbose=True)
+
+    assert capsys.readouterr().out == "", "logged, so not printed as well"
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "kerneltune"]
+    assert len(lines) == 4 and {level for level, _ in lines} == {logging.INFO}
+    assert lines[0][1].startswith("work: tuning key 6: 2 candidates")
+
+
+def test_lines_that_are_not_verbose_are_debug_records(caplog, capsys):
+    work, _ = counting([{"n": 1}, {"n": 2}])
+    caplog.set_level(logging.DEBUG, logger="kerneltune")
+
+    work(6)
+
+    assert capsys.readouterr().out == ""
+    levels = {r.levelno for r in caplog.records if r.name == "kerneltune"}
+    assert levels == {logging.DEBUG}
+
+
+def test_print_autotuning_prints_tritons_lines_after_a_tuning_only(monkeypatch, clock, capsys):
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+
+    @autotune(config_space=[{"cost": 3.0}, {"cost": 1.0}], key_fn=lambda x: (x, "f32"))
+    def scale(x, cost):
+        clock.advance(cost)
+
+    scale(4)
+    out = capsys.readouterr().out
+    assert out.startswith(
+        "Triton autotuning (kerneltune autotune) for function scale,\n"
+        "with key as (4, 'f32'),\n"
+        "finished after "
+    )
+    assert out.endswith("s,\nbest config selected: cost=<1.0> at 1.0000 ms;\n")
+    scale(4)
+    autotune(config_space=[{"cost": 3.0}, {"cost": 1.0}], key_fn=lambda x: (x, "f32"))(scale.fn)(4)
+    assert capsys.readouterr().out == "", "a pick in process or from the cache prints nothing"
+
+
 def test_quiet_by_default_but_still_logs_to_file(capsys, isolated):
     work, _ = counting([{"n": 1}, {"n": 2}])
 
@@ -524,3 +859,73 @@ def test_always_tune_retunes_once_per_key_per_process(monkeypatch, isolated):
     tuner(3)
     assert len(_shared_body.calls) == 2 * (WARMUP + REPEAT) + 3, "retune once, not on every call"
     assert only_record_file(isolated, "_shared_body").read_text() != first, "the new tuning is persisted"
+
+
+# -- the tune setting: production switches ---------------------------------------------
+
+
+def test_tune_never_runs_the_first_config_unmeasured_and_stores_nothing(monkeypatch, isolated, capsys):
+    monkeypatch.setenv("KERNELTUNE_TUNE", "never")
+    tuner = _fresh_tuner()
+
+    assert tuner(3, autotune_verbose=True) == 3
+    assert tuner(3) == 3
+    assert _shared_body.calls == [1, 1], "config_space[0], once per call, nothing measured"
+    assert stored_records(isolated, "_shared_body") == []
+    (line,) = capsys.readouterr().out.splitlines()
+    assert "key 3: no stored pick, and tune = 'never': running [0] n=<1> unmeasured" in line
+
+
+def test_tune_never_runs_the_first_config_prune_fn_keeps(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_TUNE", "never")
+    calls: list[int] = []
+
+    @autotune(
+        config_space=[{"n": 1}, {"n": 2}, {"n": 3}], key_fn=lambda x: x, prune_fn=lambda c, x: c["n"] > 1
+    )
+    def work(x, n):
+        calls.append(n)
+        return x * n
+
+    assert work(3) == 6 and calls == [2]
+
+
+@pytest.mark.parametrize("mode", ["never", "fail"])
+def test_a_stored_pick_is_served_under_never_and_fail(monkeypatch, mode):
+    _fresh_tuner()(3)
+    (tuned,) = set(_shared_body.calls[-1:])
+
+    monkeypatch.setenv("KERNELTUNE_TUNE", mode)
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "1")  # nothing is measured, so it cannot apply
+    tuner = _fresh_tuner()
+    tuner(3)
+    tuner(3)
+    assert _shared_body.calls == [tuned, tuned]
+
+
+def test_tune_fail_raises_on_a_miss_naming_the_function_the_key_and_the_variable(monkeypatch, isolated):
+    monkeypatch.setenv("KERNELTUNE_TUNE", "fail")
+    tuner = _fresh_tuner()
+
+    with pytest.raises(NoStoredPickError) as info:
+        tuner(("m", 128))
+
+    message = str(info.value)
+    assert message.startswith("_shared_body: no stored pick for key ('m', 128), and tune = 'fail'")
+    assert "environment variable KERNELTUNE_TUNE" in message
+    assert isinstance(info.value, RuntimeError)
+    assert _shared_body.calls == []
+    assert stored_records(isolated, "_shared_body") == []
+
+
+def test_tune_from_a_config_file(tmp_path):
+    (tmp_path / "kerneltune.toml").write_text('tune = "fail"\n')
+    with pytest.raises(NoStoredPickError, match=r"kerneltune\.toml \(key 'tune'\)"):
+        _fresh_tuner()(3)
+
+
+def test_a_bad_tune_value_is_a_config_error_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_TUNE", "sometimes")
+    expected = "environment variable KERNELTUNE_TUNE: expected 'auto', 'never' or 'fail', got 'sometimes'"
+    with pytest.raises(ConfigError, match=expected):
+        _fresh_tuner()(3)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from kerneltune.core import (
+    NoStoredPickError,
     NoValidConfigError,
     PluginError,
     RankMismatchError,
@@ -229,6 +230,62 @@ def test_a_key_failure_on_one_rank_stops_every_rank_and_the_group_recovers(tmp_p
     assert [o[1] for o in outcomes] == [3, 3, 3]
     assert outcomes[0][0] == outcomes[2][0]
     assert "rank 1 failed while computing the key: ValueError: x has no shape on this rank" in outcomes[0][0]
+
+
+# -- the tune setting: never or fail, alike on every rank -------------------------------
+
+
+def test_tune_fail_raises_on_every_rank_after_one_gather(tmp_path):
+    group = ThreadGroup(3)
+
+    def rank(r: int) -> tuple[int, bool]:
+        session = make_session(tmp_path / "cache", tune="fail")
+        return tune(Tuner(space()), session, 7, group.member(r), [1.0] * 4)
+
+    outcomes = run_ranks(3, rank)
+    assert all(isinstance(o, NoStoredPickError) for o in outcomes), outcomes
+    assert "work: no stored pick for key 7, and tune = 'fail'" in str(outcomes[2])
+    assert all(counts == {"gather": 1} for counts in group.counts)
+
+
+@pytest.mark.parametrize("mode", ["never", "fail"])
+def test_a_pick_one_rank_holds_is_served_to_every_rank_under_never_and_fail(tmp_path, mode):
+    held = tmp_path / "held"
+    pick = seed(held, [9.0, 1.0, 9.0, 9.0])
+    group = ThreadGroup(2)
+
+    def rank(r: int) -> tuple[int, bool]:
+        session = make_session(held if r == 1 else tmp_path / "empty", tune=mode)
+        return tune(Tuner(space()), session, 7, group.member(r), [1.0, 9.0, 9.0, 9.0])
+
+    assert run_ranks(2, rank) == [(pick, True), (pick, True)]
+    assert all(counts == {"gather": 1} for counts in group.counts)
+
+
+def test_tune_never_runs_the_first_kept_candidate_on_every_rank(tmp_path):
+    group = ThreadGroup(2)
+
+    def rank(r: int) -> tuple[int, bool]:
+        session = make_session(tmp_path / "cache", tune="never")
+        return tune(Tuner(space()), session, 7, group.member(r), [9.0, 1.0, 9.0, 9.0], keep=lambda c: c.index)
+
+    assert run_ranks(2, rank) == [(1, True), (1, True)]
+    assert all(counts == {"gather": 1} for counts in group.counts)
+    assert records(tmp_path / "cache") == [], "nothing measured, nothing stored"
+
+
+def test_ranks_with_different_tune_settings_stop_every_rank(tmp_path):
+    group = ThreadGroup(2)
+
+    def rank(r: int) -> int:
+        session = make_session(tmp_path / "cache", tune="never" if r == 0 else "auto")
+        return tune(Tuner(space()), session, 7, group.member(r), [1.0] * 4)[0]
+
+    outcomes = run_ranks(2, rank)
+    assert all(isinstance(o, RankMismatchError) for o in outcomes)
+    assert "ranks hold different tune settings (rank 0: tune = 'never', rank 1: tune = 'auto')" in str(
+        outcomes[1]
+    )
 
 
 class Layout:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import warnings
 
 import pytest
 import torch
 import triton
 import triton.language as tl
-from kerneltune.core import NoValidConfigError, PluginError
+from kerneltune.core import CandidateFailedWarning, NoStoredPickError, NoValidConfigError, PluginError
 from kerneltune.core.features import enable_feature
 from kerneltune.plugins.triton.classify import operator_class, uses_dot
 from kerneltune.plugins.triton.search_kernel import SearchParamsKernel
@@ -464,11 +465,33 @@ def test_shapes_no_smaller_than_one_out_of_resources_are_dropped_unbuilt(monkeyp
     use_session(monkeypatch, timer_plugin(script))
     hints = search(params=["BLOCK_M", "BLOCK_N"], values=[16, 32, 64, 128], debug=True)
     kernel = make_add2d(hints, pre_hook=hook)
-    launch_add2d(kernel)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        launch_add2d(kernel)
+    assert not [w for w in caught if issubclass(w.category, CandidateFailedWarning)], "drops are no failures"
     assert kernel.best_config.kwargs == {"BLOCK_M": 32, "BLOCK_N": 128}
     assert (64, 128) not in script.seen("BLOCK_M", "BLOCK_N")
     out = capsys.readouterr().out
     assert "dropped BLOCK_M=64, BLOCK_N=128: CandidateDropped: dropped before compiling" in out
+
+
+def test_a_hand_written_config_that_raises_gives_one_warning(monkeypatch):
+    script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
+
+    def hook(named, reset_only=False):
+        script.hook(named, reset_only)
+        if named["BLOCK"] == 32 and not reset_only:
+            raise ValueError("a bug in this config")
+
+    use_session(monkeypatch, timer_plugin(script))
+    configs = [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})]
+    kernel = make_double(search(params=["BLOCK"]), configs=configs, pre_hook=hook)
+    with pytest.warns(CandidateFailedWarning) as caught:
+        launch_double(kernel)
+    (message,) = [str(w.message) for w in caught]
+    assert "double_kernel: candidate [1] BLOCK=32" in message
+    assert "ValueError: a bug in this config" in message
+    assert kernel.best_config.kwargs == {"BLOCK": 16}
 
 
 def test_debug_shows_stages_and_what_early_config_prune_dropped(monkeypatch, capsys):
@@ -483,7 +506,10 @@ def test_debug_shows_stages_and_what_early_config_prune_dropped(monkeypatch, cap
         prune_configs_by={"early_config_prune": keep_small},
         pre_hook=script.hook,
     )
-    launch_double(kernel)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        launch_double(kernel)
+    assert not [w for w in caught if issubclass(w.category, CandidateFailedWarning)], "pruned is no failure"
     assert 64 not in {block for (block,) in script.seen("BLOCK")}
     out = capsys.readouterr().out
     for line in (
@@ -493,6 +519,31 @@ def test_debug_shows_stages_and_what_early_config_prune_dropped(monkeypatch, cap
         "removed by early_config_prune",
     ):
         assert line in out
+
+
+def test_the_verbose_setting_turns_on_the_debug_lines(monkeypatch, capsys):
+    script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script), verbose=True)
+    kernel = make_double(search(params=["BLOCK"], values=[16, 32]), pre_hook=script.hook)
+    launch_double(kernel)
+    out = capsys.readouterr().out
+    assert "[search_params] double_kernel: stage 1:" in out
+    assert "[kerneltune] double_kernel: [" in out, "and the engine's lines of each candidate"
+
+
+def test_tune_never_launches_the_first_candidate_unmeasured_and_fail_raises(monkeypatch):
+    script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script), tune="never")
+    kernel = make_double(search(params=["BLOCK"], values=[16, 32]), pre_hook=script.hook)
+    launch_double(kernel)
+    assert script.launches == [], "nothing measured"
+    assert kernel.best_config.kwargs == {"BLOCK": 16}, "the first candidate"
+
+    use_session(monkeypatch, timer_plugin(script), tune="fail")
+    with pytest.raises(NoStoredPickError, match=r"double_kernel: no stored pick for key \(\(24, "):
+        launch_double(kernel, n=24)
+    launch_double(kernel)
+    assert script.launches == [], "a key with a pick in the kernel is served"
 
 
 def test_print_autotuning_shows_pick_time_and_key_once_per_tuning(monkeypatch, capsys):
@@ -505,6 +556,7 @@ def test_print_autotuning_shows_pick_time_and_key_once_per_tuning(monkeypatch, c
     monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
     launch_double(kernel, n=24)
     out = capsys.readouterr().out
+    assert out.count("Triton autotuning") == 1, "its own lines, not the other tuners' as well"
     assert "for function double_kernel" in out
     assert "with key as (24, 'torch.float32', 'torch.float32')" in out
     assert "best config selected: BLOCK=32 at 1.0000 ms" in out

@@ -1,9 +1,10 @@
 """The contextual tuner's log: ``./.autotune_logs/rank-<rank>.log``, appended.
 
 One line per warm-up or timed launch of a candidate (kernel name, key,
-config number, phase and round, time or exception) and a summary per
-(kernel, key) with every candidate's mean time, why each that failed did
-(its compile, say, which has no launch line), and the best config. The rank
+config number, phase and round, time or exception; an exception is followed
+by its traceback) and a summary per (kernel, key) with every candidate's
+mean time, why each that failed did (its compile, say, which has no launch
+line), and the best config. The rank
 is the process's global rank in torch.distributed, 0 without it, so ranks
 never write to one file.
 """
@@ -61,10 +62,12 @@ def kerneltune_launch_measured(event: LaunchMeasured) -> None:
         outcome = "done"
     else:
         outcome = _ms(event.time_ms)
-    _append(
+    line = (
         f"kernel {event.kernel} key {event.key!r} config {event.candidate.index} "
         f"{event.phase} round {event.round}/{event.rounds}: {outcome}"
     )
+    trace = "".join(f"\n    {part}" for part in (event.traceback or "").splitlines())
+    _append(line + trace)
 
 
 @hookimpl

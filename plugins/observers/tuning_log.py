@@ -1,10 +1,15 @@
-"""Tuning logs: INFO lines on stdout when asked, and a detailed file per rank.
+"""Tuning logs: verbose INFO lines when asked, DEBUG lines otherwise, and a detailed file per rank.
 
 Every real tuning appends to ``<cache dir>/<function folder>/tune-rank<rank>.log``
-(caches without a directory write no file). ``autotune_verbose=True`` also
-prints the start, each candidate's time or error, and the pick. The log is
-opened without following links and must be this user's own regular file; a
-log that cannot be written is one warning per process, and tuning goes on.
+(caches without a directory write no file): the start, each candidate's
+samples or error (with the traceback of its first failure), and the pick.
+Verbose (``autotune_verbose=True``, a tuner's own ``verbose``/``debug``, or
+the ``verbose`` setting) also shows the start, each candidate's time or
+error, the pick, and a stored pick served, as INFO lines
+(:mod:`kerneltune.core.verbose`); otherwise those lines are DEBUG records on
+the ``kerneltune`` logger. The log is opened without following links and
+must be this user's own regular file; a log that cannot be written is one
+warning per process, and tuning goes on.
 """
 
 from __future__ import annotations
@@ -23,14 +28,21 @@ from kerneltune.core import (
 )
 from kerneltune.core.notices import warn_once
 from kerneltune.core.private_files import check_folder, make_private_dirs, open_private_append
+from kerneltune.core.verbose import show
 
 logger = logging.getLogger("kerneltune")
 
 
-def _emit(line: str, *, verbose: bool, log_dir: Path | None, rank: int, detail: str = "") -> None:
-    logger.debug(line)
+def _say(line: str, verbose: bool) -> None:
+    # Verbose, an INFO line the user sees (kerneltune.core.verbose); otherwise DEBUG, for those who ask.
     if verbose:
-        print(f"[kerneltune] {line}", flush=True)
+        show(line)
+    else:
+        logger.debug(line)
+
+
+def _emit(line: str, *, verbose: bool, log_dir: Path | None, rank: int, detail: str = "") -> None:
+    _say(line, verbose)
     if log_dir is not None:
         path = log_dir / f"tune-rank{rank}.log"
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -62,15 +74,19 @@ def kerneltune_tuning_started(event: TuningStarted) -> None:
 
 @hookimpl
 def kerneltune_pick_loaded(event: PickLoaded) -> None:
-    where = "this rank's cache" if event.source == "cache" else "another rank's cache"
-    line = (
-        f"{event.function}: key {event.key!r}: using the stored pick [{event.best.index}] "
-        f"{event.best.label} from {where}: no measuring"
-    )
-    # Only on the terminal: the log file records tunings, and a hit changes nothing on disk.
-    logger.debug(line)
-    if event.verbose:
-        print(f"[kerneltune] {line}", flush=True)
+    if event.source == "default":
+        line = (
+            f"{event.function}: key {event.key!r}: no stored pick, and tune = 'never': running "
+            f"[{event.best.index}] {event.best.label} unmeasured"
+        )
+    else:
+        where = "this rank's cache" if event.source == "cache" else "another rank's cache"
+        line = (
+            f"{event.function}: key {event.key!r}: using the stored pick [{event.best.index}] "
+            f"{event.best.label} from {where}: no measuring"
+        )
+    # Not in the file: the log file records tunings, and a hit changes nothing on disk.
+    _say(line, event.verbose)
 
 
 @hookimpl
@@ -78,12 +94,14 @@ def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
     measurement = event.measurement
     outcome = measurement.error if measurement.error else f"mean {format_ms(measurement.mean)}"
     samples = "".join(f"    sample {i}: {s:.6f} ms\n" for i, s in enumerate(measurement.samples))
+    # A candidate's first failure brings its traceback: the warning names the error, the log keeps where.
+    trace = "".join(f"    {line}\n" for line in (event.traceback or "").splitlines())
     _emit(
         f"{event.function}: [{event.candidate.index}] {event.candidate.label}: {outcome}",
         verbose=event.verbose,
         log_dir=event.log_dir,
         rank=event.rank,
-        detail=samples,
+        detail=samples + trace,
     )
 
 

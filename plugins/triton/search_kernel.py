@@ -239,7 +239,9 @@ class SearchParamsKernel(triton.KernelInterface):
             if session.settings.isolate == SUBPROCESS
             else None
         )
-        with space.tuner.begin(session, key, adaptive=True, verbose=self.hints.debug) as tuning:
+        verbose = self.hints.debug or session.settings.verbose
+        begin = space.tuner.begin
+        with begin(session, key, adaptive=True, verbose=verbose, driver="search_params") as tuning:
             if tuning.best is not None:
                 config = tuning.best.config
             else:

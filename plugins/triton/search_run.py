@@ -18,7 +18,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from kerneltune.core import Candidate, NoValidConfigError, Tuning, describe_error, format_ms
+from kerneltune.core import (
+    Candidate,
+    CandidateDropped,
+    NoValidConfigError,
+    Tuning,
+    describe_error,
+    format_ms,
+)
+from kerneltune.core.verbose import show
 from kerneltune.plugins.triton import adapter, compiler
 from kerneltune.plugins.triton.search import Point, Shape, StagedSearch
 from kerneltune.plugins.triton.search_space import SearchSpace
@@ -38,10 +46,6 @@ _TRUE = ("1", "true", "yes", "on")
 
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in _TRUE
-
-
-class CandidateDropped(Exception):
-    """A candidate was not measured: the device cannot run it, or a pruner removed it."""
 
 
 class RejectedByReference(Exception):
@@ -100,8 +104,9 @@ class SearchRun:
         self.compile_config = compiler.config_compiler(kernel, args, {**launch, "grid": grid})
 
     def say(self, line: str) -> None:
-        if self.hints.debug:
-            print(f"[search_params] {self.kernel.__name__}: {line}", flush=True)
+        # The tuning is verbose with the debug hint or the verbose setting.
+        if self.tuning.verbose:
+            show(f"{self.kernel.__name__}: {line}", source="search_params")
 
     def label(self, point: Point) -> str:
         return self.space.candidate(point).label
@@ -323,10 +328,12 @@ class SearchRun:
         except Exception as exc:
             if compiler.in_compile_process():
                 raise  # a forked compile process: the parent compiles again and notes the failure
+            self.drop(candidate, exc)
             if isinstance(exc, compiler.CannotRun) or compiler.out_of_resources(exc):
                 with self.noting:
                     self.note_exhausted(point, str(exc))
-            self.drop(candidate, exc)
+                # Too large for the device: part of searching, not a failure to warn about.
+                raise CandidateDropped(describe_error(exc)) from exc
             raise
 
     def runner(self, candidate: Candidate, point: Point) -> Callable[[], None]:
@@ -337,6 +344,7 @@ class SearchRun:
                 self.failures[candidate.index] = describe_error(exc)
                 if compiler.out_of_resources(exc):
                     self.note_exhausted(point, str(exc))
+                    raise CandidateDropped(describe_error(exc)) from exc
                 raise
 
         return run

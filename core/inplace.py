@@ -1,0 +1,194 @@
+"""``reset_to_zero`` and ``restore_value``: keep a candidate's runs from seeing each other's writes.
+
+A function-level tuning calls the function many times on the caller's own
+arguments: once per candidate to record its launches for COMPILE, then every
+warm-up and timed run of every candidate. A function that works in place
+(accumulates into an output, updates a buffer) would see what the runs
+before it left there, and hand the caller arguments changed by every run.
+As with ``triton.autotune``, the decorator names such arguments:
+
+* each one in ``reset_to_zero`` is zeroed before every run, and once more
+  before the call with the pick (the caller's accumulator ends as after one
+  call);
+* each one in ``restore_value`` is copied when the tuning first runs the
+  function and put back after every run, also after one that raised.
+
+Triton copies ``restore_value`` before every run; one copy per tuning
+gives each run the same contents for less. The zeroing and the copying
+stay outside the timed region. A named argument that is ``None`` is left
+alone, as in Triton.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+Thunk = Callable[[], object]
+Wrap = Callable[[Thunk], object]
+
+_NAMED = (
+    inspect.Parameter.POSITIONAL_ONLY,
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    inspect.Parameter.KEYWORD_ONLY,
+)
+
+
+def _names(function: str, option: str, names: Iterable[str] | None) -> tuple[str, ...]:
+    if names is None:
+        return ()
+    if isinstance(names, str) or not isinstance(names, Iterable):
+        raise TypeError(f"{function}: {option} must be a list of argument names, got {names!r}")
+    listed = tuple(names)
+    for name in listed:
+        if not isinstance(name, str):
+            raise TypeError(f"{function}: {option} must be a list of argument names, got {name!r} in it")
+    return listed
+
+
+def _zero(value: Any) -> None:
+    if hasattr(value, "zero_"):
+        value.zero_()
+    else:
+        value.fill(0)
+
+
+def _copy(value: Any) -> Any:
+    return value.clone() if hasattr(value, "clone") else value.copy()
+
+
+def _put_back(value: Any, saved: Any) -> None:
+    if hasattr(value, "copy_"):
+        value.copy_(saved)
+    else:
+        value[...] = saved
+
+
+def _is_array(value: Any) -> bool:
+    """A torch tensor (``zero_``, ``clone``, ``copy_``) or a NumPy-like array (``fill``, ``copy``)."""
+    torch_like = all(hasattr(value, a) for a in ("zero_", "clone", "copy_"))
+    numpy_like = all(hasattr(value, a) for a in ("fill", "copy", "__setitem__"))
+    return torch_like or numpy_like
+
+
+@attrs.frozen
+class InPlaceArguments:
+    """The arguments a tuned function changes in place, by name; checked when it is decorated."""
+
+    function: str
+    reset_to_zero: tuple[str, ...]
+    restore_value: tuple[str, ...]
+    #: where each named argument sits among the positional ones (``None``: keyword-only).
+    positions: Mapping[str, int | None]
+    #: each named argument's default, for a call that leaves it out.
+    defaults: Mapping[str, Any]
+
+    @classmethod
+    def of(
+        cls,
+        fn: Callable[..., Any],
+        reset_to_zero: Iterable[str] | None,
+        restore_value: Iterable[str] | None,
+        fields: Collection[str],
+    ) -> InPlaceArguments | None:
+        """Check the names against ``fn``'s parameters; ``None`` when none are given.
+
+        :param fields: the config fields, which the tuner chooses and so are no caller's arguments.
+        :raises TypeError: for an option that is not a list of names.
+        :raises ValueError: for a name that is not a named parameter of ``fn``, or is a config field.
+        """
+        function = getattr(fn, "__name__", repr(fn))
+        zeroed = _names(function, "reset_to_zero", reset_to_zero)
+        restored = _names(function, "restore_value", restore_value)
+        if not zeroed and not restored:
+            return None
+        signature = inspect.signature(fn)
+        parameters = {p.name: p for p in signature.parameters.values() if p.kind in _NAMED}
+        positional = [p.name for p in parameters.values() if p.kind is not p.KEYWORD_ONLY]
+        for option, names in (("reset_to_zero", zeroed), ("restore_value", restored)):
+            for name in names:
+                if name not in parameters:
+                    raise ValueError(
+                        f"{function}: {option} names {name!r}, which is not a parameter of "
+                        f"{function}{signature}"
+                    )
+                if name in fields:
+                    raise ValueError(
+                        f"{function}: {option} names {name!r}, a config field: the tuner chooses "
+                        "config fields, so there is nothing of the caller's to reset or restore"
+                    )
+        named = dict.fromkeys((*zeroed, *restored))
+        return cls(
+            function=function,
+            reset_to_zero=zeroed,
+            restore_value=restored,
+            positions={n: positional.index(n) if n in positional else None for n in named},
+            defaults={n: parameters[n].default for n in named},
+        )
+
+    def bind(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> InPlaceRuns:
+        """This call's named arguments, ready to be reset and restored around each run.
+
+        :raises TypeError: for a named argument that is neither a tensor nor an array.
+        """
+        values: dict[str, Any] = {}
+        for name, position in self.positions.items():
+            if name in kwargs:
+                value = kwargs[name]
+            elif position is not None and position < len(args):
+                value = args[position]
+            else:
+                value = self.defaults[name]
+            if value is None or value is inspect.Parameter.empty:
+                continue
+            if not _is_array(value):
+                option = "reset_to_zero" if name in self.reset_to_zero else "restore_value"
+                raise TypeError(
+                    f"{self.function}: {option} names {name!r}, whose value is a "
+                    f"{type(value).__name__}; it must be a torch tensor or a NumPy array"
+                )
+            values[name] = value
+        return InPlaceRuns(
+            zeroed=[values[n] for n in self.reset_to_zero if n in values],
+            restored=[values[n] for n in self.restore_value if n in values],
+        )
+
+
+class InPlaceRuns:
+    """One tuning's resets and restores of one call's arguments."""
+
+    def __init__(self, zeroed: list[Any], restored: list[Any]) -> None:
+        self._zeroed = zeroed
+        self._restored = restored
+        #: the contents to put back, copied at the first run; ``None`` before it.
+        self._saved: list[Any] | None = None
+
+    def around(self, wrap: Wrap, thunk: Thunk) -> None:
+        """One run: reset, ``wrap(thunk)``, restore; ``wrap`` is what a timed run times."""
+        if self._saved is None:
+            self._saved = [_copy(value) for value in self._restored]
+        for value in self._zeroed:
+            _zero(value)
+        try:
+            wrap(thunk)
+        finally:
+            for value, saved in zip(self._restored, self._saved, strict=True):
+                _put_back(value, saved)
+
+    def run(self, thunk: Thunk) -> None:
+        """One untimed run (recording launches for COMPILE), reset and restored alike."""
+        self.around(_call, thunk)
+
+    def finish(self) -> None:
+        """Before the call with the pick: zero the reset arguments again, if any run touched them."""
+        if self._saved is not None:
+            for value in self._zeroed:
+                _zero(value)
+            self._saved = None
+
+
+def _call(thunk: Thunk) -> None:
+    thunk()

@@ -8,12 +8,16 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
 (``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``, ``KERNELTUNE_REDIS_URL``,
-``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``.
+``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``,
+``KERNELTUNE_SEARCH_STRATEGY``, ``KERNELTUNE_SEARCH_EFFORT``, ``KERNELTUNE_SEARCH_BUDGET_S``,
+``KERNELTUNE_SEARCH_MAX_POINTS``.
 :func:`setting_sources` says which of them set each value.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import sys
 import urllib.parse
@@ -30,6 +34,8 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 DEFAULT_CACHE_DIR = Path("~/.triton_dist/autotune")
+#: How hard a search strategy tries, cheapest first (the ``search_effort`` setting).
+SEARCH_EFFORTS = ("quick", "default", "full")
 
 
 @attrs.frozen
@@ -64,6 +70,12 @@ class Settings:
     # Screen candidates in a worker process first ("subprocess"), and how long one may run there.
     isolate: str = "none"
     isolate_timeout: int = 60
+    # How generated spaces (search_params) are searched, unless a kernel's hint says otherwise:
+    # the strategy's name or "auto", its effort, and its caps (0: none).
+    search_strategy: str = "auto"
+    search_effort: str = "default"
+    search_budget_s: float = 0.0
+    search_max_points: int = 0
 
     @property
     def cache_root(self) -> Path:
@@ -115,6 +127,22 @@ def _choice(first: str, second: str) -> Callable[[Any, str], str]:
         return text
 
     return parse
+
+
+def _effort(value: Any, where: str) -> str:
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text not in SEARCH_EFFORTS:
+        raise ConfigError(f"{where}: expected one of {', '.join(SEARCH_EFFORTS)}, got {value!r}")
+    return text
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
+        raise ConfigError(f"{where}: expected a number of seconds >= 0 (0: no limit), got {value!r}")
+    return float(value)
 
 
 def _path(value: Any, where: str) -> Path:
@@ -178,6 +206,10 @@ _FIELDS = {
     "redis_ttl": _count(0),
     "isolate": _choice("none", "subprocess"),
     "isolate_timeout": _count(1),
+    "search_strategy": _name,
+    "search_effort": _effort,
+    "search_budget_s": _seconds,
+    "search_max_points": _count(0),
 }
 
 _ENV = {
@@ -201,6 +233,10 @@ _ENV = {
     "KERNELTUNE_REDIS_TTL": "redis_ttl",
     "KERNELTUNE_ISOLATE": "isolate",
     "KERNELTUNE_ISOLATE_TIMEOUT": "isolate_timeout",
+    "KERNELTUNE_SEARCH_STRATEGY": "search_strategy",
+    "KERNELTUNE_SEARCH_EFFORT": "search_effort",
+    "KERNELTUNE_SEARCH_BUDGET_S": "search_budget_s",
+    "KERNELTUNE_SEARCH_MAX_POINTS": "search_max_points",
 }
 
 # Variables that switch a setting off when set to 1 (the setting is their negation).

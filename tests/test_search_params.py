@@ -370,7 +370,7 @@ def test_the_familys_probes_time_every_shape_in_stage_1(monkeypatch, capsys):
     warps = [{"num_warps": w} for w in (4, 1, 2, 8)]
     family = interpreter_family("test-vector", "vector", warps, probes=[{"num_warps": 8}])
     use_session(monkeypatch, timer_plugin(script), family_plugin(family))
-    hints = search(params=["BLOCK_M", "BLOCK_N"], values=[16, 32, 64], debug=True)
+    hints = search(params=["BLOCK_M", "BLOCK_N"], values=[16, 32, 64], strategy="staged", debug=True)
     kernel = make_add2d(hints, pre_hook=script.hook)
     launch_add2d(kernel, size=64)
     assert "best of 2 probe profiles" in capsys.readouterr().out
@@ -479,7 +479,7 @@ def test_debug_shows_stages_and_what_early_config_prune_dropped(monkeypatch, cap
         return [c for c in configs if c.kwargs["BLOCK"] < 64]
 
     kernel = make_double(
-        search(params=["BLOCK"], values=[16, 32, 64], debug=True),
+        search(params=["BLOCK"], values=[16, 32, 64], strategy="staged", debug=True),
         prune_configs_by={"early_config_prune": keep_small},
         pre_hook=script.hook,
     )

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from kerneltune.core.profiles import CompileTarget, family_probes, family_profiles
 from kerneltune.plugins.profiles.nvidia import NvidiaMatrixProfiles, NvidiaVectorProfiles
-from kerneltune.plugins.triton import search
-from kerneltune.plugins.triton.search import StagedSearch
+from kerneltune.plugins.search import staged as search
+from kerneltune.plugins.search.staged import StagedSearch
 from kerneltune.plugins.triton.search_space import candidate_label
 
 LANDSCAPE = json.loads((Path(__file__).parent / "data" / "h200_matmul_landscape.json").read_text())

@@ -185,7 +185,7 @@ class StagedSearch:
     # -- stage 1 --------------------------------------------------------------
 
     def _probe(self, shapes: Sequence[Shape]) -> None:
-        """Measure ``shapes`` with every probe profile and score them (a shape cut off by the budget scores inf)."""
+        """Measure ``shapes`` with every probe profile and score them (inf: failed, or cut by the budget)."""
         self._measure([(s, p) for s in shapes for p in self.probes])
         for shape in shapes:
             self.scores[shape] = min(self._time((shape, p)) for p in self.probes)
@@ -293,7 +293,7 @@ class StagedSearch:
 
 
 class StagedStrategy:
-    """``staged``: shapes ranked at the probe profiles, then profiles for the best few (:class:`StagedSearch`)."""
+    """``staged``: shapes ranked at the probes, then profiles for the best few (:class:`StagedSearch`)."""
 
     name = "staged"
     auto_priority = 0
@@ -306,7 +306,7 @@ class StagedStrategy:
     def search(
         self, geometry: SearchGeometry, measure: Measure, budget: SearchBudget, say: Callable[[str], None]
     ) -> list[Point]:
-        """Stages 1 and 2 over ``geometry``; the best point of each of the ``budget.finalists`` best shapes."""
+        """Stages 1 and 2 ; the best point of each of the ``budget.finalists`` best shapes."""
         staged = StagedSearch(
             geometry.sizes,
             geometry.profiles,

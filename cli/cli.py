@@ -138,7 +138,7 @@ def _plugin_origin(plugins: _Plugins, name: str, plugin: object) -> str:
 
 @main.command()
 def plugins() -> None:
-    """List the plugins loaded, the timers, caches, reducers and search strategies, and the settings in force."""
+    """List the plugins loaded, the timers, caches, reducers, search strategies and settings in force."""
     loaded = _Plugins.load()
     click.echo("plugins loaded:")
     named = [(name, plugin) for name, plugin in loaded.manager.list_name_plugin() if name != "hookspecs"]

@@ -21,8 +21,11 @@ family uses) or two at once (a *pair*). The walk:
    pair of a block move with an option move or of two block moves, and
    moves to the fastest point of the first of those polls that beats the
    current one by more than :data:`MIN_GAIN` (smaller gains are noise, and
-   chasing them costs a neighbourhood each). Where none does, the walk ends.
-3. Ends with a full-neighbourhood pass around the best point measured: every
+   chasing them costs a neighbourhood each). Where none does, the
+   :data:`STRETCHES` best polled points within that margin have their move
+   repeated once (on a ridge every step gains less than the noise, two
+   steps more); where that gains nothing either, the walk ends.
+3. Ends with a full-neighbourhood pass around where the walk ended: every
    single and every pair, two options together included. Where that finds a
    better point, the walk goes on from it, and ends with another such pass.
 

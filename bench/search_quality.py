@@ -19,15 +19,17 @@ Three kernel kinds, each a ``triton.autotune(configs=[], hints={"search_params":
 
 For each kernel:
 
-1. the oracle, in one fresh process: every point of the space compiled in
-   parallel, then timed with ``triton.testing.do_bench`` (``return_mode=
-   "median"``) in ``--oracle-rounds`` interleaved rounds over all points, and
+1. the oracle, in one fresh process: a cold ``exhaustive`` search first,
+   which compiles every point in parallel through kerneltune's COMPILE stage
+   (and is the ``exhaustive`` strategy's one run), then every point that
+   launches timed with ``triton.testing.do_bench`` (``return_mode=
+   "median"``) in ``--oracle-rounds`` interleaved rounds over all points,
    each point's median over the rounds kept (bench/search_params.py's
    ``alone_ms``);
-2. each strategy (``--strategies``) in ``--runs`` fresh processes, each with
-   empty Triton and kerneltune caches (cold): the first launch on the wall
-   clock, the points the search measured, and its pick, the strategy chosen
-   by the kernel's hint. ``exhaustive`` runs ``--exhaustive-runs`` times.
+2. each other strategy (``--strategies``) in ``--runs`` fresh processes,
+   each with empty Triton and kerneltune caches (cold): the first launch on
+   the wall clock, the points the search measured, and its pick, the
+   strategy chosen by the kernel's hint.
 
 A pick's regret is its oracle time over the oracle's fastest, minus one.
 Printed at the end, per kernel and strategy: the space, the mean points
@@ -121,11 +123,15 @@ def search_child(kind: str, strategy: str, smoke: bool) -> dict[str, Any]:
     from search_params import staged
 
     kernel, grid, args, launch, fixed = build(kind, smoke, strategy)
-    seconds = staged(kernel, grid, args, launch, fixed)
+    return summary_of(kernel, staged(kernel, grid, args, launch, fixed))
+
+
+def summary_of(kernel: Any, wall_s: float) -> dict[str, Any]:
+    """What a search's first launch did, as plain data."""
     summary = kernel.last_search
-    assert summary.strategy == strategy, summary
     return {
-        "wall_s": seconds,
+        "strategy": summary.strategy,
+        "wall_s": wall_s,
         "search_s": summary.seconds,
         "measured": summary.measured,
         "dropped": summary.dropped,
@@ -135,35 +141,35 @@ def search_child(kind: str, strategy: str, smoke: bool) -> dict[str, Any]:
 
 
 def oracle_child(kind: str, smoke: bool, rounds: int, warmup: int, rep: int) -> dict[str, Any]:
-    """Every point compiled in parallel, then timed in interleaved rounds; each point's median, by label.
+    """A cold exhaustive search, then every point timed in interleaved rounds; each point's median, by label.
 
-    A point that fails to compile or to launch once has no time (``None``).
+    The search compiles the whole space in parallel (forked processes, as
+    any search does), so the timing that follows finds every kernel built.
+    A point that fails to build or to launch has no time (``None``).
     """
     from kerneltune.plugins.triton import adapter
-    from search_params import alone_ms, compile_space
+    from search_params import alone_ms, staged
 
-    kernel, grid, args, launch, fixed = build(kind, smoke)
-    candidates = kernel.search_space(**fixed).tuner.space.candidates
+    kernel, grid, args, launch, fixed = build(kind, smoke, "exhaustive")
     started = time.perf_counter()
-    problems = compile_space(kernel, grid, args, launch, [c.config for c in candidates])
-    compiled_s = time.perf_counter() - started
+    search = summary_of(kernel, staged(kernel, grid, args, launch, fixed))
+    candidates = kernel.search_space(**fixed).tuner.space.candidates
     arguments = {**launch, "grid": grid, "warmup": False}
     runnable = {}
-    for candidate, problem in zip(candidates, problems, strict=True):
-        if problem is None:
-            try:
-                adapter.launch_config(kernel, args, arguments, candidate.config)
-            except Exception:
-                continue
-            runnable[candidate.label] = candidate.config
+    for candidate in candidates:
+        try:
+            adapter.launch_config(kernel, args, arguments, candidate.config)
+        except Exception:
+            continue
+        runnable[candidate.label] = candidate.config
     if smoke:
         times = wall_ms(kernel, grid, args, launch, runnable, rounds)
     else:
         times = alone_ms(kernel, grid, args, launch, runnable, rounds=rounds, warmup=warmup, rep=rep)
     return {
         "space": len(candidates),
-        "compile_s": compiled_s,
         "oracle_s": time.perf_counter() - started,
+        "search": search,
         "table_ms": {c.label: times.get(c.label) for c in candidates},
     }
 
@@ -257,7 +263,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kernels", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), help="registered strategy names")
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per strategy (default 5)")
-    parser.add_argument("--exhaustive-runs", type=int, default=1, help="fresh processes for exhaustive")
     parser.add_argument("--oracle-rounds", type=int, default=5, help="interleaved do_bench rounds")
     parser.add_argument(
         "--oracle-warmup", type=int, default=5, help="do_bench warmup, ms per point and round"
@@ -309,10 +314,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{kind}: oracle over {oracle['space']} points in {oracle['oracle_s']:.1f} s", flush=True)
         runs: dict[str, list[dict[str, Any]]] = {}
         for strategy in options.strategies:
-            count = options.exhaustive_runs if strategy == "exhaustive" else options.runs
             runs[strategy] = []
-            for _ in range(count):
-                run = child(options, "--child=search", f"--kind={kind}", f"--strategy={strategy}")
+            for _ in range(1 if strategy == "exhaustive" else options.runs):
+                if strategy == "exhaustive":
+                    run = oracle["search"]  # the oracle's own cold search was exhaustive
+                else:
+                    run = child(options, "--child=search", f"--kind={kind}", f"--strategy={strategy}")
                 run["regret"] = regret(oracle["table_ms"], run["pick"])
                 runs[strategy].append(run)
                 print(

@@ -160,17 +160,17 @@ CASES = {"matmul": (matmul_case, 4096), "softmax": (softmax_case, 8192), "elemen
 
 
 def staged(kernel, grid, args, launch, fixed) -> float:
-    torch.cuda.synchronize()
+    """Seconds the first launch of a search_params kernel takes: compiling, searching, launching."""
+    synchronize = torch.cuda.synchronize if torch.cuda.is_available() else lambda: None
+    synchronize()
     started = time.perf_counter()
     kernel[grid](*args, **launch, **fixed)
-    torch.cuda.synchronize()
+    synchronize()
     return time.perf_counter() - started
 
 
-def exhaustive(kernel, grid, args, launch, fixed) -> tuple[list[float], float]:
-    """Every candidate of the kernel's space, compiled in parallel and measured through the engine."""
-    started = time.perf_counter()
-    candidates = kernel.search_space(**fixed).tuner.space.candidates
+def compile_space(kernel, grid, args, launch, configs) -> list[Exception | None]:
+    """Compile every config for the launch's arguments on a thread pool; each one's error, or None."""
     bind = compiler.device_binding()
 
     def build(config):
@@ -182,7 +182,14 @@ def exhaustive(kernel, grid, args, launch, fixed) -> tuple[list[float], float]:
         return None
 
     with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
-        problems = list(pool.map(build, [c.config for c in candidates]))
+        return list(pool.map(build, configs))
+
+
+def exhaustive(kernel, grid, args, launch, fixed) -> tuple[list[float], float]:
+    """Every candidate of the kernel's space, compiled in parallel and measured through the engine."""
+    started = time.perf_counter()
+    candidates = kernel.search_space(**fixed).tuner.space.candidates
+    problems = compile_space(kernel, grid, args, launch, [c.config for c in candidates])
     tuner = Tuner(Space.build(f"{kernel.__name__}-exhaustive", [c.config for c in candidates], "bench"))
     arguments = {**launch, "grid": grid, "warmup": False}
     with tuner.begin(current_session(), "exhaustive") as tuning:
@@ -200,11 +207,14 @@ def exhaustive(kernel, grid, args, launch, fixed) -> tuple[list[float], float]:
     return times, time.perf_counter() - started
 
 
-def alone_ms(kernel, grid, args, launch, configs: dict[str, Any], rounds: int = 5) -> dict[str, float]:
+def alone_ms(
+    kernel, grid, args, launch, configs: dict[str, Any], rounds: int = 5, warmup: int = 25, rep: int = 100
+) -> dict[str, float]:
     """Each config's do_bench median, interleaved over ``rounds`` and the median of those taken.
 
     One do_bench per config in a row would put clock and thermal drift
     between configs; alternating them puts it inside every config alike.
+    ``warmup`` and ``rep`` are do_bench's (ms per config and round).
     """
     arguments = {**launch, "grid": grid, "warmup": False}
     samples: dict[str, list[float]] = {label: [] for label in configs}
@@ -213,6 +223,8 @@ def alone_ms(kernel, grid, args, launch, configs: dict[str, Any], rounds: int = 
             samples[label].append(
                 triton.testing.do_bench(
                     lambda config=config: adapter.launch_config(kernel, args, arguments, config),
+                    warmup=warmup,
+                    rep=rep,
                     return_mode="median",
                 )
             )

@@ -60,6 +60,7 @@ class _Plugins:
     settings: Settings
     manager: pluggy.PluginManager
     registries: tuple[Registry, Registry, Registry]
+    strategies: Registry
 
     @classmethod
     def load(cls) -> _Plugins:
@@ -70,7 +71,8 @@ class _Plugins:
             collect_registry(manager, "cache", "kerneltune_register_caches"),
             collect_registry(manager, "reducer", "kerneltune_register_reducers"),
         )
-        return cls(settings=settings, manager=manager, registries=registries)
+        strategies = collect_registry(manager, "search strategy", "kerneltune_register_search_strategies")
+        return cls(settings=settings, manager=manager, registries=registries, strategies=strategies)
 
     def file_caches(self, root: Path) -> list[Any]:
         """One instance per cache that can enumerate its records."""
@@ -155,7 +157,7 @@ def _plugin_origin(plugins: _Plugins, name: str, plugin: object) -> str:
 
 @main.command()
 def plugins() -> None:
-    """List the plugins loaded, the timers, caches and reducers, and the settings in force."""
+    """List the plugins loaded, the timers, caches, reducers, search strategies and settings in force."""
     loaded = _Plugins.load()
     click.echo("plugins loaded:")
     named = [(name, plugin) for name, plugin in loaded.manager.list_name_plugin() if name != "hookspecs"]
@@ -163,12 +165,12 @@ def plugins() -> None:
         click.echo(line)
     if loaded.settings.block:
         click.echo(f"  blocked: {', '.join(loaded.settings.block)}")
-    for registry in loaded.registries:
+    for registry in (*loaded.registries, loaded.strategies):
         try:
             automatic = registry.select("auto").name
         except KernelTuneError:
             automatic = None
-        click.echo(f"\n{registry.family}s (auto takes: {automatic or 'none available'}):")
+        click.echo(f"\n{_plural(registry.family)} (auto takes: {automatic or 'none available'}):")
         rows = []
         for name in registry.names():
             available = "available" if registry.classes[name].is_available() else "not available here"
@@ -188,6 +190,10 @@ def plugins() -> None:
     ]
     for line in views.table(["  setting", "value", "from"], rows):
         click.echo(line)
+
+
+def _plural(family: str) -> str:
+    return f"{family[:-1]}ies" if family.endswith("y") else f"{family}s"
 
 
 def _plain(value: Any) -> Any:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 if TYPE_CHECKING:
     from kerneltune.core.isolation_worker import Target
     from kerneltune.core.profiles import CompileTarget
+    from kerneltune.core.search import Measure, Point, SearchBudget, SearchGeometry
 
 Thunk = Callable[[], object]
 
@@ -412,4 +413,44 @@ class Feature(Registrable, Protocol):
 
     def enable(self) -> None:
         """Switch the feature on for the whole process; calling it again changes nothing."""
+        ...
+
+
+class SearchStrategy(Registrable, Protocol):
+    """Which points of a generated space get measured.
+
+    Registered by ``kerneltune_register_search_strategies``.
+
+    Constructed with no arguments, once per search. Built-in priorities for
+    ``auto``: pattern 10, staged 0, exhaustive -10. A strategy is pure
+    decisions over plain data (:mod:`kerneltune.core.search`): it never sees
+    a kernel, a device or another rank, only the times its measure function
+    returns, which every rank agreed on.
+    """
+
+    def __init__(self) -> None: ...
+
+    def search(
+        self,
+        geometry: SearchGeometry,
+        measure: Measure,
+        budget: SearchBudget,
+        say: Callable[[str], None],
+    ) -> list[Point]:
+        """Measure what the strategy chooses and return its finalists.
+
+        :param geometry: the space: the searched parameters' sorted values,
+            the profiles (the base first), probes and seeds.
+        :param measure: measures a batch of points (compiled in parallel,
+            then timed) and returns each point's agreed time in ms; ``inf``
+            marks a point that failed, was dropped, ran out of resources or
+            timed out, which is information about the space, not noise.
+            Larger batches compile more in parallel; each call is one round.
+        :param budget: the effort asked for and the caps (distinct points,
+            seconds from ``budget.started``) the strategy stays within.
+        :param say: prints one line of progress under the hint's ``debug``.
+        :returns: at most ``budget.finalists`` measured points, fastest
+            first, for the caller to re-time head to head; empty when no
+            point ran.
+        """
         ...

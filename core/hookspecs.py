@@ -314,3 +314,43 @@ def kerneltune_register_features(register: Callable[[type], None]) -> None:
 
     All implementations are called.
     """
+
+
+@hookspec
+def kerneltune_register_search_strategies(register: Callable[[type], None]) -> None:
+    """Register search strategies: which points of a generated space get measured.
+
+    Each class follows :class:`kerneltune.core.contracts.SearchStrategy`:
+    ``name`` (what the ``strategy`` hint and the ``search_strategy`` setting
+    select it by), a classmethod ``is_available() -> bool``, an optional
+    ``auto_priority`` (``auto``, the setting's default, takes the available
+    class with the highest by :meth:`kerneltune.core.registry.Registry.ranked`;
+    built-ins: pattern 10, staged 0, exhaustive -10, so a plugin that should
+    only run when named uses a negative value). It is constructed with no
+    arguments, once per search, and provides ``search(geometry, measure,
+    budget, say)``:
+
+    * ``geometry``, a :class:`kerneltune.core.search.SearchGeometry`: the
+      sorted values of each searched parameter and the compile-option
+      profiles (the base first, the family's probes, the seeds);
+    * ``measure(points)``: measures a batch of ``(shape, profile)`` points
+      through the engine (compiled in parallel, timed, reduced over ranks)
+      and returns each one's agreed time in ms, ``inf`` for one that failed,
+      was dropped, ran out of resources or timed out. A strategy must take
+      its decisions from these times alone, so that every rank takes the
+      same ones;
+    * ``budget``, a :class:`kerneltune.core.search.SearchBudget`: the effort
+      asked for, a cap on distinct points and on seconds, which the strategy
+      honours (:class:`kerneltune.core.search_ledger.SearchLedger` does the
+      bookkeeping), and how many finalists to return;
+    * ``say(line)``: prints a line of progress when the kernel's hint has
+      ``debug``.
+
+    It returns up to ``budget.finalists`` measured points, fastest first;
+    the caller re-times them head to head in interleaved rounds and applies
+    ``reference_fn``. An empty list means no point ran.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
+    """

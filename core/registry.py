@@ -44,6 +44,9 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.triton.search_params",
     "kerneltune.plugins.profiles.nvidia",
     "kerneltune.plugins.profiles.ascend",
+    "kerneltune.plugins.search.pattern",
+    "kerneltune.plugins.search.staged",
+    "kerneltune.plugins.search.exhaustive",
     "kerneltune.plugins.environment",
 )
 

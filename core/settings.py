@@ -9,7 +9,9 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
 (``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``, ``KERNELTUNE_REDIS_URL``,
 ``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``,
-``KERNELTUNE_VERBOSE``, ``KERNELTUNE_TUNE``.
+``KERNELTUNE_VERBOSE``, ``KERNELTUNE_TUNE``,
+``KERNELTUNE_SEARCH_STRATEGY``, ``KERNELTUNE_SEARCH_EFFORT``, ``KERNELTUNE_SEARCH_BUDGET_S``,
+``KERNELTUNE_SEARCH_MAX_POINTS``.
 :func:`setting_sources` says which of them set each value.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import re
 import reprlib
@@ -51,6 +54,8 @@ MAX_TIMEOUT_S = int(min(threading.TIMEOUT_MAX, (2**31 - 1) / 1000))
 TUNE_AUTO = "auto"
 TUNE_NEVER = "never"
 TUNE_FAIL = "fail"
+#: How hard a search strategy tries, cheapest first (the ``search_effort`` setting).
+SEARCH_EFFORTS = ("quick", "default", "full")
 
 
 @attrs.frozen
@@ -89,6 +94,12 @@ class Settings:
     verbose: bool = False
     # What a key with no stored pick gets: a tuning, the first candidate unmeasured, or an error.
     tune: str = TUNE_AUTO
+    # How generated spaces (search_params) are searched, unless a kernel's hint says otherwise:
+    # the strategy's name or "auto", its effort, and its caps (0: none).
+    search_strategy: str = "auto"
+    search_effort: str = "default"
+    search_budget_s: float = 0.0
+    search_max_points: int = 0
 
     @property
     def cache_root(self) -> Path:
@@ -161,6 +172,15 @@ def _choice(*options: str) -> Callable[[Any, str], str]:
     return parse
 
 
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
+        raise ConfigError(f"{where}: expected a number of seconds >= 0 (0: no limit), got {_shown(value)}")
+    return float(value)
+
+
 def _path(value: Any, where: str) -> Path:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: expected a directory path, got {_shown(value)}")
@@ -224,6 +244,10 @@ _FIELDS = {
     "isolate_timeout": _count(1, MAX_TIMEOUT_S, "seconds, the longest wait this platform takes"),
     "verbose": _flag,
     "tune": _choice(TUNE_AUTO, TUNE_NEVER, TUNE_FAIL),
+    "search_strategy": _name,
+    "search_effort": _choice(*SEARCH_EFFORTS),
+    "search_budget_s": _seconds,
+    "search_max_points": _count(0),
 }
 
 _ENV = {
@@ -249,6 +273,10 @@ _ENV = {
     "KERNELTUNE_ISOLATE_TIMEOUT": "isolate_timeout",
     "KERNELTUNE_VERBOSE": "verbose",
     "KERNELTUNE_TUNE": "tune",
+    "KERNELTUNE_SEARCH_STRATEGY": "search_strategy",
+    "KERNELTUNE_SEARCH_EFFORT": "search_effort",
+    "KERNELTUNE_SEARCH_BUDGET_S": "search_budget_s",
+    "KERNELTUNE_SEARCH_MAX_POINTS": "search_max_points",
 }
 
 # Variables that switch a setting off when set to 1 (the setting is their negation).

@@ -447,6 +447,19 @@ def test_plugins_lists_plugins_choices_and_where_settings_come_from(tmp_path, mo
     assert "environment variable TRITON_DIST_AUTOTUNE_CACHE_DIR" in line_of("cache_dir", settings)
 
 
+def test_plugins_lists_the_search_strategies_and_the_default(tmp_path, monkeypatch, cpu_host):
+    monkeypatch.setenv("KERNELTUNE_SEARCH_STRATEGY", "staged")
+    shown = _invoke("plugins")
+    assert shown.exit_code == 0
+    strategies = shown.stdout.split("search strategies (auto takes: pattern):\n")[1].split("\n\n")[0]
+    rows = {line.split()[0]: line for line in strategies.splitlines()[1:]}
+    assert set(rows) >= {"pattern", "staged", "exhaustive", "example-random"}
+    assert "available, auto" in rows["pattern"] and "kerneltune.plugins.search.pattern" in rows["pattern"]
+    assert "example-random-search" in rows["example-random"]
+    chosen = next(line for line in shown.stdout.splitlines() if line.strip().startswith("search_strategy"))
+    assert chosen.split(maxsplit=2)[1:] == ['"staged"', "environment variable KERNELTUNE_SEARCH_STRATEGY"]
+
+
 def test_a_bad_config_is_one_line_and_status_1(tmp_path):
     (tmp_path / "kerneltune.toml").write_text("repeat = 0\n")
     failed = CliRunner().invoke(cli.main, ["cache", "list"])

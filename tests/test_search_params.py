@@ -9,13 +9,20 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import types
 import warnings
 
 import pytest
 import torch
 import triton
 import triton.language as tl
-from kerneltune.core import CandidateFailedWarning, NoStoredPickError, NoValidConfigError, PluginError
+from kerneltune.core import (
+    CandidateFailedWarning,
+    NoStoredPickError,
+    NoValidConfigError,
+    PluginError,
+    hookimpl,
+)
 from kerneltune.core.features import enable_feature
 from kerneltune.plugins.triton.classify import operator_class, uses_dot
 from kerneltune.plugins.triton.search_kernel import SearchParamsKernel
@@ -165,6 +172,10 @@ def test_unknown_feature_lists_the_known_ones():
         (search(params=["BLOCK"], shape_final_top_k=0), ValueError, "shape_final_top_k"),
         (search(params=["BLOCK"], debug="yes"), TypeError, "debug"),
         (search(params=["BLOCK"], reference_fn=3), TypeError, "reference_fn"),
+        (search(params=["BLOCK"], strategy=""), TypeError, "'strategy' must be a strategy's name"),
+        (search(params=["BLOCK"], effort="max"), ValueError, "'effort' must be one of quick, default, full"),
+        (search(params=["BLOCK"], budget_s=0), ValueError, "'budget_s' must be a number of seconds > 0"),
+        (search(params=["BLOCK"], max_points=0), ValueError, "'max_points' must be an int >= 1"),
         (search(params=["BLOCK", "unit_flag"]), ValueError, "unit_flag is a compile option"),
         ({"search_params": {"params": ["BLOCK"]}, "split_params": {}}, ValueError, "cannot be combined"),
         ({"search_params": ["BLOCK"]}, TypeError, "must be a dict"),
@@ -371,7 +382,7 @@ def test_the_familys_probes_time_every_shape_in_stage_1(monkeypatch, capsys):
     warps = [{"num_warps": w} for w in (4, 1, 2, 8)]
     family = interpreter_family("test-vector", "vector", warps, probes=[{"num_warps": 8}])
     use_session(monkeypatch, timer_plugin(script), family_plugin(family))
-    hints = search(params=["BLOCK_M", "BLOCK_N"], values=[16, 32, 64], debug=True)
+    hints = search(params=["BLOCK_M", "BLOCK_N"], values=[16, 32, 64], strategy="staged", debug=True)
     kernel = make_add2d(hints, pre_hook=script.hook)
     launch_add2d(kernel, size=64)
     assert "best of 2 probe profiles" in capsys.readouterr().out
@@ -382,6 +393,107 @@ def test_the_familys_probes_time_every_shape_in_stage_1(monkeypatch, capsys):
     tuned = len(script.launches)
     launch_add2d(kernel, size=64, num_warps=2)
     assert {w for (w,) in script.seen("num_warps")[tuned:]} == {2}
+
+
+# -- search strategies ----------------------------------------------------------------
+
+
+def bowl(meta):
+    """Fastest at 32x64 with 8 warps; a block size or a warp count away costs more."""
+    blocks = (math.log2(meta["BLOCK_M"]) - 5) ** 2 + (math.log2(meta["BLOCK_N"]) - 6) ** 2
+    return 1.0 + blocks + 0.1 * abs(math.log2(meta["num_warps"]) - 3)
+
+
+def bowl_kernel(monkeypatch, *plugins, **hints):
+    script = Script(bowl)
+    family = interpreter_family("test-warps", "vector", [{"num_warps": w} for w in (4, 1, 2, 8)])
+    use_session(monkeypatch, timer_plugin(script), family_plugin(family), *plugins)
+    kernel = make_add2d(
+        search(params=["BLOCK_M", "BLOCK_N"], values=[16, 32, 64, 128], **hints), pre_hook=script.hook
+    )
+    return kernel, script
+
+
+def picked(kernel):
+    return (kernel.best_config.kwargs, kernel.best_config.num_warps)
+
+
+@pytest.mark.parametrize("strategy", ["pattern", "staged", "exhaustive"])
+def test_each_strategy_selected_by_hint_searches_and_picks(monkeypatch, strategy):
+    kernel, _ = bowl_kernel(monkeypatch, strategy=strategy)
+    launch_add2d(kernel, size=16)
+    summary = kernel.last_search
+    assert summary.strategy == strategy
+    assert picked(kernel) == ({"BLOCK_M": 32, "BLOCK_N": 64}, 8)
+    assert summary.space == 64
+    if strategy == "exhaustive":
+        assert summary.measured == 64
+    else:
+        assert summary.measured < 64
+
+
+@pytest.mark.parametrize("strategy", ["pattern", "staged", "exhaustive"])
+def test_each_strategy_selected_by_the_config_file(monkeypatch, tmp_path, strategy):
+    (tmp_path / "kerneltune.toml").write_text(f'search_strategy = "{strategy}"\n')
+    kernel, _ = bowl_kernel(monkeypatch)
+    launch_add2d(kernel, size=16)
+    assert kernel.last_search.strategy == strategy
+    assert picked(kernel) == ({"BLOCK_M": 32, "BLOCK_N": 64}, 8)
+
+
+def test_the_default_strategy_is_pattern_and_a_hint_wins_over_the_config(monkeypatch, tmp_path):
+    kernel, _ = bowl_kernel(monkeypatch)
+    launch_add2d(kernel, size=16)
+    assert kernel.last_search.strategy == "pattern"
+    (tmp_path / "kerneltune.toml").write_text('search_strategy = "exhaustive"\n')
+    kernel, _ = bowl_kernel(monkeypatch, strategy="staged")
+    launch_add2d(kernel, size=16)
+    assert kernel.last_search.strategy == "staged"
+
+
+def test_an_unknown_strategy_fails_the_first_launch_listing_those_there_are(monkeypatch):
+    kernel, _ = bowl_kernel(monkeypatch, strategy="annealing")
+    with pytest.raises(
+        PluginError, match=r"'annealing' is not available \(installed: .*pattern.*staged.*hint of add2d"
+    ):
+        launch_add2d(kernel, size=16)
+
+
+def test_max_points_and_effort_reach_the_strategy(monkeypatch, capsys):
+    kernel, _ = bowl_kernel(monkeypatch, strategy="exhaustive", max_points=10, effort="quick", debug=True)
+    launch_add2d(kernel, size=16)
+    assert kernel.last_search.measured == 10
+    out = capsys.readouterr().out
+    assert "search strategy exhaustive: effort quick, at most 10 points" in out
+    assert "stopped: point cap of 10 reached" in out
+
+
+def test_a_strategy_returning_a_point_outside_the_space_is_a_plugin_error(monkeypatch):
+    class Wrong:
+        name = "wrong"
+
+        @classmethod
+        def is_available(cls):
+            return True
+
+        def search(self, geometry, measure, budget, say):
+            return [((99, 0), 0)]
+
+    plugin = types.ModuleType("wrong_strategy")
+    plugin.kerneltune_register_search_strategies = hookimpl(lambda register: register(Wrong))
+    kernel, _ = bowl_kernel(monkeypatch, plugin, strategy="wrong")
+    with pytest.raises(PluginError, match=r"'wrong' returned \(\(99, 0\), 0\) as a finalist"):
+        launch_add2d(kernel, size=16)
+
+
+def test_the_example_packages_random_strategy_is_selected_from_the_config_file(monkeypatch, tmp_path, capsys):
+    (tmp_path / "kerneltune.toml").write_text('search_strategy = "example-random"\n')
+    kernel, _ = bowl_kernel(monkeypatch, debug=True)
+    launch_add2d(kernel, size=16)
+    assert kernel.last_search.strategy == "example-random"
+    # 10% of 64 points, and never fewer than the four profiles; stage 3 re-times its finalists.
+    assert kernel.last_search.measured == 7
+    assert "example-random: 7 of 64 points measured" in capsys.readouterr().out
 
 
 # -- stage 3: the correctness gate --------------------------------------------------
@@ -502,7 +614,7 @@ def test_debug_shows_stages_and_what_early_config_prune_dropped(monkeypatch, cap
         return [c for c in configs if c.kwargs["BLOCK"] < 64]
 
     kernel = make_double(
-        search(params=["BLOCK"], values=[16, 32, 64], debug=True),
+        search(params=["BLOCK"], values=[16, 32, 64], strategy="staged", debug=True),
         prune_configs_by={"early_config_prune": keep_small},
         pre_hook=script.hook,
     )
@@ -527,7 +639,7 @@ def test_the_verbose_setting_turns_on_the_debug_lines(monkeypatch, capsys):
     kernel = make_double(search(params=["BLOCK"], values=[16, 32]), pre_hook=script.hook)
     launch_double(kernel)
     out = capsys.readouterr().out
-    assert "[search_params] double_kernel: stage 1:" in out
+    assert "[search_params] double_kernel: pattern:" in out, "the strategy's lines"
     assert "[kerneltune] double_kernel: [" in out, "and the engine's lines of each candidate"
 
 

@@ -1,4 +1,8 @@
-"""The staged search's decisions, on synthetic landscapes (no Triton)."""
+"""The staged search's decisions, on synthetic landscapes (no Triton).
+
+tests/test_search_strategies.py covers the strategy contract and every
+built-in strategy; this file is about ``staged``'s own stages.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,15 @@ import itertools
 import math
 
 import pytest
-from kerneltune.plugins.triton import search as search_module
-from kerneltune.plugins.triton.search import (
-    StagedSearch,
+from kerneltune.plugins.search import staged as search_module
+from kerneltune.plugins.search.moves import (
     axis_neighbours,
     coarse_levels,
     coarse_shapes,
     diagonal_neighbours,
     profile_neighbours,
 )
+from kerneltune.plugins.search.staged import StagedSearch
 
 
 class Landscape:

@@ -5,13 +5,18 @@
     hints={"search_params": {
         "params": ["BLOCK_M", "BLOCK_N"],      # required: tl.constexpr tile sizes to search
         "values": [32, 64, 128, 256],          # default 16, 32, ..., 2048
-        "shape_final_top_k": 3,                # shapes that reach the profile search
+        "shape_final_top_k": 3,                # finalists re-timed head to head
+        "strategy": "pattern",                 # search strategy (default: the search_strategy setting)
+        "effort": "default",                   # quick | default | full (default: search_effort)
+        "budget_s": 60,                        # no new round after this many seconds (search_budget_s)
+        "max_points": 40,                      # at most this many points measured (search_max_points)
         "debug": False,                        # print each stage's progress
         "reference_fn": check,                 # correctness gate of the finalists
     }}
 
 Everything here is checked when the kernel is decorated, so a typo fails at
-import time, not at the first launch.
+import time, not at the first launch; only the strategy's name waits for the
+first tuning, where the strategies registered then are known.
 """
 
 from __future__ import annotations
@@ -21,10 +26,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
+from kerneltune.core.settings import SEARCH_EFFORTS
 
 DEFAULT_VALUES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 DEFAULT_TOP_K = 3
-OPTIONS = ("params", "values", "shape_final_top_k", "debug", "reference_fn")
+OPTIONS = (
+    "params",
+    "values",
+    "shape_final_top_k",
+    "strategy",
+    "effort",
+    "budget_s",
+    "max_points",
+    "debug",
+    "reference_fn",
+)
 
 # Compile options the tuner decides itself; as search params they would only
 # be mistaken for tile sizes (the Ascend guide says the same of unit_flag).
@@ -37,8 +53,15 @@ class SearchHints:
 
     :ivar params: the ``tl.constexpr`` parameters whose values are searched.
     :ivar values: the candidate values of each, ascending.
-    :ivar shape_final_top_k: how many of the best shapes get a profile search
-        and reach the final re-timing.
+    :ivar shape_final_top_k: how many finalists the strategy hands to the
+        final re-timing (for ``staged``: the best shapes, each with a profile search).
+    :ivar strategy: the search strategy's registered name; ``None``: the
+        ``search_strategy`` setting. Checked against the registered names at
+        the first tuning.
+    :ivar effort: ``quick``, ``default`` or ``full``; ``None``: the ``search_effort`` setting.
+    :ivar budget_s: seconds after which the search starts no new round;
+        ``None``: the ``search_budget_s`` setting.
+    :ivar max_points: the most points measured; ``None``: the ``search_max_points`` setting.
     :ivar debug: print each stage's progress and every drop with its reason.
     :ivar reference_fn: called as ``reference_fn(*args, **kwargs)`` with the
         launch's own arguments right after a finalist ran on them; returning
@@ -48,6 +71,10 @@ class SearchHints:
     params: tuple[str, ...]
     values: tuple[int, ...] = DEFAULT_VALUES
     shape_final_top_k: int = DEFAULT_TOP_K
+    strategy: str | None = None
+    effort: str | None = None
+    budget_s: float | None = None
+    max_points: int | None = None
     debug: bool = False
     reference_fn: Callable[..., Any] | None = None
 
@@ -86,6 +113,10 @@ def parse_hints(hints: Mapping[str, Any], kernel: str) -> SearchHints:
         params=_params(spec["params"], kernel),
         values=_values(spec.get("values", DEFAULT_VALUES), kernel),
         shape_final_top_k=_top_k(spec.get("shape_final_top_k", DEFAULT_TOP_K), kernel),
+        strategy=_strategy(spec.get("strategy"), kernel),
+        effort=_effort(spec.get("effort"), kernel),
+        budget_s=_budget(spec.get("budget_s"), kernel),
+        max_points=_max_points(spec.get("max_points"), kernel),
         debug=_flag(spec.get("debug", False), kernel),
         reference_fn=_reference(spec.get("reference_fn"), kernel),
     )
@@ -124,6 +155,34 @@ def _values(value: Any, kernel: str) -> tuple[int, ...]:
 def _top_k(value: Any, kernel: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{kernel}: search_params 'shape_final_top_k' must be an int >= 1, got {value!r}")
+    return value
+
+
+def _strategy(value: Any, kernel: str) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise TypeError(f"{kernel}: search_params 'strategy' must be a strategy's name, got {value!r}")
+    return None if value is None else value.strip()
+
+
+def _effort(value: Any, kernel: str) -> str | None:
+    if value is not None and value not in SEARCH_EFFORTS:
+        raise ValueError(
+            f"{kernel}: search_params 'effort' must be one of {', '.join(SEARCH_EFFORTS)}, got {value!r}"
+        )
+    return value
+
+
+def _budget(value: Any, kernel: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise ValueError(f"{kernel}: search_params 'budget_s' must be a number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def _max_points(value: Any, kernel: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{kernel}: search_params 'max_points' must be an int >= 1, got {value!r}")
     return value
 
 

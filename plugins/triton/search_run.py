@@ -1,11 +1,13 @@
-"""One fresh search_params tuning of one key: stages 1-3 driven through the engine.
+"""One fresh search_params tuning of one key: the strategy's rounds, then the finalists, through the engine.
 
-The staged search (:mod:`kerneltune.plugins.triton.search`) decides what to
-measure; :class:`SearchRun` screens each round (pruned, or no smaller than a
-shape that ran out of resources), hands it to the engine's COMPILE stage,
-measures it through the adaptive :class:`~kerneltune.core.Tuning`, and in
-stage 3 re-times the finalists in interleaved rounds and applies
-``reference_fn``.
+The search strategy in force (a plugin, :mod:`kerneltune.core.search`)
+decides what to measure; :class:`SearchRun` screens each round (pruned, or
+no smaller than a shape that ran out of resources), hands it to the engine's
+COMPILE stage, measures it through the adaptive
+:class:`~kerneltune.core.Tuning`, and returns every rank's agreed times to
+the strategy. Whatever the strategy, the finalists it returns are then
+re-timed head to head in interleaved rounds on the same engine path, and
+``reference_fn`` applies (stage 3).
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ from kerneltune.core import (
     Candidate,
     CandidateDropped,
     NoValidConfigError,
+    PluginError,
+    RankMismatchError,
     Tuning,
     describe_error,
     format_ms,
 )
+from kerneltune.core.contracts import SearchStrategy
+from kerneltune.core.search import Point, SearchBudget, Shape, choose_strategy
 from kerneltune.core.verbose import show
 from kerneltune.plugins.triton import adapter, compiler
-from kerneltune.plugins.triton.search import Point, Shape, StagedSearch
 from kerneltune.plugins.triton.search_space import SearchSpace
 
 if TYPE_CHECKING:
@@ -66,10 +71,12 @@ class SearchSummary:
     seconds: float
     #: the pick's label.
     pick: str
+    #: the search strategy's name (``"given"`` for hand-written configs, which are measured as they are).
+    strategy: str = "given"
 
 
 class SearchRun:
-    """One fresh tuning of one key: stages 1-3 driven through the engine."""
+    """One fresh tuning of one key: the strategy's rounds and stage 3, driven through the engine."""
 
     def __init__(
         self,
@@ -99,6 +106,9 @@ class SearchRun:
         self.exhausted: dict[int, list[tuple[Shape, str]]] = {}
         #: guards what compiles note from COMPILE's pool threads.
         self.noting = threading.Lock()
+        #: with several ranks and a wall-clock budget: the slowest rank's seconds at the last round.
+        self.agreed_elapsed = 0.0
+        self.timed = False
         # Compile processes first: asking for them starts the compiler's warm-up beside the driver's build.
         self.compile_process = compiler.forked_compiles()
         self.compile_config = compiler.config_compiler(kernel, args, {**launch, "grid": grid})
@@ -125,19 +135,15 @@ class SearchRun:
             times = self.measure(points)
             ranked = sorted((p for p in points if math.isfinite(times[p])), key=lambda p: (times[p], p))
             finalists = ranked[: self.hints.shape_final_top_k]
+            chosen = "given"
         else:
             family = self.space.family or "none (compile options left to Triton's defaults)"
             self.say(f"operator class {kernel.operator} ({kernel.operator_reason}); profile family {family}")
-            search = StagedSearch(
-                [len(values) for values in self.space.axes],
-                self.space.profiles,
-                probes=self.space.probes,
-                seeds=self.space.seeds,
-                top_k=self.hints.shape_final_top_k,
-                say=self.say,
-                label=self.label,
-            )
-            finalists = search.run(self.measure)
+            strategy, budget = self.strategy()
+            self.say(f"search strategy {strategy.name}: {budget.describe()}")
+            found = strategy.search(self.space.geometry, self.measure, budget, self.say)
+            finalists = self.checked(strategy, found)
+            chosen = strategy.name
         best = self.finalise(finalists)
         self.kernel.last_search = SearchSummary(
             key=self.tuning.key,
@@ -146,9 +152,70 @@ class SearchRun:
             dropped=len(self.dropped),
             seconds=time.perf_counter() - self.started,
             pick=best.label,
+            strategy=chosen,
         )
         self.report(best)
         return best
+
+    def strategy(self) -> tuple[SearchStrategy, SearchBudget]:
+        """The strategy and budget in force: the hint's, else the settings'; every rank must agree.
+
+        With several ranks a wall-clock budget is read from the slowest
+        rank's elapsed time at the last round (:meth:`measure`), so every
+        rank stops at the same round.
+        """
+        session = self.tuning.session
+        hints = self.hints
+        distributed = self.tuning.reducer.world_size > 1
+        clock = (lambda: self.started + self.agreed_elapsed) if distributed else time.perf_counter
+        problem: str | None = None
+        try:
+            where = f"the search_params hint of {self.kernel.__name__}" if hints.strategy else None
+            strategy = choose_strategy(session, hints.strategy, where)
+            budget = SearchBudget.resolve(
+                session.settings,
+                effort=hints.effort,
+                seconds=hints.budget_s,
+                max_points=hints.max_points,
+                finalists=hints.shape_final_top_k,
+                clock=clock,
+            )
+        except PluginError as exc:
+            if not distributed:
+                raise
+            problem = str(exc)
+        if not distributed:
+            return strategy, budget
+        self.timed = problem is None and budget.seconds is not None
+        mine = problem or repr((strategy.name, budget.effort, budget.max_points, budget.seconds))
+        everyone = self.tuning.reducer.gather(mine)
+        if len(set(everyone)) > 1:
+            lines = "; ".join(f"rank {rank}: {choice}" for rank, choice in enumerate(everyone))
+            raise RankMismatchError(
+                f"{self.kernel.__name__}: ranks disagree on the search strategy or its budget ({lines}); "
+                "set search_strategy, search_effort, search_budget_s and search_max_points alike everywhere"
+            )
+        if problem is not None:
+            raise PluginError(problem)
+        return strategy, budget
+
+    def checked(self, strategy: SearchStrategy, finalists: list[Point]) -> list[Point]:
+        """The strategy's finalists, each once, at most as many as asked for.
+
+        :raises PluginError: for a finalist that is not a point of the space.
+        """
+        geometry = self.space.geometry
+        kept: list[Point] = []
+        for point in finalists:
+            valid = isinstance(point, tuple) and len(point) == 2 and geometry.holds(point)
+            if not valid:
+                raise PluginError(
+                    f"search strategy {strategy.name!r} returned {point!r} as a finalist of "
+                    f"{self.kernel.__name__}, which is not a (shape, profile) point of its space"
+                )
+            if point not in kept:
+                kept.append(point)
+        return kept[: self.hints.shape_final_top_k]
 
     def measure(self, points: list[Point]) -> dict[Point, float]:
         """Measure a round through the engine; every rank's agreed time per point.
@@ -177,6 +244,10 @@ class SearchRun:
         times = self.tuning.times(candidates)
         for candidate, value in zip(candidates, times, strict=True):
             self.outcomes[candidate.index] = value
+        if self.timed:
+            # One number more per round: the slowest rank's clock, so that every rank's budget
+            # runs out at the same round (a rank stopping alone would leave the others waiting).
+            (self.agreed_elapsed,) = self.tuning.reducer.max([time.perf_counter() - self.started])
         return dict(zip(points, times, strict=True))
 
     def finalise(self, finalists: list[Point]) -> Candidate:

@@ -3,8 +3,8 @@ times every compile-option profile of the family the operator classifier chooses
 
 :func:`build_space` makes the engine's :class:`~kerneltune.core.Space` for one
 set of compile options fixed at launch, with the geometry (axes, profiles,
-probes, seeds) the staged search (:mod:`kerneltune.plugins.triton.search`)
-walks. Configs are made through the adapter, which alone knows a
+probes, seeds) a search strategy (:mod:`kerneltune.core.search`) walks.
+Configs are made through the adapter, which alone knows a
 ``triton.Config``'s fields.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 import attrs
 from kerneltune.core import Candidate, Space, Tuner
 from kerneltune.core.profiles import choose_family, family_probes, family_profiles, unique_profiles
+from kerneltune.core.search import Point, SearchGeometry, Shape
 from kerneltune.plugins.triton import adapter
-from kerneltune.plugins.triton.search import Point, Shape, coarse_levels
 
 
 @attrs.frozen
@@ -26,6 +26,8 @@ class SearchSpace:
     """Everything one kernel searches for one set of fixed compile options."""
 
     tuner: Tuner
+    #: the searched params' names.
+    params: tuple[str, ...]
     #: the values of each searched param, ascending (empty for hand-written configs).
     axes: tuple[tuple[int, ...], ...]
     #: compile-option profiles, fixed options applied; index 0 is the base.
@@ -47,6 +49,11 @@ class SearchSpace:
     def candidate(self, point: Point) -> Candidate:
         """The engine's candidate for a point."""
         return self.tuner.space.candidates[self.index(point)]
+
+    @property
+    def geometry(self) -> SearchGeometry:
+        """What a search strategy sees of a generated space."""
+        return SearchGeometry(self.params, self.axes, self.profiles, self.probes, self.seeds, self.family)
 
 
 def candidate_label(shape: Mapping[str, int], profile: Mapping[str, Any]) -> str:
@@ -86,7 +93,7 @@ def build_space(
     if given is not None:
         configs = [adapter.config_with_options(c, fixed) for c in given]
         tuner = Tuner(Space.build(name, configs, source, label=_full_label))
-        return SearchSpace(tuner, (), ({},), (0,), (), None, True)
+        return SearchSpace(tuner, tuple(params), (), ({},), (0,), (), None, True)
     target = adapter.compile_target()
     family = choose_family(session, target, operator)
     offered = family_profiles(family, target) if family is not None else [{}]
@@ -95,12 +102,9 @@ def build_space(
     # Fixed options may merge probes (all of them into the base, when they fix the probed option).
     probes = tuple(dict.fromkeys(profiles.index({**p, **fixed}) for p in probed))
     axes = tuple(tuple(sorted({*values, *(s[p] for s in seeds if p in s)})) for p in params)
-    centre = [coarse_levels(len(axis)) for axis in axes]
+    # A param a seed leaves out takes the middle of its values (the upper one of an even count).
     starts = tuple(
-        tuple(
-            axes[i].index(seed[p]) if p in seed else centre[i][len(centre[i]) // 2]
-            for i, p in enumerate(params)
-        )
+        tuple(axes[i].index(seed[p]) if p in seed else len(axes[i]) // 2 for i, p in enumerate(params))
         for seed in seeds
     )
     configs = []
@@ -113,5 +117,12 @@ def build_space(
             labels[id(config)] = candidate_label(shape, profile)
     tuner = Tuner(Space.build(name, configs, source, label=lambda config: labels[id(config)]))
     return SearchSpace(
-        tuner, axes, tuple(profiles), probes, starts, None if family is None else family.name, False
+        tuner,
+        tuple(params),
+        axes,
+        tuple(profiles),
+        probes,
+        starts,
+        None if family is None else family.name,
+        False,
     )

@@ -1,11 +1,16 @@
-"""The staged search over block shapes and compile-option profiles.
+"""The ``staged`` search strategy: block shapes first, then compile-option profiles.
 
-Pure decisions, no Triton: a *point* is ``(shape, profile)``, where a shape
-holds one index per searched parameter (into its sorted values) and profile
-indexes the family's profile list, profile 0 being the base. The caller
-measures the points asked for and hands back every rank's agreed time
-(``inf`` for a point that failed or was dropped), so the same decisions are
-taken everywhere.
+The strategy ``search_params`` used before the pattern search
+(:mod:`~kerneltune.plugins.search.pattern`) became the default, kept
+selectable by name for comparison. It assumes that a shape's rank hardly
+depends on the profile it is timed with, which the probes below patch for
+the commonest exception; where the assumption fails otherwise (a shape that
+is fastest only with other warps, which it never times) it misses the best.
+
+Pure decisions, no Triton: a *point* is ``(shape, profile)``
+(:mod:`kerneltune.core.search`). The caller measures the points asked for
+and hands back every rank's agreed time (``inf`` for a point that failed or
+was dropped), so the same decisions are taken everywhere.
 
 1. Shapes, each measured with every *probe* profile (by default the base
    alone) and scored by the best of them: the seeds and a coarse lattice
@@ -23,6 +28,10 @@ taken everywhere.
    there, under the same rule.
 3. Finalists: the best point of each of the ``top_k`` best shapes, fastest
    first. The caller re-times them and applies the correctness gate.
+
+Effort scales the shape walk's budget (:data:`EFFORT_WALK`); with ``full``
+every top shape gets the profile search the best one gets. The point cap
+and the wall-clock budget stop any stage where they run out.
 
 Why probes. Stage 1 ranks shapes before any compile option is searched,
 which assumes a shape's rank hardly depends on the profile it is timed
@@ -52,9 +61,15 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-Shape = tuple[int, ...]
-Point = tuple[Shape, int]
-Measure = Callable[[list[Point]], Mapping[Point, float]]
+from kerneltune.core import hookimpl
+from kerneltune.core.search import Measure, Point, SearchBudget, SearchGeometry, Shape
+from kerneltune.core.search_ledger import SearchLedger
+from kerneltune.plugins.search.moves import (
+    axis_neighbours,
+    coarse_shapes,
+    diagonal_neighbours,
+    profile_neighbours,
+)
 
 #: Families up to this size are measured whole on the best shape; larger ones are searched...
 FULL_PROFILE_SWEEP = 8
@@ -63,104 +78,14 @@ SWEEP_SHARE = 0.1
 #: A runner-up shape gets its own profile walk only when, with the leader's
 #: profile, it is within this factor of the leader's time.
 PROMISING = 1.1
-#: The shape walk stops after the start plus this share of all shapes (at least 4 per param).
+#: The shape walk stops after the start plus this share of all shapes (at least 4 per param),
+#: at the default effort; ``quick`` halves it and ``full`` doubles it.
 WALK_SHARE = 0.25
+EFFORT_WALK = {"quick": 0.5, "default": 1.0, "full": 2.0}
 #: A profile walk moves only to a point faster than this fraction below where it
 #: stands: smaller gains are measurement noise, and chasing them costs a whole
 #: new neighbourhood (see ``_walk_profiles``).
 MIN_GAIN = 0.01
-#: Above this many parameters the coarse lattice becomes a star around the centre.
-LATTICE_MAX_PARAMS = 3
-
-
-def coarse_levels(size: int) -> list[int]:
-    """Inner indices to start from on an axis of ``size`` values.
-
-    Two or three levels at the centres of equal slices of the axis: the
-    extremes are rarely best, and the walk reaches them when they are.
-    """
-    if size <= 2:
-        return list(range(size))
-    count = 3 if size >= 6 else 2
-    return sorted({min(size - 1, int((size - 1) * (2 * i + 1) / (2 * count) + 0.5)) for i in range(count)})
-
-
-def coarse_shapes(sizes: Sequence[int]) -> list[Shape]:
-    """The starting lattice: every combination of levels, or a star when there are many axes."""
-    levels = [coarse_levels(n) for n in sizes]
-    if len(sizes) <= LATTICE_MAX_PARAMS:
-        return [tuple(shape) for shape in itertools.product(*levels)]
-    centre = tuple(axis[len(axis) // 2] for axis in levels)
-    star = [centre]
-    for axis, axis_levels in enumerate(levels):
-        for level in (axis_levels[0], axis_levels[-1]):
-            star.append((*centre[:axis], level, *centre[axis + 1 :]))
-    return list(dict.fromkeys(star))
-
-
-def axis_neighbours(shape: Shape, sizes: Sequence[int]) -> list[Shape]:
-    """Shapes one index away along one parameter."""
-    found = []
-    for axis, index in enumerate(shape):
-        for step in (-1, 1):
-            moved = index + step
-            if 0 <= moved < sizes[axis]:
-                found.append((*shape[:axis], moved, *shape[axis + 1 :]))
-    return found
-
-
-def diagonal_neighbours(shape: Shape, sizes: Sequence[int]) -> list[Shape]:
-    """Shapes one index away along each of two parameters (trading one tile side for another)."""
-    found = []
-    for first, second in itertools.combinations(range(len(shape)), 2):
-        for a, b in itertools.product((-1, 1), repeat=2):
-            moved = list(shape)
-            moved[first] += a
-            moved[second] += b
-            if 0 <= moved[first] < sizes[first] and 0 <= moved[second] < sizes[second]:
-                found.append(tuple(moved))
-    return found
-
-
-def _numeric(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def profile_neighbours(profiles: Sequence[Mapping[str, Any]], *, adjacent: bool = True) -> list[list[int]]:
-    """For each profile, the profiles that change exactly one option.
-
-    Setting or clearing one option counts as one change. With ``adjacent``,
-    a numeric option moves only to the next larger or smaller value the
-    family uses, so a walk over ``num_stages`` goes 2, 3, 4 rather than
-    jumping; without it, every value of that option is a neighbour (a line
-    search along the option).
-    """
-    domains: dict[str, list[Any]] = {}
-    for profile in profiles:
-        for name, value in profile.items():
-            domains.setdefault(name, [])
-            if value not in domains[name]:
-                domains[name].append(value)
-    for name, values in domains.items():
-        if all(_numeric(v) for v in values):
-            domains[name] = sorted(values)
-    neighbours: list[list[int]] = [[] for _ in profiles]
-    for i, p in enumerate(profiles):
-        for j, q in enumerate(profiles):
-            if i == j:
-                continue
-            changed = [k for k in p.keys() & q.keys() if p[k] != q[k]]
-            toggled = p.keys() ^ q.keys()
-            if len(changed) + len(toggled) != 1:
-                continue
-            if changed:
-                name = changed[0]
-                values = domains[name]
-                ordered = all(_numeric(v) for v in values)
-                if adjacent and ordered and abs(values.index(p[name]) - values.index(q[name])) != 1:
-                    continue
-            neighbours[i].append(j)
-    return neighbours
 
 
 class StagedSearch:
@@ -174,6 +99,7 @@ class StagedSearch:
     :param top_k: shapes that get a profile search; finalists returned.
     :param say: receives one line per step, for ``debug``.
     :param label: a readable form of a point, for those lines.
+    :param budget: effort and caps (default: the default effort, no caps).
     """
 
     def __init__(
@@ -186,6 +112,7 @@ class StagedSearch:
         top_k: int = 3,
         say: Callable[[str], None] = lambda line: None,
         label: Callable[[Point], str] = repr,
+        budget: SearchBudget | None = None,
     ) -> None:
         self.sizes = tuple(sizes)
         self.profiles = list(profiles)
@@ -196,9 +123,12 @@ class StagedSearch:
         self.top_k = top_k
         self.say = say
         self.label = label
+        self.budget = SearchBudget(finalists=top_k) if budget is None else budget
+        #: every point measured, with its time (the ledger's, once :meth:`run` made one).
         self.times: dict[Point, float] = {}
         #: every shape stage 1 measured, with its score: its best time over the probes.
         self.scores: dict[Shape, float] = {}
+        self._ledger: SearchLedger | None = None
         self._steps = profile_neighbours(self.profiles)
         self._lines = profile_neighbours(self.profiles, adjacent=False)
 
@@ -209,22 +139,30 @@ class StagedSearch:
 
     def run(self, measure: Measure) -> list[Point]:
         """Run stages 1 and 2; the finalists, fastest first (empty when nothing ran)."""
-        self._shape_stage(measure)
-        self._profile_stage(measure)
+        self._ledger = SearchLedger(measure, self.budget)
+        self.times = self._ledger.times
+        self._shape_stage()
+        self._profile_stage()
+        reason = self._ledger.why_spent()
+        if reason is not None:
+            self.say(f"stopped early: {reason}")
         return self.finalists()
 
     # -- bookkeeping ----------------------------------------------------------
 
-    def _measure(self, measure: Measure, points: Sequence[Point]) -> None:
-        todo = [p for p in dict.fromkeys(points) if p not in self.times]
-        if not todo:
-            return
-        result = measure(todo)
-        for point in todo:
-            self.times[point] = float(result.get(point, math.inf))
+    @property
+    def _spent(self) -> bool:
+        return self._ledger is not None and self._ledger.spent
 
-    def _best(self, points: Sequence[Point]) -> Point | None:
-        finite = [p for p in points if math.isfinite(self.times.get(p, math.inf))]
+    def _measure(self, points: Sequence[Point]) -> None:
+        assert self._ledger is not None
+        self._ledger.measure(points)
+
+    def _time(self, point: Point) -> float:
+        return self.times.get(point, math.inf)
+
+    def _best(self, points: Iterable[Point]) -> Point | None:
+        finite = [p for p in points if math.isfinite(self._time(p))]
         return min(finite, key=lambda p: (self.times[p], p)) if finite else None
 
     def ranked_shapes(self) -> list[Shape]:
@@ -246,11 +184,11 @@ class StagedSearch:
 
     # -- stage 1 --------------------------------------------------------------
 
-    def _probe(self, measure: Measure, shapes: Sequence[Shape]) -> None:
-        """Measure ``shapes`` with every probe profile and score them."""
-        self._measure(measure, [(s, p) for s in shapes for p in self.probes])
+    def _probe(self, shapes: Sequence[Shape]) -> None:
+        """Measure ``shapes`` with every probe profile and score them (inf: failed, or cut by the budget)."""
+        self._measure([(s, p) for s in shapes for p in self.probes])
         for shape in shapes:
-            self.scores[shape] = min(self.times[(shape, p)] for p in self.probes)
+            self.scores[shape] = min(self._time((shape, p)) for p in self.probes)
 
     def _ranked_by_score(self, shapes: Iterable[Shape]) -> list[Shape]:
         """Those of ``shapes`` that ran under some probe, best score first."""
@@ -258,25 +196,26 @@ class StagedSearch:
 
     def _best_probe(self, shape: Shape) -> Point:
         """The probe point that gave a shape its score."""
-        return min(((shape, p) for p in self.probes), key=lambda point: (self.times[point], point))
+        return min(((shape, p) for p in self.probes), key=lambda point: (self._time(point), point))
 
-    def _shape_stage(self, measure: Measure) -> None:
+    def _shape_stage(self) -> None:
         start = self.seeds + [s for s in coarse_shapes(self.sizes) if s not in self.seeds]
         seeded = f" and {len(self.seeds)} seed(s)" if self.seeds else ""
         probed = "base profile" if len(self.probes) == 1 else f"best of {len(self.probes)} probe profiles"
         self.say(f"stage 1: {len(start) - len(self.seeds)} shapes of a coarse lattice{seeded}, {probed}")
-        self._probe(measure, start)
+        self._probe(start)
         if not self._ranked_by_score(start):
-            self._find_any_shape(measure)
+            self._find_any_shape()
         ranked = self._ranked_by_score(self.scores)
         if not ranked:
             self.say("stage 1: no shape ran; nothing to refine")
             return
         current = ranked[0]
         shapes = math.prod(self.sizes)
-        budget = len(start) + max(4 * len(self.sizes), math.ceil(WALK_SHARE * shapes))
+        share = WALK_SHARE * EFFORT_WALK[self.budget.effort]
+        budget = len(start) + max(4 * len(self.sizes), math.ceil(share * shapes))
         diagonals_tried: set[Shape] = set()
-        while len(self.scores) < budget:
+        while len(self.scores) < budget and not self._spent:
             kind = "neighbour"
             around = [s for s in axis_neighbours(current, self.sizes) if s not in self.scores]
             if not around and current not in diagonals_tried:
@@ -288,48 +227,49 @@ class StagedSearch:
             self.say(
                 f"stage 1: refining around {self.label(self._best_probe(current))}: {len(around)} {kind}(s)"
             )
-            self._probe(measure, around)
+            self._probe(around)
             current = self._ranked_by_score([current, *around])[0]
         spent = " (budget spent)" if len(self.scores) >= budget else ""
         best = self._best_probe(current)
         self.say(
             f"stage 1: {len(self.scores)} of {shapes} shapes measured{spent}; best {self.label(best)} "
-            f"at {self.times[best]:.4f} ms"
+            f"at {self._time(best):.4f} ms"
         )
 
-    def _find_any_shape(self, measure: Measure) -> None:
+    def _find_any_shape(self) -> None:
         """Every start failed (too large, say): try shapes from the smallest up until one runs."""
         self.say("stage 1: no starting shape ran; trying shapes from the smallest up")
         order = sorted(itertools.product(*(range(n) for n in self.sizes)), key=lambda s: (sum(s), s))
         batch = max(2, len(self.sizes))
         pending = [s for s in order if s not in self.scores]
-        while pending:
+        while pending and not self._spent:
             chunk, pending = pending[:batch], pending[batch:]
-            self._probe(measure, chunk)
+            self._probe(chunk)
             if self._ranked_by_score(chunk):
                 return
 
     # -- stage 2 --------------------------------------------------------------
 
-    def _profile_stage(self, measure: Measure) -> None:
+    def _profile_stage(self) -> None:
         shapes = self._ranked_by_score(self.scores)[: self.top_k]
-        if not shapes:
+        if not shapes or self._spent:
             return
         if len(self.profiles) == 1:
             self.say("stage 2: one profile only; no compile options to search")
             return
         self.say(f"stage 2: {len(self.profiles)} profiles for the best {len(shapes)} shape(s)")
+        thorough = self.budget.effort == "full"
         for rank, shape in enumerate(shapes):
-            if rank == 0 and self._sweep_best_shape():
-                self._measure(measure, [(shape, i) for i in range(len(self.profiles))])
-            elif rank == 0:
-                self._walk_profiles(measure, shape, self._best_probe(shape)[1], self._lines)
+            if (rank == 0 or thorough) and self._sweep_best_shape():
+                self._measure([(shape, i) for i in range(len(self.profiles))])
+            elif rank == 0 or thorough:
+                self._walk_profiles(shape, self._best_probe(shape)[1], self._lines)
             else:
                 leader = self._best([p for p in self.times if p[0] in shapes[:rank]])
                 start = 0 if leader is None else leader[1]
-                self._measure(measure, [(shape, start)])
-                if leader is None or self.times[(shape, start)] <= PROMISING * self.times[leader]:
-                    self._walk_profiles(measure, shape, start, self._steps)
+                self._measure([(shape, start)])
+                if leader is None or self._time((shape, start)) <= PROMISING * self.times[leader]:
+                    self._walk_profiles(shape, start, self._steps)
             best = self._best([p for p in self.times if p[0] == shape])
             if best is not None:
                 self.say(f"stage 2: best for this shape {self.label(best)} at {self.times[best]:.4f} ms")
@@ -338,15 +278,48 @@ class StagedSearch:
         count = len(self.profiles)
         return count <= FULL_PROFILE_SWEEP or count <= SWEEP_SHARE * self.space_size
 
-    def _walk_profiles(self, measure: Measure, shape: Shape, start: int, moves: list[list[int]]) -> None:
-        self._measure(measure, [(shape, start)])
+    def _walk_profiles(self, shape: Shape, start: int, moves: list[list[int]]) -> None:
+        self._measure([(shape, start)])
         current = (shape, start)
-        while True:
+        while not self._spent:
             around = [(shape, j) for j in moves[current[1]] if (shape, j) not in self.times]
             if not around:
                 return
-            self._measure(measure, around)
+            self._measure(around)
             better = self._best(around)
-            if better is None or self.times[better] >= (1 - MIN_GAIN) * self.times[current]:
+            if better is None or self.times[better] >= (1 - MIN_GAIN) * self._time(current):
                 return
             current = better
+
+
+class StagedStrategy:
+    """``staged``: shapes ranked at the probes, then profiles for the best few (:class:`StagedSearch`)."""
+
+    name = "staged"
+    auto_priority = 0
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Always: it needs nothing but the times it is handed."""
+        return True
+
+    def search(
+        self, geometry: SearchGeometry, measure: Measure, budget: SearchBudget, say: Callable[[str], None]
+    ) -> list[Point]:
+        """Stages 1 and 2 ; the best point of each of the ``budget.finalists`` best shapes."""
+        staged = StagedSearch(
+            geometry.sizes,
+            geometry.profiles,
+            probes=geometry.probes,
+            seeds=geometry.seeds,
+            top_k=budget.finalists,
+            say=say,
+            label=geometry.label,
+            budget=budget,
+        )
+        return staged.run(measure)
+
+
+@hookimpl
+def kerneltune_register_search_strategies(register):
+    register(StagedStrategy)

@@ -1,0 +1,342 @@
+"""How well each search strategy picks, and what it costs, against an exhaustive interleaved oracle.
+
+Usage (needs a CUDA device; ``--smoke`` runs a tiny version on the CPU)::
+
+    python3 bench/search_quality.py --out quality.json
+    python3 bench/search_quality.py --kernels matmul --runs 3 --out matmul.json
+    TRITON_INTERPRET=1 python3 bench/search_quality.py --smoke --out smoke.json
+
+Three kernel kinds, each a ``triton.autotune(configs=[], hints={"search_params":
+...})`` kernel over a realistic generated space:
+
+* ``matmul``: bf16 4096^3, ``BLOCK_M`` x ``BLOCK_N`` in 16..256 with
+  ``BLOCK_K=64, GROUP_M=8`` fixed by a base config, the nvidia-matrix family
+  (300 points): issue 22's first case;
+* ``reduction``: a sum over each row of an fp16 8192x8192 matrix,
+  ``BLOCK_N`` in 64..8192, the nvidia-vector family (120 points): its second;
+* ``softmax``: an online softmax over each row of an fp16 8192x8192 matrix
+  (bench/search_params.py's kernel), ``BLOCK_N`` in 128..8192 (105 points).
+
+For each kernel:
+
+1. the oracle, in one fresh process: a cold ``exhaustive`` search first,
+   which compiles every point in parallel through kerneltune's COMPILE stage
+   (and is the ``exhaustive`` strategy's one run), then every point that
+   launches timed with ``triton.testing.do_bench`` (``return_mode=
+   "median"``) in ``--oracle-rounds`` interleaved rounds over all points,
+   each point's median over the rounds kept (bench/search_params.py's
+   ``alone_ms``);
+2. each other strategy (``--strategies``) in ``--runs`` fresh processes,
+   each with empty Triton and kerneltune caches (cold): the first launch on
+   the wall clock, the points the search measured, and its pick, the
+   strategy chosen by the kernel's hint.
+
+A pick's regret is its oracle time over the oracle's fastest, minus one.
+Printed at the end, per kernel and strategy: the space, the mean points
+measured and their share of the space, the mean cold wall time and its
+ratio to ``staged``'s, and the worst and mean regret; ``--out`` gets every
+number, each run's pick and the oracle's table. Issue 22's targets for the
+default strategy: worst regret at most 1%, at most 15% of the space
+measured, cold wall time at most 1.5x staged's on the matmul.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+KINDS = ("matmul", "reduction", "softmax")
+STRATEGIES = ("pattern", "staged", "exhaustive")
+REGRET_TARGET = 0.01
+SHARE_TARGET = 0.15
+WALL_TARGET = 1.5
+
+
+def build(kind: str, smoke: bool, strategy: str | None = None) -> tuple[Any, Any, tuple, dict, dict]:
+    """The kernel of one kind, ready to launch: (kernel, grid, args, launch-time meta, fixed options).
+
+    Imports Triton, so only a child process calls it (after ``TRITON_INTERPRET`` is settled).
+    """
+    import torch
+    import triton
+    import triton.language as tl
+    from regret import matmul_kernel
+    from search_params import softmax_kernel
+
+    device = "cpu" if smoke else "cuda"
+    options: dict[str, Any] = {} if strategy is None else {"strategy": strategy}
+
+    def search(params: list[str], values: list[int]) -> dict[str, Any]:
+        return {"search_params": {"params": params, "values": values, **options}}
+
+    if kind == "matmul":
+        size = 32 if smoke else 4096
+        a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+        b = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+        c = torch.empty(size, size, device=device, dtype=torch.bfloat16)
+        values = [16, 32] if smoke else [16, 32, 64, 128, 256]
+        base = triton.Config({"BLOCK_K": 16 if smoke else 64, "GROUP_M": 8})
+        kernel = triton.autotune(
+            configs=[base], key=["M", "N", "K"], hints=search(["BLOCK_M", "BLOCK_N"], values)
+        )(matmul_kernel)
+        grid = lambda meta: (triton.cdiv(size, meta["BLOCK_M"]) * triton.cdiv(size, meta["BLOCK_N"]),)  # noqa: E731
+        return kernel, grid, (a, b, c, size, size, size), {}, {}
+    rows, cols = (4, 128) if smoke else (8192, 8192)
+    x = torch.randn(rows, cols, device=device, dtype=torch.float16)
+    if kind == "reduction":
+        values = [32, 64, 128] if smoke else [64 * 2**i for i in range(8)]
+        out = torch.empty(rows, device=device, dtype=torch.float16)
+
+        @triton.jit
+        def row_sum_kernel(x_ptr, out_ptr, n_cols, BLOCK_N: tl.constexpr):
+            row = tl.program_id(0).to(tl.int64) * n_cols
+            total = tl.zeros([BLOCK_N], tl.float32)
+            for start in range(0, n_cols, BLOCK_N):
+                offsets = start + tl.arange(0, BLOCK_N)
+                total += tl.load(x_ptr + row + offsets, mask=offsets < n_cols, other=0.0).to(tl.float32)
+            tl.store(out_ptr + tl.program_id(0), tl.sum(total, 0).to(tl.float16))
+
+        kernel = triton.autotune(configs=[], key=["n_cols"], hints=search(["BLOCK_N"], values))(
+            row_sum_kernel
+        )
+        return kernel, (rows,), (x, out, cols), {}, {}
+    values = [32, 64, 128] if smoke else [128 * 2**i for i in range(7)]
+    y = torch.empty_like(x)
+    kernel = triton.autotune(configs=[], key=["n_cols"], hints=search(["BLOCK_N"], values))(softmax_kernel)
+    return kernel, (rows,), (x, y, cols), {}, {}
+
+
+# -- the child processes ----------------------------------------------------------------
+
+
+def search_child(kind: str, strategy: str, smoke: bool) -> dict[str, Any]:
+    """One cold search: the first launch on the wall clock, what it measured and picked."""
+    from search_params import staged
+
+    kernel, grid, args, launch, fixed = build(kind, smoke, strategy)
+    return summary_of(kernel, staged(kernel, grid, args, launch, fixed))
+
+
+def summary_of(kernel: Any, wall_s: float) -> dict[str, Any]:
+    """What a search's first launch did, as plain data."""
+    summary = kernel.last_search
+    return {
+        "strategy": summary.strategy,
+        "wall_s": wall_s,
+        "search_s": summary.seconds,
+        "measured": summary.measured,
+        "dropped": summary.dropped,
+        "space": summary.space,
+        "pick": summary.pick,
+    }
+
+
+def oracle_child(kind: str, smoke: bool, rounds: int, warmup: int, rep: int) -> dict[str, Any]:
+    """A cold exhaustive search, then every point timed in interleaved rounds; each point's median, by label.
+
+    The search compiles the whole space in parallel (forked processes, as
+    any search does), so the timing that follows finds every kernel built.
+    A point that fails to build or to launch has no time (``None``).
+    """
+    from kerneltune.plugins.triton import adapter
+    from search_params import alone_ms, staged
+
+    kernel, grid, args, launch, fixed = build(kind, smoke, "exhaustive")
+    started = time.perf_counter()
+    search = summary_of(kernel, staged(kernel, grid, args, launch, fixed))
+    candidates = kernel.search_space(**fixed).tuner.space.candidates
+    arguments = {**launch, "grid": grid, "warmup": False}
+    runnable = {}
+    for candidate in candidates:
+        try:
+            adapter.launch_config(kernel, args, arguments, candidate.config)
+        except Exception:
+            continue
+        runnable[candidate.label] = candidate.config
+    if smoke:
+        times = wall_ms(kernel, grid, args, launch, runnable, rounds)
+    else:
+        times = alone_ms(kernel, grid, args, launch, runnable, rounds=rounds, warmup=warmup, rep=rep)
+    return {
+        "space": len(candidates),
+        "oracle_s": time.perf_counter() - started,
+        "search": search,
+        "table_ms": {c.label: times.get(c.label) for c in candidates},
+    }
+
+
+def wall_ms(kernel, grid, args, launch, configs: dict[str, Any], rounds: int) -> dict[str, float]:
+    """The smoke oracle: each config's median host wall time over interleaved rounds (no device timer)."""
+    from kerneltune.plugins.triton import adapter
+
+    arguments = {**launch, "grid": grid, "warmup": False}
+    samples: dict[str, list[float]] = {label: [] for label in configs}
+    for _ in range(rounds):
+        for label, config in configs.items():
+            started = time.perf_counter()
+            adapter.launch_config(kernel, args, arguments, config)
+            samples[label].append((time.perf_counter() - started) * 1000)
+    return {label: statistics.median(values) for label, values in samples.items()}
+
+
+# -- the parent: fresh processes, the table ---------------------------------------------
+
+
+def child(options: argparse.Namespace, *arguments: str) -> dict[str, Any]:
+    """Run this script as a fresh child process; the JSON its last line holds."""
+    command = [sys.executable, str(Path(__file__).resolve()), *arguments]
+    if options.smoke:
+        command.append("--smoke")
+    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE, check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"{' '.join(arguments)} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return json.loads(lines[-1])
+
+
+def regret(table: dict[str, float | None], pick: str) -> float:
+    best = min(t for t in table.values() if t is not None)
+    mine = table.get(pick)
+    return math.inf if mine is None else mine / best - 1
+
+
+def summarise(
+    kind: str, oracle: dict[str, Any], runs: dict[str, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    rows = []
+    staged_wall = statistics.mean(r["wall_s"] for r in runs["staged"]) if runs.get("staged") else None
+    for strategy, results in runs.items():
+        regrets = [regret(oracle["table_ms"], r["pick"]) for r in results]
+        wall = statistics.mean(r["wall_s"] for r in results)
+        measured = statistics.mean(r["measured"] for r in results)
+        rows.append(
+            {
+                "kernel": kind,
+                "strategy": strategy,
+                "runs": len(results),
+                "space": oracle["space"],
+                "measured": measured,
+                "share": measured / oracle["space"],
+                "wall_s": wall,
+                "wall_vs_staged": None if staged_wall is None else wall / staged_wall,
+                "worst_regret": max(regrets),
+                "mean_regret": statistics.mean(regrets),
+                "picks": [r["pick"] for r in results],
+            }
+        )
+    return rows
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    print()
+    print(
+        "| kernel | strategy | runs | space | measured | share | cold wall s | wall / staged | "
+        "worst pick/best | mean pick/best |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        ratio = "" if r["wall_vs_staged"] is None else f"{r['wall_vs_staged']:.2f}"
+        print(
+            f"| {r['kernel']} | {r['strategy']} | {r['runs']} | {r['space']} | {r['measured']:.1f} | "
+            f"{r['share']:.1%} | {r['wall_s']:.1f} | {ratio} | {1 + r['worst_regret']:.4f} | "
+            f"{1 + r['mean_regret']:.4f} |"
+        )
+    print(
+        f"\ntargets for the default strategy: worst pick/best <= {1 + REGRET_TARGET:.2f}, share <= "
+        f"{SHARE_TARGET:.0%}, matmul wall / staged <= {WALL_TARGET}"
+    )
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--kernels", nargs="+", choices=KINDS, default=list(KINDS))
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), help="registered strategy names")
+    parser.add_argument("--runs", type=int, default=5, help="fresh processes per strategy (default 5)")
+    parser.add_argument("--oracle-rounds", type=int, default=5, help="interleaved do_bench rounds")
+    parser.add_argument(
+        "--oracle-warmup", type=int, default=5, help="do_bench warmup, ms per point and round"
+    )
+    parser.add_argument("--oracle-rep", type=int, default=20, help="do_bench rep, ms per point and round")
+    parser.add_argument("--out", type=Path, help="write every number here (JSON)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a tiny version on the CPU under TRITON_INTERPRET=1 (host wall-clock oracle): the plumbing",
+    )
+    parser.add_argument("--child", choices=("search", "oracle"), help=argparse.SUPPRESS)
+    parser.add_argument("--kind", choices=KINDS, help=argparse.SUPPRESS)
+    parser.add_argument("--strategy", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse(argv)
+    if options.smoke:
+        os.environ["TRITON_INTERPRET"] = "1"
+    if options.child == "search":
+        print(json.dumps(search_child(options.kind, options.strategy, options.smoke)))
+        return 0
+    if options.child == "oracle":
+        result = oracle_child(
+            options.kind, options.smoke, options.oracle_rounds, options.oracle_warmup, options.oracle_rep
+        )
+        print(json.dumps(result))
+        return 0
+    if not options.smoke:
+        import torch
+
+        if not torch.cuda.is_available():
+            print("bench/search_quality.py needs a CUDA device (or --smoke)", file=sys.stderr)
+            return 2
+    started = time.perf_counter()
+    results: dict[str, Any] = {"smoke": options.smoke, "kernels": {}}
+    rows: list[dict[str, Any]] = []
+    for kind in options.kernels:
+        oracle = child(
+            options,
+            "--child=oracle",
+            f"--kind={kind}",
+            f"--oracle-rounds={options.oracle_rounds}",
+            f"--oracle-warmup={options.oracle_warmup}",
+            f"--oracle-rep={options.oracle_rep}",
+        )
+        print(f"{kind}: oracle over {oracle['space']} points in {oracle['oracle_s']:.1f} s", flush=True)
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for strategy in options.strategies:
+            runs[strategy] = []
+            for _ in range(1 if strategy == "exhaustive" else options.runs):
+                if strategy == "exhaustive":
+                    run = oracle["search"]  # the oracle's own cold search was exhaustive
+                else:
+                    run = child(options, "--child=search", f"--kind={kind}", f"--strategy={strategy}")
+                run["regret"] = regret(oracle["table_ms"], run["pick"])
+                runs[strategy].append(run)
+                print(
+                    f"  {strategy}: {run['measured']} of {run['space']} measured, {run['wall_s']:.1f} s, "
+                    f"pick {run['pick']} ({run['regret']:+.2%})",
+                    flush=True,
+                )
+        results["kernels"][kind] = {"oracle": oracle, "runs": runs}
+        rows += summarise(kind, oracle, runs)
+    results["rows"] = rows
+    results["seconds"] = time.perf_counter() - started
+    print_table(rows)
+    print(f"\n{results['seconds']:.0f} s in all")
+    if options.out:
+        options.out.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -26,8 +26,8 @@ from kerneltune import __version__, views
 from kerneltune.archive import read_archive, write_archive
 from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, format_ms, load_settings
 from kerneltune.core.records import iso_date
-from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
-from kerneltune.core.session import make_cache
+from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager
+from kerneltune.core.session import hardware_facts, make_cache, resolve_devices
 from kerneltune.core.settings import redacted_url, setting_sources
 
 
@@ -48,7 +48,7 @@ class _Group(click.Group):
 class _Plugins:
     settings: Settings
     manager: pluggy.PluginManager
-    registries: tuple[Registry, Registry, Registry]
+    registries: tuple[Registry, Registry, Registry, Registry]
 
     @classmethod
     def load(cls) -> _Plugins:
@@ -58,8 +58,13 @@ class _Plugins:
             collect_registry(manager, "timer", "kerneltune_register_timers"),
             collect_registry(manager, "cache", "kerneltune_register_caches"),
             collect_registry(manager, "reducer", "kerneltune_register_reducers"),
+            collect_registry(manager, "device", "kerneltune_register_devices"),
         )
         return cls(settings=settings, manager=manager, registries=registries)
+
+    def hardware(self) -> dict[str, Any]:
+        """The hardware facts a tuning here would key its picks by."""
+        return hardware_facts(self.manager, resolve_devices(self.manager, self.settings)[1][0])
 
     def file_caches(self, root: Path) -> list[Any]:
         """One instance per cache that can enumerate its records."""
@@ -136,7 +141,7 @@ def _plugin_origin(plugins: _Plugins, name: str, plugin: object) -> str:
 
 @main.command()
 def plugins() -> None:
-    """List the plugins loaded, the timers, caches and reducers, and the settings in force."""
+    """List the plugins loaded, the timers, caches, reducers and devices, and the settings in force."""
     loaded = _Plugins.load()
     click.echo("plugins loaded:")
     named = [(name, plugin) for name, plugin in loaded.manager.list_name_plugin() if name != "hookspecs"]
@@ -158,7 +163,7 @@ def plugins() -> None:
             )
         for line in views.table([f"  {registry.family}", "here", "plugin"], rows):
             click.echo(line)
-    hardware = merged_facts(loaded.manager, "kerneltune_hardware_info")
+    hardware = loaded.hardware()
     click.echo("\nhardware: " + ", ".join(f"{k} {v}" for k, v in sorted(hardware.items())))
     sources = setting_sources()
     click.echo("\nsettings:")
@@ -374,7 +379,7 @@ def import_records(archive: Path, directory: Path | None) -> None:
                 f"{archive}: function name {entry.record.function!r} would be stored outside {root}; "
                 "nothing imported"
             )
-    here = _plain_data(merged_facts(loaded.manager, "kerneltune_hardware_info"))
+    here = _plain_data(loaded.hardware())
     imported = 0
     for entry in entries:
         record = entry.record

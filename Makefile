@@ -16,7 +16,7 @@ TRITON_TESTS ?= tests/test_contextual.py tests/test_contextual_dist.py tests/tes
 # static tools (mypy, pyright, IDEs) resolve as kerneltune.*; the default mode
 # is an import hook they cannot follow. A module added later needs `make install`.
 install:
-	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test,plot]" -e examples/kerneltune-example-plugin \
+	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test,plot]" -e examples/kerneltune-example-plugin -e examples/kerneltune-example-device \
 		--config-settings editable_mode=strict
 
 demo: install

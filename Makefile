@@ -9,8 +9,14 @@ TORCH ?= torch==2.13.0
 TRITONS ?= 3.4 3.5 3.9
 TRITON_TESTS ?= tests/test_contextual.py tests/test_contextual_dist.py tests/test_triton_adapter.py \
 	tests/test_search_params.py tests/test_config_label.py tests/test_isolation_kernels.py
+# triton-ascend is the package `triton` too, so it cannot sit over the environment as the
+# releases above do: it gets a virtual environment of its own, with the same torch and
+# kerneltune. Without an NPU, tests/conftest.py stands in for its NPU driver only
+# (tests/ascend_stand_in.py says exactly how); docs/ascend.md lists what runs.
+TRITON_ASCEND ?= triton-ascend==3.2.0
+ASCEND_VENV ?= build/venv-triton-ascend
 
-.PHONY: install demo test test-tritons
+.PHONY: install demo test test-tritons test-triton-ascend
 
 # `make demo` and `make test` install only when this environment has not yet
 # installed what the project now holds: the stamp is named by the interpreter's
@@ -19,13 +25,14 @@ TRITON_TESTS ?= tests/test_contextual.py tests/test_contextual_dist.py tests/tes
 ENVIRONMENT := $(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:12])")
 MODULES := $(shell find core plugins cli triton_dist -name '*.py' | sort | cksum | cut -d' ' -f1)
 STAMP := build/installed-$(ENVIRONMENT)-$(MODULES)
-DECLARED := pyproject.toml setup.py examples/kerneltune-example-plugin/pyproject.toml
+DECLARED := pyproject.toml setup.py examples/kerneltune-example-plugin/pyproject.toml \
+	examples/kerneltune-example-device/pyproject.toml
 
 # A strict editable install: a tree of links to the sources under build/, which
 # static tools (mypy, pyright, IDEs) resolve as kerneltune.*; the default mode
 # is an import hook they cannot follow. A module added later needs `make install`.
 install:
-	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test,plot]" -e examples/kerneltune-example-plugin \
+	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test,plot]" -e examples/kerneltune-example-plugin -e examples/kerneltune-example-device \
 		--config-settings editable_mode=strict
 	@mkdir -p build && touch $(STAMP)
 
@@ -43,9 +50,18 @@ test: $(STAMP)
 # Each release goes alone into build/tritons/<release> (no dependencies: they
 # are the environment's) and is put ahead of the environment's own Triton on
 # PYTHONPATH, so everything but Triton is what `make test` tested.
-test-tritons: $(STAMP)
+test-tritons: $(STAMP) test-triton-ascend
 	set -e; for release in $(TRITONS); do \
 		$(PYTHON) -m pip install -q --no-deps --upgrade --target build/tritons/$$release "triton==$$release.*"; \
 		PYTHONPATH=build/tritons/$$release $(PYTHON) -c "import triton; print('triton', triton.__version__)"; \
 		PYTHONPATH=build/tritons/$$release $(PYTHON) -m pytest -q $(TRITON_TESTS); \
 	done
+
+# triton-ascend's Python layer needs pybind11 and numpy beside it at import.
+test-triton-ascend:
+	$(PYTHON) -m venv $(ASCEND_VENV)
+	$(ASCEND_VENV)/bin/python -m pip install -q --upgrade pip
+	$(ASCEND_VENV)/bin/python -m pip install -q "$(TORCH)" "$(TRITON_ASCEND)" pybind11 numpy pytest pytest-timeout \
+		-e . --config-settings editable_mode=strict
+	$(ASCEND_VENV)/bin/python -c "import triton; print('triton-ascend', triton.__version__)"
+	$(ASCEND_VENV)/bin/python -m pytest -q $(TRITON_TESTS)

@@ -29,8 +29,8 @@ from kerneltune.archive import read_archive, write_archive
 from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, format_ms, load_settings
 from kerneltune.core.private_files import remove_private
 from kerneltune.core.records import iso_date
-from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
-from kerneltune.core.session import make_cache
+from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager
+from kerneltune.core.session import hardware_facts, make_cache, resolve_devices
 from kerneltune.core.settings import redacted_url, setting_sources
 
 
@@ -59,7 +59,7 @@ def _note(message: Warning | str, category: type[Warning], *args: Any, **kwargs:
 class _Plugins:
     settings: Settings
     manager: pluggy.PluginManager
-    registries: tuple[Registry, Registry, Registry]
+    registries: tuple[Registry, Registry, Registry, Registry]
     strategies: Registry
 
     @classmethod
@@ -70,9 +70,14 @@ class _Plugins:
             collect_registry(manager, "timer", "kerneltune_register_timers"),
             collect_registry(manager, "cache", "kerneltune_register_caches"),
             collect_registry(manager, "reducer", "kerneltune_register_reducers"),
+            collect_registry(manager, "device", "kerneltune_register_devices"),
         )
         strategies = collect_registry(manager, "search strategy", "kerneltune_register_search_strategies")
         return cls(settings=settings, manager=manager, registries=registries, strategies=strategies)
+
+    def hardware(self) -> dict[str, Any]:
+        """The hardware facts a tuning here would key its picks by."""
+        return hardware_facts(self.manager, resolve_devices(self.manager, self.settings)[1][0])
 
     def file_caches(self, root: Path) -> list[Any]:
         """One instance per cache that can enumerate its records."""
@@ -157,7 +162,7 @@ def _plugin_origin(plugins: _Plugins, name: str, plugin: object) -> str:
 
 @main.command()
 def plugins() -> None:
-    """List the plugins loaded, the timers, caches, reducers, search strategies and settings in force."""
+    """List the plugins loaded; the timers, caches, reducers, devices and search strategies; the settings."""
     loaded = _Plugins.load()
     click.echo("plugins loaded:")
     named = [(name, plugin) for name, plugin in loaded.manager.list_name_plugin() if name != "hookspecs"]
@@ -179,7 +184,7 @@ def plugins() -> None:
             )
         for line in views.table([f"  {registry.family}", "here", "plugin"], rows):
             click.echo(line)
-    hardware = merged_facts(loaded.manager, "kerneltune_hardware_info")
+    hardware = loaded.hardware()
     click.echo("\nhardware: " + ", ".join(f"{k} {v}" for k, v in sorted(hardware.items())))
     sources = setting_sources()
     click.echo("\nsettings:")
@@ -462,7 +467,7 @@ def import_records(archive: Path, directory: Path | None) -> None:
                 f"{archive}: function name {entry.record.function!r} would be stored outside {root}; "
                 "nothing imported"
             )
-    here = _plain_data(merged_facts(loaded.manager, "kerneltune_hardware_info"))
+    here = _plain_data(loaded.hardware())
     imported = rejected = 0
     for entry in entries:
         record = entry.record

@@ -4,7 +4,8 @@ Every hook is prefixed ``kerneltune_``; a plugin implementing a hook not
 specified here is refused when the plugin manager is made, with its name.
 Three families, and one hook of its own:
 
-* registries (``kerneltune_register_*``): each implementation receives a
+* registries (``kerneltune_register_*``: timers, caches, reducers, devices,
+  interceptors, profile families, features): each implementation receives a
   ``register`` callable and hands it the classes it provides. All
   implementations are called; registering a name twice is an error. What
   each class must provide is a protocol of :mod:`kerneltune.core.contracts`.
@@ -58,7 +59,11 @@ def kerneltune_register_timers(register: Callable[[type], None]) -> None:
     npu-event, so a plugin that should never win ``auto`` uses a negative
     value); it is constructed with no arguments. An instance provides
     ``sample(fn, *, before=None)`` and ``collect()``, and optionally
-    ``flush()`` and ``hold(microseconds)``.
+    ``flush()`` and ``hold(microseconds)``. A timer of one device's work
+    (:class:`~kerneltune.core.contracts.DeviceTimer`) names that registered
+    device in a class attribute ``device`` and is constructed with
+    ``device=`` its instance instead; selecting the timer makes that device
+    the session's.
 
     With the ``device`` objective, the engine's MEASURE step
     (:mod:`kerneltune.core.measure`) passes ``before`` as the flush then a
@@ -130,13 +135,51 @@ def kerneltune_register_reducers(register: Callable[[type], None]) -> None:
 
 
 @hookspec
+def kerneltune_register_devices(register: Callable[[type], None]) -> None:
+    """Register device classes: what the engine may know of an accelerator.
+
+    Each class follows :class:`kerneltune.core.contracts.Device`: ``name``
+    (the name a timer's ``device`` attribute names it by, and the prefix of
+    the isolation worker's ``"name:index"``), a classmethod ``is_available()
+    -> bool`` (the device can be used from this process; no side effects,
+    and it must not start the device), an optional integer ``auto_priority``
+    (built-ins: npu 20, cuda 10, cpu 0; a device that should never be chosen
+    over them uses a negative value) and a class attribute ``shares_memory``
+    (whether torch's inter-process sharing sends its tensors without a
+    copy). It is constructed with no arguments. An instance provides
+    ``owns(tensor)`` and ``index_of(tensor)`` (which device and unit hold a
+    tensor), ``in_use()``, ``current()`` and ``set_current(index)`` (the unit
+    this thread's work goes to), ``synchronize()``, ``check_health()`` (raise
+    when the device no longer works after a candidate), ``release()`` (hand
+    cached memory back) and ``facts()`` (plain data for the cache key).
+
+    The session's device (:attr:`kerneltune.core.Session.device`) is the one
+    the selected timer names in its ``device`` attribute, otherwise the
+    available class with the highest ``auto_priority``
+    (:meth:`kerneltune.core.registry.Registry.ranked`); its ``facts()`` are
+    part of the hardware facts. With ``isolate = "subprocess"`` the worker
+    process runs on the device that owns the candidate's tensor arguments
+    (the session's device asked first, then the others by priority; with no
+    tensor, the first one :meth:`in_use <kerneltune.core.contracts.Device.in_use>`),
+    and uses that device's class there: it sets the unit, synchronises after
+    each candidate, checks its health and releases its cache.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
+    """
+
+
+@hookspec
 def kerneltune_hardware_info() -> dict[str, Any] | None:
     """Describe the hardware picks depend on.
 
     The merged dict becomes part of the disk-cache key, so a pick made on one
     device is not reused on another. Return plain data (str, int, float,
     bool, None, lists, dicts) or ``None`` to add nothing; keys of later
-    plugins override earlier ones.
+    plugins override earlier ones, and all of them override the session's
+    device's own ``facts()`` (see :func:`kerneltune_register_devices`),
+    which come first.
 
     All implementations are called.
     """

@@ -8,19 +8,25 @@ worker or outlasts ``isolate_timeout`` there is failed with the reason
 (:class:`ScreenedOut`) and never launched in the user's process. A candidate
 that raises there is not screened out: it fails as usual when measured.
 
-There is one worker per device, started with torch.multiprocessing's spawn
-context on first use and kept for every later tuning of the process; one
-that crashed or hung is replaced at the next screening. A worker ends with
-this process however it ends, SIGKILL included (see
+There is one worker per device unit, started with torch.multiprocessing's
+spawn context on first use and kept for every later tuning of the process;
+one that crashed or hung is replaced at the next screening. A worker ends
+with this process however it ends, SIGKILL included (see
 :func:`~kerneltune.core.isolation_worker.die_with_parent`), and with it the
 multiprocessing resource tracker that spawning started, which lasts only
-while some process holds its pipe. Arguments travel once per screening:
-CUDA tensors through torch's inter-process sharing (no copy on the way),
-CPU tensors as copies, everything else pickled; the worker copies every
-tensor again before each candidate, so no candidate writes into the
-caller's memory or into the next candidate's inputs. That holds for
-tensors passed directly or in tuples, lists and dicts; one held inside
-another object travels as torch shares it. Copies keep each tensor's
+while some process holds its pipe. The device is a
+registered device plugin (:class:`kerneltune.core.contracts.Device`): the
+one that owns the arguments' tensors, asked in the session's order
+(:attr:`kerneltune.core.Session.placement`), else the first in use; the
+worker is given that plugin's class and the unit, and has it set the unit,
+synchronise after each candidate, check its health and release its cache.
+Arguments travel once per screening: tensors of a device that shares memory
+(CUDA, NPU) through torch's inter-process sharing (no copy on the way),
+other tensors as copies made here, everything else pickled; the
+worker copies every tensor again before each candidate, so no candidate
+writes into the caller's memory or into the next candidate's inputs. That
+holds for tensors passed directly or in tuples, lists and dicts; one held
+inside another object travels as torch shares it. Copies keep each tensor's
 layout (size, strides, storage offset; views of one buffer stay views of
 one copy of it), as a kernel handed a view and its strides needs.
 
@@ -51,6 +57,7 @@ from kerneltune.core.errors import IsolationError
 from kerneltune.core.isolation_worker import Target, copier, first_line, flatten, map_tensors, serve
 from kerneltune.core.notices import warn_once
 from kerneltune.core.records import Candidate
+from kerneltune.core.session import current_session
 
 __all__ = [
     "SUBPROCESS",
@@ -93,21 +100,32 @@ def _leaves(
 
 
 def _device(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
-    """The device of the first CUDA tensor in the arguments, else the current one once CUDA is in use."""
-    found: list[str] = []
+    """``"name:unit"`` of the device the worker runs on for these arguments.
 
-    def note(tensor: Any) -> Any:
-        if tensor.is_cuda and not found:
-            found.append(f"cuda:{tensor.device.index}")
-        return tensor
+    The devices are asked in the session's order: the first that owns one of
+    the tensors, at that tensor's unit; a device that owns none but is in use
+    (its context exists) at its current unit. The host is always in use, so
+    a device ranked below it is chosen only as the session's own.
+    """
+    tensors = [leaf for leaf in flatten((args, dict(kwargs))) if _is_tensor(leaf)]
+    placement = current_session().placement
+    for device in placement:
+        owned = next((tensor for tensor in tensors if device.owns(tensor)), None)
+        if owned is not None:
+            return f"{device.name}:{device.index_of(owned)}"
+        if device.in_use():
+            return f"{device.name}:{device.current()}"
+    return f"{placement[0].name}:{placement[0].current()}"
 
-    map_tensors((args, dict(kwargs)), note)
-    if found:
-        return found[0]
+
+def _is_tensor(value: Any) -> bool:
     torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        return f"cuda:{torch.cuda.current_device()}"
-    return "cpu"
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _shared(tensor: Any) -> bool:
+    """Whether ``tensor`` reaches the worker through torch's sharing rather than as a copy made here."""
+    return any(device.shares_memory and device.owns(tensor) for device in current_session().placement)
 
 
 def _inner(value: Any) -> Any:
@@ -263,12 +281,16 @@ class _Worker:
     def __init__(self, device: str) -> None:
         import torch.multiprocessing
 
+        name, _, unit = device.rpartition(":")
+        plugin = current_session().devices.get(name)
         context = torch.multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         # Nothing is ever sent on it: the worker ends when it closes, that is when this process ends.
         watched, self._lifeline = context.Pipe(duplex=False)
         self.process = context.Process(
-            target=serve, args=(child, device, os.getpid(), watched), name=f"kerneltune-isolation-{device}"
+            target=serve,
+            args=(child, plugin, int(unit), os.getpid(), watched),
+            name=f"kerneltune-isolation-{device}",
         )
         _start(self.process)
         child.close()
@@ -373,8 +395,8 @@ class Screening:
             except RuntimeError as exc:
                 self._unusable = str(exc)
                 raise
-        # CPU tensors are copied here: sharing would move the caller's own into shared memory.
-        args, kwargs = map_tensors((self.target.args, self.target.kwargs), copier(lambda t: not t.is_cuda))
+        # Host tensors are copied here: sharing would move the caller's own into shared memory.
+        args, kwargs = map_tensors((self.target.args, self.target.kwargs), copier(lambda t: not _shared(t)))
         payload = attrs.evolve(self.target, args=args, kwargs=kwargs)
         try:
             kind, detail = worker.ask(("load", (self._number, payload)), STARTUP_S)

@@ -20,9 +20,12 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    from kerneltune.core.contracts import Device
 
 #: What runs one candidate in the worker: ``run(args, kwargs, payload)`` on the worker's fresh copies.
 Runner = Callable[[tuple[Any, ...], dict[str, Any], Any], object]
@@ -39,7 +42,7 @@ class Target:
     unwrap: int
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
-    #: the worker's device: ``"cpu"`` or ``"cuda:<index>"``.
+    #: the worker's device: a registered device's name and unit, ``"cpu:0"``, ``"cuda:1"``, ``"npu:0"``.
     device: str
     #: ``"module:function"`` of a factory the worker calls with what is tuned,
     #: returning the :data:`Runner` for its candidates; ``None``: what is tuned
@@ -110,35 +113,30 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def _context_error() -> str | None:
-    """Why this process's CUDA context no longer works; ``None`` when it does or was never made.
+def _broken(device: Device) -> str | None:
+    """Why the device no longer works after a candidate; ``None`` when it does (its cache then released).
 
     A fault such as an illegal address reaches Python as an ordinary
-    exception, but leaves the context unusable: every later call fails.
+    exception, but leaves the device's context unusable: every later call fails.
     """
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
-        return None
     try:
-        torch.cuda.synchronize()
-        torch.ones(1, device="cuda").add_(1).item()
+        device.check_health()
     except Exception as exc:
         return first_line(exc)
-    torch.cuda.empty_cache()  # what the candidate allocated is the user's process's to use
+    device.release()  # what the candidate allocated is the user's process's to use
     return None
 
 
 Loaded = tuple[Runner, tuple[Any, ...], dict[str, Any]]
 
 
-def _call(loaded: Loaded, payload: Any) -> None:
+def _call(loaded: Loaded, payload: Any, device: Device) -> None:
     run, args, kwargs = loaded
     fresh = map_tensors((args, kwargs), copier())
     run(fresh[0], fresh[1], payload)
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
+    if device.in_use():
         # A kernel's fault surfaces at a synchronisation: let it surface while this candidate is current.
-        torch.cuda.synchronize()
+        device.synchronize()
 
 
 def _keywords(fn: Callable[..., Any]) -> Runner:
@@ -216,13 +214,17 @@ def die_with_parent(parent: int, lifeline: multiprocessing.connection.Connection
 
 def serve(
     conn: multiprocessing.connection.Connection,
-    device: str,
+    device_class: type[Device],
+    unit: int,
     parent: int,
     lifeline: multiprocessing.connection.Connection,
 ) -> None:
     """The worker's loop: load targets, run candidates of them, let them go; until the pipe closes.
 
-    ``parent`` and ``lifeline`` are for :func:`die_with_parent`.
+    :param device_class: the registered device plugin's class for the
+        target's device, used here: it sets ``unit`` first, synchronises
+        after each candidate, checks the device's health and releases its cache.
+    :param parent: with ``lifeline``, for :func:`die_with_parent`.
 
     Requests are ``("load", (number, target))``, ``("run", (number,
     payload))`` and ``("release", number)``, where ``number`` names one
@@ -234,10 +236,8 @@ def serve(
     die_with_parent(parent, lifeline)
     # Ctrl-C reaches the whole process group: the parent decides, and stops the worker if need be.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.set_device(device)
+    device = device_class()
+    device.set_current(unit)
     conn.send(("ok", None))
     loaded: dict[int, Loaded] = {}
     while True:
@@ -258,10 +258,10 @@ def serve(
             loaded.pop(payload, None)
         elif kind == "run":
             try:
-                _call(loaded[payload[0]], payload[1])
+                _call(loaded[payload[0]], payload[1], device)
             except Exception as exc:
                 reply = ("raised", first_line(exc))
-            dead = _context_error()
+            dead = _broken(device)
             if dead is not None:
                 conn.send(("dead", dead))
                 return

@@ -1,4 +1,4 @@
-"""Plugin managers and the timer/cache/reducer registries they fill.
+"""Plugin managers and the registries (timers, caches, reducers, devices, ...) they fill.
 
 Built-in plugins are listed explicitly in :data:`BUILTIN_PLUGINS` and are
 imported only when a manager is made, never when kerneltune is imported.
@@ -34,6 +34,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.caches.redis",
     "kerneltune.plugins.reducers.local",
     "kerneltune.plugins.reducers.world",
+    "kerneltune.plugins.devices.accelerators",
+    "kerneltune.plugins.devices.host",
     "kerneltune.plugins.observers.tuning_log",
     "kerneltune.plugins.observers.contextual_log",
     "kerneltune.plugins.observers.progress",

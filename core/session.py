@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 import pluggy
-from kerneltune.core.contracts import Cache, Reducer, Timer
+from kerneltune.core.contracts import Cache, Device, Reducer, Timer
 from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
 from kerneltune.core.notices import warn_once
 from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
@@ -36,6 +36,10 @@ class Session:
     cache: Cache
     hardware: dict[str, Any]
     versions: dict[str, str]
+    devices: Registry[Device]
+    #: an instance of every available device, the session's own (:attr:`device`) first, then
+    #: the others by the registry's rule: the order isolation asks them in (``kerneltune_register_devices``).
+    placement: tuple[Device, ...]
 
     @classmethod
     def create(cls, settings: Settings, extra: tuple[object, ...] = ()) -> Session:
@@ -45,8 +49,9 @@ class Session:
         (no ``HOME``, no passwd entry), the ``memory`` cache stands in, with
         one warning per process.
 
-        :raises PluginError: for an unknown or clashing plugin name, or a
-            registry or fact hook that raises (naming the plugin).
+        :raises PluginError: for an unknown or clashing plugin name, a
+            registry or fact hook that raises (naming the plugin), or no
+            device that can run here.
         """
         manager = make_plugin_manager(settings, extra)
         caches = collect_registry(manager, "cache", "kerneltune_register_caches")
@@ -60,21 +65,34 @@ class Session:
                 "process only (set TRITON_DIST_AUTOTUNE_CACHE_DIR to keep them)",
             )
             cache_class = caches.get("memory")
+        timers = collect_registry(manager, "timer", "kerneltune_register_timers")
+        # Fail at set-up, not mid-tuning, on a misspelt timer name.
+        timers.select(settings.timer, settings.source("timer"))
+        devices, placement = resolve_devices(manager, settings)
         session = cls(
             settings=settings,
             manager=manager,
-            timers=collect_registry(manager, "timer", "kerneltune_register_timers"),
+            timers=timers,
             caches=caches,
             reducers=collect_registry(manager, "reducer", "kerneltune_register_reducers"),
             cache=make_cache(cache_class, settings.cache_dir if root is None else root, settings, caches),
-            hardware=merged_facts(manager, "kerneltune_hardware_info"),
+            hardware=hardware_facts(manager, placement[0]),
             versions={k: str(v) for k, v in merged_facts(manager, "kerneltune_software_versions").items()},
+            devices=devices,
+            placement=placement,
         )
-        # Fail at set-up, not mid-tuning, on a misspelt timer or reducer name.
-        session.timers.select(settings.timer, settings.source("timer"))
         if settings.reducer != "auto":
             session.reducers.get(settings.reducer, settings.source("reducer"))
         return session
+
+    @property
+    def device(self) -> Device:
+        """The device this session tunes on: the one the timer names, else ``auto``'s choice.
+
+        Its facts are part of every cache key; a timer whose constructor
+        takes ``device`` gets it.
+        """
+        return self.placement[0]
 
     @property
     def cache_plugin(self) -> str:
@@ -152,8 +170,14 @@ class Session:
             logger.exception("kerneltune: %s: an observer of %s failed", about, hook)
 
     def make_timer(self) -> Timer:
-        """A new timer of the configured (or automatically chosen) kind."""
-        return self.timers.select(self.settings.timer, self.settings.source("timer"))()
+        """A new timer of the configured (or automatically chosen) kind.
+
+        A timer class whose constructor names a ``device`` parameter is
+        given :attr:`device` (:class:`~kerneltune.core.contracts.DeviceTimer`).
+        """
+        cls: type[Any] = self.timers.select(self.settings.timer, self.settings.source("timer"))
+        timer: Timer = cls(device=self.device) if "device" in inspect.signature(cls).parameters else cls()
+        return timer
 
     def make_reducer(self, group: Any = None) -> Reducer:
         """A reducer over exactly the ranks of ``group`` (``None``: the default group, if any).
@@ -195,6 +219,40 @@ def make_cache(cache_class: type, root: Path, settings: Settings, caches: Regist
     wanted = inspect.signature(cache_class).parameters
     options = {"settings": settings, "caches": caches}
     return cache_class(root=root, **{name: value for name, value in options.items() if name in wanted})
+
+
+def resolve_devices(
+    manager: pluggy.PluginManager, settings: Settings
+) -> tuple[Registry[Device], tuple[Device, ...]]:
+    """The device registry, and an instance of each available device in isolation's order.
+
+    The selected timer's device (its ``device`` attribute) comes first, else
+    the one ``auto`` takes; then the others by the registry's rule.
+
+    :raises PluginError: when the timer names a device that is not
+        registered or cannot run here, or no device is available at all.
+    """
+    devices: Registry[Device] = collect_registry(manager, "device", "kerneltune_register_devices")
+    timers = collect_registry(manager, "timer", "kerneltune_register_timers")
+    timer = timers.select(settings.timer, settings.source("timer"))
+    named = getattr(timer, "device", None)
+    if named is None:
+        first = devices.select("auto")
+    else:
+        first = devices.select(named, f"the device attribute of timer {timer.name!r}")
+    return devices, tuple(cls() for cls in (first, *(c for c in devices.ranked() if c is not first)))
+
+
+def hardware_facts(manager: pluggy.PluginManager, device: Device) -> dict[str, Any]:
+    """What a cache key holds of the hardware: ``device.facts()``, under every ``kerneltune_hardware_info``.
+
+    :raises PluginError: naming the device or plugin whose facts raised.
+    """
+    try:
+        own = dict(device.facts())
+    except Exception as exc:
+        raise PluginError(f"device {device.name!r}: facts() raised {type(exc).__name__}: {exc}") from exc
+    return {**own, **merged_facts(manager, "kerneltune_hardware_info")}
 
 
 def _cache_root(settings: Settings) -> Path | None:

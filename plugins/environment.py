@@ -1,42 +1,17 @@
-"""Facts about this machine: the hardware digest and the software versions."""
+"""Facts about this machine beyond its device: the architecture, and the software versions."""
 
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import os
 import platform
 from pathlib import Path
-from typing import Any
 
 from kerneltune.core import hookimpl
 
 # torch is read from the module: its local build tag (+cu130, +cpu) is not in
 # the distribution metadata and changes which kernels run.
 _PACKAGES = ("triton", "triton-ascend", "torch_npu", "kerneltune")
-
-
-def _device_facts() -> dict[str, Any]:
-    import torch
-
-    if importlib.util.find_spec("torch_npu") is not None:
-        import torch_npu  # noqa: F401  (registers torch.npu)
-
-        npu = getattr(torch, "npu", None)
-        if npu is not None and npu.is_available():
-            return {"device": "npu", "name": npu.get_device_name(0), "count": npu.device_count()}
-    if torch.cuda.is_available():
-        return {
-            "device": "cuda",
-            "name": torch.cuda.get_device_name(0),
-            "count": torch.cuda.device_count(),
-            "capability": list(torch.cuda.get_device_capability(0)),
-        }
-    return {
-        "device": "cpu",
-        "name": platform.processor() or platform.machine(),
-        "count": os.cpu_count(),
-    }
 
 
 def _cann_version() -> str | None:
@@ -54,7 +29,8 @@ def _cann_version() -> str | None:
 
 @hookimpl
 def kerneltune_hardware_info():
-    return {"machine": platform.machine(), **_device_facts()}
+    # The device's own facts (its type, name, count) come from the session's device plugin.
+    return {"machine": platform.machine()}
 
 
 @hookimpl

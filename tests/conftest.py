@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import ascend_stand_in
 import pytest
 
 _OURS = (
@@ -84,6 +85,9 @@ def pytest_configure(config):
     # Triton kernels in CPU tests run in the interpreter; set before triton is imported.
     if not _has_cuda():
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    # triton-ascend without an NPU stack: its real Python layer, with only the driver stood in.
+    if ascend_stand_in.wanted():
+        ascend_stand_in.install()
 
 
 @pytest.fixture

@@ -54,3 +54,25 @@ def add_one(x: Any, log: str, *, block: int) -> None:
         handle.write(f"{os.getpid()} {block} {float(x.sum())}\n")
     x.add_(1)
     last_cost[0] = COSTS[block]
+
+
+#: Milliseconds a run of :func:`on_toy` sleeps, by block: far enough apart for a wall clock.
+TOY_SLEEP_MS = {64: 40.0, 128: 1.0, 256: 5.0}
+
+
+def on_toy(x: Any, log: str, crash: int | None = None, fault: int | None = None, *, block: int) -> Any:
+    """``x * block`` on the example's toy device, noting ``<pid> <block> <toy unit>``.
+
+    The block equal to ``crash`` segfaults; the one equal to ``fault`` breaks
+    the toy unit it runs on (``kerneltune_example_device.fault``).
+    """
+    import kerneltune_example_device as toy
+
+    with open(log, "a") as handle:
+        handle.write(f"{os.getpid()} {block} {toy.current_unit()}\n")
+    if block == crash:
+        ctypes.string_at(0)
+    if block == fault:
+        toy.fault()
+    time.sleep(TOY_SLEEP_MS[block] / 1000)
+    return x * block

@@ -44,7 +44,7 @@ def _settings(**values) -> Settings:
 @pytest.mark.parametrize(
     ("field", "family", "known"),
     [
-        ("timer", "timer", ["cuda-event", EXAMPLE, "npu-event", "wallclock"]),
+        ("timer", "timer", ["cuda-event", EXAMPLE, "npu-event", "toy-clock", "wallclock"]),
         ("cache", "cache", ["json", "memory", "msgpack", "none", "redis"]),
         ("reducer", "reducer", ["local", "world-max"]),
     ],
@@ -203,7 +203,8 @@ def test_config_file_blocks_an_entry_point_plugin_by_name(tmp_path):
     (tmp_path / "kerneltune.toml").write_text(f'timer = "{EXAMPLE}"\nblock = ["{EXAMPLE}"]\n')
     with pytest.raises(
         PluginError,
-        match=r"timer 'example-cputime' is not available \(installed: cuda-event, npu-event, wallclock\)",
+        match=r"timer 'example-cputime' is not available "
+        r"\(installed: cuda-event, npu-event, toy-clock, wallclock\)",
     ):
         Session.create(load_settings())
 

@@ -12,6 +12,7 @@ import os
 import types
 import warnings
 
+import ascend_stand_in
 import pytest
 import torch
 import triton
@@ -117,6 +118,7 @@ def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 # -- activation ------------------------------------------------------------------
 
 
+@ascend_stand_in.launches_configs
 def test_activation_is_idempotent_and_leaves_plain_kernels_stock():
     wrapper = triton.autotune
     assert triton.runtime.autotune is wrapper
@@ -136,6 +138,7 @@ def test_activation_is_idempotent_and_leaves_plain_kernels_stock():
     assert plain_kernel.best_config.kwargs == {"BLOCK": 16}
 
 
+@ascend_stand_in.launches_configs
 def test_a_kernel_decorated_before_activation_keeps_working():
     original = triton.autotune.__wrapped__
     early = original(configs=[triton.Config({"BLOCK": 32})], key=["n"])(copy_kernel)
@@ -216,6 +219,7 @@ def test_callers_do_not_pass_searched_params(monkeypatch):
 # -- generation, seeds, hand-written configs -------------------------------------
 
 
+@ascend_stand_in.launches_configs
 def test_generated_candidates_find_the_scripted_fastest_shape(monkeypatch):
     script = Script(
         by_block({(16, 16): 4.0, (16, 32): 3.0, (32, 16): 1.0, (32, 32): 2.0}, "BLOCK_M", "BLOCK_N")
@@ -229,6 +233,7 @@ def test_generated_candidates_find_the_scripted_fastest_shape(monkeypatch):
     assert set(script.seen("BLOCK_M", "BLOCK_N")) == {(16, 16), (16, 32), (32, 16), (32, 32)}
 
 
+@ascend_stand_in.launches_configs
 def test_the_search_is_staged_not_exhaustive(monkeypatch):
     values = [16, 32, 64, 128, 256, 512]
     warps = {1: 0.3, 2: 0.1, 4: 0.2, 8: 0.4}
@@ -248,6 +253,7 @@ def test_the_search_is_staged_not_exhaustive(monkeypatch):
     assert (kernel.best_config.kwargs, kernel.best_config.num_warps) == ({"BLOCK_M": 64, "BLOCK_N": 32}, 2)
 
 
+@ascend_stand_in.launches_configs
 def test_full_hand_written_configs_are_used_as_they_are(monkeypatch):
     script = Script(by_block({16: 2.0, 64: 1.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -260,6 +266,7 @@ def test_full_hand_written_configs_are_used_as_they_are(monkeypatch):
     assert kernel.last_search.space == 2
 
 
+@ascend_stand_in.launches_configs
 def test_partial_configs_seed_the_search(monkeypatch):
     script = Script(lambda meta: 1.0 if meta["BLOCK_M"] == 64 else 5.0)
     use_session(monkeypatch, timer_plugin(script))
@@ -274,6 +281,7 @@ def test_partial_configs_seed_the_search(monkeypatch):
     assert kernel.last_search.space == 3 * 2
 
 
+@ascend_stand_in.launches_configs
 def test_a_config_giving_no_searched_param_is_a_base_for_every_candidate(monkeypatch):
     script = Script(lambda meta: 1.0 if meta["BLOCK_M"] == 16 else 2.0)
     use_session(monkeypatch, timer_plugin(script))
@@ -304,6 +312,7 @@ def test_two_base_configs_or_a_seed_with_other_fields_are_clear_errors():
 # -- key -----------------------------------------------------------------------------
 
 
+@ascend_stand_in.launches_configs
 def test_same_key_reuses_the_pick_and_a_new_key_tunes_again(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -316,6 +325,7 @@ def test_same_key_reuses_the_pick_and_a_new_key_tunes_again(monkeypatch):
     assert len(script.launches) > tuned
 
 
+@ascend_stand_in.launches_configs
 def test_without_a_key_one_pick_serves_every_shape(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -326,6 +336,7 @@ def test_without_a_key_one_pick_serves_every_shape(monkeypatch):
     assert len(script.launches) == tuned
 
 
+@ascend_stand_in.launches_configs
 def test_fixed_compile_options_override_the_profile_and_join_the_key(monkeypatch, capsys):
     script = Script(lambda meta: {4: 2.0, 8: 1.0, 2: 3.0}[meta["num_warps"]])
     family = interpreter_family("test-vector", "vector", [{"num_warps": 4}, {"num_warps": 8}])
@@ -353,6 +364,7 @@ def test_classifier_on_dot_and_non_dot_kernels():
     assert operator_class(copy_kernel) == ("vector", "it does not call tl.dot")
 
 
+@ascend_stand_in.launches_configs
 def test_the_classifier_chooses_the_family(monkeypatch, capsys):
     script = Script(lambda meta: {4: 2.0, 8: 1.0}.get(meta.get("num_warps"), 3.0))
     matrix = interpreter_family("test-matrix", "matrix", [{"num_warps": 4}, {"num_warps": 8}])
@@ -371,6 +383,7 @@ def test_the_classifier_chooses_the_family(monkeypatch, capsys):
     assert kernel.best_config.num_warps == 8
 
 
+@ascend_stand_in.launches_configs
 def test_the_familys_probes_time_every_shape_in_stage_1(monkeypatch, capsys):
     # 64x64 tiles are the fastest, but only with 8 warps (with fewer they spill, say).
     def cost(meta):
@@ -514,6 +527,7 @@ def sums_right(x, out, n):
     return bool(torch.isclose(out[0], x.sum()))
 
 
+@ascend_stand_in.launches_configs
 def test_reference_fn_rejecting_the_fastest_makes_the_next_win(monkeypatch, capsys):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -527,6 +541,7 @@ def test_reference_fn_rejecting_the_fastest_makes_the_next_win(monkeypatch, caps
     assert "BLOCK=16 rejected: RejectedByReference: reference_fn returned False" in capsys.readouterr().out
 
 
+@ascend_stand_in.launches_configs
 def test_finalists_are_re_timed_in_interleaved_rounds(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script), repeat=2)
@@ -539,6 +554,7 @@ def test_finalists_are_re_timed_in_interleaved_rounds(monkeypatch):
     assert script.seen("BLOCK") == one_way + (one_way + other_way) * 2
 
 
+@ascend_stand_in.launches_configs
 def test_reference_fn_may_reject_by_raising(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -551,6 +567,7 @@ def test_reference_fn_may_reject_by_raising(monkeypatch):
     assert kernel.best_config.kwargs == {"BLOCK": 32}
 
 
+@ascend_stand_in.launches_configs
 def test_no_finalist_passing_is_a_clear_error(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -563,6 +580,7 @@ def test_no_finalist_passing_is_a_clear_error(monkeypatch):
 # -- drops and output --------------------------------------------------------------
 
 
+@ascend_stand_in.launches_configs
 def test_shapes_no_smaller_than_one_out_of_resources_are_dropped_unbuilt(monkeypatch, capsys):
     def cost(meta):
         return 10.0 - math.log2(meta["BLOCK_N"]) + abs(math.log2(meta["BLOCK_M"]) - 5)
@@ -606,6 +624,7 @@ def test_a_hand_written_config_that_raises_gives_one_warning(monkeypatch):
     assert kernel.best_config.kwargs == {"BLOCK": 16}
 
 
+@ascend_stand_in.launches_configs
 def test_debug_shows_stages_and_what_early_config_prune_dropped(monkeypatch, capsys):
     script = Script(by_block({16: 2.0, 32: 1.0, 64: 3.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -658,6 +677,7 @@ def test_tune_never_launches_the_first_candidate_unmeasured_and_fail_raises(monk
     assert script.launches == [], "a key with a pick in the kernel is served"
 
 
+@ascend_stand_in.launches_configs
 def test_print_autotuning_shows_pick_time_and_key_once_per_tuning(monkeypatch, capsys):
     script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -681,3 +701,34 @@ def test_print_autotuning_shows_pick_time_and_key_once_per_tuning(monkeypatch, c
     assert "  BLOCK=32: 1.0000 ms" in out
     launch_double(kernel, n=16)
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.skipif(
+    not ascend_stand_in.installed(), reason="needs triton-ascend installed (make test-tritons runs it)"
+)
+def test_ascend_profiles_use_the_npu_backends_own_options(monkeypatch):
+    # Outside the interpreter the target is the driver's (the stand-in's Ascend 910B4) and the
+    # options are the fields of the real triton-ascend backend's NPUOptions.
+    from kerneltune.plugins.profiles.ascend import AscendMixCVProfiles, AscendVectorSafeProfiles
+    from kerneltune.plugins.triton import adapter
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    target = adapter.compile_target()
+    assert (target.backend, target.arch, target.warp_size) == ("npu", "Ascend910B4", 0)
+    mixcv = AscendMixCVProfiles().profiles(target)
+    used = {name for profile in mixcv for name in profile}
+    assert used == {
+        "set_workspace_multibuffer",
+        "tile_mix_vector_loop",
+        "tile_mix_cube_loop",
+        "multibuffer",
+        "limit_auto_multi_buffer_of_local_buffer",
+        "limit_auto_multi_buffer_only_for_local_buffer",
+    }
+    assert used <= target.options and mixcv[0] == {}
+    # triton-ascend 3.2.0 has no enable_ubuf_saving: the vector-safe family leaves it out.
+    assert "enable_ubuf_saving" not in target.options
+    assert AscendVectorSafeProfiles().profiles(target) == [{}, {"multibuffer": False}]
+    config = adapter.make_config({"BLOCK": 64}, mixcv[-1])
+    assert type(config) is triton.Config
+    assert {**config.all_kwargs(), **mixcv[-1]} == config.all_kwargs(), "every option reaches the launch"

@@ -11,6 +11,7 @@ import pytest
 import torch
 from kerneltune.core import Session, load_settings
 from kerneltune.plugins.caches.files import JsonCache
+from kerneltune.plugins.devices.accelerators import CudaDevice, NpuDevice
 from kerneltune.plugins.reducers.local import LocalReducer
 from kerneltune.plugins.timers.events import (
     CALIBRATION_CYCLES,
@@ -121,6 +122,11 @@ class FakeDeviceModule(types.ModuleType):
         return (9, 0)
 
 
+def on_its_device(cls: type[DeviceEventTimer]) -> DeviceEventTimer:
+    """A timer constructed as the session constructs it: with its device plugin's instance."""
+    return cls(device={"cuda": CudaDevice, "npu": NpuDevice}[cls.device]())
+
+
 @pytest.fixture
 def clock(monkeypatch):
     # Spin rates are learnt once per process; every test starts with none learnt.
@@ -179,7 +185,7 @@ def test_wallclock_keeps_one_sample_per_call_and_collect_resets():
 def test_event_timer_uses_one_event_pair_per_sample_and_syncs_once(device_timer, clock):
     cls, device = device_timer
     assert cls.is_available()
-    timer = cls()
+    timer = on_its_device(cls)
     costs = [1.5, 0.25, 4.0, 2.0]
 
     for cost in costs:
@@ -203,7 +209,7 @@ def test_event_timer_uses_one_event_pair_per_sample_and_syncs_once(device_timer,
 
 def test_event_timer_records_around_the_call(device_timer, clock):
     cls, device = device_timer
-    timer = cls()
+    timer = on_its_device(cls)
     clock.advance(10.0)
 
     def run():
@@ -218,7 +224,7 @@ def test_event_timer_records_around_the_call(device_timer, clock):
 
 def test_event_timer_runs_before_after_making_events_and_ahead_of_the_start_mark(device_timer, clock):
     timer_class, device = device_timer
-    timer = timer_class()
+    timer = on_its_device(timer_class)
     order = []
 
     def flush():
@@ -234,13 +240,13 @@ def test_event_timer_runs_before_after_making_events_and_ahead_of_the_start_mark
 def test_cuda_timer_holds_the_device_with_a_spin_sized_by_a_calibration_made_once_per_device(
     fake_cuda, clock
 ):
-    timer = CudaEventTimer()
+    timer = on_its_device(CudaEventTimer)
     timer.hold(100.0)
     # Calibration spins (the last one timed), then 100 µs worth of cycles.
     assert fake_cuda.spins == [CALIBRATION_CYCLES] * CALIBRATION_SPINS + [100 * SPIN_CYCLES_PER_US]
     del fake_cuda.spins[:]
     timer.hold(25.0)
-    CudaEventTimer().hold(25.0)
+    on_its_device(CudaEventTimer).hold(25.0)
     assert fake_cuda.spins == [25 * SPIN_CYCLES_PER_US] * 2, "the rate is learnt once per device"
     del fake_cuda.spins[:]
     fake_cuda.device = 1
@@ -251,7 +257,7 @@ def test_cuda_timer_holds_the_device_with_a_spin_sized_by_a_calibration_made_onc
 
 
 def test_a_rate_learnt_on_a_slow_clock_rises_with_the_clock_but_never_falls(fake_cuda, clock):
-    timer = CudaEventTimer()
+    timer = on_its_device(CudaEventTimer)
     fake_cuda.spin_rate = SPIN_CYCLES_PER_US / 4  # an idle device's clock
     timer.hold(100.0)
     assert fake_cuda.spins[-1] == 100 * SPIN_CYCLES_PER_US // 4
@@ -268,7 +274,7 @@ def test_a_rate_learnt_on_a_slow_clock_rises_with_the_clock_but_never_falls(fake
 
 
 def test_a_hold_given_as_before_stays_outside_the_timed_region(fake_cuda, clock):
-    timer = CudaEventTimer()
+    timer = on_its_device(CudaEventTimer)
     timer.sample(lambda: clock.advance(0.04), before=lambda: timer.hold(150.0))
     assert fake_cuda.spins[-1] == 150 * SPIN_CYCLES_PER_US
     assert timer.collect() == [pytest.approx(0.04)]
@@ -276,7 +282,7 @@ def test_a_hold_given_as_before_stays_outside_the_timed_region(fake_cuda, clock)
 
 def test_a_device_module_without_a_spin_kernel_holds_nothing(fake_npu, clock):
     assert not hasattr(fake_npu, "_sleep")
-    timer = NpuEventTimer()
+    timer = on_its_device(NpuEventTimer)
     timer.hold(100.0)
     assert fake_npu.spins == [] and fake_npu.events == []
 

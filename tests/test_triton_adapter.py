@@ -1,14 +1,20 @@
 """The Triton adapter against each row of its version table, and the driver over fakes.
 
-Releases that cannot be installed here (triton 3.2, triton-ascend 3.2) are
-covered by the fakes in tests/triton_fakes.py; the installed triton is
-checked for real. A scripted clock makes every pick deterministic.
+triton 3.2, which cannot decorate a kernel without a GPU driver, is covered
+by the fake in tests/triton_fakes.py; the installed triton is checked for
+real. triton-ascend's rows run against the real triton-ascend 3.2.0 (its
+``Autotuner`` and ``AutoTilingTuner``, made by its ``triton.autotune``),
+where ``make test-tritons`` installs it with only the NPU driver stood in
+(tests/ascend_stand_in.py); elsewhere they skip. Kernels are
+:class:`~triton_fakes.FakeKernel` objects, and a scripted clock makes every
+pick deterministic.
 """
 
 from __future__ import annotations
 
 import threading
 
+import ascend_stand_in
 import attrs
 import pytest
 import torch
@@ -19,13 +25,10 @@ from kerneltune.plugins.triton import adapter, compiler
 from kerneltune.plugins.triton.interceptor import TritonInterceptor
 from triton_fakes import (
     ARG_NAMES,
-    AscendAutoTilingTuner32,
-    AscendAutotuner32,
     Autotuner32,
     Config32,
     FakeKernel,
     KernelFailure,
-    ascend_autotune,
     interceptor_plugin,
     later_ascend_autotune,
     other_kernel_function,
@@ -35,11 +38,32 @@ from tuning_doubles import FakeClock, clock_plugin
 from triton_dist.autotuner import contextual_autotune
 
 ARGS = ARG_NAMES
+TRITON_ASCEND = ascend_stand_in.installed()
+needs_triton_ascend = pytest.mark.skipif(
+    not TRITON_ASCEND, reason="needs triton-ascend installed (make test-tritons runs it)"
+)
+
+
+def ascend_tuner(kernel, configs, *, tiling=False):
+    """triton-ascend's own tuner over ``kernel``: ``AutoTilingTuner`` with ``tiling``, else ``Autotuner``."""
+    hints = {"enable_ascend_autotune": True} if tiling else None
+    return triton.autotune(configs, ["n"], hints)(kernel)
+
+
+class OverridingAutotuner32(Autotuner32):
+    """A subclass with a ``run`` of its own, as triton-ascend's ``AutoTilingTuner`` has."""
+
+    def run(self, *args, **kwargs):
+        return super().run(*args, **kwargs)
 
 
 def use_fakes(monkeypatch, clock, root):
-    """Make the contextual tuner time with ``clock`` and intercept the fake family ``root``."""
-    plugins = (clock_plugin(clock), interceptor_plugin(root))
+    """Make the contextual tuner time with ``clock`` and intercept the fake family ``root``.
+
+    :param root: ``None`` for the installed Triton's own autotuners, which the
+        built-in interceptor patches.
+    """
+    plugins = (clock_plugin(clock), *(() if root is None else (interceptor_plugin(root),)))
     sessions = {}
 
     def session(**overrides):
@@ -58,12 +82,22 @@ def test_version_table_rows():
     names = [layout.name for layout in adapter.LAYOUTS]
     assert len(names) == len(set(names))
     kernel = FakeKernel(FakeClock(), {})
-    configs = [Config32({"BLOCK": 1}), Config32({"BLOCK": 2})]
-    assert adapter.layout_of(AscendAutotuner32(kernel, ARGS, configs, ["n"])).name == "triton-ascend-3.2"
-    tiling = AscendAutoTilingTuner32(kernel, ARGS, configs, ["n"])
+    assert adapter.layout_of(Autotuner32(kernel, ARGS, [Config32({"BLOCK": 1})], ["n"])).name in names
+
+
+@needs_triton_ascend
+def test_triton_ascend_autotuners_are_their_rows():
+    kernel = FakeKernel(FakeClock(), {})
+    configs = [triton.Config({"BLOCK": 1}), triton.Config({"BLOCK": 2})]
+    plain = ascend_tuner(kernel, configs)
+    assert type(plain).__name__ == "Autotuner" and plain.auto_profile_dir is None
+    assert adapter.layout_of(plain).name == "triton-ascend-3.2"
+    tiling = ascend_tuner(kernel, configs, tiling=True)
+    assert type(tiling).__name__ == "AutoTilingTuner"
     assert adapter.layout_of(tiling).name == "triton-ascend-3.2-autotiling"
     assert adapter.candidate_configs(tiling) == configs
     assert adapter.pruned_configs(tiling, (None, 8), {"grid": (1,), "warmup": False}) == configs
+    assert adapter.release_layout().name == "triton-ascend-3.2"
 
 
 def test_installed_triton_is_in_the_table(recwarn):
@@ -80,7 +114,13 @@ def test_tuning_key_list_and_axis_dict():
     plain = Autotuner32(kernel, ARGS, configs, ["n"])
     assert adapter.tuning_key(plain, (x, 4), {"grid": (1,), "warmup": False}) == (4, "torch.float16")
     assert adapter.tuning_key(plain, (x,), {"n": 7, "grid": (1,)}) == (7, "torch.float16")
-    tiling = AscendAutoTilingTuner32(kernel, ARGS, configs, ["n"])
+
+
+@needs_triton_ascend
+def test_tuning_key_of_the_auto_tiling_tuners_axis_dict():
+    kernel = FakeKernel(FakeClock(), {})
+    x = torch.zeros(4, dtype=torch.float16)
+    tiling = ascend_tuner(kernel, [triton.Config({"BLOCK": 1}), triton.Config({"BLOCK": 2})], tiling=True)
     assert tiling.keys == {"x": "n"}
     assert adapter.tuning_key(tiling, (x, 9), {"grid": (1,)}) == (9, "torch.float16")
 
@@ -169,15 +209,14 @@ def test_store_config_is_what_triton_reads():
 
 
 def test_hints_parameter_per_release():
-    assert adapter.hints_parameter(ascend_autotune) == "positional"
+    # triton-ascend 3.2.0 (the only release on the index) takes hints third; upstream has none.
+    assert adapter.hints_parameter(triton.autotune) == ("positional" if TRITON_ASCEND else None)
     assert adapter.hints_parameter(later_ascend_autotune) == "keyword"
-    assert adapter.hints_parameter(triton.autotune) is None
 
 
 def test_patch_runs_covers_overriding_subclasses_and_restores():
-    originals = {
-        cls: cls.__dict__.get("run") for cls in (Autotuner32, AscendAutotuner32, AscendAutoTilingTuner32)
-    }
+    family = (Autotuner32, OverridingAutotuner32)
+    originals = {cls: cls.__dict__.get("run") for cls in family}
     wrapped = []
 
     def make(original):
@@ -189,17 +228,30 @@ def test_patch_runs_covers_overriding_subclasses_and_restores():
 
     restore = adapter.patch_runs(make, Autotuner32)
     try:
-        assert "run" not in AscendAutotuner32.__dict__  # inherits the patched base
-        assert AscendAutoTilingTuner32.__dict__["run"] is not originals[AscendAutoTilingTuner32]
-        tiling = AscendAutoTilingTuner32(
+        assert all(cls.__dict__["run"] is not originals[cls] for cls in family)
+        overriding = OverridingAutotuner32(
             FakeKernel(FakeClock(), {8: 1.0}), ARGS, [Config32({"BLOCK": 8})], ["n"]
         )
-        tiling.cache[(4,)] = tiling.user_configs[0]
-        tiling[(1,)]("x", 4)
-        assert wrapped == ["AscendAutoTilingTuner32"]
+        overriding.cache[(4,)] = overriding.configs[0]
+        overriding[(1,)]("x", 4)
+        assert wrapped == ["OverridingAutotuner32", "OverridingAutotuner32"], "its run, then the base's"
     finally:
         restore()
-    assert {cls: cls.__dict__.get("run") for cls in originals} == originals
+    assert {cls: cls.__dict__.get("run") for cls in family} == originals
+
+
+@needs_triton_ascend
+def test_patch_runs_reaches_triton_ascends_auto_tiling_tuner():
+    from triton.runtime.autotiling_tuner import AutoTilingTuner
+    from triton.runtime.autotuner import Autotuner
+
+    originals = {cls: cls.__dict__["run"] for cls in (Autotuner, AutoTilingTuner)}
+    restore = adapter.patch_runs(lambda original: lambda self, *args, **kwargs: "patched")
+    try:
+        assert all(cls.__dict__["run"] is not originals[cls] for cls in originals)
+    finally:
+        restore()
+    assert {cls: cls.__dict__["run"] for cls in originals} == originals
 
 
 def test_interceptor_routes_only_the_installing_thread():
@@ -228,38 +280,52 @@ COSTS = {8: 3.0, 16: 1.0, 32: 2.0, 64: None}
 
 
 @pytest.mark.parametrize(
-    "make",
+    ("make", "root", "config"),
     [
-        pytest.param(lambda kernel, configs: Autotuner32(kernel, ARGS, configs, ["n"]), id="triton-3.2"),
         pytest.param(
-            lambda kernel, configs: ascend_autotune(configs, ["n"], None)(kernel), id="triton-ascend-3.2"
+            lambda kernel, configs: Autotuner32(kernel, ARGS, configs, ["n"]),
+            Autotuner32,
+            Config32,
+            id="triton-3.2",
         ),
         pytest.param(
-            lambda kernel, configs: ascend_autotune(configs, ["n"], {"enable_ascend_autotune": True})(kernel),
+            ascend_tuner,
+            None,
+            lambda kwargs: triton.Config(kwargs),
+            id="triton-ascend-3.2",
+            marks=needs_triton_ascend,
+        ),
+        pytest.param(
+            lambda kernel, configs: ascend_tuner(kernel, configs, tiling=True),
+            None,
+            lambda kwargs: triton.Config(kwargs),
             id="triton-ascend-3.2-autotiling",
+            marks=needs_triton_ascend,
         ),
     ],
 )
-def test_contextual_tuning_on_each_release_shape(monkeypatch, tmp_path, make):
+def test_contextual_tuning_on_each_release_shape(monkeypatch, tmp_path, make, root, config):
     clock = FakeClock()
-    use_fakes(monkeypatch, clock, Autotuner32)
+    use_fakes(monkeypatch, clock, root)
     kernel = FakeKernel(clock, COSTS)
-    configs = [Config32({"BLOCK": b}) for b in (8, 16, 32, 64)]
+    configs = [config({"BLOCK": b}) for b in (8, 16, 32, 64)]
     tuner = make(kernel, configs)
     executions = []
+    # A tensor: triton-ascend's auto-tiling tuner refuses a launch with none.
+    x = torch.zeros(2)
 
     @contextual_autotune(n_repeat=3, n_warmup=2)
     def outer(x, n):
         executions.append(n)
         return tuner[(1,)](x, n)
 
-    assert outer("x", 4) == "launched BLOCK=16"
+    assert outer(x, 4) == "launched BLOCK=16"
     assert tuner.best_config is configs[1]
-    assert tuner.cache == {(4,): configs[1]}
+    assert tuner.cache == {(4, "torch.float32"): configs[1]}
     assert len(executions) == 4 * (2 + 3) + 1
     # Every launch ran with the call's own arguments; the failing candidate's
     # five launches were stood in for by a config that works.
-    assert all(args == ("x", 4) for args, _ in kernel.calls)
+    assert all(args == (x, 4) for args, _ in kernel.calls)
     assert [meta["BLOCK"] for _, meta in kernel.calls].count(64) == 0
     assert len(kernel.calls) == 4 * 5 + 1
     log = (tmp_path / ".autotune_logs" / "rank-0.log").read_text()

@@ -1,20 +1,23 @@
-"""Fake Triton autotuners shaped like releases that cannot be installed here.
+"""A fake Triton autotuner shaped like a release that cannot run here, and fake kernels.
 
-Each fake keeps exactly the attribute layout that
-``kerneltune.plugins.triton.adapter`` documents for its release (read off
-that release's ``runtime/autotuner.py``); none of their code is Triton's.
+:class:`Autotuner32` keeps exactly the attribute layout that
+``kerneltune.plugins.triton.adapter`` documents for upstream triton 3.2
+(list ``keys``, ``configs``, ``prune_configs(kwargs)`` reading ``nargs``,
+``cache``, ``best_config``, ``pre_hook``/``post_hook``; its ``Config`` has no
+``__eq__``); none of its code is Triton's. It stays because triton 3.2's
+``triton.autotune`` asks a GPU driver for a benchmarker at decoration, so
+the real release cannot make an autotuner without a GPU.
+
+triton-ascend 3.2's autotuners are not imitated here any more: the tests
+use the real package (``make test-tritons``). Only
+:func:`later_ascend_autotune` remains, the signature of later triton-ascend
+releases (``hints`` keyword-only), which are not on the package index.
+
 Kernels are :class:`FakeKernel` objects whose ``run`` records the call and
 advances a :class:`tests.tuning_doubles.FakeClock` by a cost that depends on
-the config, so picks are deterministic.
-
-* :class:`Autotuner32`: upstream triton 3.2 (list ``keys``, ``configs``,
-  ``prune_configs(kwargs)`` reading ``nargs``, ``cache``, ``best_config``,
-  ``pre_hook``/``post_hook``; its ``Config`` has no ``__eq__``).
-* :class:`AscendAutotuner32` and :class:`AscendAutoTilingTuner32`:
-  triton-ascend release/3.2.x (``auto_profile_dir``; the auto-tiling tuner
-  keeps a dict from axis to argument name in ``keys`` and the user's configs
-  in ``user_configs``, and overrides ``run``); :func:`ascend_autotune`
-  takes ``hints`` as its third positional parameter.
+the config, so picks are deterministic; they have what a real autotuner
+reads of a ``JITFunction`` (``fn``, ``arg_names``), so the installed
+Triton's own ``triton.autotune`` can wrap them too.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ class FakeKernel:
     """A jitted kernel: ``run`` records its arguments and charges the clock."""
 
     def __init__(self, clock: Any, costs: dict[int, float | None], function: Callable | None = None) -> None:
-        self.function = function or kernel_function
+        self.function = self.fn = function or kernel_function
+        self.arg_names = list(ARG_NAMES)
         self.clock = clock
         self.costs = costs
         self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
@@ -115,53 +119,8 @@ class Autotuner32:
         return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
 
 
-class AscendAutotuner32(Autotuner32):
-    """triton-ascend 3.2's Autotuner: the upstream layout plus ``auto_profile_dir``."""
-
-    def __init__(self, *args, auto_profile_dir=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.auto_profile_dir = auto_profile_dir
-
-
-class AscendAutoTilingTuner32(AscendAutotuner32):
-    """triton-ascend 3.2's AutoTilingTuner: axis-named keys, user configs apart, its own run."""
-
-    def __init__(self, fn, arg_names, configs, key, **kwargs):
-        super().__init__(fn, arg_names, configs, key, **kwargs)
-        self.user_configs = list(configs)
-        self.configs = [Config32({})]  # replaced per key by its tile generator
-        self.keys = {axis: name for axis, name in zip(("x", "y", "z"), key, strict=False)}
-
-    def run(self, *args, **kwargs):
-        named = {**dict(zip(self.arg_names, args, strict=False)), **kwargs}
-        key = [named[name] for name in self.keys.values() if name in named]
-        key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
-        key = tuple(key)
-        if key not in self.cache:
-            raise AssertionError("the auto-tiling tuner would generate tiles and benchmark here")
-        self.best_config = config = self.cache[key]
-        return self.fn.run(*args, **kwargs, **config.all_kwargs())
-
-
-def ascend_autotune(configs, key, hints=None, prune_configs_by=None, auto_profile_dir=None):
-    """triton-ascend 3.2's decorator: ``hints`` is the third positional parameter."""
-
-    def decorator(fn):
-        cls = AscendAutoTilingTuner32 if hints and hints.get("enable_ascend_autotune") else AscendAutotuner32
-        return cls(
-            fn,
-            ["x", "n", "BLOCK"],
-            configs,
-            key,
-            prune_configs_by=prune_configs_by,
-            auto_profile_dir=auto_profile_dir,
-        )
-
-    return decorator
-
-
 def later_ascend_autotune(configs, key, prune_configs_by=None, *, auto_prof_dir=None, hints=None):
-    """Later triton-ascend's decorator: ``hints`` is keyword-only."""
+    """Later triton-ascend's decorator (not on the package index): ``hints`` is keyword-only."""
     raise NotImplementedError
 
 

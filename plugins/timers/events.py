@@ -1,20 +1,27 @@
 """Device event timers for CUDA and Ascend NPUs: one implementation, two modules.
 
 Each sample records an event pair on the current stream around the call;
-``collect`` synchronises the device once and reads every pair. ``torch.cuda``
-and ``torch.npu`` expose the same ``Event(enable_timing=True)``,
-``record()``, ``elapsed_time()`` and ``synchronize()`` API, and torch
-allocates on either by device type, so the two timers differ only in which
-module and device type they ask for.
+``collect`` has the device plugin (``cuda``, ``npu``: see
+:mod:`kerneltune.plugins.devices.accelerators`) synchronise once and reads
+every pair. Each timer names its device (``device``) and is given that
+plugin's instance, which it asks for the current unit and to wait; the
+events and the spin kernel are the timer's own. ``torch.cuda`` and
+``torch.npu`` expose the same ``Event(enable_timing=True)``, ``record()``
+and ``elapsed_time()`` API, and torch allocates on either by device type,
+so the two timers differ only in which module, device type and device
+plugin they ask for.
 """
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from kerneltune.core import hookimpl
+
+if TYPE_CHECKING:
+    from kerneltune.core.contracts import Device
 
 #: Device clock cycles per calibration spin (about half a millisecond at 2 GHz)...
 CALIBRATION_CYCLES = 1_000_000
@@ -31,6 +38,8 @@ class DeviceEventTimer:
 
     name = ""
     auto_priority = 0
+    #: the registered device whose work it times; the session hands its instance to the constructor.
+    device = ""
     #: torch's name for the device type (``torch.empty(..., device=device_type)``).
     device_type = ""
     #: cycles of the device's spin per microsecond, by (timer, device index): the highest seen.
@@ -47,7 +56,9 @@ class DeviceEventTimer:
         module = cls.device_module()
         return module is not None and bool(module.is_available())
 
-    def __init__(self) -> None:
+    def __init__(self, device: Device) -> None:
+        """:param device: the device plugin's instance, which synchronises and knows the current unit."""
+        self._device = device
         self._module = self.device_module()
         self._pairs: list[tuple[Any, Any]] = []
         self._holds: list[tuple[tuple[str, int], int, Any, Any]] = []
@@ -75,7 +86,7 @@ class DeviceEventTimer:
         The buffer is allocated on a device's first flush and kept while the
         timer lives (one tuning).
         """
-        device = self._module.current_device()
+        device = self._device.current()
         buffer = self._flush_buffers.get(device)
         if buffer is None:
             buffer = self._flush_buffers[device] = self._allocate(FLUSH_BYTES)
@@ -104,7 +115,7 @@ class DeviceEventTimer:
         spin = getattr(self._module, "_sleep", None)
         if spin is None or microseconds <= 0:
             return
-        device = (self.name, self._module.current_device())
+        device = (self.name, self._device.current())
         if device not in self._cycles_per_us:
             self._calibrate(device, spin)
         cycles = max(1, round(microseconds * self._cycles_per_us[device]))
@@ -136,7 +147,7 @@ class DeviceEventTimer:
         pairs, self._pairs = self._pairs, []
         holds, self._holds = self._holds, []
         if pairs or holds:
-            self._module.synchronize()
+            self._device.synchronize()
         for device, cycles, start, end in holds:
             self._learn(device, cycles, start.elapsed_time(end))
         return [float(start.elapsed_time(end)) for start, end in pairs]
@@ -147,6 +158,7 @@ class CudaEventTimer(DeviceEventTimer):
 
     name = "cuda-event"
     auto_priority = 10
+    device = "cuda"
     device_type = "cuda"
 
     @classmethod
@@ -163,6 +175,7 @@ class NpuEventTimer(DeviceEventTimer):
 
     name = "npu-event"
     auto_priority = 20
+    device = "npu"
     device_type = "npu"
 
     @classmethod

@@ -79,14 +79,17 @@ LAYOUTS: tuple[Layout, ...] = (
         releases=((3, 2),),
         candidates_attr="configs",
         prunes=True,
-        verified="fake Autotuner shaped like triton-ascend release/3.2.x (tests)",
+        verified=(
+            "real triton-ascend 3.2.0, NPU driver stood in (make test-tritons): its Autotuner over a fake "
+            "kernel; its interpreter cannot launch a Config"
+        ),
     ),
     Layout(
         name="triton-ascend-3.2-autotiling",
         releases=((3, 2),),
         candidates_attr="user_configs",
         prunes=False,
-        verified="fake AutoTilingTuner shaped like triton-ascend release/3.2.x (tests)",
+        verified="real triton-ascend 3.2.0's AutoTilingTuner over a fake kernel, as the row above",
     ),
     Layout(
         name="triton-3.4-3.9",

@@ -1,0 +1,128 @@
+"""CUDA GPUs and Ascend NPUs as kerneltune devices: one implementation, two modules.
+
+``torch.cuda`` and ``torch.npu`` (which torch_npu registers on import) share
+the calls a device needs: ``is_available``, ``is_initialized``,
+``current_device``, ``set_device``, ``synchronize``, ``empty_cache``,
+``get_device_name`` and ``device_count``; torch allocates on either by
+device type. So the two classes differ only in which module and device type
+they use, and in the facts they report. The module is looked up at each
+call, never kept, so that a process (or a test) that replaces it is heard.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any, ClassVar
+
+from kerneltune.core import hookimpl
+
+
+class TorchDevice:
+    """A device behind a torch device module (``torch.cuda``, ``torch.npu``)."""
+
+    name: ClassVar[str] = ""
+    auto_priority: ClassVar[int] = 0
+    #: torch's device type (``tensor.device.type``, ``torch.ones(..., device=...)``).
+    device_type: ClassVar[str] = ""
+    shares_memory: ClassVar[bool] = True
+
+    @classmethod
+    def device_module(cls) -> Any:
+        """The torch device module, or ``None`` where it cannot be imported."""
+        raise NotImplementedError
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Whether the device module exists and sees a device (without starting one)."""
+        module = cls.device_module()
+        return module is not None and bool(module.is_available())
+
+    @property
+    def _module(self) -> Any:
+        return self.device_module()
+
+    def owns(self, tensor: Any) -> bool:
+        """Whether the tensor's device type is this device's."""
+        return getattr(getattr(tensor, "device", None), "type", None) == self.device_type
+
+    def index_of(self, tensor: Any) -> int:
+        """The tensor's device index."""
+        return int(tensor.device.index)
+
+    def in_use(self) -> bool:
+        """Whether torch has made this process's context on the device."""
+        return bool(self._module.is_initialized())
+
+    def current(self) -> int:
+        """The device module's current device."""
+        return int(self._module.current_device())
+
+    def set_current(self, index: int) -> None:
+        """``set_device(index)``."""
+        self._module.set_device(index)
+
+    def synchronize(self) -> None:
+        """Wait for the current device."""
+        self._module.synchronize()
+
+    def check_health(self) -> None:
+        """Synchronise, then run one tiny operation and read it back; both raise on a broken context."""
+        if not self.in_use():
+            return
+        import torch
+
+        self._module.synchronize()
+        torch.ones(1, device=self.device_type).add_(1).item()
+
+    def release(self) -> None:
+        """``empty_cache()``, once the context exists."""
+        if self.in_use():
+            self._module.empty_cache()
+
+    def facts(self) -> dict[str, Any]:
+        """The type, the first device's name and how many there are."""
+        module = self._module
+        return {"device": self.name, "name": module.get_device_name(0), "count": module.device_count()}
+
+
+class CudaDevice(TorchDevice):
+    """NVIDIA (and ROCm) GPUs through ``torch.cuda``."""
+
+    name = "cuda"
+    auto_priority = 10
+    device_type = "cuda"
+
+    @classmethod
+    def device_module(cls) -> Any:
+        if importlib.util.find_spec("torch") is None:
+            return None
+        import torch
+
+        return torch.cuda
+
+    def facts(self) -> dict[str, Any]:
+        """As for every torch device, and the first device's compute capability."""
+        return {**super().facts(), "capability": list(self._module.get_device_capability(0))}
+
+
+class NpuDevice(TorchDevice):
+    """Ascend NPUs through ``torch.npu``: torch_npu registers the module and NPU tensor sharing on import."""
+
+    name = "npu"
+    auto_priority = 20
+    device_type = "npu"
+
+    @classmethod
+    def device_module(cls) -> Any:
+        if importlib.util.find_spec("torch_npu") is None:
+            return None
+        import torch
+        import torch_npu  # noqa: F401  (registers torch.npu)
+
+        return getattr(torch, "npu", None)
+
+
+@hookimpl
+def kerneltune_register_devices(register):
+    register(CudaDevice)
+    register(NpuDevice)

@@ -1,0 +1,135 @@
+"""A stand-in for triton-ascend's NPU driver, so its real Python layer runs on a host without an NPU.
+
+triton-ascend installs on any x86-64 Linux host, and its autotuner,
+``triton.autotune``, ``triton.jit`` and interpreter are plain Python. What
+needs an NPU is the driver: ``triton.runtime.driver.active`` resolves, on
+first use, to the one backend driver whose ``is_active()`` holds, and
+triton-ascend's ``NPUDriver`` is active only where CANN's compiler
+(``ccec``, found through ``bishengir``) runs. Without it the first use raises
+``RuntimeError: 0 active drivers ([]). There should only be one.``, and the
+first use is ``Autotuner.__init__`` asking for a benchmarker, so no
+autotuned kernel can even be declared.
+
+:func:`install` makes :class:`StandInNpuDriver` the active driver through
+``triton.runtime.driver.set_active`` (Triton's own switch; ``reset_active``
+undoes it). It replaces nothing else: the autotuner classes, the decorator,
+``Config``, the JIT, the interpreter and the NPU backend's option
+dataclass are the installed package's. The stand-in answers exactly:
+
+* ``get_benchmarker()``: a benchmarker that raises :class:`StandInDriverError`.
+  ``Autotuner.__init__`` stores it without calling it; only the stock
+  autotuner's own benchmarking (a launch kerneltune does not tune) would
+  call it, and nothing here can time an NPU.
+* ``get_current_target()``: ``GPUTarget("npu", ARCH, 0)``, as ``NPUDriver``
+  reports an Ascend 910B4 (``backend "npu"``, ``warp_size`` 0), so that
+  ``triton.compiler.make_backend`` gives the real ``AscendBackend`` and its
+  ``NPUOptions``.
+* ``get_current_device()`` 0; ``set_current_device(0)`` accepts unit 0 only;
+  ``get_current_stream()`` 0.
+* ``utils.get_device_properties(0)``: ``{"max_shared_mem": 1, "num_aicore":
+  20, "num_vectorcore": 40}``, the keys ``NPUUtils`` returns, with an
+  Ascend 910B4's core counts. ``triton.runtime.utils`` reads them when it is
+  imported, which importing the ``AutoTilingTuner`` does (its tile
+  generator sizes tiles by the core counts).
+
+Everything else, such as compiling or launching on the NPU, is absent and
+raises ``AttributeError``. Kernels run in Triton's interpreter
+(``TRITON_INTERPRET=1``, which the tests set on hosts without CUDA).
+
+tests/conftest.py calls :func:`install` when triton-ascend is the installed
+Triton and torch_npu is not importable; on an Ascend host the real driver
+stays.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+#: The architecture the stand-in reports: an Ascend 910B4...
+ARCH = "Ascend910B4"
+#: ...and its AI cores (cube cores; two vector cores each).
+AI_CORES = 20
+
+
+class StandInDriverError(RuntimeError):
+    """What the stand-in raises for work that needs an NPU."""
+
+
+class StandInNpuUtils:
+    """The part of triton-ascend's ``NPUUtils`` read without an NPU: the device's properties."""
+
+    def get_device_properties(self, device: int) -> dict[str, int]:
+        return {"max_shared_mem": 1, "num_aicore": AI_CORES, "num_vectorcore": 2 * AI_CORES}
+
+
+class StandInNpuDriver:
+    """The part of triton-ascend's ``NPUDriver`` that code running without an NPU reaches."""
+
+    def __init__(self) -> None:
+        self.utils = StandInNpuUtils()
+
+    def get_benchmarker(self) -> Callable[..., Any]:
+        def benchmark(*args: Any, **kwargs: Any) -> Any:
+            raise StandInDriverError(
+                "the stand-in NPU driver cannot benchmark: triton-ascend's own autotuning needs an NPU"
+            )
+
+        return benchmark
+
+    def get_current_target(self) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("npu", ARCH, 0)
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def set_current_device(self, device: int) -> None:
+        if device != 0:
+            raise StandInDriverError(f"the stand-in NPU driver has unit 0 only, not {device}")
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+
+def installed() -> bool:
+    """Whether the installed Triton is triton-ascend."""
+    try:
+        importlib.metadata.version("triton-ascend")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def wanted() -> bool:
+    """Whether triton-ascend is installed and torch_npu (hence an NPU stack) is not."""
+    return installed() and importlib.util.find_spec("torch_npu") is None
+
+
+#: For a test that launches a Triton kernel with a ``triton.Config``, in this
+#: process or in an isolation worker or rank it starts: skipped where the
+#: stand-in serves (triton-ascend without an NPU, so kernels run in the
+#: interpreter), since triton-ascend 3.2.0's interpreter cannot do that at all.
+launches_configs = pytest.mark.skipif(
+    wanted(),
+    reason=(
+        "triton-ascend 3.2.0's interpreter cannot launch a kernel with a triton.Config: the config's "
+        "launch options (num_buffers_warp_spec, num_consumer_groups, ...) reach the kernel's Python "
+        "function as arguments (TypeError: unexpected keyword argument 'num_buffers_warp_spec'); stock "
+        "triton-ascend autotuning fails the same way there"
+    ),
+)
+
+
+def install() -> StandInNpuDriver:
+    """Make the stand-in the active Triton driver for the rest of the process."""
+    from triton.runtime import driver
+
+    stand_in = StandInNpuDriver()
+    driver.set_active(stand_in)
+    return stand_in

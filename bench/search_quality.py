@@ -21,7 +21,7 @@ For each kernel:
 
 1. the oracle, in one fresh process: a cold ``exhaustive`` search first,
    which compiles every point in parallel through kerneltune's COMPILE stage
-   (and is the ``exhaustive`` strategy's one run), then every point that
+   (and is the ``exhaustive`` strategy's one run, with one timed run per point), then every point that
    launches timed with ``triton.testing.do_bench`` (``return_mode=
    "median"``) in ``--oracle-rounds`` interleaved rounds over all points,
    each point's median over the rounds kept (bench/search_params.py's
@@ -147,9 +147,17 @@ def oracle_child(kind: str, smoke: bool, rounds: int, warmup: int, rep: int) -> 
     any search does), so the timing that follows finds every kernel built.
     A point that fails to build or to launch has no time (``None``).
     """
+    import tempfile
+
     from kerneltune.plugins.triton import adapter
     from search_params import alone_ms, staged
 
+    # The search is the compile pass; the table comes from do_bench. One timed run per point
+    # keeps it short (a 300-point matmul space spends minutes otherwise): the exhaustive row's
+    # wall time and pick are those of this quick pass, not of the engine's default repeats.
+    config = Path(tempfile.mkdtemp()) / "kerneltune.toml"
+    config.write_text("warmup = 0\nrepeat = 1\ntie_rounds = 0\n")
+    os.environ["KERNELTUNE_CONFIG"] = str(config)
     kernel, grid, args, launch, fixed = build(kind, smoke, "exhaustive")
     started = time.perf_counter()
     search = summary_of(kernel, staged(kernel, grid, args, launch, fixed))

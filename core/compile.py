@@ -158,7 +158,8 @@ class CompileStage:
         notify: Callable[[str, object], object],
         child: CompileProcess | None = None,
     ) -> None:
-        self._compile_one = compile_one
+        #: how each candidate handed over compiles (a later :meth:`add` may bring its own).
+        self._compilers: dict[int, Callable[[Candidate], object]] = {}
         self._child = child if can_fork() else None
         #: held while forking and while compiling here with children about, so
         #: that no child is forked while this process is inside the compiler.
@@ -176,7 +177,7 @@ class CompileStage:
         #: made when compiles are handed over, shut down when they have all ended (:meth:`wait`).
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._futures: dict[int, concurrent.futures.Future[BaseException | None]] = {}
-        self.add(candidates)
+        self.add(candidates, compile_one)
 
     @classmethod
     def configured(
@@ -199,11 +200,17 @@ class CompileStage:
             child=child if settings.compile_pool == "processes" else None,
         )
 
-    def add(self, candidates: Sequence[Candidate]) -> None:
-        """Compile these too, after those handed over before; one already handed over is not redone."""
+    def add(self, candidates: Sequence[Candidate], compile_one: Callable[[Candidate], object]) -> None:
+        """Compile these too, with ``compile_one``, after those handed over before.
+
+        One already handed over is not redone. Each batch keeps its own
+        ``compile_one``: an adaptive driver's function for a round knows only
+        that round's candidates.
+        """
         with self._lock:
             for candidate in candidates:
                 if candidate.index not in self._futures:
+                    self._compilers[candidate.index] = compile_one
                     if self._pool is None:
                         self._pool = concurrent.futures.ThreadPoolExecutor(
                             max_workers=self._workers, thread_name_prefix="kerneltune-compile"
@@ -228,12 +235,12 @@ class CompileStage:
         error: BaseException | None = None
         try:
             if self._child is None:
-                self._compile_one(candidate)
+                self._compilers[candidate.index](candidate)
             else:
                 error = self._in_child(candidate, began)
                 if error is None:
                     with self._forking:
-                        self._compile_one(candidate)
+                        self._compilers[candidate.index](candidate)
         except Exception as exc:
             error = exc
         with self._lock:
@@ -321,7 +328,7 @@ class CompileStage:
         try:
             assert self._child is not None
             self._child.prepare()
-            self._compile_one(candidate)
+            self._compilers[candidate.index](candidate)
             code = 0
         except BaseException:
             pass

@@ -315,7 +315,7 @@ class Tuning:
         group = (self.reducer.rank,) if self._schedule.shard else self._neighbours
         mine = share(listed, group.index(self.reducer.rank), len(group))
         if self._compiling is not None:
-            return self._compiling.add(mine)
+            return self._compiling.add(mine, compile_one)
         about = Subject(self._space.name, self.key, self._global_rank, self.verbose, self._log_dir)
         self._compiling = CompileStage.configured(self.session, compile_one, mine, about, child)
 

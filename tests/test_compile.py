@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import ctypes
+import functools
 import os
 import threading
 import time
@@ -678,3 +679,23 @@ def test_recording_catches_this_threads_jit_launches_and_restores_run():
     assert len(elsewhere) == 1, "another thread's launch is made, not recorded"
     assert JITFunction.run is original
     del triton
+
+
+def test_each_round_of_an_adaptive_tuning_compiles_with_its_own_function(monkeypatch, isolated):
+    # search_params hands COMPILE a function per round that knows only that round's candidates;
+    # the stage once kept the first round's for every later one (KeyError on an H200).
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch)
+    tuner = Tuner(Space.build("work", [{"name": n} for n in NAMES], "def work(name): ..."))
+    compiled: list[tuple[str, str]] = []
+    with tuner.begin(session, "key", adaptive=True) as tuning:
+        for number, names in enumerate((["a", "b"], ["c", "d"])):
+            batch = [c for c in tuner.space.candidates if c.config["name"] in names]
+            known = {c.index: f"round {number}" for c in batch}
+            tuning.request(batch)
+            tuning.compile(lambda c, known=known: compiled.append((known[c.index], c.config["name"])), batch)
+            while (candidate := tuning.next_candidate()) is not None:
+                tuning.measure(candidate, functools.partial(clock.advance, COSTS[candidate.config["name"]]))
+        assert tuning.finish().config["name"] == "b"
+    assert sorted(compiled) == [("round 0", "a"), ("round 0", "b"), ("round 1", "c"), ("round 1", "d")]
+    assert all(error is None for _, error, _, _ in watch.finished)

@@ -59,6 +59,8 @@ STRATEGIES = ("pattern", "staged", "exhaustive")
 REGRET_TARGET = 0.01
 SHARE_TARGET = 0.15
 WALL_TARGET = 1.5
+#: Seconds the oracle's compile pass gives one point (the compile_timeout setting).
+ORACLE_COMPILE_S = 60
 
 
 def build(kind: str, smoke: bool, strategy: str | None = None) -> tuple[Any, Any, tuple, dict, dict]:
@@ -153,10 +155,11 @@ def oracle_child(kind: str, smoke: bool, rounds: int, warmup: int, rep: int) -> 
     from search_params import alone_ms, staged
 
     # The search is the compile pass; the table comes from do_bench. One timed run per point
-    # keeps it short (a 300-point matmul space spends minutes otherwise): the exhaustive row's
-    # wall time and pick are those of this quick pass, not of the engine's default repeats.
+    # keeps it short: the exhaustive row's wall time and pick are those of this quick pass, not
+    # of the engine's default repeats. On the H200 a few of the matmul's largest tiles took
+    # minutes each to compile; past compile_timeout a point has no oracle time.
     config = Path(tempfile.mkdtemp()) / "kerneltune.toml"
-    config.write_text("warmup = 0\nrepeat = 1\ntie_rounds = 0\n")
+    config.write_text(f"warmup = 0\nrepeat = 1\ntie_rounds = 0\ncompile_timeout = {ORACLE_COMPILE_S}\n")
     os.environ["KERNELTUNE_CONFIG"] = str(config)
     kernel, grid, args, launch, fixed = build(kind, smoke, "exhaustive")
     started = time.perf_counter()

@@ -1,9 +1,13 @@
 """The AGREE stage: one gather of small votes decides how every rank proceeds.
 
 Each rank votes with what it knows locally (did its key, cache or prune step
-fail, which candidates it kept, whether it holds a valid record). Every rank
-then applies the same pure function to the same list of votes, so all ranks
-reach the same verdict, or all raise the same error, without further messages.
+fail, which candidates it kept, whether it holds a valid record, and what it
+would measure instead of every kept candidate: a :class:`~kerneltune.core.reuse.Plan`).
+Every rank then applies the same pure function to the same list of votes, so
+all ranks reach the same verdict, or all raise the same error, without
+further messages. The record shared and the plan followed come from one
+rank, so every rank reuses the same stored times and measures the same
+candidates, whatever its own cache held.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ class Vote:
     :param verify_pick: this rank was asked to check, with one more gather,
         that every rank picked the same candidate.
     :param record: this rank's valid stored record, as plain data.
+    :param plan: what this rank would measure instead of every kept
+        candidate (reusing its record), as plain data.
     """
 
     rank: int
@@ -46,6 +52,7 @@ class Vote:
     retune: bool
     verify_pick: bool
     record: dict[str, Any] | None
+    plan: dict[str, Any] | None = None
 
     def to_data(self) -> dict[str, Any]:
         """Plain data, for the reducer's gather."""
@@ -62,6 +69,7 @@ class Vote:
             "retune": self.retune,
             "verify_pick": self.verify_pick,
             "record": self.record,
+            "plan": self.plan,
         }
 
 
@@ -69,14 +77,16 @@ class Vote:
 class Verdict:
     """What every rank does next.
 
-    :param shared_record: the record every rank adopts instead of tuning, or
-        ``None`` to tune.
+    :param shared_record: the stored record of the key every rank goes by
+        (adopting its pick, or reusing its times), or ``None``.
     :param writers: the ranks that persist the outcome (one per host and place).
     :param key_mismatch: a description of the ranks' differing keys, or ``None``.
     :param verify_pick: whether every rank checks the pick after tuning
         (settings that add a collective must hold on all ranks or on none).
     :param hosts: the ranks of each host, in rank order (ranks on one host
         split the compiling of the candidates).
+    :param plan: the plan every rank follows (that of the rank whose record
+        is shared), or ``None`` to measure every kept candidate.
     """
 
     shared_record: dict[str, Any] | None
@@ -84,6 +94,7 @@ class Verdict:
     key_mismatch: str | None
     verify_pick: bool
     hosts: tuple[tuple[int, ...], ...] = ()
+    plan: dict[str, Any] | None = None
 
     def neighbours(self, rank: int) -> tuple[int, ...]:
         """The ranks on ``rank``'s host, ``rank`` included, in rank order."""
@@ -129,8 +140,11 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
     # One rank told to retune makes all retune: adopting another rank's record would
     # ignore it. Under differing keys a record held for one rank's key is no answer
     # for another's, so then every rank tunes its own key, in step.
+    plan = None
     if not any(v["retune"] for v in votes) and key_mismatch is None:
         holder = next((v for v in votes if v["record"] is not None), None)
+        if holder is not None:
+            plan = holder["plan"]
     writers: dict[tuple[str, str] | int, int] = {}
     for vote in votes:
         # A cache with no files (place None) is private to its process: every rank writes its own.
@@ -145,6 +159,7 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
             tuple(v["rank"] for v in votes if v["host"] == host)
             for host in dict.fromkeys(v["host"] for v in votes)
         ),
+        plan=plan,
     )
 
 

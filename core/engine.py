@@ -22,6 +22,10 @@ Every tuner measures through :mod:`kerneltune.core.measure`, and every
 tuning that is not adaptive ends its measuring the same way: candidates
 whose means lie within the noise of the best one's are re-timed in
 interleaved rounds, and the pick is made among them (:func:`near_ties`).
+
+A stored record is filed under the tuned code, the hardware and the key,
+not the candidate list, so LOOKUP finds it after the list changed and
+measures only what it lacks (:mod:`kerneltune.core.reuse`).
 """
 
 from __future__ import annotations
@@ -44,13 +48,24 @@ class Tuner:
     """The in-process picks of one :class:`Space`, and the way to make more.
 
     ``picks`` maps business keys to the chosen :class:`Candidate`; drivers
-    read it directly on their dispatch path.
+    read it directly on their dispatch path. ``records`` holds the plain
+    data of every record this process made or read for the space's code,
+    by cache entry: LOOKUP reads it before the cache plugin.
     """
 
-    def __init__(self, space: Space, picks: dict[Hashable, Candidate] | None = None) -> None:
-        """:param picks: the dict to keep picks in (default: a new one), for a driver that reads it first."""
+    def __init__(
+        self,
+        space: Space,
+        picks: dict[Hashable, Candidate] | None = None,
+        records: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """:param picks: the dict to keep picks in (default: a new one), for a driver that reads it first.
+        :param records: the dict to keep records in (default: a new one); tuners of one code's
+            candidate lists may share one, so a list that grew reuses what the other measured.
+        """
         self.space = space
         self.picks: dict[Hashable, Candidate] = {} if picks is None else picks
+        self.records: dict[str, dict[str, Any]] = {} if records is None else records
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -96,12 +111,13 @@ class Tuner:
                 failure = exc
         if failure is not None and not distributed:
             raise failure
-        # Test the failure, not the encoding: a key of None encodes to None.
-        entry = (
-            None
-            if failure is not None
-            else digest({"space": self.space.fingerprint, "hardware": session.hardware, "key": encoded})
-        )
+        # Test the failure, not the encoding: a key of None encodes to None. The entry
+        # leaves the candidate list out (see kerneltune.core.reuse); before it did, it was
+        # named by the whole space, and a record of that name is still found.
+        entry = legacy = None
+        if failure is None:
+            entry = digest({"source": self.space.source, "hardware": session.hardware, "key": encoded})
+            legacy = digest({"space": self.space.fingerprint, "hardware": session.hardware, "key": encoded})
         schedule = Schedule(
             warmup=session.settings.warmup if warmup is None else warmup,
             repeat=session.settings.repeat if repeat is None else repeat,
@@ -112,7 +128,8 @@ class Tuner:
         lock = self._lock_for(entry or "")
         lock.acquire()
         try:
-            tuning = Tuning(Setup(self, session, reducer, key, encoded, entry, verbose, lock, schedule))
+            setup = Setup(self, session, reducer, key, encoded, entry, verbose, lock, schedule, legacy)
+            tuning = Tuning(setup)
             tuning.prepare(keep, failure)
         except BaseException:
             lock.release()

@@ -62,3 +62,5 @@ class Setup:
     #: the per-entry lock, held from ``begin`` until the tuning exits.
     lock: threading.Lock
     schedule: Schedule
+    #: the entry's name before records outlived candidate lists, ``None`` when computing the key failed.
+    legacy_entry: str | None = None

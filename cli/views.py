@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 from kerneltune.core import TuningRecord, format_ms
+from kerneltune.core.records import NOT_MEASURED, PRUNED
 
 
 def key_text(value: Any) -> str:
@@ -58,6 +59,17 @@ def method_text(record: TuningRecord) -> str:
     )
 
 
+def history_lines(record: TuningRecord) -> list[str]:
+    """What a record's tuning started from: times an earlier tuning of the key measured."""
+    lines = []
+    if record.carried:
+        lines.append(
+            f"{len(record.carried)} time(s) carried over from an earlier tuning of this key "
+            f"(another candidate list), marked ~"
+        )
+    return lines
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
     return [
@@ -76,8 +88,10 @@ def candidate_lines(record: TuningRecord) -> list[str]:
     rows = []
     for i in order:
         error = record.measurements[i].error
-        mark = "*" if i == record.best_index else " "
-        if error is None:
+        mark = "*" if i == record.best_index else "~" if i in record.carried else " "
+        if error in (NOT_MEASURED, PRUNED):
+            rows.append([f"{mark}[{i}]", record.labels[i], error, ""])
+        elif error is None:
             rows.append(
                 [
                     f"{mark}[{i}]",

@@ -20,6 +20,8 @@ import kernels
 import pytest
 import torch
 import triton
+from click.testing import CliRunner
+from kerneltune import cli
 from kerneltune.core import (
     Session,
     Settings,
@@ -315,3 +317,25 @@ def test_a_search_params_space_that_grew_reuses_the_stored_times_until_stage_3(m
     assert seen[0] == (64,), "stage 1 measures only the new shape"
     # Stage 3 re-times the finalists (64 and 32) in 4 interleaved rounds; nothing else ran 32.
     assert seen.count((32,)) == PRECISE_ROUNDS
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def test_report_show_and_list_say_which_times_were_carried_over(costs, isolated):
+    costs.tuner([1, 2, 3])(10)
+    costs.tuner([1, 2, 3, 4])(10)
+
+    reported = CliRunner().invoke(cli.main, ["report", "grown"], catch_exceptions=False)
+    assert reported.exit_code == 0
+    assert (
+        "2 time(s) carried over from an earlier tuning of this key (another candidate list)"
+        in reported.stdout
+    )
+    rows = {line.split()[0]: line for line in reported.stdout.splitlines() if "n=<" in line}
+    assert set(rows) == {"*[3]", "[1]", "~[0]", "~[2]"}
+    digest_ = only_record_file(isolated, "grown").stem
+    shown = CliRunner().invoke(cli.main, ["cache", "show", digest_[:8]], catch_exceptions=False)
+    assert "history:       2 time(s) carried over" in shown.stdout
+    (listed,) = json.loads(CliRunner().invoke(cli.main, ["cache", "list", "--json"]).stdout)
+    assert listed["carried"] == [0, 2]

@@ -236,6 +236,7 @@ def _summary(stored: _Stored) -> dict[str, Any]:
         "candidates": len(record.times),
         "created_at": iso_date(record.created),
         "measured_with": record.method.to_data(),
+        "warm_start": record.warm_start,
         "carried": list(record.carried),
         "file": str(stored.path),
     }

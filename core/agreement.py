@@ -38,7 +38,8 @@ class Vote:
         that every rank picked the same candidate.
     :param record: this rank's valid stored record, as plain data.
     :param plan: what this rank would measure instead of every kept
-        candidate (reusing its record), as plain data.
+        candidate (reusing its record, or warm starting), as plain data.
+    :param warm: this rank was asked to warm start a key without a record.
     """
 
     rank: int
@@ -53,6 +54,7 @@ class Vote:
     verify_pick: bool
     record: dict[str, Any] | None
     plan: dict[str, Any] | None = None
+    warm: bool = False
 
     def to_data(self) -> dict[str, Any]:
         """Plain data, for the reducer's gather."""
@@ -70,6 +72,7 @@ class Vote:
             "verify_pick": self.verify_pick,
             "record": self.record,
             "plan": self.plan,
+            "warm": self.warm,
         }
 
 
@@ -86,7 +89,8 @@ class Verdict:
     :param hosts: the ranks of each host, in rank order (ranks on one host
         split the compiling of the candidates).
     :param plan: the plan every rank follows (that of the rank whose record
-        is shared), or ``None`` to measure every kept candidate.
+        is shared, else, where every rank asked for a warm start, the first
+        rank's that found one), or ``None`` to measure every kept candidate.
     """
 
     shared_record: dict[str, Any] | None
@@ -145,6 +149,9 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
         holder = next((v for v in votes if v["record"] is not None), None)
         if holder is not None:
             plan = holder["plan"]
+        elif all(v["warm"] for v in votes):
+            # Ranks whose caches differ may find different near keys: the lowest rank's start is everyone's.
+            plan = next((v["plan"] for v in votes if v["plan"] is not None), None)
     writers: dict[tuple[str, str] | int, int] = {}
     for vote in votes:
         # A cache with no files (place None) is private to its process: every rank writes its own.

@@ -25,7 +25,9 @@ interleaved rounds, and the pick is made among them (:func:`near_ties`).
 
 A stored record is filed under the tuned code, the hardware and the key,
 not the candidate list, so LOOKUP finds it after the list changed and
-measures only what it lacks (:mod:`kerneltune.core.reuse`).
+measures only what it lacks (:mod:`kerneltune.core.reuse`); a key with no
+record may start from the nearest stored keys' picks
+(:mod:`kerneltune.core.warm_start`, opt-in).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from kerneltune.core.schedule import Schedule, Setup
 from kerneltune.core.session import Session
 from kerneltune.core.space import Space
 from kerneltune.core.tuning import Tuning
+from kerneltune.core.warm_start import MODES, WarmStart
 
 __all__ = ["Schedule", "Tuner", "Tuning"]
 
@@ -50,7 +53,8 @@ class Tuner:
     ``picks`` maps business keys to the chosen :class:`Candidate`; drivers
     read it directly on their dispatch path. ``records`` holds the plain
     data of every record this process made or read for the space's code,
-    by cache entry: LOOKUP reads it before the cache plugin.
+    by cache entry: LOOKUP reads it before the cache plugin, and warm
+    starts look for near keys in it.
     """
 
     def __init__(
@@ -82,6 +86,8 @@ class Tuner:
         warmup: int | None = None,
         repeat: int | None = None,
         flush: bool = True,
+        warm_start: str | None = None,
+        warm_start_budget: int | None = None,
     ) -> Tuning:
         """Run KEY, LOOKUP, PRUNE and AGREE for ``key``; the result is a context manager.
 
@@ -93,10 +99,14 @@ class Tuner:
         :param warmup: untimed runs per candidate (default: the ``warmup`` setting).
         :param repeat: timed runs per candidate (default: the ``repeat`` setting).
         :param flush: let the timer evict the device's caches before each timed run.
+        :param warm_start: ``"nearest"`` or ``"off"`` (default: the ``warm_start`` setting).
+        :param warm_start_budget: how many configs a warm start measures at most
+            (default: the ``warm_start_budget`` setting).
         :param failure: an exception the driver met while computing the key;
             alone it is re-raised, with several ranks it is reported to all.
         :param group: the process group handed to the reducer.
         :raises TypeError: for a key that cannot be encoded or hashed (single rank).
+        :raises ValueError: for a ``warm_start`` or ``warm_start_budget`` that is not one.
         :raises RankMismatchError: when ranks disagree (every rank raises).
         :raises PluginError: when the reducer cannot run over ``group``.
         """
@@ -111,6 +121,14 @@ class Tuner:
                 failure = exc
         if failure is not None and not distributed:
             raise failure
+        warm_start = session.settings.warm_start if warm_start is None else warm_start
+        budget = session.settings.warm_start_budget if warm_start_budget is None else warm_start_budget
+        if warm_start not in MODES:
+            raise ValueError(
+                f"{self.space.name}: warm_start must be one of {', '.join(MODES)}, got {warm_start!r}"
+            )
+        if type(budget) is not int or budget < 1:
+            raise ValueError(f"{self.space.name}: warm_start_budget must be an integer >= 1, got {budget!r}")
         # Test the failure, not the encoding: a key of None encodes to None. The entry
         # leaves the candidate list out (see kerneltune.core.reuse); before it did, it was
         # named by the whole space, and a record of that name is still found.
@@ -128,7 +146,8 @@ class Tuner:
         lock = self._lock_for(entry or "")
         lock.acquire()
         try:
-            setup = Setup(self, session, reducer, key, encoded, entry, verbose, lock, schedule, legacy)
+            warm = WarmStart(warm_start, budget)
+            setup = Setup(self, session, reducer, key, encoded, entry, verbose, lock, schedule, legacy, warm)
             tuning = Tuning(setup)
             tuning.prepare(keep, failure)
         except BaseException:

@@ -26,6 +26,7 @@ from kerneltune.core.records import Candidate
 from kerneltune.core.registry import collect_registry
 from kerneltune.core.session import Session, current_session
 from kerneltune.core.space import Space
+from kerneltune.core.warm_start import MODES
 from kerneltune.core.wrapping import FunctionWrapper
 
 _CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")
@@ -66,6 +67,9 @@ class AutoTuner(FunctionWrapper):
         config_space: Sequence[Mapping[str, Any]],
         key_fn: Callable[..., Hashable],
         prune_fn: Callable[..., bool] | None = None,
+        *,
+        warm_start: str | None = None,
+        warm_start_budget: int | None = None,
     ) -> None:
         name = getattr(fn, "__name__", repr(fn))
         if not callable(fn):
@@ -80,6 +84,14 @@ class AutoTuner(FunctionWrapper):
             )
         if not config_space:
             raise ValueError(f"{name}: config_space is empty; give at least one config dict")
+        if warm_start is not None and warm_start not in MODES:
+            raise ValueError(
+                f"{name}: warm_start must be one of {', '.join(MODES)} or None, got {warm_start!r}"
+            )
+        if warm_start_budget is not None and (type(warm_start_budget) is not int or warm_start_budget < 1):
+            raise ValueError(
+                f"{name}: warm_start_budget must be an integer >= 1 or None, got {warm_start_budget!r}"
+            )
         keywords, open_ended, positional = _accepted_keywords(fn)
         fields: set[str] = set()
         for index, config in enumerate(config_space):
@@ -108,6 +120,8 @@ class AutoTuner(FunctionWrapper):
         self.config_space = [dict(config) for config in config_space]
         self.key_fn = key_fn
         self.prune_fn = prune_fn
+        self.warm_start = warm_start
+        self.warm_start_budget = warm_start_budget
         self._fields = frozenset(fields)
         # A positional argument at or past this index lands on a config field.
         self._positional_limit = min(
@@ -174,7 +188,14 @@ class AutoTuner(FunctionWrapper):
         isolated = session.settings.isolate == SUBPROCESS
         target = target_of(self.fn, args, kwargs) if isolated else None
         with self._tuner_for(session).begin(
-            session, key, keep=keep, failure=failure, group=group, verbose=verbose
+            session,
+            key,
+            keep=keep,
+            failure=failure,
+            group=group,
+            verbose=verbose,
+            warm_start=self.warm_start,
+            warm_start_budget=self.warm_start_budget,
         ) as tuning:
             if target is not None and not tuning.hit:
                 self._screen(tuning, Screening(target, session.settings.isolate_timeout), allow_overwrite)
@@ -285,6 +306,9 @@ def autotune(
     config_space: Sequence[Mapping[str, Any]],
     key_fn: Callable[..., Hashable],
     prune_fn: Callable[..., bool] | None = None,
+    *,
+    warm_start: str | None = None,
+    warm_start_budget: int | None = None,
 ) -> Callable[[Callable[..., Any]], AutoTuner]:
     """Decorate a host function to run with its fastest config from ``config_space``.
 
@@ -294,6 +318,12 @@ def autotune(
         pick is kept per key.
     :param prune_fn: ``prune_fn(config, *args, **kwargs)`` returns ``False`` to
         skip a config before measuring.
+    :param warm_start: ``"nearest"``: a key with no stored pick measures only
+        the best configs of the stored keys nearest to it
+        (:mod:`kerneltune.core.warm_start`); ``"off"``: every config.
+        Default: the ``warm_start`` setting.
+    :param warm_start_budget: how many configs a warm start measures at
+        most. Default: the ``warm_start_budget`` setting.
 
     The returned :class:`AutoTuner` accepts, besides the function's own
     arguments, ``autotune`` (default ``True``), ``autotune_verbose``,
@@ -301,6 +331,8 @@ def autotune(
     """
 
     def decorate(fn: Callable[..., Any]) -> AutoTuner:
-        return AutoTuner(fn, config_space, key_fn, prune_fn)
+        return AutoTuner(
+            fn, config_space, key_fn, prune_fn, warm_start=warm_start, warm_start_budget=warm_start_budget
+        )
 
     return decorate

@@ -214,6 +214,16 @@ def _carried(value: Any, size: int) -> tuple[int, ...]:
     return indices
 
 
+def _warm_start(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    given = _mapping(value, "warm_start")
+    return {
+        "from": _plain(given["from"], "warm_start.from"),
+        "distance": _finite(given["distance"], "warm_start.distance"),
+    }
+
+
 @attrs.frozen
 class TuningRecord:
     """What the cache stores for one (function, key, hardware) entry.
@@ -225,7 +235,9 @@ class TuningRecord:
     ``source`` is the digest of the tuned code (``None`` in records written
     before it was kept); ``carried`` the indices whose measurements an
     earlier tuning of this key made, for another candidate list
-    (:mod:`kerneltune.core.reuse`).
+    (:mod:`kerneltune.core.reuse`); ``warm_start`` where a warm start
+    began (:mod:`kerneltune.core.warm_start`): ``{"from": <stored key>,
+    "distance": <its distance>}``, ``None`` for a tuning that did not.
     """
 
     function: str
@@ -242,6 +254,7 @@ class TuningRecord:
     finalists: tuple[int, ...] | None = None
     source: str | None = None
     carried: tuple[int, ...] = ()
+    warm_start: dict[str, Any] | None = None
     schema: int = SCHEMA
 
     def to_data(self) -> dict[str, Any]:
@@ -270,14 +283,15 @@ class TuningRecord:
             "measured_with": self.method.to_data(),
             "source": self.source,
             "carried": list(self.carried),
+            "warm_start": None if self.warm_start is None else dict(self.warm_start),
         }
 
     @classmethod
     def from_data(cls, data: Any) -> TuningRecord:
         """Rebuild a record from plain data, checking every field's type and range.
 
-        Records written before ``finalists``, ``source`` or ``carried`` were
-        kept load with their defaults.
+        Records written before ``finalists``, ``source``, ``carried`` or
+        ``warm_start`` were kept load with their defaults.
 
         :raises CacheReadError: when the data is not a record of this schema:
             a field missing or of the wrong type, a number that is not finite
@@ -335,6 +349,7 @@ class TuningRecord:
                 finalists=_finalists(data.get("finalists"), len(rows)),
                 source=None if data.get("source") is None else _text(data["source"], "source"),
                 carried=_carried(data.get("carried", []), len(rows)),
+                warm_start=_warm_start(data.get("warm_start")),
             )
         except KeyError as exc:
             raise CacheReadError(f"record has no field {exc}") from None

@@ -47,11 +47,13 @@ class Plan:
     :param measure: the candidates to measure, first pass in this order, or
         ``()`` for every kept one (an adaptive driver chooses itself).
     :param reuse: keep the shared record's measurements of the candidates not measured now.
+    :param warm_start: where a warm start begins (``{"from": key, "distance": d}``), or ``None``.
     """
 
     pick: int | None = None
     measure: tuple[int, ...] = ()
     reuse: bool = False
+    warm_start: dict[str, Any] | None = None
 
     def to_data(self) -> dict[str, Any]:
         """Plain data, for the agreement's gather."""
@@ -59,6 +61,7 @@ class Plan:
             "pick": self.pick,
             "measure": list(self.measure),
             "reuse": self.reuse,
+            "warm_start": self.warm_start,
         }
 
     @classmethod
@@ -74,6 +77,7 @@ class Plan:
             pick=data["pick"],
             measure=tuple(data["measure"]),
             reuse=bool(data["reuse"]),
+            warm_start=data["warm_start"],
         )
 
 

@@ -8,7 +8,8 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
 (``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``, ``KERNELTUNE_REDIS_URL``,
-``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``.
+``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``,
+``KERNELTUNE_WARM_START``, ``KERNELTUNE_WARM_START_BUDGET``.
 :func:`setting_sources` says which of them set each value.
 """
 
@@ -64,6 +65,9 @@ class Settings:
     # Screen candidates in a worker process first ("subprocess"), and how long one may run there.
     isolate: str = "none"
     isolate_timeout: int = 60
+    # A new key measures the best configs of the stored keys nearest to it ("nearest"), at most this many.
+    warm_start: str = "off"
+    warm_start_budget: int = 5
 
     @property
     def cache_root(self) -> Path:
@@ -178,6 +182,8 @@ _FIELDS = {
     "redis_ttl": _count(0),
     "isolate": _choice("none", "subprocess"),
     "isolate_timeout": _count(1),
+    "warm_start": _choice("off", "nearest"),
+    "warm_start_budget": _count(1),
 }
 
 _ENV = {
@@ -201,6 +207,8 @@ _ENV = {
     "KERNELTUNE_REDIS_TTL": "redis_ttl",
     "KERNELTUNE_ISOLATE": "isolate",
     "KERNELTUNE_ISOLATE_TIMEOUT": "isolate_timeout",
+    "KERNELTUNE_WARM_START": "warm_start",
+    "KERNELTUNE_WARM_START_BUDGET": "warm_start_budget",
 }
 
 # Variables that switch a setting off when set to 1 (the setting is their negation).

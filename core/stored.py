@@ -79,6 +79,7 @@ def new_record(
     *,
     shards: int = 1,
     carried: tuple[int, ...] = (),
+    warm_start: dict[str, Any] | None = None,
 ) -> TuningRecord:
     """The record of a finished tuning: the pick, every candidate's time and how they were measured.
 
@@ -87,6 +88,7 @@ def new_record(
     :param finalists: the candidates SELECT chose among, or ``None`` for all.
     :param shards: how many ranks split the candidates (1: none did).
     :param carried: the candidates whose times and measurements an earlier tuning made.
+    :param warm_start: where a warm start began, or ``None``.
     """
     return TuningRecord(
         function=space.name,
@@ -103,6 +105,7 @@ def new_record(
         finalists=finalists,
         source=space.source,
         carried=carried,
+        warm_start=warm_start,
     )
 
 

@@ -31,6 +31,7 @@ from kerneltune.core.schedule import Job, Setup
 from kerneltune.core.shard import gather_times, share
 from kerneltune.core.stored import method_of, new_record, read_record
 from kerneltune.core.ties import TIE_WARMUP, agreed_near_ties
+from kerneltune.core.warm_start import NEAREST, propose
 
 logger = logging.getLogger("kerneltune")
 
@@ -52,6 +53,8 @@ class Tuning:
         self._legacy_entry = setup.legacy_entry
         #: the record was found under its legacy name, and is stored under the new one too.
         self._migrate = False
+        self._warm = setup.warm.mode == NEAREST
+        self._warm_budget = setup.warm.budget
         self._lock = setup.lock
         self._space = setup.tuner.space
         self._log_dir = session.cache_directory(self._space.name)
@@ -66,6 +69,8 @@ class Tuning:
         self._carried: dict[int, tuple[float, Measurement]] = {}
         #: the only candidates measured, and SELECT's choice, when a plan names them.
         self._scope: frozenset[int] | None = None
+        #: where a warm start began, for the record.
+        self._warm_start: dict[str, Any] | None = None
         self._host_us = host_times()
         self._compiling: CompileStage | None = None
         #: sharded, every rank's compiles have ended (:meth:`next_candidate`).
@@ -155,7 +160,7 @@ class Tuning:
             self._writers = verdict.writers
             self._verify_pick = verdict.verify_pick
             self._neighbours = verdict.neighbours(self.reducer.rank)
-            # Every rank follows the plan of the rank whose record the verdict chose.
+            # Every rank follows the plan of the rank whose record (or warm start) the verdict chose.
             shared = None if verdict.shared_record is None else TuningRecord.from_data(verdict.shared_record)
             plan = None if verdict.plan is None else Plan.from_data(verdict.plan, len(self._space.candidates))
             if plan is not None and plan.pick is not None:
@@ -176,6 +181,10 @@ class Tuning:
         if record is not None:
             method = method_of(self.session, self._schedule)
             return plan_reuse(record, self._space, kept, method, adaptive=self._schedule.adaptive)
+        if self._warm and not self._schedule.adaptive and not self.session.settings.always_tune:
+            return propose(
+                self.session, self._space, self._encoded, kept, self.tuner.records, self._warm_budget
+            )
         return None
 
     def _follow(self, plan: Plan | None, shared: TuningRecord | None, kept: tuple[int, ...]) -> None:
@@ -188,6 +197,7 @@ class Tuning:
             if plan.measure:
                 measured = tuple(candidates[i] for i in plan.measure)
                 self._scope = frozenset(plan.measure)
+            self._warm_start = plan.warm_start
             self._explain(len(measured), len(kept))
         # An adaptive driver queues candidates itself, round by round.
         if self._schedule.shard:
@@ -209,7 +219,18 @@ class Tuning:
 
     def _explain(self, measuring: int, kept: int) -> None:
         name, key = self._space.name, self.key
-        if self._carried:
+        if self._warm_start is not None:
+            logger.info(
+                "kerneltune: %s: key %r: warm start from the stored key %s (distance %.3g): "
+                "measuring %d of %d candidates",
+                name,
+                key,
+                self._warm_start["from"],
+                self._warm_start["distance"],
+                measuring,
+                kept,
+            )
+        elif self._carried:
             logger.info(
                 "kerneltune: %s: key %r: the candidate list changed; %d stored measurement(s) reused, "
                 "measuring %s",
@@ -278,6 +299,7 @@ class Tuning:
             verify_pick=self.session.settings.verify_pick,
             record=None if record is None else record.to_data(),
             plan=None if plan is None else plan.to_data(),
+            warm=self._warm and not self._schedule.adaptive,
         )
         return agree(self.reducer, vote, self._space.name)
 
@@ -610,6 +632,7 @@ class Tuning:
             None if allowed is None else tuple(sorted(allowed - carried.keys())),
             shards=self.reducer.world_size if self._schedule.shard else 1,
             carried=tuple(sorted(carried)),
+            warm_start=self._warm_start,
         )
         self._adopt(best, record, store=True)
         return candidates[best]

@@ -162,8 +162,9 @@ def test_the_source_names_the_disk_entry_and_the_candidate_list_does_not(tmp_pat
     calls.clear()
     tune(v1, [{"n": 1}, {"n": 3}])(3)
     # n=2 left the list: whether or not it was the pick, n=1 is the one stored candidate left,
-    # and it is re-timed with the new n=3; nothing else runs.
+    # and it is timed with the new n=3 in two interleaved rounds (5 + 5 runs, then 1 + 5).
     assert set(calls) == {1, 3}, "other candidate list: the record is found, only n=3 is new"
+    assert len(calls) == 2 * (5 + 5 + 1 + 5) + 1
     calls.clear()
     tune(v1, [{"n": 1}, {"n": 3}])(3)
     assert len(calls) == 1, "the list just tuned: a hit"

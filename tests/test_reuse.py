@@ -225,6 +225,8 @@ def test_a_record_from_before_for_another_list_is_a_clean_miss(tmp_path):
 
     label, measured = drive(Tuner(space_of([1, 2, 4])), session, 8, {1: 3.0, 2: 1.0, 4: 2.0})
     assert (label, sorted(measured)) == ("{'n': 2}", [1, 2, 4])
+    label, measured = drive(Tuner(space_of([1, 2, 4, 5])), session, 8, {2: 1.0, 5: 0.5})
+    assert (label, sorted(set(measured))) == ("{'n': 5}", [2, 5]), "from then on, the new record serves"
 
 
 def test_an_adaptive_tuning_gets_the_stored_times_and_chooses_itself(tmp_path):

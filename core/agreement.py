@@ -81,7 +81,9 @@ class Verdict:
     """What every rank does next.
 
     :param shared_record: the stored record of the key every rank goes by
-        (adopting its pick, or reusing its times), or ``None``.
+        (adopting its pick, or reusing its times), or ``None``. Of several
+        ranks' records, the one that saves most measuring, then the lowest
+        rank's.
     :param writers: the ranks that persist the outcome (one per host and place).
     :param key_mismatch: a description of the ranks' differing keys, or ``None``.
     :param verify_pick: whether every rank checks the pick after tuning
@@ -146,7 +148,13 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
     # for another's, so then every rank tunes its own key, in step.
     plan = None
     if not any(v["retune"] for v in votes) and key_mismatch is None:
-        holder = next((v for v in votes if v["record"] is not None), None)
+        # A record that gives the pick outright beats one that saves part of the measuring,
+        # which beats one that saves none (measured another way); then the lowest rank's.
+        holder = min(
+            (v for v in votes if v["record"] is not None),
+            key=lambda v: (v["plan"] is None, v["plan"] is not None and v["plan"]["pick"] is None, v["rank"]),
+            default=None,
+        )
         if holder is not None:
             plan = holder["plan"]
         elif all(v["warm"] for v in votes):

@@ -39,6 +39,7 @@ from kerneltune.core.schedule import Schedule
 from kerneltune.core.stored import method_of
 from kerneltune.plugins.triton import adapter
 from kerneltune.plugins.triton.search_run import PRECISE_ROUNDS
+from rank_doubles import ThreadGroup, plugin, run_ranks
 from search_doubles import Script, by_block, timer_plugin, use_session
 from test_search_params import launch_double, make_double, search
 from tuning_doubles import FakeClock, clock_plugin, install_session, only_record_file, record_files
@@ -341,3 +342,58 @@ def test_report_show_and_list_say_which_times_were_carried_over(costs, isolated)
     assert "history:       2 time(s) carried over" in shown.stdout
     (listed,) = json.loads(CliRunner().invoke(cli.main, ["cache", "list", "--json"]).stdout)
     assert listed["carried"] == [0, 2]
+
+
+# -- ranks (threads) ----------------------------------------------------------------------------
+
+
+def seed_alone(cache: Path, ns: Sequence[int], times: dict[int, float]) -> None:
+    drive(Tuner(space_of(ns)), session_at(cache), 8, times)
+
+
+def tune_together(tmp_path: Path, size: int, ns: Sequence[int], times: dict[int, float]) -> tuple[Any, Any]:
+    group = ThreadGroup(size)
+    measured: dict[int, list[int]] = {}
+
+    def rank(r: int) -> str:
+        session = Session.create(
+            Settings(
+                reducer="threads",
+                cache="json",
+                timer="wallclock",
+                cache_dir=tmp_path / f"cache{r}",
+                tie_rounds=0,
+            ),
+            extra=(plugin,),
+        )
+        mine = measured.setdefault(r, [])
+        with Tuner(space_of(ns)).begin(session, 8, group=group.member(r)) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                mine.append(candidate.config["n"])
+                tuning.record(candidate, [times[candidate.config["n"]]])
+            return tuning.finish().label
+
+    return run_ranks(size, rank), (measured, group.counts)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_every_rank_measures_what_the_one_ranks_record_lacks(tmp_path, size):
+    seed_alone(tmp_path / "cache0", [1, 2, 3], {1: 3.0, 2: 1.0, 3: 2.0})
+
+    picks, (measured, counts) = tune_together(tmp_path, size, [1, 2, 3, 4], {1: 9.0, 2: 1.0, 3: 9.0, 4: 0.5})
+    assert picks == ["{'n': 4}"] * size
+    assert all(sorted(set(measured[r])) == [2, 4] for r in range(size))
+    assert all(c == {"gather": 1, "max": 1, "barrier": 4} for c in counts)
+    for r in range(size):
+        (record,) = [json.loads(p.read_text()) for p in record_files(tmp_path / f"cache{r}", "work")]
+        assert record["carried"] == [0, 2], f"rank {r} stored the carried times of rank 0's record"
+
+
+def test_a_record_that_answers_outright_beats_a_lower_ranks_that_saves_part(tmp_path):
+    seed_alone(tmp_path / "cache0", [1, 2, 3], {1: 3.0, 2: 1.0, 3: 2.0})
+    seed_alone(tmp_path / "cache1", [1, 2, 3, 4], {1: 3.0, 2: 1.0, 3: 2.0, 4: 5.0})
+
+    picks, (measured, counts) = tune_together(tmp_path, 2, [1, 2, 3, 4], {n: 1.0 for n in range(1, 5)})
+    assert picks == ["{'n': 2}"] * 2
+    assert measured == {0: [], 1: []}
+    assert all(c == {"gather": 1} for c in counts)

@@ -16,15 +16,29 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import kernels
 import pytest
+import torch
+import triton
 from click.testing import CliRunner
 from kerneltune import cli
-from kerneltune.core import PluginError, Session, Settings, Space, Tuner, encode_key, hookimpl
+from kerneltune.core import (
+    PluginError,
+    Session,
+    Settings,
+    Space,
+    Tuner,
+    add_plugin,
+    encode_key,
+    hookimpl,
+    remove_plugin,
+)
 from kerneltune.core.records import TuningRecord
 from kerneltune.core.warm_start import choose, config_distance, default_distance, nearest
 from rank_doubles import ThreadGroup, plugin, run_ranks
 from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
 
+from triton_dist.autotuner import contextual_autotune
 from triton_dist.tune import autotune
 
 NS = list(range(1, 9))
@@ -92,7 +106,6 @@ def test_numeric_key_parts_count_on_a_log_scale_and_the_rest_must_match():
 
 
 def test_sizes_and_dtypes_in_keys():
-    torch = pytest.importorskip("torch")
     near = default_distance(
         encode_key((torch.Size([64, 32]), torch.float16)), encode_key((torch.Size([128, 32]), torch.float16))
     )
@@ -335,3 +348,44 @@ def test_report_and_show_say_where_a_warm_start_began(swept, isolated):
     assert sorted(str(row["warm_start"]) for row in listed) == sorted(
         ["None", str({"from": 64, "distance": warm_record(isolated, 128)["warm_start"]["distance"]})]
     )
+
+
+# -- the contextual tuner ---------------------------------------------------------------------
+
+
+class Launches:
+    """Observer: the candidates a contextual tuner launched while measuring, per key."""
+
+    def __init__(self) -> None:
+        self.labels: dict[Any, set[str]] = collections.defaultdict(set)
+
+    @hookimpl
+    def kerneltune_launch_measured(self, event: Any) -> None:
+        self.labels[event.key].add(event.candidate.label)
+
+
+def test_a_contextual_kernel_warm_starts_from_the_keys_it_tuned_in_this_process(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_WARM_START", "nearest")
+    monkeypatch.setenv("KERNELTUNE_WARM_START_BUDGET", "3")
+    launches = Launches()
+    add_plugin(launches)
+    try:
+        configs = [
+            triton.Config({"BLOCK": 64}, num_warps=w, num_stages=s) for w in (1, 2, 4, 8) for s in (1, 2)
+        ]
+        kernel = triton.autotune(configs=configs, key=["n"])(kernels.scale_kernel)
+
+        @contextual_autotune(n_repeat=1, n_warmup=0)
+        def run(x):
+            y = torch.empty_like(x)
+            kernel[(triton.cdiv(x.numel(), 64),)](x, y, 2.0, x.numel())
+            return y
+
+        for n in (64, 128):
+            x = torch.randn(n)
+            torch.testing.assert_close(run(x), 2.0 * x)
+        first, second = ((n, "torch.float32", "torch.float32") for n in (64, 128))
+        assert len(launches.labels[first]) == len(configs)
+        assert len(launches.labels[second]) == 3
+    finally:
+        remove_plugin(launches)

@@ -4,7 +4,8 @@ Opt-in (``warm_start = "nearest"``, ``KERNELTUNE_WARM_START=nearest`` or a
 tuner's own option). A key with no stored record looks at the records of
 the same function, code and hardware, measured with the same objective,
 and takes the :data:`NEAREST_KEYS` keys nearest to it by
-``kerneltune_key_distance`` (default: :func:`default_distance`). It then
+``kerneltune_key_distance`` (default: :func:`default_distance`) among
+those that timed any of its kept candidates. It then
 measures at most ``warm_start_budget`` distinct configs (:func:`choose`):
 
 1. each of those keys' picks, nearest key first;
@@ -199,9 +200,9 @@ def nearest(
 ) -> list[Neighbour]:
     """The records of other keys of ``space``'s code and this hardware, nearest key first.
 
-    At most :data:`NEAREST_KEYS`, one record per key. Only records
-    measured with ``objective``, and with ``version_check`` only those
-    made with this software, count.
+    One record per key, at a finite distance. Only records measured with
+    ``objective``, and with ``version_check`` only those made with this
+    software, count.
     """
     hardware = _plain(session.hardware)
     found = []
@@ -222,7 +223,7 @@ def nearest(
     unique: dict[str, Neighbour] = {}
     for neighbour in found:
         unique.setdefault(digest(neighbour.record.key), neighbour)
-    return list(unique.values())[:NEAREST_KEYS]
+    return list(unique.values())
 
 
 def ranked(record: TuningRecord, space: Space, kept: Mapping[int, Any]) -> list[int]:
@@ -283,20 +284,18 @@ def propose(
     :param known: the records this process made or read, by entry (see :func:`stored_records`).
     :raises PluginError: for a ``kerneltune_key_distance`` answer that is not a distance.
     """
-    records = stored_records(session, space, known)
-    neighbours = nearest(session, space, key, records, session.settings.objective)
-    if not neighbours:
-        logger.info(
-            "kerneltune: %s: no stored key near %r to warm start from, tuning in full", space.name, key
-        )
-        return None
     if len(kept) <= budget:
         return None
-    chosen = choose(space, kept, neighbours, budget)
-    if not chosen:
+    records = stored_records(session, space, known)
+    allowed = dict.fromkeys(kept)
+    # The nearest keys that timed any of the kept candidates.
+    found = nearest(session, space, key, records, session.settings.objective)
+    neighbours = [n for n in found if ranked(n.record, space, allowed)][:NEAREST_KEYS]
+    if not neighbours:
         logger.info(
-            "kerneltune: %s: the keys near %r timed none of these candidates, tuning in full", space.name, key
+            "kerneltune: %s: no stored key near %r timed these candidates, tuning in full", space.name, key
         )
         return None
+    chosen = choose(space, kept, neighbours, budget)
     start = neighbours[0]
     return Plan(measure=chosen, warm_start={"from": start.record.key, "distance": start.distance})

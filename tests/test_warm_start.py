@@ -389,3 +389,27 @@ def test_a_contextual_kernel_warm_starts_from_the_keys_it_tuned_in_this_process(
         assert len(launches.labels[second]) == 3
     finally:
         remove_plugin(launches)
+
+
+def test_a_nearer_key_that_timed_none_of_the_candidates_gives_way(tmp_path):
+    session = Session.create(
+        Settings(reducer="local", cache="json", timer="wallclock", cache_dir=tmp_path, tie_rounds=0)
+    )
+
+    def tune(ns: list[int], m: int, **options: Any) -> list[int]:
+        space = Space.build("work", [{"n": n} for n in ns], source="def work(m, n): ...")
+        measured = []
+        with Tuner(space).begin(session, m, **options) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                measured.append(candidate.config["n"])
+                tuning.record(candidate, [cost(m, candidate.config["n"] % 100)])
+            tuning.finish()
+        return measured
+
+    tune([101, 102, 103], 64)  # the same code, configs since replaced
+    tune(NS, 1024)
+    measured = tune(NS, 128, warm_start="nearest", warm_start_budget=2)
+    assert sorted(set(measured)) == [6, 7], "1024's pick (7) and its runner-up; key 64 had none of these"
+    records = [json.loads(path.read_text()) for path in (tmp_path / "work").glob("*.json")]
+    (record,) = [r for r in records if r["key"] == 128]
+    assert record["warm_start"]["from"] == 1024

@@ -275,6 +275,8 @@ def _summary(stored: _Stored) -> dict[str, Any]:
         "candidates": len(record.times),
         "created_at": iso_date(record.created),
         "measured_with": record.method.to_data(),
+        "warm_start": record.warm_start,
+        "carried": list(record.carried),
         "file": str(stored.path),
     }
 
@@ -350,6 +352,8 @@ def _show_record(stored: _Stored) -> None:
     ]
     for name, value in header:
         click.echo(f"{name + ':':<15}{value}")
+    for line in views.history_lines(record):
+        click.echo(f"{'history:':<15}{line}")
     click.echo("")
     for line in views.candidate_lines(record):
         click.echo(line)
@@ -531,6 +535,8 @@ def report(function: str | None, directory: Path | None, plot: Path | None) -> N
             click.echo("")
         click.echo(f"{record.function} {views.key_text(record.key)}")
         click.echo(f"  made {iso_date(record.created)}, measured with: {views.method_text(record)}")
+        for line in views.history_lines(record):
+            click.echo(f"  {line}")
         for line in views.candidate_lines(record):
             click.echo(line)
     if plot is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 from kerneltune.core import TuningRecord, format_ms
-from kerneltune.core.tuning import NOT_MEASURED, PRUNED
+from kerneltune.core.records import NOT_MEASURED, PRUNED
 
 
 def key_text(value: Any) -> str:
@@ -62,6 +62,25 @@ def method_text(record: TuningRecord) -> str:
     )
 
 
+def history_lines(record: TuningRecord) -> list[str]:
+    """What a record's tuning started from: a warm start, or times an earlier tuning of the key measured."""
+    lines = []
+    if record.warm_start is not None:
+        measured_now = sum(
+            1 for m in record.measurements if m.samples or m.error not in (None, NOT_MEASURED, PRUNED)
+        )
+        lines.append(
+            f"warm-started from key {key_text(record.warm_start['from'])} "
+            f"(distance {record.warm_start['distance']:.3g}): {measured_now} of {len(record.times)} measured"
+        )
+    if record.carried:
+        lines.append(
+            f"{len(record.carried)} time(s) carried over from an earlier tuning of this key "
+            f"(another candidate list), marked ~"
+        )
+    return lines
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
     return [
@@ -80,7 +99,7 @@ def candidate_lines(record: TuningRecord) -> list[str]:
     rows = []
     for i in order:
         error = record.measurements[i].error
-        mark = "*" if i == record.best_index else " "
+        mark = "*" if i == record.best_index else "~" if i in record.carried else " "
         if error is None:
             rows.append(
                 [

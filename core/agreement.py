@@ -1,9 +1,13 @@
 """The AGREE stage: one gather of small votes decides how every rank proceeds.
 
 Each rank votes with what it knows locally (did its key, cache or prune step
-fail, which candidates it kept, whether it holds a valid record). Every rank
-then applies the same pure function to the same list of votes, so all ranks
-reach the same verdict, or all raise the same error, without further messages.
+fail, which candidates it kept, whether it holds a valid record, and what it
+would measure instead of every kept candidate: a :class:`~kerneltune.core.reuse.Plan`).
+Every rank then applies the same pure function to the same list of votes, so
+all ranks reach the same verdict, or all raise the same error, without
+further messages. The record shared and the plan followed come from one
+rank, so every rank reuses the same stored times and measures the same
+candidates, whatever its own cache held.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ class Vote:
     :param record: this rank's valid stored record, as plain data.
     :param tune: this rank's ``tune`` setting (what a key without a stored
         pick gets), which every rank must share.
+    :param plan: what this rank would measure instead of every kept
+        candidate (reusing its record, or warm starting), as plain data.
+    :param warm: this rank was asked to warm start a key without a record.
     """
 
     rank: int
@@ -49,6 +56,8 @@ class Vote:
     verify_pick: bool
     record: dict[str, Any] | None
     tune: str = "auto"
+    plan: dict[str, Any] | None = None
+    warm: bool = False
 
     def to_data(self) -> dict[str, Any]:
         """Plain data, for the reducer's gather."""
@@ -66,6 +75,8 @@ class Vote:
             "verify_pick": self.verify_pick,
             "record": self.record,
             "tune": self.tune,
+            "plan": self.plan,
+            "warm": self.warm,
         }
 
 
@@ -73,14 +84,19 @@ class Vote:
 class Verdict:
     """What every rank does next.
 
-    :param shared_record: the record every rank adopts instead of tuning, or
-        ``None`` to tune.
+    :param shared_record: the stored record of the key every rank goes by
+        (adopting its pick, or reusing its times), or ``None``. Of several
+        ranks' records, the one that saves most measuring, then the lowest
+        rank's.
     :param writers: the ranks that persist the outcome (one per host and place).
     :param key_mismatch: a description of the ranks' differing keys, or ``None``.
     :param verify_pick: whether every rank checks the pick after tuning
         (settings that add a collective must hold on all ranks or on none).
     :param hosts: the ranks of each host, in rank order (ranks on one host
         split the compiling of the candidates).
+    :param plan: the plan every rank follows (that of the rank whose record
+        is shared, else, where every rank asked for a warm start, the first
+        rank's that found one), or ``None`` to measure every kept candidate.
     """
 
     shared_record: dict[str, Any] | None
@@ -88,6 +104,7 @@ class Verdict:
     key_mismatch: str | None
     verify_pick: bool
     hosts: tuple[tuple[int, ...], ...] = ()
+    plan: dict[str, Any] | None = None
 
     def neighbours(self, rank: int) -> tuple[int, ...]:
         """The ranks on ``rank``'s host, ``rank`` included, in rank order."""
@@ -137,8 +154,20 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
     # One rank told to retune makes all retune: adopting another rank's record would
     # ignore it. Under differing keys a record held for one rank's key is no answer
     # for another's, so then every rank tunes its own key, in step.
+    plan = None
     if not any(v["retune"] for v in votes) and key_mismatch is None:
-        holder = next((v for v in votes if v["record"] is not None), None)
+        # A record that gives the pick outright beats one that saves part of the measuring,
+        # which beats one that saves none (measured another way); then the lowest rank's.
+        holder = min(
+            (v for v in votes if v["record"] is not None),
+            key=lambda v: (v["plan"] is None, v["plan"] is not None and v["plan"]["pick"] is None, v["rank"]),
+            default=None,
+        )
+        if holder is not None:
+            plan = holder["plan"]
+        elif all(v["warm"] for v in votes):
+            # Ranks whose caches differ may find different near keys: the lowest rank's start is everyone's.
+            plan = next((v["plan"] for v in votes if v["plan"] is not None), None)
     writers: dict[tuple[str, str] | int, int] = {}
     for vote in votes:
         # A cache with no files (place None) is private to its process: every rank writes its own.
@@ -153,6 +182,7 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
             tuple(v["rank"] for v in votes if v["host"] == host)
             for host in dict.fromkeys(v["host"] for v in votes)
         ),
+        plan=plan,
     )
 
 

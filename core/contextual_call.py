@@ -232,7 +232,9 @@ class ContextualCall:
         tuners = _TUNERS.setdefault(state.kernel, {})
         tuner = tuners.get(state.space.fingerprint)
         if tuner is None:
-            tuner = tuners[state.space.fingerprint] = Tuner(state.space)
+            # One kernel's candidate lists share their records: a list that grew measures only what is new.
+            records = next(iter(tuners.values())).records if tuners else None
+            tuner = tuners[state.space.fingerprint] = Tuner(state.space, records=records)
         kept = frozenset(state.kept)
         tuning = tuner.begin(
             self.session,

@@ -27,6 +27,7 @@ from kerneltune.core.records import Candidate
 from kerneltune.core.registry import collect_registry
 from kerneltune.core.session import Session, current_session
 from kerneltune.core.space import Space
+from kerneltune.core.warm_start import MODES
 from kerneltune.core.wrapping import FunctionWrapper
 
 _CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")
@@ -72,6 +73,8 @@ class AutoTuner(FunctionWrapper):
         restore_value: Sequence[str] | None = None,
         warmup: int | None = None,
         repeat: int | None = None,
+        warm_start: str | None = None,
+        warm_start_budget: int | None = None,
     ) -> None:
         name = getattr(fn, "__name__", repr(fn))
         if not callable(fn):
@@ -89,6 +92,14 @@ class AutoTuner(FunctionWrapper):
             )
         if not config_space:
             raise ValueError(f"{name}: config_space is empty; give at least one config dict")
+        if warm_start is not None and warm_start not in MODES:
+            raise ValueError(
+                f"{name}: warm_start must be one of {', '.join(MODES)} or None, got {warm_start!r}"
+            )
+        if warm_start_budget is not None and (type(warm_start_budget) is not int or warm_start_budget < 1):
+            raise ValueError(
+                f"{name}: warm_start_budget must be an integer >= 1 or None, got {warm_start_budget!r}"
+            )
         keywords, open_ended, positional = _accepted_keywords(fn)
         fields: set[str] = set()
         for index, config in enumerate(config_space):
@@ -120,6 +131,8 @@ class AutoTuner(FunctionWrapper):
         self.prune_fn = prune_fn
         self.warmup = warmup
         self.repeat = repeat
+        self.warm_start = warm_start
+        self.warm_start_budget = warm_start_budget
         self._fields = frozenset(fields)
         # A positional argument at or past this index lands on a config field.
         self._positional_limit = min(
@@ -198,6 +211,8 @@ class AutoTuner(FunctionWrapper):
             verbose=verbose,
             warmup=self.warmup,
             repeat=self.repeat,
+            warm_start=self.warm_start,
+            warm_start_budget=self.warm_start_budget,
         ) as tuning:
             if target is not None and not tuning.hit:
                 self._screen(tuning, Screening(target, session.settings.isolate_timeout), allow_overwrite)
@@ -320,6 +335,8 @@ def autotune(
     restore_value: Sequence[str] | None = None,
     warmup: int | None = None,
     repeat: int | None = None,
+    warm_start: str | None = None,
+    warm_start_budget: int | None = None,
 ) -> Callable[[Callable[..., Any]], AutoTuner]:
     """Decorate a host function to run with its fastest config from ``config_space``.
 
@@ -348,6 +365,12 @@ def autotune(
     :raises ValueError: for a name in ``reset_to_zero`` or ``restore_value``
         that is not a parameter of the function (or is a config field), or
         a ``warmup`` below 0 or ``repeat`` below 1.
+    :param warm_start: ``"nearest"``: a key with no stored pick measures only
+        the best configs of the stored keys nearest to it
+        (:mod:`kerneltune.core.warm_start`); ``"off"``: every config.
+        Default: the ``warm_start`` setting.
+    :param warm_start_budget: how many configs a warm start measures at
+        most. Default: the ``warm_start_budget`` setting.
 
     The returned :class:`AutoTuner` accepts, besides the function's own
     arguments, ``autotune`` (default ``True``), ``autotune_verbose``,
@@ -364,6 +387,8 @@ def autotune(
             restore_value=restore_value,
             warmup=warmup,
             repeat=repeat,
+            warm_start=warm_start,
+            warm_start_budget=warm_start_budget,
         )
 
     return decorate

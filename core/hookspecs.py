@@ -17,6 +17,8 @@ Three families, and one hook of its own:
   here.
 * ``kerneltune_describe_value``: the first plugin that knows a value names
   it, for labels.
+* ``kerneltune_key_distance``: the first plugin that can compare two keys
+  says how far apart they are, for warm starts.
 """
 
 from __future__ import annotations
@@ -258,6 +260,40 @@ def kerneltune_describe_value(value: Any) -> str | None:
     ``str``.
 
     :param value: one value of a config dict.
+
+    The first non-``None`` result is used.
+    """
+
+
+@hookspec(firstresult=True)
+def kerneltune_key_distance(function: str, key: Any, other: Any) -> float | None:
+    """How far apart two tuning keys of one function are, for warm starts.
+
+    With ``warm_start = "nearest"``, a key that has no stored record starts
+    from the stored keys nearest to it (:mod:`kerneltune.core.warm_start`):
+    their best configs are measured instead of the whole candidate list.
+    The engine asks this hook for the distance from the new key to each
+    stored key of the same function, code and hardware, and starts from
+    the nearest ones. Without an answer it uses the default distance
+    (:func:`kerneltune.core.warm_start.default_distance`): keys of the same
+    shape whose non-numeric parts are equal, numeric parts compared on a
+    log scale, so 1024 is as far from 2048 as 8 from 16.
+
+    Implement it where that is wrong for a key: a key whose best config
+    changes abruptly at known values (say, M below or above 64 for a
+    matmul) can put keys across such a line infinitely far apart, and a key
+    holding a value that never predicts the best config can leave it out of
+    the comparison.
+
+    :param function: the tuned function's name (the cache namespace).
+    :param key: the new key, encoded as records store keys
+        (:func:`kerneltune.core.encode_key`: tuples are lists, floats
+        ``{"float": hex}``, dtypes ``{"torch.dtype": name}``).
+    :param other: a stored key, encoded the same way.
+    :returns: a distance of at least 0 (0: as good as the same key);
+        ``math.inf`` to never start ``key`` from ``other``; ``None`` to
+        leave these keys to the next implementation, and at last to the
+        default.
 
     The first non-``None`` result is used.
     """

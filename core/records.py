@@ -12,6 +12,11 @@ from kerneltune.core.errors import CacheReadError
 
 SCHEMA = 1
 
+#: The error of a candidate the prune step removed: it never ran for this key.
+PRUNED = "pruned"
+#: The error of a candidate a tuning chose not to measure (a staged search, a warm start).
+NOT_MEASURED = "not measured"
+
 
 @attrs.frozen
 class Candidate:
@@ -202,6 +207,23 @@ def _finalists(value: Any, size: int) -> tuple[int, ...] | None:
     return indices
 
 
+def _carried(value: Any, size: int) -> tuple[int, ...]:
+    indices = tuple(_index(v, size, f"carried[{i}]") for i, v in enumerate(_rows(value, "carried")))
+    if list(indices) != sorted(set(indices)):
+        raise CacheReadError("carried is not an ascending list of distinct indices")
+    return indices
+
+
+def _warm_start(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    given = _mapping(value, "warm_start")
+    return {
+        "from": _plain(given["from"], "warm_start.from"),
+        "distance": _finite(given["distance"], "warm_start.distance"),
+    }
+
+
 @attrs.frozen
 class TuningRecord:
     """What the cache stores for one (function, key, hardware) entry.
@@ -210,6 +232,12 @@ class TuningRecord:
     live config is always taken from the current candidate list, never
     rebuilt from the file. ``finalists`` are the indices SELECT chose among
     (a staged search's re-timed finalists); ``None`` means every candidate.
+    ``source`` is the digest of the tuned code (``None`` in records written
+    before it was kept); ``carried`` the indices whose measurements an
+    earlier tuning of this key made, for another candidate list
+    (:mod:`kerneltune.core.reuse`); ``warm_start`` where a warm start
+    began (:mod:`kerneltune.core.warm_start`): ``{"from": <stored key>,
+    "distance": <its distance>}``, ``None`` for a tuning that did not.
     """
 
     function: str
@@ -224,6 +252,9 @@ class TuningRecord:
     created: float
     method: Method = Method()
     finalists: tuple[int, ...] | None = None
+    source: str | None = None
+    carried: tuple[int, ...] = ()
+    warm_start: dict[str, Any] | None = None
     schema: int = SCHEMA
 
     def to_data(self) -> dict[str, Any]:
@@ -250,13 +281,17 @@ class TuningRecord:
             "created": self.created,
             "created_at": iso_date(self.created),
             "measured_with": self.method.to_data(),
+            "source": self.source,
+            "carried": list(self.carried),
+            "warm_start": None if self.warm_start is None else dict(self.warm_start),
         }
 
     @classmethod
     def from_data(cls, data: Any) -> TuningRecord:
         """Rebuild a record from plain data, checking every field's type and range.
 
-        Records written before ``finalists`` was kept load with ``None``.
+        Records written before ``finalists``, ``source``, ``carried`` or
+        ``warm_start`` were kept load with their defaults.
 
         :raises CacheReadError: when the data is not a record of this schema:
             a field missing or of the wrong type, a number that is not finite
@@ -312,6 +347,9 @@ class TuningRecord:
                 created=created,
                 method=Method.from_data(data.get("measured_with")),
                 finalists=_finalists(data.get("finalists"), len(rows)),
+                source=None if data.get("source") is None else _text(data["source"], "source"),
+                carried=_carried(data.get("carried", []), len(rows)),
+                warm_start=_warm_start(data.get("warm_start")),
             )
         except KeyError as exc:
             raise CacheReadError(f"record has no field {exc}") from None

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 from kerneltune.core.records import Candidate
+from kerneltune.core.warm_start import WarmStart
 
 if TYPE_CHECKING:
     from kerneltune.core.contracts import Reducer
@@ -64,3 +65,7 @@ class Setup:
     schedule: Schedule
     #: which tuner drives the tuning, for observers (see ``TuningStarted.driver``).
     driver: str = "function"
+    #: the entry's name before records outlived candidate lists, ``None`` when computing the key failed.
+    legacy_entry: str | None = None
+    #: whether a key without a record warm starts, and within what budget.
+    warm: WarmStart = attrs.field(factory=WarmStart)

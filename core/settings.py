@@ -11,7 +11,8 @@ table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
 ``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``,
 ``KERNELTUNE_VERBOSE``, ``KERNELTUNE_TUNE``,
 ``KERNELTUNE_SEARCH_STRATEGY``, ``KERNELTUNE_SEARCH_EFFORT``, ``KERNELTUNE_SEARCH_BUDGET_S``,
-``KERNELTUNE_SEARCH_MAX_POINTS``.
+``KERNELTUNE_SEARCH_MAX_POINTS``,
+``KERNELTUNE_WARM_START``, ``KERNELTUNE_WARM_START_BUDGET``.
 :func:`setting_sources` says which of them set each value.
 """
 
@@ -100,6 +101,9 @@ class Settings:
     search_effort: str = "default"
     search_budget_s: float = 0.0
     search_max_points: int = 0
+    # A new key measures the best configs of the stored keys nearest to it ("nearest"), at most this many.
+    warm_start: str = "off"
+    warm_start_budget: int = 5
 
     @property
     def cache_root(self) -> Path:
@@ -248,6 +252,8 @@ _FIELDS = {
     "search_effort": _choice(*SEARCH_EFFORTS),
     "search_budget_s": _seconds,
     "search_max_points": _count(0),
+    "warm_start": _choice("off", "nearest"),
+    "warm_start_budget": _count(1),
 }
 
 _ENV = {
@@ -277,6 +283,8 @@ _ENV = {
     "KERNELTUNE_SEARCH_EFFORT": "search_effort",
     "KERNELTUNE_SEARCH_BUDGET_S": "search_budget_s",
     "KERNELTUNE_SEARCH_MAX_POINTS": "search_max_points",
+    "KERNELTUNE_WARM_START": "warm_start",
+    "KERNELTUNE_WARM_START_BUDGET": "warm_start_budget",
 }
 
 # Variables that switch a setting off when set to 1 (the setting is their negation).

@@ -12,11 +12,18 @@ from kerneltune.core.records import Candidate
 
 @attrs.frozen
 class Space:
-    """A named candidate list and the fingerprint of what it tunes."""
+    """A named candidate list and the fingerprint of what it tunes.
+
+    ``fingerprint`` covers the tuned code and every candidate; ``source``
+    the code alone, which is what a stored record's entry is named by, so
+    that a record outlives changes to the candidate list
+    (:mod:`kerneltune.core.reuse`).
+    """
 
     name: str
     candidates: tuple[Candidate, ...]
     fingerprint: str
+    source: str = ""
 
     @classmethod
     def build(
@@ -32,4 +39,6 @@ class Space:
             for i, c in enumerate(configs)
         )
         fingerprint = digest({"source": source, "candidates": [c.fingerprint for c in candidates]})
-        return cls(name=name, candidates=candidates, fingerprint=fingerprint)
+        return cls(
+            name=name, candidates=candidates, fingerprint=fingerprint, source=digest({"source": source})
+        )

@@ -7,6 +7,7 @@ import time
 import warnings
 from typing import Any
 
+import attrs
 from kerneltune.core.errors import CacheReadError
 from kerneltune.core.records import STATISTIC, Measurement, Method, TuningRecord
 from kerneltune.core.schedule import Schedule
@@ -17,20 +18,25 @@ logger = logging.getLogger("kerneltune")
 
 
 def read_record(
-    session: Session, name: str, entry: str, fingerprints: tuple[str, ...], key: Any
+    session: Session, name: str, entry: str, key: Any, data: dict[str, Any] | None = None
 ) -> TuningRecord | None:
     """The record stored for ``entry``, or ``None`` (a logged miss) when there is none to trust.
 
     A record that cannot be read, fails its checks (field by field, and its
-    pick against its times), or is for another candidate list or key is a
-    miss; one made with other software versions is a warning, or a miss
-    with ``version_check``.
+    pick against its times), or is for another key is a miss; one made
+    with other software versions is a warning, or a miss with
+    ``version_check``. Its candidate list may differ from the live one
+    (:mod:`kerneltune.core.reuse` decides what it is still good for).
+
+    :param data: the record's plain data where this process holds it already;
+        ``None`` asks the cache plugin.
     """
-    try:
-        data = session.cache_load(name, entry)
-    except CacheReadError as exc:
-        logger.info("kerneltune: %s: cache entry unreadable, retuning (%s)", name, exc)
-        return None
+    if data is None:
+        try:
+            data = session.cache_load(name, entry)
+        except CacheReadError as exc:
+            logger.info("kerneltune: %s: cache entry unreadable, retuning (%s)", name, exc)
+            return None
     if data is None:
         return None
     try:
@@ -39,8 +45,8 @@ def read_record(
     except CacheReadError as exc:
         logger.info("kerneltune: %s: cache entry rejected, retuning (%s)", name, exc)
         return None
-    if record.fingerprints != fingerprints or record.key != key:
-        logger.info("kerneltune: %s: cache entry is for another candidate list or key, retuning", name)
+    if record.key != key:
+        logger.info("kerneltune: %s: cache entry is for another key, retuning", name)
         return None
     if record.versions != session.versions:
         changed = sorted(
@@ -72,6 +78,8 @@ def new_record(
     finalists: tuple[int, ...] | None,
     *,
     shards: int = 1,
+    carried: tuple[int, ...] = (),
+    warm_start: dict[str, Any] | None = None,
 ) -> TuningRecord:
     """The record of a finished tuning: the pick, every candidate's time and how they were measured.
 
@@ -79,8 +87,9 @@ def new_record(
     :param times: every candidate's time as the ranks agreed on it.
     :param finalists: the candidates SELECT chose among, or ``None`` for all.
     :param shards: how many ranks split the candidates (1: none did).
+    :param carried: the candidates whose times and measurements an earlier tuning made.
+    :param warm_start: where a warm start began, or ``None``.
     """
-    settings = session.settings
     return TuningRecord(
         function=space.name,
         key=key,
@@ -92,13 +101,21 @@ def new_record(
         versions=dict(session.versions),
         hardware=dict(session.hardware),
         created=time.time(),
-        method=Method(
-            objective=settings.objective,
-            statistic=STATISTIC,
-            timer=session.timers.select(settings.timer).name,
-            warmup=schedule.warmup,
-            repeat=schedule.repeat,
-            shards=shards,
-        ),
+        method=attrs.evolve(method_of(session, schedule), shards=shards),
         finalists=finalists,
+        source=space.source,
+        carried=carried,
+        warm_start=warm_start,
+    )
+
+
+def method_of(session: Session, schedule: Schedule) -> Method:
+    """How a tuning of ``session`` and ``schedule`` measures, as its record will say (no sharding)."""
+    settings = session.settings
+    return Method(
+        objective=settings.objective,
+        statistic=STATISTIC,
+        timer=session.timers.select(settings.timer).name,
+        warmup=schedule.warmup,
+        repeat=schedule.repeat,
     )

@@ -32,17 +32,18 @@ from kerneltune.core.events import CandidateMeasured, PickLoaded, TuningFinished
 from kerneltune.core.isolation import ScreenedOut, merge_ranks, screen_all, warn_unscreened
 from kerneltune.core.keys import digest
 from kerneltune.core.measure import CandidateRuns, Wrap, host_times
-from kerneltune.core.records import Candidate, Measurement, TuningRecord
+from kerneltune.core.records import NOT_MEASURED, PRUNED, Candidate, Measurement, TuningRecord
+from kerneltune.core.reuse import Plan, carried_rows, plan_reuse
 from kerneltune.core.schedule import Job, Setup
 from kerneltune.core.settings import TUNE_AUTO, TUNE_FAIL
 from kerneltune.core.shard import gather_times, share
-from kerneltune.core.stored import new_record, read_record
+from kerneltune.core.stored import method_of, new_record, read_record
 from kerneltune.core.ties import TIE_WARMUP, agreed_near_ties
+from kerneltune.core.warm_start import NEAREST, propose
 
 logger = logging.getLogger("kerneltune")
 
-PRUNED = "pruned"
-NOT_MEASURED = "not measured"
+__all__ = ["NOT_MEASURED", "PRUNED", "Tuning"]
 
 
 class Tuning:
@@ -58,6 +59,11 @@ class Tuning:
         self.driver = setup.driver
         self._encoded = setup.encoded
         self._entry = setup.entry
+        self._legacy_entry = setup.legacy_entry
+        #: the record was found under its legacy name, and is stored under the new one too.
+        self._migrate = False
+        self._warm = setup.warm.mode == NEAREST
+        self._warm_budget = setup.warm.budget
         self._lock = setup.lock
         self._space = setup.tuner.space
         self._log_dir = session.cache_directory(self._space.name)
@@ -68,6 +74,12 @@ class Tuning:
         self._ties_planned = setup.schedule.adaptive
         #: the candidates SELECT chooses among after near ties were re-timed.
         self._finalists: tuple[Candidate, ...] | None = None
+        #: the stored time and measurement of candidates an earlier tuning of this key measured.
+        self._carried: dict[int, tuple[float, Measurement]] = {}
+        #: the only candidates measured, and SELECT's choice, when a plan names them.
+        self._scope: frozenset[int] | None = None
+        #: where a warm start began, for the record.
+        self._warm_start: dict[str, Any] | None = None
         self._host_us = host_times()
         self._compiling: CompileStage | None = None
         #: sharded, every rank's compiles have ended (:meth:`next_candidate`).
@@ -99,6 +111,17 @@ class Tuning:
         self._lock.release()
 
     @property
+    def reused(self) -> dict[int, float]:
+        """The stored time of each candidate an earlier tuning of this key measured, and this one has not.
+
+        Filled when the key's record was made for another candidate list
+        (:mod:`kerneltune.core.reuse`), alike on every rank (``inf``: it
+        failed). An adaptive driver may take these times instead of
+        measuring; :meth:`finish` still selects among measured candidates only.
+        """
+        return {i: kept[0] for i, kept in self._carried.items() if i not in self._measurements}
+
+    @property
     def hit(self) -> bool:
         """Whether a pick was found without measuring (in-process, disk or another rank)."""
         return self.best is not None and not self._measurements
@@ -121,6 +144,7 @@ class Tuning:
         distributed = self.reducer.world_size > 1
         settings = self.session.settings
         record = None
+        plan = None
         kept: tuple[int, ...] = ()
         stage = "computing the key"
         if failure is None:
@@ -130,44 +154,81 @@ class Tuning:
                 stage = "reading the cache"
                 if not self._retune:
                     record = self._lookup()
-                if record is not None and not distributed:
-                    self._adopt(record, store=False)
+                if record is not None and not distributed and self._lists_alike(record):
+                    self._adopt(record.best_index, record, store=self._migrate)
                     self._loaded("cache")
                     return
                 stage = "pruning"
                 kept = self._prune(keep)
+                stage = "planning what to measure"
+                plan = self._plan(record, kept)
             except Exception as exc:
                 if not distributed:
                     raise
                 failure = exc
+        shared = record
         if distributed:
-            verdict = self._agree(stage, failure, kept, record)
+            verdict = self._agree(stage, failure, kept, record, plan)
             self._writers = verdict.writers
             self._verify_pick = verdict.verify_pick
             self._neighbours = verdict.neighbours(self.reducer.rank)
-            if verdict.shared_record is not None:
-                shared = TuningRecord.from_data(verdict.shared_record)
-                self._adopt(shared, store=record is None or record.best_index != shared.best_index)
+            # Every rank follows the plan of the rank whose record (or warm start) the verdict chose.
+            shared = None if verdict.shared_record is None else TuningRecord.from_data(verdict.shared_record)
+            plan = None if verdict.plan is None else Plan.from_data(verdict.plan, len(self._space.candidates))
+            if plan is not None and plan.pick is not None:
+                assert shared is not None
                 same = record is not None and record.best_index == shared.best_index
+                self._adopt(plan.pick, shared, store=not same or self._migrate)
                 self._loaded("cache" if same else "rank")
                 return
+        elif plan is not None and plan.pick is not None:
+            assert record is not None
+            self._adopt(plan.pick, record, store=self._migrate)
+            self._loaded("cache")
+            return
         if settings.tune != TUNE_AUTO:
             self._untuned(kept)
             return
-        kept_candidates = tuple(self._space.candidates[i] for i in kept)
+        self._follow(plan, shared, kept)
+
+    def _plan(self, record: TuningRecord | None, kept: tuple[int, ...]) -> Plan | None:
+        """What this rank would do instead of measuring every kept candidate; ``None``: measure them."""
+        if record is not None:
+            method = method_of(self.session, self._schedule)
+            return plan_reuse(record, self._space, kept, method, adaptive=self._schedule.adaptive)
+        if self._warm and not self._schedule.adaptive and not self.session.settings.always_tune:
+            return propose(
+                self.session, self._space, self._encoded, kept, self.tuner.records, self._warm_budget
+            )
+        return None
+
+    def _follow(self, plan: Plan | None, shared: TuningRecord | None, kept: tuple[int, ...]) -> None:
+        """Queue what the plan (or, without one, every kept candidate) says to measure."""
+        candidates = self._space.candidates
+        measured = tuple(candidates[i] for i in kept)
+        if plan is not None:
+            if plan.reuse and shared is not None:
+                self._carried = carried_rows(shared, self._space)
+            if plan.measure:
+                measured = tuple(candidates[i] for i in plan.measure)
+                self._scope = frozenset(plan.measure)
+            self._warm_start = plan.warm_start
+            self._explain(len(measured), len(kept))
         # An adaptive driver queues candidates itself, round by round.
         if self._schedule.shard:
             self._ties_planned = True
-            self.request(share(kept_candidates, self.reducer.rank, self.reducer.world_size))
+            self.request(share(measured, self.reducer.rank, self.reducer.world_size))
+        elif self._scope is not None:
+            self._head_to_head(measured)
         elif not self._schedule.adaptive:
-            self.request(kept_candidates)
-        for candidate in self._space.candidates:
+            self.request(measured)
+        for candidate in candidates:
             if candidate.index not in kept:
                 self._measurements[candidate.index] = Measurement(candidate.index, error=PRUNED)
         self._notify(
             "kerneltune_tuning_started",
             TuningStarted,
-            candidates=kept_candidates,
+            candidates=measured,
             world_size=self.reducer.world_size,
         )
 
@@ -197,6 +258,46 @@ class Tuning:
         self.tuner.picks[self.key] = self.best
         self._loaded("default")
 
+    def _explain(self, measuring: int, kept: int) -> None:
+        name, key = self._space.name, self.key
+        if self._warm_start is not None:
+            logger.info(
+                "kerneltune: %s: key %r: warm start from the stored key %s (distance %.3g): "
+                "measuring %d of %d candidates",
+                name,
+                key,
+                self._warm_start["from"],
+                self._warm_start["distance"],
+                measuring,
+                kept,
+            )
+        elif self._carried:
+            logger.info(
+                "kerneltune: %s: key %r: the candidate list changed; %d stored measurement(s) reused, "
+                "measuring %s",
+                name,
+                key,
+                len(self._carried),
+                f"{measuring} candidate(s) against the stored pick"
+                if self._scope
+                else "what the driver asks",
+            )
+
+    def _head_to_head(self, candidates: tuple[Candidate, ...]) -> None:
+        """Queue a plan's few candidates in two interleaved rounds of half the timed runs each.
+
+        They are compared with each other alone, so each round measures them
+        all in turn (the second starting one further on) and drift between
+        the first candidate and the last lands on each alike.
+        """
+        if len(candidates) < 2:
+            self.request(candidates)
+            return
+        half = max(1, math.ceil(self._schedule.repeat / 2))
+        self.request(candidates, repeat=half)
+        for candidate in candidates[1:] + candidates[:1]:
+            self._queue.append(Job(candidate, TIE_WARMUP, half, extend=True))
+
     def _loaded(self, source: str) -> None:
         assert self.best is not None
         self._notify("kerneltune_pick_loaded", PickLoaded, best=self.best, source=source)
@@ -218,7 +319,12 @@ class Tuning:
         return kept
 
     def _agree(
-        self, stage: str, failure: BaseException | None, kept: tuple[int, ...], record: TuningRecord | None
+        self,
+        stage: str,
+        failure: BaseException | None,
+        kept: tuple[int, ...],
+        record: TuningRecord | None,
+        plan: Plan | None,
     ) -> Verdict:
         directory = self._log_dir
         vote = Vote(
@@ -234,20 +340,43 @@ class Tuning:
             verify_pick=self.session.settings.verify_pick,
             record=None if record is None else record.to_data(),
             tune=self.session.settings.tune,
+            plan=None if plan is None else plan.to_data(),
+            warm=self._warm and not self._schedule.adaptive,
         )
         return agree(self.reducer, vote, self._space.name)
 
     def _lookup(self) -> TuningRecord | None:
+        """LOOKUP: the record of this key, held in this process or stored, whatever its candidate list."""
         assert self._entry is not None
-        fingerprints = tuple(c.fingerprint for c in self._space.candidates)
-        return read_record(self.session, self._space.name, self._entry, fingerprints, self._encoded)
+        name, held = self._space.name, self.tuner.records.get(self._entry)
+        record = read_record(self.session, name, self._entry, self._encoded, held)
+        if record is None and held is None and self._legacy_entry is not None:
+            record = read_record(self.session, name, self._legacy_entry, self._encoded)
+            if record is not None:
+                logger.info(
+                    "kerneltune: %s: key %r: record found under its name from before records outlived "
+                    "candidate lists; stored under the new name too",
+                    name,
+                    self.key,
+                )
+                record = attrs.evolve(record, source=self._space.source)
+                self._migrate = True
+        return record
 
-    def _adopt(self, record: TuningRecord, *, store: bool) -> None:
-        self.best = self._space.candidates[record.best_index]
+    def _lists_alike(self, record: TuningRecord) -> bool:
+        return record.fingerprints == tuple(c.fingerprint for c in self._space.candidates)
+
+    def _adopt(self, best: int, record: TuningRecord, *, store: bool) -> None:
+        """Make candidate ``best`` the pick and ``record`` the key's record here; store it if asked."""
+        self.best = self._space.candidates[best]
         self.tuner.picks[self.key] = self.best
         # A failure met while computing the key never reaches a record: no entry, nothing to store.
-        if store and self._entry is not None and self.reducer.rank in self._writers:
-            self.session.cache_store(self._space.name, self._entry, record.to_data())
+        if self._entry is None:
+            return
+        data = record.to_data()
+        self.tuner.records[self._entry] = data
+        if store and self.reducer.rank in self._writers:
+            self.session.cache_store(self._space.name, self._entry, data)
 
     # -- MEASURE -----------------------------------------------------------------
 
@@ -538,6 +667,9 @@ class Tuning:
         if among is self._finalists and allowed and not any(math.isfinite(times[i]) for i in allowed):
             # Every near tie failed while being re-timed: the first pass still stands.
             allowed = None
+        if allowed is None and self._scope is not None:
+            allowed = set(self._scope)
+        # Stored times never enter SELECT: only what this tuning measured is compared.
         finite = [i for i, t in enumerate(times) if math.isfinite(t) and (allowed is None or i in allowed)]
         best = min(finite, key=lambda i: (times[i], i)) if finite else None
         self._notify(
@@ -554,18 +686,23 @@ class Tuning:
         self._first_failure = None
         if self._verify_pick:
             check_picks(self.reducer, best, self._space.name)
+        carried = {i: kept for i, kept in self._carried.items() if i not in self._measurements}
+        if carried and allowed is None:
+            allowed = set(range(len(candidates)))
         record = new_record(
             self.session,
             self._space,
             self._encoded,
             best,
-            times,
-            tuple(self._measurement(c.index) for c in candidates),
+            tuple(carried[i][0] if i in carried else t for i, t in enumerate(times)),
+            tuple(carried[i][1] if i in carried else self._measurement(i) for i in range(len(candidates))),
             self._schedule,
-            None if allowed is None else tuple(sorted(allowed)),
+            None if allowed is None else tuple(sorted(allowed - carried.keys())),
             shards=self.reducer.world_size if self._schedule.shard else 1,
+            carried=tuple(sorted(carried)),
+            warm_start=self._warm_start,
         )
-        self._adopt(record, store=True)
+        self._adopt(best, record, store=True)
         return candidates[best]
 
     def _failure_report(self, allowed: set[int] | None = None) -> str:

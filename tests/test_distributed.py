@@ -61,8 +61,8 @@ def _unavailable(world: int) -> str | None:
     return None
 
 
-def spawn(world: int, scenarios: list[str], run_dir: Path) -> list[dict[str, Any]]:
-    """Run ``scenarios`` on ``world`` fresh processes; each rank's outcomes by scenario."""
+def spawn(world: int, scenarios: list[str], run_dir: Path, worker: Path = WORKER) -> list[dict[str, Any]]:
+    """Run ``scenarios`` of ``worker`` on ``world`` fresh processes; each rank's outcomes by scenario."""
     config = run_dir / "kerneltune.toml"
     # Host-side sleeps are what the scenarios time, on GPUs too; a few runs suffice.
     # The scenarios count collectives and calls, so near ties are not re-timed and host
@@ -91,7 +91,7 @@ def spawn(world: int, scenarios: list[str], run_dir: Path) -> list[dict[str, Any
         for rank in range(world):
             home = run_dir / f"rank{rank}"
             home.mkdir()
-            command = [sys.executable, str(WORKER), str(rank), str(world), str(run_dir), BACKEND, names]
+            command = [sys.executable, str(worker), str(rank), str(world), str(run_dir), BACKEND, names]
             with (run_dir / f"rank{rank}.out").open("wb") as out:
                 procs.append(subprocess.Popen(command, cwd=home, env=env, stdout=out, stderr=merged))
         deadline = time.monotonic() + JOIN_TIMEOUT_S

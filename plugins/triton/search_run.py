@@ -221,8 +221,16 @@ class SearchRun:
         """Measure a round through the engine; every rank's agreed time per point.
 
         The round's candidates that may run are compiled by the engine's
-        COMPILE stage while the first ones are measured.
+        COMPILE stage while the first ones are measured. Candidates an
+        earlier search of this key measured, for a space that has changed
+        since, keep their stored times (``Tuning.reused``, alike on every
+        rank); stage 3 re-times the finalists whatever they hold.
         """
+        stored = self.tuning.reused
+        known = {p: stored[self.space.index(p)] for p in points if self.space.index(p) in stored}
+        points = [p for p in points if p not in known]
+        if not points:
+            return known
         candidates = [self.space.candidate(p) for p in points]
         problems = self.screen(points, candidates)
         self.tuning.request(candidates)
@@ -248,7 +256,7 @@ class SearchRun:
             # One number more per round: the slowest rank's clock, so that every rank's budget
             # runs out at the same round (a rank stopping alone would leave the others waiting).
             (self.agreed_elapsed,) = self.tuning.reducer.max([time.perf_counter() - self.started])
-        return dict(zip(points, times, strict=True))
+        return {**known, **dict(zip(points, times, strict=True))}
 
     def finalise(self, finalists: list[Point]) -> Candidate:
         """Stage 3: re-time the finalists precisely, gate them, and pick."""

@@ -1,0 +1,368 @@
+"""Warm start against full tuning on a bf16 matmul swept over M: configs measured, tuning time, regret.
+
+Usage (needs a CUDA device; about 3-5 minutes on one H200)::
+
+    python3 bench/warm_start.py --out warm_start.json
+    python3 bench/warm_start.py --smoke          # a tiny CPU version under TRITON_INTERPRET=1
+
+A function-level tuner (``triton_dist.tune.autotune``) around a launcher of
+the Triton matmul of tests/contextual_matmul.py (bf16 inputs, N = K = 4096,
+its sixteen configs plus eight for small M), keyed by (M, N, K, dtype), is
+tuned for 30 values of M from 1 to 16384, in increasing order, twice, each
+sweep with a cache directory of its own:
+
+* ``full``: every config measured for every M (``warm_start="off"``);
+* ``warm``: ``warm_start="nearest"`` with ``--budget`` configs (default 5);
+  the first M has no stored neighbour and is tuned in full.
+
+Every config is compiled first (one full tuning per kind of M Triton
+specialises on: 1, a multiple of 16, any other), in a throwaway cache
+directory, so both sweeps time tuning, not Triton's compiler. Per M, each
+sweep's distinct configs measured and tuning wall time (the first call,
+synchronised) are recorded; afterwards an oracle times every config at every
+M with ``triton.testing.do_bench`` (median, L2 flushed) in ``--oracle-rounds``
+interleaved rounds (each round over all configs, starting one further on)
+and takes each config's median over the rounds. A pick's regret is its
+oracle time over the fastest config's, minus one.
+
+Printed: a row per M, then the share of M whose warm pick is within 2 % and
+5 % of the oracle's best (full's beside it), the most configs a warm start
+measured, the total tuning time of warm over full, and the worst M. ``--out``
+writes every number as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kerneltune.core import add_plugin, hookimpl
+
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+M_VALUES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 80, 96, 128, 192, 256, 384, 512, 640, 768, 1024)
+M_VALUES += (1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
+#: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) added to SIXTEEN_CONFIGS, whose BLOCK_M starts at 32.
+SMALL_M_CONFIGS = (
+    (16, 64, 64, 4, 4),
+    (16, 128, 64, 4, 4),
+    (16, 256, 64, 4, 3),
+    (16, 128, 128, 4, 3),
+    (32, 64, 64, 4, 4),
+    (32, 128, 64, 4, 4),
+    (32, 256, 64, 8, 3),
+    (32, 128, 128, 4, 3),
+)
+#: The CPU smoke run: a few M, a 32 x 32 weight, six configs, float16 (the interpreter has no bf16).
+SMOKE_M = (1, 2, 4, 8, 16, 32)
+SMOKE_CONFIGS = (
+    (16, 16, 16, 1, 2),
+    (16, 32, 32, 2, 2),
+    (32, 16, 32, 2, 2),
+    (32, 32, 16, 4, 2),
+    (32, 32, 32, 4, 3),
+    (16, 16, 32, 1, 3),
+)
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--budget", type=int, help="warm_start_budget (default 5; 2 with --smoke)")
+    parser.add_argument("--oracle-rounds", type=int, default=3, help="interleaved oracle rounds (default 3)")
+    parser.add_argument(
+        "--oracle-rep-ms", type=float, default=5.0, help="do_bench's rep per call (default 5)"
+    )
+    parser.add_argument("--nk", type=int, default=4096, help="N = K (default 4096)")
+    parser.add_argument(
+        "--cache-root",
+        type=Path,
+        help="an empty folder for the sweeps' cache directories (default: a temp dir)",
+    )
+    parser.add_argument("--out", type=Path, help="write every number here as JSON")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a tiny version on the CPU, in Triton's interpreter"
+    )
+    return parser.parse_args()
+
+
+class Tunings:
+    """Observer: per tuning of the launcher, the distinct configs measured and the pick."""
+
+    def __init__(self, function: str) -> None:
+        self.function = function
+        self.measured: set[int] = set()
+        self.pick: int | None = None
+
+    def reset(self) -> None:
+        self.measured, self.pick = set(), None
+
+    @hookimpl
+    def kerneltune_candidate_measured(self, event: Any) -> None:
+        if event.function == self.function:
+            self.measured.add(event.candidate.index)
+
+    @hookimpl
+    def kerneltune_tuning_finished(self, event: Any) -> None:
+        if event.function == self.function and event.best is not None:
+            self.pick = event.best.index
+
+
+class Workload:
+    """The matmul's operands at the largest M, its configs, and how to launch and time it."""
+
+    def __init__(self, smoke: bool, nk: int) -> None:
+        import torch
+        from contextual_matmul import SIXTEEN_CONFIGS, config, launch_config, make_matmul
+
+        self.torch = torch
+        self.smoke = smoke
+        self.device = "cpu" if smoke else "cuda"
+        self.m_values = SMOKE_M if smoke else M_VALUES
+        shapes = SMOKE_CONFIGS if smoke else SMALL_M_CONFIGS
+        self.configs = ([] if smoke else list(SIXTEEN_CONFIGS)) + [config(*shape) for shape in shapes]
+        self.kernel = make_matmul(self.configs)
+        self._launch_config = launch_config
+        dtype = torch.float16 if smoke else torch.bfloat16
+        nk = 32 if smoke else nk
+        biggest = max(self.m_values)
+        self.a = torch.randn((biggest, nk), device=self.device, dtype=dtype)
+        self.b = torch.randn((nk, nk), device=self.device, dtype=dtype)
+        self.c = torch.empty((biggest, nk), device=self.device, dtype=torch.float16)
+
+    def operands(self, m: int) -> tuple[Any, Any, Any]:
+        return self.a[:m], self.b, self.c[:m]
+
+    def launch(self, m: int, cfg: Any) -> None:
+        self._launch_config(self.kernel, cfg, *self.operands(m))
+
+    def synchronize(self) -> None:
+        if not self.smoke:
+            self.torch.cuda.synchronize()
+
+    def time_ms(self, m: int, cfg: Any, rep_ms: float) -> float:
+        """One oracle measurement: do_bench's median on the GPU, a median of wall times in the interpreter."""
+        if self.smoke:
+            samples = []
+            for _ in range(3):
+                started = time.perf_counter()
+                self.launch(m, cfg)
+                samples.append((time.perf_counter() - started) * 1000)
+            return statistics.median(samples)
+        import triton
+
+        return float(
+            triton.testing.do_bench(lambda: self.launch(m, cfg), warmup=1, rep=rep_ms, return_mode="median")
+        )
+
+    def check(self, m: int, cfg: Any) -> None:
+        a, b, c = self.operands(m)
+        self.launch(m, cfg)
+        self.synchronize()
+        self.torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.5, rtol=0.05)
+
+
+def tuned_launcher(work: Workload, **options: Any) -> Callable[..., None]:
+    """A new function-level tuner around the matmul launcher, keyed by (M, N, K, dtype)."""
+    from triton_dist.tune import autotune
+
+    def matmul_launch(a: Any, b: Any, c: Any, cfg: Any) -> None:
+        work._launch_config(work.kernel, cfg, a, b, c)
+
+    space = [{"cfg": cfg} for cfg in work.configs]
+    return autotune(
+        config_space=space, key_fn=lambda a, b, c: (a.shape[0], b.shape[1], a.shape[1], a.dtype), **options
+    )(matmul_launch)
+
+
+def sweep(work: Workload, tunings: Tunings, cache: Path, **options: Any) -> list[dict[str, Any]]:
+    """Tune every M in order with a new tuner over ``cache``; per M the configs measured, seconds and pick."""
+    os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(cache)
+    launcher = tuned_launcher(work, **options)
+    rows = []
+    for m in work.m_values:
+        tunings.reset()
+        work.synchronize()
+        started = time.perf_counter()
+        launcher(*work.operands(m))
+        work.synchronize()
+        seconds = time.perf_counter() - started
+        assert tunings.pick is not None, f"M={m}: no tuning happened (a stale cache in {cache}?)"
+        rows.append({"m": m, "measured": len(tunings.measured), "seconds": seconds, "pick": tunings.pick})
+        print(
+            f"  M={m:<6} {len(tunings.measured):>3} configs {seconds:8.3f} s  pick [{tunings.pick}]",
+            flush=True,
+        )
+    starts = {}
+    for path in (cache / "matmul_launch").glob("*.json"):
+        record = json.loads(path.read_text())
+        starts[record["key"][0]] = record.get("warm_start")
+    for row in rows:
+        row["warm_start"] = starts.get(row["m"])
+    return rows
+
+
+def oracle(work: Workload, rounds: int, rep_ms: float) -> dict[int, list[float]]:
+    """Per M, each config's median over interleaved rounds of single-config measurements."""
+    times = {}
+    count = len(work.configs)
+    for m in work.m_values:
+        per_round = []
+        for round_ in range(rounds):
+            order = [(i + round_) % count for i in range(count)]
+            measured = {i: work.time_ms(m, work.configs[i], rep_ms) for i in order}
+            per_round.append([measured[i] for i in range(count)])
+        times[m] = [statistics.median(r[i] for r in per_round) for i in range(count)]
+        print(f"  M={m:<6} fastest {min(times[m]):.4f} ms", flush=True)
+    return times
+
+
+def regret(times: list[float], pick: int) -> float:
+    return times[pick] / min(times) - 1
+
+
+def summary(rows: list[dict[str, Any]], budget: int) -> dict[str, Any]:
+    def share(kind: str, limit: float) -> float:
+        return sum(1 for row in rows if row[kind]["regret"] <= limit) / len(rows)
+
+    worst = max(rows, key=lambda row: row["warm"]["regret"])
+    full_s = sum(row["full"]["seconds"] for row in rows)
+    warm_s = sum(row["warm"]["seconds"] for row in rows)
+    return {
+        "warm_within_2pct": share("warm", 0.02),
+        "warm_within_5pct": share("warm", 0.05),
+        "full_within_2pct": share("full", 0.02),
+        "full_within_5pct": share("full", 0.05),
+        "warm_max_measured": max(row["warm"]["measured"] for row in rows),
+        "warm_max_measured_after_first": max((row["warm"]["measured"] for row in rows[1:]), default=0),
+        "budget": budget,
+        "full_seconds": full_s,
+        "warm_seconds": warm_s,
+        "time_ratio": warm_s / full_s,
+        "worst_m": worst["m"],
+        "worst_regret": worst["warm"]["regret"],
+    }
+
+
+def main() -> int:
+    options = arguments()
+    if options.smoke:
+        # Before Triton is imported: its interpreter runs the kernels on the CPU.
+        os.environ["TRITON_INTERPRET"] = "1"
+    sys.path.insert(0, str(TESTS))
+    os.environ.setdefault("KERNELTUNE_PROGRESS", "0")
+    os.environ["KERNELTUNE_CACHE"] = "json"
+    for name in ("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "KERNELTUNE_WARM_START", "KERNELTUNE_WARM_START_BUDGET"):
+        os.environ.pop(name, None)
+    import torch
+    import triton
+
+    if not options.smoke and not torch.cuda.is_available():
+        print("bench/warm_start.py needs a CUDA device (or --smoke)", file=sys.stderr)
+        return 1
+    if options.budget is None:
+        options.budget = 2 if options.smoke else 5
+    root = Path(tempfile.mkdtemp(prefix="warm-start-")) if options.cache_root is None else options.cache_root
+    if any((root / kind).exists() for kind in ("compile", "full", "warm")):
+        print(
+            f"{root} holds the cache directories of an earlier run; give an empty --cache-root",
+            file=sys.stderr,
+        )
+        return 1
+    if options.smoke:
+        # A few runs per candidate: the interpreter takes milliseconds per launch.
+        settings = root / "kerneltune.toml"
+        settings.parent.mkdir(parents=True, exist_ok=True)
+        settings.write_text("warmup = 1\nrepeat = 2\ntie_rounds = 1\n")
+        os.environ["KERNELTUNE_CONFIG"] = str(settings)
+    torch.manual_seed(0)
+    work = Workload(options.smoke, options.nk)
+    tunings = Tunings("matmul_launch")
+    add_plugin(tunings)
+    device = "cpu (interpreter)" if options.smoke else torch.cuda.get_device_name(0)
+    print(
+        f"device {device}, torch {torch.__version__}, triton {triton.__version__}; "
+        f"{len(work.configs)} configs, {len(work.m_values)} values of M, N = K = {work.b.shape[0]}, "
+        f"{work.a.dtype}; cache dirs under {root}",
+        flush=True,
+    )
+    started = time.perf_counter()
+    if not options.smoke:
+        print("compiling every config (one full tuning per kind of M Triton specialises on)", flush=True)
+        os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(root / "compile")
+        compiling = tuned_launcher(work, warm_start="off")
+        for m in (1, 16, 24):
+            compiling(*work.operands(m))
+        work.synchronize()
+    print("full tuning, M in order:", flush=True)
+    full = sweep(work, tunings, root / "full", warm_start="off")
+    print(f"warm start (budget {options.budget}), M in order:", flush=True)
+    warm = sweep(work, tunings, root / "warm", warm_start="nearest", warm_start_budget=options.budget)
+    print(f"oracle ({options.oracle_rounds} interleaved rounds per M):", flush=True)
+    times = oracle(work, options.oracle_rounds, options.oracle_rep_ms)
+    for m, picked in ((work.m_values[0], warm[0]), (work.m_values[-1], warm[-1])):
+        work.check(m, work.configs[picked["pick"]])
+    rows = []
+    for f, w in zip(full, warm, strict=True):
+        m = f["m"]
+        rows.append(
+            {
+                "m": m,
+                "oracle_ms": times[m],
+                "best": min(range(len(times[m])), key=times[m].__getitem__),
+                "full": {**f, "regret": regret(times[m], f["pick"])},
+                "warm": {**w, "regret": regret(times[m], w["pick"])},
+            }
+        )
+    totals = summary(rows, options.budget)
+    columns = f"{'n':>6} {'s':>7} {'regret':>7}"
+    print(f"\n{'M':>6} {'best ms':>9} | full {columns} | warm {columns}  from")
+    for row in rows:
+        f, w = row["full"], row["warm"]
+        start = "" if w["warm_start"] is None else f"M={w['warm_start']['from'][0]}"
+        print(
+            f"{row['m']:>6} {min(row['oracle_ms']):>9.4f} |      {f['measured']:>6} {f['seconds']:>7.3f} "
+            f"{f['regret']:>7.2%} |      {w['measured']:>6} {w['seconds']:>7.3f} {w['regret']:>7.2%}  {start}"
+        )
+    print(
+        f"\nwarm start within 2 %: {totals['warm_within_2pct']:.0%} of M, within 5 %: "
+        f"{totals['warm_within_5pct']:.0%} (full tuning: {totals['full_within_2pct']:.0%}, "
+        f"{totals['full_within_5pct']:.0%})\n"
+        f"configs measured by a warm start: at most {totals['warm_max_measured_after_first']} after the "
+        f"first M (budget {options.budget}; the first M, with nothing stored, measured "
+        f"{warm[0]['measured']})\n"
+        f"tuning time: warm {totals['warm_seconds']:.2f} s, full {totals['full_seconds']:.2f} s, "
+        f"ratio {totals['time_ratio']:.3f}\n"
+        f"worst M: {totals['worst_m']} (warm regret {totals['worst_regret']:.2%})\n"
+        f"bench wall time {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
+    if options.out is not None:
+        result = {
+            "device": device,
+            "torch": torch.__version__,
+            "triton": triton.__version__,
+            "nk": work.b.shape[0],
+            "dtype": str(work.a.dtype),
+            "configs": [str(cfg) for cfg in work.configs],
+            "budget": options.budget,
+            "oracle_rounds": options.oracle_rounds,
+            "rows": rows,
+            "summary": totals,
+        }
+        options.out.write_text(json.dumps(result, indent=2))
+        print(f"wrote {options.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,415 @@
+"""Warm start: a new key measures the configs that won for the stored keys nearest to it (opt-in).
+
+The tuned function's configs are ``n`` in 1..8 and a key ``m`` is fastest
+with ``n = log2(m) - 3`` (64 with 3, 128 with 4, ...), each step away
+costing one more millisecond on a fake clock: the landscape drifts with the
+key, as a matmul's does with M.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kernels
+import pytest
+import torch
+import triton
+from click.testing import CliRunner
+from kerneltune import cli
+from kerneltune.core import (
+    PluginError,
+    Session,
+    Settings,
+    Space,
+    Tuner,
+    add_plugin,
+    encode_key,
+    hookimpl,
+    remove_plugin,
+)
+from kerneltune.core.records import TuningRecord
+from kerneltune.core.warm_start import choose, config_distance, default_distance, nearest
+from rank_doubles import ThreadGroup, plugin, run_ranks
+from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
+
+from triton_dist.autotuner import contextual_autotune
+from triton_dist.tune import autotune
+
+NS = list(range(1, 9))
+
+
+def cost(m: int, n: int) -> float:
+    return 1.0 + abs(math.log2(m) - 3 - n)
+
+
+class Landscape:
+    """The tuned function over ``NS``, and the configs it ran per call of a test."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self.calls: list[int] = []
+
+    def tuner(self, **options: Any) -> Callable[..., int]:
+        def swept(m: int, n: int) -> int:
+            self.calls.append(n)
+            self.clock.advance(cost(m, n))
+            return n
+
+        return autotune(config_space=[{"n": n} for n in NS], key_fn=lambda m: m, **options)(swept)
+
+    def measured(self) -> set[int]:
+        """The configs run since the last call, the final run with the pick included."""
+        seen, self.calls = set(self.calls), []
+        return seen
+
+
+def landscape(monkeypatch, extra: tuple[object, ...] = (), **settings: Any) -> Landscape:
+    clock = FakeClock()
+    install_session(
+        monkeypatch, extra=(clock_plugin(clock), *extra), timer="scripted", warmup=0, repeat=1, **settings
+    )
+    return Landscape(clock)
+
+
+@pytest.fixture
+def swept(monkeypatch):
+    return landscape(monkeypatch)
+
+
+def warm_record(cache: Path, m: int) -> dict[str, Any]:
+    (record,) = [r for r in stored_records(cache, "swept") if r["key"] == m]
+    return record
+
+
+# -- the default distance and config closeness -------------------------------------------
+
+
+def test_numeric_key_parts_count_on_a_log_scale_and_the_rest_must_match():
+    def between(a: Any, b: Any) -> float:
+        return default_distance(encode_key(a), encode_key(b))
+
+    assert between(1024, 2048) == pytest.approx(between(8, 16), abs=0.2)
+    assert between(1024, 2048) < between(1024, 4096)
+    assert between((512, 4096, "bf16"), (1024, 4096, "bf16")) == pytest.approx(math.log2(1025 / 513))
+    assert between((512, 1.5), (512, 3.0)) == pytest.approx(math.log2(4 / 2.5))
+    assert between((512, "bf16"), (512, "fp16")) == math.inf
+    assert between((512, True), (512, False)) == math.inf
+    assert between((512, 4096), (512, 4096, 1)) == math.inf
+    assert between(5, "5") == math.inf
+    assert between((0, -4), (0, -4)) == 0.0
+
+
+def test_sizes_and_dtypes_in_keys():
+    near = default_distance(
+        encode_key((torch.Size([64, 32]), torch.float16)), encode_key((torch.Size([128, 32]), torch.float16))
+    )
+    assert near == pytest.approx(math.log2(129 / 65))
+    other = default_distance(
+        encode_key((torch.Size([64]), torch.float16)), encode_key((torch.Size([64]), torch.bfloat16))
+    )
+    assert other == math.inf
+
+
+def test_configs_closest_in_value_are_one_step_apart():
+    base = {"BLOCK_M": 64, "BLOCK_N": 64, "layout": "row"}
+    assert config_distance(base, {**base, "BLOCK_M": 128}) == pytest.approx(math.log2(129 / 65))
+    assert config_distance(base, {**base, "layout": "col"}) == 1.0
+    assert config_distance(base, {**base, "BLOCK_M": 128, "BLOCK_N": 128}) > config_distance(
+        base, {**base, "BLOCK_M": 128}
+    )
+
+
+# -- off by default, three ways on --------------------------------------------------------
+
+
+def test_warm_start_is_off_by_default(swept, isolated):
+    swept.tuner()(64)
+    swept.measured()
+    swept.tuner()(128)
+    assert swept.measured() == set(NS)
+    assert warm_record(isolated, 128)["warm_start"] is None
+
+
+def test_a_new_key_measures_the_nearest_keys_picks_and_neighbours_within_the_budget(swept, isolated):
+    swept.tuner()(64)
+    swept.measured()
+
+    assert swept.tuner(warm_start="nearest", warm_start_budget=3)(128) == 4
+    # 64's pick (3), its runner-up (2, tied with 4: the lower index), then the closest value not taken.
+    assert swept.measured() == {2, 3, 4}
+    record = warm_record(isolated, 128)
+    assert record["warm_start"] == {"from": 64, "distance": pytest.approx(math.log2(129 / 65))}
+    assert [c["error"] for c in record["candidates"]].count("not measured") == len(NS) - 3
+    assert record["finalists"] == [1, 2, 3]
+
+    assert swept.tuner(warm_start="nearest")(128) == 4
+    assert swept.measured() == {4}, "a warm-started key is a stored key like any other"
+
+
+def test_keys_tuned_in_order_follow_the_drift_measuring_the_budget_each(swept, isolated):
+    swept.tuner()(16)
+    swept.measured()
+    tuned = swept.tuner(warm_start="nearest")
+    for m in (32, 64, 128, 256, 512, 1024):
+        assert tuned(m) == math.log2(m) - 3
+        assert len(swept.measured()) <= 5
+    assert warm_record(isolated, 1024)["warm_start"]["from"] == 512
+
+
+def test_the_picks_of_both_nearest_keys_come_first(swept, isolated):
+    tuned = swept.tuner()
+    tuned(64)
+    tuned(256)
+    swept.measured()
+    assert swept.tuner(warm_start="nearest", warm_start_budget=2)(128) == 3, "3 and 5 tie: the lower index"
+    assert swept.measured() == {3, 5}, "64's pick and 256's pick: n=4, closer to either, waits its turn"
+
+
+def test_the_environment_and_a_config_file_switch_it_on(monkeypatch, tmp_path, isolated):
+    monkeypatch.setenv("KERNELTUNE_WARM_START", "nearest")
+    monkeypatch.setenv("KERNELTUNE_WARM_START_BUDGET", "2")
+    swept = landscape(monkeypatch)
+    swept.tuner()(64)
+    swept.measured()
+    swept.tuner()(128)
+    assert len(swept.measured()) == 2
+
+    monkeypatch.delenv("KERNELTUNE_WARM_START")
+    monkeypatch.delenv("KERNELTUNE_WARM_START_BUDGET")
+    (tmp_path / "kerneltune.toml").write_text('warm_start = "nearest"\nwarm_start_budget = 4\n')
+    swept = landscape(monkeypatch)
+    swept.tuner()(256)
+    assert len(swept.measured()) == 4
+    swept.tuner(warm_start="off")(512)
+    assert swept.measured() == set(NS), "the decorator's option wins over the settings"
+
+
+def test_nothing_stored_nearby_is_a_full_tuning(swept, isolated):
+    swept.tuner(warm_start="nearest")(64)
+    assert swept.measured() == set(NS)
+
+    @autotune(config_space=[{"n": n} for n in NS], key_fn=lambda m, dtype: (m, dtype), warm_start="nearest")
+    def typed(m: int, dtype: str, n: int) -> int:
+        swept.calls.append(n)
+        swept.clock.advance(cost(m, n))
+        return n
+
+    typed(64, "bf16")
+    swept.measured()
+    typed(128, "fp16")
+    assert swept.measured() == set(NS), "another dtype is no neighbour"
+
+
+def test_a_budget_as_large_as_the_list_tunes_in_full(swept, isolated):
+    swept.tuner()(64)
+    swept.measured()
+    swept.tuner(warm_start="nearest", warm_start_budget=len(NS))(128)
+    assert swept.measured() == set(NS)
+    assert warm_record(isolated, 128)["warm_start"] is None
+
+
+def test_a_bad_option_is_refused_at_decoration():
+    with pytest.raises(ValueError, match="warm_start must be one of off, nearest"):
+        autotune(config_space=[{"n": 1}], key_fn=lambda m: m, warm_start="near")(lambda m, n: n)
+    with pytest.raises(ValueError, match="warm_start_budget must be an integer >= 1"):
+        autotune(config_space=[{"n": 1}], key_fn=lambda m: m, warm_start_budget=0)(lambda m, n: n)
+
+
+# -- the distance hook ------------------------------------------------------------------------
+
+
+def distance_plugin(answer: Callable[[Any, Any], float | None]) -> types.ModuleType:
+    module = types.ModuleType("tests_key_distance")
+
+    @hookimpl
+    def kerneltune_key_distance(function, key, other):
+        return answer(key, other)
+
+    module.kerneltune_key_distance = kerneltune_key_distance
+    return module
+
+
+def test_a_plugin_replaces_the_distance(monkeypatch, isolated):
+    # M below 100 and above it never share picks here; inside each side, the default decides.
+    def split(key: Any, other: Any) -> float | None:
+        return math.inf if (key < 100) != (other < 100) else None
+
+    swept = landscape(monkeypatch, extra=(distance_plugin(split),))
+    swept.tuner()(64)
+    swept.measured()
+    swept.tuner(warm_start="nearest")(128)
+    assert swept.measured() == set(NS)
+    swept.tuner(warm_start="nearest")(256)
+    assert len(swept.measured()) == 5
+    assert warm_record(isolated, 256)["warm_start"]["from"] == 128
+
+
+def test_a_distance_that_is_not_one_is_a_plugin_error(monkeypatch, isolated):
+    swept = landscape(monkeypatch, extra=(distance_plugin(lambda key, other: -1.0),))
+    swept.tuner()(64)
+    with pytest.raises(PluginError, match=r"kerneltune_key_distance returned -1\.0"):
+        swept.tuner(warm_start="nearest")(128)
+
+
+# -- choosing, in the engine's terms ----------------------------------------------------------
+
+
+def test_choose_takes_each_pick_then_runners_up_and_closest_values_in_turn(tmp_path):
+    session = Session.create(Settings(reducer="local", cache="json", timer="wallclock", cache_dir=tmp_path))
+    space = Space.build("work", [{"n": n} for n in NS], source="def work(m, n): ...")
+    tuner = Tuner(space)
+    for m in (64, 512):
+        with tuner.begin(session, m) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                tuning.record(candidate, [cost(m, candidate.config["n"])])
+            tuning.finish()
+    records = [TuningRecord.from_data(data) for data in tuner.records.values()]
+    found = nearest(session, space, encode_key(128), records, "device")
+    assert [n.record.key for n in found] == [64, 512]
+    kept = tuple(range(len(NS)))
+    # 64's pick n=3 and 512's n=6; then in turn 64's runner-up n=2 (tied with n=4: the lower
+    # index), n=4 closest to n=3, 64's next runner-up n=1 (tied with n=5), n=5 closest after n=4.
+    assert choose(space, kept, found, 6) == (2, 5, 1, 3, 0, 4)
+
+
+# -- ranks ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_ranks_with_different_caches_warm_start_alike_in_one_gather(tmp_path, size):
+    # Rank 0 holds key 64 (pick n=3), the last rank key 512 (pick n=6), the others nothing.
+    seeded = {0: 64, size - 1: 512}
+    for rank, m in seeded.items():
+        session = Session.create(
+            Settings(reducer="local", cache="json", timer="wallclock", cache_dir=tmp_path / f"cache{rank}")
+        )
+        with Tuner(Space.build("work", [{"n": n} for n in NS], source="def work(m, n): ...")).begin(
+            session, m
+        ) as t:
+            while (candidate := t.next_candidate()) is not None:
+                t.record(candidate, [cost(m, candidate.config["n"])])
+            t.finish()
+    group = ThreadGroup(size)
+    measured: dict[int, list[int]] = collections.defaultdict(list)
+
+    def rank(r: int) -> tuple[int, Any]:
+        session = Session.create(
+            Settings(
+                reducer="threads",
+                cache="json",
+                timer="wallclock",
+                cache_dir=tmp_path / f"cache{r}",
+                tie_rounds=0,
+                warm_start="nearest",
+                warm_start_budget=3,
+            ),
+            extra=(plugin,),
+        )
+        space = Space.build("work", [{"n": n} for n in NS], source="def work(m, n): ...")
+        with Tuner(space).begin(session, 128, group=group.member(r)) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                measured[r].append(candidate.config["n"])
+                tuning.record(candidate, [cost(128, candidate.config["n"])])
+            best = tuning.finish()
+        (record,) = [
+            json.loads(p.read_text())
+            for p in (tmp_path / f"cache{r}" / "work").glob("*.json")
+            if json.loads(p.read_text())["key"] == 128
+        ]
+        return best.config["n"], record["warm_start"]["from"]
+
+    assert run_ranks(size, rank) == [(4, 64)] * size, "rank 0's start is everyone's"
+    assert all(measured[r] == measured[0] for r in range(size))
+    assert sorted(set(measured[0])) == [2, 3, 4]
+    for counts in group.counts:
+        assert counts == {"gather": 1, "max": 1, "barrier": len(measured[0])}
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def test_report_and_show_say_where_a_warm_start_began(swept, isolated):
+    swept.tuner()(64)
+    swept.tuner(warm_start="nearest", warm_start_budget=3)(128)
+    reported = CliRunner().invoke(cli.main, ["report", "swept"], catch_exceptions=False)
+    assert reported.exit_code == 0
+    block = next(
+        b for b in reported.stdout.split("\n\n") if b.startswith("swept (128,)") or b.startswith("swept 128")
+    )
+    assert "warm-started from key 64 (distance 0.989): 3 of 8 measured" in block
+    assert block.count("not measured") == 5
+    listed = json.loads(CliRunner().invoke(cli.main, ["cache", "list", "--json"]).stdout)
+    assert sorted(str(row["warm_start"]) for row in listed) == sorted(
+        ["None", str({"from": 64, "distance": warm_record(isolated, 128)["warm_start"]["distance"]})]
+    )
+
+
+# -- the contextual tuner ---------------------------------------------------------------------
+
+
+class Launches:
+    """Observer: the candidates a contextual tuner launched while measuring, per key."""
+
+    def __init__(self) -> None:
+        self.labels: dict[Any, set[str]] = collections.defaultdict(set)
+
+    @hookimpl
+    def kerneltune_launch_measured(self, event: Any) -> None:
+        self.labels[event.key].add(event.candidate.label)
+
+
+def test_a_contextual_kernel_warm_starts_from_the_keys_it_tuned_in_this_process(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_WARM_START", "nearest")
+    monkeypatch.setenv("KERNELTUNE_WARM_START_BUDGET", "3")
+    launches = Launches()
+    add_plugin(launches)
+    try:
+        configs = [
+            triton.Config({"BLOCK": 64}, num_warps=w, num_stages=s) for w in (1, 2, 4, 8) for s in (1, 2)
+        ]
+        kernel = triton.autotune(configs=configs, key=["n"])(kernels.scale_kernel)
+
+        @contextual_autotune(n_repeat=1, n_warmup=0)
+        def run(x):
+            y = torch.empty_like(x)
+            kernel[(triton.cdiv(x.numel(), 64),)](x, y, 2.0, x.numel())
+            return y
+
+        for n in (64, 128):
+            x = torch.randn(n)
+            torch.testing.assert_close(run(x), 2.0 * x)
+        first, second = ((n, "torch.float32", "torch.float32") for n in (64, 128))
+        assert len(launches.labels[first]) == len(configs)
+        assert len(launches.labels[second]) == 3
+    finally:
+        remove_plugin(launches)
+
+
+def test_a_nearer_key_that_timed_none_of_the_candidates_gives_way(tmp_path):
+    session = Session.create(
+        Settings(reducer="local", cache="json", timer="wallclock", cache_dir=tmp_path, tie_rounds=0)
+    )
+
+    def tune(ns: list[int], m: int, **options: Any) -> list[int]:
+        space = Space.build("work", [{"n": n} for n in ns], source="def work(m, n): ...")
+        measured = []
+        with Tuner(space).begin(session, m, **options) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                measured.append(candidate.config["n"])
+                tuning.record(candidate, [cost(m, candidate.config["n"] % 100)])
+            tuning.finish()
+        return measured
+
+    tune([101, 102, 103], 64)  # the same code, configs since replaced
+    tune(NS, 1024)
+    measured = tune(NS, 128, warm_start="nearest", warm_start_budget=2)
+    assert sorted(set(measured)) == [6, 7], "1024's pick (7) and its runner-up; key 64 had none of these"
+    records = [json.loads(path.read_text()) for path in (tmp_path / "work").glob("*.json")]
+    (record,) = [r for r in records if r["key"] == 128]
+    assert record["warm_start"]["from"] == 1024

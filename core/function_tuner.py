@@ -362,15 +362,15 @@ def autotune(
         the ``warmup`` setting, 5).
     :param repeat: timed runs per candidate for this function (default:
         the ``repeat`` setting, 10).
-    :raises ValueError: for a name in ``reset_to_zero`` or ``restore_value``
-        that is not a parameter of the function (or is a config field), or
-        a ``warmup`` below 0 or ``repeat`` below 1.
     :param warm_start: ``"nearest"``: a key with no stored pick measures only
         the best configs of the stored keys nearest to it
         (:mod:`kerneltune.core.warm_start`); ``"off"``: every config.
         Default: the ``warm_start`` setting.
     :param warm_start_budget: how many configs a warm start measures at
         most. Default: the ``warm_start_budget`` setting.
+    :raises ValueError: for a name in ``reset_to_zero`` or ``restore_value``
+        that is not a parameter of the function (or is a config field), or
+        a ``warmup`` below 0 or ``repeat`` below 1.
 
     The returned :class:`AutoTuner` accepts, besides the function's own
     arguments, ``autotune`` (default ``True``), ``autotune_verbose``,

@@ -50,6 +50,9 @@ class CandidateMeasured:
     verbose: bool
     log_dir: Path | None
     traceback: str | None = None
+    #: what this measurement was for when it was not the first pass: ``"near-tie
+    #: re-timing, round 2 of 4"``, ``"head to head, round 1 of 2"``, ``"stage 3, round 1 of 4"``.
+    stage: str | None = None
 
 
 @attrs.frozen
@@ -109,7 +112,9 @@ class PickLoaded:
     ``"rank"`` (another rank held it and shared it) or ``"default"`` (no
     rank held one, and ``tune = "never"`` runs the first candidate kept,
     unmeasured). Sent once per key per process: afterwards the key is one of
-    the process's picks, and that dispatch path sends nothing.
+    the process's picks, and that dispatch path sends nothing. ``cache`` is
+    the cache plugin's name: a layered cache (``redis``: local files, then
+    the server) may have found the record in either layer.
     """
 
     function: str
@@ -119,6 +124,7 @@ class PickLoaded:
     rank: int
     verbose: bool
     log_dir: Path | None
+    cache: str = ""
 
 
 @attrs.frozen

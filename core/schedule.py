@@ -45,6 +45,13 @@ class Job:
     repeat: int
     #: add to the candidate's earlier samples instead of replacing them.
     extend: bool = False
+    #: what the measurement is for, as verbose lines and logs say it ("" for the first pass).
+    purpose: str = ""
+
+    @property
+    def stage(self) -> str | None:
+        """``purpose``, or ``None`` for the first pass."""
+        return self.purpose or None
 
 
 @attrs.frozen

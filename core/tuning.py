@@ -294,13 +294,16 @@ class Tuning:
             self.request(candidates)
             return
         half = max(1, math.ceil(self._schedule.repeat / 2))
-        self.request(candidates, repeat=half)
+        self.request(candidates, repeat=half, purpose="head to head, round 1 of 2")
         for candidate in candidates[1:] + candidates[:1]:
-            self._queue.append(Job(candidate, TIE_WARMUP, half, extend=True))
+            self._queue.append(
+                Job(candidate, TIE_WARMUP, half, extend=True, purpose="head to head, round 2 of 2")
+            )
 
     def _loaded(self, source: str) -> None:
         assert self.best is not None
-        self._notify("kerneltune_pick_loaded", PickLoaded, best=self.best, source=source)
+        cache = type(self.session.cache).name
+        self._notify("kerneltune_pick_loaded", PickLoaded, best=self.best, source=source, cache=cache)
 
     def _notify(self, hook: str, event: type, **fields: Any) -> None:
         """Send observers ``event``, its fields that name this tuning filled in."""
@@ -480,6 +483,7 @@ class Tuning:
         warmup: int | None = None,
         repeat: int | None = None,
         rounds: int = 1,
+        purpose: str = "",
     ) -> None:
         """Queue candidates for :meth:`next_candidate`, in order.
 
@@ -492,6 +496,8 @@ class Tuning:
 
         :param warmup: untimed runs per candidate and round (default: the tuning's).
         :param repeat: timed runs per candidate and round (default: the tuning's).
+        :param purpose: what these measurements are for ("near-tie re-timing"), which the
+            observers' events carry with the round ("near-tie re-timing, round 2 of 4").
         :raises ValueError: for a candidate that was pruned.
         """
         listed = list(candidates)
@@ -503,8 +509,9 @@ class Tuning:
         repeat = self._schedule.repeat if repeat is None else repeat
         for round_ in range(rounds):
             shift = round_ % len(listed) if listed else 0
+            said = f"{purpose}, round {round_ + 1} of {rounds}" if purpose and rounds > 1 else purpose
             for candidate in listed[shift:] + listed[:shift]:
-                self._queue.append(Job(candidate, warmup, repeat, extend=round_ > 0))
+                self._queue.append(Job(candidate, warmup, repeat, extend=round_ > 0, purpose=said))
 
     def _plan_ties(self) -> None:
         rounds = self.session.settings.tie_rounds
@@ -517,7 +524,9 @@ class Tuning:
             return
         self._finalists = tuple(candidates[i] for i in close)
         repeat = max(1, math.ceil(self._schedule.repeat / 2))
-        self.request(self._finalists, warmup=TIE_WARMUP, repeat=repeat, rounds=rounds)
+        self.request(
+            self._finalists, warmup=TIE_WARMUP, repeat=repeat, rounds=rounds, purpose="near-tie re-timing"
+        )
 
     def times(self, candidates: Sequence[Candidate]) -> list[float]:
         """REDUCE now: each candidate's mean time as every rank agrees on it.
@@ -628,12 +637,14 @@ class Tuning:
 
     def _finish_candidate(self, measurement: Measurement, traceback: str | None = None) -> None:
         self._measurements[measurement.index] = measurement
+        job = self._job
         self._notify(
             "kerneltune_candidate_measured",
             CandidateMeasured,
             candidate=self._space.candidates[measurement.index],
             measurement=measurement,
             traceback=traceback,
+            stage=job.stage if job is not None and job.candidate.index == measurement.index else None,
         )
 
     # -- REDUCE, SELECT, PERSIST ---------------------------------------------

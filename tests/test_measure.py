@@ -276,7 +276,7 @@ def test_a_pick_served_from_the_cache_is_reported_once_per_key_and_printed_when_
     assert [(e.function, e.key, e.best.index, e.source) for e in loaded] == [("work", 1, 0, "cache")]
     printed = [line for line in capsys.readouterr().out.splitlines() if "stored pick" in line]
     assert printed == [
-        "[kerneltune] work: key 1: using the stored pick [0] n=<1> from this rank's cache: no measuring"
+        "[kerneltune] work: key 1: using the stored pick [0] n=<1> from the json cache: no measuring"
     ]
 
 
@@ -297,3 +297,19 @@ def test_shard_alone_measures_everything(monkeypatch, isolated):
     assert len([s for s in steps if s[0] == "start"]) == 2, "one rank: nothing to split"
     (record,) = stored_records(isolated, "work")
     assert record["measured_with"]["shards"] == 1
+
+
+def test_verbose_lines_of_re_timing_rounds_say_which_round(isolated, capsys, monkeypatch):
+    # Near ties re-timed in interleaved rounds: each line's mean covers every sample so far,
+    # so an unlabelled line read as a new first measurement.
+    monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "2")
+    (isolated.parent / "kerneltune.toml").write_text("warmup = 0\nrepeat = 3\n")
+
+    @autotune(config_space=[{"n": 1}, {"n": 1}], key_fn=lambda: "k")
+    def work(n):
+        return sum(range(1000 * n))
+
+    work(autotune_verbose=True)
+    lines = [line for line in capsys.readouterr().out.splitlines() if "] n=<1>" in line]
+    assert any("(near-tie re-timing, round 1 of 2): mean" in line for line in lines), lines
+    assert any("(near-tie re-timing, round 2 of 2): mean" in line for line in lines), lines

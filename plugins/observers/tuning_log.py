@@ -80,7 +80,11 @@ def kerneltune_pick_loaded(event: PickLoaded) -> None:
             f"[{event.best.index}] {event.best.label} unmeasured"
         )
     else:
-        where = "this rank's cache" if event.source == "cache" else "another rank's cache"
+        where = (
+            f"the {event.cache or 'configured'} cache"
+            if event.source == "cache"
+            else "another rank's record, shared when the ranks agreed"
+        )
         line = (
             f"{event.function}: key {event.key!r}: using the stored pick [{event.best.index}] "
             f"{event.best.label} from {where}: no measuring"
@@ -96,8 +100,10 @@ def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
     samples = "".join(f"    sample {i}: {s:.6f} ms\n" for i, s in enumerate(measurement.samples))
     # A candidate's first failure brings its traceback: the warning names the error, the log keeps where.
     trace = "".join(f"    {line}\n" for line in (event.traceback or "").splitlines())
+    # A later round's mean covers every sample so far: say which round it is.
+    stage = f" ({event.stage})" if event.stage else ""
     _emit(
-        f"{event.function}: [{event.candidate.index}] {event.candidate.label}: {outcome}",
+        f"{event.function}: [{event.candidate.index}] {event.candidate.label}{stage}: {outcome}",
         verbose=event.verbose,
         log_dir=event.log_dir,
         rank=event.rank,

@@ -272,7 +272,7 @@ class SearchRun:
         by_index = dict(zip((c.index for c in candidates), finalists, strict=True))
         # Every rank requests every finalist in every round, failed or not, so
         # that the per-candidate barriers stay matched across ranks.
-        self.tuning.request(candidates, repeat=per_round, rounds=PRECISE_ROUNDS)
+        self.tuning.request(candidates, repeat=per_round, rounds=PRECISE_ROUNDS, purpose="stage 3")
         while (candidate := self.tuning.next_candidate()) is not None:
             self.tuning.measure(candidate, self.runner(candidate, by_index[candidate.index]))
         times = self.tuning.times(candidates)

@@ -431,6 +431,7 @@ def picked(kernel):
     return (kernel.best_config.kwargs, kernel.best_config.num_warps)
 
 
+@ascend_stand_in.launches_configs
 @pytest.mark.parametrize("strategy", ["pattern", "staged", "exhaustive"])
 def test_each_strategy_selected_by_hint_searches_and_picks(monkeypatch, strategy):
     kernel, _ = bowl_kernel(monkeypatch, strategy=strategy)
@@ -445,6 +446,7 @@ def test_each_strategy_selected_by_hint_searches_and_picks(monkeypatch, strategy
         assert summary.measured < 64
 
 
+@ascend_stand_in.launches_configs
 @pytest.mark.parametrize("strategy", ["pattern", "staged", "exhaustive"])
 def test_each_strategy_selected_by_the_config_file(monkeypatch, tmp_path, strategy):
     (tmp_path / "kerneltune.toml").write_text(f'search_strategy = "{strategy}"\n')
@@ -454,6 +456,7 @@ def test_each_strategy_selected_by_the_config_file(monkeypatch, tmp_path, strate
     assert picked(kernel) == ({"BLOCK_M": 32, "BLOCK_N": 64}, 8)
 
 
+@ascend_stand_in.launches_configs
 def test_the_default_strategy_is_pattern_and_a_hint_wins_over_the_config(monkeypatch, tmp_path):
     kernel, _ = bowl_kernel(monkeypatch)
     launch_add2d(kernel, size=16)
@@ -472,6 +475,7 @@ def test_an_unknown_strategy_fails_the_first_launch_listing_those_there_are(monk
         launch_add2d(kernel, size=16)
 
 
+@ascend_stand_in.launches_configs
 def test_max_points_and_effort_reach_the_strategy(monkeypatch, capsys):
     kernel, _ = bowl_kernel(monkeypatch, strategy="exhaustive", max_points=10, effort="quick", debug=True)
     launch_add2d(kernel, size=16)
@@ -499,6 +503,7 @@ def test_a_strategy_returning_a_point_outside_the_space_is_a_plugin_error(monkey
         launch_add2d(kernel, size=16)
 
 
+@ascend_stand_in.launches_configs
 def test_the_example_packages_random_strategy_is_selected_from_the_config_file(monkeypatch, tmp_path, capsys):
     (tmp_path / "kerneltune.toml").write_text('search_strategy = "example-random"\n')
     kernel, _ = bowl_kernel(monkeypatch, debug=True)
@@ -605,6 +610,7 @@ def test_shapes_no_smaller_than_one_out_of_resources_are_dropped_unbuilt(monkeyp
     assert "dropped BLOCK_M=64, BLOCK_N=128: CandidateDropped: dropped before compiling" in out
 
 
+@ascend_stand_in.launches_configs
 def test_a_hand_written_config_that_raises_gives_one_warning(monkeypatch):
     script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
 
@@ -652,6 +658,7 @@ def test_debug_shows_stages_and_what_early_config_prune_dropped(monkeypatch, cap
         assert line in out
 
 
+@ascend_stand_in.launches_configs
 def test_the_verbose_setting_turns_on_the_debug_lines(monkeypatch, capsys):
     script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script), verbose=True)
@@ -662,6 +669,7 @@ def test_the_verbose_setting_turns_on_the_debug_lines(monkeypatch, capsys):
     assert "[kerneltune] double_kernel: [" in out, "and the engine's lines of each candidate"
 
 
+@ascend_stand_in.launches_configs
 def test_tune_never_launches_the_first_candidate_unmeasured_and_fail_raises(monkeypatch):
     script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script), tune="never")

@@ -18,26 +18,11 @@ from kerneltune.plugins.search import pattern
 from kerneltune.plugins.search.exhaustive import ExhaustiveStrategy
 from kerneltune.plugins.search.pattern import PatternStrategy
 from kerneltune.plugins.search.staged import StagedStrategy
+from test_search_strategy import Landscape
 
 BUILT_IN = (PatternStrategy, StagedStrategy, ExhaustiveStrategy)
 MATRIX = tuple({"num_warps": w, "num_stages": s} for w in (4, 2, 8) for s in (3, 2, 4, 5))
 VECTOR = tuple({"num_warps": w, "num_stages": s} for w in (4, 1, 2, 8, 16) for s in (3, 1, 2))
-
-
-class Landscape:
-    """A cost per point; records every round measured."""
-
-    def __init__(self, cost):
-        self.cost = cost
-        self.rounds = []
-
-    def __call__(self, points):
-        self.rounds.append(list(points))
-        return {p: self.cost(p) for p in points}
-
-    @property
-    def measured(self):
-        return [p for r in self.rounds for p in r]
 
 
 def run(strategy, geometry, cost, **budget):

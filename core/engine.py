@@ -15,8 +15,8 @@ with :meth:`Tuning.fail`, and calls :meth:`Tuning.finish` for the pick. With
 more than one rank, pruning runs before agreement so one gather also checks
 that all ranks kept the same candidates. A driver that can compile
 candidates ahead of running them hands :meth:`Tuning.compile` a function
-that does, and COMPILE (:mod:`kerneltune.core.compile`) overlaps with
-MEASURE.
+that does, and COMPILE (:mod:`kerneltune.core.compile`) compiles them in
+parallel; MEASURE starts once none of them is compiling.
 
 Every tuner measures through :mod:`kerneltune.core.measure`, and every
 tuning that is not adaptive ends its measuring the same way: candidates

@@ -221,7 +221,7 @@ class SearchRun:
         """Measure a round through the engine; every rank's agreed time per point.
 
         The round's candidates that may run are compiled by the engine's
-        COMPILE stage while the first ones are measured. Candidates an
+        COMPILE stage, in parallel, before any of them is measured. Candidates an
         earlier search of this key measured, for a space that has changed
         since, keep their stored times (``Tuning.reused``, alike on every
         rank); stage 3 re-times the finalists whatever they hold.

@@ -4,15 +4,24 @@ Opt-in (``warm_start = "nearest"``, ``KERNELTUNE_WARM_START=nearest`` or a
 tuner's own option). A key with no stored record looks at the records of
 the same function, code and hardware, measured with the same objective,
 and takes the :data:`NEAREST_KEYS` keys nearest to it by
-``kerneltune_key_distance`` (default: :func:`default_distance`) among
-those that timed any of its kept candidates. It then
-measures at most ``warm_start_budget`` distinct configs (:func:`choose`):
+``kerneltune_key_distance`` (default: :func:`default_distance`), among
+those that timed any of its kept candidates and lie within
+:data:`MAX_DISTANCE` (farther keys say little of this one: a new key with
+none that near is tuned in full). It then measures at most
+``warm_start_budget`` distinct configs (:func:`choose`):
 
-1. each of those keys' picks, nearest key first;
-2. then, in turn, the nearest key's runners-up (its next fastest stored
-   times) and the configs closest in value to its pick
-   (:func:`config_distance`; the list order breaks ties), until the
-   budget is spent.
+1. the nearest key's pick;
+2. the configs those keys timed, best first by their *evidence*: each
+   one's time over the fastest time of the key that timed it, a little
+   worse for a farther key (:data:`DISTANCE_PENALTY` per step), the best
+   over the keys;
+3. :data:`EXPLORE` of the budget goes to configs the nearest key never
+   timed, the closest in value to its pick first
+   (:func:`config_distance`; the list order breaks ties): where the
+   landscape shifts between keys (a matmul's best tile grows with M), the
+   new best is often a config the nearest key never measured, and a
+   chain of warm starts that only re-measures what its neighbours
+   measured would never reach it.
 
 They are timed head to head, as any tuning of a subset is
 (:mod:`kerneltune.core.reuse`), and the best of them is the pick; the
@@ -47,8 +56,15 @@ logger = logging.getLogger("kerneltune")
 OFF = "off"
 NEAREST = "nearest"
 MODES = (OFF, NEAREST)
-#: How many of the nearest stored keys give their picks.
+#: How many of the nearest stored keys give their evidence.
 NEAREST_KEYS = 2
+#: Stored keys farther than this (in :func:`default_distance`'s steps: about 4x
+#: in one size) are not used; with none nearer, a key is tuned in full.
+MAX_DISTANCE = 2.0
+#: A stored time counts this much worse per step of distance to its key.
+DISTANCE_PENALTY = 0.1
+#: How many of the budget's configs are ones no near key timed.
+EXPLORE = 2
 #: How far apart two config values are that are not both numbers, and differ.
 MISMATCH = 1.0
 
@@ -239,35 +255,45 @@ def ranked(record: TuningRecord, space: Space, kept: Mapping[int, Any]) -> list[
     return [index for _, index in order]
 
 
+def evidence(space: Space, kept: Mapping[int, Any], neighbours: list[Neighbour]) -> dict[int, float]:
+    """Each kept candidate some neighbour timed: its best relative time over the neighbours.
+
+    A relative time is the candidate's stored time over the fastest time
+    its key stored, times ``1 + DISTANCE_PENALTY * distance``; 1.0 is a
+    pick of a key at distance 0.
+    """
+    live = {c.fingerprint: c.index for c in space.candidates if c.index in kept}
+    scores: dict[int, float] = {}
+    for neighbour in neighbours:
+        record = neighbour.record
+        finite = [t for t in record.times if math.isfinite(t)]
+        if not finite or min(finite) <= 0:
+            continue
+        fastest, penalty = min(finite), 1 + DISTANCE_PENALTY * neighbour.distance
+        for fingerprint, row in rows_by_fingerprint(record).items():
+            index = live.get(fingerprint)
+            if index is not None and math.isfinite(record.times[row]):
+                score = record.times[row] / fastest * penalty
+                scores[index] = min(scores.get(index, math.inf), score)
+    return scores
+
+
 def choose(space: Space, kept: tuple[int, ...], neighbours: list[Neighbour], budget: int) -> tuple[int, ...]:
     """The candidates a warm start measures, at most ``budget``, in the order of the module docstring."""
     allowed = dict.fromkeys(kept)
-    rankings = [ranked(n.record, space, allowed) for n in neighbours]
-    chosen: list[int] = []
-    for ranking in rankings:
-        if ranking and ranking[0] not in chosen and len(chosen) < budget:
-            chosen.append(ranking[0])
-    leading = next((r for r in rankings if r), None)
+    leading = next((r for r in (ranked(n.record, space, allowed) for n in neighbours) if r), None)
     if leading is None:
         return ()
     lead = space.candidates[leading[0]]
-    runners = iter(leading[1:])
-    close = iter(
-        sorted(
-            (i for i in kept if i != lead.index),
-            key=lambda i: (config_distance(lead.config, space.candidates[i].config), abs(i - lead.index), i),
-        )
+    scores = evidence(space, allowed, neighbours)
+    unknown = sorted(
+        (i for i in kept if i not in leading),
+        key=lambda i: (config_distance(lead.config, space.candidates[i].config), abs(i - lead.index), i),
     )
-    while len(chosen) < budget:
-        progressed = False
-        for source in (runners, close):
-            pick = next((i for i in source if i not in chosen), None)
-            if pick is not None and len(chosen) < budget:
-                chosen.append(pick)
-                progressed = True
-        if not progressed:
-            break
-    return tuple(chosen)
+    explored = unknown[: min(EXPLORE, budget - 1)]
+    known = sorted((i for i in scores if i != lead.index and i not in explored), key=lambda i: (scores[i], i))
+    rest = [i for i in unknown if i not in explored]
+    return tuple([lead.index, *known[: budget - 1 - len(explored)], *explored, *rest][:budget])
 
 
 def propose(
@@ -290,10 +316,14 @@ def propose(
     allowed = dict.fromkeys(kept)
     # The nearest keys that timed any of the kept candidates.
     found = nearest(session, space, key, records, session.settings.objective)
-    neighbours = [n for n in found if ranked(n.record, space, allowed)][:NEAREST_KEYS]
+    near = [n for n in found if n.distance <= MAX_DISTANCE and ranked(n.record, space, allowed)]
+    neighbours = near[:NEAREST_KEYS]
     if not neighbours:
         logger.info(
-            "kerneltune: %s: no stored key near %r timed these candidates, tuning in full", space.name, key
+            "kerneltune: %s: no stored key within distance %s of %r timed these candidates, tuning in full",
+            space.name,
+            MAX_DISTANCE,
+            key,
         )
         return None
     chosen = choose(space, kept, neighbours, budget)

@@ -141,7 +141,7 @@ def test_a_new_key_measures_the_nearest_keys_picks_and_neighbours_within_the_bud
     swept.measured()
 
     assert swept.tuner(warm_start="nearest", warm_start_budget=3)(128) == 4
-    # 64's pick (3), its runner-up (2, tied with 4: the lower index), then the closest value not taken.
+    # 64's pick (3), then the best of its other times: 2 and 4 tie, both are taken.
     assert swept.measured() == {2, 3, 4}
     record = warm_record(isolated, 128)
     assert record["warm_start"] == {"from": 64, "distance": pytest.approx(math.log2(129 / 65))}
@@ -205,6 +205,11 @@ def test_nothing_stored_nearby_is_a_full_tuning(swept, isolated):
     typed(128, "fp16")
     assert swept.measured() == set(NS), "another dtype is no neighbour"
 
+    swept.tuner(warm_start="nearest")(512)
+    assert swept.measured() == set(NS), "64 is more than MAX_DISTANCE from 512: about 8x"
+    swept.tuner(warm_start="nearest")(1024)
+    assert len(swept.measured()) == 5, "512 is one step from 1024"
+
 
 def test_a_budget_as_large_as_the_list_tunes_in_full(swept, isolated):
     swept.tuner()(64)
@@ -260,22 +265,38 @@ def test_a_distance_that_is_not_one_is_a_plugin_error(monkeypatch, isolated):
 # -- choosing, in the engine's terms ----------------------------------------------------------
 
 
-def test_choose_takes_each_pick_then_runners_up_and_closest_values_in_turn(tmp_path):
+def tuned_records(tmp_path: Path, spaces: dict[int, list[int]]) -> tuple[Session, Space, list[TuningRecord]]:
+    """Tune each key over its own list of ``n`` (one code: rows match by config), fully measured."""
     session = Session.create(Settings(reducer="local", cache="json", timer="wallclock", cache_dir=tmp_path))
-    space = Space.build("work", [{"n": n} for n in NS], source="def work(m, n): ...")
-    tuner = Tuner(space)
-    for m in (64, 512):
+    records = []
+    for m, ns in spaces.items():
+        tuner = Tuner(Space.build("work", [{"n": n} for n in ns], source="def work(m, n): ..."))
         with tuner.begin(session, m) as tuning:
             while (candidate := tuning.next_candidate()) is not None:
                 tuning.record(candidate, [cost(m, candidate.config["n"])])
             tuning.finish()
-    records = [TuningRecord.from_data(data) for data in tuner.records.values()]
+        records += [TuningRecord.from_data(data) for data in tuner.records.values()]
+    return session, Space.build("work", [{"n": n} for n in NS], source="def work(m, n): ..."), records
+
+
+def test_choose_takes_the_nearest_pick_then_the_best_evidence(tmp_path):
+    session, space, records = tuned_records(tmp_path, {64: NS, 512: NS})
     found = nearest(session, space, encode_key(128), records, "device")
     assert [n.record.key for n in found] == [64, 512]
     kept = tuple(range(len(NS)))
-    # 64's pick n=3 and 512's n=6; then in turn 64's runner-up n=2 (tied with n=4: the lower
-    # index), n=4 closest to n=3, 64's next runner-up n=1 (tied with n=5), n=5 closest after n=4.
-    assert choose(space, kept, found, 6) == (2, 5, 1, 3, 0, 4)
+    # 64's pick n=3 first. Then by evidence, a stored time over its key's fastest, 10% worse per
+    # step of distance (64 is 0.99 steps from 128, 512 1.99): 512's pick n=6 (1.2), n=2 and n=4
+    # (2 at 64: 2.2), n=5 and n=7 (2 at 512: 2.4, the lower index first), n=1 (3.3), n=8 (3.6).
+    # Both keys timed every config: nothing is left to explore.
+    assert choose(space, kept, found, 6) == (2, 5, 1, 3, 4, 6)
+
+
+def test_choose_explores_configs_the_nearest_key_never_timed(tmp_path):
+    session, space, records = tuned_records(tmp_path, {64: [2, 3, 4]})
+    found = nearest(session, space, encode_key(128), records, "device")
+    # 64's pick n=3, its runner-up n=2 (tied with n=4: the lower index), then the two configs
+    # 64 never timed closest in value to n=3: n=5, then n=6.
+    assert choose(space, tuple(range(len(NS))), found, 4) == (2, 1, 4, 5)
 
 
 # -- ranks ------------------------------------------------------------------------------------
@@ -407,9 +428,9 @@ def test_a_nearer_key_that_timed_none_of_the_candidates_gives_way(tmp_path):
         return measured
 
     tune([101, 102, 103], 64)  # the same code, configs since replaced
-    tune(NS, 1024)
+    tune(NS, 512)
     measured = tune(NS, 128, warm_start="nearest", warm_start_budget=2)
-    assert sorted(set(measured)) == [6, 7], "1024's pick (7) and its runner-up; key 64 had none of these"
+    assert sorted(set(measured)) == [5, 6], "512's pick (6) and its runner-up; key 64 had none of these"
     records = [json.loads(path.read_text()) for path in (tmp_path / "work").glob("*.json")]
     (record,) = [r for r in records if r["key"] == 128]
-    assert record["warm_start"]["from"] == 1024
+    assert record["warm_start"]["from"] == 512

@@ -31,9 +31,16 @@ engine records the error as that candidate's and goes on. A child that
 outlasts the timeout is killed; one that dies of a signal fails its
 candidate with the signal, and this process never compiles that candidate
 itself. A child still running :data:`STALL_FACTOR` times longer than the
-slowest sibling that ended is taken for stuck (forked while another thread
-held a lock it needs, such as a module's import lock): it is killed, with
-one warning per process, and the candidate compiles in this process. A
+slowest sibling that ended, and that has spent less than
+:data:`STUCK_CPU_SHARE` of that time on a processor, is taken for stuck
+(forked while another thread held a lock it needs, such as a module's
+import lock): it is killed, with one warning per process, and the
+candidate compiles in this process. A child that keeps a processor busy is
+compiling, however long it takes (a 256-wide matmul tile with five stages
+took minutes on an H200's host), and only the timeout stops it: taken for
+stuck, it would compile again here, alone and with no timeout. Where the
+system does not tell a process's processor time (no ``/proc``), the time
+rule alone decides. A
 child whose compile raised hands the candidate back, and the compile runs
 again here, so the error is the backend's own. (A thread
 cannot be stopped: with threads a compile that timed out finishes in the
@@ -78,6 +85,8 @@ _RAISED = 3
 #: sibling that ended (and at least ``STALL_MIN_S``) is taken for stuck.
 STALL_FACTOR = 5.0
 STALL_MIN_S = 15.0
+#: ...unless it has spent more than this share of its life on a processor.
+STUCK_CPU_SHARE = 0.05
 
 
 class CompileTimeout(TimeoutError):
@@ -86,6 +95,17 @@ class CompileTimeout(TimeoutError):
 
 class CompilerCrashed(RuntimeError):
     """A candidate's compile killed the process compiling it (a signal)."""
+
+
+def processor_seconds(pid: int) -> float | None:
+    """Processor seconds process ``pid`` has used; ``None`` where the system does not say (no ``/proc``)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        # Fields after the command name, which may hold spaces: state is the first, utime the 12th.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def can_fork() -> bool:
@@ -285,7 +305,7 @@ class CompileStage:
                 if self._timeout > 0 and now - began > self._timeout:
                     _kill(pid)
                     return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
-                if self._stuck(now - forked):
+                if self._stuck(now - forked, pid):
                     _kill(pid)
                     warn_once(
                         ("compile-process-stuck", os.getpid()),
@@ -309,17 +329,20 @@ class CompileStage:
             name = f"signal {number}"
         return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
 
-    def _stuck(self, seconds: float) -> bool:
-        """Whether a compile process running ``seconds`` is stuck rather than slow.
+    def _stuck(self, seconds: float, pid: int) -> bool:
+        """Whether compile process ``pid``, running ``seconds``, is stuck rather than slow.
 
         A child can inherit a lock that another thread of this process held
-        at the fork (an import in progress, say) and wait for it forever.
-        Judged against the siblings that ended; with none yet, only the
-        timeout stops it.
+        at the fork (an import in progress, say) and wait for it forever,
+        using no processor time. Judged against the siblings that ended;
+        with none yet, only the timeout stops it.
         """
         with self._lock:
             slowest = max(self._child_seconds, default=None)
-        return slowest is not None and seconds > max(STALL_MIN_S, STALL_FACTOR * slowest)
+        if slowest is None or seconds <= max(STALL_MIN_S, STALL_FACTOR * slowest):
+            return False
+        busy = processor_seconds(pid)
+        return busy is None or busy < STUCK_CPU_SHARE * seconds
 
     def _child_main(self, candidate: Candidate) -> None:  # pragma: no cover - runs in the child
         code = _RAISED

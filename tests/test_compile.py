@@ -9,6 +9,7 @@ import functools
 import os
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -326,6 +327,40 @@ def test_a_stuck_compile_process_is_stopped_and_its_candidate_compiles_here(monk
     assert ("here", "b") in backend.compiled()
     assert not _alive(int(pids.read_text())), "the stuck process was stopped"
     assert all(error is None for _, error, _, _ in watch.finished)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc for a process's processor time")
+def test_a_slow_compile_process_that_keeps_a_processor_busy_is_not_taken_for_stuck(
+    monkeypatch, isolated, tmp_path
+):
+    from kerneltune.core import compile as compile_module
+
+    monkeypatch.setattr(compile_module, "STALL_MIN_S", 0.5)
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=4)
+    parent = os.getpid()
+
+    def compiling_slowly() -> None:
+        if os.getpid() != parent:  # a compile that takes far longer than its siblings, on a processor
+            deadline = time.monotonic() + 2.5
+            while time.monotonic() < deadline:
+                pass
+
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"b": compiling_slowly})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        best = drive(session, clock, backend.compile_one, [], child=backend)
+    assert best.config["name"] == "b"
+    assert backend.compiled().count(("child", "b")) == 1, "compiled in its process, not stopped"
+    assert all(error is None for _, error, _, _ in watch.finished)
+
+
+def test_processor_seconds_reads_this_process_or_says_it_cannot():
+    from kerneltune.core.compile import processor_seconds
+
+    busy = processor_seconds(os.getpid())
+    assert busy is None or busy > 0
+    assert processor_seconds(2**22 + 1) is None, "no such process"
 
 
 def _alive(pid: int) -> bool:

@@ -67,7 +67,7 @@ REGRET_TARGET = 0.01
 SHARE_TARGET = 0.15
 WALL_TARGET = 1.5
 #: Seconds the oracle's compile pass gives one point (the compile_timeout setting).
-ORACLE_COMPILE_S = 60
+ORACLE_COMPILE_S = 20
 #: How many of the oracle's fastest points are timed again, and in how many more rounds.
 REFINE_TOP = 12
 REFINE_ROUNDS = 16

@@ -9,7 +9,7 @@ from __future__ import annotations
 import attrs
 import pytest
 from kerneltune.core import PluginError, Session, load_settings
-from kerneltune.core.profiles import (
+from kerneltune.core.search.profiles import (
     UNSET,
     CompileTarget,
     choose_family,

@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kerneltune.core.search import Shape
+from kerneltune.core.search.geometry import Shape
 
 #: Above this many parameters the coarse lattice becomes a star around the centre.
 LATTICE_MAX_PARAMS = 3

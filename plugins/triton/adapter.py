@@ -408,7 +408,7 @@ def compile_target() -> Any:
     ignores; otherwise the target and the option names come from the active
     driver and its backend's option dataclass.
     """
-    from kerneltune.core.profiles import CompileTarget
+    from kerneltune.core.search.profiles import CompileTarget
 
     if interpreting():
         return CompileTarget(backend="interpreter", arch="", warp_size=0, options=config_fields())

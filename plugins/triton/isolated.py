@@ -41,8 +41,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kerneltune.core import IsolationError
-from kerneltune.core.isolation import TURN_OFF, Target, named_target
-from kerneltune.core.isolation_worker import copier
+from kerneltune.core.isolation.parent import TURN_OFF, Target, named_target
+from kerneltune.core.isolation.worker import copier
 from kerneltune.plugins.triton import adapter
 
 #: What the worker imports to launch a kernel's candidates.

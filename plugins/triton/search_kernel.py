@@ -27,7 +27,7 @@ from typing import Any
 
 import triton
 from kerneltune.core import current_session
-from kerneltune.core.isolation import SUBPROCESS, Screening, screener
+from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.plugins.triton import adapter
 from kerneltune.plugins.triton.classify import operator_class, python_function
 from kerneltune.plugins.triton.hints import SearchHints, check_params, parse_hints, wants_search

@@ -30,8 +30,8 @@ from kerneltune.core import (
     describe_error,
     format_ms,
 )
-from kerneltune.core.contracts import SearchStrategy
-from kerneltune.core.search import Point, SearchBudget, Shape, choose_strategy
+from kerneltune.core.plugin_system.contracts import SearchStrategy
+from kerneltune.core.search.geometry import Point, SearchBudget, Shape, choose_strategy
 from kerneltune.core.verbose import show
 from kerneltune.plugins.triton import adapter, compiler
 from kerneltune.plugins.triton.search_space import SearchSpace

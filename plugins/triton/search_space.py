@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 from kerneltune.core import Candidate, Space, Tuner
-from kerneltune.core.profiles import choose_family, family_probes, family_profiles, unique_profiles
-from kerneltune.core.search import Point, SearchGeometry, Shape
+from kerneltune.core.search.geometry import Point, SearchGeometry, Shape
+from kerneltune.core.search.profiles import choose_family, family_probes, family_profiles, unique_profiles
 from kerneltune.plugins.triton import adapter
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:
-    from kerneltune.core.contracts import Device
+    from kerneltune.core.plugin_system.contracts import Device
 
 #: What runs one candidate in the worker: ``run(args, kwargs, payload)`` on the worker's fresh copies.
 Runner = Callable[[tuple[Any, ...], dict[str, Any], Any], object]

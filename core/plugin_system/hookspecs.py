@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from kerneltune.core.events import (
+    from kerneltune.core.plugin_system.events import (
         CandidateMeasured,
         CompileFinished,
         CompileStarted,

@@ -35,13 +35,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from kerneltune.core.registry import Registry, collect_registry
-from kerneltune.core.settings import SEARCH_EFFORTS
+from kerneltune.core.plugin_system.registry import Registry, collect_registry
+from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS
 
 if TYPE_CHECKING:
-    from kerneltune.core.contracts import SearchStrategy
-    from kerneltune.core.session import Session
-    from kerneltune.core.settings import Settings
+    from kerneltune.core.plugin_system.contracts import SearchStrategy
+    from kerneltune.core.plugin_system.session import Session
+    from kerneltune.core.plugin_system.settings import Settings
 
 #: One index per searched parameter, into that parameter's sorted values.
 Shape = tuple[int, ...]

@@ -18,17 +18,17 @@ import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, cast
 
-from kerneltune.core.compile import CompileProcesses
-from kerneltune.core.contracts import ForkingRecorder
-from kerneltune.core.engine import Tuner, Tuning
-from kerneltune.core.inplace import InPlaceArguments, InPlaceRuns
-from kerneltune.core.isolation import SUBPROCESS, Screening, screener, target_of
-from kerneltune.core.records import Candidate
-from kerneltune.core.registry import collect_registry
-from kerneltune.core.session import Session, current_session
-from kerneltune.core.space import Space
-from kerneltune.core.warm_start import MODES
-from kerneltune.core.wrapping import FunctionWrapper
+from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
+from kerneltune.core.drivers.wrapping import FunctionWrapper
+from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener, target_of
+from kerneltune.core.machine.compile import CompileProcesses
+from kerneltune.core.machine.engine import Tuner, Tuning
+from kerneltune.core.machine.records import Candidate
+from kerneltune.core.machine.space import Space
+from kerneltune.core.machine.warm_start import MODES
+from kerneltune.core.plugin_system.contracts import ForkingRecorder
+from kerneltune.core.plugin_system.registry import collect_registry
+from kerneltune.core.plugin_system.session import Session, current_session
 
 _CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")
 

@@ -17,11 +17,11 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 import pluggy
-from kerneltune.core import hookspecs
-from kerneltune.core.contracts import Registrable
 from kerneltune.core.errors import PluginError
 from kerneltune.core.notices import warn_once
-from kerneltune.core.settings import Settings
+from kerneltune.core.plugin_system import hookspecs
+from kerneltune.core.plugin_system.contracts import Registrable
+from kerneltune.core.plugin_system.settings import Settings
 
 ENTRY_POINT_GROUP = "kerneltune"
 

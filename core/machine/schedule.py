@@ -7,13 +7,13 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from kerneltune.core.records import Candidate
-from kerneltune.core.warm_start import WarmStart
+from kerneltune.core.machine.records import Candidate
+from kerneltune.core.machine.warm_start import WarmStart
 
 if TYPE_CHECKING:
-    from kerneltune.core.contracts import Reducer
-    from kerneltune.core.engine import Tuner
-    from kerneltune.core.session import Session
+    from kerneltune.core.machine.engine import Tuner
+    from kerneltune.core.plugin_system.contracts import Reducer
+    from kerneltune.core.plugin_system.session import Session
 
 
 @attrs.frozen

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 
-from kerneltune.core.search import Measure, Point, SearchBudget
+from kerneltune.core.search.geometry import Measure, Point, SearchBudget
 
 #: With a wall-clock budget, a batch is measured in rounds of at most this
 #: many points, so the budget is looked at between them: one round of the

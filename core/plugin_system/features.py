@@ -7,8 +7,8 @@ feature through ``kerneltune_register_features`` and tells it to enable it.
 
 from __future__ import annotations
 
-from kerneltune.core.registry import collect_registry
-from kerneltune.core.session import current_session
+from kerneltune.core.plugin_system.registry import collect_registry
+from kerneltune.core.plugin_system.session import current_session
 
 
 def enable_feature(name: str) -> None:

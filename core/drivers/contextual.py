@@ -42,12 +42,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kerneltune.core.contextual_call import STALL_LIMIT, ContextualCall
-from kerneltune.core.contracts import Interceptor
+from kerneltune.core.drivers.contextual_call import STALL_LIMIT, ContextualCall
+from kerneltune.core.drivers.wrapping import FunctionWrapper
 from kerneltune.core.errors import TunerBusyError
-from kerneltune.core.registry import collect_registry
-from kerneltune.core.session import current_session
-from kerneltune.core.wrapping import FunctionWrapper
+from kerneltune.core.plugin_system.contracts import Interceptor
+from kerneltune.core.plugin_system.registry import collect_registry
+from kerneltune.core.plugin_system.session import current_session
 
 __all__ = ["STALL_LIMIT", "ContextualAutoTuner", "contextual_autotune"]
 

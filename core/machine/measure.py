@@ -30,9 +30,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from kerneltune.core.contracts import Timer
 from kerneltune.core.errors import PluginError
-from kerneltune.core.records import trimmed
+from kerneltune.core.machine.records import trimmed
+from kerneltune.core.plugin_system.contracts import Timer
 
 DEVICE = "device"
 WALL = "wall"

@@ -12,11 +12,16 @@ from typing import Any
 
 import attrs
 import pluggy
-from kerneltune.core.contracts import Cache, Device, Reducer, Timer
 from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
 from kerneltune.core.notices import warn_once
-from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager, merged_facts
-from kerneltune.core.settings import Settings, load_settings
+from kerneltune.core.plugin_system.contracts import Cache, Device, Reducer, Timer
+from kerneltune.core.plugin_system.registry import (
+    Registry,
+    collect_registry,
+    make_plugin_manager,
+    merged_facts,
+)
+from kerneltune.core.plugin_system.settings import Settings, load_settings
 
 logger = logging.getLogger("kerneltune")
 

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from kerneltune.core.isolation_worker import Target
-    from kerneltune.core.profiles import CompileTarget
-    from kerneltune.core.search import Measure, Point, SearchBudget, SearchGeometry
+    from kerneltune.core.isolation.worker import Target
+    from kerneltune.core.search.geometry import Measure, Point, SearchBudget, SearchGeometry
+    from kerneltune.core.search.profiles import CompileTarget
 
 Thunk = Callable[[], object]
 

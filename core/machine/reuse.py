@@ -33,8 +33,8 @@ import math
 from typing import Any
 
 import attrs
-from kerneltune.core.records import NOT_MEASURED, PRUNED, Measurement, Method, TuningRecord
-from kerneltune.core.space import Space
+from kerneltune.core.machine.records import NOT_MEASURED, PRUNED, Measurement, Method, TuningRecord
+from kerneltune.core.machine.space import Space
 
 logger = logging.getLogger("kerneltune")
 

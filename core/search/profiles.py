@@ -18,10 +18,10 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core.contracts import ProfileFamily
 from kerneltune.core.errors import PluginError
-from kerneltune.core.registry import DEFAULT_PRIORITY, Registry, collect_registry
-from kerneltune.core.session import Session
+from kerneltune.core.plugin_system.contracts import ProfileFamily
+from kerneltune.core.plugin_system.registry import DEFAULT_PRIORITY, Registry, collect_registry
+from kerneltune.core.plugin_system.session import Session
 
 OPERATORS = ("matrix", "vector")
 

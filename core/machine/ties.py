@@ -13,8 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from kerneltune.core.measure import standard_error
-from kerneltune.core.records import Measurement
+from kerneltune.core.machine.measure import standard_error
+from kerneltune.core.machine.records import Measurement
 
 #: Near ties: a candidate is re-timed with the best one when its mean lies
 #: within this many combined standard errors of the best mean...

@@ -17,9 +17,6 @@ from types import TracebackType
 from typing import Any
 
 import attrs
-from kerneltune.core.agreement import Verdict, Vote, agree, check_picks, short_repr
-from kerneltune.core.compile import CompileStage, Subject
-from kerneltune.core.contracts import CompileProcess
 from kerneltune.core.errors import (
     CandidateDropped,
     NoStoredPickError,
@@ -28,18 +25,21 @@ from kerneltune.core.errors import (
     failure_report,
     format_failure,
 )
-from kerneltune.core.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
-from kerneltune.core.isolation import ScreenedOut, merge_ranks, screen_all, warn_unscreened
-from kerneltune.core.keys import digest
-from kerneltune.core.measure import CandidateRuns, Wrap, host_times
-from kerneltune.core.records import NOT_MEASURED, PRUNED, Candidate, Measurement, TuningRecord
-from kerneltune.core.reuse import Plan, carried_rows, plan_reuse
-from kerneltune.core.schedule import Job, Setup
-from kerneltune.core.settings import TUNE_AUTO, TUNE_FAIL
-from kerneltune.core.shard import gather_times, share
-from kerneltune.core.stored import method_of, new_record, read_record
-from kerneltune.core.ties import TIE_WARMUP, agreed_near_ties
-from kerneltune.core.warm_start import NEAREST, propose
+from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
+from kerneltune.core.machine.agreement import Verdict, Vote, agree, check_picks, short_repr
+from kerneltune.core.machine.compile import CompileStage, Subject
+from kerneltune.core.machine.keys import digest
+from kerneltune.core.machine.measure import CandidateRuns, Wrap, host_times
+from kerneltune.core.machine.records import NOT_MEASURED, PRUNED, Candidate, Measurement, TuningRecord
+from kerneltune.core.machine.reuse import Plan, carried_rows, plan_reuse
+from kerneltune.core.machine.schedule import Job, Setup
+from kerneltune.core.machine.shard import gather_times, share
+from kerneltune.core.machine.stored import method_of, new_record, read_record
+from kerneltune.core.machine.ties import TIE_WARMUP, agreed_near_ties
+from kerneltune.core.machine.warm_start import NEAREST, propose
+from kerneltune.core.plugin_system.contracts import CompileProcess
+from kerneltune.core.plugin_system.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
+from kerneltune.core.plugin_system.settings import TUNE_AUTO, TUNE_FAIL
 
 logger = logging.getLogger("kerneltune")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import attrs
-from kerneltune.core.records import Candidate, Measurement
+from kerneltune.core.machine.records import Candidate, Measurement
 
 
 @attrs.frozen

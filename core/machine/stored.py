@@ -9,10 +9,10 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import CacheReadError
-from kerneltune.core.records import STATISTIC, Measurement, Method, TuningRecord
-from kerneltune.core.schedule import Schedule
-from kerneltune.core.session import Session
-from kerneltune.core.space import Space
+from kerneltune.core.machine.records import STATISTIC, Measurement, Method, TuningRecord
+from kerneltune.core.machine.schedule import Schedule
+from kerneltune.core.machine.space import Space
+from kerneltune.core.plugin_system.session import Session
 
 logger = logging.getLogger("kerneltune")
 

@@ -36,11 +36,11 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import CacheReadError, PluginError
-from kerneltune.core.keys import describe, digest
-from kerneltune.core.records import TuningRecord
-from kerneltune.core.reuse import Plan, rows_by_fingerprint
-from kerneltune.core.session import Session
-from kerneltune.core.space import Space
+from kerneltune.core.machine.keys import describe, digest
+from kerneltune.core.machine.records import TuningRecord
+from kerneltune.core.machine.reuse import Plan, rows_by_fingerprint
+from kerneltune.core.machine.space import Space
+from kerneltune.core.plugin_system.session import Session
 
 logger = logging.getLogger("kerneltune")
 

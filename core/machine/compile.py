@@ -55,14 +55,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
-from kerneltune.core.contracts import CompileProcess
 from kerneltune.core.errors import describe_error
-from kerneltune.core.events import CompileFinished, CompileStarted
+from kerneltune.core.machine.records import Candidate
 from kerneltune.core.notices import warn_once
-from kerneltune.core.records import Candidate
+from kerneltune.core.plugin_system.contracts import CompileProcess
+from kerneltune.core.plugin_system.events import CompileFinished, CompileStarted
 
 if TYPE_CHECKING:
-    from kerneltune.core.session import Session
+    from kerneltune.core.plugin_system.session import Session
 
 #: Threads when the ``compile_workers`` setting is 0 ("one per core"), at most.
 MAX_AUTO_WORKERS = 32

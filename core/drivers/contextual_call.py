@@ -15,18 +15,23 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
-from kerneltune.core.contracts import ForkingLaunch, IsolatedLaunch, IsolatingLaunch, KernelLaunch
-from kerneltune.core.engine import Tuner, Tuning
 from kerneltune.core.errors import NoValidConfigError, StalledTuningError, describe_error, format_failure
-from kerneltune.core.events import KernelTuned, LaunchMeasured
-from kerneltune.core.isolation import SUBPROCESS, ScreenedOut, Screening, screen_all, screener
-from kerneltune.core.measure import TIMED, WARMUP, CandidateRuns
-from kerneltune.core.records import Candidate
-from kerneltune.core.session import Session
-from kerneltune.core.space import Space
+from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut, Screening, screen_all, screener
+from kerneltune.core.machine.engine import Tuner, Tuning
+from kerneltune.core.machine.measure import TIMED, WARMUP, CandidateRuns
+from kerneltune.core.machine.records import Candidate
+from kerneltune.core.machine.space import Space
+from kerneltune.core.plugin_system.contracts import (
+    ForkingLaunch,
+    IsolatedLaunch,
+    IsolatingLaunch,
+    KernelLaunch,
+)
+from kerneltune.core.plugin_system.events import KernelTuned, LaunchMeasured
+from kerneltune.core.plugin_system.session import Session
 
 if TYPE_CHECKING:
-    from kerneltune.core.contextual import ContextualAutoTuner
+    from kerneltune.core.drivers.contextual import ContextualAutoTuner
 
 #: Executions in a row that may launch kernels waiting for a pick without
 #: measuring anything before a call gives up. An outer function that launches

@@ -36,13 +36,13 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from kerneltune.core.keys import digest, encode_key
-from kerneltune.core.records import Candidate
-from kerneltune.core.schedule import Schedule, Setup
-from kerneltune.core.session import Session
-from kerneltune.core.space import Space
-from kerneltune.core.tuning import Tuning
-from kerneltune.core.warm_start import MODES, WarmStart
+from kerneltune.core.machine.keys import digest, encode_key
+from kerneltune.core.machine.records import Candidate
+from kerneltune.core.machine.schedule import Schedule, Setup
+from kerneltune.core.machine.space import Space
+from kerneltune.core.machine.tuning import Tuning
+from kerneltune.core.machine.warm_start import MODES, WarmStart
+from kerneltune.core.plugin_system.session import Session
 
 __all__ = ["Schedule", "Tuner", "Tuning"]
 

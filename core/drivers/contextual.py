@@ -4,11 +4,11 @@ This is the engine behind ``triton_dist.autotuner.contextual_autotune``. A
 call of a :class:`ContextualAutoTuner` installs every available interceptor
 plugin and runs the outer function again and again. Each launch of a
 tunable kernel reaches :meth:`ContextualCall.route
-<kerneltune.core.contextual_call.ContextualCall.route>` as a
-:class:`~kerneltune.core.contracts.KernelLaunch` that
+<kerneltune.core.drivers.contextual_call.ContextualCall.route>` as a
+:class:`~kerneltune.core.plugin_system.contracts.KernelLaunch` that
 carries that execution's own arguments. Tuning state is kept per (kernel,
-key): one :class:`~kerneltune.core.engine.Tuner` per kernel and candidate
-list, one :class:`~kerneltune.core.engine.Tuning` per key, driven with
+key): one :class:`~kerneltune.core.machine.engine.Tuner` per kernel and candidate
+list, one :class:`~kerneltune.core.machine.engine.Tuning` per key, driven with
 ``next_candidate`` / ``record`` / ``fail`` / ``finish`` like the
 function-level driver drives it, so agreement, reduction and selection are
 the engine's.

@@ -1,11 +1,11 @@
 """The state of one call of a contextual tuner, and what it does with each intercepted launch.
 
-:class:`ContextualCall` is what :class:`~kerneltune.core.contextual.ContextualAutoTuner`
+:class:`ContextualCall` is what :class:`~kerneltune.core.drivers.contextual.ContextualAutoTuner`
 hands to the interceptors as their route: it discovers each (kernel, key),
-drives the engine's :class:`~kerneltune.core.engine.Tuning` for the one
+drives the engine's :class:`~kerneltune.core.machine.engine.Tuning` for the one
 being measured, launches the others with a stand-in config, and tells the
 outer function's loop whether an execution left kernels waiting. The module
-docstring of :mod:`kerneltune.core.contextual` describes the whole.
+docstring of :mod:`kerneltune.core.drivers.contextual` describes the whole.
 """
 
 from __future__ import annotations

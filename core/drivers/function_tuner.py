@@ -364,7 +364,7 @@ def autotune(
         the ``repeat`` setting, 10).
     :param warm_start: ``"nearest"``: a key with no stored pick measures only
         the best configs of the stored keys nearest to it
-        (:mod:`kerneltune.core.warm_start`); ``"off"``: every config.
+        (:mod:`kerneltune.core.machine.warm_start`); ``"off"``: every config.
         Default: the ``warm_start`` setting.
     :param warm_start_budget: how many configs a warm start measures at
         most. Default: the ``warm_start_budget`` setting.

@@ -7,8 +7,8 @@ from typing import Any
 
 
 class FunctionWrapper:
-    """Base of :class:`~kerneltune.core.function_tuner.AutoTuner` and
-    :class:`~kerneltune.core.contextual.ContextualAutoTuner`.
+    """Base of :class:`~kerneltune.core.drivers.function_tuner.AutoTuner` and
+    :class:`~kerneltune.core.drivers.contextual.ContextualAutoTuner`.
 
     ``functools.update_wrapper`` gives an instance the wrapped function's
     name, docstring and signature; this class makes it bind as a method

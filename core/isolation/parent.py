@@ -12,10 +12,10 @@ There is one worker per device unit, started with torch.multiprocessing's
 spawn context on first use and kept for every later tuning of the process;
 one that crashed or hung is replaced at the next screening. A worker ends
 with this process however it ends, SIGKILL included (see
-:func:`~kerneltune.core.isolation_worker.die_with_parent`), and with it the
+:func:`~kerneltune.core.isolation.worker.die_with_parent`), and with it the
 multiprocessing resource tracker that spawning started, which lasts only
 while some process holds its pipe. The device is a
-registered device plugin (:class:`kerneltune.core.contracts.Device`): the
+registered device plugin (:class:`kerneltune.core.plugin_system.contracts.Device`): the
 one that owns the arguments' tensors, asked in the session's order
 (:attr:`kerneltune.core.Session.placement`), else the first in use; the
 worker is given that plugin's class and the unit, and has it set the unit,
@@ -34,7 +34,7 @@ The worker imports what it runs by module and qualified name: a function
 (:func:`target_of`), or a kernel's tuner that a backend plugin describes
 with :func:`named_target` and a runner of its own. Both check that at the
 call, with an error that says what to change. This module is the parent's
-side; the worker's is :mod:`kerneltune.core.isolation_worker`.
+side; the worker's is :mod:`kerneltune.core.isolation.worker`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The isolation worker's side: what it is sent (:class:`Target`), and its loop (:func:`serve`).
 
 The parent's side, which starts workers and asks them to run candidates, is
-:mod:`kerneltune.core.isolation`; its docstring describes the whole. This
+:mod:`kerneltune.core.isolation.parent`; its docstring describes the whole. This
 module runs in the worker process: it imports what a :class:`Target` names,
 copies the arguments' tensors before each candidate, runs the candidate,
 and says whether the device still works afterwards. It knows nothing of any
@@ -172,7 +172,7 @@ def _ask_for_parent_death_signal() -> None:
     """Have Linux send this process SIGKILL when the thread that started it ends.
 
     That thread lives as long as the parent process (see the starter in
-    :mod:`kerneltune.core.isolation`). Elsewhere, or if the call fails, the
+    :mod:`kerneltune.core.isolation.parent`). Elsewhere, or if the call fails, the
     lifeline alone ends the worker.
     """
     if sys.platform.startswith("linux"):

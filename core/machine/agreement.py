@@ -2,7 +2,7 @@
 
 Each rank votes with what it knows locally (did its key, cache or prune step
 fail, which candidates it kept, whether it holds a valid record, and what it
-would measure instead of every kept candidate: a :class:`~kerneltune.core.reuse.Plan`).
+would measure instead of every kept candidate: a :class:`~kerneltune.core.machine.reuse.Plan`).
 Every rank then applies the same pure function to the same list of votes, so
 all ranks reach the same verdict, or all raise the same error, without
 further messages. The record shared and the plan followed come from one

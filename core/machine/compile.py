@@ -15,7 +15,7 @@ Two kinds of pool:
   process, which inherits the kernel and the arguments as they are (nothing
   is pickled) and writes what it compiled to the backend's on-disk cache;
   this process then compiles the candidate again, which is a load from that
-  cache. The backend's :class:`~kerneltune.core.contracts.CompileProcess`
+  cache. The backend's :class:`~kerneltune.core.plugin_system.contracts.CompileProcess`
   (``child``) makes the child compile without touching the device (a forked
   child cannot use a CUDA context), and holds the forks until the
   compiler's one-time set-up is done in this process (Triton hashes its own
@@ -112,7 +112,10 @@ class Subject:
 
 @attrs.frozen
 class CompileProcesses:
-    """Several backends' :class:`~kerneltune.core.contracts.CompileProcess` as one (a launcher's kernels)."""
+    """Several backends' :class:`~kerneltune.core.plugin_system.contracts.CompileProcess` as one.
+
+    A launcher's kernels may come from several backends.
+    """
 
     parts: tuple[CompileProcess, ...]
 
@@ -142,7 +145,7 @@ class CompileStage:
         compiles on threads of this process.
     :param subject: the tuning, as its events name it.
     :param notify: sends an observer hook its event
-        (:meth:`kerneltune.core.session.Session.notify`); called on pool
+        (:meth:`kerneltune.core.plugin_system.session.Session.notify`); called on pool
         threads with ``kerneltune_compile_started`` and
         ``kerneltune_compile_finished``.
     """

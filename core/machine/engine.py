@@ -15,19 +15,19 @@ with :meth:`Tuning.fail`, and calls :meth:`Tuning.finish` for the pick. With
 more than one rank, pruning runs before agreement so one gather also checks
 that all ranks kept the same candidates. A driver that can compile
 candidates ahead of running them hands :meth:`Tuning.compile` a function
-that does, and COMPILE (:mod:`kerneltune.core.compile`) compiles them in
+that does, and COMPILE (:mod:`kerneltune.core.machine.compile`) compiles them in
 parallel; MEASURE starts once none of them is compiling.
 
-Every tuner measures through :mod:`kerneltune.core.measure`, and every
+Every tuner measures through :mod:`kerneltune.core.machine.measure`, and every
 tuning that is not adaptive ends its measuring the same way: candidates
 whose means lie within the noise of the best one's are re-timed in
 interleaved rounds, and the pick is made among them (:func:`near_ties`).
 
 A stored record is filed under the tuned code, the hardware and the key,
 not the candidate list, so LOOKUP finds it after the list changed and
-measures only what it lacks (:mod:`kerneltune.core.reuse`); a key with no
+measures only what it lacks (:mod:`kerneltune.core.machine.reuse`); a key with no
 record may start from the nearest stored keys' picks
-(:mod:`kerneltune.core.warm_start`, opt-in).
+(:mod:`kerneltune.core.machine.warm_start`, opt-in).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class Tuner:
         if type(budget) is not int or budget < 1:
             raise ValueError(f"{self.space.name}: warm_start_budget must be an integer >= 1, got {budget!r}")
         # Test the failure, not the encoding: a key of None encodes to None. The entry
-        # leaves the candidate list out (see kerneltune.core.reuse); before it did, it was
+        # leaves the candidate list out (see kerneltune.core.machine.reuse); before it did, it was
         # named by the whole space, and a record of that name is still found.
         entry = legacy = None
         if failure is None:

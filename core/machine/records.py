@@ -235,8 +235,8 @@ class TuningRecord:
     ``source`` is the digest of the tuned code (``None`` in records written
     before it was kept); ``carried`` the indices whose measurements an
     earlier tuning of this key made, for another candidate list
-    (:mod:`kerneltune.core.reuse`); ``warm_start`` where a warm start
-    began (:mod:`kerneltune.core.warm_start`): ``{"from": <stored key>,
+    (:mod:`kerneltune.core.machine.reuse`); ``warm_start`` where a warm start
+    began (:mod:`kerneltune.core.machine.warm_start`): ``{"from": <stored key>,
     "distance": <its distance>}``, ``None`` for a tuning that did not.
     """
 

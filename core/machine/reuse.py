@@ -23,7 +23,7 @@ candidate is measured. An adaptive driver (a staged search) gets the stored
 times through ``Tuning.reused`` and decides itself what to measure.
 
 With several ranks, the plan of the rank whose record the agreement shares
-is every rank's plan (:mod:`kerneltune.core.agreement`).
+is every rank's plan (:mod:`kerneltune.core.machine.agreement`).
 """
 
 from __future__ import annotations

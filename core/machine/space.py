@@ -17,7 +17,7 @@ class Space:
     ``fingerprint`` covers the tuned code and every candidate; ``source``
     the code alone, which is what a stored record's entry is named by, so
     that a record outlives changes to the candidate list
-    (:mod:`kerneltune.core.reuse`).
+    (:mod:`kerneltune.core.machine.reuse`).
     """
 
     name: str

@@ -26,7 +26,7 @@ def read_record(
     pick against its times), or is for another key is a miss; one made
     with other software versions is a warning, or a miss with
     ``version_check``. Its candidate list may differ from the live one
-    (:mod:`kerneltune.core.reuse` decides what it is still good for).
+    (:mod:`kerneltune.core.machine.reuse` decides what it is still good for).
 
     :param data: the record's plain data where this process holds it already;
         ``None`` asks the cache plugin.

@@ -1,6 +1,6 @@
 """One pass of the tuning state machine for one key: a :class:`Tuning`.
 
-``Tuner.begin`` (:mod:`kerneltune.core.engine`) makes one and runs its
+``Tuner.begin`` (:mod:`kerneltune.core.machine.engine`) makes one and runs its
 LOOKUP, PRUNE and AGREE (:meth:`Tuning.prepare`); the driver then steps it
 through COMPILE, MEASURE, REDUCE, SELECT and PERSIST. See the engine's
 module docstring for the whole machine.
@@ -115,7 +115,7 @@ class Tuning:
         """The stored time of each candidate an earlier tuning of this key measured, and this one has not.
 
         Filled when the key's record was made for another candidate list
-        (:mod:`kerneltune.core.reuse`), alike on every rank (``inf``: it
+        (:mod:`kerneltune.core.machine.reuse`), alike on every rank (``inf``: it
         failed). An adaptive driver may take these times instead of
         measuring; :meth:`finish` still selects among measured candidates only.
         """
@@ -438,7 +438,7 @@ class Tuning:
             candidate); an adaptive driver calls this for each round. Ranks on one host each compile
             their share; the others load it from Triton's cache at their first run.
         :param child: the backend's part in compiling in forked processes (``compile_pool``; see
-            :class:`~kerneltune.core.compile.CompileStage`, which reads the settings).
+            :class:`~kerneltune.core.machine.compile.CompileStage`, which reads the settings).
         """
         if self.best is not None:
             return
@@ -456,9 +456,10 @@ class Tuning:
     ) -> dict[int, str]:
         """ISOLATE: screen candidates where a crash cannot reach this process, before measuring them.
 
-        :param screen_one: runs one candidate in an isolation worker (:class:`~kerneltune.core.isolation.
-            Screening`), raising :class:`~kerneltune.core.isolation.ScreenedOut` for one that crashed
-            or hung there (one that raised there fails as usual when measured).
+        :param screen_one: runs one candidate in an isolation worker
+            (:class:`~kerneltune.core.isolation.parent.Screening`), raising
+            :class:`~kerneltune.core.isolation.parent.ScreenedOut` for one that crashed or hung there
+            (one that raised there fails as usual when measured).
         :param candidates: what to screen (default: the queued candidates; an adaptive driver's round).
         :returns: why each one screened out (or unscreenable) on any rank must not run, by index; with
             several ranks one gather makes every rank fail the same. :meth:`next_candidate` fails them.

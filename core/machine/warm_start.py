@@ -15,7 +15,7 @@ measures at most ``warm_start_budget`` distinct configs (:func:`choose`):
    budget is spent.
 
 They are timed head to head, as any tuning of a subset is
-(:mod:`kerneltune.core.reuse`), and the best of them is the pick; the
+(:mod:`kerneltune.core.machine.reuse`), and the best of them is the pick; the
 record names the key it started from. A key with no stored key near it
 (or whose candidates fit in the budget) is tuned in full. A staged search
 (``search_params``) chooses its candidates itself and is never warm
@@ -139,7 +139,7 @@ def _leaves(value: Any, path: str = "") -> Iterable[tuple[str, Any]]:
 def config_distance(config: Any, other: Any) -> float:
     """How far apart two configs' values are: numbers on a log scale, other differences one step each.
 
-    Configs are compared through :func:`kerneltune.core.keys.describe`, so a
+    Configs are compared through :func:`kerneltune.core.machine.keys.describe`, so a
     ``triton.Config``'s block sizes, warps and stages count alike, and a
     dict of keyword values by each value.
     """

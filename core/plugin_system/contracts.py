@@ -1,10 +1,10 @@
 """What a plugin's classes provide: one :class:`typing.Protocol` per family.
 
 A plugin registers classes, not instances, through the ``kerneltune_register_*``
-hooks (:mod:`kerneltune.core.hookspecs`). The engine reads a class's ``name``,
+hooks (:mod:`kerneltune.core.plugin_system.hookspecs`). The engine reads a class's ``name``,
 asks ``is_available()`` before it constructs one, and lets ``auto`` choose by
 the optional class attribute ``auto_priority`` (an int, 0 where absent; see
-:meth:`kerneltune.core.registry.Registry.ranked` for the rule). Each protocol
+:meth:`kerneltune.core.plugin_system.registry.Registry.ranked` for the rule). Each protocol
 below is what an instance must provide. Optional parts are protocols of their
 own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`,
 :class:`GlobalRankReducer`, :class:`RecordingInterceptor`,
@@ -61,7 +61,7 @@ class Timer(Registrable, Protocol):
         :param fn: the work to time.
         :param before: set-up that must happen just ahead of the timed
             region but outside it (the engine's flush and hold, see
-            :mod:`kerneltune.core.measure`). A device timer enqueues it after
+            :mod:`kerneltune.core.machine.measure`). A device timer enqueues it after
             its own bookkeeping and right before its start mark, so the
             device is busy with it while the host prepares the launch of
             ``fn``. ``None``: no set-up.
@@ -294,7 +294,7 @@ class GlobalRankReducer(Reducer, Protocol):
 
 
 class CompileProcess(Protocol):
-    """A backend's part in compiling in processes forked for COMPILE (:mod:`kerneltune.core.compile`).
+    """A backend's part in compiling in processes forked for COMPILE (:mod:`kerneltune.core.machine.compile`).
 
     The child inherits the kernel and its arguments, compiles, and leaves
     its work where this process finds it (Triton: its on-disk cache); this
@@ -491,7 +491,7 @@ class ProfileFamily(Registrable, Protocol):
 
         Each is a dict of compile options passed at launch, using only names
         in ``target.options``. Options that depend on another appear only in
-        the profiles where they apply; :func:`kerneltune.core.profiles.option_grid`
+        the profiles where they apply; :func:`kerneltune.core.search.profiles.option_grid`
         builds products.
         """
         ...
@@ -527,7 +527,7 @@ class SearchStrategy(Registrable, Protocol):
 
     Constructed with no arguments, once per search. Built-in priorities for
     ``auto``: pattern 10, staged 0, exhaustive -10. A strategy is pure
-    decisions over plain data (:mod:`kerneltune.core.search`): it never sees
+    decisions over plain data (:mod:`kerneltune.core.search.geometry`): it never sees
     a kernel, a device or another rank, only the times its measure function
     returns, which every rank agreed on.
     """

@@ -8,7 +8,7 @@ Three families, and one hook of its own:
   interceptors, profile families, features): each implementation receives a
   ``register`` callable and hands it the classes it provides. All
   implementations are called; registering a name twice is an error. What
-  each class must provide is a protocol of :mod:`kerneltune.core.contracts`.
+  each class must provide is a protocol of :mod:`kerneltune.core.plugin_system.contracts`.
 * facts (``kerneltune_hardware_info``, ``kerneltune_software_versions``):
   each implementation returns a dict; the engine merges them.
 * observers (``kerneltune_tuning_started``, ``kerneltune_candidate_measured``,
@@ -50,25 +50,25 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def kerneltune_register_timers(register: Callable[[type], None]) -> None:
     """Register timer classes: how long a candidate takes.
 
-    Each class follows :class:`kerneltune.core.contracts.Timer` (with the
-    optional :class:`~kerneltune.core.contracts.FlushingTimer` and
-    :class:`~kerneltune.core.contracts.HoldingTimer` parts): a class
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.Timer` (with the
+    optional :class:`~kerneltune.core.plugin_system.contracts.FlushingTimer` and
+    :class:`~kerneltune.core.plugin_system.contracts.HoldingTimer` parts): a class
     attribute ``name`` (the name users select it by), a classmethod
     ``is_available() -> bool``, an optional integer ``auto_priority``
     (``auto`` takes the available class with the highest, ties to the one
-    registered first: :meth:`kerneltune.core.registry.Registry.ranked`;
+    registered first: :meth:`kerneltune.core.plugin_system.registry.Registry.ranked`;
     default 0; built-ins use 0 for wallclock, 10 for cuda-event, 20 for
     npu-event, so a plugin that should never win ``auto`` uses a negative
     value); it is constructed with no arguments. An instance provides
     ``sample(fn, *, before=None)`` and ``collect()``, and optionally
     ``flush()`` and ``hold(microseconds)``. A timer of one device's work
-    (:class:`~kerneltune.core.contracts.DeviceTimer`) names that registered
+    (:class:`~kerneltune.core.plugin_system.contracts.DeviceTimer`) names that registered
     device in a class attribute ``device`` and is constructed with
     ``device=`` its instance instead; selecting the timer makes that device
     the session's.
 
     With the ``device`` objective, the engine's MEASURE step
-    (:mod:`kerneltune.core.measure`) passes ``before`` as the flush then a
+    (:mod:`kerneltune.core.machine.measure`) passes ``before`` as the flush then a
     hold sized to cover the host's work in ``fn``, so the device reaches the
     start mark no sooner than the work. Timers of host clocks, or of devices
     with no way to do either, leave them out. A timer instance measures one
@@ -85,8 +85,8 @@ def kerneltune_register_timers(register: Callable[[type], None]) -> None:
 def kerneltune_register_caches(register: Callable[[type], None]) -> None:
     """Register cache classes: where picks live.
 
-    Each class follows :class:`kerneltune.core.contracts.Cache` (with the
-    optional :class:`~kerneltune.core.contracts.ListingCache` part): ``name``,
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.Cache` (with the
+    optional :class:`~kerneltune.core.plugin_system.contracts.ListingCache` part): ``name``,
     ``is_available()``, an optional ``auto_priority`` (json 10, msgpack 5,
     memory 0, redis -10), constructed with ``root`` (a :class:`pathlib.Path`,
     the directory all functions share; it may not exist yet). A constructor
@@ -94,10 +94,10 @@ def kerneltune_register_caches(register: Callable[[type], None]) -> None:
     :class:`kerneltune.core.Settings` in force (for options such as
     ``redis_url``; raise :class:`kerneltune.core.ConfigError` for a missing
     or bad one, and connect to nothing yet), and one that names ``caches``
-    receives the cache :class:`~kerneltune.core.registry.Registry`, so that
+    receives the cache :class:`~kerneltune.core.plugin_system.registry.Registry`, so that
     it can layer over another cache by its registered name
     (``caches.get("json")``) without importing that plugin;
-    :func:`kerneltune.core.session.make_cache` builds them. An instance
+    :func:`kerneltune.core.plugin_system.session.make_cache` builds them. An instance
     provides ``load(namespace, digest)`` (the plain-data record or ``None``;
     an unreadable one raises :class:`kerneltune.core.CacheReadError`, which
     the engine turns into a logged miss), ``store(namespace, digest,
@@ -117,8 +117,8 @@ def kerneltune_register_caches(register: Callable[[type], None]) -> None:
 def kerneltune_register_reducers(register: Callable[[type], None]) -> None:
     """Register reducer classes: how ranks exchange votes and timings.
 
-    Each class follows :class:`kerneltune.core.contracts.Reducer` (with the
-    optional :class:`~kerneltune.core.contracts.GlobalRankReducer` part). A
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.Reducer` (with the
+    optional :class:`~kerneltune.core.plugin_system.contracts.GlobalRankReducer` part). A
     reducer is a thin transport; agreement, selection and persistence
     decisions are the engine's. A reducer class has ``name``, an optional
     ``auto_priority`` and a classmethod ``is_available(group=None) -> bool``
@@ -140,7 +140,7 @@ def kerneltune_register_reducers(register: Callable[[type], None]) -> None:
 def kerneltune_register_devices(register: Callable[[type], None]) -> None:
     """Register device classes: what the engine may know of an accelerator.
 
-    Each class follows :class:`kerneltune.core.contracts.Device`: ``name``
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.Device`: ``name``
     (the name a timer's ``device`` attribute names it by, and the prefix of
     the isolation worker's ``"name:index"``), a classmethod ``is_available()
     -> bool`` (the device can be used from this process; no side effects,
@@ -158,11 +158,11 @@ def kerneltune_register_devices(register: Callable[[type], None]) -> None:
     The session's device (:attr:`kerneltune.core.Session.device`) is the one
     the selected timer names in its ``device`` attribute, otherwise the
     available class with the highest ``auto_priority``
-    (:meth:`kerneltune.core.registry.Registry.ranked`); its ``facts()`` are
+    (:meth:`kerneltune.core.plugin_system.registry.Registry.ranked`); its ``facts()`` are
     part of the hardware facts. With ``isolate = "subprocess"`` the worker
     process runs on the device that owns the candidate's tensor arguments
     (the session's device asked first, then the others by priority; with no
-    tensor, the first one :meth:`in_use <kerneltune.core.contracts.Device.in_use>`),
+    tensor, the first one :meth:`in_use <kerneltune.core.plugin_system.contracts.Device.in_use>`),
     and uses that device's class there: it sets the unit, synchronises after
     each candidate, checks its health and releases its cache.
 
@@ -270,12 +270,12 @@ def kerneltune_key_distance(function: str, key: Any, other: Any) -> float | None
     """How far apart two tuning keys of one function are, for warm starts.
 
     With ``warm_start = "nearest"``, a key that has no stored record starts
-    from the stored keys nearest to it (:mod:`kerneltune.core.warm_start`):
+    from the stored keys nearest to it (:mod:`kerneltune.core.machine.warm_start`):
     their best configs are measured instead of the whole candidate list.
     The engine asks this hook for the distance from the new key to each
     stored key of the same function, code and hardware, and starts from
     the nearest ones. Without an answer it uses the default distance
-    (:func:`kerneltune.core.warm_start.default_distance`): keys of the same
+    (:func:`kerneltune.core.machine.warm_start.default_distance`): keys of the same
     shape whose non-numeric parts are equal, numeric parts compared on a
     log scale, so 1024 is as far from 2048 as 8 from 16.
 
@@ -312,15 +312,15 @@ def kerneltune_pick_loaded(event: PickLoaded) -> None:
 def kerneltune_register_interceptors(register: Callable[[type], None]) -> None:
     """Register interceptor classes: how kernel launches reach the contextual tuner.
 
-    Each class follows :class:`kerneltune.core.contracts.Interceptor`:
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.Interceptor`:
     ``name``, a classmethod ``is_available() -> bool`` (its kernel library can
     be imported; no side effects), constructed with no arguments. An instance
     provides ``install(route)``, which routes every tunable launch made on the
     calling thread to ``route`` as a
-    :class:`kerneltune.core.contracts.KernelLaunch` until ``uninstall()``,
+    :class:`kerneltune.core.plugin_system.contracts.KernelLaunch` until ``uninstall()``,
     which restores the library exactly as it was. Installing must cost
     nothing once uninstalled, so patch on install, never at import.
-    Optionally (:class:`~kerneltune.core.contracts.RecordingInterceptor`) it
+    Optionally (:class:`~kerneltune.core.plugin_system.contracts.RecordingInterceptor`) it
     provides ``recording()``, with which the function-level tuner's COMPILE
     stage turns a host launcher's launches into compiles.
 
@@ -351,21 +351,21 @@ def kerneltune_kernel_tuned(event: KernelTuned) -> None:
 def kerneltune_register_profile_families(register: Callable[[type], None]) -> None:
     """Register compile-option profile families for staged searches (``search_params``).
 
-    Each class follows :class:`kerneltune.core.contracts.ProfileFamily` (with
-    the optional :class:`~kerneltune.core.contracts.ProbingProfileFamily`
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.ProfileFamily` (with
+    the optional :class:`~kerneltune.core.plugin_system.contracts.ProbingProfileFamily`
     part): ``name``; ``operator``, the operator class it serves
     (``"matrix"``: kernels that call ``tl.dot``, ``"vector"``: the others);
     ``backends``, a tuple of Triton backend names it serves (``"cuda"``,
     ``"hip"``, ``"npu"``, ``"interpreter"``); optionally ``priority`` (an int,
     default 0; where several families serve one backend and operator the
-    highest wins, by :meth:`kerneltune.core.registry.Registry.ranked`, and a
+    highest wins, by :meth:`kerneltune.core.plugin_system.registry.Registry.ranked`, and a
     tie for first place is an error); and a classmethod ``is_available() ->
     bool``. It is constructed with no arguments. An instance provides
     ``profiles(target)``: given a
-    :class:`kerneltune.core.profiles.CompileTarget`, the profiles to search,
+    :class:`kerneltune.core.search.profiles.CompileTarget`, the profiles to search,
     each a dict of compile options passed at launch, using only names in
     ``target.options``; the first is the base profile
-    (:func:`kerneltune.core.profiles.option_grid` builds products). It may
+    (:func:`kerneltune.core.search.profiles.option_grid` builds products). It may
     also provide ``probe_profiles(target)``: a few of its profiles that the
     shape search times every shape with, scoring a shape by the best of
     them; the base is always a probe.
@@ -380,14 +380,14 @@ def kerneltune_register_profile_families(register: Callable[[type], None]) -> No
 def kerneltune_register_features(register: Callable[[type], None]) -> None:
     """Register optional features a user switches on by name, e.g. ``search_params``.
 
-    Each class follows :class:`kerneltune.core.contracts.Feature`: ``name``,
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.Feature`: ``name``,
     a classmethod ``is_available() -> bool`` (whatever it needs can be
     imported; no side effects), constructed with no arguments. An instance
     provides ``enable() -> None``, which switches the feature on for the
     whole process; calling it again, or after other code ran, changes
     nothing. The facade's activation modules (such as
     ``triton_dist.autotune_hooks``) call
-    :func:`kerneltune.core.features.enable_feature`, which calls it.
+    :func:`kerneltune.core.plugin_system.features.enable_feature`, which calls it.
 
     :param register: as for :func:`kerneltune_register_timers`.
 
@@ -399,17 +399,17 @@ def kerneltune_register_features(register: Callable[[type], None]) -> None:
 def kerneltune_register_search_strategies(register: Callable[[type], None]) -> None:
     """Register search strategies: which points of a generated space get measured.
 
-    Each class follows :class:`kerneltune.core.contracts.SearchStrategy`:
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.SearchStrategy`:
     ``name`` (what the ``strategy`` hint and the ``search_strategy`` setting
     select it by), a classmethod ``is_available() -> bool``, an optional
     ``auto_priority`` (``auto``, the setting's default, takes the available
-    class with the highest by :meth:`kerneltune.core.registry.Registry.ranked`;
+    class with the highest by :meth:`kerneltune.core.plugin_system.registry.Registry.ranked`;
     built-ins: pattern 10, staged 0, exhaustive -10, so a plugin that should
     only run when named uses a negative value). It is constructed with no
     arguments, once per search, and provides ``search(geometry, measure,
     budget, say)``:
 
-    * ``geometry``, a :class:`kerneltune.core.search.SearchGeometry`: the
+    * ``geometry``, a :class:`kerneltune.core.search.geometry.SearchGeometry`: the
       sorted values of each searched parameter and the compile-option
       profiles (the base first, the family's probes, the seeds);
     * ``measure(points)``: measures a batch of ``(shape, profile)`` points
@@ -418,9 +418,9 @@ def kerneltune_register_search_strategies(register: Callable[[type], None]) -> N
       was dropped, ran out of resources or timed out. A strategy must take
       its decisions from these times alone, so that every rank takes the
       same ones;
-    * ``budget``, a :class:`kerneltune.core.search.SearchBudget`: the effort
+    * ``budget``, a :class:`kerneltune.core.search.geometry.SearchBudget`: the effort
       asked for, a cap on distinct points and on seconds, which the strategy
-      honours (:class:`kerneltune.core.search_ledger.SearchLedger` does the
+      honours (:class:`kerneltune.core.search.ledger.SearchLedger` does the
       bookkeeping), and how many finalists to return;
     * ``say(line)``: prints a line of progress when the kernel's hint has
       ``debug``.

@@ -62,7 +62,7 @@ def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> plu
     :param extra: plugin objects to register after the others, mainly for tests;
         each is named by its ``__name__`` (a module's) or its class's qualified name.
     :raises PluginError: naming the plugin, when one implements a hook that
-        :mod:`kerneltune.core.hookspecs` does not specify (a misspelt name
+        :mod:`kerneltune.core.plugin_system.hookspecs` does not specify (a misspelt name
         would otherwise never be called).
     """
     manager = pluggy.PluginManager(hookspecs.PROJECT)
@@ -103,7 +103,7 @@ def _check_hooks(manager: pluggy.PluginManager) -> None:
             unknown.append(f"{hook} (did you mean {close[0]}?)" if close else hook)
         raise PluginError(
             f"plugin {manager.get_name(exc.plugin)} implements {', '.join(unknown)}, which matches no "
-            "kerneltune hook; the hooks are specified in kerneltune.core.hookspecs"
+            "kerneltune hook; the hooks are specified in kerneltune.core.plugin_system.hookspecs"
         ) from None
 
 

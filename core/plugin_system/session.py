@@ -30,7 +30,7 @@ logger = logging.getLogger("kerneltune")
 class Session:
     """Plugins and facts for one :class:`Settings`: built once, shared by tunings.
 
-    The classes' contracts are in :mod:`kerneltune.core.contracts`.
+    The classes' contracts are in :mod:`kerneltune.core.plugin_system.contracts`.
     """
 
     settings: Settings
@@ -178,7 +178,7 @@ class Session:
         """A new timer of the configured (or automatically chosen) kind.
 
         A timer class whose constructor names a ``device`` parameter is
-        given :attr:`device` (:class:`~kerneltune.core.contracts.DeviceTimer`).
+        given :attr:`device` (:class:`~kerneltune.core.plugin_system.contracts.DeviceTimer`).
         """
         cls: type[Any] = self.timers.select(self.settings.timer, self.settings.source("timer"))
         timer: Timer = cls(device=self.device) if "device" in inspect.signature(cls).parameters else cls()

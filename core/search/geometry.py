@@ -3,7 +3,7 @@
 A search strategy decides which points of a generated space get measured
 (``search_params`` kernels generate theirs, see docs/search_params.md). It
 is a plugin (``kerneltune_register_search_strategies``; the contract is
-:class:`kerneltune.core.contracts.SearchStrategy`) and sees only plain
+:class:`kerneltune.core.plugin_system.contracts.SearchStrategy`) and sees only plain
 data, never a kernel or a device:
 
 * the space's :class:`SearchGeometry`: the sorted values of each searched

@@ -401,7 +401,7 @@ SEARCH_PARAMS_MARK = "__kerneltune_search_params__"
 
 
 def compile_target() -> Any:
-    """The :class:`kerneltune.core.profiles.CompileTarget` kernels compile for now.
+    """The :class:`kerneltune.core.search.profiles.CompileTarget` kernels compile for now.
 
     Under the interpreter the backend is ``"interpreter"`` and the options are
     the compile fields of ``triton.Config``, which the interpreter accepts and

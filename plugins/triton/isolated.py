@@ -2,7 +2,7 @@
 
 With ``isolate = "subprocess"`` the candidates of a ``triton.autotune``
 kernel that ``contextual_autotune`` takes over, and of a search_params
-kernel, first run in the isolation worker (:mod:`kerneltune.core.isolation`).
+kernel, first run in the isolation worker (:mod:`kerneltune.core.isolation.parent`).
 
 The parent (:class:`KernelIsolation`) finds the kernel's tuner under a
 module-level name (the worker imports it so) and, for each candidate config,

@@ -1,6 +1,6 @@
 """One fresh search_params tuning of one key: the strategy's rounds, then the finalists, through the engine.
 
-The search strategy in force (a plugin, :mod:`kerneltune.core.search`)
+The search strategy in force (a plugin, :mod:`kerneltune.core.search.geometry`)
 decides what to measure; :class:`SearchRun` screens each round (pruned, or
 no smaller than a shape that ran out of resources), hands it to the engine's
 COMPILE stage, measures it through the adaptive

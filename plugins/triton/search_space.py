@@ -3,7 +3,7 @@ times every compile-option profile of the family the operator classifier chooses
 
 :func:`build_space` makes the engine's :class:`~kerneltune.core.Space` for one
 set of compile options fixed at launch, with the geometry (axes, profiles,
-probes, seeds) a search strategy (:mod:`kerneltune.core.search`) walks.
+probes, seeds) a search strategy (:mod:`kerneltune.core.search.geometry`) walks.
 Configs are made through the adapter, which alone knows a
 ``triton.Config``'s fields.
 """

@@ -54,7 +54,8 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import IsolationError
-from kerneltune.core.isolation.worker import Target, copier, first_line, flatten, map_tensors, serve
+from kerneltune.core.isolation.target import Target
+from kerneltune.core.isolation.worker import copier, first_line, flatten, map_tensors, serve
 from kerneltune.core.machine.records import Candidate
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.session import current_session

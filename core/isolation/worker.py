@@ -1,10 +1,11 @@
-"""The isolation worker's side: what it is sent (:class:`Target`), and its loop (:func:`serve`).
+"""The isolation worker's side: its loop (:func:`serve`) over what it is sent.
 
 The parent's side, which starts workers and asks them to run candidates, is
 :mod:`kerneltune.core.isolation.parent`; its docstring describes the whole. This
-module runs in the worker process: it imports what a :class:`Target` names,
-copies the arguments' tensors before each candidate, runs the candidate,
-and says whether the device still works afterwards. It knows nothing of any
+module runs in the worker process: it imports what a
+:class:`~kerneltune.core.isolation.target.Target` names, copies the
+arguments' tensors before each candidate, runs the candidate, and says
+whether the device still works afterwards. It knows nothing of any
 kernel library: a target that is not a plain function names a *runner*, a
 module-level factory of a backend plugin that the worker imports by name.
 """
@@ -22,36 +23,13 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
+from kerneltune.core.isolation.target import Target
 
 if TYPE_CHECKING:
     from kerneltune.core.plugin_system.contracts import Device
 
 #: What runs one candidate in the worker: ``run(args, kwargs, payload)`` on the worker's fresh copies.
 Runner = Callable[[tuple[Any, ...], dict[str, Any], Any], object]
-
-
-@attrs.frozen
-class Target:
-    """What the worker imports by name, and the arguments to run its candidates with."""
-
-    module: str
-    qualname: str
-    #: how many ``.fn`` steps lead from what the name holds to what is tuned
-    #: (1: the name holds a tuner whose ``.fn`` is the tuned function).
-    unwrap: int
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    #: the worker's device: a registered device's name and unit, ``"cpu:0"``, ``"cuda:1"``, ``"npu:0"``.
-    device: str
-    #: ``"module:function"`` of a factory the worker calls with what is tuned,
-    #: returning the :data:`Runner` for its candidates; ``None``: what is tuned
-    #: is a function, called as ``fn(*args, **payload, **kwargs)``.
-    runner: str | None = None
-    #: ``"module:function"`` names the worker calls, in order and without
-    #: arguments, before it imports ``module``: a plugin's set-up that the
-    #: parent had done (a feature it enabled) and the module relies on.
-    prepare: tuple[str, ...] = ()
 
 
 def map_tensors(value: Any, change: Callable[[Any], Any]) -> Any:

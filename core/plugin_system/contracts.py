@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from kerneltune.core.isolation.worker import Target
+    from kerneltune.core.isolation.target import Target
     from kerneltune.core.search.geometry import Measure, Point, SearchBudget, SearchGeometry
     from kerneltune.core.search.profiles import CompileTarget
 

@@ -19,11 +19,8 @@ data, never a kernel or a device:
 It returns its finalists, fastest first; the caller re-times them head to
 head and applies the correctness gate, whatever the strategy.
 
-Which strategy runs: the kernel's hint (``strategy``) wins, then the
-``search_strategy`` setting (config files, ``KERNELTUNE_SEARCH_STRATEGY``),
-whose default ``auto`` takes the available strategy with the highest
-``auto_priority``. Effort, seconds and the point cap resolve the same way
-(:meth:`SearchBudget.resolve`).
+Which strategy runs is :mod:`kerneltune.core.search.strategies`'s
+business; the budget resolves as :meth:`SearchBudget.resolve` says.
 """
 
 from __future__ import annotations
@@ -32,16 +29,10 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
-from kerneltune.core.plugin_system.registry import Registry, collect_registry
-from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS
-
-if TYPE_CHECKING:
-    from kerneltune.core.plugin_system.contracts import SearchStrategy
-    from kerneltune.core.plugin_system.session import Session
-    from kerneltune.core.plugin_system.settings import Settings
+from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS, Settings
 
 #: One index per searched parameter, into that parameter's sorted values.
 Shape = tuple[int, ...]
@@ -222,27 +213,3 @@ class SearchBudget:
         if self.seconds is not None:
             caps.append(f"{self.seconds:g} s")
         return ", ".join(caps)
-
-
-def search_strategies(session: Session) -> Registry[SearchStrategy]:
-    """Every search strategy the session's plugins register, by name.
-
-    :raises PluginError: when two plugins register one name, naming both.
-    """
-    return collect_registry(session.manager, "search strategy", "kerneltune_register_search_strategies")
-
-
-def choose_strategy(session: Session, hinted: str | None = None, where: str | None = None) -> SearchStrategy:
-    """A new instance of the strategy in force.
-
-    :param hinted: the name a kernel's hint gives, which wins over the
-        ``search_strategy`` setting; ``None`` to use the setting.
-    :param where: what gave ``hinted``, for the error message.
-    :raises PluginError: for a name no plugin registered (listing those that
-        exist and naming what asked for it), or a strategy that cannot run here.
-    """
-    registry = search_strategies(session)
-    if hinted is not None:
-        return registry.select(hinted, where)()
-    settings = session.settings
-    return registry.select(settings.search_strategy, settings.source("search_strategy"))()

@@ -41,7 +41,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kerneltune.core import IsolationError
-from kerneltune.core.isolation.parent import TURN_OFF, Target, named_target
+from kerneltune.core.isolation.parent import TURN_OFF, named_target
+from kerneltune.core.isolation.target import Target
 from kerneltune.core.isolation.worker import copier
 from kerneltune.plugins.triton import adapter
 

@@ -1,6 +1,6 @@
 """One fresh search_params tuning of one key: the strategy's rounds, then the finalists, through the engine.
 
-The search strategy in force (a plugin, :mod:`kerneltune.core.search.geometry`)
+The search strategy in force (a plugin, :mod:`kerneltune.core.search.strategies`)
 decides what to measure; :class:`SearchRun` screens each round (pruned, or
 no smaller than a shape that ran out of resources), hands it to the engine's
 COMPILE stage, measures it through the adaptive
@@ -31,7 +31,8 @@ from kerneltune.core import (
     format_ms,
 )
 from kerneltune.core.plugin_system.contracts import SearchStrategy
-from kerneltune.core.search.geometry import Point, SearchBudget, Shape, choose_strategy
+from kerneltune.core.search.geometry import Point, SearchBudget, Shape
+from kerneltune.core.search.strategies import choose_strategy
 from kerneltune.core.verbose import show
 from kerneltune.plugins.triton import adapter, compiler
 from kerneltune.plugins.triton.search_space import SearchSpace

@@ -16,8 +16,9 @@ from typing import Any
 
 import attrs
 from kerneltune.core import Candidate, Space, Tuner
+from kerneltune.core.search.families import choose_family, family_probes, family_profiles
 from kerneltune.core.search.geometry import Point, SearchGeometry, Shape
-from kerneltune.core.search.profiles import choose_family, family_probes, family_profiles, unique_profiles
+from kerneltune.core.search.profiles import unique_profiles
 from kerneltune.plugins.triton import adapter
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 from kerneltune.core.machine.records import Candidate
+from kerneltune.core.machine.space import Space
 from kerneltune.core.machine.warm_start import WarmStart
 
 if TYPE_CHECKING:
-    from kerneltune.core.machine.engine import Tuner
     from kerneltune.core.plugin_system.contracts import Reducer
     from kerneltune.core.plugin_system.session import Session
 
@@ -54,11 +54,25 @@ class Job:
         return self.purpose or None
 
 
+class TunerState(Protocol):
+    """What a tuning reads and writes of the :class:`~kerneltune.core.machine.engine.Tuner` that began it.
+
+    A protocol rather than the class: the tuner's module makes tunings, so
+    a tuning naming the class would import its maker back.
+    """
+
+    space: Space
+    #: the in-process picks, by business key; a tuning adds its pick.
+    picks: dict[Hashable, Candidate]
+    #: the plain data of the records this process holds, by cache entry; a tuning reads and adds.
+    records: dict[str, dict[str, Any]]
+
+
 @attrs.frozen
 class Setup:
     """What a :class:`Tuning` is made with: ``Tuner.begin`` resolves it from the call."""
 
-    tuner: Tuner
+    tuner: TunerState
     session: Session
     reducer: Reducer
     key: Hashable

@@ -114,7 +114,15 @@ class ContextualAutoTuner(FunctionWrapper):
             overrides["reducer"] = "local"
         session = current_session(**overrides)
         interceptors = collect_registry(session.manager, "interceptor", "kerneltune_register_interceptors")
-        call = ContextualCall(self, session)
+        call = ContextualCall(
+            self.__name__,
+            session,
+            is_dist=self.is_dist,
+            verbose=self.verbose,
+            warmup=self.n_warmup,
+            repeat=self.n_repeat,
+            flush=self.flush_cache,
+        )
         # The stack undoes everything whatever is raised, uninstalls included:
         # one interceptor failing to uninstall must not leave another library
         # patched. Open tunings are released last.

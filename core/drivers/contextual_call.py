@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import attrs
 from kerneltune.core.errors import NoValidConfigError, StalledTuningError, describe_error, format_failure
@@ -29,9 +29,6 @@ from kerneltune.core.plugin_system.contracts import (
 )
 from kerneltune.core.plugin_system.events import KernelTuned, LaunchMeasured
 from kerneltune.core.plugin_system.session import Session
-
-if TYPE_CHECKING:
-    from kerneltune.core.drivers.contextual import ContextualAutoTuner
 
 #: Executions in a row that may launch kernels waiting for a pick without
 #: measuring anything before a call gives up. An outer function that launches
@@ -75,13 +72,31 @@ class _KernelKey:
 
 
 class ContextualCall:
-    """The state of one call of a :class:`ContextualAutoTuner`: what ``route`` works on."""
+    """The state of one call of a contextual tuner: what ``route`` works on.
 
-    def __init__(self, owner: ContextualAutoTuner, session: Session) -> None:
-        self.owner = owner
+    :param name: the outer function's name, for messages.
+    :param is_dist, verbose: the tuner's options of those names.
+    :param warmup, repeat, flush: the tuner's ``n_warmup``, ``n_repeat`` and ``flush_cache``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        session: Session,
+        *,
+        is_dist: bool,
+        verbose: bool,
+        warmup: int,
+        repeat: int,
+        flush: bool,
+    ) -> None:
+        self.name = name
         self.session = session
-        self.verbose = owner.verbose or session.settings.verbose
-        self.distributed = owner.is_dist and session.make_reducer(None).world_size > 1
+        self.verbose = verbose or session.settings.verbose
+        self.distributed = is_dist and session.make_reducer(None).world_size > 1
+        self.warmup = warmup
+        self.repeat = repeat
+        self.flush = flush
         self.isolating = session.settings.isolate == SUBPROCESS
         # By id(): every state holds its kernel, so no id is reused during the call.
         self.states: dict[tuple[int, Hashable], _KernelKey] = {}
@@ -124,7 +139,7 @@ class ContextualCall:
         focus = self.focus
         assert focus is not None
         text = (
-            f"contextual_autotune: {self.owner.__name__} cannot finish tuning: the last {self.stalls} "
+            f"contextual_autotune: {self.name} cannot finish tuning: the last {self.stalls} "
             f"executions did not launch kernel {focus.name} with key {focus.key!r}, the one being measured"
         )
         if self.fresh:
@@ -247,9 +262,9 @@ class ContextualCall:
             keep=lambda candidate: candidate.index in kept,
             group=None,
             verbose=self.verbose,
-            warmup=self.owner.n_warmup,
-            repeat=self.owner.n_repeat,
-            flush=self.owner.flush_cache,
+            warmup=self.warmup,
+            repeat=self.repeat,
+            flush=self.flush,
             driver="contextual",
         )
         self._open.append(tuning)

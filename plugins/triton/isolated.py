@@ -80,19 +80,10 @@ def kernel_layers(tuner: Any) -> tuple[list[Any], Any]:
     return layers, layer
 
 
-def enable_search_params() -> None:
-    """In the worker: let ``triton.autotune`` take search_params hints, as it did in the parent."""
-    from kerneltune.plugins.triton.search_kernel import make_autotune
-
-    adapter.install_autotune(make_autotune)
-
-
 def _prepare() -> tuple[str, ...]:
-    """What the worker must do to import kernels as this process did."""
-    import triton
-
-    searching = getattr(triton.autotune, adapter.SEARCH_PARAMS_MARK, False)
-    return (f"{__name__}:enable_search_params",) if searching else ()
+    """What the worker must do to import kernels as this process did: replace ``triton.autotune`` alike."""
+    installer = adapter.autotune_installer()
+    return () if installer is None else (installer,)
 
 
 class KernelIsolation:

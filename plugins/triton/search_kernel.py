@@ -121,7 +121,7 @@ class SearchParamsKernel(triton.KernelInterface):
                     f"{name}: {what} names {', '.join(unknown)}, which are not kernel arguments "
                     f"(arguments: {', '.join(self.arg_names)})"
                 )
-        self._early_prune = self._pruner(prune_configs_by)
+        self.early_prune = self._pruner(prune_configs_by)
         self.configs = list(configs or ())
         self._given = bool(self.configs) and all(
             all(p in c.kwargs for p in self.hints.params) for c in self.configs

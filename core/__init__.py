@@ -1,6 +1,10 @@
 """kerneltune's engine: the tuning state machine and the plugin contract.
 
-Nothing here imports torch or triton; plugins do, lazily, when they run.
+Grouped by role: ``machine`` (the state machine and its stages),
+``drivers`` (the tuners that drive it), ``plugin_system``, ``search``
+(generated spaces) and ``isolation``; docs/architecture.md maps them. This
+package re-exports the public names. Nothing here imports torch or triton;
+plugins do, lazily, when they run.
 """
 
 from kerneltune.core.errors import (

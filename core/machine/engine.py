@@ -3,8 +3,8 @@
 ::
 
     KEY -> LOOKUP --hit--> DISPATCH
-              |miss
-            (PRUNE) -> AGREE -> COMPILE -> MEASURE -> REDUCE -> SELECT -> PERSIST -> DISPATCH
+              |miss (or only part of the space measured before)
+            PRUNE -> AGREE -> ISOLATE -> COMPILE -> MEASURE -> REDUCE -> SELECT -> PERSIST -> DISPATCH
 
 A :class:`Tuner` holds one candidate space and its in-process picks. Each
 miss is one :class:`Tuning`, driven from outside: the driver asks
@@ -13,7 +13,9 @@ however it must (a host function in a loop, a kernel inside repeated outer
 calls), hands back the samples with :meth:`Tuning.record` or an exception
 with :meth:`Tuning.fail`, and calls :meth:`Tuning.finish` for the pick. With
 more than one rank, pruning runs before agreement so one gather also checks
-that all ranks kept the same candidates. A driver that can compile
+that all ranks kept the same candidates. ISOLATE is optional: with
+``isolate = "subprocess"`` the driver screens candidates in a worker
+process (:meth:`Tuning.isolate`, :mod:`kerneltune.core.isolation`). A driver that can compile
 candidates ahead of running them hands :meth:`Tuning.compile` a function
 that does, and COMPILE (:mod:`kerneltune.core.machine.compile`) compiles them in
 parallel; MEASURE starts once none of them is compiling.

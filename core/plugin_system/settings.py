@@ -256,7 +256,11 @@ _FIELDS = {
     "warm_start_budget": _count(1),
 }
 
-_ENV = {
+#: The variable naming one more config file, read after ./kerneltune.toml.
+CONFIG_VARIABLE = "KERNELTUNE_CONFIG"
+
+#: Environment variable -> the setting it sets; variables win over every file.
+ENV = {
     "KERNELTUNE_TIMER": "timer",
     "KERNELTUNE_CACHE": "cache",
     "KERNELTUNE_REDUCER": "reducer",
@@ -287,8 +291,8 @@ _ENV = {
     "KERNELTUNE_WARM_START_BUDGET": "warm_start_budget",
 }
 
-# Variables that switch a setting off when set to 1 (the setting is their negation).
-_ENV_NEGATED = {"KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD": "autoload"}
+#: Variables that switch a setting off when set to 1 (the setting is their negation).
+ENV_NEGATED = {"KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD": "autoload"}
 
 
 # Parsed files by path, with the (inode, mtime, size) they were parsed at. Settings are
@@ -385,20 +389,20 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
     if local.is_file():
         _apply_file(values, sources, local)
 
-    explicit = environ.get("KERNELTUNE_CONFIG")
+    explicit = environ.get(CONFIG_VARIABLE)
     if explicit:
         path = Path(explicit)
         if not path.is_file():
             problem = "not a regular file" if path.exists() else "no such file"
-            raise ConfigError(f"KERNELTUNE_CONFIG: {problem}: {path}")
+            raise ConfigError(f"{CONFIG_VARIABLE}: {problem}: {path}")
         _apply_file(values, sources, path)
 
-    for variable, field in _ENV.items():
+    for variable, field in ENV.items():
         raw = environ.get(variable)
         if raw is not None and raw != "":
             values[field] = _FIELDS[field](raw, f"environment variable {variable}")
             sources[field] = f"environment variable {variable}"
-    for variable, field in _ENV_NEGATED.items():
+    for variable, field in ENV_NEGATED.items():
         raw = environ.get(variable)
         if raw is not None and raw != "":
             values[field] = not _FIELDS[field](raw, f"environment variable {variable}")

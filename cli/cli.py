@@ -27,11 +27,11 @@ import pluggy
 from kerneltune import __version__, views
 from kerneltune.archive import read_archive, write_archive
 from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, format_ms, load_settings
+from kerneltune.core.machine.records import iso_date
+from kerneltune.core.plugin_system.registry import Registry, collect_registry, make_plugin_manager
+from kerneltune.core.plugin_system.session import hardware_facts, make_cache, resolve_devices
+from kerneltune.core.plugin_system.settings import redacted_url, setting_sources
 from kerneltune.core.private_files import remove_private
-from kerneltune.core.records import iso_date
-from kerneltune.core.registry import Registry, collect_registry, make_plugin_manager
-from kerneltune.core.session import hardware_facts, make_cache, resolve_devices
-from kerneltune.core.settings import redacted_url, setting_sources
 
 
 class _Group(click.Group):

@@ -1,9 +1,12 @@
 """kerneltune's engine: the tuning state machine and the plugin contract.
 
-Nothing here imports torch or triton; plugins do, lazily, when they run.
+Grouped by role: ``machine`` (the state machine and its stages),
+``drivers`` (the tuners that drive it), ``plugin_system``, ``search``
+(generated spaces) and ``isolation``; docs/architecture.md maps them. This
+package re-exports the public names. Nothing here imports torch or triton;
+plugins do, lazily, when they run.
 """
 
-from kerneltune.core.engine import Tuner, Tuning
 from kerneltune.core.errors import (
     CacheReadError,
     CandidateDropped,
@@ -19,7 +22,12 @@ from kerneltune.core.errors import (
     TunerBusyError,
     describe_error,
 )
-from kerneltune.core.events import (
+from kerneltune.core.machine.engine import Tuner, Tuning
+from kerneltune.core.machine.keys import describe, digest, encode_key, register_key_encoder
+from kerneltune.core.machine.measure import format_ms
+from kerneltune.core.machine.records import Candidate, Measurement, Method, TuningRecord
+from kerneltune.core.machine.space import Space
+from kerneltune.core.plugin_system.events import (
     CandidateMeasured,
     CompileFinished,
     CompileStarted,
@@ -29,14 +37,10 @@ from kerneltune.core.events import (
     TuningFinished,
     TuningStarted,
 )
-from kerneltune.core.hookspecs import hookimpl, hookspec
-from kerneltune.core.keys import describe, digest, encode_key, register_key_encoder
-from kerneltune.core.measure import format_ms
-from kerneltune.core.records import Candidate, Measurement, Method, TuningRecord
-from kerneltune.core.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
-from kerneltune.core.session import Session, add_plugin, current_session, remove_plugin
-from kerneltune.core.settings import Settings, load_settings
-from kerneltune.core.space import Space
+from kerneltune.core.plugin_system.hookspecs import hookimpl, hookspec
+from kerneltune.core.plugin_system.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
+from kerneltune.core.plugin_system.session import Session, add_plugin, current_session, remove_plugin
+from kerneltune.core.plugin_system.settings import Settings, load_settings
 
 __all__ = [
     "BUILTIN_PLUGINS",

@@ -7,34 +7,8 @@ import os
 import ascend_stand_in
 import pytest
 
-_OURS = (
-    "KERNELTUNE_CONFIG",
-    "KERNELTUNE_TIMER",
-    "KERNELTUNE_CACHE",
-    "KERNELTUNE_REDUCER",
-    "KERNELTUNE_BLOCK_PLUGINS",
-    "KERNELTUNE_VERIFY_PICK",
-    "KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD",
-    "KERNELTUNE_OBJECTIVE",
-    "KERNELTUNE_TIE_ROUNDS",
-    "KERNELTUNE_REDIS_URL",
-    "KERNELTUNE_REDIS_TTL",
-    "KERNELTUNE_ISOLATE",
-    "KERNELTUNE_ISOLATE_TIMEOUT",
-    "KERNELTUNE_VERBOSE",
-    "KERNELTUNE_TUNE",
-    "KERNELTUNE_SEARCH_STRATEGY",
-    "KERNELTUNE_SEARCH_EFFORT",
-    "KERNELTUNE_SEARCH_BUDGET_S",
-    "KERNELTUNE_SEARCH_MAX_POINTS",
-    "KERNELTUNE_WARM_START",
-    "KERNELTUNE_WARM_START_BUDGET",
-    "TRITON_DIST_AUTOTUNE_CACHE_DIR",
-    "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE",
-    "TRITON_DIST_AUTOTUNE_VERSION_CHECK",
-    "TRITON_PRINT_AUTOTUNING",
-    "TRITON_PRINT_AUTOTUNING_TIMINGS",
-)
+#: Variables plugins read themselves, outside the settings table.
+_PLUGIN_VARIABLES = ("TRITON_PRINT_AUTOTUNING", "TRITON_PRINT_AUTOTUNING_TIMINGS")
 
 
 @pytest.fixture(autouse=True)
@@ -48,8 +22,9 @@ def isolated(tmp_path, monkeypatch):
     candidate's runs; the tests of those turn them on.
     """
     from kerneltune.core import notices
+    from kerneltune.core.plugin_system import settings
 
-    for name in _OURS:
+    for name in (settings.CONFIG_VARIABLE, *settings.ENV, *settings.ENV_NEGATED, *_PLUGIN_VARIABLES):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "0")
     monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "0")

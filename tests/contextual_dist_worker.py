@@ -54,7 +54,7 @@ def slowest_rank_decides(rank: int) -> dict:
     """Per-rank scripted costs whose per-rank argmin differs from the argmin of the max."""
     import attrs
     from kerneltune.core import Session, load_settings
-    from kerneltune.core import contextual as contextual_module
+    from kerneltune.core.drivers import contextual as contextual_module
     from triton_fakes import ARG_NAMES, Autotuner32, Config32, FakeKernel, interceptor_plugin
     from tuning_doubles import FakeClock, clock_plugin
 

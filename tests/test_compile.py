@@ -17,7 +17,7 @@ import torch
 import triton
 from kerneltune.core import Space, Tuner, hookimpl
 from kerneltune.core.errors import ConfigError
-from kerneltune.core.settings import load_settings
+from kerneltune.core.plugin_system.settings import load_settings
 from kerneltune.plugins.triton import compiler
 from rank_doubles import ThreadGroup, run_ranks
 from test_multirank import make_session, space
@@ -306,7 +306,7 @@ def test_a_compile_process_that_outlasts_the_timeout_is_killed(monkeypatch, isol
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
 def test_a_stuck_compile_process_is_stopped_and_its_candidate_compiles_here(monkeypatch, isolated, tmp_path):
-    from kerneltune.core import compile as compile_module
+    from kerneltune.core.machine import compile as compile_module
 
     monkeypatch.setattr(compile_module, "STALL_MIN_S", 0.5)
     clock, watch = FakeClock(), Watch()

@@ -236,7 +236,7 @@ def test_a_hostile_file_surfaces_at_a_tuned_call_as_a_config_error(tmp_path):
 
 
 def test_a_config_file_over_the_size_cap_is_refused(tmp_path, monkeypatch):
-    from kerneltune.core import settings as settings_module
+    from kerneltune.core.plugin_system import settings as settings_module
 
     monkeypatch.setattr(settings_module, "MAX_CONFIG_BYTES", 16)
     path = _write(tmp_path / "kerneltune.toml", "# " + "x" * 16 + "\nrepeat = 2\n")
@@ -260,7 +260,7 @@ def test_a_count_from_a_variable_may_have_spaces_and_a_sign(tmp_path):
 
 
 def test_a_timeout_past_what_the_platform_waits_is_refused_where_it_is_set(tmp_path):
-    from kerneltune.core.settings import MAX_TIMEOUT_S
+    from kerneltune.core.plugin_system.settings import MAX_TIMEOUT_S
 
     path = _write(tmp_path / "kerneltune.toml", "isolate_timeout = 10_000_000\n")
     with pytest.raises(ConfigError) as info:
@@ -333,7 +333,7 @@ def test_a_bad_file_surfaces_at_the_first_tuned_call(tmp_path):
 
 
 def test_an_unchanged_file_is_parsed_once_and_an_edited_one_again(tmp_path, monkeypatch):
-    from kerneltune.core import settings as settings_module
+    from kerneltune.core.plugin_system import settings as settings_module
 
     parses = []
     real_loads = settings_module.tomllib.loads

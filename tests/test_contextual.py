@@ -30,11 +30,11 @@ from kerneltune.core import (
     TunerBusyError,
     add_plugin,
     hookimpl,
-    measure,
     remove_plugin,
 )
-from kerneltune.core.contextual import STALL_LIMIT, _Active
-from kerneltune.core.engine import Tuning
+from kerneltune.core.drivers.contextual import STALL_LIMIT, _Active
+from kerneltune.core.machine import measure
+from kerneltune.core.machine.engine import Tuning
 from triton.runtime.autotuner import Autotuner
 from tuning_doubles import steps_plugin
 

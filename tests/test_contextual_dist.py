@@ -15,7 +15,7 @@ from pathlib import Path
 
 import ascend_stand_in
 import pytest
-from kerneltune.core.contextual import STALL_LIMIT
+from kerneltune.core.drivers.contextual import STALL_LIMIT
 
 WORKER = Path(__file__).with_name("contextual_dist_worker.py")
 RANK_TIMEOUT_S = 90

@@ -15,8 +15,8 @@ import isolation_doubles
 import pytest
 import torch
 from kerneltune.core import PluginError, Session, add_plugin, hookimpl, load_settings, remove_plugin
-from kerneltune.core.contracts import Device
-from kerneltune.core.isolation import target_of
+from kerneltune.core.isolation.parent import target_of
+from kerneltune.core.plugin_system.contracts import Device
 from kerneltune.plugins.devices.accelerators import CudaDevice, NpuDevice
 from kerneltune.plugins.devices.host import CpuDevice
 from kerneltune.plugins.timers.events import CudaEventTimer

@@ -12,7 +12,7 @@ import warnings
 import pytest
 import torch
 from kerneltune.core import CandidateFailedWarning, ConfigError, NoStoredPickError, NoValidConfigError
-from kerneltune.core import function_tuner as function_tuner_module
+from kerneltune.core.drivers import function_tuner as function_tuner_module
 from kerneltune.plugins.timers.wallclock import WallclockTimer
 from tuning_doubles import FakeClock, clock_plugin, install_session, only_record_file, stored_records
 

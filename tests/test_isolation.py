@@ -20,8 +20,9 @@ import isolation_doubles
 import pytest
 import rank_doubles
 import torch
-from kerneltune.core import ConfigError, IsolationError, Space, Tuner, isolation, load_settings
-from kerneltune.core.isolation import ScreenedOut
+from kerneltune.core import ConfigError, IsolationError, Space, Tuner, load_settings
+from kerneltune.core.isolation import parent as isolation
+from kerneltune.core.isolation.parent import ScreenedOut
 from rank_doubles import ThreadGroup, plugin, run_ranks
 from tuning_doubles import install_session, scripted_timer_plugin, stored_records
 
@@ -82,7 +83,7 @@ def test_without_isolation_the_same_candidate_kills_the_process(tmp_path):
         import sys
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         import isolation_doubles
-        from kerneltune.core.function_tuner import autotune
+        from kerneltune.core.drivers.function_tuner import autotune
         work = autotune(config_space={BLOCKS!r}, key_fn=lambda x, *a, **k: x)(isolation_doubles.work)
         work(2, {str(tmp_path / "runs")!r}, crash=128)
         print("survived")
@@ -208,7 +209,7 @@ import sys
 import time
 from pathlib import Path
 
-from kerneltune.core import isolation_worker
+from kerneltune.core.isolation import worker as isolation_worker
 
 from triton_dist.tune import autotune
 

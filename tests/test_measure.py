@@ -6,10 +6,11 @@ import math
 import types
 
 import pytest
-from kerneltune.core import Measurement, PickLoaded, hookimpl, measure
-from kerneltune.core.measure import standard_error
-from kerneltune.core.records import trimmed
-from kerneltune.core.ties import near_ties
+from kerneltune.core import Measurement, PickLoaded, hookimpl
+from kerneltune.core.machine import measure
+from kerneltune.core.machine.measure import standard_error
+from kerneltune.core.machine.records import trimmed
+from kerneltune.core.machine.ties import near_ties
 from tuning_doubles import FakeClock, clock_plugin, install_session, steps_plugin, stored_records
 
 from triton_dist.tune import autotune

@@ -27,7 +27,7 @@ from kerneltune.core import (
     hookimpl,
     register_key_encoder,
 )
-from kerneltune.core.agreement import resolve
+from kerneltune.core.machine.agreement import resolve
 from rank_doubles import ThreadGroup, plugin, run_ranks
 
 CONFIGS = [{"block": 64}, {"block": 128}, {"block": 256}, {"block": 512}]

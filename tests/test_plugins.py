@@ -119,7 +119,7 @@ def test_a_hook_that_matches_no_spec_is_refused_naming_the_plugin():
     assert str(info.value) == (
         "plugin misspelt_plugin implements kerneltune_tuning_finishd (did you mean "
         "kerneltune_tuning_finished?), which matches no kerneltune hook; the hooks are specified in "
-        "kerneltune.core.hookspecs"
+        "kerneltune.core.plugin_system.hookspecs"
     )
 
 

@@ -9,14 +9,8 @@ from __future__ import annotations
 import attrs
 import pytest
 from kerneltune.core import PluginError, Session, load_settings
-from kerneltune.core.profiles import (
-    UNSET,
-    CompileTarget,
-    choose_family,
-    family_probes,
-    family_profiles,
-    option_grid,
-)
+from kerneltune.core.search.families import choose_family, family_probes, family_profiles
+from kerneltune.core.search.profiles import UNSET, CompileTarget, option_grid
 from kerneltune.plugins.profiles.ascend import (
     MULTIBUFFER_CHILDREN,
     AscendMixCVProfiles,

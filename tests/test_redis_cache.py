@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 
 import pytest
 from kerneltune.core import ConfigError, PluginError, Session, Settings, Space, Tuner, load_settings
-from kerneltune.core.session import make_cache
-from kerneltune.core.settings import redacted_url
+from kerneltune.core.plugin_system.session import make_cache
+from kerneltune.core.plugin_system.settings import redacted_url
 from rank_doubles import ThreadGroup, plugin, run_ranks
 from tuning_doubles import CALLS, fresh_tuner, only_record_file, record_files
 

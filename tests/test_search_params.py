@@ -24,7 +24,7 @@ from kerneltune.core import (
     PluginError,
     hookimpl,
 )
-from kerneltune.core.features import enable_feature
+from kerneltune.core.plugin_system.features import enable_feature
 from kerneltune.plugins.triton.classify import operator_class, uses_dot
 from kerneltune.plugins.triton.search_kernel import SearchParamsKernel
 from search_doubles import Script, by_block, interpreter_family, timer_plugin, use_session

@@ -20,7 +20,7 @@ import pytest
 import torch
 import triton
 from kerneltune.core import Session, load_settings
-from kerneltune.core import contextual as contextual_module
+from kerneltune.core.drivers import contextual as contextual_module
 from kerneltune.plugins.triton import adapter, compiler
 from kerneltune.plugins.triton.interceptor import TritonInterceptor
 from triton_fakes import (

@@ -33,8 +33,8 @@ from kerneltune.core import (
     hookimpl,
     remove_plugin,
 )
-from kerneltune.core.records import TuningRecord
-from kerneltune.core.warm_start import choose, config_distance, default_distance, nearest
+from kerneltune.core.machine.records import TuningRecord
+from kerneltune.core.machine.warm_start import choose, config_distance, default_distance, nearest
 from rank_doubles import ThreadGroup, plugin, run_ranks
 from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
 

@@ -25,7 +25,8 @@ from typing import Any
 
 import attrs
 import msgpack
-from kerneltune.core import Measurement, Session, TuningRecord, function_tuner, hookimpl, load_settings
+from kerneltune.core import Measurement, Session, TuningRecord, hookimpl, load_settings
+from kerneltune.core.drivers import function_tuner
 
 
 class FakeClock:

@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kerneltune.core import CacheReadError, ConfigError, Settings, TuningRecord, hookimpl
+from kerneltune.core.machine.records import SCHEMA
 from kerneltune.core.notices import warn_once
+from kerneltune.core.plugin_system.registry import Registry
+from kerneltune.core.plugin_system.settings import redacted_url
 from kerneltune.core.private_files import MAX_READ
-from kerneltune.core.records import SCHEMA
-from kerneltune.core.registry import Registry
-from kerneltune.core.settings import redacted_url
 
 #: Seconds one command may take in all: connecting if need be, sending, and the whole answer.
 TIMEOUT_SECONDS = 0.2

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from kerneltune.core import hookimpl
-from kerneltune.core.profiles import CompileTarget, option_grid
+from kerneltune.core.search.profiles import CompileTarget, option_grid
 
 
 class NvidiaMatrixProfiles:

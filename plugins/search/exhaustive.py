@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kerneltune.core import hookimpl
-from kerneltune.core.search import Measure, Point, SearchBudget, SearchGeometry
-from kerneltune.core.search_ledger import SearchLedger
+from kerneltune.core.search.geometry import Measure, Point, SearchBudget, SearchGeometry
+from kerneltune.core.search.ledger import SearchLedger
 
 
 class ExhaustiveStrategy:

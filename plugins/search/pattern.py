@@ -47,8 +47,8 @@ from typing import Any
 
 import attrs
 from kerneltune.core import hookimpl
-from kerneltune.core.search import Measure, Point, SearchBudget, SearchGeometry
-from kerneltune.core.search_ledger import SearchLedger
+from kerneltune.core.search.geometry import Measure, Point, SearchBudget, SearchGeometry
+from kerneltune.core.search.ledger import SearchLedger
 from kerneltune.plugins.search.moves import (
     axis_neighbours,
     changed_options,

@@ -8,7 +8,7 @@ the commonest exception; where the assumption fails otherwise (a shape that
 is fastest only with other warps, which it never times) it misses the best.
 
 Pure decisions, no Triton: a *point* is ``(shape, profile)``
-(:mod:`kerneltune.core.search`). The caller measures the points asked for
+(:mod:`kerneltune.core.search.geometry`). The caller measures the points asked for
 and hands back every rank's agreed time (``inf`` for a point that failed or
 was dropped), so the same decisions are taken everywhere.
 
@@ -62,8 +62,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kerneltune.core import hookimpl
-from kerneltune.core.search import Measure, Point, SearchBudget, SearchGeometry, Shape
-from kerneltune.core.search_ledger import SearchLedger
+from kerneltune.core.search.geometry import Measure, Point, SearchBudget, SearchGeometry, Shape
+from kerneltune.core.search.ledger import SearchLedger
 from kerneltune.plugins.search.moves import (
     axis_neighbours,
     coarse_shapes,

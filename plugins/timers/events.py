@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from kerneltune.core import hookimpl
 
 if TYPE_CHECKING:
-    from kerneltune.core.contracts import Device
+    from kerneltune.core.plugin_system.contracts import Device
 
 #: Device clock cycles per calibration spin (about half a millisecond at 2 GHz)...
 CALIBRATION_CYCLES = 1_000_000

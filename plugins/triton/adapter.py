@@ -397,18 +397,19 @@ def hints_parameter(autotune: Callable[..., Any]) -> str | None:
 # :data:`LAYOUTS`; a backend that lacks one (triton-ascend has no
 # ``max_shared_mem``) makes the function answer "unknown", never fail.
 
+#: Set on a ``triton.autotune`` replacement made here: the ``"module:function"`` that installs it.
 SEARCH_PARAMS_MARK = "__kerneltune_search_params__"
 
 
 def compile_target() -> Any:
-    """The :class:`kerneltune.core.profiles.CompileTarget` kernels compile for now.
+    """The :class:`kerneltune.core.search.profiles.CompileTarget` kernels compile for now.
 
     Under the interpreter the backend is ``"interpreter"`` and the options are
     the compile fields of ``triton.Config``, which the interpreter accepts and
     ignores; otherwise the target and the option names come from the active
     driver and its backend's option dataclass.
     """
-    from kerneltune.core.profiles import CompileTarget
+    from kerneltune.core.search.profiles import CompileTarget
 
     if interpreting():
         return CompileTarget(backend="interpreter", arch="", warp_size=0, options=config_fields())
@@ -464,13 +465,16 @@ def run_function(fn: Any, args: Sequence[Any], *, grid: Any, warmup: bool, meta:
     return fn.run(*args, grid=grid, warmup=warmup, **meta)
 
 
-def install_autotune(make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
+def install_autotune(make: Callable[[Callable[..., Any]], Callable[..., Any]], installer: str) -> bool:
     """Replace ``triton.autotune`` (and its aliases in ``triton.runtime``) with ``make(original)``.
 
     Done once per process: when the current ``triton.autotune`` is already a
     replacement made here, nothing changes. Kernels decorated before keep
     what they got.
 
+    :param installer: ``"module:function"`` of what made this call, which
+        another process (the isolation worker) calls without arguments to
+        install the same replacement (:func:`autotune_installer`).
     :returns: whether this call installed the replacement.
     """
     import triton
@@ -481,8 +485,15 @@ def install_autotune(make: Callable[[Callable[..., Any]], Callable[..., Any]]) -
     if getattr(current, SEARCH_PARAMS_MARK, False):
         return False
     replacement = make(current)
-    setattr(replacement, SEARCH_PARAMS_MARK, True)
+    setattr(replacement, SEARCH_PARAMS_MARK, installer)
     for owner in (triton, triton.runtime, triton.runtime.autotuner):
         if getattr(owner, "autotune", None) is current:
             owner.autotune = replacement
     return True
+
+
+def autotune_installer() -> str | None:
+    """``"module:function"`` that installs the ``triton.autotune`` in force; ``None`` for Triton's own."""
+    import triton
+
+    return getattr(triton.autotune, SEARCH_PARAMS_MARK, None)

@@ -1,6 +1,6 @@
 """Compiling Triton kernels ahead of running them: the adapter's compiler half.
 
-The tuners' COMPILE stage (:mod:`kerneltune.core.compile`) compiles
+The tuners' COMPILE stage (:mod:`kerneltune.core.machine.compile`) compiles
 candidates on a pool of threads. Two ways in, both through Triton's
 ``JITFunction.run(..., warmup=True)``, which compiles for the given
 arguments and launches nothing:
@@ -269,7 +269,10 @@ def warm_up() -> None:
 
 @attrs.frozen
 class TritonCompileProcess:
-    """Triton's part in compiling in forked processes (:class:`kerneltune.core.contracts.CompileProcess`)."""
+    """Triton's part in compiling in forked processes.
+
+    A :class:`kerneltune.core.plugin_system.contracts.CompileProcess`.
+    """
 
     driver: Any
     device: int

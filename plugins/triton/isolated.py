@@ -2,7 +2,7 @@
 
 With ``isolate = "subprocess"`` the candidates of a ``triton.autotune``
 kernel that ``contextual_autotune`` takes over, and of a search_params
-kernel, first run in the isolation worker (:mod:`kerneltune.core.isolation`).
+kernel, first run in the isolation worker (:mod:`kerneltune.core.isolation.parent`).
 
 The parent (:class:`KernelIsolation`) finds the kernel's tuner under a
 module-level name (the worker imports it so) and, for each candidate config,
@@ -41,8 +41,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kerneltune.core import IsolationError
-from kerneltune.core.isolation import TURN_OFF, Target, named_target
-from kerneltune.core.isolation_worker import copier
+from kerneltune.core.isolation.parent import TURN_OFF, named_target
+from kerneltune.core.isolation.target import Target
+from kerneltune.core.isolation.worker import copier
 from kerneltune.plugins.triton import adapter
 
 #: What the worker imports to launch a kernel's candidates.
@@ -79,19 +80,10 @@ def kernel_layers(tuner: Any) -> tuple[list[Any], Any]:
     return layers, layer
 
 
-def enable_search_params() -> None:
-    """In the worker: let ``triton.autotune`` take search_params hints, as it did in the parent."""
-    from kerneltune.plugins.triton.search_kernel import make_autotune
-
-    adapter.install_autotune(make_autotune)
-
-
 def _prepare() -> tuple[str, ...]:
-    """What the worker must do to import kernels as this process did."""
-    import triton
-
-    searching = getattr(triton.autotune, adapter.SEARCH_PARAMS_MARK, False)
-    return (f"{__name__}:enable_search_params",) if searching else ()
+    """What the worker must do to import kernels as this process did: replace ``triton.autotune`` alike."""
+    installer = adapter.autotune_installer()
+    return () if installer is None else (installer,)
 
 
 class KernelIsolation:

@@ -27,7 +27,7 @@ from typing import Any
 
 import triton
 from kerneltune.core import current_session
-from kerneltune.core.isolation import SUBPROCESS, Screening, screener
+from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.plugins.triton import adapter
 from kerneltune.plugins.triton.classify import operator_class, python_function
 from kerneltune.plugins.triton.hints import SearchHints, check_params, parse_hints, wants_search
@@ -121,7 +121,7 @@ class SearchParamsKernel(triton.KernelInterface):
                     f"{name}: {what} names {', '.join(unknown)}, which are not kernel arguments "
                     f"(arguments: {', '.join(self.arg_names)})"
                 )
-        self._early_prune = self._pruner(prune_configs_by)
+        self.early_prune = self._pruner(prune_configs_by)
         self.configs = list(configs or ())
         self._given = bool(self.configs) and all(
             all(p in c.kwargs for p in self.hints.params) for c in self.configs

@@ -24,10 +24,15 @@ class SearchParamsFeature:
 
     def enable(self) -> None:
         """Wrap ``triton.autotune`` once; kernels without the hint keep stock behaviour."""
-        from kerneltune.plugins.triton import adapter
-        from kerneltune.plugins.triton.search_kernel import make_autotune
+        install_search_params()
 
-        adapter.install_autotune(make_autotune)
+
+def install_search_params() -> None:
+    """Wrap ``triton.autotune`` once here; an isolation worker calls this by name, as its parent did."""
+    from kerneltune.plugins.triton import adapter
+    from kerneltune.plugins.triton.search_kernel import make_autotune
+
+    adapter.install_autotune(make_autotune, installer=f"{__name__}:install_search_params")
 
 
 @hookimpl

@@ -1,6 +1,6 @@
 """One fresh search_params tuning of one key: the strategy's rounds, then the finalists, through the engine.
 
-The search strategy in force (a plugin, :mod:`kerneltune.core.search`)
+The search strategy in force (a plugin, :mod:`kerneltune.core.search.strategies`)
 decides what to measure; :class:`SearchRun` screens each round (pruned, or
 no smaller than a shape that ran out of resources), hands it to the engine's
 COMPILE stage, measures it through the adaptive
@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 from kerneltune.core import (
@@ -30,14 +30,13 @@ from kerneltune.core import (
     describe_error,
     format_ms,
 )
-from kerneltune.core.contracts import SearchStrategy
-from kerneltune.core.search import Point, SearchBudget, Shape, choose_strategy
+from kerneltune.core.plugin_system.contracts import SearchStrategy
+from kerneltune.core.search.geometry import Point, SearchBudget, Shape
+from kerneltune.core.search.strategies import choose_strategy
 from kerneltune.core.verbose import show
 from kerneltune.plugins.triton import adapter, compiler
+from kerneltune.plugins.triton.hints import SearchHints
 from kerneltune.plugins.triton.search_space import SearchSpace
-
-if TYPE_CHECKING:
-    from kerneltune.plugins.triton.search_kernel import SearchParamsKernel
 
 #: Stage 3 times each finalist with this many times the configured repeats...
 PRECISE_REPEAT_FACTOR = 4
@@ -75,12 +74,32 @@ class SearchSummary:
     strategy: str = "given"
 
 
+class SearchedKernel(Protocol):
+    """What a run reads of the kernel it tunes (a ``SearchParamsKernel``), and where it leaves its summary.
+
+    A protocol rather than the class: the kernel's module starts runs, so a
+    run naming the class would import its starter back.
+    """
+
+    __name__: str
+    hints: SearchHints
+    #: the hand-written configs.
+    configs: list[Any]
+    arg_names: list[str]
+    #: the operator class and why (:func:`~kerneltune.plugins.triton.classify.operator_class`).
+    operator: str
+    operator_reason: str
+    #: ``prune_configs_by``'s ``early_config_prune``, ``None`` without one.
+    early_prune: Callable[..., Any] | None
+    last_search: SearchSummary | None
+
+
 class SearchRun:
     """One fresh tuning of one key: the strategy's rounds and stage 3, driven through the engine."""
 
     def __init__(
         self,
-        kernel: SearchParamsKernel,
+        kernel: SearchedKernel,
         space: SearchSpace,
         tuning: Tuning,
         args: tuple[Any, ...],
@@ -375,7 +394,7 @@ class SearchRun:
         self.say(f"dropped {candidate.label}: {describe_error(problem)}")
 
     def pruned(self, configs: list[Any]) -> list[Any]:
-        prune = self.kernel._early_prune
+        prune = self.kernel.early_prune
         if prune is None:
             return []
         named = dict(zip(self.kernel.arg_names, self.args, strict=False))

@@ -3,7 +3,7 @@ times every compile-option profile of the family the operator classifier chooses
 
 :func:`build_space` makes the engine's :class:`~kerneltune.core.Space` for one
 set of compile options fixed at launch, with the geometry (axes, profiles,
-probes, seeds) a search strategy (:mod:`kerneltune.core.search`) walks.
+probes, seeds) a search strategy (:mod:`kerneltune.core.search.geometry`) walks.
 Configs are made through the adapter, which alone knows a
 ``triton.Config``'s fields.
 """
@@ -16,8 +16,9 @@ from typing import Any
 
 import attrs
 from kerneltune.core import Candidate, Space, Tuner
-from kerneltune.core.profiles import choose_family, family_probes, family_profiles, unique_profiles
-from kerneltune.core.search import Point, SearchGeometry, Shape
+from kerneltune.core.search.families import choose_family, family_probes, family_profiles
+from kerneltune.core.search.geometry import Point, SearchGeometry, Shape
+from kerneltune.core.search.profiles import unique_profiles
 from kerneltune.plugins.triton import adapter
 
 

@@ -14,8 +14,8 @@ import random
 from collections.abc import Callable
 
 from kerneltune.core import hookimpl
-from kerneltune.core.search import Measure, Point, SearchBudget, SearchGeometry
-from kerneltune.core.search_ledger import SearchLedger
+from kerneltune.core.search.geometry import Measure, Point, SearchBudget, SearchGeometry
+from kerneltune.core.search.ledger import SearchLedger
 
 __all__ = ["RandomSearch", "kerneltune_register_search_strategies"]
 

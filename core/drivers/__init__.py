@@ -1,0 +1,1 @@
+"""The tuners that drive the state machine: function-level and contextual."""

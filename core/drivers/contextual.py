@@ -1,0 +1,192 @@
+"""The contextual driver: tune the kernels an outer function launches, inside that function.
+
+This is the engine behind ``triton_dist.autotuner.contextual_autotune``. A
+call of a :class:`ContextualAutoTuner` installs every available interceptor
+plugin and runs the outer function again and again. Each launch of a
+tunable kernel reaches :meth:`ContextualCall.route
+<kerneltune.core.drivers.contextual_call.ContextualCall.route>` as a
+:class:`~kerneltune.core.plugin_system.contracts.KernelLaunch` that
+carries that execution's own arguments. Tuning state is kept per (kernel,
+key): one :class:`~kerneltune.core.machine.engine.Tuner` per kernel and candidate
+list, one :class:`~kerneltune.core.machine.engine.Tuning` per key, driven with
+``next_candidate`` / ``record`` / ``fail`` / ``finish`` like the
+function-level driver drives it, so agreement, reduction and selection are
+the engine's.
+
+One (kernel, key) is measured at a time, the first one launched while none
+is: each of its candidates gets ``n_warmup`` untimed launches and then
+``n_repeat`` timed ones, one launch per time the outer function launches
+that kernel with that key, however many executions that takes. Every rank
+spends the same number of launches on each candidate, failed or not, so
+ranks whose outer function holds collectives stay aligned. Launches of
+kernels that wait for their turn, and the remaining launches of a candidate
+that failed, run with a stand-in config that works (their results are
+thrown away with the execution's). When an execution goes by without
+launching anything that waits for a pick, every kernel it launched ran with
+its pick, and its result is returned.
+
+An outer function that launches the same kernels with the same keys on every
+execution launches the (kernel, key) being measured in every execution. One
+whose kernels bring a new key each time (a counter or a pointer in the key)
+never does again, and the others would wait for their turn forever: after
+:data:`STALL_LIMIT` executions in a row that launch kernels waiting for a
+pick but measure nothing, the call raises
+:class:`~kerneltune.core.errors.StalledTuningError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kerneltune.core.drivers.contextual_call import STALL_LIMIT, ContextualCall
+from kerneltune.core.drivers.wrapping import FunctionWrapper
+from kerneltune.core.errors import TunerBusyError
+from kerneltune.core.plugin_system.contracts import Interceptor
+from kerneltune.core.plugin_system.registry import collect_registry
+from kerneltune.core.plugin_system.session import current_session
+
+__all__ = ["STALL_LIMIT", "ContextualAutoTuner", "contextual_autotune"]
+
+
+class _Active:
+    """The process's one active contextual tuner."""
+
+    lock = threading.Lock()
+    name = ""
+    thread = ""
+
+
+class ContextualAutoTuner(FunctionWrapper):
+    """An outer function whose inner tunable kernels are tuned in its real context.
+
+    Call it as the original function. See :func:`contextual_autotune`.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        is_dist: bool = False,
+        n_repeat: int = 5,
+        n_warmup: int = 3,
+        flush_cache: bool = True,
+        verbose: bool = False,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"contextual_autotune decorates a function, got {fn!r}")
+        for name, value, least in (("n_repeat", n_repeat, 1), ("n_warmup", n_warmup, 0)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"contextual_autotune: {name} must be an integer >= {least}, got {value!r}")
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.is_dist = bool(is_dist)
+        self.n_repeat = n_repeat
+        self.n_warmup = n_warmup
+        self.flush_cache = bool(flush_cache)
+        self.verbose = bool(verbose)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Tune every inner kernel launch not tuned yet, then return a run with the picks."""
+        if not _Active.lock.acquire(blocking=False):
+            raise TunerBusyError(
+                f"contextual_autotune: cannot run {self.__name__} while {_Active.name} is being tuned "
+                f"(in thread {_Active.thread}); only one ContextualAutoTuner may be active at a time, "
+                "nested or concurrent use is not supported"
+            )
+        try:
+            _Active.name = self.__name__
+            _Active.thread = threading.current_thread().name
+            return self._tune_and_run(args, kwargs)
+        finally:
+            _Active.name = _Active.thread = ""
+            _Active.lock.release()
+
+    def _tune_and_run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # The kernels' own caches hold the picks (and _TUNERS the engine's, per
+        # kernel object): no cache plugin shares them across kernel objects or
+        # processes, and without is_dist every rank tunes on its own.
+        overrides: dict[str, Any] = {"cache": "none", "shard": False}
+        if not self.is_dist:
+            overrides["reducer"] = "local"
+        session = current_session(**overrides)
+        interceptors = collect_registry(session.manager, "interceptor", "kerneltune_register_interceptors")
+        call = ContextualCall(
+            self.__name__,
+            session,
+            is_dist=self.is_dist,
+            verbose=self.verbose,
+            warmup=self.n_warmup,
+            repeat=self.n_repeat,
+            flush=self.flush_cache,
+        )
+        # The stack undoes everything whatever is raised, uninstalls included:
+        # one interceptor failing to uninstall must not leave another library
+        # patched. Open tunings are released last.
+        with contextlib.ExitStack() as undo:
+            undo.callback(call.close)
+            for cls in interceptors.classes.values():
+                if cls.is_available():
+                    interceptor: Interceptor = cls()
+                    interceptor.install(call.route)
+                    undo.callback(interceptor.uninstall)
+            while True:
+                call.start_execution()
+                try:
+                    result = self.fn(*args, **kwargs)
+                except BaseException as exc:
+                    if call.abort is not None and exc is not call.abort:
+                        raise call.abort from exc
+                    raise
+                if call.abort is not None:
+                    raise call.abort
+                if not call.pending:
+                    return result
+                call.check_progress()
+
+
+def contextual_autotune(
+    is_dist: bool = False,
+    n_repeat: int = 5,
+    n_warmup: int = 3,
+    *,
+    flush_cache: bool = True,
+    verbose: bool = False,
+) -> Callable[[Callable[..., Any]], ContextualAutoTuner]:
+    """Decorate a function so that the ``triton.autotune`` kernels it launches are tuned in its context.
+
+    :param is_dist: take each candidate's MAX time over the ranks of
+        torch.distributed's WORLD group before selecting (every rank must
+        make the same calls); without it each rank picks on its own.
+    :param n_repeat: timed launches per candidate; their mean is compared.
+    :param n_warmup: untimed launches per candidate before timing.
+    :param flush_cache: evict the device's L2 cache before each timed launch
+        where the device has one (CUDA: a 256 MB write), outside the timing.
+    :param verbose: show each candidate's time and the picks as INFO lines
+        (:mod:`kerneltune.core.verbose`); the ``verbose`` setting turns them
+        on for every tuner.
+
+    The outer function runs repeatedly until every kernel it launches has a
+    pick, then once more with the picks; that result is returned. A kernel
+    whose candidates all fail raises ``RuntimeError("cannot find valid
+    config ...")``. Executions that stop launching the (kernel, key) being
+    measured, as when a key holds a counter, raise
+    :class:`~kerneltune.core.errors.StalledTuningError` after
+    :data:`STALL_LIMIT` of them in a row. Only one ContextualAutoTuner may
+    be active at a time.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> ContextualAutoTuner:
+        return ContextualAutoTuner(
+            fn,
+            is_dist=is_dist,
+            n_repeat=n_repeat,
+            n_warmup=n_warmup,
+            flush_cache=flush_cache,
+            verbose=verbose,
+        )
+
+    return decorate

@@ -1,0 +1,440 @@
+"""The state of one call of a contextual tuner, and what it does with each intercepted launch.
+
+:class:`ContextualCall` is what :class:`~kerneltune.core.drivers.contextual.ContextualAutoTuner`
+hands to the interceptors as their route: it discovers each (kernel, key),
+drives the engine's :class:`~kerneltune.core.machine.engine.Tuning` for the one
+being measured, launches the others with a stand-in config, and tells the
+outer function's loop whether an execution left kernels waiting. The module
+docstring of :mod:`kerneltune.core.drivers.contextual` describes the whole.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, cast
+
+import attrs
+from kerneltune.core.errors import NoValidConfigError, StalledTuningError, describe_error, format_failure
+from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut, Screening, screen_all, screener
+from kerneltune.core.machine.engine import Tuner, Tuning
+from kerneltune.core.machine.measure import TIMED, WARMUP, CandidateRuns
+from kerneltune.core.machine.records import Candidate
+from kerneltune.core.machine.space import Space
+from kerneltune.core.plugin_system.contracts import (
+    ForkingLaunch,
+    IsolatedLaunch,
+    IsolatingLaunch,
+    KernelLaunch,
+)
+from kerneltune.core.plugin_system.events import KernelTuned, LaunchMeasured
+from kerneltune.core.plugin_system.session import Session
+
+#: Executions in a row that may launch kernels waiting for a pick without
+#: measuring anything before a call gives up. An outer function that launches
+#: the same kernels with the same keys every time measures in every
+#: execution; the slack is for one that launches a kernel only every few
+#: executions.
+STALL_LIMIT = 10
+
+Thunk = Callable[[], object]
+
+
+#: Each kernel object's tuners (one per candidate list), and with them its
+#: in-process picks: they live as long as the kernel, and another kernel
+#: object, even one of the same source and configs, or one made later at the
+#: same address, starts with none. Only the one active tuner touches it.
+_TUNERS: weakref.WeakKeyDictionary[object, dict[str, Tuner]] = weakref.WeakKeyDictionary()
+
+
+@attrs.define(eq=False)
+class _KernelKey:
+    """The tuning state of one (kernel, key) during one call."""
+
+    kernel: object
+    name: str
+    key: Hashable
+    space: Space | None = None
+    kept: tuple[int, ...] = ()
+    done: bool = False
+    tuning: Tuning | None = None
+    candidate: Candidate | None = None
+    launches: int = 0
+    runs: CandidateRuns | None = None
+    error: BaseException | None = None
+    means: dict[int, float] = attrs.field(factory=dict)
+    good: list[int] = attrs.field(factory=list)
+    bad: set[int] = attrs.field(factory=set)
+    #: how the isolation worker repeats this kernel's launches, until it has screened them.
+    isolated: IsolatedLaunch | None = None
+    #: why each kept candidate that failed this rank's screening must not run here; ``None`` until screened.
+    screened: dict[int, str] | None = None
+
+
+class ContextualCall:
+    """The state of one call of a contextual tuner: what ``route`` works on.
+
+    :param name: the outer function's name, for messages.
+    :param is_dist, verbose: the tuner's options of those names.
+    :param warmup, repeat, flush: the tuner's ``n_warmup``, ``n_repeat`` and ``flush_cache``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        session: Session,
+        *,
+        is_dist: bool,
+        verbose: bool,
+        warmup: int,
+        repeat: int,
+        flush: bool,
+    ) -> None:
+        self.name = name
+        self.session = session
+        self.verbose = verbose or session.settings.verbose
+        self.distributed = is_dist and session.make_reducer(None).world_size > 1
+        self.warmup = warmup
+        self.repeat = repeat
+        self.flush = flush
+        self.isolating = session.settings.isolate == SUBPROCESS
+        # By id(): every state holds its kernel, so no id is reused during the call.
+        self.states: dict[tuple[int, Hashable], _KernelKey] = {}
+        self.focus: _KernelKey | None = None
+        self.abort: BaseException | None = None
+        self._open: list[Tuning] = []
+        #: this execution launched a (kernel, key) that has no pick yet.
+        self.pending = False
+        #: this execution measured a launch or settled a (kernel, key).
+        self.measured = False
+        #: executions in a row that were pending but measured nothing, and
+        #: the (kernel, key) pairs they met first (for the error).
+        self.stalls = 0
+        self.fresh: list[_KernelKey] = []
+
+    # -- executions --------------------------------------------------------------
+
+    def start_execution(self) -> None:
+        """Reset the per-execution flags before the outer function runs again."""
+        self.pending = False
+        self.measured = False
+
+    def check_progress(self) -> None:
+        """Count an execution that left kernels waiting; give up after :data:`STALL_LIMIT` idle ones.
+
+        :raises StalledTuningError: naming the (kernel, key) being measured
+            and the keys first seen while it was not launched.
+        """
+        if self.measured:
+            self.stalls = 0
+            self.fresh.clear()
+            return
+        self.stalls += 1
+        if self.stalls >= STALL_LIMIT:
+            raise StalledTuningError(self._stall_report())
+
+    def _stall_report(self) -> str:
+        # A launch that waits implies a focus: a launch met with no focus
+        # becomes the focus and is measured.
+        focus = self.focus
+        assert focus is not None
+        text = (
+            f"contextual_autotune: {self.name} cannot finish tuning: the last {self.stalls} "
+            f"executions did not launch kernel {focus.name} with key {focus.key!r}, the one being measured"
+        )
+        if self.fresh:
+            seen = [f"{s.name} {s.key!r}" for s in self.fresh]
+            if len(seen) > 4:
+                seen[3:-1] = ["..."]
+            text += (
+                f", but launched (kernel, key) pairs not seen before ({', '.join(seen)}); a key that "
+                "holds a value changing from one execution to the next (a counter, a pointer), or a "
+                "kernel object made anew in each execution, can never be tuned"
+            )
+        else:
+            text += ", while they launched kernels that wait for their turn"
+        return (
+            text + ". Every execution of the outer function must launch the same kernels with the same keys."
+        )
+
+    # -- routing -----------------------------------------------------------------
+
+    def route(self, launch: KernelLaunch) -> Any:
+        """Run one intercepted launch: measure it, stand in for it, or dispatch its pick."""
+        if self.abort is not None:
+            raise self.abort
+        slot = (id(launch.kernel), launch.key)
+        state = self.states.get(slot)
+        if state is None:
+            # Kept only once discovery succeeded: a prune function that raised
+            # (in an outer function that caught it) is asked again next time.
+            state = self.states[slot] = self._discover(launch)
+            if not state.done:
+                self.fresh.append(state)
+        if not state.done and self.focus is None:
+            self._engine(self._focus_on, state, launch)
+            self.measured = True
+        if state.done:
+            return launch.run_default()
+        self.pending = True
+        if state is self.focus:
+            self.measured = True
+            return self._measure(state, launch)
+        return self._stand_in(state, launch)
+
+    def _engine(self, step: Callable[..., object], *args: Any) -> None:
+        # An error of the machine itself (no valid config, ranks disagreeing)
+        # surfaces inside the user's kernel launch; remember it so that the
+        # call raises it whatever the outer function does with it.
+        try:
+            step(*args)
+        except BaseException as exc:
+            if self.abort is None:
+                self.abort = exc
+            raise
+
+    def _discover(self, launch: KernelLaunch) -> _KernelKey:
+        state = _KernelKey(kernel=launch.kernel, name=launch.name, key=launch.key)
+        # With several ranks every (kernel, key) goes through the engine's
+        # agreement, even where this rank's kernel cache already holds it:
+        # a rank skipping it would leave the others waiting in a collective.
+        if not self.distributed and launch.cached() is not None:
+            state.done = True
+            return state
+        configs = list(launch.configs())
+        candidates = list(launch.candidates())
+        if not self.distributed and len(candidates) == 1:
+            launch.commit(candidates[0])
+            state.done = True
+            return state
+        extra = [c for c in candidates if not _contains(configs, c)]
+        listed = configs + extra
+        state.space = Space.build(launch.name, listed, launch.source, label=launch.label)
+        state.kept = tuple(i for i, c in enumerate(listed) if _contains(candidates, c))
+        if self.isolating and hasattr(launch, "isolation"):
+            # Before any collective of this (kernel, key): every rank raises alike.
+            self._engine(self._isolation_of, state, launch)
+        return state
+
+    # -- isolation -------------------------------------------------------------------
+
+    def _isolation_of(self, state: _KernelKey, launch: KernelLaunch) -> None:
+        state.isolated = cast(IsolatingLaunch, launch).isolation()
+
+    def _screened(self, state: _KernelKey) -> dict[int, str] | None:
+        """The kept candidates that must not run here, screened in the worker at the first need.
+
+        That is when the (kernel, key) comes up to be measured, or earlier
+        when one of its launches needs a stand-in: no candidate runs here
+        unscreened. ``None`` without isolation.
+        """
+        if state.screened is None and state.isolated is not None:
+            assert state.space is not None
+            kept = [state.space.candidates[i] for i in state.kept]
+            with Screening(state.isolated.target, self.session.settings.isolate_timeout) as screening:
+                state.screened = screen_all(screener(screening, state.isolated.payload), kept)
+            state.isolated = None  # and with it the launch's arguments
+        return state.screened
+
+    def _isolate(self, tuning: Tuning, screened: dict[int, str]) -> None:
+        """ISOLATE for the tuning: this rank's screening, shared with the other ranks by the engine."""
+
+        def screen_one(candidate: Candidate) -> None:
+            if candidate.index in screened:
+                raise ScreenedOut(screened[candidate.index])
+
+        tuning.isolate(screen_one)
+
+    # -- the machine ---------------------------------------------------------------
+
+    def _focus_on(self, state: _KernelKey, launch: KernelLaunch) -> None:
+        assert state.space is not None
+        tuners = _TUNERS.setdefault(state.kernel, {})
+        tuner = tuners.get(state.space.fingerprint)
+        if tuner is None:
+            # One kernel's candidate lists share their records: a list that grew measures only what is new.
+            records = next(iter(tuners.values())).records if tuners else None
+            tuner = tuners[state.space.fingerprint] = Tuner(state.space, records=records)
+        kept = frozenset(state.kept)
+        tuning = tuner.begin(
+            self.session,
+            state.key,
+            keep=lambda candidate: candidate.index in kept,
+            group=None,
+            verbose=self.verbose,
+            warmup=self.warmup,
+            repeat=self.repeat,
+            flush=self.flush,
+            driver="contextual",
+        )
+        self._open.append(tuning)
+        if tuning.hit:
+            best = tuning.finish()
+            self._close(tuning)
+            launch.commit(best.config)
+            state.done = True
+            return
+        state.tuning = tuning
+        self.focus = state
+        screened = self._screened(state)
+        if screened is not None:
+            self._isolate(tuning, screened)
+        # Compile processes first: asking for them starts the backend's
+        # warm-up, which the compiler's own set-up then overlaps.
+        forks = hasattr(launch, "compile_process")
+        child = cast(ForkingLaunch, launch).compile_process() if forks else None
+        compile_config = launch.compiler()
+        if compile_config is not None:
+            tuning.compile(lambda candidate: compile_config(candidate.config), child=child)
+        self._next_candidate(state, launch)
+
+    def _next_candidate(self, state: _KernelKey, launch: KernelLaunch) -> None:
+        assert state.tuning is not None
+        candidate = state.tuning.next_candidate()
+        if candidate is None:
+            self._finish(state, launch)
+            return
+        state.candidate = candidate
+        state.launches = 0
+        state.error = None
+        state.runs = state.tuning.runs(candidate)
+
+    def _finish(self, state: _KernelKey, launch: KernelLaunch) -> None:
+        assert state.tuning is not None
+        tuning, state.tuning = state.tuning, None
+        self.focus = None
+        try:
+            best = tuning.finish()
+        except NoValidConfigError:
+            self._tuned(state, tuning, None)
+            raise
+        finally:
+            self._close(tuning)
+        self._tuned(state, tuning, best)
+        launch.commit(best.config)
+        state.done = True
+
+    def _tuned(self, state: _KernelKey, tuning: Tuning, best: Candidate | None) -> None:
+        # Reported only with an outcome: a tuning cut short (an interrupt, a
+        # failed collective) has none and must not read as "no valid config".
+        assert state.space is not None
+        self.session.notify(
+            "kerneltune_kernel_tuned",
+            KernelTuned(
+                kernel=state.name,
+                key=state.key,
+                candidates=state.space.candidates,
+                means=tuple(state.means.get(c.index, float("inf")) for c in state.space.candidates),
+                errors=tuple(tuning.error(c) for c in state.space.candidates),
+                best=best,
+                world_size=tuning.reducer.world_size,
+                verbose=self.verbose,
+            ),
+        )
+
+    def _close(self, tuning: Tuning) -> None:
+        self._open.remove(tuning)
+        tuning.__exit__(None, None, None)
+
+    def close(self) -> None:
+        """Release every tuning still open (after an exception); nothing is persisted."""
+        while self._open:
+            self._close(self._open[-1])
+
+    # -- launches --------------------------------------------------------------------
+
+    def _measure(self, state: _KernelKey, launch: KernelLaunch) -> Any:
+        candidate, runs = state.candidate, state.runs
+        assert candidate is not None and runs is not None
+        state.launches += 1
+        if state.error is not None:
+            result = self._stand_in(state, launch)
+        else:
+            phase, round_ = runs.phase, runs.round
+            rounds = runs.warmup if phase == WARMUP else runs.repeat
+            try:
+                result = runs.run(lambda wrap: launch.run(candidate.config, around=wrap))
+            except Exception as exc:
+                state.error = exc
+                state.bad.add(candidate.index)
+                self._launch_event(state, candidate, phase, round_, rounds, None, exc)
+                result = self._stand_in(state, launch)
+            else:
+                if phase == WARMUP:
+                    self._launch_event(state, candidate, phase, round_, rounds, None, None)
+        # Every rank spends every launch on a candidate, failed or not, so that
+        # ranks whose outer function holds collectives stay aligned.
+        if state.launches == runs.warmup + runs.repeat:
+            self._engine(self._complete, state, launch)
+        return result
+
+    def _complete(self, state: _KernelKey, launch: KernelLaunch) -> None:
+        candidate, runs = state.candidate, state.runs
+        assert candidate is not None and runs is not None and state.tuning is not None
+        if state.error is None:
+            try:
+                samples = runs.samples()
+            except Exception as exc:
+                # Where an asynchronous device error surfaces (a kernel that
+                # faulted); the log must say why the candidate is invalid.
+                state.error = exc
+                self._launch_event(state, candidate, TIMED, runs.repeat, runs.repeat, None, exc)
+            else:
+                for i, sample in enumerate(samples):
+                    self._launch_event(state, candidate, TIMED, i + 1, runs.repeat, sample, None)
+                state.tuning.record(candidate, samples)
+                state.means[candidate.index] = state.tuning.mean(candidate)
+                if candidate.index not in state.good:
+                    state.good.append(candidate.index)
+        if state.error is not None:
+            state.tuning.fail(candidate, state.error)
+            state.means.pop(candidate.index, None)
+        self._next_candidate(state, launch)
+
+    def _stand_in(self, state: _KernelKey, launch: KernelLaunch) -> Any:
+        """Run the launch with a config that works, untimed; ``None`` when none does."""
+        assert state.space is not None
+        order = state.good + [i for i in state.kept if i not in state.good]
+        unsafe = self._screened(state) or {}
+        for index in order:
+            if index in state.bad or index in unsafe:
+                continue
+            try:
+                return launch.run(state.space.candidates[index].config)
+            except Exception:
+                state.bad.add(index)
+        return None
+
+    # -- observers ---------------------------------------------------------------------
+
+    def _launch_event(
+        self,
+        state: _KernelKey,
+        candidate: Candidate,
+        phase: str,
+        round_: int,
+        rounds: int,
+        time_ms: float | None,
+        error: BaseException | None,
+    ) -> None:
+        self.session.notify(
+            "kerneltune_launch_measured",
+            LaunchMeasured(
+                kernel=state.name,
+                key=state.key,
+                candidate=candidate,
+                phase=phase,
+                round=round_,
+                rounds=rounds,
+                time_ms=time_ms,
+                error=None if error is None else describe_error(error),
+                verbose=self.verbose,
+                traceback=None if error is None else format_failure(error),
+            ),
+        )
+
+
+def _contains(configs: Sequence[Any], config: Any) -> bool:
+    # Identity first: some releases' configs have no __eq__, others compare
+    # by value, and a pruning function may hand back equal copies.
+    return any(c is config for c in configs) or any(c == config for c in configs)

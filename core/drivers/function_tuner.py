@@ -1,0 +1,394 @@
+"""The function-level driver: tune a host function over a list of keyword configs.
+
+This is the engine behind ``triton_dist.tune.autotune``. Each call computes
+the business key; a key seen before dispatches straight to its pick (one
+``key_fn`` call and one dict lookup); a new key runs the state machine, which
+measures every kept config by calling the function with it, and then the
+function runs once more with the pick.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, cast
+
+from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
+from kerneltune.core.drivers.wrapping import FunctionWrapper
+from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener, target_of
+from kerneltune.core.machine.compile import CompileProcesses
+from kerneltune.core.machine.engine import Tuner, Tuning
+from kerneltune.core.machine.records import Candidate
+from kerneltune.core.machine.space import Space
+from kerneltune.core.machine.warm_start import MODES
+from kerneltune.core.plugin_system.contracts import ForkingRecorder
+from kerneltune.core.plugin_system.registry import collect_registry
+from kerneltune.core.plugin_system.session import Session, current_session
+
+_CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")
+
+
+def _label(config: Mapping[str, Any], session: Session) -> str:
+    # Plugins name the values they know (a triton.Config by the options it sets).
+    hook = session.manager.hook.kerneltune_describe_value
+    return ", ".join(f"{name}=<{hook(value=value) or value}>" for name, value in config.items())
+
+
+def _source(fn: Callable[..., Any]) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        return repr(code.co_code) if code is not None else fn.__qualname__
+
+
+def _accepted_keywords(fn: Callable[..., Any]) -> tuple[set[str], bool, list[str]]:
+    parameters = inspect.signature(fn).parameters.values()
+    keywords = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    open_ended = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return keywords, open_ended, positional
+
+
+class AutoTuner(FunctionWrapper):
+    """A host function that picks its fastest keyword configuration per key.
+
+    Call it as the original function, without the config fields; see
+    :func:`autotune` for the call-time controls and the options.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        config_space: Sequence[Mapping[str, Any]],
+        key_fn: Callable[..., Hashable],
+        prune_fn: Callable[..., bool] | None = None,
+        *,
+        reset_to_zero: Sequence[str] | None = None,
+        restore_value: Sequence[str] | None = None,
+        warmup: int | None = None,
+        repeat: int | None = None,
+        warm_start: str | None = None,
+        warm_start_budget: int | None = None,
+    ) -> None:
+        name = getattr(fn, "__name__", repr(fn))
+        if not callable(fn):
+            raise TypeError(f"autotune decorates a function, got {fn!r}")
+        if not callable(key_fn):
+            raise TypeError(f"{name}: key_fn must be callable, got {key_fn!r}")
+        if prune_fn is not None and not callable(prune_fn):
+            raise TypeError(f"{name}: prune_fn must be callable or None, got {prune_fn!r}")
+        for option, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+                raise ValueError(f"{name}: {option} must be an integer >= {least} or None, got {value!r}")
+        if isinstance(config_space, Mapping | str) or not isinstance(config_space, Sequence):
+            raise TypeError(
+                f"{name}: config_space must be a list of dicts, got {type(config_space).__name__}"
+            )
+        if not config_space:
+            raise ValueError(f"{name}: config_space is empty; give at least one config dict")
+        if warm_start is not None and warm_start not in MODES:
+            raise ValueError(
+                f"{name}: warm_start must be one of {', '.join(MODES)} or None, got {warm_start!r}"
+            )
+        if warm_start_budget is not None and (type(warm_start_budget) is not int or warm_start_budget < 1):
+            raise ValueError(
+                f"{name}: warm_start_budget must be an integer >= 1 or None, got {warm_start_budget!r}"
+            )
+        keywords, open_ended, positional = _accepted_keywords(fn)
+        fields: set[str] = set()
+        for index, config in enumerate(config_space):
+            if not isinstance(config, Mapping):
+                raise TypeError(
+                    f"{name}: config_space[{index}] must be a dict of keyword arguments, "
+                    f"got {type(config).__name__}"
+                )
+            for field in config:
+                if not isinstance(field, str) or not field.isidentifier():
+                    raise ValueError(
+                        f"{name}: config_space[{index}] has a field {field!r} that is not a name"
+                    )
+                if field in _CONTROLS:
+                    raise ValueError(
+                        f"{name}: config field {field!r} is reserved for the tuner's own controls"
+                    )
+                if field not in keywords and not open_ended:
+                    raise ValueError(
+                        f"{name}: config_space[{index}] field {field!r} is not a keyword parameter of "
+                        f"{name}{inspect.signature(fn)}"
+                    )
+            fields.update(config)
+        self._inplace = InPlaceArguments.of(fn, reset_to_zero, restore_value, fields)
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.config_space = [dict(config) for config in config_space]
+        self.key_fn = key_fn
+        self.prune_fn = prune_fn
+        self.warmup = warmup
+        self.repeat = repeat
+        self.warm_start = warm_start
+        self.warm_start_budget = warm_start_budget
+        self._fields = frozenset(fields)
+        # A positional argument at or past this index lands on a config field.
+        self._positional_limit = min(
+            (positional.index(f) for f in fields if f in positional), default=sys.maxsize
+        )
+        self._positional = positional
+        self._picks: dict[Hashable, Candidate] = {}
+        # Built at the first tuning, when plugins can label the configs.
+        self._tuner: Tuner | None = None
+        self._tuner_lock = threading.Lock()
+
+    def __call__(
+        self,
+        *args: Any,
+        autotune: bool = True,
+        autotune_verbose: bool = False,
+        autotune_allow_arg_overwrite: bool = False,
+        autotune_pg: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run the function with the best config for this call's key (tuning first if needed)."""
+        if autotune:
+            try:
+                best = self._picks.get(self.key_fn(*args, **kwargs))
+            except Exception:
+                # key_fn raised or the key is unhashable. The slow path repeats key_fn and hands
+                # the failure to the engine, which reports it on every rank; raising here would
+                # leave the other ranks waiting in the agreement.
+                best = None
+            if (
+                best is not None
+                and len(args) <= self._positional_limit
+                and (not kwargs or self._fields.isdisjoint(kwargs))
+            ):
+                return self.fn(*args, **kwargs, **best.config)
+        return self._call(args, kwargs, autotune, autotune_verbose, autotune_allow_arg_overwrite, autotune_pg)
+
+    def _call(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        autotune: bool,
+        verbose: bool,
+        allow_overwrite: bool,
+        group: Any,
+    ) -> Any:
+        if not autotune:
+            return self.fn(*args, **self._merge(self.config_space[0], args, kwargs, allow_overwrite))
+        self._merge(self.config_space[0], args, kwargs, allow_overwrite)
+        failure: BaseException | None = None
+        key: Hashable = None
+        inplace: InPlaceRuns | None = None
+        try:
+            key = self.key_fn(*args, **kwargs)
+            if self._inplace is not None:
+                inplace = self._inplace.bind(args, kwargs)
+        except Exception as exc:
+            failure = exc
+        keep = None
+        if self.prune_fn is not None:
+            prune_fn = self.prune_fn
+
+            def keep(candidate: Candidate) -> bool:
+                return bool(prune_fn(candidate.config, *args, **kwargs))
+
+        session = current_session()
+        verbose = verbose or session.settings.verbose
+        isolated = session.settings.isolate == SUBPROCESS
+        target = target_of(self.fn, args, kwargs) if isolated else None
+        with self._tuner_for(session).begin(
+            session,
+            key,
+            keep=keep,
+            failure=failure,
+            group=group,
+            verbose=verbose,
+            warmup=self.warmup,
+            repeat=self.repeat,
+            warm_start=self.warm_start,
+            warm_start_budget=self.warm_start_budget,
+        ) as tuning:
+            if target is not None and not tuning.hit:
+                self._screen(tuning, Screening(target, session.settings.isolate_timeout), allow_overwrite)
+            if not tuning.hit and session.settings.precompile:
+                self._precompile(session, tuning, args, kwargs, allow_overwrite, inplace)
+            around = None if inplace is None else inplace.around
+            while (candidate := tuning.next_candidate()) is not None:
+                bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
+                tuning.measure(candidate, functools.partial(self.fn, *args, **bound), around=around)
+            best = tuning.finish()
+        if inplace is not None:
+            inplace.finish()
+        return self.fn(*args, **self._merge(best.config, args, kwargs, allow_overwrite))
+
+    def _screen(self, tuning: Tuning, screening: Screening, allow_overwrite: bool) -> None:
+        """ISOLATE: run each queued candidate once in the isolation worker before measuring."""
+        args, kwargs = screening.target.args, screening.target.kwargs
+
+        def payload(config: Mapping[str, Any]) -> dict[str, Any]:
+            bound = self._merge(config, args, kwargs, allow_overwrite)
+            return {name: value for name, value in bound.items() if name not in kwargs}
+
+        with screening:
+            tuning.isolate(screener(screening, payload))
+
+    def _tuner_for(self, session: Session) -> Tuner:
+        with self._tuner_lock:
+            if self._tuner is None:
+                space = Space.build(
+                    self.__name__, self.config_space, _source(self.fn), label=lambda c: _label(c, session)
+                )
+                self._tuner = Tuner(space, picks=self._picks)
+            return self._tuner
+
+    def _precompile(
+        self,
+        session: Session,
+        tuning: Tuning,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        allow_overwrite: bool,
+        inplace: InPlaceRuns | None = None,
+    ) -> None:
+        """COMPILE for a host launcher: run each candidate once with its kernel launches recorded.
+
+        Interceptor plugins that can (``recording()``; Triton's, outside its
+        interpreter) turn the launches into compiles, which run on the
+        engine's pool before measuring starts; a launcher that launches no
+        kernel starts no compile stage, nor the backend's set-up. This runs on the calling
+        thread and in candidate order, so ranks whose launchers hold
+        collectives stay in step. A launcher that raises when its launches
+        do not happen is left to compile at its first warm-up.
+        """
+        interceptors = collect_registry(session.manager, "interceptor", "kerneltune_register_interceptors")
+        available = (cls() for cls in interceptors.classes.values() if cls.is_available())
+        # recording() is None where nothing is compiled ahead (Triton's interpreter).
+        recorders = [rec for rec in available if getattr(rec, "recording", lambda: None)() is not None]
+        if not recorders:
+            return
+        compiles: dict[int, list[Callable[[], object]]] = {}
+        for candidate in tuning.queued():
+            bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
+            try:
+                with contextlib.ExitStack() as stack:
+                    lists = [stack.enter_context(rec.recording()) for rec in recorders]
+                    if inplace is None:
+                        self.fn(*args, **bound)
+                    else:
+                        inplace.run(functools.partial(self.fn, *args, **bound))
+            except Exception:
+                continue
+            thunks = [thunk for recorded in lists for thunk in recorded]
+            if thunks:
+                compiles[candidate.index] = thunks
+        if not compiles:
+            return  # nothing launched a kernel: no compile stage, no backend set-up
+
+        def compile_candidate(candidate: Candidate) -> None:
+            for thunk in compiles[candidate.index]:
+                thunk()
+
+        processes = [
+            cast(ForkingRecorder, rec).compile_process() if hasattr(rec, "compile_process") else None
+            for rec in recorders
+        ]
+        parts = tuple(process for process in processes if process is not None)
+        child = CompileProcesses(parts) if len(parts) == len(processes) else None
+        tuning.compile(compile_candidate, [c for c in tuning.queued() if c.index in compiles], child=child)
+
+    def _merge(
+        self, config: Mapping[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any], allow: bool
+    ) -> dict[str, Any]:
+        clashes = sorted(
+            {f for f in config if f in kwargs} | {f for f in config if f in self._positional[: len(args)]}
+        )
+        if clashes:
+            where = ", ".join(clashes)
+            if not allow:
+                raise ValueError(
+                    f"{self.__name__}: argument(s) {where} are config fields chosen by the tuner; "
+                    "don't pass them, or pass autotune_allow_arg_overwrite=True to let yours win"
+                )
+            warnings.warn(
+                f"{self.__name__}: your argument(s) {where} override the tuned config field(s); "
+                "those fields are not tuned for this call",
+                UserWarning,
+                stacklevel=4,
+            )
+        merged = {k: v for k, v in config.items() if k not in clashes}
+        merged.update(kwargs)
+        return merged
+
+
+def autotune(
+    config_space: Sequence[Mapping[str, Any]],
+    key_fn: Callable[..., Hashable],
+    prune_fn: Callable[..., bool] | None = None,
+    *,
+    reset_to_zero: Sequence[str] | None = None,
+    restore_value: Sequence[str] | None = None,
+    warmup: int | None = None,
+    repeat: int | None = None,
+    warm_start: str | None = None,
+    warm_start_budget: int | None = None,
+) -> Callable[[Callable[..., Any]], AutoTuner]:
+    """Decorate a host function to run with its fastest config from ``config_space``.
+
+    Tuning calls the function many times on the caller's arguments (every
+    warm-up and timed run of every candidate): work it does in place must
+    be reset or restored through the two options below, or give the same
+    result however often it is repeated.
+
+    :param config_space: non-empty list of dicts; each field is passed as a
+        keyword argument. ``config_space[0]`` is used when ``autotune=False``.
+    :param key_fn: ``key_fn(*args, **kwargs)`` gives the business key; one
+        pick is kept per key.
+    :param prune_fn: ``prune_fn(config, *args, **kwargs)`` returns ``False`` to
+        skip a config before measuring.
+    :param reset_to_zero: names of the function's tensor arguments to zero
+        before each run while tuning, and once more before the call with the
+        pick (as ``triton.autotune``'s option).
+    :param restore_value: names of the function's tensor arguments to put
+        back as the caller passed them after each run while tuning (as
+        ``triton.autotune``'s option). With both, the caller's arguments end
+        as after one call with the pick.
+    :param warmup: untimed runs per candidate for this function (default:
+        the ``warmup`` setting, 5).
+    :param repeat: timed runs per candidate for this function (default:
+        the ``repeat`` setting, 10).
+    :param warm_start: ``"nearest"``: a key with no stored pick measures only
+        the best configs of the stored keys nearest to it
+        (:mod:`kerneltune.core.machine.warm_start`); ``"off"``: every config.
+        Default: the ``warm_start`` setting.
+    :param warm_start_budget: how many configs a warm start measures at
+        most. Default: the ``warm_start_budget`` setting.
+    :raises ValueError: for a name in ``reset_to_zero`` or ``restore_value``
+        that is not a parameter of the function (or is a config field), or
+        a ``warmup`` below 0 or ``repeat`` below 1.
+
+    The returned :class:`AutoTuner` accepts, besides the function's own
+    arguments, ``autotune`` (default ``True``), ``autotune_verbose``,
+    ``autotune_allow_arg_overwrite`` and ``autotune_pg``.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> AutoTuner:
+        return AutoTuner(
+            fn,
+            config_space,
+            key_fn,
+            prune_fn,
+            reset_to_zero=reset_to_zero,
+            restore_value=restore_value,
+            warmup=warmup,
+            repeat=repeat,
+            warm_start=warm_start,
+            warm_start_budget=warm_start_budget,
+        )
+
+    return decorate

@@ -1,0 +1,1 @@
+"""Screening candidates in a reusable worker process: the parent's side and the worker's."""

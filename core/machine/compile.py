@@ -1,0 +1,420 @@
+"""COMPILE: the kept candidates compiled ahead, in parallel, before any is measured.
+
+A cold tuning (a fresh process, an empty Triton cache) is mostly compiling:
+sixteen matmul configs took an H200's host 8-9 s one after another. The
+stage hands every candidate this rank compiles to a pool as soon as the
+tuning knows what it measures. MEASURE waits until every compile handed
+over has ended (:meth:`CompileStage.settle`): a compile running beside a
+timed run disturbs it, and the stored pick would carry the error. Measuring
+is short beside compiling, so little is lost by not overlapping them.
+
+Two kinds of pool:
+
+* **processes** (``compile_pool = "processes"``, where the backend allows it
+  and the platform can fork): each compile runs in a child forked from this
+  process, which inherits the kernel and the arguments as they are (nothing
+  is pickled) and writes what it compiled to the backend's on-disk cache;
+  this process then compiles the candidate again, which is a load from that
+  cache. The backend's :class:`~kerneltune.core.plugin_system.contracts.CompileProcess`
+  (``child``) makes the child compile without touching the device (a forked
+  child cannot use a CUDA context), and holds the forks until the
+  compiler's one-time set-up is done in this process (Triton hashes its own
+  sources and library, about 0.3 s, before its first compile): each child
+  inherits it instead of repeating it. Threads share one interpreter lock
+  for Triton's Python code generation: on an H200's host sixteen compiles
+  took 1.67 s on threads and 0.55 s in processes forked after the set-up
+  (``bench/compile_parallel.py``).
+* **threads**, otherwise.
+
+A candidate whose compile raises, or outlasts the timeout, fails alone: the
+engine records the error as that candidate's and goes on. A child that
+outlasts the timeout is killed; one that dies of a signal fails its
+candidate with the signal, and this process never compiles that candidate
+itself. A child still running :data:`STALL_FACTOR` times longer than the
+slowest sibling that ended, and that has spent less than
+:data:`STUCK_CPU_SHARE` of that time on a processor, is taken for stuck
+(forked while another thread held a lock it needs, such as a module's
+import lock): it is killed, with one warning per process, and the
+candidate compiles in this process. A child that keeps a processor busy is
+compiling, however long it takes (a 256-wide matmul tile with five stages
+took minutes on an H200's host), and only the timeout stops it: taken for
+stuck, it would compile again here, alone and with no timeout. Where the
+system does not tell a process's processor time (no ``/proc``), the time
+rule alone decides. A
+child whose compile raised hands the candidate back, and the compile runs
+again here, so the error is the backend's own. (A thread
+cannot be stopped: with threads a compile that timed out finishes in the
+background, unused.)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import faulthandler
+import os
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+from kerneltune.core.errors import describe_error
+from kerneltune.core.machine.records import Candidate
+from kerneltune.core.notices import warn_once
+from kerneltune.core.plugin_system.contracts import CompileProcess
+from kerneltune.core.plugin_system.events import CompileFinished, CompileStarted
+
+if TYPE_CHECKING:
+    from kerneltune.core.plugin_system.session import Session
+
+#: Threads when the ``compile_workers`` setting is 0 ("one per core"), at most.
+MAX_AUTO_WORKERS = 32
+#: How often a wait checks whether a started compile has outlasted its timeout.
+POLL_S = 0.05
+
+
+#: How often a pool thread checks whether its compile process has ended.
+CHILD_POLL_S = 0.005
+#: A compile process's exit status when the compile raised (0: it compiled).
+_RAISED = 3
+#: A compile process still running this many times longer than the slowest
+#: sibling that ended (and at least ``STALL_MIN_S``) is taken for stuck.
+STALL_FACTOR = 5.0
+STALL_MIN_S = 15.0
+#: ...unless it has spent more than this share of its life on a processor.
+STUCK_CPU_SHARE = 0.05
+
+
+class CompileTimeout(TimeoutError):
+    """A candidate's compile took longer than the ``compile_timeout`` setting."""
+
+
+class CompilerCrashed(RuntimeError):
+    """A candidate's compile killed the process compiling it (a signal)."""
+
+
+def processor_seconds(pid: int) -> float | None:
+    """Processor seconds process ``pid`` has used; ``None`` where the system does not say (no ``/proc``)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        # Fields after the command name, which may hold spaces: state is the first, utime the 12th.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def can_fork() -> bool:
+    """Whether this platform can compile in forked processes."""
+    return hasattr(os, "fork") and hasattr(os, "waitpid")
+
+
+def worker_count(setting: int, candidates: int) -> int:
+    """Threads for ``candidates`` compiles: the setting, or one per core (capped) when it is 0."""
+    wanted = setting if setting > 0 else min(MAX_AUTO_WORKERS, os.cpu_count() or 1)
+    return max(1, min(wanted, candidates))
+
+
+@attrs.frozen
+class Subject:
+    """What the stage's events say about the tuning they belong to."""
+
+    function: str
+    key: object
+    rank: int
+    verbose: bool
+    log_dir: Path | None
+
+
+@attrs.frozen
+class CompileProcesses:
+    """Several backends' :class:`~kerneltune.core.plugin_system.contracts.CompileProcess` as one.
+
+    A launcher's kernels may come from several backends.
+    """
+
+    parts: tuple[CompileProcess, ...]
+
+    def ready(self) -> None:
+        """Every part ready."""
+        for part in self.parts:
+            part.ready()
+
+    def prepare(self) -> None:
+        """Every part's preparation, in order."""
+        for part in self.parts:
+            part.prepare()
+
+
+class CompileStage:
+    """Compiles candidates on a pool; :meth:`wait` gives one's outcome.
+
+    :param compile_one: compiles one candidate; raises what makes it unusable.
+        With ``child`` it runs first in a forked process, then here, where
+        it must find that process's work (the backend's on-disk cache).
+    :param candidates: the candidates this rank compiles, in the order they
+        will be measured (the pool starts them in that order).
+    :param workers: how many compile at once.
+    :param timeout: seconds a compile may take once started; 0 for no limit.
+    :param child: the backend's part in compiling in forked processes (see
+        the module's notes); ``None``, or a platform without ``fork``,
+        compiles on threads of this process.
+    :param subject: the tuning, as its events name it.
+    :param notify: sends an observer hook its event
+        (:meth:`kerneltune.core.plugin_system.session.Session.notify`); called on pool
+        threads with ``kerneltune_compile_started`` and
+        ``kerneltune_compile_finished``.
+    """
+
+    def __init__(
+        self,
+        compile_one: Callable[[Candidate], object],
+        candidates: Sequence[Candidate],
+        *,
+        workers: int,
+        timeout: float,
+        subject: Subject,
+        notify: Callable[[str, object], object],
+        child: CompileProcess | None = None,
+    ) -> None:
+        #: how each candidate handed over compiles (a later :meth:`add` may bring its own).
+        self._compilers: dict[int, Callable[[Candidate], object]] = {}
+        self._child = child if can_fork() else None
+        #: held while forking and while compiling here with children about, so
+        #: that no child is forked while this process is inside the compiler.
+        self._forking = threading.Lock()
+        self._children: set[int] = set()
+        #: how long each compile process that ended took, seconds.
+        self._child_seconds: list[float] = []
+        self._timeout = timeout
+        self._subject = subject
+        self._notify = notify
+        self._began: dict[int, float] = {}
+        self._done = 0
+        self._lock = threading.Lock()
+        self._workers = workers
+        #: made when compiles are handed over, shut down when they have all ended (:meth:`wait`).
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._futures: dict[int, concurrent.futures.Future[BaseException | None]] = {}
+        self.add(candidates, compile_one)
+
+    @classmethod
+    def configured(
+        cls,
+        session: Session,
+        compile_one: Callable[[Candidate], object],
+        candidates: Sequence[Candidate],
+        subject: Subject,
+        child: CompileProcess | None,
+    ) -> CompileStage:
+        """A stage under the session's ``compile_workers``, ``compile_timeout`` and ``compile_pool``."""
+        settings = session.settings
+        return cls(
+            compile_one,
+            candidates,
+            workers=worker_count(settings.compile_workers, len(candidates)),
+            timeout=settings.compile_timeout,
+            subject=subject,
+            notify=session.notify,
+            child=child if settings.compile_pool == "processes" else None,
+        )
+
+    def add(self, candidates: Sequence[Candidate], compile_one: Callable[[Candidate], object]) -> None:
+        """Compile these too, with ``compile_one``, after those handed over before.
+
+        One already handed over is not redone. Each batch keeps its own
+        ``compile_one``: an adaptive driver's function for a round knows only
+        that round's candidates.
+        """
+        with self._lock:
+            for candidate in candidates:
+                if candidate.index not in self._futures:
+                    self._compilers[candidate.index] = compile_one
+                    if self._pool is None:
+                        self._pool = concurrent.futures.ThreadPoolExecutor(
+                            max_workers=self._workers, thread_name_prefix="kerneltune-compile"
+                        )
+                    self._futures[candidate.index] = self._pool.submit(self._run, candidate)
+
+    def _run(self, candidate: Candidate) -> BaseException | None:
+        began = time.monotonic()
+        with self._lock:
+            self._began[candidate.index] = began
+        about = self._subject
+        self._notify(
+            "kerneltune_compile_started",
+            CompileStarted(
+                function=about.function,
+                key=about.key,
+                candidate=candidate,
+                rank=about.rank,
+                verbose=about.verbose,
+            ),
+        )
+        error: BaseException | None = None
+        try:
+            if self._child is None:
+                self._compilers[candidate.index](candidate)
+            else:
+                error = self._in_child(candidate, began)
+                if error is None:
+                    with self._forking:
+                        self._compilers[candidate.index](candidate)
+        except Exception as exc:
+            error = exc
+        with self._lock:
+            self._done += 1
+            done, total = self._done, len(self._futures)
+        self._notify(
+            "kerneltune_compile_finished",
+            CompileFinished(
+                function=about.function,
+                key=about.key,
+                candidate=candidate,
+                seconds=time.monotonic() - began,
+                error=None if error is None else describe_error(error),
+                done=done,
+                total=total,
+                rank=about.rank,
+                verbose=about.verbose,
+                log_dir=about.log_dir,
+            ),
+        )
+        return error
+
+    def _in_child(self, candidate: Candidate, began: float) -> BaseException | None:
+        """Compile ``candidate`` in a forked process: ``None`` when it ended (compiled or raised)."""
+        assert self._child is not None
+        self._child.ready()
+        with self._forking, warnings.catch_warnings():
+            # Python 3.12 warns about forking a process with threads: the child
+            # runs only the compile, on this thread's copy, and exits.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child's coverage is not collected
+                self._child_main(candidate)
+            self._children.add(pid)
+        forked = time.monotonic()
+        try:
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                now = time.monotonic()
+                if self._timeout > 0 and now - began > self._timeout:
+                    _kill(pid)
+                    return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
+                if self._stuck(now - forked, pid):
+                    _kill(pid)
+                    warn_once(
+                        ("compile-process-stuck", os.getpid()),
+                        f"kerneltune: a compile process ran {now - forked:.0f} s, {STALL_FACTOR:g} times its "
+                        "slowest sibling; it was stopped and that candidate compiled in this process instead "
+                        "(a child forked while another thread held a lock it needs; compile_pool = 'threads' "
+                        "avoids forking)",
+                    )
+                    return None
+                time.sleep(CHILD_POLL_S)
+        finally:
+            self._children.discard(pid)
+        if not os.WIFSIGNALED(status):
+            with self._lock:
+                self._child_seconds.append(time.monotonic() - forked)
+            return None  # compiled, or raised: compiling here loads it, or raises the error itself
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
+
+    def _stuck(self, seconds: float, pid: int) -> bool:
+        """Whether compile process ``pid``, running ``seconds``, is stuck rather than slow.
+
+        A child can inherit a lock that another thread of this process held
+        at the fork (an import in progress, say) and wait for it forever,
+        using no processor time. Judged against the siblings that ended;
+        with none yet, only the timeout stops it.
+        """
+        with self._lock:
+            slowest = max(self._child_seconds, default=None)
+        if slowest is None or seconds <= max(STALL_MIN_S, STALL_FACTOR * slowest):
+            return False
+        busy = processor_seconds(pid)
+        return busy is None or busy < STUCK_CPU_SHARE * seconds
+
+    def _child_main(self, candidate: Candidate) -> None:  # pragma: no cover - runs in the child
+        code = _RAISED
+        # A crash here fails the candidate with its signal; no traceback dump over the user's output.
+        faulthandler.disable()
+        try:
+            assert self._child is not None
+            self._child.prepare()
+            self._compilers[candidate.index](candidate)
+            code = 0
+        except BaseException:
+            pass
+        finally:
+            os._exit(code)
+
+    def wait(self, candidate: Candidate) -> BaseException | None:
+        """:meth:`settle`, then why ``candidate`` cannot run, or ``None``.
+
+        A candidate this rank does not compile (another rank on the host
+        does, or it was never handed over) has no error of its own here.
+        """
+        self.settle()
+        future = self._futures.get(candidate.index)
+        if future is None:
+            return None
+        return future.result() if future.done() else self._expired(candidate.index)
+
+    def settle(self) -> None:
+        """Block until no compile handed over is running, and the pool's threads have ended.
+
+        Every compile, not only the next candidate's: a compile beside a
+        timed run takes the host's cores and memory bandwidth from it (on a
+        two-core host a 0.1 ms candidate read 2-15 ms), so nothing of the
+        stage may run while a candidate is measured. A compile past its
+        timeout is given up: its process is killed; a thread cannot be, and
+        finishes in the background.
+        """
+        for index in list(self._futures):
+            self._settle(index)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            # Idle threads are joined; one still in a timed-out compile ends when it returns.
+            pool.shutdown(wait=all(future.done() for future in self._futures.values()))
+
+    def _settle(self, index: int) -> None:
+        """Wait until compile ``index`` has ended or outlasted its timeout."""
+        future = self._futures[index]
+        while not concurrent.futures.wait([future], timeout=POLL_S)[0]:
+            if self._expired(index) is not None:
+                return
+
+    def _expired(self, index: int) -> CompileTimeout | None:
+        with self._lock:
+            began = self._began.get(index)
+        if self._timeout > 0 and began is not None and time.monotonic() - began > self._timeout:
+            return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
+        return None
+
+    def close(self) -> None:
+        """Drop compiles not started, stop compile processes; compiles on threads finish in the background."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+        for pid in list(self._children):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _kill(pid: int) -> None:
+    """Stop a compile process and reap it."""
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)

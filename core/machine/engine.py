@@ -1,0 +1,178 @@
+"""The tuning state machine.
+
+::
+
+    KEY -> LOOKUP --hit--> DISPATCH
+              |miss (or only part of the space measured before)
+            PRUNE -> AGREE -> ISOLATE -> COMPILE -> MEASURE -> REDUCE -> SELECT -> PERSIST -> DISPATCH
+
+A :class:`Tuner` holds one candidate space and its in-process picks. Each
+miss is one :class:`Tuning`, driven from outside: the driver asks
+:meth:`Tuning.next_candidate`, takes its runs through :meth:`Tuning.runs`
+however it must (a host function in a loop, a kernel inside repeated outer
+calls), hands back the samples with :meth:`Tuning.record` or an exception
+with :meth:`Tuning.fail`, and calls :meth:`Tuning.finish` for the pick. With
+more than one rank, pruning runs before agreement so one gather also checks
+that all ranks kept the same candidates. ISOLATE is optional: with
+``isolate = "subprocess"`` the driver screens candidates in a worker
+process (:meth:`Tuning.isolate`, :mod:`kerneltune.core.isolation`). A driver that can compile
+candidates ahead of running them hands :meth:`Tuning.compile` a function
+that does, and COMPILE (:mod:`kerneltune.core.machine.compile`) compiles them in
+parallel; MEASURE starts once none of them is compiling.
+
+Every tuner measures through :mod:`kerneltune.core.machine.measure`, and every
+tuning that is not adaptive ends its measuring the same way: candidates
+whose means lie within the noise of the best one's are re-timed in
+interleaved rounds, and the pick is made among them (:func:`near_ties`).
+
+A stored record is filed under the tuned code, the hardware and the key,
+not the candidate list, so LOOKUP finds it after the list changed and
+measures only what it lacks (:mod:`kerneltune.core.machine.reuse`); a key with no
+record may start from the nearest stored keys' picks
+(:mod:`kerneltune.core.machine.warm_start`, opt-in).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from kerneltune.core.machine.keys import digest, encode_key
+from kerneltune.core.machine.records import Candidate
+from kerneltune.core.machine.schedule import Schedule, Setup
+from kerneltune.core.machine.space import Space
+from kerneltune.core.machine.tuning import Tuning
+from kerneltune.core.machine.warm_start import MODES, WarmStart
+from kerneltune.core.plugin_system.session import Session
+
+__all__ = ["Schedule", "Tuner", "Tuning"]
+
+
+class Tuner:
+    """The in-process picks of one :class:`Space`, and the way to make more.
+
+    ``picks`` maps business keys to the chosen :class:`Candidate`; drivers
+    read it directly on their dispatch path. ``records`` holds the plain
+    data of every record this process made or read for the space's code,
+    by cache entry: LOOKUP reads it before the cache plugin, and warm
+    starts look for near keys in it.
+    """
+
+    def __init__(
+        self,
+        space: Space,
+        picks: dict[Hashable, Candidate] | None = None,
+        records: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """:param picks: the dict to keep picks in (default: a new one), for a driver that reads it first.
+        :param records: the dict to keep records in (default: a new one); tuners of one code's
+            candidate lists may share one, so a list that grew reuses what the other measured.
+        """
+        self.space = space
+        self.picks: dict[Hashable, Candidate] = {} if picks is None else picks
+        self.records: dict[str, dict[str, Any]] = {} if records is None else records
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    def begin(
+        self,
+        session: Session,
+        key: Hashable,
+        *,
+        keep: Callable[[Candidate], bool] | None = None,
+        failure: BaseException | None = None,
+        group: Any = None,
+        verbose: bool = False,
+        adaptive: bool = False,
+        warmup: int | None = None,
+        repeat: int | None = None,
+        flush: bool = True,
+        driver: str = "function",
+        warm_start: str | None = None,
+        warm_start_budget: int | None = None,
+    ) -> Tuning:
+        """Run KEY, LOOKUP, PRUNE and AGREE for ``key``; the result is a context manager.
+
+        :param keep: the prune predicate; ``False`` drops a candidate.
+        :param adaptive: queue nothing up front: the driver chooses what to
+            measure in rounds (:meth:`Tuning.request`), reading the agreed
+            times (:meth:`Tuning.times`) between rounds, as a staged search
+            does; candidates it never requests count as not measured.
+        :param warmup: untimed runs per candidate (default: the ``warmup`` setting).
+        :param repeat: timed runs per candidate (default: the ``repeat`` setting).
+        :param flush: let the timer evict the device's caches before each timed run.
+        :param driver: which tuner drives the tuning, as observers see it:
+            ``"function"``, ``"contextual"``, ``"search_params"`` or a plugin's own.
+        :param warm_start: ``"nearest"`` or ``"off"`` (default: the ``warm_start`` setting).
+        :param warm_start_budget: how many configs a warm start measures at most
+            (default: the ``warm_start_budget`` setting).
+        :param failure: an exception the driver met while computing the key;
+            alone it is re-raised, with several ranks it is reported to all.
+        :param group: the process group handed to the reducer.
+        :raises TypeError: for a key that cannot be encoded or hashed (single rank).
+        :raises ValueError: for a ``warm_start`` or ``warm_start_budget`` that is not one.
+        :raises RankMismatchError: when ranks disagree (every rank raises).
+        :raises PluginError: when the reducer cannot run over ``group``.
+        """
+        reducer = session.make_reducer(group)
+        distributed = reducer.world_size > 1
+        encoded = None
+        if failure is None:
+            try:
+                encoded = encode_key(key)
+                hash(key)
+            except TypeError as exc:
+                failure = exc
+        if failure is not None and not distributed:
+            raise failure
+        warm_start = session.settings.warm_start if warm_start is None else warm_start
+        budget = session.settings.warm_start_budget if warm_start_budget is None else warm_start_budget
+        if warm_start not in MODES:
+            raise ValueError(
+                f"{self.space.name}: warm_start must be one of {', '.join(MODES)}, got {warm_start!r}"
+            )
+        if type(budget) is not int or budget < 1:
+            raise ValueError(f"{self.space.name}: warm_start_budget must be an integer >= 1, got {budget!r}")
+        # Test the failure, not the encoding: a key of None encodes to None. The entry
+        # leaves the candidate list out (see kerneltune.core.machine.reuse); before it did, it was
+        # named by the whole space, and a record of that name is still found.
+        entry = legacy = None
+        if failure is None:
+            entry = digest({"source": self.space.source, "hardware": session.hardware, "key": encoded})
+            legacy = digest({"space": self.space.fingerprint, "hardware": session.hardware, "key": encoded})
+        schedule = Schedule(
+            warmup=session.settings.warmup if warmup is None else warmup,
+            repeat=session.settings.repeat if repeat is None else repeat,
+            flush=flush,
+            adaptive=adaptive,
+            shard=session.settings.shard and distributed and not adaptive,
+        )
+        lock = self._lock_for(entry or "")
+        lock.acquire()
+        try:
+            warm = WarmStart(warm_start, budget)
+            setup = Setup(
+                self,
+                session,
+                reducer,
+                key,
+                encoded,
+                entry,
+                verbose,
+                lock,
+                schedule,
+                driver=driver,
+                legacy_entry=legacy,
+                warm=warm,
+            )
+            tuning = Tuning(setup)
+            tuning.prepare(keep, failure)
+        except BaseException:
+            lock.release()
+            raise
+        return tuning
+
+    def _lock_for(self, entry: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(entry, threading.Lock())

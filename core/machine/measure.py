@@ -1,0 +1,199 @@
+"""MEASURE: how every tuner times a candidate.
+
+One candidate's measurement is ``warmup`` untimed runs, then ``repeat`` timed
+runs, taken one at a time by :class:`CandidateRuns`: the function-level
+tuner takes them in a loop, the contextual tuner one per launch across
+executions of the outer function, a staged search in rounds. Whatever the
+driver, a run is timed the same way.
+
+The ``objective`` says what is compared:
+
+* ``"device"``: the device time of the work, what a program that keeps the
+  device busy sees. Before each timed run the timer evicts the device's
+  caches (``flush``, where it can) and then keeps the device busy
+  (``hold``, where it can) for twice the host time the candidate's recent
+  runs took, so that the host's launch work, and its jitter, land while the
+  device spins rather than inside the timed region.
+* ``"wall"``: host-inclusive time per call, for launchers whose host work
+  is the cost. Timed runs follow each other with nothing between them, so
+  a sample includes whatever the host spent before the device got the work.
+
+With the host clock (the wallclock timer) the two are the same.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from kerneltune.core.errors import PluginError
+from kerneltune.core.machine.records import trimmed
+from kerneltune.core.plugin_system.contracts import Timer
+
+DEVICE = "device"
+WALL = "wall"
+OBJECTIVES = (DEVICE, WALL)
+
+WARMUP = "warmup"
+TIMED = "timed"
+
+#: The device is held before each timed run for this many times the median
+#: host time of recent runs (see :func:`hold_microseconds`)...
+HOLD_FACTOR = 2.0
+#: ...or for this long before any run has been timed on the host...
+HOLD_DEFAULT_US = 200.0
+#: ...and never longer than this.
+HOLD_CAP_US = 2000.0
+#: How many recent runs the host-time median is taken over.
+HOST_TIMES_KEPT = 8
+
+Thunk = Callable[[], object]
+#: What a driver's work calls around exactly the part to time.
+Wrap = Callable[[Thunk], object]
+T = TypeVar("T")
+
+
+def hold_microseconds(host_us: Sequence[float]) -> float:
+    """How long to keep the device busy ahead of a timed run.
+
+    The host needs about the median of its recent run times (``host_us``,
+    microseconds) to get the work onto the device after the start mark;
+    holding the device twice that long keeps ordinary jitter out of the
+    timed region, and the cap keeps one slow run (a compilation) from
+    costing much.
+    """
+    if not host_us:
+        return HOLD_DEFAULT_US
+    return min(HOLD_CAP_US, HOLD_FACTOR * statistics.median(host_us))
+
+
+def host_times() -> deque[float]:
+    """A fresh record of recent host run times, in microseconds, for :class:`CandidateRuns`."""
+    return deque(maxlen=HOST_TIMES_KEPT)
+
+
+def format_ms(value: float) -> str:
+    """A time in milliseconds for logs and reports; ``inf`` for a failed candidate."""
+    return f"{value:.4f} ms" if math.isfinite(value) else "inf"
+
+
+def standard_error(samples: Sequence[float]) -> float:
+    """The standard error of the trimmed samples' mean; ``inf`` with fewer than two."""
+    kept = trimmed(list(samples))
+    if len(kept) < 2 or not all(math.isfinite(s) for s in kept):
+        return math.inf
+    return statistics.stdev(kept) / math.sqrt(len(kept))
+
+
+class CandidateRuns:
+    """The warm-up and timed runs of one candidate, taken one at a time.
+
+    :param timer: a timer plugin instance, for this candidate alone.
+    :param host_us: recent host run times (:func:`host_times`), shared by
+        the candidates of a tuning so a candidate with no warm-up still
+        gets a hold sized from its predecessors.
+    :param flush: evict the device's caches before each timed run (device
+        objective, timers with ``flush``).
+    """
+
+    def __init__(
+        self,
+        timer: Timer,
+        *,
+        warmup: int,
+        repeat: int,
+        objective: str = DEVICE,
+        flush: bool = True,
+        host_us: deque[float] | None = None,
+    ) -> None:
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+        self.timer = timer
+        self.warmup = warmup
+        self.repeat = repeat
+        self.done = 0
+        self.host_us = host_times() if host_us is None else host_us
+        device = objective == DEVICE
+        self._flush = getattr(timer, "flush", None) if device and flush else None
+        self._hold = getattr(timer, "hold", None) if device else None
+
+    @property
+    def finished(self) -> bool:
+        """Whether every run has been taken."""
+        return self.done >= self.warmup + self.repeat
+
+    @property
+    def phase(self) -> str:
+        """:data:`WARMUP` or :data:`TIMED`: what the next run is."""
+        return WARMUP if self.done < self.warmup else TIMED
+
+    @property
+    def round(self) -> int:
+        """The next run's number within its phase, from 1."""
+        return self.done + 1 if self.done < self.warmup else self.done - self.warmup + 1
+
+    def run(self, work: Callable[[Wrap], T]) -> T:
+        """Take the next run: ``work(wrap)`` must call ``wrap(thunk)`` once around exactly the work to time.
+
+        The driver keeps what must stay untimed (a kernel's own hooks)
+        outside ``thunk``. Returns what ``work`` returns.
+        """
+        if self.finished:
+            raise RuntimeError("every run of this candidate has been taken")
+        timed = self.phase == TIMED
+        self.done += 1
+        return work(self._timed if timed else self._hosted)
+
+    def samples(self) -> list[float]:
+        """Collect the timed runs' samples in milliseconds, checked.
+
+        :raises PluginError: when the timer returns other than one finite,
+            non-negative number per timed run; it names the timer.
+        """
+        samples = self.timer.collect()
+        name = getattr(self.timer, "name", type(self.timer).__name__)
+        if not isinstance(samples, list | tuple) or len(samples) != self.repeat:
+            count = len(samples) if isinstance(samples, list | tuple) else type(samples).__name__
+            raise PluginError(f"timer {name!r} returned {count} samples for {self.repeat} timed runs")
+        for sample in samples:
+            if isinstance(sample, bool) or not isinstance(sample, int | float) or not 0 <= sample < math.inf:
+                raise PluginError(f"timer {name!r} returned a sample of {sample!r} ms")
+        return [float(s) for s in samples]
+
+    def _hosted(self, thunk: Thunk) -> None:
+        started = time.perf_counter()
+        thunk()
+        self.host_us.append((time.perf_counter() - started) * 1e6)
+
+    def _timed(self, thunk: Thunk) -> None:
+        before = self._before()
+        if before is None:
+            # Timers written before ``before`` existed take only ``fn``.
+            self.timer.sample(lambda: self._hosted(thunk))
+        else:
+            self.timer.sample(lambda: self._hosted(thunk), before=before)
+
+    def _before(self) -> Thunk | None:
+        """What the timer runs right before its start mark: the flush, then the hold.
+
+        Both go inside the timer's set-up: enqueued earlier, the device could
+        finish them before the host had launched the work and sit idle
+        inside the timed region. The flush alone covers only a quick host: it
+        keeps an H200 busy for about 60 µs, and one triton 3.6 launch took
+        one lease's host 67-88 µs (another's 36 µs).
+        """
+        flush, hold = self._flush, self._hold
+        if hold is not None:
+            microseconds = hold_microseconds(self.host_us)
+
+            def flush_then_hold() -> None:
+                if flush is not None:
+                    flush()
+                hold(microseconds)
+
+            return flush_then_hold
+        return flush

@@ -1,0 +1,376 @@
+"""Value records: candidates, measurements, and the stored tuning record."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import reprlib
+from typing import Any
+
+import attrs
+from kerneltune.core.errors import CacheReadError
+
+SCHEMA = 1
+
+#: The error of a candidate the prune step removed: it never ran for this key.
+PRUNED = "pruned"
+#: The error of a candidate a tuning chose not to measure (a staged search, a warm start).
+NOT_MEASURED = "not measured"
+
+
+@attrs.frozen
+class Candidate:
+    """One entry of the candidate list: its position, live config and fingerprint."""
+
+    index: int
+    config: Any = attrs.field(eq=False, repr=False)
+    fingerprint: str
+    label: str
+
+
+@attrs.frozen
+class Measurement:
+    """A candidate's samples in milliseconds, or the error that stopped it."""
+
+    index: int
+    samples: tuple[float, ...] = ()
+    error: str | None = None
+
+    @property
+    def mean(self) -> float:
+        """The trimmed mean of the samples (:func:`trimmed`).
+
+        Infinity for a failed or unmeasured candidate.
+        """
+        if self.error is not None or not self.samples:
+            return math.inf
+        kept = trimmed(self.samples)
+        return sum(kept) / len(kept)
+
+
+#: The fraction of samples left out at each end before averaging.
+TRIM = 0.2
+#: What :attr:`Measurement.mean` is, as records name it.
+STATISTIC = "20% trimmed mean"
+
+
+def trimmed(samples: tuple[float, ...] | list[float]) -> list[float]:
+    """The samples, sorted, without the :data:`TRIM` lowest and highest (none of fewer than five).
+
+    A run that a host pause (garbage collection, another process) delays
+    longer than the device is held reads several times the others; on an
+    H200 one such sample in ten moved a mean by 5%, and a few reading 6%
+    high moved another by 1.5%, each enough to change the pick. Trimmed, the
+    mean still averages the runs, as the seeds' API says, without them.
+    """
+    cut = int(len(samples) * TRIM)
+    ordered = sorted(samples)
+    return ordered[cut : len(ordered) - cut]
+
+
+@attrs.frozen
+class Method:
+    """How a tuning measured its candidates, kept in its record.
+
+    ``objective`` is what was compared (``"device"``: the device time of the
+    work, flushed and held; ``"wall"``: host-inclusive time per call),
+    ``statistic`` how each candidate's samples became one number, ``timer``
+    the timer plugin's name, ``warmup`` and ``repeat`` the untimed and timed
+    runs per candidate of the first pass, ``shards`` how many ranks split the
+    candidates between them (1: every rank measured every one).
+    """
+
+    objective: str = "device"
+    statistic: str = STATISTIC
+    timer: str = ""
+    warmup: int = 0
+    repeat: int = 0
+    shards: int = 1
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data for a record."""
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_data(cls, data: Any) -> Method:
+        """Read :meth:`to_data`'s output; a record written before methods were kept gives the defaults.
+
+        :raises CacheReadError: when a field is missing or of the wrong type.
+        """
+        if data is None:
+            # Written before records kept this, when the statistic was the plain mean.
+            return cls(statistic="mean")
+        if not isinstance(data, dict):
+            raise CacheReadError(f"measured_with is a {type(data).__name__}, not a mapping")
+        return cls(
+            objective=_text(data["objective"], "measured_with.objective"),
+            statistic=_text(data["statistic"], "measured_with.statistic"),
+            timer=_text(data["timer"], "measured_with.timer"),
+            warmup=_count(data["warmup"], "measured_with.warmup"),
+            repeat=_count(data["repeat"], "measured_with.repeat"),
+            # Records made before sharding existed were never sharded.
+            shards=_count(data.get("shards", 1), "measured_with.shards"),
+        )
+
+
+def iso_date(seconds: float) -> str:
+    """``seconds`` since the epoch as an ISO-8601 UTC date, to the second."""
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+# Validators for data read back from a file that anyone might have edited. Each takes the value
+# and a readable place ("candidates[2].samples_ms[0]") and raises CacheReadError naming both.
+
+# The last second of the year 9999: later dates cannot be written as ISO-8601 by iso_date.
+_LATEST = 253402300799.0
+# Encoded keys and hardware facts are a few levels deep; a file nesting thousands of levels
+# is hostile, and rejecting it early keeps comparisons from recursing.
+_MAX_DEPTH = 100
+
+
+def _show(value: Any) -> str:
+    return f"{reprlib.repr(value)} ({type(value).__name__})"
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise CacheReadError(f"{where} is {_show(value)}, not a string")
+    return value
+
+
+def _count(value: Any, where: str) -> int:
+    # bool is an int to Python; a stored 0.9 or true is not a count.
+    if type(value) is not int or value < 0:
+        raise CacheReadError(f"{where} is {_show(value)}, not an integer >= 0")
+    return value
+
+
+def _index(value: Any, size: int, where: str) -> int:
+    if type(value) is not int or not 0 <= value < size:
+        raise CacheReadError(f"{where} is {_show(value)}, not an index below {size}")
+    return value
+
+
+def _finite(value: Any, where: str, low: float = 0.0, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CacheReadError(f"{where} is {_show(value)}, not a number")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise CacheReadError(f"{where} is an integer too large for a float") from None
+    if not (math.isfinite(number) and low <= number <= high):
+        raise CacheReadError(f"{where} is {_show(value)}, not a finite number in [{low}, {high}]")
+    return number
+
+
+def _time_or_inf(value: Any, where: str) -> float:
+    return math.inf if value is None else _finite(value, where)
+
+
+def _rows(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise CacheReadError(f"{where} is a {type(value).__name__}, not a list")
+    return value
+
+
+def _mapping(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise CacheReadError(f"{where} is a {type(value).__name__}, not a mapping")
+    return value
+
+
+def _plain(value: Any, where: str) -> Any:
+    """``value`` itself once it is checked to be shallow plain data: what a cache can round-trip."""
+    pending = [(value, where, 0)]
+    while pending:
+        item, place, depth = pending.pop()
+        if depth > _MAX_DEPTH:
+            raise CacheReadError(f"{place} is nested more than {_MAX_DEPTH} levels deep")
+        if isinstance(item, list):
+            pending.extend((v, f"{place}[{i}]", depth + 1) for i, v in enumerate(item))
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                pending.append((v, f"{place}.{_text(k, f'a key in {place}')}", depth + 1))
+        elif isinstance(item, float):
+            _finite(item, place, -math.inf)
+        elif item is not None and not isinstance(item, str | int):
+            raise CacheReadError(f"{place} is a {type(item).__name__}, not plain data")
+    return value
+
+
+def _finalists(value: Any, size: int) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    indices = tuple(_index(v, size, f"finalists[{i}]") for i, v in enumerate(_rows(value, "finalists")))
+    if not indices or list(indices) != sorted(set(indices)):
+        raise CacheReadError("finalists are not a non-empty, ascending list of distinct indices")
+    return indices
+
+
+def _carried(value: Any, size: int) -> tuple[int, ...]:
+    indices = tuple(_index(v, size, f"carried[{i}]") for i, v in enumerate(_rows(value, "carried")))
+    if list(indices) != sorted(set(indices)):
+        raise CacheReadError("carried is not an ascending list of distinct indices")
+    return indices
+
+
+def _warm_start(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    given = _mapping(value, "warm_start")
+    return {
+        "from": _plain(given["from"], "warm_start.from"),
+        "distance": _finite(given["distance"], "warm_start.distance"),
+    }
+
+
+@attrs.frozen
+class TuningRecord:
+    """What the cache stores for one (function, key, hardware) entry.
+
+    Configs are stored by index and fingerprint with a readable label; the
+    live config is always taken from the current candidate list, never
+    rebuilt from the file. ``finalists`` are the indices SELECT chose among
+    (a staged search's re-timed finalists); ``None`` means every candidate.
+    ``source`` is the digest of the tuned code (``None`` in records written
+    before it was kept); ``carried`` the indices whose measurements an
+    earlier tuning of this key made, for another candidate list
+    (:mod:`kerneltune.core.machine.reuse`); ``warm_start`` where a warm start
+    began (:mod:`kerneltune.core.machine.warm_start`): ``{"from": <stored key>,
+    "distance": <its distance>}``, ``None`` for a tuning that did not.
+    """
+
+    function: str
+    key: Any
+    fingerprints: tuple[str, ...]
+    labels: tuple[str, ...]
+    best_index: int
+    times: tuple[float, ...]
+    measurements: tuple[Measurement, ...]
+    versions: dict[str, str]
+    hardware: dict[str, Any]
+    created: float
+    method: Method = Method()
+    finalists: tuple[int, ...] | None = None
+    source: str | None = None
+    carried: tuple[int, ...] = ()
+    warm_start: dict[str, Any] | None = None
+    schema: int = SCHEMA
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data for a cache plugin: no floats that JSON cannot hold."""
+        return {
+            "schema": self.schema,
+            "function": self.function,
+            "key": self.key,
+            "best": {"index": self.best_index, "label": self.labels[self.best_index]},
+            "finalists": None if self.finalists is None else list(self.finalists),
+            "candidates": [
+                {
+                    "index": m.index,
+                    "fingerprint": self.fingerprints[m.index],
+                    "label": self.labels[m.index],
+                    "time_ms": None if math.isinf(self.times[m.index]) else self.times[m.index],
+                    "samples_ms": list(m.samples),
+                    "error": m.error,
+                }
+                for m in self.measurements
+            ],
+            "versions": dict(self.versions),
+            "hardware": dict(self.hardware),
+            "created": self.created,
+            "created_at": iso_date(self.created),
+            "measured_with": self.method.to_data(),
+            "source": self.source,
+            "carried": list(self.carried),
+            "warm_start": None if self.warm_start is None else dict(self.warm_start),
+        }
+
+    @classmethod
+    def from_data(cls, data: Any) -> TuningRecord:
+        """Rebuild a record from plain data, checking every field's type and range.
+
+        Records written before ``finalists``, ``source``, ``carried`` or
+        ``warm_start`` were kept load with their defaults.
+
+        :raises CacheReadError: when the data is not a record of this schema:
+            a field missing or of the wrong type, a number that is not finite
+            (or, for times and samples, negative), an index that is not an
+            integer in range, or data nested too deep. Nothing else.
+        """
+        data = _mapping(data, "record")
+        schema = data.get("schema")
+        if type(schema) is not int or schema != SCHEMA:
+            raise CacheReadError(f"record schema {reprlib.repr(schema)}, expected {SCHEMA}")
+        try:
+            rows = [
+                _mapping(row, f"candidates[{i}]")
+                for i, row in enumerate(_rows(data["candidates"], "candidates"))
+            ]
+            measurements = []
+            for i, row in enumerate(rows):
+                _index(row["index"], len(rows), f"candidates[{i}].index")
+                if row["index"] != i:
+                    raise CacheReadError("candidate rows are not in index order")
+                error = row["error"]
+                if error is not None:
+                    _text(error, f"candidates[{i}].error")
+                samples = _rows(row["samples_ms"], f"candidates[{i}].samples_ms")
+                measurements.append(
+                    Measurement(
+                        index=i,
+                        samples=tuple(
+                            _finite(s, f"candidates[{i}].samples_ms[{j}]") for j, s in enumerate(samples)
+                        ),
+                        error=error,
+                    )
+                )
+            best = _mapping(data["best"], "best")
+            best_index = _index(best["index"], len(rows), "best.index")
+            labels = tuple(_text(row["label"], f"candidates[{i}].label") for i, row in enumerate(rows))
+            versions = _mapping(data["versions"], "versions")
+            created = _finite(data["created"], "created", high=_LATEST)
+            return cls(
+                function=_text(data["function"], "function"),
+                key=_plain(data["key"], "key"),
+                fingerprints=tuple(
+                    _text(row["fingerprint"], f"candidates[{i}].fingerprint") for i, row in enumerate(rows)
+                ),
+                labels=labels,
+                best_index=best_index,
+                times=tuple(
+                    _time_or_inf(row["time_ms"], f"candidates[{i}].time_ms") for i, row in enumerate(rows)
+                ),
+                measurements=tuple(measurements),
+                versions={_text(k, "a versions key"): _text(v, f"versions.{k}") for k, v in versions.items()},
+                hardware=_plain(_mapping(data["hardware"], "hardware"), "hardware"),
+                created=created,
+                method=Method.from_data(data.get("measured_with")),
+                finalists=_finalists(data.get("finalists"), len(rows)),
+                source=None if data.get("source") is None else _text(data["source"], "source"),
+                carried=_carried(data.get("carried", []), len(rows)),
+                warm_start=_warm_start(data.get("warm_start")),
+            )
+        except KeyError as exc:
+            raise CacheReadError(f"record has no field {exc}") from None
+
+    def check_pick(self) -> None:
+        """Check that the stored pick is what SELECT makes of the stored times.
+
+        The pick must be the fastest finite time among ``finalists`` (all
+        candidates when ``None``), ties going to the lower index, and must
+        not have failed on this rank.
+
+        :raises CacheReadError: naming the pick and what it should be.
+        """
+        among = range(len(self.times)) if self.finalists is None else self.finalists
+        finite = [i for i in among if math.isfinite(self.times[i])]
+        if not finite:
+            raise CacheReadError("no candidate the pick was chosen among has a finite time")
+        expected = min(finite, key=lambda i: (self.times[i], i))
+        if self.best_index != expected:
+            raise CacheReadError(
+                f"the stored pick [{self.best_index}] is not the fastest of the stored times ([{expected}])"
+            )
+        if self.measurements[expected].error is not None:
+            raise CacheReadError(f"the stored pick [{expected}] failed: {self.measurements[expected].error}")

@@ -1,0 +1,169 @@
+"""Measurements kept per config: what a stored record of another candidate list saves a tuning.
+
+A record is filed under the tuned code, the hardware and the key, not
+under the candidate list (``Tuner.begin``), so a tuning whose candidate
+list changed since (a config added, removed or moved) still finds its
+key's record. Its rows are matched to the live candidates by config
+fingerprint, and a :class:`Plan` says what is left to do:
+
+* nothing new (the list shrank, or was reordered): the stored pick, or,
+  where it left the list, the fastest stored time among those left, is the
+  pick without measuring;
+* configs the record never measured (or had pruned) are measured, together
+  with the *anchor*: the stored pick, or the fastest stored candidate where
+  the pick left the list. They are timed head to head, in interleaved
+  rounds on the usual measuring path, and SELECT decides among them alone:
+  every other stored candidate already lost to the anchor, and a stored
+  time, taken at another moment, never competes with fresh ones. The stored
+  measurements of the others are kept in the new record (``carried``).
+
+Stored times are only reused when they were measured as the tuning would
+measure them now (objective, statistic and timer); otherwise every kept
+candidate is measured. An adaptive driver (a staged search) gets the stored
+times through ``Tuning.reused`` and decides itself what to measure.
+
+With several ranks, the plan of the rank whose record the agreement shares
+is every rank's plan (:mod:`kerneltune.core.machine.agreement`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import attrs
+from kerneltune.core.machine.records import NOT_MEASURED, PRUNED, Measurement, Method, TuningRecord
+from kerneltune.core.machine.space import Space
+
+logger = logging.getLogger("kerneltune")
+
+
+@attrs.frozen
+class Plan:
+    """What a tuning does instead of measuring every kept candidate; every rank follows one.
+
+    :param pick: the pick, found without measuring (the stored record answers), or ``None``.
+    :param measure: the candidates to measure, first pass in this order, or
+        ``()`` for every kept one (an adaptive driver chooses itself).
+    :param reuse: keep the shared record's measurements of the candidates not measured now.
+    :param warm_start: where a warm start begins (``{"from": key, "distance": d}``), or ``None``.
+    """
+
+    pick: int | None = None
+    measure: tuple[int, ...] = ()
+    reuse: bool = False
+    warm_start: dict[str, Any] | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data, for the agreement's gather."""
+        return {
+            "pick": self.pick,
+            "measure": list(self.measure),
+            "reuse": self.reuse,
+            "warm_start": self.warm_start,
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], size: int) -> Plan:
+        """Read :meth:`to_data`'s output (from another rank) for a space of ``size`` candidates.
+
+        :raises ValueError: for an index outside the space: the ranks' lists differ.
+        """
+        indices = [*data["measure"], *([] if data["pick"] is None else [data["pick"]])]
+        if any(type(i) is not int or not 0 <= i < size for i in indices):
+            raise ValueError(f"a shared tuning plan names candidates {indices} of a list of {size}")
+        return cls(
+            pick=data["pick"],
+            measure=tuple(data["measure"]),
+            reuse=bool(data["reuse"]),
+            warm_start=data["warm_start"],
+        )
+
+
+def measured(record: TuningRecord, row: int) -> bool:
+    """Whether the record's candidate ``row`` was measured: a time, or a failure while running.
+
+    Pruned candidates were never run, and those a tuning chose not to
+    measure (a staged search, a warm start) were passed over on purpose.
+    """
+    if math.isfinite(record.times[row]):
+        return True
+    measurement = record.measurements[row]
+    if measurement.error is None:
+        # No time, no error: it ran here but failed on another rank.
+        return bool(measurement.samples)
+    return measurement.error not in (PRUNED, NOT_MEASURED)
+
+
+def rows_by_fingerprint(record: TuningRecord) -> dict[str, int]:
+    """Each config fingerprint of the record and its row (the first, should a config repeat)."""
+    rows: dict[str, int] = {}
+    for row, fingerprint in enumerate(record.fingerprints):
+        rows.setdefault(fingerprint, row)
+    return rows
+
+
+def carried_rows(record: TuningRecord, space: Space) -> dict[int, tuple[float, Measurement]]:
+    """The stored time and measurement of each live candidate the record measured, by live index."""
+    rows = rows_by_fingerprint(record)
+    carried = {}
+    for candidate in space.candidates:
+        row = rows.get(candidate.fingerprint)
+        if row is not None and measured(record, row):
+            stored = attrs.evolve(record.measurements[row], index=candidate.index)
+            carried[candidate.index] = (record.times[row], stored)
+    return carried
+
+
+def comparable(stored: Method, now: Method) -> str | None:
+    """Why times measured as ``stored`` cannot stand beside times measured as ``now``; ``None``: they can."""
+    differences = [
+        f"{name} {getattr(stored, name)!r}, now {getattr(now, name)!r}"
+        for name in ("objective", "statistic", "timer")
+        if getattr(stored, name) != getattr(now, name)
+    ]
+    return "; ".join(differences) or None
+
+
+def plan_reuse(
+    record: TuningRecord, space: Space, kept: tuple[int, ...], method: Method, *, adaptive: bool
+) -> Plan | None:
+    """What the record of this key saves a tuning of ``space``; ``None``: measure as if there were none.
+
+    :param kept: the candidates left after pruning.
+    :param method: how this tuning measures.
+    :param adaptive: the driver chooses what to measure; the plan then only says whether to reuse.
+    """
+    name = space.name
+    if record.fingerprints == tuple(c.fingerprint for c in space.candidates):
+        return Plan(pick=record.best_index)
+    why = comparable(record.method, method)
+    if why is not None:
+        logger.info(
+            "kerneltune: %s: stored times were measured otherwise (%s), retuning every candidate", name, why
+        )
+        return None
+    carried = carried_rows(record, space)
+    if not carried:
+        logger.info("kerneltune: %s: the stored record measured none of these candidates, retuning", name)
+        return None
+    rows = rows_by_fingerprint(record)
+    fingerprints = [c.fingerprint for c in space.candidates]
+    new = tuple(
+        i
+        for i in kept
+        if fingerprints[i] not in rows or record.measurements[rows[fingerprints[i]]].error == PRUNED
+    )
+    anchor = next((i for i in kept if fingerprints[i] == record.fingerprints[record.best_index]), None)
+    if anchor is None:
+        timed = [i for i in kept if i in carried and math.isfinite(carried[i][0])]
+        anchor = min(timed, key=lambda i: (carried[i][0], i), default=None)
+    if not new:
+        if anchor is None:
+            logger.info("kerneltune: %s: no stored candidate that ran is left, retuning", name)
+            return None
+        return Plan(pick=anchor, reuse=True)
+    if adaptive:
+        return Plan(reuse=True)
+    return Plan(measure=((anchor,) if anchor is not None else ()) + new, reuse=True)

@@ -1,0 +1,92 @@
+"""What a tuning is made with and what it queues: its schedule, its jobs, its setup."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+from kerneltune.core.machine.records import Candidate
+from kerneltune.core.machine.space import Space
+from kerneltune.core.machine.warm_start import WarmStart
+
+if TYPE_CHECKING:
+    from kerneltune.core.plugin_system.contracts import Reducer
+    from kerneltune.core.plugin_system.session import Session
+
+
+@attrs.frozen
+class Schedule:
+    """How a tuning measures each candidate.
+
+    :param warmup: untimed runs per candidate.
+    :param repeat: timed runs per candidate.
+    :param flush: let the timer evict the device's caches before timed runs.
+    :param adaptive: the driver chooses what to measure in rounds
+        (:meth:`Tuning.request`); nothing is queued up front and near ties
+        are left to it.
+    """
+
+    warmup: int
+    repeat: int
+    flush: bool = True
+    adaptive: bool = False
+    #: split the candidates between the ranks (``shard`` setting, several ranks, not adaptive).
+    shard: bool = False
+
+
+@attrs.frozen
+class Job:
+    """One queued measurement: a candidate and its runs."""
+
+    candidate: Candidate
+    warmup: int
+    repeat: int
+    #: add to the candidate's earlier samples instead of replacing them.
+    extend: bool = False
+    #: what the measurement is for, as verbose lines and logs say it ("" for the first pass).
+    purpose: str = ""
+
+    @property
+    def stage(self) -> str | None:
+        """``purpose``, or ``None`` for the first pass."""
+        return self.purpose or None
+
+
+class TunerState(Protocol):
+    """What a tuning reads and writes of the :class:`~kerneltune.core.machine.engine.Tuner` that began it.
+
+    A protocol rather than the class: the tuner's module makes tunings, so
+    a tuning naming the class would import its maker back.
+    """
+
+    space: Space
+    #: the in-process picks, by business key; a tuning adds its pick.
+    picks: dict[Hashable, Candidate]
+    #: the plain data of the records this process holds, by cache entry; a tuning reads and adds.
+    records: dict[str, dict[str, Any]]
+
+
+@attrs.frozen
+class Setup:
+    """What a :class:`Tuning` is made with: ``Tuner.begin`` resolves it from the call."""
+
+    tuner: TunerState
+    session: Session
+    reducer: Reducer
+    key: Hashable
+    #: the key as plain data, ``None`` when computing it failed.
+    encoded: Any
+    #: the cache entry's digest, ``None`` when computing the key failed.
+    entry: str | None
+    verbose: bool
+    #: the per-entry lock, held from ``begin`` until the tuning exits.
+    lock: threading.Lock
+    schedule: Schedule
+    #: which tuner drives the tuning, for observers (see ``TuningStarted.driver``).
+    driver: str = "function"
+    #: the entry's name before records outlived candidate lists, ``None`` when computing the key failed.
+    legacy_entry: str | None = None
+    #: whether a key without a record warm starts, and within what budget.
+    warm: WarmStart = attrs.field(factory=WarmStart)

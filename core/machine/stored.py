@@ -1,0 +1,121 @@
+"""The stored record: read at LOOKUP (trusted only once checked), made at PERSIST."""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from typing import Any
+
+import attrs
+from kerneltune.core.errors import CacheReadError
+from kerneltune.core.machine.records import STATISTIC, Measurement, Method, TuningRecord
+from kerneltune.core.machine.schedule import Schedule
+from kerneltune.core.machine.space import Space
+from kerneltune.core.plugin_system.session import Session
+
+logger = logging.getLogger("kerneltune")
+
+
+def read_record(
+    session: Session, name: str, entry: str, key: Any, data: dict[str, Any] | None = None
+) -> TuningRecord | None:
+    """The record stored for ``entry``, or ``None`` (a logged miss) when there is none to trust.
+
+    A record that cannot be read, fails its checks (field by field, and its
+    pick against its times), or is for another key is a miss; one made
+    with other software versions is a warning, or a miss with
+    ``version_check``. Its candidate list may differ from the live one
+    (:mod:`kerneltune.core.machine.reuse` decides what it is still good for).
+
+    :param data: the record's plain data where this process holds it already;
+        ``None`` asks the cache plugin.
+    """
+    if data is None:
+        try:
+            data = session.cache_load(name, entry)
+        except CacheReadError as exc:
+            logger.info("kerneltune: %s: cache entry unreadable, retuning (%s)", name, exc)
+            return None
+    if data is None:
+        return None
+    try:
+        record = TuningRecord.from_data(data)
+        record.check_pick()
+    except CacheReadError as exc:
+        logger.info("kerneltune: %s: cache entry rejected, retuning (%s)", name, exc)
+        return None
+    if record.key != key:
+        logger.info("kerneltune: %s: cache entry is for another key, retuning", name)
+        return None
+    if record.versions != session.versions:
+        changed = sorted(
+            k
+            for k in set(record.versions) | set(session.versions)
+            if record.versions.get(k) != session.versions.get(k)
+        )
+        detail = ", ".join(f"{k} {record.versions.get(k)} -> {session.versions.get(k)}" for k in changed)
+        if session.settings.version_check:
+            logger.info("kerneltune: %s: software changed (%s), retuning", name, detail)
+            return None
+        warnings.warn(
+            f"kerneltune: {name}: cached pick was tuned with other software ({detail}); using it "
+            "anyway (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to retune)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return record
+
+
+def new_record(
+    session: Session,
+    space: Space,
+    key: Any,
+    best: int,
+    times: tuple[float, ...],
+    measurements: tuple[Measurement, ...],
+    schedule: Schedule,
+    finalists: tuple[int, ...] | None,
+    *,
+    shards: int = 1,
+    carried: tuple[int, ...] = (),
+    warm_start: dict[str, Any] | None = None,
+) -> TuningRecord:
+    """The record of a finished tuning: the pick, every candidate's time and how they were measured.
+
+    :param key: the encoded key.
+    :param times: every candidate's time as the ranks agreed on it.
+    :param finalists: the candidates SELECT chose among, or ``None`` for all.
+    :param shards: how many ranks split the candidates (1: none did).
+    :param carried: the candidates whose times and measurements an earlier tuning made.
+    :param warm_start: where a warm start began, or ``None``.
+    """
+    return TuningRecord(
+        function=space.name,
+        key=key,
+        fingerprints=tuple(c.fingerprint for c in space.candidates),
+        labels=tuple(c.label for c in space.candidates),
+        best_index=best,
+        times=times,
+        measurements=measurements,
+        versions=dict(session.versions),
+        hardware=dict(session.hardware),
+        created=time.time(),
+        method=attrs.evolve(method_of(session, schedule), shards=shards),
+        finalists=finalists,
+        source=space.source,
+        carried=carried,
+        warm_start=warm_start,
+    )
+
+
+def method_of(session: Session, schedule: Schedule) -> Method:
+    """How a tuning of ``session`` and ``schedule`` measures, as its record will say (no sharding)."""
+    settings = session.settings
+    return Method(
+        objective=settings.objective,
+        statistic=STATISTIC,
+        timer=session.timers.select(settings.timer).name,
+        warmup=schedule.warmup,
+        repeat=schedule.repeat,
+    )

@@ -1,0 +1,726 @@
+"""One pass of the tuning state machine for one key: a :class:`Tuning`.
+
+``Tuner.begin`` (:mod:`kerneltune.core.machine.engine`) makes one and runs its
+LOOKUP, PRUNE and AGREE (:meth:`Tuning.prepare`); the driver then steps it
+through COMPILE, MEASURE, REDUCE, SELECT and PERSIST. See the engine's
+module docstring for the whole machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+import time
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+import attrs
+from kerneltune.core.errors import (
+    CandidateDropped,
+    NoStoredPickError,
+    NoValidConfigError,
+    describe_error,
+    failure_report,
+    format_failure,
+)
+from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
+from kerneltune.core.machine.agreement import Verdict, Vote, agree, check_picks, short_repr
+from kerneltune.core.machine.compile import CompileStage, Subject
+from kerneltune.core.machine.keys import digest
+from kerneltune.core.machine.measure import CandidateRuns, Wrap, host_times
+from kerneltune.core.machine.records import NOT_MEASURED, PRUNED, Candidate, Measurement, TuningRecord
+from kerneltune.core.machine.reuse import Plan, carried_rows, plan_reuse
+from kerneltune.core.machine.schedule import Job, Setup
+from kerneltune.core.machine.shard import gather_times, share
+from kerneltune.core.machine.stored import method_of, new_record, read_record
+from kerneltune.core.machine.ties import TIE_WARMUP, agreed_near_ties
+from kerneltune.core.machine.warm_start import NEAREST, propose
+from kerneltune.core.plugin_system.contracts import CompileProcess
+from kerneltune.core.plugin_system.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
+from kerneltune.core.plugin_system.settings import TUNE_AUTO, TUNE_FAIL
+
+logger = logging.getLogger("kerneltune")
+
+__all__ = ["NOT_MEASURED", "PRUNED", "Tuning"]
+
+
+class Tuning:
+    """One pass of the machine for one key; see the module docstring."""
+
+    def __init__(self, setup: Setup) -> None:
+        """Hold ``setup``; nothing runs until :meth:`prepare` (``Tuner.begin`` makes and prepares one)."""
+        self.tuner = setup.tuner
+        self.session = session = setup.session
+        self.reducer = reducer = setup.reducer
+        self.key = setup.key
+        self.verbose = setup.verbose
+        self.driver = setup.driver
+        self._encoded = setup.encoded
+        self._entry = setup.entry
+        self._legacy_entry = setup.legacy_entry
+        #: the record was found under its legacy name, and is stored under the new one too.
+        self._migrate = False
+        self._warm = setup.warm.mode == NEAREST
+        self._warm_budget = setup.warm.budget
+        self._lock = setup.lock
+        self._space = setup.tuner.space
+        self._log_dir = session.cache_directory(self._space.name)
+        self._measurements: dict[int, Measurement] = {}
+        self._queue: list[Job] = []
+        self._job: Job | None = None
+        self._schedule = setup.schedule
+        self._ties_planned = setup.schedule.adaptive
+        #: the candidates SELECT chooses among after near ties were re-timed.
+        self._finalists: tuple[Candidate, ...] | None = None
+        #: the stored time and measurement of candidates an earlier tuning of this key measured.
+        self._carried: dict[int, tuple[float, Measurement]] = {}
+        #: the only candidates measured, and SELECT's choice, when a plan names them.
+        self._scope: frozenset[int] | None = None
+        #: where a warm start began, for the record.
+        self._warm_start: dict[str, Any] | None = None
+        self._host_us = host_times()
+        self._compiling: CompileStage | None = None
+        #: sharded, every rank's compiles have ended (:meth:`next_candidate`).
+        self._host_quiet = False
+        #: why each candidate screened out by :meth:`isolate` must not run; ``None`` until it screens.
+        self._screened: dict[int, ScreenedOut] | None = None
+        #: the ranks on this rank's host, which split the compiling.
+        self._neighbours: tuple[int, ...] = (reducer.rank,)
+        self._started = time.perf_counter()
+        self._writers: frozenset[int] = frozenset({reducer.rank})
+        # Per-rank files are named by the rank in the job: subgroups restart at 0.
+        self._global_rank: int = getattr(reducer, "global_rank", reducer.rank)
+        self._verify_pick = False
+        #: candidates whose failure was reported, and the first exception of all, for finish().
+        self._failed: set[int] = set()
+        self._first_failure: BaseException | None = None
+        self.best: Candidate | None = None
+
+    # -- context manager: the per-key lock is held from begin() to exit ------
+
+    def __enter__(self) -> Tuning:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._compiling is not None:
+            self._compiling.close()
+        self._lock.release()
+
+    @property
+    def reused(self) -> dict[int, float]:
+        """The stored time of each candidate an earlier tuning of this key measured, and this one has not.
+
+        Filled when the key's record was made for another candidate list
+        (:mod:`kerneltune.core.machine.reuse`), alike on every rank (``inf``: it
+        failed). An adaptive driver may take these times instead of
+        measuring; :meth:`finish` still selects among measured candidates only.
+        """
+        return {i: kept[0] for i, kept in self._carried.items() if i not in self._measurements}
+
+    @property
+    def hit(self) -> bool:
+        """Whether a pick was found without measuring (in-process, disk or another rank)."""
+        return self.best is not None and not self._measurements
+
+    # -- LOOKUP, PRUNE, AGREE ---------------------------------------------------
+
+    def prepare(self, keep: Callable[[Candidate], bool] | None, failure: BaseException | None) -> None:
+        """LOOKUP, PRUNE and AGREE: find the pick, or decide with the other ranks what to measure.
+
+        :param keep: the prune predicate; ``False`` drops a candidate.
+        :param failure: what went wrong computing the key, reported to every rank.
+        """
+        if failure is None:
+            self.best = self.tuner.picks.get(self.key)
+            if self.best is not None:
+                return
+        self._prepare(keep, failure)
+
+    def _prepare(self, keep: Callable[[Candidate], bool] | None, failure: BaseException | None) -> None:
+        distributed = self.reducer.world_size > 1
+        settings = self.session.settings
+        record = None
+        plan = None
+        kept: tuple[int, ...] = ()
+        stage = "computing the key"
+        if failure is None:
+            # With several ranks, a local failure must still reach the gather below,
+            # or the other ranks would wait in it forever.
+            try:
+                stage = "reading the cache"
+                if not self._retune:
+                    record = self._lookup()
+                if record is not None and not distributed and self._lists_alike(record):
+                    self._adopt(record.best_index, record, store=self._migrate)
+                    self._loaded("cache")
+                    return
+                stage = "pruning"
+                kept = self._prune(keep)
+                stage = "planning what to measure"
+                plan = self._plan(record, kept)
+            except Exception as exc:
+                if not distributed:
+                    raise
+                failure = exc
+        shared = record
+        if distributed:
+            verdict = self._agree(stage, failure, kept, record, plan)
+            self._writers = verdict.writers
+            self._verify_pick = verdict.verify_pick
+            self._neighbours = verdict.neighbours(self.reducer.rank)
+            # Every rank follows the plan of the rank whose record (or warm start) the verdict chose.
+            shared = None if verdict.shared_record is None else TuningRecord.from_data(verdict.shared_record)
+            plan = None if verdict.plan is None else Plan.from_data(verdict.plan, len(self._space.candidates))
+            if plan is not None and plan.pick is not None:
+                assert shared is not None
+                same = record is not None and record.best_index == shared.best_index
+                self._adopt(plan.pick, shared, store=not same or self._migrate)
+                self._loaded("cache" if same else "rank")
+                return
+        elif plan is not None and plan.pick is not None:
+            assert record is not None
+            self._adopt(plan.pick, record, store=self._migrate)
+            self._loaded("cache")
+            return
+        if settings.tune != TUNE_AUTO:
+            self._untuned(kept)
+            return
+        self._follow(plan, shared, kept)
+
+    def _plan(self, record: TuningRecord | None, kept: tuple[int, ...]) -> Plan | None:
+        """What this rank would do instead of measuring every kept candidate; ``None``: measure them."""
+        if record is not None:
+            method = method_of(self.session, self._schedule)
+            return plan_reuse(record, self._space, kept, method, adaptive=self._schedule.adaptive)
+        if self._warm and not self._schedule.adaptive and not self.session.settings.always_tune:
+            return propose(
+                self.session, self._space, self._encoded, kept, self.tuner.records, self._warm_budget
+            )
+        return None
+
+    def _follow(self, plan: Plan | None, shared: TuningRecord | None, kept: tuple[int, ...]) -> None:
+        """Queue what the plan (or, without one, every kept candidate) says to measure."""
+        candidates = self._space.candidates
+        measured = tuple(candidates[i] for i in kept)
+        if plan is not None:
+            if plan.reuse and shared is not None:
+                self._carried = carried_rows(shared, self._space)
+            if plan.measure:
+                measured = tuple(candidates[i] for i in plan.measure)
+                self._scope = frozenset(plan.measure)
+            self._warm_start = plan.warm_start
+            self._explain(len(measured), len(kept))
+        # An adaptive driver queues candidates itself, round by round.
+        if self._schedule.shard:
+            self._ties_planned = True
+            self.request(share(measured, self.reducer.rank, self.reducer.world_size))
+        elif self._scope is not None:
+            self._head_to_head(measured)
+        elif not self._schedule.adaptive:
+            self.request(measured)
+        for candidate in candidates:
+            if candidate.index not in kept:
+                self._measurements[candidate.index] = Measurement(candidate.index, error=PRUNED)
+        self._notify(
+            "kerneltune_tuning_started",
+            TuningStarted,
+            candidates=measured,
+            world_size=self.reducer.world_size,
+        )
+
+    @property
+    def _retune(self) -> bool:
+        # tune = "never" or "fail" measures nothing, so a stored pick is all there is to run.
+        settings = self.session.settings
+        return settings.always_tune and settings.tune == TUNE_AUTO
+
+    def _untuned(self, kept: tuple[int, ...]) -> None:
+        """A key no rank holds a pick for, under ``tune = "never"`` or ``"fail"``.
+
+        ``never``: the first candidate kept runs, unmeasured and not stored
+        (kept in-process, so later calls dispatch straight to it); ``fail``:
+        :class:`NoStoredPickError`. With several ranks this follows the
+        agreement, whose verdict every rank shares, so all ranks do alike.
+        """
+        settings = self.session.settings
+        if settings.tune == TUNE_FAIL:
+            where = settings.source("tune") or "default"
+            raise NoStoredPickError(
+                f"{self._space.name}: no stored pick for key {self.key!r}, and tune = 'fail' ({where}) "
+                "forbids tuning it; tune this key where tuning is allowed (tune = 'auto', the default) "
+                "and keep its cache, or set tune = 'never' to run the first config untuned"
+            )
+        self.best = self._space.candidates[kept[0]]
+        self.tuner.picks[self.key] = self.best
+        self._loaded("default")
+
+    def _explain(self, measuring: int, kept: int) -> None:
+        name, key = self._space.name, self.key
+        if self._warm_start is not None:
+            logger.info(
+                "kerneltune: %s: key %r: warm start from the stored key %s (distance %.3g): "
+                "measuring %d of %d candidates",
+                name,
+                key,
+                self._warm_start["from"],
+                self._warm_start["distance"],
+                measuring,
+                kept,
+            )
+        elif self._carried:
+            logger.info(
+                "kerneltune: %s: key %r: the candidate list changed; %d stored measurement(s) reused, "
+                "measuring %s",
+                name,
+                key,
+                len(self._carried),
+                f"{measuring} candidate(s) against the stored pick"
+                if self._scope
+                else "what the driver asks",
+            )
+
+    def _head_to_head(self, candidates: tuple[Candidate, ...]) -> None:
+        """Queue a plan's few candidates in two interleaved rounds of half the timed runs each.
+
+        They are compared with each other alone, so each round measures them
+        all in turn (the second starting one further on) and drift between
+        the first candidate and the last lands on each alike.
+        """
+        if len(candidates) < 2:
+            self.request(candidates)
+            return
+        half = max(1, math.ceil(self._schedule.repeat / 2))
+        self.request(candidates, repeat=half, purpose="head to head, round 1 of 2")
+        for candidate in candidates[1:] + candidates[:1]:
+            self._queue.append(
+                Job(candidate, TIE_WARMUP, half, extend=True, purpose="head to head, round 2 of 2")
+            )
+
+    def _loaded(self, source: str) -> None:
+        assert self.best is not None
+        cache = type(self.session.cache).name
+        self._notify("kerneltune_pick_loaded", PickLoaded, best=self.best, source=source, cache=cache)
+
+    def _notify(self, hook: str, event: type, **fields: Any) -> None:
+        """Send observers ``event``, its fields that name this tuning filled in."""
+        about = {"function": self._space.name, "key": self.key, "rank": self._global_rank}
+        about |= {"verbose": self.verbose, "log_dir": self._log_dir, "driver": self.driver}
+        names = {field.name for field in attrs.fields(event)}
+        self.session.notify(hook, event(**{k: v for k, v in about.items() if k in names}, **fields))
+
+    def _prune(self, keep: Callable[[Candidate], bool] | None) -> tuple[int, ...]:
+        kept = tuple(c.index for c in self._space.candidates if keep is None or keep(c))
+        if not kept:
+            raise ValueError(
+                f"prune_fn removed every candidate of {self._space.name} for key {self.key!r}; "
+                "keep at least one"
+            )
+        return kept
+
+    def _agree(
+        self,
+        stage: str,
+        failure: BaseException | None,
+        kept: tuple[int, ...],
+        record: TuningRecord | None,
+        plan: Plan | None,
+    ) -> Verdict:
+        directory = self._log_dir
+        vote = Vote(
+            rank=self.reducer.rank,
+            global_rank=self._global_rank,
+            host=socket.gethostname(),
+            place=None if directory is None else str(directory.resolve()),
+            error=None if failure is None else f"{stage}: {describe_error(failure)}",
+            kept=tuple((i, self._space.candidates[i].fingerprint) for i in kept),
+            key=None if failure is not None else digest(self._encoded),
+            key_label=short_repr(self.key),
+            retune=self._retune,
+            verify_pick=self.session.settings.verify_pick,
+            record=None if record is None else record.to_data(),
+            tune=self.session.settings.tune,
+            plan=None if plan is None else plan.to_data(),
+            warm=self._warm and not self._schedule.adaptive,
+        )
+        return agree(self.reducer, vote, self._space.name)
+
+    def _lookup(self) -> TuningRecord | None:
+        """LOOKUP: the record of this key, held in this process or stored, whatever its candidate list."""
+        assert self._entry is not None
+        name, held = self._space.name, self.tuner.records.get(self._entry)
+        record = read_record(self.session, name, self._entry, self._encoded, held)
+        if record is None and held is None and self._legacy_entry is not None:
+            record = read_record(self.session, name, self._legacy_entry, self._encoded)
+            if record is not None:
+                logger.info(
+                    "kerneltune: %s: key %r: record found under its name from before records outlived "
+                    "candidate lists; stored under the new name too",
+                    name,
+                    self.key,
+                )
+                record = attrs.evolve(record, source=self._space.source)
+                self._migrate = True
+        return record
+
+    def _lists_alike(self, record: TuningRecord) -> bool:
+        return record.fingerprints == tuple(c.fingerprint for c in self._space.candidates)
+
+    def _adopt(self, best: int, record: TuningRecord, *, store: bool) -> None:
+        """Make candidate ``best`` the pick and ``record`` the key's record here; store it if asked."""
+        self.best = self._space.candidates[best]
+        self.tuner.picks[self.key] = self.best
+        # A failure met while computing the key never reaches a record: no entry, nothing to store.
+        if self._entry is None:
+            return
+        data = record.to_data()
+        self.tuner.records[self._entry] = data
+        if store and self.reducer.rank in self._writers:
+            self.session.cache_store(self._space.name, self._entry, data)
+
+    # -- MEASURE -----------------------------------------------------------------
+
+    def next_candidate(self) -> Candidate | None:
+        """The next candidate to measure, or ``None`` when there is none left.
+
+        Once the queued candidates are measured, a tuning that is not
+        adaptive re-times its near ties (:func:`near_ties`) in
+        ``tie_rounds`` interleaved rounds before it says there is none left;
+        with several ranks deciding which ones is one collective. With
+        several ranks this is also a barrier, so every rank starts each
+        candidate together.
+        """
+        if self.best is not None:
+            return None
+        if self._screened is None and self.session.settings.isolate != "none":
+            warn_unscreened(self._space.name)
+        if self._schedule.shard and not self._host_quiet:
+            # Sharded ranks skip the barrier before each candidate: one here keeps
+            # a rank from measuring while another on its host still compiles.
+            self._host_quiet = True
+            if self._compiling is not None:
+                self._compiling.settle()
+            self.reducer.barrier()
+        while True:
+            if not self._queue and not self._ties_planned:
+                self._ties_planned = True
+                self._plan_ties()
+            if not self._queue:
+                return None
+            job = self._queue.pop(0)
+            problem = None if self._compiling is None else self._compiling.wait(job.candidate)
+            if self._screened and job.candidate.index in self._screened:
+                problem = self._screened[job.candidate.index]
+            # After the wait: a rank that compiled a candidate for its host holds
+            # the others here until Triton's cache has it.
+            if self.reducer.world_size > 1 and not self._schedule.shard:
+                self.reducer.barrier()
+            self._job = job
+            if problem is None:
+                return job.candidate
+            self.fail(job.candidate, problem)
+
+    def compile(
+        self,
+        compile_one: Callable[[Candidate], object],
+        candidates: Iterable[Candidate] | None = None,
+        *,
+        child: CompileProcess | None = None,
+    ) -> None:
+        """COMPILE: compile candidates on a pool; measuring starts once none of them runs.
+
+        :param compile_one: compiles one candidate without running it, on pool threads, raising what
+            makes it unusable (a compile error, a kernel too big for the device).
+        :param candidates: what to compile, in the order it will be measured (default: every queued
+            candidate); an adaptive driver calls this for each round. Ranks on one host each compile
+            their share; the others load it from Triton's cache at their first run.
+        :param child: the backend's part in compiling in forked processes (``compile_pool``; see
+            :class:`~kerneltune.core.machine.compile.CompileStage`, which reads the settings).
+        """
+        if self.best is not None:
+            return
+        listed = self.queued() if candidates is None else list(candidates)
+        # Sharded, the queue holds this rank's share already.
+        group = (self.reducer.rank,) if self._schedule.shard else self._neighbours
+        mine = share(listed, group.index(self.reducer.rank), len(group))
+        if self._compiling is not None:
+            return self._compiling.add(mine, compile_one)
+        about = Subject(self._space.name, self.key, self._global_rank, self.verbose, self._log_dir)
+        self._compiling = CompileStage.configured(self.session, compile_one, mine, about, child)
+
+    def isolate(
+        self, screen_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None
+    ) -> dict[int, str]:
+        """ISOLATE: screen candidates where a crash cannot reach this process, before measuring them.
+
+        :param screen_one: runs one candidate in an isolation worker
+            (:class:`~kerneltune.core.isolation.parent.Screening`), raising
+            :class:`~kerneltune.core.isolation.parent.ScreenedOut` for one that crashed or hung there
+            (one that raised there fails as usual when measured).
+        :param candidates: what to screen (default: the queued candidates; an adaptive driver's round).
+        :returns: why each one screened out (or unscreenable) on any rank must not run, by index; with
+            several ranks one gather makes every rank fail the same. :meth:`next_candidate` fails them.
+        """
+        if self.best is not None:
+            return {}
+        failed = screen_all(screen_one, self.queued() if candidates is None else candidates)
+        if self.reducer.world_size > 1:
+            failed = merge_ranks(self.reducer.gather(sorted(failed.items())), self.reducer.rank)
+        self._screened = {**(self._screened or {}), **{i: ScreenedOut(why) for i, why in failed.items()}}
+        return failed
+
+    def queued(self) -> list[Candidate]:
+        """The candidates waiting to be measured, each once, in order (not those screened out)."""
+        out = self._screened or {}
+        return list(dict.fromkeys(job.candidate for job in self._queue if job.candidate.index not in out))
+
+    def request(
+        self,
+        candidates: Iterable[Candidate],
+        *,
+        warmup: int | None = None,
+        repeat: int | None = None,
+        rounds: int = 1,
+        purpose: str = "",
+    ) -> None:
+        """Queue candidates for :meth:`next_candidate`, in order.
+
+        A candidate measured before is measured again; its first new
+        measurement replaces the old one. With ``rounds`` above one the
+        candidates are measured in that many interleaved rounds, each round
+        starting one candidate further on, and the later rounds add to the
+        first round's samples (a staged search re-times its finalists so).
+        Every rank must request the same candidates in the same order.
+
+        :param warmup: untimed runs per candidate and round (default: the tuning's).
+        :param repeat: timed runs per candidate and round (default: the tuning's).
+        :param purpose: what these measurements are for ("near-tie re-timing"), which the
+            observers' events carry with the round ("near-tie re-timing, round 2 of 4").
+        :raises ValueError: for a candidate that was pruned.
+        """
+        listed = list(candidates)
+        for candidate in listed:
+            previous = self._measurements.get(candidate.index)
+            if previous is not None and previous.error == PRUNED:
+                raise ValueError(f"{self._space.name}: candidate [{candidate.index}] was pruned")
+        warmup = self._schedule.warmup if warmup is None else warmup
+        repeat = self._schedule.repeat if repeat is None else repeat
+        for round_ in range(rounds):
+            shift = round_ % len(listed) if listed else 0
+            said = f"{purpose}, round {round_ + 1} of {rounds}" if purpose and rounds > 1 else purpose
+            for candidate in listed[shift:] + listed[:shift]:
+                self._queue.append(Job(candidate, warmup, repeat, extend=round_ > 0, purpose=said))
+
+    def _plan_ties(self) -> None:
+        rounds = self.session.settings.tie_rounds
+        candidates = self._space.candidates
+        if rounds == 0 or len(self._measurements) < 2:
+            return
+        measurements = [self._measurement(c.index) for c in candidates]
+        close = agreed_near_ties(measurements, self.reducer)
+        if len(close) < 2:
+            return
+        self._finalists = tuple(candidates[i] for i in close)
+        repeat = max(1, math.ceil(self._schedule.repeat / 2))
+        self.request(
+            self._finalists, warmup=TIE_WARMUP, repeat=repeat, rounds=rounds, purpose="near-tie re-timing"
+        )
+
+    def times(self, candidates: Sequence[Candidate]) -> list[float]:
+        """REDUCE now: each candidate's mean time as every rank agrees on it.
+
+        The maximum over ranks (one collective with several ranks), ``inf``
+        for a candidate that failed on any rank or was not measured. An
+        adaptive driver decides its next round from these, so every rank
+        decides alike.
+        """
+        local = [self._measurement(c.index).mean for c in candidates]
+        return list(self.reducer.max(local)) if self.reducer.world_size > 1 else local
+
+    def mean(self, candidate: Candidate) -> float:
+        """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
+        return self._measurement(candidate.index).mean
+
+    def runs(self, candidate: Candidate) -> CandidateRuns:
+        """The runs to take of ``candidate``, the one :meth:`next_candidate` handed out.
+
+        Take them with :meth:`CandidateRuns.run`, then hand
+        :meth:`CandidateRuns.samples` to :meth:`record` (or an exception to
+        :meth:`fail`). Each measurement gets a timer of its own, so nothing
+        a failed one sampled can reach the next.
+        """
+        job = self._current(candidate)
+        return CandidateRuns(
+            self.session.make_timer(),
+            warmup=job.warmup,
+            repeat=job.repeat,
+            objective=self.session.settings.objective,
+            flush=self._schedule.flush,
+            host_us=self._host_us,
+        )
+
+    def _current(self, candidate: Candidate) -> Job:
+        job = self._job
+        if job is None or job.candidate.index != candidate.index:
+            raise RuntimeError(
+                f"{self._space.name}: candidate [{candidate.index}] is not the one "
+                "next_candidate() handed out"
+            )
+        return job
+
+    def record(self, candidate: Candidate, samples: Sequence[float], *, extend: bool | None = None) -> None:
+        """Take back a candidate's timing samples, in milliseconds.
+
+        :param extend: add to the samples this tuning already holds for the
+            candidate instead of replacing them; a candidate that failed
+            stays failed. Default: as the queued measurement says (the later
+            rounds of :meth:`request` extend).
+        """
+        if extend is None:
+            job = self._job
+            extend = job is not None and job.candidate.index == candidate.index and job.extend
+        new = tuple(float(s) for s in samples)
+        if extend and (previous := self._measurements.get(candidate.index)) is not None:
+            if previous.error is not None:
+                return
+            new = previous.samples + new
+        self._finish_candidate(Measurement(candidate.index, samples=new))
+
+    def error(self, candidate: Candidate) -> str | None:
+        """Why ``candidate`` failed here (compiling, screening or running); ``None`` if it did not."""
+        return self._measurements.get(candidate.index, Measurement(candidate.index)).error
+
+    def fail(self, candidate: Candidate, error: BaseException) -> None:
+        """Record that a candidate raised; it counts as infinitely slow.
+
+        A candidate's first failure in this tuning reaches the observers
+        with its traceback (they warn once and log it), and the first
+        failure of all becomes the cause of :class:`NoValidConfigError`;
+        a :class:`~kerneltune.core.errors.CandidateDropped` is recorded
+        alone.
+        """
+        trace = None
+        if not isinstance(error, CandidateDropped) and candidate.index not in self._failed:
+            self._failed.add(candidate.index)
+            self._first_failure = self._first_failure or error
+            trace = format_failure(error)
+        self._finish_candidate(Measurement(candidate.index, error=describe_error(error)), traceback=trace)
+
+    def measure(
+        self,
+        candidate: Candidate,
+        run: Callable[[], object],
+        *,
+        around: Callable[[Wrap, Callable[[], object]], object] | None = None,
+    ) -> None:
+        """Take every run of ``candidate`` by calling ``run``, and record the samples.
+
+        Any exception from ``run`` or the timer, and samples the timer got
+        wrong, mark the candidate failed.
+
+        :param around: called as ``around(wrap, run)`` for each run instead
+            of ``wrap(run)``; it must call ``wrap(run)`` once, and what it
+            does before and after (resetting in-place arguments) is not timed.
+        """
+        runs = self.runs(candidate)
+        take = (lambda wrap: wrap(run)) if around is None else (lambda wrap: around(wrap, run))
+        try:
+            while not runs.finished:
+                runs.run(take)
+            samples = runs.samples()
+        except Exception as exc:
+            self.fail(candidate, exc)
+        else:
+            self.record(candidate, samples)
+
+    def _finish_candidate(self, measurement: Measurement, traceback: str | None = None) -> None:
+        self._measurements[measurement.index] = measurement
+        job = self._job
+        self._notify(
+            "kerneltune_candidate_measured",
+            CandidateMeasured,
+            candidate=self._space.candidates[measurement.index],
+            measurement=measurement,
+            traceback=traceback,
+            stage=job.stage if job is not None and job.candidate.index == measurement.index else None,
+        )
+
+    # -- REDUCE, SELECT, PERSIST ---------------------------------------------
+
+    def _measurement(self, index: int) -> Measurement:
+        return self._measurements.get(index) or Measurement(index, error=NOT_MEASURED)
+
+    def finish(self, among: Iterable[Candidate] | None = None) -> Candidate:
+        """Reduce, select and persist; the pick.
+
+        :param among: select only among these candidates (a staged search's
+            finalists, whose re-timed measurements are comparable); default:
+            all of them.
+        :raises NoValidConfigError: when no candidate (of ``among``) has a
+            finite time on every rank; nothing is persisted then.
+        """
+        if self.best is not None and not self._measurements:
+            return self.best
+        if self._queue:
+            raise RuntimeError(f"finish() with {len(self._queue)} candidates still unmeasured")
+        candidates = self._space.candidates
+        local = [self._measurement(c.index).mean for c in candidates]
+        if self._schedule.shard:
+            measured = sorted(i for i, m in self._measurements.items() if m.error != PRUNED)
+            times = gather_times(self.reducer, local, measured)
+        else:
+            times = tuple(self.reducer.max(local)) if self.reducer.world_size > 1 else tuple(local)
+        if among is None:
+            among = self._finalists
+        allowed = None if among is None else {c.index for c in among}
+        if among is self._finalists and allowed and not any(math.isfinite(times[i]) for i in allowed):
+            # Every near tie failed while being re-timed: the first pass still stands.
+            allowed = None
+        if allowed is None and self._scope is not None:
+            allowed = set(self._scope)
+        # Stored times never enter SELECT: only what this tuning measured is compared.
+        finite = [i for i, t in enumerate(times) if math.isfinite(t) and (allowed is None or i in allowed)]
+        best = min(finite, key=lambda i: (times[i], i)) if finite else None
+        self._notify(
+            "kerneltune_tuning_finished",
+            TuningFinished,
+            candidates=candidates,
+            times=times,
+            best=None if best is None else candidates[best],
+            seconds=time.perf_counter() - self._started,
+        )
+        if best is None:
+            raise NoValidConfigError(self._failure_report(allowed)) from self._first_failure
+        # Its traceback holds the failed run's frames, and with them its arguments.
+        self._first_failure = None
+        if self._verify_pick:
+            check_picks(self.reducer, best, self._space.name)
+        carried = {i: kept for i, kept in self._carried.items() if i not in self._measurements}
+        if carried and allowed is None:
+            allowed = set(range(len(candidates)))
+        record = new_record(
+            self.session,
+            self._space,
+            self._encoded,
+            best,
+            tuple(carried[i][0] if i in carried else t for i, t in enumerate(times)),
+            tuple(carried[i][1] if i in carried else self._measurement(i) for i in range(len(candidates))),
+            self._schedule,
+            None if allowed is None else tuple(sorted(allowed - carried.keys())),
+            shards=self.reducer.world_size if self._schedule.shard else 1,
+            carried=tuple(sorted(carried)),
+            warm_start=self._warm_start,
+        )
+        self._adopt(best, record, store=True)
+        return candidates[best]
+
+    def _failure_report(self, allowed: set[int] | None = None) -> str:
+        rows = [
+            (c, self._measurement(c.index).error or "failed on another rank")
+            for c in self._space.candidates
+            if allowed is None or c.index in allowed
+        ]
+        return failure_report(self._space.name, self.key, rows)

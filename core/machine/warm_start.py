@@ -1,0 +1,331 @@
+"""Warm start: a new key measures the configs that won for the stored keys nearest to it.
+
+Opt-in (``warm_start = "nearest"``, ``KERNELTUNE_WARM_START=nearest`` or a
+tuner's own option). A key with no stored record looks at the records of
+the same function, code and hardware, measured with the same objective,
+and takes the :data:`NEAREST_KEYS` keys nearest to it by
+``kerneltune_key_distance`` (default: :func:`default_distance`), among
+those that timed any of its kept candidates and lie within
+:data:`MAX_DISTANCE` (farther keys say little of this one: a new key with
+none that near is tuned in full). It then measures at most
+``warm_start_budget`` distinct configs (:func:`choose`):
+
+1. the nearest key's pick;
+2. the configs those keys timed, best first by their *evidence*: each
+   one's time over the fastest time of the key that timed it, a little
+   worse for a farther key (:data:`DISTANCE_PENALTY` per step), the best
+   over the keys;
+3. :data:`EXPLORE` of the budget goes to configs the nearest key never
+   timed, the closest in value to its pick first
+   (:func:`config_distance`; the list order breaks ties): where the
+   landscape shifts between keys (a matmul's best tile grows with M), the
+   new best is often a config the nearest key never measured, and a
+   chain of warm starts that only re-measures what its neighbours
+   measured would never reach it.
+
+They are timed head to head, as any tuning of a subset is
+(:mod:`kerneltune.core.machine.reuse`), and the best of them is the pick; the
+record names the key it started from. A key with no stored key near it
+(or whose candidates fit in the budget) is tuned in full. A staged search
+(``search_params``) chooses its candidates itself and is never warm
+started.
+
+The records are those this process made or read (``Tuner.records``), and
+those a cache that lists its entries (``entries``, as the file caches do)
+holds; each file is read once per process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+from kerneltune.core.errors import CacheReadError, PluginError
+from kerneltune.core.machine.keys import describe, digest
+from kerneltune.core.machine.records import TuningRecord
+from kerneltune.core.machine.reuse import Plan, rows_by_fingerprint
+from kerneltune.core.machine.space import Space
+from kerneltune.core.plugin_system.session import Session
+
+logger = logging.getLogger("kerneltune")
+
+OFF = "off"
+NEAREST = "nearest"
+MODES = (OFF, NEAREST)
+#: How many of the nearest stored keys give their evidence.
+NEAREST_KEYS = 2
+#: Stored keys farther than this (in :func:`default_distance`'s steps: about 4x
+#: in one size) are not used; with none nearer, a key is tuned in full.
+MAX_DISTANCE = 2.0
+#: A stored time counts this much worse per step of distance to its key.
+DISTANCE_PENALTY = 0.1
+#: How many of the budget's configs are ones no near key timed.
+EXPLORE = 2
+#: How far apart two config values are that are not both numbers, and differ.
+MISMATCH = 1.0
+
+
+@attrs.frozen
+class WarmStart:
+    """Whether a key without a record warm starts (``mode``), and how many configs it measures at most."""
+
+    mode: str = OFF
+    budget: int = 5
+
+
+@attrs.frozen
+class Neighbour:
+    """A stored key near the new one: its distance and its record."""
+
+    distance: float
+    record: TuningRecord
+
+
+def _scale(number: float) -> float:
+    # Symmetric log: 0 stays 0, and 1 -> 2 is one step as 1024 -> 2048 is.
+    return math.copysign(math.log2(1 + abs(number)), number)
+
+
+def _number(value: Any) -> float | None:
+    """The number an encoded key part holds, or ``None`` for one that is not a finite number."""
+    if type(value) is int:
+        return float(value)
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("float"), str):
+        try:
+            number = float.fromhex(value["float"])
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+def default_distance(key: Any, other: Any) -> float:
+    """The distance between two encoded keys: numeric parts on a log scale, the rest must match.
+
+    Keys of different shapes (tuple lengths, tags) or with a non-numeric
+    part that differs (a dtype, a layout name, a flag) are infinitely far
+    apart. Numeric parts (ints and floats, ``torch.Size`` entries included)
+    add ``|s(a) - s(b)|`` with ``s(x) = sign(x) log2(1 + |x|)``: doubling a
+    size is about one step whatever the size.
+    """
+    a, b = _number(key), _number(other)
+    if a is not None and b is not None:
+        return abs(_scale(a) - _scale(b))
+    if isinstance(key, list) and isinstance(other, list):
+        if len(key) != len(other):
+            return math.inf
+        return sum((default_distance(x, y) for x, y in zip(key, other, strict=True)), 0.0)
+    if isinstance(key, dict) and isinstance(other, dict) and len(key) == 1 and key.keys() == other.keys():
+        (tag,) = key
+        return default_distance(key[tag], other[tag])
+    return 0.0 if key == other and type(key) is type(other) else math.inf
+
+
+def key_distance(session: Session, function: str, key: Any, other: Any) -> float:
+    """``kerneltune_key_distance``'s answer, or :func:`default_distance` where no plugin gives one.
+
+    :raises PluginError: for an answer that is not a number of at least 0.
+    """
+    answer = session.manager.hook.kerneltune_key_distance(function=function, key=key, other=other)
+    if answer is None:
+        return default_distance(key, other)
+    if isinstance(answer, bool) or not isinstance(answer, int | float) or not answer >= 0:
+        raise PluginError(
+            f"{function}: kerneltune_key_distance returned {answer!r} for keys {key!r} and {other!r}; "
+            "expected a number >= 0 (math.inf: never start from it), or None"
+        )
+    return float(answer)
+
+
+def _leaves(value: Any, path: str = "") -> Iterable[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for name, item in value.items():
+            yield from _leaves(item, f"{path}.{name}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _leaves(item, f"{path}[{i}]")
+    else:
+        yield path, value
+
+
+def config_distance(config: Any, other: Any) -> float:
+    """How far apart two configs' values are: numbers on a log scale, other differences one step each.
+
+    Configs are compared through :func:`kerneltune.core.machine.keys.describe`, so a
+    ``triton.Config``'s block sizes, warps and stages count alike, and a
+    dict of keyword values by each value.
+    """
+    mine, theirs = dict(_leaves(describe(config))), dict(_leaves(describe(other)))
+    total = 0.0
+    for path in mine.keys() | theirs.keys():
+        a, b = mine.get(path), theirs.get(path)
+        if type(a) is int and type(b) is int:
+            total += abs(_scale(a) - _scale(b))
+        elif path not in mine or path not in theirs or a != b:
+            total += MISMATCH
+    return total
+
+
+def _plain(value: Any) -> Any:
+    # Live facts may hold tuples where a record read back holds lists.
+    return json.loads(json.dumps(value))
+
+
+def stored_records(session: Session, space: Space, known: dict[str, dict[str, Any]]) -> list[TuningRecord]:
+    """The records of ``space``'s function that this process knows or the cache lists.
+
+    :param known: the records this process made or read, by entry; the
+        listed ones read here are added to it, so each is read once.
+    """
+    entries = getattr(session.cache, "entries", None)
+    if entries is not None:
+        try:
+            listed = [entry for _, entry, _ in entries(space.name)]
+        except Exception as exc:
+            logger.info(
+                "kerneltune: %s: cannot list the stored records for a warm start (%s)", space.name, exc
+            )
+            listed = []
+        for entry in listed:
+            if entry in known:
+                continue
+            try:
+                data = session.cache_load(space.name, entry)
+            except CacheReadError as exc:
+                logger.debug("kerneltune: %s: warm start skips entry %s (%s)", space.name, entry, exc)
+                continue
+            if data is not None:
+                known[entry] = data
+    records = []
+    for data in list(known.values()):
+        try:
+            record = TuningRecord.from_data(data)
+            record.check_pick()
+        except CacheReadError:
+            continue
+        records.append(record)
+    return records
+
+
+def nearest(
+    session: Session, space: Space, key: Any, records: Iterable[TuningRecord], objective: str
+) -> list[Neighbour]:
+    """The records of other keys of ``space``'s code and this hardware, nearest key first.
+
+    One record per key, at a finite distance. Only records measured with
+    ``objective``, and with ``version_check`` only those made with this
+    software, count.
+    """
+    hardware = _plain(session.hardware)
+    found = []
+    for record in records:
+        if (
+            record.function != space.name
+            or record.source != space.source
+            or record.key == key
+            or record.method.objective != objective
+            or _plain(record.hardware) != hardware
+            or (session.settings.version_check and record.versions != session.versions)
+        ):
+            continue
+        distance = key_distance(session, space.name, key, record.key)
+        if math.isfinite(distance):
+            found.append(Neighbour(distance, record))
+    found.sort(key=lambda n: (n.distance, digest(n.record.key)))
+    unique: dict[str, Neighbour] = {}
+    for neighbour in found:
+        unique.setdefault(digest(neighbour.record.key), neighbour)
+    return list(unique.values())
+
+
+def ranked(record: TuningRecord, space: Space, kept: Mapping[int, Any]) -> list[int]:
+    """The kept live candidates the record timed: its pick first, then by stored time."""
+    live = {c.fingerprint: c.index for c in space.candidates if c.index in kept}
+    rows = rows_by_fingerprint(record)
+    timed = [
+        (row, live[fingerprint])
+        for fingerprint, row in rows.items()
+        if fingerprint in live and math.isfinite(record.times[row])
+    ]
+    order = sorted(timed, key=lambda pair: (pair[0] != record.best_index, record.times[pair[0]], pair[1]))
+    return [index for _, index in order]
+
+
+def evidence(space: Space, kept: Mapping[int, Any], neighbours: list[Neighbour]) -> dict[int, float]:
+    """Each kept candidate some neighbour timed: its best relative time over the neighbours.
+
+    A relative time is the candidate's stored time over the fastest time
+    its key stored, times ``1 + DISTANCE_PENALTY * distance``; 1.0 is a
+    pick of a key at distance 0.
+    """
+    live = {c.fingerprint: c.index for c in space.candidates if c.index in kept}
+    scores: dict[int, float] = {}
+    for neighbour in neighbours:
+        record = neighbour.record
+        finite = [t for t in record.times if math.isfinite(t)]
+        if not finite or min(finite) <= 0:
+            continue
+        fastest, penalty = min(finite), 1 + DISTANCE_PENALTY * neighbour.distance
+        for fingerprint, row in rows_by_fingerprint(record).items():
+            index = live.get(fingerprint)
+            if index is not None and math.isfinite(record.times[row]):
+                score = record.times[row] / fastest * penalty
+                scores[index] = min(scores.get(index, math.inf), score)
+    return scores
+
+
+def choose(space: Space, kept: tuple[int, ...], neighbours: list[Neighbour], budget: int) -> tuple[int, ...]:
+    """The candidates a warm start measures, at most ``budget``, in the order of the module docstring."""
+    allowed = dict.fromkeys(kept)
+    leading = next((r for r in (ranked(n.record, space, allowed) for n in neighbours) if r), None)
+    if leading is None:
+        return ()
+    lead = space.candidates[leading[0]]
+    scores = evidence(space, allowed, neighbours)
+    unknown = sorted(
+        (i for i in kept if i not in leading),
+        key=lambda i: (config_distance(lead.config, space.candidates[i].config), abs(i - lead.index), i),
+    )
+    explored = unknown[: min(EXPLORE, budget - 1)]
+    known = sorted((i for i in scores if i != lead.index and i not in explored), key=lambda i: (scores[i], i))
+    rest = [i for i in unknown if i not in explored]
+    return tuple([lead.index, *known[: budget - 1 - len(explored)], *explored, *rest][:budget])
+
+
+def propose(
+    session: Session,
+    space: Space,
+    key: Any,
+    kept: tuple[int, ...],
+    known: dict[str, dict[str, Any]],
+    budget: int,
+) -> Plan | None:
+    """The warm start for ``key``, or ``None`` to tune every kept candidate.
+
+    :param key: the new key, encoded.
+    :param known: the records this process made or read, by entry (see :func:`stored_records`).
+    :raises PluginError: for a ``kerneltune_key_distance`` answer that is not a distance.
+    """
+    if len(kept) <= budget:
+        return None
+    records = stored_records(session, space, known)
+    allowed = dict.fromkeys(kept)
+    # The nearest keys that timed any of the kept candidates.
+    found = nearest(session, space, key, records, session.settings.objective)
+    near = [n for n in found if n.distance <= MAX_DISTANCE and ranked(n.record, space, allowed)]
+    neighbours = near[:NEAREST_KEYS]
+    if not neighbours:
+        logger.info(
+            "kerneltune: %s: no stored key within distance %s of %r timed these candidates, tuning in full",
+            space.name,
+            MAX_DISTANCE,
+            key,
+        )
+        return None
+    chosen = choose(space, kept, neighbours, budget)
+    start = neighbours[0]
+    return Plan(measure=chosen, warm_start={"from": start.record.key, "distance": start.distance})

@@ -1,0 +1,1 @@
+"""The plugin system: hook specifications, plugin contracts, registries, the session, settings, events."""

@@ -1,0 +1,169 @@
+"""Payloads of the observer hooks: plain frozen records, safe to keep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+from kerneltune.core.machine.records import Candidate, Measurement
+
+
+@attrs.frozen
+class TuningStarted:
+    """A miss: candidates are about to be measured.
+
+    In every event, ``rank`` is this process's rank in the whole job (what
+    per-rank log files are named after) and ``world_size`` the number of
+    ranks tuning together (the size of ``autotune_pg``). ``driver`` says
+    which tuner drives the tuning: ``"function"``
+    (``triton_dist.tune.autotune``), ``"contextual"`` (``function`` is then
+    the kernel's name), ``"search_params"`` or a plugin's own.
+    """
+
+    function: str
+    key: object
+    candidates: tuple[Candidate, ...]
+    rank: int
+    world_size: int
+    verbose: bool
+    log_dir: Path | None
+    driver: str = "function"
+
+
+@attrs.frozen
+class CandidateMeasured:
+    """One candidate's outcome on this rank.
+
+    ``traceback`` is set on the event that reports a candidate's first
+    failure in a tuning (an exception raised compiling, screening or running
+    it): the exception with its traceback, as Python prints it. It is
+    ``None`` on every other event: a measurement, a later failure of the
+    same candidate, and a candidate dropped on purpose (pruned, or one the
+    device cannot run), which is no failure to report.
+    """
+
+    function: str
+    key: object
+    candidate: Candidate
+    measurement: Measurement
+    rank: int
+    verbose: bool
+    log_dir: Path | None
+    traceback: str | None = None
+    #: what this measurement was for when it was not the first pass: ``"near-tie
+    #: re-timing, round 2 of 4"``, ``"head to head, round 1 of 2"``, ``"stage 3, round 1 of 4"``.
+    stage: str | None = None
+
+
+@attrs.frozen
+class TuningFinished:
+    """The end of a tuning; ``best`` is ``None`` when every candidate failed.
+
+    ``driver`` is as in :class:`TuningStarted`.
+    """
+
+    function: str
+    key: object
+    candidates: tuple[Candidate, ...]
+    times: tuple[float, ...]
+    best: Candidate | None
+    seconds: float
+    rank: int
+    verbose: bool
+    log_dir: Path | None
+    driver: str = "function"
+
+
+@attrs.frozen
+class CompileStarted:
+    """COMPILE began compiling one candidate, on a pool thread (observers must be thread-safe)."""
+
+    function: str
+    key: object
+    candidate: Candidate
+    rank: int
+    verbose: bool
+
+
+@attrs.frozen
+class CompileFinished:
+    """One candidate's compile ended, on a pool thread; ``error`` names its failure, if any.
+
+    ``done`` and ``total`` count this rank's compiles in the tuning so far.
+    """
+
+    function: str
+    key: object
+    candidate: Candidate
+    seconds: float
+    error: str | None
+    done: int
+    total: int
+    rank: int
+    verbose: bool
+    log_dir: Path | None
+
+
+@attrs.frozen
+class PickLoaded:
+    """A miss of the in-process picks served without measuring.
+
+    ``source`` is ``"cache"`` (this rank's cache plugin held the record),
+    ``"rank"`` (another rank held it and shared it) or ``"default"`` (no
+    rank held one, and ``tune = "never"`` runs the first candidate kept,
+    unmeasured). Sent once per key per process: afterwards the key is one of
+    the process's picks, and that dispatch path sends nothing. ``cache`` is
+    the cache plugin's name: a layered cache (``redis``: local files, then
+    the server) may have found the record in either layer.
+    """
+
+    function: str
+    key: object
+    best: Candidate
+    source: str
+    rank: int
+    verbose: bool
+    log_dir: Path | None
+    cache: str = ""
+
+
+@attrs.frozen
+class LaunchMeasured:
+    """One launch of a candidate while a contextual tuner measures a kernel.
+
+    ``phase`` is ``"warmup"`` (untimed) or ``"timed"``; ``round`` counts from
+    1 within the phase, up to ``rounds``. ``time_ms`` is set for timed rounds
+    that succeeded; ``error`` names the exception of a failed launch, and
+    ``traceback`` holds it with its traceback, as Python prints it.
+    """
+
+    kernel: str
+    key: object
+    candidate: Candidate
+    phase: str
+    round: int
+    rounds: int
+    time_ms: float | None
+    error: str | None
+    verbose: bool
+    traceback: str | None = None
+
+
+@attrs.frozen
+class KernelTuned:
+    """A contextual tuner finished one (kernel, key).
+
+    ``means`` are this rank's mean times in milliseconds (``inf`` for a
+    candidate that failed or was pruned); ``errors`` says why each failed
+    (``None`` for one that did not, or was pruned); ``best`` is the pick
+    after the ranks' reduction, or ``None`` when no candidate was valid.
+    """
+
+    kernel: str
+    key: object
+    candidates: tuple[Candidate, ...]
+    means: tuple[float, ...]
+    best: Candidate | None
+    world_size: int
+    verbose: bool
+    errors: tuple[str | None, ...] = ()

@@ -1,0 +1,435 @@
+"""The hook contract between the kerneltune engine and its plugins.
+
+Every hook is prefixed ``kerneltune_``; a plugin implementing a hook not
+specified here is refused when the plugin manager is made, with its name.
+Three families, and one hook of its own:
+
+* registries (``kerneltune_register_*``: timers, caches, reducers, devices,
+  interceptors, profile families, features): each implementation receives a
+  ``register`` callable and hands it the classes it provides. All
+  implementations are called; registering a name twice is an error. What
+  each class must provide is a protocol of :mod:`kerneltune.core.plugin_system.contracts`.
+* facts (``kerneltune_hardware_info``, ``kerneltune_software_versions``):
+  each implementation returns a dict; the engine merges them.
+* observers (``kerneltune_tuning_started``, ``kerneltune_candidate_measured``,
+  ``kerneltune_tuning_finished``): notifications. Their return value is
+  ignored. The engine never prints: logging, progress bars and metrics attach
+  here.
+* ``kerneltune_describe_value``: the first plugin that knows a value names
+  it, for labels.
+* ``kerneltune_key_distance``: the first plugin that can compare two keys
+  says how far apart they are, for warm starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from kerneltune.core.plugin_system.events import (
+        CandidateMeasured,
+        CompileFinished,
+        CompileStarted,
+        KernelTuned,
+        LaunchMeasured,
+        PickLoaded,
+        TuningFinished,
+        TuningStarted,
+    )
+
+PROJECT = "kerneltune"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def kerneltune_register_timers(register: Callable[[type], None]) -> None:
+    """Register timer classes: how long a candidate takes.
+
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.Timer` (with the
+    optional :class:`~kerneltune.core.plugin_system.contracts.FlushingTimer` and
+    :class:`~kerneltune.core.plugin_system.contracts.HoldingTimer` parts): a class
+    attribute ``name`` (the name users select it by), a classmethod
+    ``is_available() -> bool``, an optional integer ``auto_priority``
+    (``auto`` takes the available class with the highest, ties to the one
+    registered first: :meth:`kerneltune.core.plugin_system.registry.Registry.ranked`;
+    default 0; built-ins use 0 for wallclock, 10 for cuda-event, 20 for
+    npu-event, so a plugin that should never win ``auto`` uses a negative
+    value); it is constructed with no arguments. An instance provides
+    ``sample(fn, *, before=None)`` and ``collect()``, and optionally
+    ``flush()`` and ``hold(microseconds)``. A timer of one device's work
+    (:class:`~kerneltune.core.plugin_system.contracts.DeviceTimer`) names that registered
+    device in a class attribute ``device`` and is constructed with
+    ``device=`` its instance instead; selecting the timer makes that device
+    the session's.
+
+    With the ``device`` objective, the engine's MEASURE step
+    (:mod:`kerneltune.core.machine.measure`) passes ``before`` as the flush then a
+    hold sized to cover the host's work in ``fn``, so the device reaches the
+    start mark no sooner than the work. Timers of host clocks, or of devices
+    with no way to do either, leave them out. A timer instance measures one
+    candidate (its warm-up and timed runs, one ``collect``).
+
+    :param register: call once per class; a name another plugin registered
+        too is an error that names both plugins.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_register_caches(register: Callable[[type], None]) -> None:
+    """Register cache classes: where picks live.
+
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.Cache` (with the
+    optional :class:`~kerneltune.core.plugin_system.contracts.ListingCache` part): ``name``,
+    ``is_available()``, an optional ``auto_priority`` (json 10, msgpack 5,
+    memory 0, redis -10), constructed with ``root`` (a :class:`pathlib.Path`,
+    the directory all functions share; it may not exist yet). A constructor
+    that also names a ``settings`` parameter receives the
+    :class:`kerneltune.core.Settings` in force (for options such as
+    ``redis_url``; raise :class:`kerneltune.core.ConfigError` for a missing
+    or bad one, and connect to nothing yet), and one that names ``caches``
+    receives the cache :class:`~kerneltune.core.plugin_system.registry.Registry`, so that
+    it can layer over another cache by its registered name
+    (``caches.get("json")``) without importing that plugin;
+    :func:`kerneltune.core.plugin_system.session.make_cache` builds them. An instance
+    provides ``load(namespace, digest)`` (the plain-data record or ``None``;
+    an unreadable one raises :class:`kerneltune.core.CacheReadError`, which
+    the engine turns into a logged miss), ``store(namespace, digest,
+    data)`` (atomically), ``directory(namespace)`` (a folder for log files,
+    or ``None``) and optionally ``entries(namespace=None)``: ``(namespace,
+    digest, path)`` per record, ``path`` the one file that holds it, which
+    the ``kerneltune`` command needs to list, show, export, import and
+    clear (it removes a record by deleting ``path``).
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_register_reducers(register: Callable[[type], None]) -> None:
+    """Register reducer classes: how ranks exchange votes and timings.
+
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.Reducer` (with the
+    optional :class:`~kerneltune.core.plugin_system.contracts.GlobalRankReducer` part). A
+    reducer is a thin transport; agreement, selection and persistence
+    decisions are the engine's. A reducer class has ``name``, an optional
+    ``auto_priority`` and a classmethod ``is_available(group=None) -> bool``
+    (whether ``auto`` may pick it for ``group``); it is constructed with
+    ``group`` (the ``autotune_pg`` a caller passed, or ``None`` for the
+    default group) and must raise :class:`kerneltune.core.PluginError` when
+    it cannot run its collectives over exactly that group, never fall back
+    to another. An instance provides ``rank`` and ``world_size``, optionally
+    ``global_rank``, and the collectives ``gather(obj)``, ``max(values)``
+    and ``barrier()``.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_register_devices(register: Callable[[type], None]) -> None:
+    """Register device classes: what the engine may know of an accelerator.
+
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.Device`: ``name``
+    (the name a timer's ``device`` attribute names it by, and the prefix of
+    the isolation worker's ``"name:index"``), a classmethod ``is_available()
+    -> bool`` (the device can be used from this process; no side effects,
+    and it must not start the device), an optional integer ``auto_priority``
+    (built-ins: npu 20, cuda 10, cpu 0; a device that should never be chosen
+    over them uses a negative value) and a class attribute ``shares_memory``
+    (whether torch's inter-process sharing sends its tensors without a
+    copy). It is constructed with no arguments. An instance provides
+    ``owns(tensor)`` and ``index_of(tensor)`` (which device and unit hold a
+    tensor), ``in_use()``, ``current()`` and ``set_current(index)`` (the unit
+    this thread's work goes to), ``synchronize()``, ``check_health()`` (raise
+    when the device no longer works after a candidate), ``release()`` (hand
+    cached memory back) and ``facts()`` (plain data for the cache key).
+
+    The session's device (:attr:`kerneltune.core.Session.device`) is the one
+    the selected timer names in its ``device`` attribute, otherwise the
+    available class with the highest ``auto_priority``
+    (:meth:`kerneltune.core.plugin_system.registry.Registry.ranked`); its ``facts()`` are
+    part of the hardware facts. With ``isolate = "subprocess"`` the worker
+    process runs on the device that owns the candidate's tensor arguments
+    (the session's device asked first, then the others by priority; with no
+    tensor, the first one :meth:`in_use <kerneltune.core.plugin_system.contracts.Device.in_use>`),
+    and uses that device's class there: it sets the unit, synchronises after
+    each candidate, checks its health and releases its cache.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_hardware_info() -> dict[str, Any] | None:
+    """Describe the hardware picks depend on.
+
+    The merged dict becomes part of the disk-cache key, so a pick made on one
+    device is not reused on another. Return plain data (str, int, float,
+    bool, None, lists, dicts) or ``None`` to add nothing; keys of later
+    plugins override earlier ones, and all of them override the session's
+    device's own ``facts()`` (see :func:`kerneltune_register_devices`),
+    which come first.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_software_versions() -> dict[str, str] | None:
+    """Report versions of software that picks depend on.
+
+    Stored in each record; with ``TRITON_DIST_AUTOTUNE_VERSION_CHECK=1`` a
+    mismatch forces a retune, otherwise it is a warning.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_tuning_started(event: TuningStarted) -> None:
+    """A real tuning (a miss) is about to measure candidates.
+
+    :param event: names the function, key, candidates, rank and options.
+    """
+
+
+@hookspec
+def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
+    """One candidate's measurement is complete (or it failed).
+
+    :param event: the candidate and its :class:`Measurement` on this rank;
+        on the event of a candidate's first failure in a tuning, also the
+        exception's traceback (the built-in ``failures`` observer warns on
+        those events, once per candidate and tuning).
+    """
+
+
+@hookspec
+def kerneltune_tuning_finished(event: TuningFinished) -> None:
+    """A tuning ended: with a pick, or with every candidate failing.
+
+    :param event: the reduced times, the pick (``None`` on failure) and the
+        wall time the tuning took.
+    """
+
+
+@hookspec
+def kerneltune_compile_started(event: CompileStarted) -> None:
+    """COMPILE began compiling a candidate.
+
+    Called on one of the stage's pool threads, while other candidates
+    compile and the tuning's own thread measures: implementations must be
+    thread-safe and quick.
+
+    :param event: the function, key and candidate.
+    """
+
+
+@hookspec
+def kerneltune_compile_finished(event: CompileFinished) -> None:
+    """COMPILE finished a candidate, compiled or failed.
+
+    Called on a pool thread, as :func:`kerneltune_compile_started` is.
+
+    :param event: the candidate, the seconds its compile took, its error
+        (``None`` when it compiled) and how many of this rank's compiles are
+        done out of how many.
+    """
+
+
+@hookspec(firstresult=True)
+def kerneltune_describe_value(value: Any) -> str | None:
+    """A short readable form of one value of a function-level config, for labels.
+
+    Labels name candidates in logs, records and the ``kerneltune`` command.
+    A plugin that knows a value's type (Triton's names a ``triton.Config``
+    by the options it sets) returns its text; ``None`` leaves the value to
+    ``str``.
+
+    :param value: one value of a config dict.
+
+    The first non-``None`` result is used.
+    """
+
+
+@hookspec(firstresult=True)
+def kerneltune_key_distance(function: str, key: Any, other: Any) -> float | None:
+    """How far apart two tuning keys of one function are, for warm starts.
+
+    With ``warm_start = "nearest"``, a key that has no stored record starts
+    from the stored keys nearest to it (:mod:`kerneltune.core.machine.warm_start`):
+    their best configs are measured instead of the whole candidate list.
+    The engine asks this hook for the distance from the new key to each
+    stored key of the same function, code and hardware, and starts from
+    the nearest ones. Without an answer it uses the default distance
+    (:func:`kerneltune.core.machine.warm_start.default_distance`): keys of the same
+    shape whose non-numeric parts are equal, numeric parts compared on a
+    log scale, so 1024 is as far from 2048 as 8 from 16.
+
+    Implement it where that is wrong for a key: a key whose best config
+    changes abruptly at known values (say, M below or above 64 for a
+    matmul) can put keys across such a line infinitely far apart, and a key
+    holding a value that never predicts the best config can leave it out of
+    the comparison.
+
+    :param function: the tuned function's name (the cache namespace).
+    :param key: the new key, encoded as records store keys
+        (:func:`kerneltune.core.encode_key`: tuples are lists, floats
+        ``{"float": hex}``, dtypes ``{"torch.dtype": name}``).
+    :param other: a stored key, encoded the same way.
+    :returns: a distance of at least 0 (0: as good as the same key);
+        ``math.inf`` to never start ``key`` from ``other``; ``None`` to
+        leave these keys to the next implementation, and at last to the
+        default.
+
+    The first non-``None`` result is used.
+    """
+
+
+@hookspec
+def kerneltune_pick_loaded(event: PickLoaded) -> None:
+    """A key missing from the process's picks was served from a stored record, without measuring.
+
+    :param event: the function, key, pick and where the record came from
+        (this rank's cache, or another rank).
+    """
+
+
+@hookspec
+def kerneltune_register_interceptors(register: Callable[[type], None]) -> None:
+    """Register interceptor classes: how kernel launches reach the contextual tuner.
+
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.Interceptor`:
+    ``name``, a classmethod ``is_available() -> bool`` (its kernel library can
+    be imported; no side effects), constructed with no arguments. An instance
+    provides ``install(route)``, which routes every tunable launch made on the
+    calling thread to ``route`` as a
+    :class:`kerneltune.core.plugin_system.contracts.KernelLaunch` until ``uninstall()``,
+    which restores the library exactly as it was. Installing must cost
+    nothing once uninstalled, so patch on install, never at import.
+    Optionally (:class:`~kerneltune.core.plugin_system.contracts.RecordingInterceptor`) it
+    provides ``recording()``, with which the function-level tuner's COMPILE
+    stage turns a host launcher's launches into compiles.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called; the contextual tuner installs every
+    available interceptor for the duration of one call.
+    """
+
+
+@hookspec
+def kerneltune_launch_measured(event: LaunchMeasured) -> None:
+    """A contextual tuner ran one warm-up or timed launch of a candidate, or it failed.
+
+    :param event: kernel name, key, candidate, phase, round and time or error.
+    """
+
+
+@hookspec
+def kerneltune_kernel_tuned(event: KernelTuned) -> None:
+    """A contextual tuner finished a (kernel, key): with a pick, or with none valid.
+
+    :param event: every candidate's mean time on this rank and the pick.
+    """
+
+
+@hookspec
+def kerneltune_register_profile_families(register: Callable[[type], None]) -> None:
+    """Register compile-option profile families for staged searches (``search_params``).
+
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.ProfileFamily` (with
+    the optional :class:`~kerneltune.core.plugin_system.contracts.ProbingProfileFamily`
+    part): ``name``; ``operator``, the operator class it serves
+    (``"matrix"``: kernels that call ``tl.dot``, ``"vector"``: the others);
+    ``backends``, a tuple of Triton backend names it serves (``"cuda"``,
+    ``"hip"``, ``"npu"``, ``"interpreter"``); optionally ``priority`` (an int,
+    default 0; where several families serve one backend and operator the
+    highest wins, by :meth:`kerneltune.core.plugin_system.registry.Registry.ranked`, and a
+    tie for first place is an error); and a classmethod ``is_available() ->
+    bool``. It is constructed with no arguments. An instance provides
+    ``profiles(target)``: given a
+    :class:`kerneltune.core.search.profiles.CompileTarget`, the profiles to search,
+    each a dict of compile options passed at launch, using only names in
+    ``target.options``; the first is the base profile
+    (:func:`kerneltune.core.search.profiles.option_grid` builds products). It may
+    also provide ``probe_profiles(target)``: a few of its profiles that the
+    shape search times every shape with, scoring a shape by the best of
+    them; the base is always a probe.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_register_features(register: Callable[[type], None]) -> None:
+    """Register optional features a user switches on by name, e.g. ``search_params``.
+
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.Feature`: ``name``,
+    a classmethod ``is_available() -> bool`` (whatever it needs can be
+    imported; no side effects), constructed with no arguments. An instance
+    provides ``enable() -> None``, which switches the feature on for the
+    whole process; calling it again, or after other code ran, changes
+    nothing. The facade's activation modules (such as
+    ``triton_dist.autotune_hooks``) call
+    :func:`kerneltune.core.plugin_system.features.enable_feature`, which calls it.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_register_search_strategies(register: Callable[[type], None]) -> None:
+    """Register search strategies: which points of a generated space get measured.
+
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.SearchStrategy`:
+    ``name`` (what the ``strategy`` hint and the ``search_strategy`` setting
+    select it by), a classmethod ``is_available() -> bool``, an optional
+    ``auto_priority`` (``auto``, the setting's default, takes the available
+    class with the highest by :meth:`kerneltune.core.plugin_system.registry.Registry.ranked`;
+    built-ins: pattern 10, staged 0, exhaustive -10, so a plugin that should
+    only run when named uses a negative value). It is constructed with no
+    arguments, once per search, and provides ``search(geometry, measure,
+    budget, say)``:
+
+    * ``geometry``, a :class:`kerneltune.core.search.geometry.SearchGeometry`: the
+      sorted values of each searched parameter and the compile-option
+      profiles (the base first, the family's probes, the seeds);
+    * ``measure(points)``: measures a batch of ``(shape, profile)`` points
+      through the engine (compiled in parallel, timed, reduced over ranks)
+      and returns each one's agreed time in ms, ``inf`` for one that failed,
+      was dropped, ran out of resources or timed out. A strategy must take
+      its decisions from these times alone, so that every rank takes the
+      same ones;
+    * ``budget``, a :class:`kerneltune.core.search.geometry.SearchBudget`: the effort
+      asked for, a cap on distinct points and on seconds, which the strategy
+      honours (:class:`kerneltune.core.search.ledger.SearchLedger` does the
+      bookkeeping), and how many finalists to return;
+    * ``say(line)``: prints a line of progress when the kernel's hint has
+      ``debug``.
+
+    It returns up to ``budget.finalists`` measured points, fastest first;
+    the caller re-times them head to head in interleaved rounds and applies
+    ``reference_fn``. An empty list means no point ran.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
+    """

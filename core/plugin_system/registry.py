@@ -1,0 +1,254 @@
+"""Plugin managers and the registries (timers, caches, reducers, devices, ...) they fill.
+
+Built-in plugins are listed explicitly in :data:`BUILTIN_PLUGINS` and are
+imported only when a manager is made, never when kerneltune is imported.
+Third-party plugins come from the entry-point group ``kerneltune`` unless
+``settings.autoload`` is off (``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD=1``). Every :class:`Settings` value gets
+its own manager; nothing is loaded globally.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
+
+import attrs
+import pluggy
+from kerneltune.core.errors import PluginError
+from kerneltune.core.notices import warn_once
+from kerneltune.core.plugin_system import hookspecs
+from kerneltune.core.plugin_system.contracts import Registrable
+from kerneltune.core.plugin_system.settings import Settings
+
+ENTRY_POINT_GROUP = "kerneltune"
+
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "kerneltune.plugins.timers.wallclock",
+    "kerneltune.plugins.timers.events",
+    "kerneltune.plugins.caches.files",
+    "kerneltune.plugins.caches.memory",
+    "kerneltune.plugins.caches.none",
+    "kerneltune.plugins.caches.redis",
+    "kerneltune.plugins.reducers.local",
+    "kerneltune.plugins.reducers.world",
+    "kerneltune.plugins.devices.accelerators",
+    "kerneltune.plugins.devices.host",
+    "kerneltune.plugins.observers.tuning_log",
+    "kerneltune.plugins.observers.contextual_log",
+    "kerneltune.plugins.observers.progress",
+    "kerneltune.plugins.observers.failures",
+    "kerneltune.plugins.observers.print_autotuning",
+    "kerneltune.plugins.triton.interceptor",
+    "kerneltune.plugins.triton.labels",
+    "kerneltune.plugins.triton.search_params",
+    "kerneltune.plugins.profiles.nvidia",
+    "kerneltune.plugins.profiles.ascend",
+    "kerneltune.plugins.search.pattern",
+    "kerneltune.plugins.search.staged",
+    "kerneltune.plugins.search.exhaustive",
+    "kerneltune.plugins.environment",
+)
+
+
+def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> pluggy.PluginManager:
+    """A new manager with the built-ins, entry-point plugins and ``extra`` registered.
+
+    :param settings: ``settings.block`` names plugins (built-in module names or
+        entry-point names) that must not be registered; a name that no plugin
+        has is a warning naming where it was set.
+    :param extra: plugin objects to register after the others, mainly for tests;
+        each is named by its ``__name__`` (a module's) or its class's qualified name.
+    :raises PluginError: naming the plugin, when one implements a hook that
+        :mod:`kerneltune.core.plugin_system.hookspecs` does not specify (a misspelt name
+        would otherwise never be called).
+    """
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    for name in settings.block:
+        manager.set_blocked(name)
+    for module_name in BUILTIN_PLUGINS:
+        if not manager.is_blocked(module_name):
+            manager.register(importlib.import_module(module_name), name=module_name)
+    if settings.autoload:
+        manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    known = {*BUILTIN_PLUGINS, *(ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))}
+    for plugin in extra:
+        name = _readable_name(manager, plugin)
+        manager.register(plugin, name=name)
+        known.add(name)
+    where = settings.source("block") or "Settings.block"
+    for name in settings.block:
+        if name not in known:
+            warn_once(
+                ("block", name, where),
+                f"kerneltune: block entry {name!r} (set by {where}) names no plugin; "
+                f"plugins: {', '.join(sorted(known))}",
+            )
+    _check_hooks(manager)
+    return manager
+
+
+def _check_hooks(manager: pluggy.PluginManager) -> None:
+    try:
+        manager.check_pending()
+    except pluggy.PluginValidationError as exc:
+        callers = manager.get_hookcallers(exc.plugin) or []
+        specified = [name for name in vars(hookspecs) if name.startswith(f"{hookspecs.PROJECT}_")]
+        unknown = []
+        for hook in sorted(caller.name for caller in callers if not caller.has_spec()):
+            close = difflib.get_close_matches(hook, specified, n=1)
+            unknown.append(f"{hook} (did you mean {close[0]}?)" if close else hook)
+        raise PluginError(
+            f"plugin {manager.get_name(exc.plugin)} implements {', '.join(unknown)}, which matches no "
+            "kerneltune hook; the hooks are specified in kerneltune.core.plugin_system.hookspecs"
+        ) from None
+
+
+def _readable_name(manager: pluggy.PluginManager, plugin: object) -> str:
+    # pluggy's default for an object without __name__ is its id(), which says nothing in an error.
+    name = getattr(plugin, "__name__", None)
+    if not isinstance(name, str):
+        name = f"{type(plugin).__module__}.{type(plugin).__qualname__}"
+    unique, count = name, 1
+    while manager.has_plugin(unique):
+        count += 1
+        unique = f"{name}#{count}"
+    return unique
+
+
+P = TypeVar("P", bound=Registrable)
+
+#: What a class without the priority attribute that ``auto`` reads counts as.
+DEFAULT_PRIORITY = 0
+
+
+@attrs.frozen
+class Registry(Generic[P]):
+    """The classes of one family (timers, caches, reducers, ...), by name, in registration order.
+
+    Registration order is the order of the plugins (the built-ins in
+    :data:`BUILTIN_PLUGINS` order, then entry-point plugins, then plugins
+    added in the program), then the order each calls ``register``.
+    """
+
+    family: str
+    classes: dict[str, type[P]]
+    owners: dict[str, str]
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        return sorted(self.classes)
+
+    def ranked(
+        self, fits: Callable[[type[P]], bool] | None = None, *, priority: str = "auto_priority"
+    ) -> list[type[P]]:
+        """The classes ``fits`` accepts, best first: the one rule every ``auto`` choice follows.
+
+        Timers, caches, reducers and compile-profile families are all chosen
+        by it: the highest value of the class attribute ``priority`` first
+        (:data:`DEFAULT_PRIORITY` where a class has none), and among equal
+        values the class registered first.
+
+        :param fits: which classes may be chosen; default: those whose
+            ``is_available()`` is true.
+        :param priority: the class attribute ranked by (``"priority"`` for
+            profile families).
+        """
+        accepted = [c for c in self.classes.values() if (c.is_available() if fits is None else fits(c))]
+        # sorted() is stable, so equal priorities keep registration order.
+        return sorted(accepted, key=lambda cls: -getattr(cls, priority, DEFAULT_PRIORITY))
+
+    def get(self, name: str, source: str | None = None) -> type[P]:
+        """The class registered as ``name``.
+
+        :param source: the file and key, or the variable, that asked for
+            ``name`` (:meth:`Settings.source`), for the error message.
+        :raises PluginError: listing the names that exist, and naming ``source``.
+        """
+        try:
+            return self.classes[name]
+        except KeyError:
+            raise PluginError(
+                f"{self.family} {name!r} is not available (installed: {', '.join(self.names())})"
+                + _set_by(source)
+            ) from None
+
+    def select(self, name: str, source: str | None = None) -> type[P]:
+        """Resolve ``name``, where ``auto`` means the first available class of :meth:`ranked`.
+
+        :param source: as for :meth:`get`.
+        :raises PluginError: for an unknown name, or a named class whose
+            ``is_available()`` is false.
+        """
+        if name == "auto":
+            available = self.ranked()
+            if not available:
+                raise PluginError(f"no {self.family} is available (installed: {', '.join(self.names())})")
+            return available[0]
+        cls = self.get(name, source)
+        if not cls.is_available():
+            raise PluginError(
+                f"{self.family} {name!r} (from plugin {self.owners[name]}) cannot run here; "
+                f"available: {', '.join(n for n, c in sorted(self.classes.items()) if c.is_available())}"
+                + _set_by(source)
+            )
+        return cls
+
+
+def _set_by(source: str | None) -> str:
+    return "" if source is None else f"; set by {source}"
+
+
+def _call(impl: pluggy.HookImpl, hook_name: str, **kwargs: Any) -> Any:
+    """One plugin's implementation of a hook; what it raises becomes a PluginError naming it."""
+    try:
+        return impl.function(**kwargs)
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise PluginError(
+            f"plugin {impl.plugin_name}: {hook_name} raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def collect_registry(manager: pluggy.PluginManager, family: str, hook_name: str) -> Registry[Any]:
+    """Call every implementation of a ``kerneltune_register_*`` hook.
+
+    :raises PluginError: when two plugins register the same name, naming both.
+    """
+    classes: dict[str, type[Any]] = {}
+    owners: dict[str, str] = {}
+    for impl in getattr(manager.hook, hook_name).get_hookimpls():
+
+        def register(cls: type[Any], _owner: str = impl.plugin_name) -> None:
+            name = getattr(cls, "name", None)
+            if not isinstance(name, str) or not name:
+                raise PluginError(f"plugin {_owner} registered a {family} without a name: {cls!r}")
+            if name in owners:
+                raise PluginError(
+                    f"{family} {name!r} is registered by two plugins: {owners[name]} and {_owner}"
+                )
+            classes[name] = cls
+            owners[name] = _owner
+
+        _call(impl, hook_name, register=register)
+    return Registry(family=family, classes=classes, owners=owners)
+
+
+def merged_facts(manager: pluggy.PluginManager, hook_name: str) -> dict[str, Any]:
+    """Merge the dicts returned by a fact hook; later plugins win on a shared key.
+
+    :raises PluginError: naming the plugin whose implementation raised.
+    """
+    merged: dict[str, Any] = {}
+    # One implementation at a time, in registration order, so that a failure names its plugin.
+    for impl in getattr(manager.hook, hook_name).get_hookimpls():
+        if impl.hookwrapper or impl.wrapper:
+            continue  # a wrapper has no dict of its own to add
+        part = _call(impl, hook_name)
+        if part:
+            merged.update(part)
+    return merged

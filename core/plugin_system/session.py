@@ -1,0 +1,332 @@
+"""A resolved set of plugins for one configuration: what a tuning runs with."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pluggy
+from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
+from kerneltune.core.notices import warn_once
+from kerneltune.core.plugin_system.contracts import Cache, Device, Reducer, Timer
+from kerneltune.core.plugin_system.registry import (
+    Registry,
+    collect_registry,
+    make_plugin_manager,
+    merged_facts,
+)
+from kerneltune.core.plugin_system.settings import Settings, load_settings
+
+logger = logging.getLogger("kerneltune")
+
+
+@attrs.frozen
+class Session:
+    """Plugins and facts for one :class:`Settings`: built once, shared by tunings.
+
+    The classes' contracts are in :mod:`kerneltune.core.plugin_system.contracts`.
+    """
+
+    settings: Settings
+    manager: pluggy.PluginManager
+    timers: Registry[Timer]
+    caches: Registry[Cache]
+    reducers: Registry[Reducer]
+    cache: Cache
+    hardware: dict[str, Any]
+    versions: dict[str, str]
+    devices: Registry[Device]
+    #: an instance of every available device, the session's own (:attr:`device`) first, then
+    #: the others by the registry's rule: the order isolation asks them in (``kerneltune_register_devices``).
+    placement: tuple[Device, ...]
+
+    @classmethod
+    def create(cls, settings: Settings, extra: tuple[object, ...] = ()) -> Session:
+        """Make a fresh plugin manager for ``settings`` and resolve the cache.
+
+        Where ``cache_dir`` starts with ``~`` and there is no home directory
+        (no ``HOME``, no passwd entry), the ``memory`` cache stands in, with
+        one warning per process.
+
+        :raises PluginError: for an unknown or clashing plugin name, a
+            registry or fact hook that raises (naming the plugin), or no
+            device that can run here.
+        """
+        manager = make_plugin_manager(settings, extra)
+        caches = collect_registry(manager, "cache", "kerneltune_register_caches")
+        cache_class = caches.select(settings.cache, settings.source("cache"))
+        root = _cache_root(settings)
+        if root is None and cache_class.name != "memory":
+            warn_once(
+                "no home",
+                f"kerneltune: cannot expand cache_dir {settings.cache_dir} (HOME is unset and uid "
+                f"{os.getuid()} has no passwd entry); tuning without a disk cache, picks serve this "
+                "process only (set TRITON_DIST_AUTOTUNE_CACHE_DIR to keep them)",
+            )
+            cache_class = caches.get("memory")
+        timers = collect_registry(manager, "timer", "kerneltune_register_timers")
+        # Fail at set-up, not mid-tuning, on a misspelt timer name.
+        timers.select(settings.timer, settings.source("timer"))
+        devices, placement = resolve_devices(manager, settings)
+        session = cls(
+            settings=settings,
+            manager=manager,
+            timers=timers,
+            caches=caches,
+            reducers=collect_registry(manager, "reducer", "kerneltune_register_reducers"),
+            cache=make_cache(cache_class, settings.cache_dir if root is None else root, settings, caches),
+            hardware=hardware_facts(manager, placement[0]),
+            versions={k: str(v) for k, v in merged_facts(manager, "kerneltune_software_versions").items()},
+            devices=devices,
+            placement=placement,
+        )
+        if settings.reducer != "auto":
+            session.reducers.get(settings.reducer, settings.source("reducer"))
+        return session
+
+    @property
+    def device(self) -> Device:
+        """The device this session tunes on: the one the timer names, else ``auto``'s choice.
+
+        Its facts are part of every cache key; a timer whose constructor
+        takes ``device`` gets it.
+        """
+        return self.placement[0]
+
+    @property
+    def cache_plugin(self) -> str:
+        """The cache in use as an error message names it: its name and the plugin that registered it."""
+        name = type(self.cache).name
+        return f"cache {name!r} (plugin {self.caches.owners.get(name, '?')})"
+
+    def cache_directory(self, namespace: str) -> Path | None:
+        """The cache's folder for ``namespace``, where logs go; ``None`` for none.
+
+        A cache plugin whose ``directory`` raises gets a warning naming it,
+        and the tuning goes on without a folder.
+        """
+        try:
+            return self.cache.directory(namespace)
+        except Exception as exc:
+            warnings.warn(
+                f"kerneltune: {namespace}: {self.cache_plugin} failed to name its folder "
+                f"({type(exc).__name__}: {exc}); tuning without a log file",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return None
+
+    def cache_load(self, namespace: str, digest: str) -> dict[str, Any] | None:
+        """The cache's data for ``digest``, ``None`` when absent.
+
+        A cache plugin whose ``load`` raises anything but
+        :class:`CacheReadError` gets a warning naming it, and it is a miss.
+
+        :raises CacheReadError: as the plugin raised it (a logged miss).
+        """
+        try:
+            return self.cache.load(namespace, digest)
+        except CacheReadError:
+            raise
+        except Exception as exc:
+            warnings.warn(
+                f"kerneltune: {namespace}: {self.cache_plugin} failed to load a pick "
+                f"({type(exc).__name__}: {exc}); retuning",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return None
+
+    def cache_store(self, namespace: str, digest: str, data: dict[str, Any]) -> None:
+        """Store ``data`` with the cache; never raises.
+
+        A finished tuning is worth more than its copy on disk: whatever the
+        plugin raises (a full disk, a read-only folder, a bug) is a warning
+        naming it, and the pick serves this process only.
+        """
+        try:
+            self.cache.store(namespace, digest, data)
+        except Exception as exc:
+            warnings.warn(
+                f"kerneltune: {namespace}: cannot store the pick ({self.cache_plugin}: "
+                f"{type(exc).__name__}: {exc}); it serves this process only and will be tuned again "
+                "by the next one",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def notify(self, hook: str, event: Any) -> None:
+        """Call the observer hook ``hook`` with ``event``; an observer that raises is logged, not raised.
+
+        An observer failing on one rank (say, an unwritable log directory)
+        must not pull that rank out of a tuning while the others wait at its
+        next barrier, nor fail the user's kernel launch.
+        """
+        try:
+            getattr(self.manager.hook, hook)(event=event)
+        except Exception:
+            about = getattr(event, "function", None) or getattr(event, "kernel", "")
+            logger.exception("kerneltune: %s: an observer of %s failed", about, hook)
+
+    def make_timer(self) -> Timer:
+        """A new timer of the configured (or automatically chosen) kind.
+
+        A timer class whose constructor names a ``device`` parameter is
+        given :attr:`device` (:class:`~kerneltune.core.plugin_system.contracts.DeviceTimer`).
+        """
+        cls: type[Any] = self.timers.select(self.settings.timer, self.settings.source("timer"))
+        timer: Timer = cls(device=self.device) if "device" in inspect.signature(cls).parameters else cls()
+        return timer
+
+    def make_reducer(self, group: Any = None) -> Reducer:
+        """A reducer over exactly the ranks of ``group`` (``None``: the default group, if any).
+
+        ``auto`` takes the first reducer that can run over ``group`` by the
+        registry's rule (:meth:`Registry.ranked`); a named one is constructed
+        as asked, and refuses a group it cannot serve.
+
+        :raises PluginError: when no reducer can run over ``group``, or this
+            process is not one of the group's ranks.
+        """
+        name = self.settings.reducer
+        if name == "auto":
+            fitting = self.reducers.ranked(lambda c: c.is_available(group))
+            if not fitting:
+                installed = ", ".join(self.reducers.names())
+                raise PluginError(f"no reducer can run over autotune_pg={group!r} (installed: {installed})")
+            cls = fitting[0]
+        else:
+            cls = self.reducers.get(name, self.settings.source("reducer"))
+        reducer = cls(group=group)
+        if not 0 <= reducer.rank < reducer.world_size:
+            # torch.distributed reports rank -1 to a process outside the group it is given.
+            raise PluginError(
+                f"this process is not one of the ranks of autotune_pg (reducer {cls.name!r} reports rank "
+                f"{reducer.rank} of {reducer.world_size}); pass a process group only on the ranks in it"
+            )
+        return reducer
+
+
+def make_cache(cache_class: type, root: Path, settings: Settings, caches: Registry) -> Any:
+    """Construct a cache plugin's class as the cache hookspec says.
+
+    Every cache gets ``root``; a class whose constructor also names a
+    ``settings`` parameter gets ``settings``, and one that names ``caches``
+    gets the cache registry, so that it can layer over another cache by its
+    registered name. Caches that take only ``root`` are built as before.
+    """
+    wanted = inspect.signature(cache_class).parameters
+    options = {"settings": settings, "caches": caches}
+    return cache_class(root=root, **{name: value for name, value in options.items() if name in wanted})
+
+
+def resolve_devices(
+    manager: pluggy.PluginManager, settings: Settings
+) -> tuple[Registry[Device], tuple[Device, ...]]:
+    """The device registry, and an instance of each available device in isolation's order.
+
+    The selected timer's device (its ``device`` attribute) comes first, else
+    the one ``auto`` takes; then the others by the registry's rule.
+
+    :raises PluginError: when the timer names a device that is not
+        registered or cannot run here, or no device is available at all.
+    """
+    devices: Registry[Device] = collect_registry(manager, "device", "kerneltune_register_devices")
+    timers = collect_registry(manager, "timer", "kerneltune_register_timers")
+    timer = timers.select(settings.timer, settings.source("timer"))
+    named = getattr(timer, "device", None)
+    if named is None:
+        first = devices.select("auto")
+    else:
+        first = devices.select(named, f"the device attribute of timer {timer.name!r}")
+    return devices, tuple(cls() for cls in (first, *(c for c in devices.ranked() if c is not first)))
+
+
+def hardware_facts(manager: pluggy.PluginManager, device: Device) -> dict[str, Any]:
+    """What a cache key holds of the hardware: ``device.facts()``, under every ``kerneltune_hardware_info``.
+
+    :raises PluginError: naming the device or plugin whose facts raised.
+    """
+    try:
+        own = dict(device.facts())
+    except Exception as exc:
+        raise PluginError(f"device {device.name!r}: facts() raised {type(exc).__name__}: {exc}") from exc
+    return {**own, **merged_facts(manager, "kerneltune_hardware_info")}
+
+
+def _cache_root(settings: Settings) -> Path | None:
+    """``settings.cache_root``, or ``None`` when ``~`` has no home to expand to."""
+    try:
+        return settings.cache_root
+    except RuntimeError:
+        return None
+
+
+# Keyed by the settings and the cache root they expand to now: a process that changes HOME
+# between calls gets a session for the new location.
+_sessions: dict[tuple[Settings, Path | None], Session] = {}
+_sessions_lock = threading.Lock()
+_added: list[object] = []
+
+
+def add_plugin(plugin: object) -> None:
+    """Register ``plugin`` (a module or object with hook implementations) in every session.
+
+    For plugins that live in the program itself rather than in an installed
+    package (an observer in a script, a timer in a test). Sessions made
+    before the call are dropped, so the next tuning builds a fresh plugin
+    manager that includes it. Adding the same object twice is a no-op.
+    """
+    with _sessions_lock:
+        if any(p is plugin for p in _added):
+            return
+        _added.append(plugin)
+        _sessions.clear()
+
+
+def remove_plugin(plugin: object) -> None:
+    """Undo :func:`add_plugin`; unknown plugins are ignored."""
+    with _sessions_lock:
+        kept = [p for p in _added if p is not plugin]
+        if len(kept) != len(_added):
+            _added[:] = kept
+            _sessions.clear()
+
+
+def current_session(**overrides: Any) -> Session:
+    """The session for the settings in force now (files and environment).
+
+    :param overrides: settings fields a driver imposes over every source,
+        e.g. the contextual tuner's ``cache="memory"``.
+
+    Sessions are memoised per distinct :class:`Settings` and cache root, so
+    changing a variable (``HOME`` included) between calls selects a fresh
+    plugin manager. Plugins added with :func:`add_plugin` are registered after
+    the built-ins and entry points.
+
+    :raises ConfigError: for a bad file or variable, naming it.
+    :raises PluginError: for an unknown plugin name (naming what set it) or a
+        plugin that fails while the session is made.
+    """
+    try:
+        settings = load_settings()
+        if overrides:
+            settings = attrs.evolve(settings, **overrides)
+        memo = (settings, _cache_root(settings))
+        session = _sessions.get(memo)
+        if session is None:
+            with _sessions_lock:
+                session = _sessions.get(memo)
+                if session is None:
+                    session = _sessions[memo] = Session.create(settings, extra=tuple(_added))
+    except (ConfigError, PluginError) as exc:
+        # The message names the file, variable or plugin; the frames that read settings
+        # and load plugins would only bury it. A plugin's own traceback stays as the cause.
+        raise exc.with_traceback(None) from exc.__cause__
+    return session

@@ -1,0 +1,431 @@
+"""Settings: which plugins to use and how long to measure, from files and env.
+
+Sources, later wins: built-in defaults; ``[tool.kerneltune]`` in
+./pyproject.toml; ./kerneltune.toml (top-level keys, or a ``[kerneltune]``
+table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
+``KERNELTUNE_TIMER``, ``KERNELTUNE_CACHE``, ``KERNELTUNE_REDUCER``,
+``KERNELTUNE_BLOCK_PLUGINS``, ``KERNELTUNE_VERIFY_PICK`` and
+``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
+``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
+(``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``, ``KERNELTUNE_REDIS_URL``,
+``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``,
+``KERNELTUNE_VERBOSE``, ``KERNELTUNE_TUNE``,
+``KERNELTUNE_SEARCH_STRATEGY``, ``KERNELTUNE_SEARCH_EFFORT``, ``KERNELTUNE_SEARCH_BUDGET_S``,
+``KERNELTUNE_SEARCH_MAX_POINTS``,
+``KERNELTUNE_WARM_START``, ``KERNELTUNE_WARM_START_BUDGET``.
+:func:`setting_sources` says which of them set each value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import re
+import reprlib
+import stat
+import sys
+import threading
+import urllib.parse
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from kerneltune.core.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+DEFAULT_CACHE_DIR = Path("~/.triton_dist/autotune")
+#: The largest config file read. A pyproject.toml is kilobytes; a file linked to a device
+#: or grown without bound is not a config file, and is refused before it fills memory.
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+#: The longest timeout, in whole seconds, that this platform's waits take (about 24.8 days).
+#: The isolation worker is waited for through poll(), whose timeout is a C int of
+#: milliseconds, and lock waits stop at threading.TIMEOUT_MAX: a longer timeout would make
+#: every wait raise OverflowError, failing every candidate.
+MAX_TIMEOUT_S = int(min(threading.TIMEOUT_MAX, (2**31 - 1) / 1000))
+
+#: The ``tune`` setting's values: tune a key that has no stored pick; run
+#: the first candidate instead, measuring nothing; raise instead.
+TUNE_AUTO = "auto"
+TUNE_NEVER = "never"
+TUNE_FAIL = "fail"
+#: How hard a search strategy tries, cheapest first (the ``search_effort`` setting).
+SEARCH_EFFORTS = ("quick", "default", "full")
+
+
+@attrs.frozen
+class Settings:
+    """Everything the engine reads from configuration, resolved and validated."""
+
+    timer: str = "auto"
+    cache: str = "auto"
+    reducer: str = "auto"
+    cache_dir: Path = DEFAULT_CACHE_DIR
+    warmup: int = 5
+    repeat: int = 10
+    objective: str = "device"
+    tie_rounds: int = 4
+    compile_workers: int = 0
+    compile_timeout: int = 600
+    compile_pool: str = "processes"
+    precompile: bool = True
+    shard: bool = False
+    block: tuple[str, ...] = ()
+    always_tune: bool = False
+    version_check: bool = False
+    verify_pick: bool = False
+    autoload: bool = True
+    # Where each field was set, as (field, "file (key 'x')" or "environment variable X") pairs;
+    # not part of equality, so sources that agree share one session.
+    sources: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False, repr=False)
+    progress: bool = True
+    # For the ``redis`` cache: the server's URL ("" for none) and the keys' lifetime (0: none).
+    redis_url: str = attrs.field(default="", repr=False)
+    redis_ttl: int = 0
+    # Screen candidates in a worker process first ("subprocess"), and how long one may run there.
+    isolate: str = "none"
+    isolate_timeout: int = 60
+    # Every tuner's verbose lines, as autotune_verbose=True, verbose=True or debug=True turn on for one.
+    verbose: bool = False
+    # What a key with no stored pick gets: a tuning, the first candidate unmeasured, or an error.
+    tune: str = TUNE_AUTO
+    # How generated spaces (search_params) are searched, unless a kernel's hint says otherwise:
+    # the strategy's name or "auto", its effort, and its caps (0: none).
+    search_strategy: str = "auto"
+    search_effort: str = "default"
+    search_budget_s: float = 0.0
+    search_max_points: int = 0
+    # A new key measures the best configs of the stored keys nearest to it ("nearest"), at most this many.
+    warm_start: str = "off"
+    warm_start_budget: int = 5
+
+    @property
+    def cache_root(self) -> Path:
+        """The cache directory with ``~`` expanded.
+
+        :raises RuntimeError: when ``~`` cannot be expanded: no ``HOME`` and
+            no passwd entry for this user.
+        """
+        return self.cache_dir.expanduser()
+
+    def source(self, field: str) -> str | None:
+        """The file and key, or the variable, that set ``field``; ``None`` for a default."""
+        return dict(self.sources).get(field)
+
+
+def _name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: expected a plugin name or 'auto', got {_shown(value)}")
+    return value.strip()
+
+
+# ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a message: its repr, cut short when long or deeply nested."""
+    return reprlib.repr(value)
+
+
+def _count(minimum: int, maximum: int | None = None, limit: str = "") -> Any:
+    """A converter to an integer of at least ``minimum`` and at most ``maximum``, which ``limit`` explains."""
+
+    def convert(value: Any, where: str) -> int:
+        if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
+            # More digits than int() converts is not a count either: said below.
+            with contextlib.suppress(ValueError):
+                value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise ConfigError(f"{where}: expected an integer >= {minimum}, got {_shown(value)}")
+        if maximum is not None and value > maximum:
+            raise ConfigError(
+                f"{where}: expected an integer from {minimum} to {maximum} ({limit}), got {_shown(value)}"
+            )
+        return value
+
+    return convert
+
+
+def _flag(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{where}: expected a boolean (0/1, true/false), got {_shown(value)}")
+
+
+def _choice(*options: str) -> Callable[[Any, str], str]:
+    listed = ", ".join(f"'{option}'" for option in options[:-1]) + f" or '{options[-1]}'"
+
+    def parse(value: Any, where: str) -> str:
+        text = value.strip().lower() if isinstance(value, str) else value
+        if text not in options:
+            raise ConfigError(f"{where}: expected {listed}, got {_shown(value)}")
+        return text
+
+    return parse
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < math.inf:
+        raise ConfigError(f"{where}: expected a number of seconds >= 0 (0: no limit), got {_shown(value)}")
+    return float(value)
+
+
+def _path(value: Any, where: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected a directory path, got {_shown(value)}")
+    return Path(value)
+
+
+def _redis_url(value: Any, where: str) -> str:
+    text = value.strip() if isinstance(value, str) else value
+    if not isinstance(text, str) or (text and not text.startswith(("redis://", "rediss://", "unix://"))):
+        raise ConfigError(f"{where}: expected a redis://, rediss:// or unix:// URL, got {_shown(value)}")
+    return text
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its password, if it holds one, shown as ``***``: for messages and listings."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+    # redis-py also takes the password as a query parameter (the only way for unix:// URLs).
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    if any(name == "password" for name, _ in query):
+        hidden = [(name, "***" if name == "password" else value) for name, value in query]
+        parts = parts._replace(query=urllib.parse.urlencode(hidden, safe="*"))
+    shown = parts.geturl()
+    # geturl() writes unix:///path as unix:/path; keep the form the user wrote.
+    return shown.replace("unix:/", "unix:///", 1) if url.startswith("unix:///") else shown
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [part for part in value.replace(",", " ").split() if part]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expected a list of plugin names, got {_shown(value)}")
+    return tuple(value)
+
+
+_FIELDS = {
+    "timer": _name,
+    "cache": _name,
+    "reducer": _name,
+    "cache_dir": _path,
+    "warmup": _count(0),
+    "repeat": _count(1),
+    "objective": _choice("device", "wall"),
+    "tie_rounds": _count(0),
+    "compile_workers": _count(0),
+    "compile_timeout": _count(0),
+    "compile_pool": _choice("processes", "threads"),
+    "precompile": _flag,
+    "shard": _flag,
+    "block": _names,
+    "always_tune": _flag,
+    "version_check": _flag,
+    "verify_pick": _flag,
+    "autoload": _flag,
+    "progress": _flag,
+    "redis_url": _redis_url,
+    "redis_ttl": _count(0),
+    "isolate": _choice("none", "subprocess"),
+    "isolate_timeout": _count(1, MAX_TIMEOUT_S, "seconds, the longest wait this platform takes"),
+    "verbose": _flag,
+    "tune": _choice(TUNE_AUTO, TUNE_NEVER, TUNE_FAIL),
+    "search_strategy": _name,
+    "search_effort": _choice(*SEARCH_EFFORTS),
+    "search_budget_s": _seconds,
+    "search_max_points": _count(0),
+    "warm_start": _choice("off", "nearest"),
+    "warm_start_budget": _count(1),
+}
+
+#: The variable naming one more config file, read after ./kerneltune.toml.
+CONFIG_VARIABLE = "KERNELTUNE_CONFIG"
+
+#: Environment variable -> the setting it sets; variables win over every file.
+ENV = {
+    "KERNELTUNE_TIMER": "timer",
+    "KERNELTUNE_CACHE": "cache",
+    "KERNELTUNE_REDUCER": "reducer",
+    "KERNELTUNE_BLOCK_PLUGINS": "block",
+    "KERNELTUNE_VERIFY_PICK": "verify_pick",
+    "KERNELTUNE_OBJECTIVE": "objective",
+    "KERNELTUNE_TIE_ROUNDS": "tie_rounds",
+    "KERNELTUNE_COMPILE_WORKERS": "compile_workers",
+    "KERNELTUNE_COMPILE_TIMEOUT": "compile_timeout",
+    "KERNELTUNE_COMPILE_POOL": "compile_pool",
+    "KERNELTUNE_PRECOMPILE": "precompile",
+    "KERNELTUNE_SHARD": "shard",
+    "TRITON_DIST_AUTOTUNE_CACHE_DIR": "cache_dir",
+    "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
+    "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check",
+    "KERNELTUNE_PROGRESS": "progress",
+    "KERNELTUNE_REDIS_URL": "redis_url",
+    "KERNELTUNE_REDIS_TTL": "redis_ttl",
+    "KERNELTUNE_ISOLATE": "isolate",
+    "KERNELTUNE_ISOLATE_TIMEOUT": "isolate_timeout",
+    "KERNELTUNE_VERBOSE": "verbose",
+    "KERNELTUNE_TUNE": "tune",
+    "KERNELTUNE_SEARCH_STRATEGY": "search_strategy",
+    "KERNELTUNE_SEARCH_EFFORT": "search_effort",
+    "KERNELTUNE_SEARCH_BUDGET_S": "search_budget_s",
+    "KERNELTUNE_SEARCH_MAX_POINTS": "search_max_points",
+    "KERNELTUNE_WARM_START": "warm_start",
+    "KERNELTUNE_WARM_START_BUDGET": "warm_start_budget",
+}
+
+#: Variables that switch a setting off when set to 1 (the setting is their negation).
+ENV_NEGATED = {"KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD": "autoload"}
+
+
+# Parsed files by path, with the (inode, mtime, size) they were parsed at. Settings are
+# resolved on every contextual call and every function-level miss; parsing a
+# project's pyproject.toml each time cost 1.7 ms, a stat costs microseconds.
+_parsed: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """The file's TOML, parsed again only when it changed; callers must not mutate it.
+
+    :raises ConfigError: naming the file, for one that cannot be read, is not
+        a regular file, is larger than :data:`MAX_CONFIG_BYTES`, is not UTF-8,
+        is not valid TOML, or nests deeper than the parser can follow.
+    """
+    # The messages say all there is; the parser's own traceback would only bury them.
+    try:
+        status = path.stat()
+        stamp = (status.st_ino, status.st_mtime_ns, status.st_size)
+        known = _parsed.get(path)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        payload = _read_bytes(path)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (at byte offset {exc.start}: {exc.reason})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        # tomllib recurses once per nested array or inline table.
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
+    _parsed[path] = (stamp, data)
+    return data
+
+
+def _read_bytes(path: Path) -> bytes:
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        payload = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(payload) > MAX_CONFIG_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {MAX_CONFIG_BYTES} bytes")
+    return payload
+
+
+def _table(path: Path, *names: str) -> tuple[dict[str, Any], str]:
+    data: Any = _read_toml(path)
+    prefix = ""
+    for name in names:
+        data = data.get(name, {}) if isinstance(data, dict) else {}
+        prefix = f"{prefix}{name}."
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: [{prefix.rstrip('.')}] must be a table")
+    return data, prefix
+
+
+def _apply(
+    values: dict[str, Any], sources: dict[str, str], table: Mapping[str, Any], where: str, prefix: str
+) -> None:
+    for key, raw in table.items():
+        field = key.replace("-", "_")
+        if field not in _FIELDS:
+            known = ", ".join(sorted(_FIELDS))
+            raise ConfigError(f"{where}: unknown key '{prefix}{key}' (known: {known})")
+        values[field] = _FIELDS[field](raw, f"{where}: key '{prefix}{key}'")
+        sources[field] = f"{where} (key '{prefix}{key}')"
+
+
+def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Resolve settings from every source, later sources winning.
+
+    :param cwd: where to look for pyproject.toml and kerneltune.toml
+        (default: the current directory).
+    :param environ: the environment to read (default: ``os.environ``).
+    :raises ConfigError: naming the file (or variable) and the key at fault.
+    """
+    cwd = Path.cwd() if cwd is None else cwd
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+
+    pyproject = cwd / "pyproject.toml"
+    if pyproject.is_file():
+        table, prefix = _table(pyproject, "tool", "kerneltune")
+        _apply(values, sources, table, str(pyproject), prefix)
+
+    local = cwd / "kerneltune.toml"
+    if local.is_file():
+        _apply_file(values, sources, local)
+
+    explicit = environ.get(CONFIG_VARIABLE)
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            problem = "not a regular file" if path.exists() else "no such file"
+            raise ConfigError(f"{CONFIG_VARIABLE}: {problem}: {path}")
+        _apply_file(values, sources, path)
+
+    for variable, field in ENV.items():
+        raw = environ.get(variable)
+        if raw is not None and raw != "":
+            values[field] = _FIELDS[field](raw, f"environment variable {variable}")
+            sources[field] = f"environment variable {variable}"
+    for variable, field in ENV_NEGATED.items():
+        raw = environ.get(variable)
+        if raw is not None and raw != "":
+            values[field] = not _FIELDS[field](raw, f"environment variable {variable}")
+            sources[field] = f"environment variable {variable}"
+
+    return Settings(**values, sources=tuple(sorted(sources.items())))
+
+
+def _apply_file(values: dict[str, Any], sources: dict[str, str], path: Path) -> None:
+    data = _read_toml(path)
+    if "kerneltune" in data and isinstance(data["kerneltune"], dict) and len(data) == 1:
+        _apply(values, sources, data["kerneltune"], str(path), "kerneltune.")
+    else:
+        _apply(values, sources, data, str(path), "")
+
+
+def setting_sources(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where each setting's value in force comes from, by field name.
+
+    ``"default"``, or what :func:`load_settings` noted: a file and the key
+    read there, or ``"environment variable NAME"``.
+
+    :raises ConfigError: as :func:`load_settings` does.
+    """
+    given = dict(load_settings(cwd, environ).sources)
+    return {field: given.get(field, "default") for field in _FIELDS}

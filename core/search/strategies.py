@@ -1,0 +1,37 @@
+"""Which search strategy runs.
+
+The kernel's hint (``strategy``) wins, then the ``search_strategy`` setting
+(config files, ``KERNELTUNE_SEARCH_STRATEGY``), whose default ``auto`` takes
+the available strategy with the highest ``auto_priority``. What a strategy
+is given is in :mod:`kerneltune.core.search.geometry`.
+"""
+
+from __future__ import annotations
+
+from kerneltune.core.plugin_system.contracts import SearchStrategy
+from kerneltune.core.plugin_system.registry import Registry, collect_registry
+from kerneltune.core.plugin_system.session import Session
+
+
+def search_strategies(session: Session) -> Registry[SearchStrategy]:
+    """Every search strategy the session's plugins register, by name.
+
+    :raises PluginError: when two plugins register one name, naming both.
+    """
+    return collect_registry(session.manager, "search strategy", "kerneltune_register_search_strategies")
+
+
+def choose_strategy(session: Session, hinted: str | None = None, where: str | None = None) -> SearchStrategy:
+    """A new instance of the strategy in force.
+
+    :param hinted: the name a kernel's hint gives, which wins over the
+        ``search_strategy`` setting; ``None`` to use the setting.
+    :param where: what gave ``hinted``, for the error message.
+    :raises PluginError: for a name no plugin registered (listing those that
+        exist and naming what asked for it), or a strategy that cannot run here.
+    """
+    registry = search_strategies(session)
+    if hinted is not None:
+        return registry.select(hinted, where)()
+    settings = session.settings
+    return registry.select(settings.search_strategy, settings.source("search_strategy"))()

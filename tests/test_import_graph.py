@@ -1,0 +1,199 @@
+"""The project's modules import each other without cycles, and along the arrows DESIGN.md draws.
+
+Every import counts: at module level, under ``if TYPE_CHECKING:``, and
+inside functions. Edges run module to module: a package's ``__init__``
+re-exporting its own submodules is no edge back to them, so that
+``from kerneltune.core import Tuner`` inside a plugin does not tie the
+plugin to every module of core.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+Graph = Mapping[str, Iterable[str]]
+
+
+def package_roots(setup: Path) -> dict[str, str]:
+    """setup.py's ``ROOTS``: import name -> folder, the mapping the install uses."""
+    for node in ast.parse(setup.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "ROOTS" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{setup} assigns no ROOTS")
+
+
+def project_modules(base: Path, roots: Mapping[str, str]) -> dict[str, Path]:
+    """Every module under ``roots``, by its import name."""
+    modules = {}
+    for name, folder in roots.items():
+        top = base / folder
+        for path in sorted(top.rglob("*.py")):
+            parts = path.relative_to(top).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join((name, *parts))] = path
+    return modules
+
+
+def _imported(module: str, is_package: bool, tree: ast.AST) -> Iterable[str]:
+    """Every dotted name an import anywhere in ``tree`` may refer to, relative imports resolved."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = module.split(".")[: None if is_package else -1]
+                package = package[: len(package) - node.level + 1]
+                base = ".".join(package + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def import_graph(modules: Mapping[str, Path]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (a name resolves to its longest module prefix)."""
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        is_package = path.name == "__init__.py"
+        targets = set()
+        for name in _imported(module, is_package, ast.parse(path.read_text(), str(path))):
+            parts = name.split(".")
+            while parts and ".".join(parts) not in modules:
+                parts.pop()
+            target = ".".join(parts)
+            if parts and target != module and not (is_package and target.startswith(f"{module}.")):
+                targets.add(target)
+        graph[module] = targets
+    return graph
+
+
+def cycles(graph: Graph) -> list[list[str]]:
+    """The strongly connected components that hold a cycle (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def describe(component: list[str], graph: Graph) -> str:
+    inside = set(component)
+    edges = [f"{a} -> {b}" for a in component for b in sorted(graph[a]) if b in inside]
+    return "{" + ", ".join(component) + "}: " + "; ".join(edges)
+
+
+GRAPH = import_graph(project_modules(ROOT, package_roots(ROOT / "setup.py")))
+
+
+def family(module: str) -> str:
+    """``kerneltune.plugins.caches.files`` -> ``kerneltune.plugins.caches``; a top-level module is its own."""
+    return ".".join(module.split(".")[:3])
+
+
+def test_the_graph_covers_every_layer():
+    layers = {"kerneltune.core.machine.tuning", "kerneltune.plugins.triton.adapter", "kerneltune.cli"}
+    assert layers | {"triton_dist.tune"} <= set(GRAPH)
+
+
+def test_no_import_cycles():
+    found = cycles(GRAPH)
+    assert not found, "import cycles:\n" + "\n".join(describe(c, GRAPH) for c in found)
+
+
+@pytest.mark.parametrize(
+    ("importer", "allowed"),
+    [
+        ("kerneltune.core", lambda module, target: target.startswith("kerneltune.core")),
+        (
+            "kerneltune.plugins.",
+            lambda module, target: (
+                not target.startswith("kerneltune.plugins") or family(target) == family(module)
+            ),
+        ),
+        ("triton_dist", lambda module, target: target.startswith(("kerneltune.core", "triton_dist"))),
+    ],
+    ids=[
+        "core imports only core",
+        "a plugin imports no other plugin family",
+        "triton_dist imports only core",
+    ],
+)
+def test_imports_follow_the_arrows(importer, allowed):
+    breaking = [
+        f"{module} -> {target}"
+        for module, targets in GRAPH.items()
+        if module.startswith(importer)
+        for target in sorted(targets)
+        if not allowed(module, target)
+    ]
+    assert not breaking, "imports against the arrows:\n" + "\n".join(breaking)
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+        ({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c", "e"}, "e": set()}, [["a", "b"], ["c", "d"]]),
+        ({"a": {"a"}, "b": {"a"}}, [["a"]]),
+        ({"a": {"b", "c"}, "b": {"d"}, "c": {"d"}, "d": set()}, []),
+    ],
+)
+def test_cycles_finds_every_strongly_connected_component(graph, expected):
+    assert cycles(graph) == expected
+
+
+def test_type_only_relative_and_deferred_imports_make_edges(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("from pkg.first import A\n")
+    (package / "first.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.second import B\nA = 1\n"
+    )
+    (package / "second.py").write_text("def f():\n    from . import third\n")
+    (package / "third.py").write_text("import pkg.sub.fourth\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "fourth.py").write_text("from ..first import A\n")
+    graph = import_graph(project_modules(tmp_path, {"pkg": "pkg"}))
+    assert graph == {
+        "pkg": set(),  # its re-export of pkg.first is no edge
+        "pkg.first": {"pkg.second"},
+        "pkg.second": {"pkg", "pkg.third"},
+        "pkg.third": {"pkg.sub.fourth"},
+        "pkg.sub": set(),
+        "pkg.sub.fourth": {"pkg.first"},
+    }
+    assert cycles(graph) == [["pkg.first", "pkg.second", "pkg.sub.fourth", "pkg.third"]]

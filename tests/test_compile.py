@@ -333,7 +333,7 @@ def test_a_stuck_compile_process_is_stopped_and_its_candidate_compiles_here(monk
 def test_a_slow_compile_process_that_keeps_a_processor_busy_is_not_taken_for_stuck(
     monkeypatch, isolated, tmp_path
 ):
-    from kerneltune.core import compile as compile_module
+    from kerneltune.core.machine import compile as compile_module
 
     monkeypatch.setattr(compile_module, "STALL_MIN_S", 0.5)
     clock, watch = FakeClock(), Watch()
@@ -356,7 +356,7 @@ def test_a_slow_compile_process_that_keeps_a_processor_busy_is_not_taken_for_stu
 
 
 def test_processor_seconds_reads_this_process_or_says_it_cannot():
-    from kerneltune.core.compile import processor_seconds
+    from kerneltune.core.machine.compile import processor_seconds
 
     busy = processor_seconds(os.getpid())
     assert busy is None or busy > 0

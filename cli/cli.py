@@ -28,6 +28,7 @@ from kerneltune import __version__, views
 from kerneltune.archive import read_archive, write_archive
 from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, format_ms, load_settings
 from kerneltune.core.machine.records import iso_date
+from kerneltune.core.plugin_system.contracts import ListingCache, provides
 from kerneltune.core.plugin_system.registry import Registry, collect_registry, make_plugin_manager
 from kerneltune.core.plugin_system.session import hardware_facts, make_cache, resolve_devices
 from kerneltune.core.plugin_system.settings import redacted_url, setting_sources
@@ -82,7 +83,7 @@ class _Plugins:
     def file_caches(self, root: Path) -> list[Any]:
         """One instance per cache that can enumerate its records."""
         classes = self.registries[1].classes
-        return [classes[name](root=root) for name in sorted(classes) if hasattr(classes[name], "entries")]
+        return [classes[name](root=root) for name in sorted(classes) if provides(classes[name], ListingCache)]
 
 
 @attrs.frozen
@@ -317,7 +318,7 @@ def _find(loaded: _Plugins, reference: str, directory: Path | None) -> list[_Sto
 
 def _cache_names(loaded: _Plugins) -> str:
     classes = loaded.registries[1].classes
-    return ", ".join(name for name in sorted(classes) if hasattr(classes[name], "entries"))
+    return ", ".join(name for name in sorted(classes) if provides(classes[name], ListingCache))
 
 
 @cache.command()
@@ -455,7 +456,7 @@ def import_records(archive: Path, directory: Path | None) -> None:
     entries = read_archive(archive)
     caches = loaded.registries[1]
     target = make_cache(caches.select(loaded.settings.cache), root, loaded.settings, caches)
-    if not hasattr(target, "entries"):
+    if not provides(target, ListingCache):
         raise click.ClickException(
             f"cache {target.name!r} keeps no files; set cache to one of: {_cache_names(loaded)}"
         )

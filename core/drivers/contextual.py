@@ -46,7 +46,6 @@ from kerneltune.core.drivers.contextual_call import STALL_LIMIT, ContextualCall
 from kerneltune.core.drivers.wrapping import FunctionWrapper
 from kerneltune.core.errors import TunerBusyError
 from kerneltune.core.plugin_system.contracts import Interceptor
-from kerneltune.core.plugin_system.registry import collect_registry
 from kerneltune.core.plugin_system.session import current_session
 
 __all__ = ["STALL_LIMIT", "ContextualAutoTuner", "contextual_autotune"]
@@ -113,7 +112,6 @@ class ContextualAutoTuner(FunctionWrapper):
         if not self.is_dist:
             overrides["reducer"] = "local"
         session = current_session(**overrides)
-        interceptors = collect_registry(session.manager, "interceptor", "kerneltune_register_interceptors")
         call = ContextualCall(
             self.__name__,
             session,
@@ -128,7 +126,7 @@ class ContextualAutoTuner(FunctionWrapper):
         # patched. Open tunings are released last.
         with contextlib.ExitStack() as undo:
             undo.callback(call.close)
-            for cls in interceptors.classes.values():
+            for cls in session.interceptors.classes.values():
                 if cls.is_available():
                     interceptor: Interceptor = cls()
                     interceptor.install(call.route)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, cast
+from typing import Any
 
 import attrs
 from kerneltune.core.errors import NoValidConfigError, StalledTuningError, describe_error, format_failure
@@ -26,6 +26,7 @@ from kerneltune.core.plugin_system.contracts import (
     IsolatedLaunch,
     IsolatingLaunch,
     KernelLaunch,
+    provides,
 )
 from kerneltune.core.plugin_system.events import KernelTuned, LaunchMeasured
 from kerneltune.core.plugin_system.session import Session
@@ -211,15 +212,15 @@ class ContextualCall:
         listed = configs + extra
         state.space = Space.build(launch.name, listed, launch.source, label=launch.label)
         state.kept = tuple(i for i, c in enumerate(listed) if _contains(candidates, c))
-        if self.isolating and hasattr(launch, "isolation"):
+        if self.isolating and provides(launch, IsolatingLaunch):
             # Before any collective of this (kernel, key): every rank raises alike.
             self._engine(self._isolation_of, state, launch)
         return state
 
     # -- isolation -------------------------------------------------------------------
 
-    def _isolation_of(self, state: _KernelKey, launch: KernelLaunch) -> None:
-        state.isolated = cast(IsolatingLaunch, launch).isolation()
+    def _isolation_of(self, state: _KernelKey, launch: IsolatingLaunch) -> None:
+        state.isolated = launch.isolation()
 
     def _screened(self, state: _KernelKey) -> dict[int, str] | None:
         """The kept candidates that must not run here, screened in the worker at the first need.
@@ -281,8 +282,7 @@ class ContextualCall:
             self._isolate(tuning, screened)
         # Compile processes first: asking for them starts the backend's
         # warm-up, which the compiler's own set-up then overlaps.
-        forks = hasattr(launch, "compile_process")
-        child = cast(ForkingLaunch, launch).compile_process() if forks else None
+        child = launch.compile_process() if provides(launch, ForkingLaunch) else None
         compile_config = launch.compiler()
         if compile_config is not None:
             tuning.compile(lambda candidate: compile_config(candidate.config), child=child)
@@ -318,8 +318,7 @@ class ContextualCall:
         # Reported only with an outcome: a tuning cut short (an interrupt, a
         # failed collective) has none and must not read as "no valid config".
         assert state.space is not None
-        self.session.notify(
-            "kerneltune_kernel_tuned",
+        self.session.observers.kernel_tuned(
             KernelTuned(
                 kernel=state.name,
                 key=state.key,
@@ -417,8 +416,7 @@ class ContextualCall:
         time_ms: float | None,
         error: BaseException | None,
     ) -> None:
-        self.session.notify(
-            "kerneltune_launch_measured",
+        self.session.observers.launch_measured(
             LaunchMeasured(
                 kernel=state.name,
                 key=state.key,

@@ -16,7 +16,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
 from kerneltune.core.drivers.wrapping import FunctionWrapper
@@ -26,8 +26,7 @@ from kerneltune.core.machine.engine import Tuner, Tuning
 from kerneltune.core.machine.records import Candidate
 from kerneltune.core.machine.space import Space
 from kerneltune.core.machine.warm_start import MODES
-from kerneltune.core.plugin_system.contracts import ForkingRecorder
-from kerneltune.core.plugin_system.registry import collect_registry
+from kerneltune.core.plugin_system.contracts import ForkingRecorder, RecordingInterceptor, provides
 from kerneltune.core.plugin_system.session import Session, current_session
 
 _CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")
@@ -35,8 +34,7 @@ _CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "au
 
 def _label(config: Mapping[str, Any], session: Session) -> str:
     # Plugins name the values they know (a triton.Config by the options it sets).
-    hook = session.manager.hook.kerneltune_describe_value
-    return ", ".join(f"{name}=<{hook(value=value) or value}>" for name, value in config.items())
+    return ", ".join(f"{name}=<{session.describe_value(value) or value}>" for name, value in config.items())
 
 
 def _source(fn: Callable[..., Any]) -> str:
@@ -266,10 +264,10 @@ class AutoTuner(FunctionWrapper):
         collectives stay in step. A launcher that raises when its launches
         do not happen is left to compile at its first warm-up.
         """
-        interceptors = collect_registry(session.manager, "interceptor", "kerneltune_register_interceptors")
-        available = (cls() for cls in interceptors.classes.values() if cls.is_available())
+        available = (cls() for cls in session.interceptors.classes.values() if cls.is_available())
+        capable = [rec for rec in available if provides(rec, RecordingInterceptor)]
         # recording() is None where nothing is compiled ahead (Triton's interpreter).
-        recorders = [rec for rec in available if getattr(rec, "recording", lambda: None)() is not None]
+        recorders = [rec for rec in capable if rec.recording() is not None]
         if not recorders:
             return
         compiles: dict[int, list[Callable[[], object]]] = {}
@@ -277,7 +275,8 @@ class AutoTuner(FunctionWrapper):
             bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
             try:
                 with contextlib.ExitStack() as stack:
-                    lists = [stack.enter_context(rec.recording()) for rec in recorders]
+                    contexts = (rec.recording() for rec in recorders)
+                    lists = [stack.enter_context(context) for context in contexts if context is not None]
                     if inplace is None:
                         self.fn(*args, **bound)
                     else:
@@ -294,10 +293,7 @@ class AutoTuner(FunctionWrapper):
             for thunk in compiles[candidate.index]:
                 thunk()
 
-        processes = [
-            cast(ForkingRecorder, rec).compile_process() if hasattr(rec, "compile_process") else None
-            for rec in recorders
-        ]
+        processes = [rec.compile_process() if provides(rec, ForkingRecorder) else None for rec in recorders]
         parts = tuple(process for process in processes if process is not None)
         child = CompileProcesses(parts) if len(parts) == len(processes) else None
         tuning.compile(compile_candidate, [c for c in tuning.queued() if c.index in compiles], child=child)

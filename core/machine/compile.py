@@ -69,6 +69,7 @@ from kerneltune.core.plugin_system.contracts import CompileProcess
 from kerneltune.core.plugin_system.events import CompileFinished, CompileStarted
 
 if TYPE_CHECKING:
+    from kerneltune.core.plugin_system.observers import Observers
     from kerneltune.core.plugin_system.session import Session
 
 #: Threads when the ``compile_workers`` setting is 0 ("one per core"), at most.
@@ -164,10 +165,8 @@ class CompileStage:
         the module's notes); ``None``, or a platform without ``fork``,
         compiles on threads of this process.
     :param subject: the tuning, as its events name it.
-    :param notify: sends an observer hook its event
-        (:meth:`kerneltune.core.plugin_system.session.Session.notify`); called on pool
-        threads with ``kerneltune_compile_started`` and
-        ``kerneltune_compile_finished``.
+    :param observers: told of each compile (:attr:`kerneltune.core.plugin_system.session.Session.observers`),
+        from pool threads: ``compile_started`` and ``compile_finished``.
     """
 
     def __init__(
@@ -178,7 +177,7 @@ class CompileStage:
         workers: int,
         timeout: float,
         subject: Subject,
-        notify: Callable[[str, object], object],
+        observers: Observers,
         child: CompileProcess | None = None,
     ) -> None:
         #: how each candidate handed over compiles (a later :meth:`add` may bring its own).
@@ -192,7 +191,7 @@ class CompileStage:
         self._child_seconds: list[float] = []
         self._timeout = timeout
         self._subject = subject
-        self._notify = notify
+        self._observers = observers
         self._began: dict[int, float] = {}
         self._done = 0
         self._lock = threading.Lock()
@@ -219,7 +218,7 @@ class CompileStage:
             workers=worker_count(settings.compile_workers, len(candidates)),
             timeout=settings.compile_timeout,
             subject=subject,
-            notify=session.notify,
+            observers=session.observers,
             child=child if settings.compile_pool == "processes" else None,
         )
 
@@ -245,8 +244,7 @@ class CompileStage:
         with self._lock:
             self._began[candidate.index] = began
         about = self._subject
-        self._notify(
-            "kerneltune_compile_started",
+        self._observers.compile_started(
             CompileStarted(
                 function=about.function,
                 key=about.key,
@@ -269,8 +267,7 @@ class CompileStage:
         with self._lock:
             self._done += 1
             done, total = self._done, len(self._futures)
-        self._notify(
-            "kerneltune_compile_finished",
+        self._observers.compile_finished(
             CompileFinished(
                 function=about.function,
                 key=about.key,

@@ -32,7 +32,7 @@ from typing import TypeVar
 
 from kerneltune.core.errors import PluginError
 from kerneltune.core.machine.records import trimmed
-from kerneltune.core.plugin_system.contracts import Timer
+from kerneltune.core.plugin_system.contracts import FlushingTimer, HoldingTimer, Timer, provides
 
 DEVICE = "device"
 WALL = "wall"
@@ -118,8 +118,8 @@ class CandidateRuns:
         self.done = 0
         self.host_us = host_times() if host_us is None else host_us
         device = objective == DEVICE
-        self._flush = getattr(timer, "flush", None) if device and flush else None
-        self._hold = getattr(timer, "hold", None) if device else None
+        self._flush = timer.flush if device and flush and provides(timer, FlushingTimer) else None
+        self._hold = timer.hold if device and provides(timer, HoldingTimer) else None
 
     @property
     def finished(self) -> bool:

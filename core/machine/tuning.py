@@ -14,7 +14,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 from kerneltune.core.errors import (
@@ -37,11 +37,13 @@ from kerneltune.core.machine.shard import gather_times, share
 from kerneltune.core.machine.stored import method_of, new_record, read_record
 from kerneltune.core.machine.ties import TIE_WARMUP, agreed_near_ties
 from kerneltune.core.machine.warm_start import NEAREST, propose
-from kerneltune.core.plugin_system.contracts import CompileProcess
+from kerneltune.core.plugin_system.contracts import CompileProcess, GlobalRankReducer, provides
 from kerneltune.core.plugin_system.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.plugin_system.settings import TUNE_AUTO, TUNE_FAIL
 
 logger = logging.getLogger("kerneltune")
+
+E = TypeVar("E", bound=attrs.AttrsInstance)
 
 __all__ = ["NOT_MEASURED", "PRUNED", "Tuning"]
 
@@ -91,7 +93,7 @@ class Tuning:
         self._started = time.perf_counter()
         self._writers: frozenset[int] = frozenset({reducer.rank})
         # Per-rank files are named by the rank in the job: subgroups restart at 0.
-        self._global_rank: int = getattr(reducer, "global_rank", reducer.rank)
+        self._global_rank = reducer.global_rank if provides(reducer, GlobalRankReducer) else reducer.rank
         self._verify_pick = False
         #: candidates whose failure was reported, and the first exception of all, for finish().
         self._failed: set[int] = set()
@@ -225,11 +227,8 @@ class Tuning:
         for candidate in candidates:
             if candidate.index not in kept:
                 self._measurements[candidate.index] = Measurement(candidate.index, error=PRUNED)
-        self._notify(
-            "kerneltune_tuning_started",
-            TuningStarted,
-            candidates=measured,
-            world_size=self.reducer.world_size,
+        self.session.observers.tuning_started(
+            self._event(TuningStarted, candidates=measured, world_size=self.reducer.world_size)
         )
 
     @property
@@ -303,14 +302,16 @@ class Tuning:
     def _loaded(self, source: str) -> None:
         assert self.best is not None
         cache = type(self.session.cache).name
-        self._notify("kerneltune_pick_loaded", PickLoaded, best=self.best, source=source, cache=cache)
+        self.session.observers.pick_loaded(
+            self._event(PickLoaded, best=self.best, source=source, cache=cache)
+        )
 
-    def _notify(self, hook: str, event: type, **fields: Any) -> None:
-        """Send observers ``event``, its fields that name this tuning filled in."""
+    def _event(self, event: type[E], **fields: Any) -> E:
+        """An observer's ``event``, its fields that name this tuning filled in."""
         about = {"function": self._space.name, "key": self.key, "rank": self._global_rank}
         about |= {"verbose": self.verbose, "log_dir": self._log_dir, "driver": self.driver}
         names = {field.name for field in attrs.fields(event)}
-        self.session.notify(hook, event(**{k: v for k, v in about.items() if k in names}, **fields))
+        return event(**{k: v for k, v in about.items() if k in names}, **fields)
 
     def _prune(self, keep: Callable[[Candidate], bool] | None) -> tuple[int, ...]:
         kept = tuple(c.index for c in self._space.candidates if keep is None or keep(c))
@@ -639,13 +640,14 @@ class Tuning:
     def _finish_candidate(self, measurement: Measurement, traceback: str | None = None) -> None:
         self._measurements[measurement.index] = measurement
         job = self._job
-        self._notify(
-            "kerneltune_candidate_measured",
-            CandidateMeasured,
-            candidate=self._space.candidates[measurement.index],
-            measurement=measurement,
-            traceback=traceback,
-            stage=job.stage if job is not None and job.candidate.index == measurement.index else None,
+        self.session.observers.candidate_measured(
+            self._event(
+                CandidateMeasured,
+                candidate=self._space.candidates[measurement.index],
+                measurement=measurement,
+                traceback=traceback,
+                stage=job.stage if job is not None and job.candidate.index == measurement.index else None,
+            )
         )
 
     # -- REDUCE, SELECT, PERSIST ---------------------------------------------
@@ -684,13 +686,14 @@ class Tuning:
         # Stored times never enter SELECT: only what this tuning measured is compared.
         finite = [i for i, t in enumerate(times) if math.isfinite(t) and (allowed is None or i in allowed)]
         best = min(finite, key=lambda i: (times[i], i)) if finite else None
-        self._notify(
-            "kerneltune_tuning_finished",
-            TuningFinished,
-            candidates=candidates,
-            times=times,
-            best=None if best is None else candidates[best],
-            seconds=time.perf_counter() - self._started,
+        self.session.observers.tuning_finished(
+            self._event(
+                TuningFinished,
+                candidates=candidates,
+                times=times,
+                best=None if best is None else candidates[best],
+                seconds=time.perf_counter() - self._started,
+            )
         )
         if best is None:
             raise NoValidConfigError(self._failure_report(allowed)) from self._first_failure

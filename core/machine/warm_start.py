@@ -49,6 +49,7 @@ from kerneltune.core.machine.keys import describe, digest
 from kerneltune.core.machine.records import TuningRecord
 from kerneltune.core.machine.reuse import Plan, rows_by_fingerprint
 from kerneltune.core.machine.space import Space
+from kerneltune.core.plugin_system.contracts import ListingCache, provides
 from kerneltune.core.plugin_system.session import Session
 
 logger = logging.getLogger("kerneltune")
@@ -130,7 +131,7 @@ def key_distance(session: Session, function: str, key: Any, other: Any) -> float
 
     :raises PluginError: for an answer that is not a number of at least 0.
     """
-    answer = session.manager.hook.kerneltune_key_distance(function=function, key=key, other=other)
+    answer = session.key_distance(function, key, other)
     if answer is None:
         return default_distance(key, other)
     if isinstance(answer, bool) or not isinstance(answer, int | float) or not answer >= 0:
@@ -181,10 +182,10 @@ def stored_records(session: Session, space: Space, known: dict[str, dict[str, An
     :param known: the records this process made or read, by entry; the
         listed ones read here are added to it, so each is read once.
     """
-    entries = getattr(session.cache, "entries", None)
-    if entries is not None:
+    cache = session.cache
+    if provides(cache, ListingCache):
         try:
-            listed = [entry for _, entry, _ in entries(space.name)]
+            listed = [entry for _, entry, _ in cache.entries(space.name)]
         except Exception as exc:
             logger.info(
                 "kerneltune: %s: cannot list the stored records for a warm start (%s)", space.name, exc

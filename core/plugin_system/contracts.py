@@ -9,8 +9,9 @@ below is what an instance must provide. Optional parts are protocols of their
 own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`,
 :class:`GlobalRankReducer`, :class:`RecordingInterceptor`,
 :class:`ForkingRecorder`, :class:`ForkingLaunch`, :class:`IsolatingLaunch`,
-:class:`ProbingProfileFamily`, :class:`DeviceTimer`): the engine looks
-for them on the instance and does without them where they are missing.
+:class:`ProbingProfileFamily`, :class:`DeviceTimer`), runtime-checkable:
+the engine asks :func:`provides` whether an instance has one and does
+without it where it is missing.
 
 Plugins need not import this module or subclass anything: a class matches by
 its shape. The engine's signatures use these protocols, so a type checker
@@ -20,9 +21,10 @@ reading a plugin's class against them finds a missing or misnamed method.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from kerneltune.core.isolation.target import Target
@@ -30,6 +32,31 @@ if TYPE_CHECKING:
     from kerneltune.core.search.profiles import CompileTarget
 
 Thunk = Callable[[], object]
+
+P = TypeVar("P")
+
+
+def provides(obj: object, part: Callable[..., P]) -> TypeGuard[P]:
+    """Whether ``obj`` has the optional part ``part``, one of this module's runtime-checkable protocols.
+
+    The one way the engine asks: ``if provides(timer, FlushingTimer): timer.flush()``.
+    It checks the members ``part`` adds to its family's protocol (what makes
+    it optional), each present and not ``None``; the family's own members
+    are the registry's to check. So a registered class can be asked too,
+    before it is constructed (``provides(timer_class, DeviceTimer)``).
+    ``isinstance(obj, part)`` checks the whole shape instead.
+
+    :param part: typed as a callable because a type checker takes a
+        protocol for no concrete ``type[P]``.
+    """
+    return all(getattr(obj, name, None) is not None for name in _added_members(part))
+
+
+@functools.cache
+def _added_members(part: Callable[..., object]) -> tuple[str, ...]:
+    """The public names a protocol declares itself, annotations included, not those of its bases."""
+    own = vars(part)
+    return tuple(sorted(n for n in {*own.get("__annotations__", {}), *own} if not n.startswith("_")))
 
 
 class Registrable(Protocol):
@@ -78,6 +105,7 @@ class Timer(Registrable, Protocol):
         ...
 
 
+@runtime_checkable
 class FlushingTimer(Timer, Protocol):
     """A timer that can evict the device's caches (optional part of :class:`Timer`)."""
 
@@ -86,6 +114,7 @@ class FlushingTimer(Timer, Protocol):
         ...
 
 
+@runtime_checkable
 class HoldingTimer(Timer, Protocol):
     """A timer that can keep the device busy (optional part of :class:`Timer`)."""
 
@@ -94,6 +123,7 @@ class HoldingTimer(Timer, Protocol):
         ...
 
 
+@runtime_checkable
 class DeviceTimer(Timer, Protocol):
     """A timer of one device's work (optional part of :class:`Timer`).
 
@@ -227,6 +257,7 @@ class Cache(Registrable, Protocol):
         ...
 
 
+@runtime_checkable
 class ListingCache(Cache, Protocol):
     """A cache whose records can be listed (optional part of :class:`Cache`).
 
@@ -285,6 +316,7 @@ class Reducer(Registrable, Protocol):
         ...
 
 
+@runtime_checkable
 class GlobalRankReducer(Reducer, Protocol):
     """A reducer that knows this process's rank in the whole job (optional part of :class:`Reducer`)."""
 
@@ -385,6 +417,7 @@ class IsolatedLaunch(Protocol):
         ...
 
 
+@runtime_checkable
 class IsolatingLaunch(KernelLaunch, Protocol):
     """A launch the isolation worker can repeat (optional part of :class:`KernelLaunch`).
 
@@ -432,6 +465,7 @@ class Interceptor(Registrable, Protocol):
         ...
 
 
+@runtime_checkable
 class RecordingInterceptor(Interceptor, Protocol):
     """An interceptor that can record launches for COMPILE (optional part of :class:`Interceptor`)."""
 
@@ -446,6 +480,7 @@ class RecordingInterceptor(Interceptor, Protocol):
         ...
 
 
+@runtime_checkable
 class ForkingLaunch(KernelLaunch, Protocol):
     """A launch whose configs can compile in forked processes (optional part of :class:`KernelLaunch`)."""
 
@@ -460,6 +495,7 @@ class ForkingLaunch(KernelLaunch, Protocol):
         ...
 
 
+@runtime_checkable
 class ForkingRecorder(RecordingInterceptor, Protocol):
     """A recorder whose thunks can run in forked processes (optional, of :class:`RecordingInterceptor`)."""
 
@@ -497,6 +533,7 @@ class ProfileFamily(Registrable, Protocol):
         ...
 
 
+@runtime_checkable
 class ProbingProfileFamily(ProfileFamily, Protocol):
     """A family that names its probe profiles (optional part of :class:`ProfileFamily`)."""
 

@@ -7,7 +7,6 @@ feature through ``kerneltune_register_features`` and tells it to enable it.
 
 from __future__ import annotations
 
-from kerneltune.core.plugin_system.registry import collect_registry
 from kerneltune.core.plugin_system.session import current_session
 
 
@@ -18,5 +17,4 @@ def enable_feature(name: str) -> None:
         that exist), or its provider cannot run here (e.g. Triton is not
         installed).
     """
-    registry = collect_registry(current_session().manager, "feature", "kerneltune_register_features")
-    registry.select(name)().enable()
+    current_session().features.select(name)().enable()

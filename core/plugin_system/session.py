@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import logging
 import os
 import threading
 import warnings
@@ -14,7 +13,19 @@ import attrs
 import pluggy
 from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
 from kerneltune.core.notices import warn_once
-from kerneltune.core.plugin_system.contracts import Cache, Device, Reducer, Timer
+from kerneltune.core.plugin_system.contracts import (
+    Cache,
+    Device,
+    DeviceTimer,
+    Feature,
+    Interceptor,
+    ProfileFamily,
+    Reducer,
+    SearchStrategy,
+    Timer,
+    provides,
+)
+from kerneltune.core.plugin_system.observers import Observers
 from kerneltune.core.plugin_system.registry import (
     Registry,
     collect_registry,
@@ -23,14 +34,15 @@ from kerneltune.core.plugin_system.registry import (
 )
 from kerneltune.core.plugin_system.settings import Settings, load_settings
 
-logger = logging.getLogger("kerneltune")
-
 
 @attrs.frozen
 class Session:
     """Plugins and facts for one :class:`Settings`: built once, shared by tunings.
 
-    The classes' contracts are in :mod:`kerneltune.core.plugin_system.contracts`.
+    The one way the engine reaches its plugins: every registry, the
+    observer hooks (:attr:`observers`) and the first-result hooks
+    (:meth:`describe_value`, :meth:`key_distance`). The classes' contracts
+    are in :mod:`kerneltune.core.plugin_system.contracts`.
     """
 
     settings: Settings
@@ -45,6 +57,12 @@ class Session:
     #: an instance of every available device, the session's own (:attr:`device`) first, then
     #: the others by the registry's rule: the order isolation asks them in (``kerneltune_register_devices``).
     placement: tuple[Device, ...]
+    interceptors: Registry[Interceptor]
+    profile_families: Registry[ProfileFamily]
+    search_strategies: Registry[SearchStrategy]
+    features: Registry[Feature]
+    #: the observer hooks, one method each (``session.observers.candidate_measured(event)``).
+    observers: Observers
 
     @classmethod
     def create(cls, settings: Settings, extra: tuple[object, ...] = ()) -> Session:
@@ -85,6 +103,15 @@ class Session:
             versions={k: str(v) for k, v in merged_facts(manager, "kerneltune_software_versions").items()},
             devices=devices,
             placement=placement,
+            interceptors=collect_registry(manager, "interceptor", "kerneltune_register_interceptors"),
+            profile_families=collect_registry(
+                manager, "profile family", "kerneltune_register_profile_families"
+            ),
+            search_strategies=collect_registry(
+                manager, "search strategy", "kerneltune_register_search_strategies"
+            ),
+            features=collect_registry(manager, "feature", "kerneltune_register_features"),
+            observers=Observers(manager.hook),
         )
         if settings.reducer != "auto":
             session.reducers.get(settings.reducer, settings.source("reducer"))
@@ -161,18 +188,14 @@ class Session:
                 stacklevel=3,
             )
 
-    def notify(self, hook: str, event: Any) -> None:
-        """Call the observer hook ``hook`` with ``event``; an observer that raises is logged, not raised.
+    def describe_value(self, value: Any) -> str | None:
+        """``kerneltune_describe_value``: the first plugin's readable form of ``value``, or ``None``."""
+        described: str | None = self.manager.hook.kerneltune_describe_value(value=value)
+        return described
 
-        An observer failing on one rank (say, an unwritable log directory)
-        must not pull that rank out of a tuning while the others wait at its
-        next barrier, nor fail the user's kernel launch.
-        """
-        try:
-            getattr(self.manager.hook, hook)(event=event)
-        except Exception:
-            about = getattr(event, "function", None) or getattr(event, "kernel", "")
-            logger.exception("kerneltune: %s: an observer of %s failed", about, hook)
+    def key_distance(self, function: str, key: Any, other: Any) -> Any:
+        """``kerneltune_key_distance``: the first plugin's answer, unchecked; ``None`` where none answers."""
+        return self.manager.hook.kerneltune_key_distance(function=function, key=key, other=other)
 
     def make_timer(self) -> Timer:
         """A new timer of the configured (or automatically chosen) kind.
@@ -240,11 +263,10 @@ def resolve_devices(
     devices: Registry[Device] = collect_registry(manager, "device", "kerneltune_register_devices")
     timers = collect_registry(manager, "timer", "kerneltune_register_timers")
     timer = timers.select(settings.timer, settings.source("timer"))
-    named = getattr(timer, "device", None)
-    if named is None:
-        first = devices.select("auto")
+    if provides(timer, DeviceTimer):
+        first = devices.select(timer.device, f"the device attribute of timer {timer.name!r}")
     else:
-        first = devices.select(named, f"the device attribute of timer {timer.name!r}")
+        first = devices.select("auto")
     return devices, tuple(cls() for cls in (first, *(c for c in devices.ranked() if c is not first)))
 
 

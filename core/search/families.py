@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kerneltune.core.errors import PluginError
-from kerneltune.core.plugin_system.contracts import ProfileFamily
-from kerneltune.core.plugin_system.registry import DEFAULT_PRIORITY, Registry, collect_registry
+from kerneltune.core.plugin_system.contracts import ProbingProfileFamily, ProfileFamily, provides
+from kerneltune.core.plugin_system.registry import DEFAULT_PRIORITY, Registry
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.search.profiles import OPERATORS, CompileTarget, unique_profiles
 
@@ -20,7 +20,7 @@ def profile_families(session: Session) -> Registry[ProfileFamily]:
 
     :raises PluginError: when two plugins register one name.
     """
-    return collect_registry(session.manager, "profile family", "kerneltune_register_profile_families")
+    return session.profile_families
 
 
 def choose_family(session: Session, target: CompileTarget, operator: str) -> ProfileFamily | None:
@@ -90,8 +90,7 @@ def family_probes(
 
     :raises PluginError: naming the family, when a probe is not one of its profiles.
     """
-    named = getattr(family, "probe_profiles", None)
-    probes = [] if named is None else named(target)
+    probes = family.probe_profiles(target) if provides(family, ProbingProfileFamily) else []
     for probe in probes:
         if probe not in profiles:
             raise PluginError(

@@ -9,7 +9,7 @@ is given is in :mod:`kerneltune.core.search.geometry`.
 from __future__ import annotations
 
 from kerneltune.core.plugin_system.contracts import SearchStrategy
-from kerneltune.core.plugin_system.registry import Registry, collect_registry
+from kerneltune.core.plugin_system.registry import Registry
 from kerneltune.core.plugin_system.session import Session
 
 
@@ -18,7 +18,7 @@ def search_strategies(session: Session) -> Registry[SearchStrategy]:
 
     :raises PluginError: when two plugins register one name, naming both.
     """
-    return collect_registry(session.manager, "search strategy", "kerneltune_register_search_strategies")
+    return session.search_strategies
 
 
 def choose_strategy(session: Session, hinted: str | None = None, where: str | None = None) -> SearchStrategy:

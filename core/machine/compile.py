@@ -374,8 +374,8 @@ class CompileStage:
         """Block until no compile handed over is running, and the pool's threads have ended.
 
         Every compile, not only the next candidate's: a compile beside a
-        timed run takes the host's cores and memory bandwidth from it (on a
-        two-core host a 0.1 ms candidate read 2-15 ms), so nothing of the
+        timed run takes the host's cores and memory bandwidth from it (see
+        BENCHMARKS.md, "Figures behind choices in the code"), so nothing of the
         stage may run while a candidate is measured. A compile past its
         timeout is given up: its process is killed; a thread cannot be, and
         finishes in the background.

@@ -182,9 +182,9 @@ class CandidateRuns:
 
         Both go inside the timer's set-up: enqueued earlier, the device could
         finish them before the host had launched the work and sit idle
-        inside the timed region. The flush alone covers only a quick host: it
-        keeps an H200 busy for about 60 µs, and one triton 3.6 launch took
-        one lease's host 67-88 µs (another's 36 µs).
+        inside the timed region. The flush alone covers only a quick host: a
+        launch can take the host longer than the flush keeps the device busy
+        (BENCHMARKS.md, "Host time inside the timed region, and the hold").
         """
         flush, hold = self._flush, self._hold
         if hold is not None:

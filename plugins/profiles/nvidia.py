@@ -6,16 +6,14 @@ speed. Vector kernels get more warp counts and fewer stages: they have short
 or no loops to pipeline, and their speed is mostly how many threads stream
 each block.
 
-``num_ctas`` (Hopper clusters) is left out: on an H200 with triton 3.6 a
-plain ``tl.dot`` kernel with ``num_ctas=2`` fails in Triton's CTA-planning
-pass (seen 2026-11-29), so half the family would be compile failures, and
-clusters pay only for kernels written for them (TMA multicast), whose authors
-fix ``num_ctas`` at launch.
+``num_ctas`` (Hopper clusters) is left out: Triton's CTA planning fails
+plain ``tl.dot`` kernels with it (BENCHMARKS.md, "Figures behind choices in
+the code"), and clusters pay only for kernels written for them (TMA
+multicast), whose authors fix ``num_ctas`` at launch.
 
 The matrix family probes every shape with 8 warps as well as the default 4
 (see :meth:`NvidiaMatrixProfiles.probe_profiles`). The vector family probes
-with its base alone: on issue 5's H200 bench its kernels were ranked well
-enough at the base (16-19% of the space measured, picks within about 1%),
+with its base alone: its kernels are ranked well enough there (BENCHMARKS.md),
 and a second probe would add a measurement per shape to the stage that is
 most of their cost.
 
@@ -54,13 +52,13 @@ class NvidiaMatrixProfiles:
 
         A ``BLOCK_M x BLOCK_N`` tile keeps its fp32 accumulator in registers
         split over the warps, so at 4 warps a 128x256 tile needs 256 per
-        thread for the accumulator alone and spills: on an H200 (fp16
-        4096^3, 2026-11-29) 128x256 and 256x128 ran 6-7x slower at 4 warps
-        than at 8, where they are the fastest tiles, and the shape search
-        ranked them out. A probe only ever lowers a shape's score, so small
-        tiles, which 8 warps slows, keep their 4-warp score. 2 warps would
-        rescue nothing worth it: the tiles it suits are small ones, within
-        6% of their 4-warp time there and far from the best. Stages shape
+        thread for the accumulator alone and spills, so the largest tiles
+        run several times slower at 4 warps than at 8, where they are the
+        fastest, and without the probe the shape search ranks them out
+        (BENCHMARKS.md, "Figures behind choices in the code"). A probe only
+        ever lowers a shape's score, so small tiles, which 8 warps slows,
+        keep their 4-warp score. 2 warps would rescue nothing worth it: the
+        tiles it suits are small ones, far from the best. Stages shape
         the pipeline rather than what fits, and are left to the profile
         search.
         """

@@ -354,6 +354,8 @@ def _show_record(stored: _Stored) -> None:
         click.echo(f"{name + ':':<15}{value}")
     for line in views.history_lines(record):
         click.echo(f"{'history:':<15}{line}")
+    for line in views.rank_lines(record):
+        click.echo(f"{'ranks:':<15}{line}")
     click.echo("")
     for line in views.candidate_lines(record):
         click.echo(line)
@@ -523,7 +525,11 @@ def _plain_data(value: Any) -> Any:
     help="Also draw one bar chart per key into this PNG file (needs matplotlib).",
 )
 def report(function: str | None, directory: Path | None, plot: Path | None) -> None:
-    """Per stored key, every candidate sorted by time with the spread of its samples."""
+    """Per stored key, every candidate sorted by time with the spread of its samples.
+
+    Where a record kept each rank's times, also the pick's time on every rank
+    and each candidate's slowest rank.
+    """
     loaded = _Plugins.load()
     root = _existing_cache_dir(directory, loaded)
     found = _readable(loaded.file_caches(root), function)
@@ -535,7 +541,7 @@ def report(function: str | None, directory: Path | None, plot: Path | None) -> N
             click.echo("")
         click.echo(f"{record.function} {views.key_text(record.key)}")
         click.echo(f"  made {iso_date(record.created)}, measured with: {views.method_text(record)}")
-        for line in views.history_lines(record):
+        for line in [*views.history_lines(record), *views.rank_lines(record)]:
             click.echo(f"  {line}")
         for line in views.candidate_lines(record):
             click.echo(line)

@@ -105,6 +105,42 @@ def test_a_tuning_uses_two_collectives_besides_one_barrier_per_candidate(tmp_pat
         assert sum(n for op, n in counts.items() if op != "barrier") <= 2
 
 
+@pytest.mark.parametrize("size", [2, 4])
+def test_a_gathering_reducer_keeps_each_ranks_times_from_its_one_collective(tmp_path, size):
+    group = ThreadGroup(size)
+    failing = {1: 2}  # candidate 2 fails on rank 1 only
+
+    def rank(r: int) -> int:
+        session = make_session(tmp_path / "cache", reducer="gathering-threads")
+        times = [1.0 + r, 5.0 - r, 3.0, 9.0]
+        return tune(Tuner(space()), session, 7, group.member(r), times, failing=[failing.get(r, -1)])[0]
+
+    # Slowest ranks: [0] 1 + (size - 1), [1] 5, [2] inf, [3] 9.
+    assert run_ranks(size, rank) == [0] * size
+    for counts in group.counts:
+        assert counts == {"gather": 1, "gather_vector": 1, "barrier": 4}
+    (record,) = records(tmp_path / "cache")
+    rows = [c["rank_times_ms"] for c in record["candidates"]]
+    assert rows[0] == [1.0 + r for r in range(size)]
+    assert rows[1] == [5.0 - r for r in range(size)]
+    assert rows[2] == [3.0, None, *[3.0] * (size - 2)]
+    assert [c["time_ms"] for c in record["candidates"]] == [float(size), 5.0, None, 9.0]
+
+
+def test_a_reducer_with_max_alone_still_tunes_and_keeps_no_rank_times(tmp_path):
+    group = ThreadGroup(2)
+
+    def rank(r: int) -> int:
+        session = make_session(tmp_path / "cache")
+        return tune(Tuner(space()), session, 7, group.member(r), [1.0 + r, 5.0, 3.0, 9.0])[0]
+
+    assert run_ranks(2, rank) == [0, 0]
+    assert all(counts == {"gather": 1, "max": 1, "barrier": 4} for counts in group.counts)
+    (record,) = records(tmp_path / "cache")
+    assert [c["time_ms"] for c in record["candidates"]] == [2.0, 5.0, 3.0, 9.0]
+    assert all("rank_times_ms" not in c for c in record["candidates"])
+
+
 def test_verify_pick_asked_by_one_rank_adds_one_gather_on_every_rank(tmp_path):
     group = ThreadGroup(3)
 

@@ -62,3 +62,33 @@ def test_report_plot_whiskers_run_from_the_fastest_to_the_slowest_sample(tuned, 
     assert all(b >= 0 for b in below) and all(a >= 0 for a in above)
     assert all(w - b >= 0 for w, b in zip(widths, below, strict=True)), "a whisker below 0 ms"
     assert sorted(texts) == ["failed", "pruned"]
+
+
+def test_report_and_cache_show_give_each_ranks_time_of_the_pick_and_its_slowest_rank(tmp_path):
+    from kerneltune.core import Session, Settings, Space, Tuner
+    from rank_doubles import ThreadGroup, plugin, run_ranks
+
+    cache_dir = tmp_path / "cache"
+    group = ThreadGroup(2)
+    rank_ms = [[1.0, 4.0, 3.0], [2.5, 1.0, 3.5]]  # [0] is the fastest on its slowest rank
+
+    def rank(r: int) -> int:
+        settings = Settings(
+            reducer="gathering-threads", cache="json", timer="wallclock", cache_dir=cache_dir, tie_rounds=0
+        )
+        session = Session.create(settings, extra=(plugin,))
+        space = Space.build("spread", [{"c": 0}, {"c": 1}, {"c": 2}], source="def spread(c): ...")
+        with Tuner(space).begin(session, "k", group=group.member(r)) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                tuning.record(candidate, [rank_ms[r][candidate.index]])
+            return tuning.finish().index
+
+    assert run_ranks(2, rank) == [0, 0]
+    for command in (["report", "spread"], ["cache", "show", "spread"]):
+        shown = CliRunner().invoke(cli.main, [*command, "--dir", str(cache_dir)], catch_exceptions=False)
+        assert shown.exit_code == 0, shown.output
+        pick = "pick [0] on its slowest rank: 2.5000 ms (rank 1 of 2); per rank (ms): "
+        assert pick + "rank 0 1.0000, rank 1 2.5000" in shown.stdout, shown.stdout
+        rows = {m.group(1): m.group(0) for m in re.finditer(r"^\s+\*?\s*\[(\d)\].*$", shown.stdout, re.M)}
+        assert re.search(r"4\.0000 ms\s+0\s+4\.0000 1\.0000", rows["1"]), rows["1"]
+        assert re.search(r"3\.5000 ms\s+1\s+3\.0000 3\.5000", rows["2"]), rows["2"]

@@ -224,6 +224,19 @@ def _warm_start(value: Any) -> dict[str, Any] | None:
     }
 
 
+def _rank_times(rows: list[dict[str, Any]]) -> tuple[tuple[float, ...], ...]:
+    kept = tuple(
+        tuple(
+            _time_or_inf(t, f"candidates[{i}].rank_times_ms[{r}]")
+            for r, t in enumerate(_rows(row.get("rank_times_ms", []), f"candidates[{i}].rank_times_ms"))
+        )
+        for i, row in enumerate(rows)
+    )
+    if len({len(times) for times in kept if times}) > 1:
+        raise CacheReadError("candidates' rank_times_ms are not all of one length")
+    return kept if any(kept) else ()
+
+
 @attrs.frozen
 class TuningRecord:
     """What the cache stores for one (function, key, hardware) entry.
@@ -237,7 +250,12 @@ class TuningRecord:
     earlier tuning of this key made, for another candidate list
     (:mod:`kerneltune.core.machine.reuse`); ``warm_start`` where a warm start
     began (:mod:`kerneltune.core.machine.warm_start`): ``{"from": <stored key>,
-    "distance": <its distance>}``, ``None`` for a tuning that did not.
+    "distance": <its distance>}``, ``None`` for a tuning that did not;
+    ``rank_times`` each candidate's time on each rank (``rank_times[i][r]``,
+    ``inf`` where it failed or was not measured there; an empty tuple for a
+    candidate whose ranks' times are not known), or empty when the tuning
+    kept none (one rank, sharded ranks, a reducer without ``gather_vector``,
+    or a record written before they were kept).
     """
 
     function: str
@@ -255,6 +273,7 @@ class TuningRecord:
     source: str | None = None
     carried: tuple[int, ...] = ()
     warm_start: dict[str, Any] | None = None
+    rank_times: tuple[tuple[float, ...], ...] = ()
     schema: int = SCHEMA
 
     def to_data(self) -> dict[str, Any]:
@@ -265,17 +284,7 @@ class TuningRecord:
             "key": self.key,
             "best": {"index": self.best_index, "label": self.labels[self.best_index]},
             "finalists": None if self.finalists is None else list(self.finalists),
-            "candidates": [
-                {
-                    "index": m.index,
-                    "fingerprint": self.fingerprints[m.index],
-                    "label": self.labels[m.index],
-                    "time_ms": None if math.isinf(self.times[m.index]) else self.times[m.index],
-                    "samples_ms": list(m.samples),
-                    "error": m.error,
-                }
-                for m in self.measurements
-            ],
+            "candidates": [self._row(m) for m in self.measurements],
             "versions": dict(self.versions),
             "hardware": dict(self.hardware),
             "created": self.created,
@@ -286,12 +295,31 @@ class TuningRecord:
             "warm_start": None if self.warm_start is None else dict(self.warm_start),
         }
 
+    def _row(self, measurement: Measurement) -> dict[str, Any]:
+        index = measurement.index
+        row = {
+            "index": index,
+            "fingerprint": self.fingerprints[index],
+            "label": self.labels[index],
+            "time_ms": None if math.isinf(self.times[index]) else self.times[index],
+            "samples_ms": list(measurement.samples),
+            "error": measurement.error,
+        }
+        if self.rank_times:
+            # Written only where kept, so a one-rank record reads as before.
+            row["rank_times_ms"] = [None if math.isinf(t) else t for t in self.ranks_of(index)]
+        return row
+
+    def ranks_of(self, index: int) -> tuple[float, ...]:
+        """Each rank's time of candidate ``index``; empty when they are not known."""
+        return self.rank_times[index] if self.rank_times else ()
+
     @classmethod
     def from_data(cls, data: Any) -> TuningRecord:
         """Rebuild a record from plain data, checking every field's type and range.
 
-        Records written before ``finalists``, ``source``, ``carried`` or
-        ``warm_start`` were kept load with their defaults.
+        Records written before ``finalists``, ``source``, ``carried``,
+        ``warm_start`` or ``rank_times_ms`` were kept load with their defaults.
 
         :raises CacheReadError: when the data is not a record of this schema:
             a field missing or of the wrong type, a number that is not finite
@@ -350,6 +378,7 @@ class TuningRecord:
                 source=None if data.get("source") is None else _text(data["source"], "source"),
                 carried=_carried(data.get("carried", []), len(rows)),
                 warm_start=_warm_start(data.get("warm_start")),
+                rank_times=_rank_times(rows),
             )
         except KeyError as exc:
             raise CacheReadError(f"record has no field {exc}") from None

@@ -80,6 +80,7 @@ def new_record(
     shards: int = 1,
     carried: tuple[int, ...] = (),
     warm_start: dict[str, Any] | None = None,
+    rank_times: tuple[tuple[float, ...], ...] = (),
 ) -> TuningRecord:
     """The record of a finished tuning: the pick, every candidate's time and how they were measured.
 
@@ -89,6 +90,7 @@ def new_record(
     :param shards: how many ranks split the candidates (1: none did).
     :param carried: the candidates whose times and measurements an earlier tuning made.
     :param warm_start: where a warm start began, or ``None``.
+    :param rank_times: each candidate's time on each rank, where REDUCE kept them.
     """
     return TuningRecord(
         function=space.name,
@@ -106,6 +108,7 @@ def new_record(
         source=space.source,
         carried=carried,
         warm_start=warm_start,
+        rank_times=rank_times,
     )
 
 

@@ -59,7 +59,10 @@ class CandidateMeasured:
 class TuningFinished:
     """The end of a tuning; ``best`` is ``None`` when every candidate failed.
 
-    ``driver`` is as in :class:`TuningStarted`.
+    ``times`` are as the ranks agreed on them (the slowest rank's);
+    ``rank_times[i][r]`` is rank ``r``'s own time of candidate ``i``, where
+    REDUCE gathered them (empty otherwise). ``driver`` is as in
+    :class:`TuningStarted`.
     """
 
     function: str
@@ -72,6 +75,7 @@ class TuningFinished:
     verbose: bool
     log_dir: Path | None
     driver: str = "function"
+    rank_times: tuple[tuple[float, ...], ...] = ()
 
 
 @attrs.frozen

@@ -9,6 +9,7 @@ Real torch.distributed runs are in test_distributed.py.
 from __future__ import annotations
 
 import json
+import logging
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -535,6 +536,36 @@ def test_near_ties_are_re_timed_in_the_same_rounds_on_every_rank(tmp_path, size)
         # says nothing about the noise, so all four tie); then two rounds over the four,
         # a barrier before each.
         assert counts == {"gather": 1, "max": 2, "barrier": 4 + 2 * 4}
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_sharded_verbose_shows_the_times_other_ranks_measured_once_gathered(tmp_path, size, caplog):
+    group = ThreadGroup(size)
+    configs = [{"block": 2**i} for i in range(5)]
+
+    def rank(r: int) -> int:
+        session = make_session(tmp_path / "cache", shard=True)
+        with Tuner(space(configs)).begin(session, 7, group=group.member(r), verbose=True) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                if candidate.index == 2:
+                    tuning.fail(candidate, RuntimeError("out of resources"))
+                else:
+                    tuning.record(candidate, [candidate.index + 1.0])
+            return tuning.finish().index
+
+    with caplog.at_level(logging.INFO, logger="kerneltune"):
+        assert run_ranks(size, rank) == [0] * size
+    shown = [r.getMessage() for r in caplog.records]
+    log = (tmp_path / "cache" / "work" / "tune-rank0.log").read_text()
+    for index in range(5):
+        owner = index % size
+        if owner == 0:
+            continue
+        outcome = "failed" if index == 2 else f"mean {index + 1.0:.4f} ms"
+        line = f"work: [{index}] {{'block': {2**index}}} (measured on rank {owner}): {outcome}"
+        assert line in log, log
+        assert line in shown, shown
+    assert "(measured on rank 0)" not in log, "rank 0's own candidates were shown when measured"
 
 
 @pytest.mark.parametrize("size", [2, 3])

@@ -671,9 +671,13 @@ class Tuning:
         local = [self._measurement(c.index).mean for c in candidates]
         if self._schedule.shard:
             measured = sorted(i for i, m in self._measurements.items() if m.error != PRUNED)
-            reduced = Reduced(gather_times(self.reducer, local, measured))
+            times, owners = gather_times(self.reducer, local, measured)
+            reduced = Reduced(times)
+            # Other ranks' candidates: their times are known here only now, for the observers.
+            here = self.reducer.rank
+            elsewhere = tuple((i, r) for i, r in enumerate(owners) if r is not None and r != here)
         else:
-            reduced = reduce_times(self.reducer, local)
+            reduced, elsewhere = reduce_times(self.reducer, local), ()
         times = reduced.times
         if among is None:
             among = self._finalists
@@ -694,6 +698,7 @@ class Tuning:
             best=None if best is None else candidates[best],
             seconds=time.perf_counter() - self._started,
             rank_times=reduced.rank_times,
+            measured_elsewhere=elsewhere,
         )
         if best is None:
             raise NoValidConfigError(self._failure_report(allowed)) from self._first_failure

@@ -61,7 +61,11 @@ class TuningFinished:
 
     ``times`` are as the ranks agreed on them (the slowest rank's);
     ``rank_times[i][r]`` is rank ``r``'s own time of candidate ``i``, where
-    REDUCE gathered them (empty otherwise). ``driver`` is as in
+    REDUCE gathered them (empty otherwise). ``measured_elsewhere`` holds
+    ``(candidate index, rank)`` for each candidate that another rank of the
+    group measured instead of this one (sharded ranks), whose time in
+    ``times`` this rank learnt only at REDUCE; no
+    ``kerneltune_candidate_measured`` came for those. ``driver`` is as in
     :class:`TuningStarted`.
     """
 
@@ -76,6 +80,7 @@ class TuningFinished:
     log_dir: Path | None
     driver: str = "function"
     rank_times: tuple[tuple[float, ...], ...] = ()
+    measured_elsewhere: tuple[tuple[int, int], ...] = ()
 
 
 @attrs.frozen

@@ -324,7 +324,7 @@ def _cache_names(loaded: _Plugins) -> str:
 @click.argument("record_ref", metavar="RECORD")
 @_dir_option
 def show(record_ref: str, directory: Path | None) -> None:
-    """Every candidate of a record, fastest first, with errors.
+    """Every candidate of a record, fastest first, with errors, and Python that hard-codes the pick.
 
     RECORD is a record file's path, the start of its digest (the file name
     without its suffix), or a function's name for every record of it, looked
@@ -359,6 +359,9 @@ def _show_record(stored: _Stored) -> None:
     click.echo("")
     for line in views.candidate_lines(record):
         click.echo(line)
+    click.echo("\nto hard-code the pick:")
+    for line in views.snippet_lines(record):
+        click.echo(f"  {line}")
 
 
 def _interactive() -> bool:

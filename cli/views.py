@@ -145,6 +145,44 @@ def candidate_lines(record: TuningRecord) -> list[str]:
     return ["  " + line for line in table([*headers, "spread or error"], rows)]
 
 
+def _triton_config(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("triton.Config"), dict):
+        return value["triton.Config"]
+    return None
+
+
+def python_text(value: Any) -> str:
+    """A pick's stored plain values as the Python expression that makes them."""
+    fields = _triton_config(value)
+    if fields is not None:
+        options = "".join(f", {name}={python_text(v)}" for name, v in fields.items() if name != "kwargs")
+        return f"triton.Config({python_text(fields.get('kwargs', {}))}{options})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {python_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(python_text(v) for v in value) + "]"
+    return repr(value)
+
+
+def snippet_lines(record: TuningRecord) -> list[str]:
+    """Python that hard-codes the pick: a one-config list that needs no tuning."""
+    values = record.pick_values
+    if values is None:
+        return [
+            f"# this record keeps no plain values of its pick (written before they were kept, or a "
+            f"config no plugin describes): [{record.best_index}] {record.labels[record.best_index]}"
+        ]
+    if _triton_config(values) is not None:
+        return [
+            f"# {record.function}: the one config to keep, in @triton.autotune(configs=[...])",
+            f"configs=[{python_text(values)}]",
+        ]
+    return [
+        f"# {record.function}: one candidate left, so nothing is tuned: @autotune(config_space=[...], ...)",
+        f"config_space=[{python_text(values)}]",
+    ]
+
+
 def plot(records: Sequence[TuningRecord], path: Path) -> None:
     try:
         import matplotlib

@@ -255,7 +255,11 @@ class TuningRecord:
     ``inf`` where it failed or was not measured there; an empty tuple for a
     candidate whose ranks' times are not known), or empty when the tuning
     kept none (one rank, sharded ranks, a reducer without ``gather_vector``,
-    or a record written before they were kept).
+    or a record written before they were kept); ``pick_values`` the pick's
+    config as plain data (:func:`kerneltune.core.machine.keys.plain_config`),
+    for the snippet ``kerneltune cache show`` prints and nothing else: it is
+    never turned back into a config. ``None`` where the config is not plain
+    data or the record was written before they were kept.
     """
 
     function: str
@@ -274,6 +278,7 @@ class TuningRecord:
     carried: tuple[int, ...] = ()
     warm_start: dict[str, Any] | None = None
     rank_times: tuple[tuple[float, ...], ...] = ()
+    pick_values: Any = None
     schema: int = SCHEMA
 
     def to_data(self) -> dict[str, Any]:
@@ -282,7 +287,8 @@ class TuningRecord:
             "schema": self.schema,
             "function": self.function,
             "key": self.key,
-            "best": {"index": self.best_index, "label": self.labels[self.best_index]},
+            "best": {"index": self.best_index, "label": self.labels[self.best_index]}
+            | ({} if self.pick_values is None else {"values": self.pick_values}),
             "finalists": None if self.finalists is None else list(self.finalists),
             "candidates": [self._row(m) for m in self.measurements],
             "versions": dict(self.versions),
@@ -319,7 +325,8 @@ class TuningRecord:
         """Rebuild a record from plain data, checking every field's type and range.
 
         Records written before ``finalists``, ``source``, ``carried``,
-        ``warm_start`` or ``rank_times_ms`` were kept load with their defaults.
+        ``warm_start``, ``rank_times_ms`` or ``best.values`` were kept load
+        with their defaults.
 
         :raises CacheReadError: when the data is not a record of this schema:
             a field missing or of the wrong type, a number that is not finite
@@ -379,6 +386,7 @@ class TuningRecord:
                 carried=_carried(data.get("carried", []), len(rows)),
                 warm_start=_warm_start(data.get("warm_start")),
                 rank_times=_rank_times(rows),
+                pick_values=_plain(best.get("values"), "best.values"),
             )
         except KeyError as exc:
             raise CacheReadError(f"record has no field {exc}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import warnings
@@ -9,6 +10,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import CacheReadError
+from kerneltune.core.machine.keys import plain_config
 from kerneltune.core.machine.records import STATISTIC, Measurement, Method, TuningRecord
 from kerneltune.core.machine.schedule import Schedule
 from kerneltune.core.machine.space import Space
@@ -109,7 +111,18 @@ def new_record(
         carried=carried,
         warm_start=warm_start,
         rank_times=rank_times,
+        pick_values=_pick_values(session, space.candidates[best].config),
     )
+
+
+def _pick_values(session: Session, config: Any) -> Any:
+    values = plain_config(config, session.manager.hook.kerneltune_plain_value)
+    try:
+        # A plugin's tagged data must survive any cache: JSON is the narrowest.
+        json.dumps(values, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return values
 
 
 def method_of(session: Session, schedule: Schedule) -> Method:

@@ -325,7 +325,7 @@ def _cache_names(loaded: _Plugins) -> str:
 @click.argument("record_ref", metavar="RECORD")
 @_dir_option
 def show(record_ref: str, directory: Path | None) -> None:
-    """Every candidate of a record, fastest first, with errors.
+    """Every candidate of a record, fastest first, with errors, and Python that hard-codes the pick.
 
     RECORD is a record file's path, the start of its digest (the file name
     without its suffix), or a function's name for every record of it, looked
@@ -355,9 +355,14 @@ def _show_record(stored: _Stored) -> None:
         click.echo(f"{name + ':':<15}{value}")
     for line in views.history_lines(record):
         click.echo(f"{'history:':<15}{line}")
+    for line in views.rank_lines(record):
+        click.echo(f"{'ranks:':<15}{line}")
     click.echo("")
     for line in views.candidate_lines(record):
         click.echo(line)
+    click.echo("\nto hard-code the pick:")
+    for line in views.snippet_lines(record):
+        click.echo(f"  {line}")
 
 
 def _interactive() -> bool:
@@ -524,7 +529,11 @@ def _plain_data(value: Any) -> Any:
     help="Also draw one bar chart per key into this PNG file (needs matplotlib).",
 )
 def report(function: str | None, directory: Path | None, plot: Path | None) -> None:
-    """Per stored key, every candidate sorted by time with the spread of its samples."""
+    """Per stored key, every candidate sorted by time with the spread of its samples.
+
+    Where a record kept each rank's times, also the pick's time on every rank
+    and each candidate's slowest rank.
+    """
     loaded = _Plugins.load()
     root = _existing_cache_dir(directory, loaded)
     found = _readable(loaded.file_caches(root), function)
@@ -536,7 +545,7 @@ def report(function: str | None, directory: Path | None, plot: Path | None) -> N
             click.echo("")
         click.echo(f"{record.function} {views.key_text(record.key)}")
         click.echo(f"  made {iso_date(record.created)}, measured with: {views.method_text(record)}")
-        for line in views.history_lines(record):
+        for line in [*views.history_lines(record), *views.rank_lines(record)]:
             click.echo(f"  {line}")
         for line in views.candidate_lines(record):
             click.echo(line)

@@ -93,27 +93,94 @@ def clip(text: str, width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _rank_ms(value: float) -> str:
+    return f"{value:.4f}" if math.isfinite(value) else "inf"
+
+
+def slowest_rank(times: Sequence[float]) -> int:
+    """The rank with the highest time (the candidate's time as the ranks agree on it), lowest of ties."""
+    return max(range(len(times)), key=lambda r: (times[r], -r))
+
+
+def rank_lines(record: TuningRecord) -> list[str]:
+    """The pick's time on each rank and which rank was slowest; nothing where the record kept none."""
+    times = record.ranks_of(record.best_index)
+    if not times:
+        return []
+    slowest = slowest_rank(times)
+    each = ", ".join(f"rank {r} {_rank_ms(t)}" for r, t in enumerate(times))
+    return [
+        f"pick [{record.best_index}] on its slowest rank: {format_ms(times[slowest])} (rank {slowest} of "
+        f"{len(times)}); per rank (ms): {each}"
+    ]
+
+
 def candidate_lines(record: TuningRecord) -> list[str]:
-    """Every candidate, fastest first, failures last with their error."""
+    """Every candidate, fastest first, failures last with their error.
+
+    Where the record kept each rank's times, two columns more: the slowest
+    rank (whose time is the candidate's) and every rank's time, in rank order.
+    """
     order = sorted(range(len(record.times)), key=lambda i: (record.times[i], i))
+    ranked = bool(record.rank_times)
     rows = []
     for i in order:
         error = record.measurements[i].error
         mark = "*" if i == record.best_index else "~" if i in record.carried else " "
         if error is None:
-            rows.append(
-                [
-                    f"{mark}[{i}]",
-                    record.labels[i],
-                    format_ms(record.times[i]),
-                    spread(record.measurements[i].samples),
-                ]
-            )
+            row = [f"{mark}[{i}]", record.labels[i], format_ms(record.times[i])]
+            detail = spread(record.measurements[i].samples)
         elif outcome(error) == "failed":
-            rows.append([f"{mark}[{i}]", record.labels[i], "failed", error])
+            row, detail = [f"{mark}[{i}]", record.labels[i], "failed"], error
         else:
-            rows.append([f"{mark}[{i}]", record.labels[i], error, ""])
-    return ["  " + line for line in table(["", "candidate", "time", "spread or error"], rows)]
+            row, detail = [f"{mark}[{i}]", record.labels[i], error], ""
+        if ranked:
+            times = record.ranks_of(i)
+            known = bool(times) and error not in (PRUNED, NOT_MEASURED)
+            row += [str(slowest_rank(times)), " ".join(map(_rank_ms, times))] if known else ["", ""]
+        rows.append([*row, detail])
+    headers = ["", "candidate", "time"]
+    if ranked:
+        headers += ["slowest rank", "per rank (ms)"]
+    return ["  " + line for line in table([*headers, "spread or error"], rows)]
+
+
+def _triton_config(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("triton.Config"), dict):
+        return value["triton.Config"]
+    return None
+
+
+def python_text(value: Any) -> str:
+    """A pick's stored plain values as the Python expression that makes them."""
+    fields = _triton_config(value)
+    if fields is not None:
+        options = "".join(f", {name}={python_text(v)}" for name, v in fields.items() if name != "kwargs")
+        return f"triton.Config({python_text(fields.get('kwargs', {}))}{options})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {python_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(python_text(v) for v in value) + "]"
+    return repr(value)
+
+
+def snippet_lines(record: TuningRecord) -> list[str]:
+    """Python that hard-codes the pick: a one-config list that needs no tuning."""
+    values = record.pick_values
+    if values is None:
+        return [
+            f"# this record keeps no plain values of its pick (written before they were kept, or a "
+            f"config no plugin describes): [{record.best_index}] {record.labels[record.best_index]}"
+        ]
+    if _triton_config(values) is not None:
+        return [
+            f"# {record.function}: the one config to keep, in @triton.autotune(configs=[...])",
+            f"configs=[{python_text(values)}]",
+        ]
+    return [
+        f"# {record.function}: one candidate left, so nothing is tuned: @autotune(config_space=[...], ...)",
+        f"config_space=[{python_text(values)}]",
+    ]
 
 
 def plot(records: Sequence[TuningRecord], path: Path) -> None:

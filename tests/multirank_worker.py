@@ -42,7 +42,7 @@ class Collectives:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
-        for name in ("all_gather_object", "all_reduce", "barrier"):
+        for name in ("all_gather_object", "all_gather", "all_reduce", "barrier"):
             self._wrap(name)
 
     def _wrap(self, name: str) -> None:
@@ -203,6 +203,7 @@ def slowest_rank_decides(ctx: Rank) -> dict[str, Any]:
         "own_argmin": min(delays, key=delays.__getitem__),
         "measured": sorted(set(calls)),
         "times": [c["time_ms"] for c in record["candidates"]],
+        "rank_times": [c["rank_times_ms"] for c in record["candidates"]],
         "collectives": collectives,
         "stores": stores,
         "logs": ctx.log_files("sleepy"),

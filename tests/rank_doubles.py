@@ -2,7 +2,8 @@
 
 :class:`ThreadGroup` plays a process group of ``size`` ranks; each rank's
 thread passes ``group.member(rank)`` where a real caller passes
-``autotune_pg``. The ``threads`` reducer (registered by :data:`plugin`)
+``autotune_pg``. The ``threads`` reducer (registered by :data:`plugin`, with
+``gathering-threads``, which adds the optional ``gather_vector``)
 exchanges data through shared slots, copies every payload through JSON so only
 plain data crosses ranks (as with torch.distributed), and counts each
 collective per rank. A collective that not every rank joins breaks the
@@ -110,8 +111,22 @@ class ThreadReducer:
         self._handle.group.wait()
 
 
+class GatheringThreadReducer(ThreadReducer):
+    """The ``threads`` reducer with the optional ``gather_vector``: every rank's vector, one exchange."""
+
+    name = "gathering-threads"
+    auto_priority = 0
+
+    def gather_vector(self, values: Sequence[float]) -> list[list[float]]:
+        self._count("gather_vector")
+        rows = self._handle.group.exchange(self.rank, [None if v == float("inf") else v for v in values])
+        return [[float("inf") if v is None else v for v in row] for row in rows]
+
+
 plugin = types.ModuleType("tests_thread_reducer")
-plugin.kerneltune_register_reducers = hookimpl(lambda register: register(ThreadReducer))
+plugin.kerneltune_register_reducers = hookimpl(
+    lambda register: [register(ThreadReducer), register(GatheringThreadReducer)]
+)
 
 
 def run_ranks(size: int, body: Callable[[int], Any]) -> list[Any]:

@@ -92,7 +92,7 @@ def test_record_holds_versions_hardware_key_and_every_candidate(cpu_host, isolat
     assert record["schema"] == 1
     assert record["function"] == "work"
     assert record["key"] == [8, "k"]
-    assert record["best"] == {"index": 0, "label": "n=<1>"}
+    assert record["best"] == {"index": 0, "label": "n=<1>", "values": {"n": 1}}
 
     versions = record["versions"]
     assert versions["python"] == ".".join(map(str, sys.version_info[:3]))

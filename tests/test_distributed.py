@@ -34,6 +34,7 @@ JOIN_TIMEOUT_S = 60
 # Well under the worker's 30 s group timeout: an agreement error must come at once.
 PROMPT_S = 10
 SLOW_MS = 40.0  # as in the worker
+FAST_MS = 5.0
 
 SCENARIOS = [
     "slowest_rank_decides",
@@ -172,7 +173,7 @@ def test_the_slowest_rank_decides_for_all(runs, world):
         assert result["pick"] == world
         assert result["measured"] == list(range(world + 1))
         assert result["collectives"] == {
-            "counts": {"all_gather_object": 1, "all_reduce": 1, "barrier": world + 1},
+            "counts": {"all_gather_object": 1, "all_gather": 1, "barrier": world + 1},
             "groups": ['"world"'],
         }
         # One writer for the shared cache directory; every rank keeps its own log file.
@@ -180,6 +181,14 @@ def test_the_slowest_rank_decides_for_all(runs, world):
         assert result["logs"] == [f"tune-rank{r}.log" for r in range(world)]
     # The stored times are the maxima: no rank's fast run survives the reduction.
     assert all(t >= SLOW_MS for t in results[0]["times"][:world])
+    # Each rank's own time of each candidate is kept too, from the same one collective:
+    # config c was fast on rank c alone, and each stored time is its slowest rank's.
+    rank_times = results[0]["rank_times"]
+    for c in range(world):
+        assert len(rank_times[c]) == world
+        assert FAST_MS <= rank_times[c][c] < SLOW_MS
+        assert all(t >= SLOW_MS for r, t in enumerate(rank_times[c]) if r != c)
+    assert all(t == max(row) for t, row in zip(results[0]["times"], rank_times, strict=True))
 
 
 @WORLDS
@@ -201,11 +210,11 @@ def test_sharded_ranks_measure_a_share_each_and_agree_on_the_pick(runs, world):
 def test_a_tuning_uses_two_collectives_besides_its_barriers(runs, world):
     for counts in values(runs(world), "counts_per_tuning"):
         for n in (1, 3, 6):
-            assert counts[f"tune {n}"]["counts"] == {"all_gather_object": 1, "all_reduce": 1, "barrier": n}
+            assert counts[f"tune {n}"]["counts"] == {"all_gather_object": 1, "all_gather": 1, "barrier": n}
             assert counts[f"hit {n}"]["counts"] == {}
             assert counts[f"disk {n}"]["counts"] == {"all_gather_object": 1}
         # verify_pick, asked for on rank 0 only: one more gather, on every rank.
-        assert counts["verify 4"]["counts"] == {"all_gather_object": 2, "all_reduce": 1, "barrier": 4}
+        assert counts["verify 4"]["counts"] == {"all_gather_object": 2, "all_gather": 1, "barrier": 4}
 
 
 @WORLDS
@@ -308,7 +317,7 @@ def test_a_subgroup_of_two_ranks_tunes_without_the_others(runs):
         # Each group picks by its own slowest rank; every collective ran on its own group.
         assert result["pick"] == (0 if rank < 2 else 1)
         assert result["collectives"] == {
-            "counts": {"all_gather_object": 1, "all_reduce": 1, "barrier": 3},
+            "counts": {"all_gather_object": 1, "all_gather": 1, "barrier": 3},
             "groups": [members],
         }
         assert result["stores"] == (1 if rank in (0, 2) else 0)

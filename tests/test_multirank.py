@@ -9,6 +9,7 @@ Real torch.distributed runs are in test_distributed.py.
 from __future__ import annotations
 
 import json
+import logging
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -103,6 +104,42 @@ def test_a_tuning_uses_two_collectives_besides_one_barrier_per_candidate(tmp_pat
     for counts in group.counts:
         assert counts == {"gather": 1, "max": 1, "barrier": count}
         assert sum(n for op, n in counts.items() if op != "barrier") <= 2
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_a_gathering_reducer_keeps_each_ranks_times_from_its_one_collective(tmp_path, size):
+    group = ThreadGroup(size)
+    failing = {1: 2}  # candidate 2 fails on rank 1 only
+
+    def rank(r: int) -> int:
+        session = make_session(tmp_path / "cache", reducer="gathering-threads")
+        times = [1.0 + r, 5.0 - r, 3.0, 9.0]
+        return tune(Tuner(space()), session, 7, group.member(r), times, failing=[failing.get(r, -1)])[0]
+
+    # Slowest ranks: [0] 1 + (size - 1), [1] 5, [2] inf, [3] 9.
+    assert run_ranks(size, rank) == [0] * size
+    for counts in group.counts:
+        assert counts == {"gather": 1, "gather_vector": 1, "barrier": 4}
+    (record,) = records(tmp_path / "cache")
+    rows = [c["rank_times_ms"] for c in record["candidates"]]
+    assert rows[0] == [1.0 + r for r in range(size)]
+    assert rows[1] == [5.0 - r for r in range(size)]
+    assert rows[2] == [3.0, None, *[3.0] * (size - 2)]
+    assert [c["time_ms"] for c in record["candidates"]] == [float(size), 5.0, None, 9.0]
+
+
+def test_a_reducer_with_max_alone_still_tunes_and_keeps_no_rank_times(tmp_path):
+    group = ThreadGroup(2)
+
+    def rank(r: int) -> int:
+        session = make_session(tmp_path / "cache")
+        return tune(Tuner(space()), session, 7, group.member(r), [1.0 + r, 5.0, 3.0, 9.0])[0]
+
+    assert run_ranks(2, rank) == [0, 0]
+    assert all(counts == {"gather": 1, "max": 1, "barrier": 4} for counts in group.counts)
+    (record,) = records(tmp_path / "cache")
+    assert [c["time_ms"] for c in record["candidates"]] == [2.0, 5.0, 3.0, 9.0]
+    assert all("rank_times_ms" not in c for c in record["candidates"])
 
 
 def test_verify_pick_asked_by_one_rank_adds_one_gather_on_every_rank(tmp_path):
@@ -499,6 +536,36 @@ def test_near_ties_are_re_timed_in_the_same_rounds_on_every_rank(tmp_path, size)
         # says nothing about the noise, so all four tie); then two rounds over the four,
         # a barrier before each.
         assert counts == {"gather": 1, "max": 2, "barrier": 4 + 2 * 4}
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_sharded_verbose_shows_the_times_other_ranks_measured_once_gathered(tmp_path, size, caplog):
+    group = ThreadGroup(size)
+    configs = [{"block": 2**i} for i in range(5)]
+
+    def rank(r: int) -> int:
+        session = make_session(tmp_path / "cache", shard=True)
+        with Tuner(space(configs)).begin(session, 7, group=group.member(r), verbose=True) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                if candidate.index == 2:
+                    tuning.fail(candidate, RuntimeError("out of resources"))
+                else:
+                    tuning.record(candidate, [candidate.index + 1.0])
+            return tuning.finish().index
+
+    with caplog.at_level(logging.INFO, logger="kerneltune"):
+        assert run_ranks(size, rank) == [0] * size
+    shown = [r.getMessage() for r in caplog.records]
+    log = (tmp_path / "cache" / "work" / "tune-rank0.log").read_text()
+    for index in range(5):
+        owner = index % size
+        if owner == 0:
+            continue
+        outcome = "failed" if index == 2 else f"mean {index + 1.0:.4f} ms"
+        line = f"work: [{index}] {{'block': {2**index}}} (measured on rank {owner}): {outcome}"
+        assert line in log, log
+        assert line in shown, shown
+    assert "(measured on rank 0)" not in log, "rank 0's own candidates were shown when measured"
 
 
 @pytest.mark.parametrize("size", [2, 3])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import math
 
+import attrs
 import pytest
 from kerneltune.core import CacheReadError, TuningRecord
 from tuning_doubles import make_record
@@ -147,6 +148,37 @@ def test_finalists_round_trip_and_older_records_load_without_them():
     assert make_record().to_data()["finalists"] is None
     del data["finalists"]
     assert TuningRecord.from_data(data).finalists is None
+
+
+RANK_TIMES = ((1.5, 2.0), (1.0, 0.5), (math.inf, 3.0))
+
+
+def test_rank_times_round_trip_and_older_records_load_without_them():
+    record = attrs.evolve(make_record(times=(2.0, 1.0, math.inf)), rank_times=RANK_TIMES)
+    data = record.to_data()
+    assert [c["rank_times_ms"] for c in data["candidates"]] == [[1.5, 2.0], [1.0, 0.5], [None, 3.0]]
+    assert TuningRecord.from_data(data) == record
+    assert "rank_times_ms" not in make_record().to_data()["candidates"][0]
+    for row in data["candidates"]:
+        del row["rank_times_ms"]
+    assert TuningRecord.from_data(data).rank_times == ()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _set("candidates.0.rank_times_ms", [1.0]),  # not as many ranks as the others
+        _set("candidates.0.rank_times_ms.0", -1.0),
+        _set("candidates.0.rank_times_ms.0", "1.0"),
+        _set("candidates.0.rank_times_ms.0", math.nan),
+        _set("candidates.0.rank_times_ms", {"0": 1.0}),
+    ],
+)
+def test_hostile_rank_times_are_a_cache_read_error(damage):
+    data = attrs.evolve(make_record(times=(2.0, 1.0, math.inf)), rank_times=RANK_TIMES).to_data()
+    damage(data)
+    with pytest.raises(CacheReadError):
+        TuningRecord.from_data(data)
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -62,3 +63,85 @@ def test_report_plot_whiskers_run_from_the_fastest_to_the_slowest_sample(tuned, 
     assert all(b >= 0 for b in below) and all(a >= 0 for a in above)
     assert all(w - b >= 0 for w, b in zip(widths, below, strict=True)), "a whisker below 0 ms"
     assert sorted(texts) == ["failed", "pruned"]
+
+
+def test_report_and_cache_show_give_each_ranks_time_of_the_pick_and_its_slowest_rank(tmp_path):
+    from kerneltune.core import Session, Settings, Space, Tuner
+    from rank_doubles import ThreadGroup, plugin, run_ranks
+
+    cache_dir = tmp_path / "cache"
+    group = ThreadGroup(2)
+    rank_ms = [[1.0, 4.0, 3.0], [2.5, 1.0, 3.5]]  # [0] is the fastest on its slowest rank
+
+    def rank(r: int) -> int:
+        settings = Settings(
+            reducer="gathering-threads", cache="json", timer="wallclock", cache_dir=cache_dir, tie_rounds=0
+        )
+        session = Session.create(settings, extra=(plugin,))
+        space = Space.build("spread", [{"c": 0}, {"c": 1}, {"c": 2}], source="def spread(c): ...")
+        with Tuner(space).begin(session, "k", group=group.member(r)) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                tuning.record(candidate, [rank_ms[r][candidate.index]])
+            return tuning.finish().index
+
+    assert run_ranks(2, rank) == [0, 0]
+    for command in (["report", "spread"], ["cache", "show", "spread"]):
+        shown = CliRunner().invoke(cli.main, [*command, "--dir", str(cache_dir)], catch_exceptions=False)
+        assert shown.exit_code == 0, shown.output
+        pick = "pick [0] on its slowest rank: 2.5000 ms (rank 1 of 2); per rank (ms): "
+        assert pick + "rank 0 1.0000, rank 1 2.5000" in shown.stdout, shown.stdout
+        rows = {m.group(1): m.group(0) for m in re.finditer(r"^\s+\*?\s*\[(\d)\].*$", shown.stdout, re.M)}
+        assert re.search(r"4\.0000 ms\s+0\s+4\.0000 1\.0000", rows["1"]), rows["1"]
+        assert re.search(r"3\.5000 ms\s+1\s+3\.0000 3\.5000", rows["2"]), rows["2"]
+
+
+def test_cache_show_prints_python_that_hard_codes_the_pick(isolated):
+    import triton
+
+    @autotune(
+        config_space=[
+            {"block": 64, "cfg": triton.Config({"BLOCK": 64}, num_warps=4), "mode": "fast"},
+            {"block": 128, "cfg": triton.Config({"BLOCK": 128}, num_warps=8, num_stages=2), "mode": "slow"},
+        ],
+        key_fn=lambda: "k",
+    )
+    def hard(block, cfg, mode):
+        sum(range(200_000 if block == 64 else 1_000))
+
+    hard()
+    shown = CliRunner().invoke(cli.main, ["cache", "show", "hard"], catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    line = (
+        "config_space=[{'block': 128, 'cfg': triton.Config({'BLOCK': 128}, num_stages=2, num_warps=8), "
+        "'mode': 'slow'}]"
+    )
+    assert "to hard-code the pick:\n  # hard: one candidate left" in shown.stdout, shown.stdout
+    assert f"  {line}\n" in shown.stdout, shown.stdout
+    (path,) = (isolated / "hard").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["best"]["values"]["cfg"] == {
+        "triton.Config": {"kwargs": {"BLOCK": 128}, "num_warps": 8, "num_stages": 2}
+    }
+    # The line is Python that makes the same config again.
+    made = eval(line.removeprefix("config_space="), {"triton": triton})[0]
+    assert made["cfg"].all_kwargs() == triton.Config({"BLOCK": 128}, num_warps=8, num_stages=2).all_kwargs()
+    # A record from before the values were kept still shows, and says why there is no line.
+    del record["best"]["values"]
+    path.write_text(json.dumps(record))
+    shown = CliRunner().invoke(cli.main, ["cache", "show", "hard"], catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    assert "# this record keeps no plain values of its pick" in shown.stdout, shown.stdout
+
+
+def test_a_triton_configs_snippet_is_a_triton_config_line():
+    import attrs
+    import triton
+    from kerneltune import views
+    from tuning_doubles import make_record
+
+    values = {"triton.Config": {"kwargs": {"BLOCK_M": 64, "BLOCK_N": 32}, "num_warps": 8}}
+    record = attrs.evolve(make_record(), pick_values=values)
+    lines = views.snippet_lines(record)
+    assert lines[-1] == "configs=[triton.Config({'BLOCK_M': 64, 'BLOCK_N': 32}, num_warps=8)]"
+    made = eval(lines[-1].removeprefix("configs="), {"triton": triton})[0]
+    assert made.kwargs == {"BLOCK_M": 64, "BLOCK_N": 32} and made.num_warps == 8

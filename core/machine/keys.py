@@ -101,6 +101,29 @@ def digest(data: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def plain_config(value: object, known: Callable[..., Any]) -> Any | None:
+    """A config as plain data (JSON-able) for a record, or ``None`` where some part of it is not plain.
+
+    Dicts with string keys, lists, tuples (as lists), strings, ints, finite
+    floats, bools and ``None`` stay as they are; any other value is what
+    ``known(value)`` (the ``kerneltune_plain_value`` hook, through ``Session.plain_value``) makes of it.
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list | tuple):
+        items = [plain_config(item, known) for item in value]
+        return None if any(p is None and i is not None for p, i in zip(items, value, strict=True)) else items
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            return None
+        plain = {k: plain_config(v, known) for k, v in value.items()}
+        return None if any(plain[k] is None and v is not None for k, v in value.items()) else plain
+    tagged = known(value)
+    return tagged if isinstance(tagged, dict) else None
+
+
 def describe(value: object) -> Any:
     """A stable, plain description of a configuration value, for fingerprints.
 

@@ -224,6 +224,19 @@ def _warm_start(value: Any) -> dict[str, Any] | None:
     }
 
 
+def _rank_times(rows: list[dict[str, Any]]) -> tuple[tuple[float, ...], ...]:
+    kept = tuple(
+        tuple(
+            _time_or_inf(t, f"candidates[{i}].rank_times_ms[{r}]")
+            for r, t in enumerate(_rows(row.get("rank_times_ms", []), f"candidates[{i}].rank_times_ms"))
+        )
+        for i, row in enumerate(rows)
+    )
+    if len({len(times) for times in kept if times}) > 1:
+        raise CacheReadError("candidates' rank_times_ms are not all of one length")
+    return kept if any(kept) else ()
+
+
 @attrs.frozen
 class TuningRecord:
     """What the cache stores for one (function, key, hardware) entry.
@@ -237,7 +250,16 @@ class TuningRecord:
     earlier tuning of this key made, for another candidate list
     (:mod:`kerneltune.core.machine.reuse`); ``warm_start`` where a warm start
     began (:mod:`kerneltune.core.machine.warm_start`): ``{"from": <stored key>,
-    "distance": <its distance>}``, ``None`` for a tuning that did not.
+    "distance": <its distance>}``, ``None`` for a tuning that did not;
+    ``rank_times`` each candidate's time on each rank (``rank_times[i][r]``,
+    ``inf`` where it failed or was not measured there; an empty tuple for a
+    candidate whose ranks' times are not known), or empty when the tuning
+    kept none (one rank, sharded ranks, a reducer without ``gather_vector``,
+    or a record written before they were kept); ``pick_values`` the pick's
+    config as plain data (:func:`kerneltune.core.machine.keys.plain_config`),
+    for the snippet ``kerneltune cache show`` prints and nothing else: it is
+    never turned back into a config. ``None`` where the config is not plain
+    data or the record was written before they were kept.
     """
 
     function: str
@@ -255,6 +277,8 @@ class TuningRecord:
     source: str | None = None
     carried: tuple[int, ...] = ()
     warm_start: dict[str, Any] | None = None
+    rank_times: tuple[tuple[float, ...], ...] = ()
+    pick_values: Any = None
     schema: int = SCHEMA
 
     def to_data(self) -> dict[str, Any]:
@@ -263,19 +287,10 @@ class TuningRecord:
             "schema": self.schema,
             "function": self.function,
             "key": self.key,
-            "best": {"index": self.best_index, "label": self.labels[self.best_index]},
+            "best": {"index": self.best_index, "label": self.labels[self.best_index]}
+            | ({} if self.pick_values is None else {"values": self.pick_values}),
             "finalists": None if self.finalists is None else list(self.finalists),
-            "candidates": [
-                {
-                    "index": m.index,
-                    "fingerprint": self.fingerprints[m.index],
-                    "label": self.labels[m.index],
-                    "time_ms": None if math.isinf(self.times[m.index]) else self.times[m.index],
-                    "samples_ms": list(m.samples),
-                    "error": m.error,
-                }
-                for m in self.measurements
-            ],
+            "candidates": [self._row(m) for m in self.measurements],
             "versions": dict(self.versions),
             "hardware": dict(self.hardware),
             "created": self.created,
@@ -286,12 +301,32 @@ class TuningRecord:
             "warm_start": None if self.warm_start is None else dict(self.warm_start),
         }
 
+    def _row(self, measurement: Measurement) -> dict[str, Any]:
+        index = measurement.index
+        row = {
+            "index": index,
+            "fingerprint": self.fingerprints[index],
+            "label": self.labels[index],
+            "time_ms": None if math.isinf(self.times[index]) else self.times[index],
+            "samples_ms": list(measurement.samples),
+            "error": measurement.error,
+        }
+        if self.rank_times:
+            # Written only where kept, so a one-rank record reads as before.
+            row["rank_times_ms"] = [None if math.isinf(t) else t for t in self.ranks_of(index)]
+        return row
+
+    def ranks_of(self, index: int) -> tuple[float, ...]:
+        """Each rank's time of candidate ``index``; empty when they are not known."""
+        return self.rank_times[index] if self.rank_times else ()
+
     @classmethod
     def from_data(cls, data: Any) -> TuningRecord:
         """Rebuild a record from plain data, checking every field's type and range.
 
-        Records written before ``finalists``, ``source``, ``carried`` or
-        ``warm_start`` were kept load with their defaults.
+        Records written before ``finalists``, ``source``, ``carried``,
+        ``warm_start``, ``rank_times_ms`` or ``best.values`` were kept load
+        with their defaults.
 
         :raises CacheReadError: when the data is not a record of this schema:
             a field missing or of the wrong type, a number that is not finite
@@ -350,6 +385,8 @@ class TuningRecord:
                 source=None if data.get("source") is None else _text(data["source"], "source"),
                 carried=_carried(data.get("carried", []), len(rows)),
                 warm_start=_warm_start(data.get("warm_start")),
+                rank_times=_rank_times(rows),
+                pick_values=_plain(best.get("values"), "best.values"),
             )
         except KeyError as exc:
             raise CacheReadError(f"record has no field {exc}") from None

@@ -24,16 +24,22 @@ def share(items: Sequence[T], rank: int, world_size: int) -> list[T]:
     return list(items[rank::world_size])
 
 
-def gather_times(reducer: Any, local: Sequence[float], measured: Sequence[int]) -> tuple[float, ...]:
-    """Every candidate's time, from the rank that measured it: one ``gather``.
+def gather_times(
+    reducer: Any, local: Sequence[float], measured: Sequence[int]
+) -> tuple[tuple[float, ...], tuple[int | None, ...]]:
+    """Every candidate's time, from the rank that measured it, and that rank: one ``gather``.
 
     :param local: this rank's time for every candidate (``inf`` where it
         measured none, or the candidate failed).
     :param measured: the indices this rank measured.
+    :returns: the times, and for each candidate the rank that measured it
+        (``None``: no rank did).
     """
     mine = [[i, local[i] if math.isfinite(local[i]) else None] for i in measured]
     times = [math.inf] * len(local)
-    for rows in reducer.gather(mine):
+    owners: list[int | None] = [None] * len(local)
+    for rank, rows in enumerate(reducer.gather(mine)):
         for index, value in rows:
             times[index] = math.inf if value is None else float(value)
-    return tuple(times)
+            owners[index] = rank
+    return tuple(times), tuple(owners)

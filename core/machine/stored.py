@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import warnings
@@ -9,6 +10,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import CacheReadError
+from kerneltune.core.machine.keys import plain_config
 from kerneltune.core.machine.records import STATISTIC, Measurement, Method, TuningRecord
 from kerneltune.core.machine.schedule import Schedule
 from kerneltune.core.machine.space import Space
@@ -80,6 +82,7 @@ def new_record(
     shards: int = 1,
     carried: tuple[int, ...] = (),
     warm_start: dict[str, Any] | None = None,
+    rank_times: tuple[tuple[float, ...], ...] = (),
 ) -> TuningRecord:
     """The record of a finished tuning: the pick, every candidate's time and how they were measured.
 
@@ -89,6 +92,7 @@ def new_record(
     :param shards: how many ranks split the candidates (1: none did).
     :param carried: the candidates whose times and measurements an earlier tuning made.
     :param warm_start: where a warm start began, or ``None``.
+    :param rank_times: each candidate's time on each rank, where REDUCE kept them.
     """
     return TuningRecord(
         function=space.name,
@@ -106,7 +110,19 @@ def new_record(
         source=space.source,
         carried=carried,
         warm_start=warm_start,
+        rank_times=rank_times,
+        pick_values=_pick_values(session, space.candidates[best].config),
     )
+
+
+def _pick_values(session: Session, config: Any) -> Any:
+    values = plain_config(config, session.plain_value)
+    try:
+        # A plugin's tagged data must survive any cache: JSON is the narrowest.
+        json.dumps(values, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return values
 
 
 def method_of(session: Session, schedule: Schedule) -> Method:

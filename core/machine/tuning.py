@@ -31,6 +31,7 @@ from kerneltune.core.machine.compile import CompileStage, Subject
 from kerneltune.core.machine.keys import digest
 from kerneltune.core.machine.measure import CandidateRuns, Wrap, host_times
 from kerneltune.core.machine.records import NOT_MEASURED, PRUNED, Candidate, Measurement, TuningRecord
+from kerneltune.core.machine.reduce import Reduced, reduce_times
 from kerneltune.core.machine.reuse import Plan, carried_rows, plan_reuse
 from kerneltune.core.machine.schedule import Job, Setup
 from kerneltune.core.machine.shard import gather_times, share
@@ -672,9 +673,14 @@ class Tuning:
         local = [self._measurement(c.index).mean for c in candidates]
         if self._schedule.shard:
             measured = sorted(i for i, m in self._measurements.items() if m.error != PRUNED)
-            times = gather_times(self.reducer, local, measured)
+            times, owners = gather_times(self.reducer, local, measured)
+            reduced = Reduced(times)
+            # Other ranks' candidates: their times are known here only now, for the observers.
+            here = self.reducer.rank
+            elsewhere = tuple((i, r) for i, r in enumerate(owners) if r is not None and r != here)
         else:
-            times = tuple(self.reducer.max(local)) if self.reducer.world_size > 1 else tuple(local)
+            reduced, elsewhere = reduce_times(self.reducer, local), ()
+        times = reduced.times
         if among is None:
             among = self._finalists
         allowed = None if among is None else {c.index for c in among}
@@ -693,6 +699,8 @@ class Tuning:
                 times=times,
                 best=None if best is None else candidates[best],
                 seconds=time.perf_counter() - self._started,
+                rank_times=reduced.rank_times,
+                measured_elsewhere=elsewhere,
             )
         )
         if best is None:
@@ -716,6 +724,7 @@ class Tuning:
             shards=self.reducer.world_size if self._schedule.shard else 1,
             carried=tuple(sorted(carried)),
             warm_start=self._warm_start,
+            rank_times=tuple(() if i in carried else t for i, t in enumerate(reduced.rank_times)),
         )
         self._adopt(best, record, store=True)
         return candidates[best]

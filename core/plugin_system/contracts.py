@@ -7,7 +7,7 @@ the optional class attribute ``auto_priority`` (an int, 0 where absent; see
 :meth:`kerneltune.core.plugin_system.registry.Registry.ranked` for the rule). Each protocol
 below is what an instance must provide. Optional parts are protocols of their
 own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`,
-:class:`GlobalRankReducer`, :class:`RecordingInterceptor`,
+:class:`GlobalRankReducer`, :class:`GatheringReducer`, :class:`RecordingInterceptor`,
 :class:`ForkingRecorder`, :class:`ForkingLaunch`, :class:`IsolatingLaunch`,
 :class:`ProbingProfileFamily`, :class:`DeviceTimer`), runtime-checkable:
 the engine asks :func:`provides` whether an instance has one and does
@@ -279,10 +279,12 @@ class Reducer(Registrable, Protocol):
 
     A thin transport: agreement, selection and persistence are the engine's.
     On a miss the engine calls :meth:`gather` once to agree; if the ranks then
-    tune, :meth:`barrier` before each candidate, :meth:`max` once (an
-    adaptive tuning once more per round), and :meth:`gather` once more
-    with ``verify_pick`` and once more with ``isolate = "subprocess"``.
-    With ``world_size`` 1 it calls none of them.
+    tune, :meth:`barrier` before each candidate, at REDUCE
+    :meth:`GatheringReducer.gather_vector` once where the reducer has it and
+    :meth:`max` once where it does not (an adaptive tuning :meth:`max` once
+    more per round), and :meth:`gather` once more with ``verify_pick`` and
+    once more with ``isolate = "subprocess"``. With ``world_size`` 1 it calls
+    none of them.
     """
 
     #: This process's rank in the group; -1 outside it.
@@ -313,6 +315,23 @@ class Reducer(Registrable, Protocol):
 
     def barrier(self) -> None:
         """Return once every rank of the group has called it."""
+        ...
+
+
+@runtime_checkable
+class GatheringReducer(Reducer, Protocol):
+    """A reducer that hands every rank's timing vector back (optional part of :class:`Reducer`).
+
+    At REDUCE the engine then takes the maximum over ranks itself and keeps
+    each rank's time of each candidate in the record. Without it the engine
+    calls :meth:`Reducer.max` instead, and records keep no per-rank times.
+    """
+
+    def gather_vector(self, values: Sequence[float]) -> list[list[float]]:
+        """Every rank's float vector, in rank order, on every rank, in one collective; ``inf`` survives.
+
+        Every rank passes a vector of the same length.
+        """
         ...
 
 

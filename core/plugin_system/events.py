@@ -59,7 +59,14 @@ class CandidateMeasured:
 class TuningFinished:
     """The end of a tuning; ``best`` is ``None`` when every candidate failed.
 
-    ``driver`` is as in :class:`TuningStarted`.
+    ``times`` are as the ranks agreed on them (the slowest rank's);
+    ``rank_times[i][r]`` is rank ``r``'s own time of candidate ``i``, where
+    REDUCE gathered them (empty otherwise). ``measured_elsewhere`` holds
+    ``(candidate index, rank)`` for each candidate that another rank of the
+    group measured instead of this one (sharded ranks), whose time in
+    ``times`` this rank learnt only at REDUCE; no
+    ``kerneltune_candidate_measured`` came for those. ``driver`` is as in
+    :class:`TuningStarted`.
     """
 
     function: str
@@ -72,6 +79,8 @@ class TuningFinished:
     verbose: bool
     log_dir: Path | None
     driver: str = "function"
+    rank_times: tuple[tuple[float, ...], ...] = ()
+    measured_elsewhere: tuple[tuple[int, int], ...] = ()
 
 
 @attrs.frozen

@@ -19,6 +19,8 @@ Three families, and one hook of its own:
   it, for labels.
 * ``kerneltune_key_distance``: the first plugin that can compare two keys
   says how far apart they are, for warm starts.
+* ``kerneltune_plain_value``: the first plugin that knows a value gives its
+  plain data, for the snippet ``kerneltune cache show`` prints.
 """
 
 from __future__ import annotations
@@ -260,6 +262,23 @@ def kerneltune_describe_value(value: Any) -> str | None:
     ``str``.
 
     :param value: one value of a config dict.
+
+    The first non-``None`` result is used.
+    """
+
+
+@hookspec(firstresult=True)
+def kerneltune_plain_value(value: Any) -> dict[str, Any] | None:
+    """A config value of a type a plugin knows, as plain data tagged with the type's name.
+
+    Records keep the pick's values as plain data (never read back into
+    objects: the live config always comes from the candidate list) so that
+    ``kerneltune cache show`` can print a line that hard-codes the pick.
+    Triton's returns ``{"triton.Config": {"kwargs": {...}, "num_warps": 4,
+    ...}}`` for a ``triton.Config``. ``None`` leaves the value to others; a
+    value no plugin knows leaves the pick without stored values.
+
+    :param value: a candidate config, or one value of a config dict.
 
     The first non-``None`` result is used.
     """

@@ -193,6 +193,10 @@ class Session:
         described: str | None = self.manager.hook.kerneltune_describe_value(value=value)
         return described
 
+    def plain_value(self, value: Any) -> Any:
+        """``kerneltune_plain_value``: the first plugin's plain-data form of ``value``, or ``None``."""
+        return self.manager.hook.kerneltune_plain_value(value=value)
+
     def key_distance(self, function: str, key: Any, other: Any) -> Any:
         """``kerneltune_key_distance``: the first plugin's answer, unchecked; ``None`` where none answers."""
         return self.manager.hook.kerneltune_key_distance(function=function, key=key, other=other)

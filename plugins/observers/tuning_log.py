@@ -5,7 +5,8 @@ Every real tuning appends to ``<cache dir>/<function folder>/tune-rank<rank>.log
 samples or error (with the traceback of its first failure), and the pick.
 Verbose (``autotune_verbose=True``, a tuner's own ``verbose``/``debug``, or
 the ``verbose`` setting) also shows the start, each candidate's time or
-error, the pick, and a stored pick served, as INFO lines
+error (sharded, those other ranks measured once their times are gathered,
+naming the rank), the pick, and a stored pick served, as INFO lines
 (:mod:`kerneltune.core.verbose`); otherwise those lines are DEBUG records on
 the ``kerneltune`` logger. The log is opened without following links and
 must be this user's own regular file; a log that cannot be written is one
@@ -15,6 +16,7 @@ warning per process, and tuning goes on.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from pathlib import Path
 
@@ -113,6 +115,16 @@ def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
 
 @hookimpl
 def kerneltune_tuning_finished(event: TuningFinished) -> None:
+    # Sharded, the other ranks' candidates were never measured here: their times come now, from REDUCE.
+    for index, rank in event.measured_elsewhere:
+        candidate, measured = event.candidates[index], event.times[index]
+        outcome = f"mean {format_ms(measured)}" if math.isfinite(measured) else "failed"
+        _emit(
+            f"{event.function}: [{index}] {candidate.label} (measured on rank {rank}): {outcome}",
+            verbose=event.verbose,
+            log_dir=event.log_dir,
+            rank=event.rank,
+        )
     if event.best is None:
         line = f"{event.function}: key {event.key!r}: every candidate failed"
     else:

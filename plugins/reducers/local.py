@@ -46,6 +46,10 @@ class LocalReducer:
         """The values unchanged."""
         return list(values)
 
+    def gather_vector(self, values: Sequence[float]) -> list[list[float]]:
+        """``[values]``."""
+        return [list(values)]
+
     def barrier(self) -> None:
         """Nothing to wait for."""
 

@@ -1,7 +1,10 @@
 """MAX over ranks through torch.distributed, on any backend (gloo, NCCL, HCCL).
 
-One ``all_gather_object`` carries the agreement votes, one ``all_reduce(MAX)``
-carries the whole timing vector; barriers align the start of each candidate.
+One ``all_gather_object`` carries the agreement votes, one ``all_gather``
+carries every rank's whole timing vector (the engine takes the maximum, and
+keeps each rank's times); barriers align the start of each candidate.
+``all_reduce(MAX)`` serves what needs the maximum alone (near ties, the
+rounds of an adaptive tuning).
 All three run on the given process group (``autotune_pg``) or on WORLD, never
 on another group.
 """
@@ -70,8 +73,8 @@ class WorldMaxReducer:
         self._dist.all_gather_object(out, obj, group=self.group)
         return out
 
-    def max(self, values: Sequence[float]) -> list[float]:
-        """Element-wise maximum over ranks, in one all-reduce on the backend's device."""
+    def _tensor(self, values: Sequence[float]) -> Any:
+        # The vector on the backend's device, in the dtype it can reduce.
         import torch
 
         backend = str(self._dist.get_backend(self.group)).lower()
@@ -81,9 +84,20 @@ class WorldMaxReducer:
             if device_type == "cpu"
             else torch.device(device_type, getattr(torch, device_type).current_device())
         )
-        tensor = torch.tensor(list(values), dtype=getattr(torch, dtype), device=device)
+        return torch.tensor(list(values), dtype=getattr(torch, dtype), device=device)
+
+    def max(self, values: Sequence[float]) -> list[float]:
+        """Element-wise maximum over ranks, in one all-reduce on the backend's device."""
+        tensor = self._tensor(values)
         self._dist.all_reduce(tensor, op=self._dist.ReduceOp.MAX, group=self.group)
         return [float(v) for v in tensor.cpu().tolist()]
+
+    def gather_vector(self, values: Sequence[float]) -> list[list[float]]:
+        """Every rank's vector, in group-rank order, in one all-gather on the backend's device."""
+        tensor = self._tensor(values)
+        rows = [tensor.new_empty(tensor.shape) for _ in range(self.world_size)]
+        self._dist.all_gather(rows, tensor, group=self.group)
+        return [[float(v) for v in row.cpu().tolist()] for row in rows]
 
     def barrier(self) -> None:
         """Wait for every rank of the group."""

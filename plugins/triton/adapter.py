@@ -365,6 +365,27 @@ def config_label(config: Any) -> str:
     return ", ".join(f"{name}={value}" for name, value in shown.items()) or "defaults"
 
 
+def config_values(config: Any) -> dict[str, Any]:
+    """A config's kwargs and the plain options that differ from the defaults, as plain data.
+
+    ``triton.Config({"BLOCK_M": 64}, num_warps=8)`` gives ``{"kwargs":
+    {"BLOCK_M": 64}, "num_warps": 8}``; what is not plain (a ``pre_hook``)
+    is left out.
+    """
+
+    def plain(value: Any) -> bool:
+        return value is None or isinstance(value, bool | int | float | str)
+
+    defaults = type(config)({}).all_kwargs()
+    meta = dict(config.kwargs)
+    options = {
+        name: value
+        for name, value in config.all_kwargs().items()
+        if name not in meta and defaults.get(name) != value and plain(value)
+    }
+    return {"kwargs": {name: value for name, value in meta.items() if plain(value)}, **options}
+
+
 def interpreting() -> bool:
     """Whether kernels run in Triton's interpreter (``TRITON_INTERPRET=1``)."""
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")

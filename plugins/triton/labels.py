@@ -1,4 +1,4 @@
-"""Short labels for ``triton.Config`` values of function-level configs."""
+"""Short labels for ``triton.Config`` values, and their plain data for the pick's snippet."""
 
 from __future__ import annotations
 
@@ -18,3 +18,17 @@ def kerneltune_describe_value(value: Any) -> str | None:
     if config is None or not isinstance(value, config):
         return None
     return adapter.config_label(value)
+
+
+def _config_class() -> Any:
+    # A Config exists only once Triton is imported; nothing here imports it.
+    return getattr(sys.modules.get("triton"), "Config", None)
+
+
+@hookimpl
+def kerneltune_plain_value(value: Any) -> dict[str, Any] | None:
+    """``{"triton.Config": {"kwargs": {...}, "num_warps": 8, ...}}``: kwargs and the options it changes."""
+    config = _config_class()
+    if config is None or not isinstance(value, config):
+        return None
+    return {"triton.Config": adapter.config_values(value)}

@@ -302,7 +302,7 @@ class Tuning:
 
     def _loaded(self, source: str) -> None:
         assert self.best is not None
-        cache = type(self.session.cache).name
+        cache = self.session.cache.name
         self._notify("kerneltune_pick_loaded", PickLoaded, best=self.best, source=source, cache=cache)
 
     def _notify(self, hook: str, event: type, **fields: Any) -> None:

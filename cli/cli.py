@@ -12,6 +12,7 @@ Exit status: 0 on success, 1 on failure (one line on stderr), 2 on bad usage.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -29,9 +30,14 @@ from kerneltune.archive import read_archive, write_archive
 from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, format_ms, load_settings
 from kerneltune.core.machine.records import iso_date
 from kerneltune.core.plugin_system.contracts import ListingCache, provides
-from kerneltune.core.plugin_system.registry import Registry, collect_registry, make_plugin_manager
+from kerneltune.core.plugin_system.registry import (
+    Registry,
+    collect_registry,
+    collect_settings,
+    make_plugin_manager,
+)
 from kerneltune.core.plugin_system.session import hardware_facts, make_cache, resolve_devices
-from kerneltune.core.plugin_system.settings import redacted_url, setting_sources
+from kerneltune.core.plugin_system.settings import DeclaredSettings, resolve_declared, setting_sources
 from kerneltune.core.private_files import remove_private
 
 
@@ -62,19 +68,28 @@ class _Plugins:
     manager: pluggy.PluginManager
     registries: tuple[Registry, Registry, Registry, Registry]
     strategies: Registry
+    remote_stores: Registry
+    declared: DeclaredSettings
 
     @classmethod
     def load(cls) -> _Plugins:
         settings = load_settings()
         manager = make_plugin_manager(settings)
+        declared = collect_settings(manager)
         registries = (
             collect_registry(manager, "timer", "kerneltune_register_timers"),
             collect_registry(manager, "cache", "kerneltune_register_caches"),
             collect_registry(manager, "reducer", "kerneltune_register_reducers"),
             collect_registry(manager, "device", "kerneltune_register_devices"),
         )
-        strategies = collect_registry(manager, "search strategy", "kerneltune_register_search_strategies")
-        return cls(settings=settings, manager=manager, registries=registries, strategies=strategies)
+        return cls(
+            settings=resolve_declared(settings, declared),
+            manager=manager,
+            registries=registries,
+            strategies=collect_registry(manager, "search strategy", "kerneltune_register_search_strategies"),
+            remote_stores=collect_registry(manager, "remote store", "kerneltune_register_remote_stores"),
+            declared=declared,
+        )
 
     def hardware(self) -> dict[str, Any]:
         """The hardware facts a tuning here would key its picks by."""
@@ -171,12 +186,14 @@ def plugins() -> None:
         click.echo(line)
     if loaded.settings.block:
         click.echo(f"  blocked: {', '.join(loaded.settings.block)}")
-    for registry in (*loaded.registries, loaded.strategies):
-        try:
-            automatic = registry.select("auto").name
-        except KernelTuneError:
-            automatic = None
-        click.echo(f"\n{_plural(registry.family)} (auto takes: {automatic or 'none available'}):")
+    for registry in (*loaded.registries, loaded.remote_stores, loaded.strategies):
+        automatic = None
+        if registry is loaded.remote_stores:
+            click.echo('\nremote stores (cache = "<name>" layers one under the json cache; never auto):')
+        else:
+            with contextlib.suppress(KernelTuneError):
+                automatic = registry.select("auto").name
+            click.echo(f"\n{_plural(registry.family)} (auto takes: {automatic or 'none available'}):")
         rows = []
         for name in registry.names():
             available = "available" if registry.classes[name].is_available() else "not available here"
@@ -187,14 +204,36 @@ def plugins() -> None:
             click.echo(line)
     hardware = loaded.hardware()
     click.echo("\nhardware: " + ", ".join(f"{k} {v}" for k, v in sorted(hardware.items())))
-    sources = setting_sources()
     click.echo("\nsettings:")
-    shown = {"redis_url": redacted_url(loaded.settings.redis_url)}
     rows = [
-        [f"  {name}", json.dumps(_plain(shown.get(name, getattr(loaded.settings, name)))), where]
-        for name, where in sources.items()
+        [f"  {name}", json.dumps(_plain(getattr(loaded.settings, name))), where]
+        for name, where in setting_sources(loaded.settings).items()
     ]
     for line in views.table(["  setting", "value", "from"], rows):
+        click.echo(line)
+    _plugin_settings(loaded)
+
+
+def _plugin_settings(loaded: _Plugins) -> None:
+    """The settings the plugins declare: value, where it comes from, the plugin and what it does."""
+    if not loaded.declared.specs:
+        return
+    click.echo("\nsettings of plugins:")
+    rows = []
+    for name, spec in sorted(loaded.declared.specs.items()):
+        value = loaded.settings.get(name)
+        shown = spec.display(value) if spec.display is not None else _plain(value)
+        variables = f" ({', '.join(spec.env)})" if spec.env else ""
+        rows.append(
+            [
+                f"  {name}",
+                json.dumps(shown),
+                loaded.settings.source(name) or "default",
+                loaded.declared.owners[name],
+                spec.help + variables,
+            ]
+        )
+    for line in views.table(["  setting", "value", "from", "plugin", "about"], rows):
         click.echo(line)
 
 
@@ -460,6 +499,10 @@ def import_records(archive: Path, directory: Path | None) -> None:
     root = _cache_dir(directory, loaded)
     entries = read_archive(archive)
     caches = loaded.registries[1]
+    if loaded.settings.cache in loaded.remote_stores.classes:
+        raise click.ClickException(
+            f"cache {loaded.settings.cache!r} keeps no files; set cache to one of: {_cache_names(loaded)}"
+        )
     target = make_cache(caches.select(loaded.settings.cache), root, loaded.settings, caches)
     if not provides(target, ListingCache):
         raise click.ClickException(

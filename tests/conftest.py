@@ -7,7 +7,7 @@ import os
 import ascend_stand_in
 import pytest
 
-#: Variables plugins read themselves, outside the settings table.
+#: Variables plugins read themselves, outside the settings they declare.
 _PLUGIN_VARIABLES = ("TRITON_PRINT_AUTOTUNING", "TRITON_PRINT_AUTOTUNING_TIMINGS")
 
 
@@ -24,7 +24,15 @@ def isolated(tmp_path, monkeypatch):
     from kerneltune.core import notices
     from kerneltune.core.plugin_system import settings
 
-    for name in (settings.CONFIG_VARIABLE, *settings.ENV, *settings.ENV_NEGATED, *_PLUGIN_VARIABLES):
+    # Plugins' settings read KERNELTUNE_* variables of their own.
+    plugins = [name for name in os.environ if name.startswith(settings.PLUGIN_VARIABLE_PREFIX)]
+    for name in (
+        settings.CONFIG_VARIABLE,
+        *settings.ENV,
+        *settings.ENV_NEGATED,
+        *plugins,
+        *_PLUGIN_VARIABLES,
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "0")
     monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "0")

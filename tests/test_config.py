@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import re
 from pathlib import Path
 
 import pytest
-from kerneltune.core import ConfigError, Settings, load_settings
+from kerneltune.core import ConfigError, PluginError, Session, Settings, hookimpl, load_settings
+from kerneltune.core.plugin_system.settings import integer
 from tuning_doubles import record_files
 
 from triton_dist.tune import autotune
@@ -143,7 +145,6 @@ def test_cache_dir_from_environment_beats_the_file(tmp_path):
         ("block = [1]\n", "block"),
         ('always_tune = "sometimes"\n', "always_tune"),
         ('verbose = "very"\n', "verbose"),
-        ('timr = "wallclock"\n', "timr"),
     ],
 )
 @pytest.mark.parametrize("where", ["kerneltune.toml", "pyproject.toml", "explicit"])
@@ -164,11 +165,23 @@ def test_bad_value_names_file_and_key(tmp_path, text, key, where):
     assert isinstance(info.value, ValueError)
 
 
-def test_unknown_key_lists_the_known_ones(tmp_path):
-    path = _write(tmp_path / "kerneltune.toml", "warmups = 3\n")
-    with pytest.raises(ConfigError, match=r"unknown key 'warmups' \(known: .*repeat.*warmup"):
-        load_settings(cwd=tmp_path, environ={})
-    assert path.exists()
+@pytest.mark.parametrize("where", ["kerneltune.toml", "pyproject.toml", "explicit"])
+def test_unknown_key_names_file_and_key_and_lists_core_and_plugin_keys(tmp_path, where):
+    text = 'timr = "wallclock"\n'
+    if where == "pyproject.toml":
+        path = _write(tmp_path / "pyproject.toml", "[tool.kerneltune]\n" + text)
+    else:
+        path = _write(tmp_path / ("kerneltune.toml" if where == "kerneltune.toml" else "mine.toml"), text)
+    # Plugins declare settings too, so an unknown key is found once the session knows its plugins.
+    settings = load_settings(
+        cwd=tmp_path, environ={"KERNELTUNE_CONFIG": str(path)} if where == "explicit" else {}
+    )
+    with pytest.raises(ConfigError) as info:
+        Session.create(settings)
+    message = str(info.value)
+    assert str(path) in message
+    assert f"unknown key '{'tool.kerneltune.' if where == 'pyproject.toml' else ''}timr'" in message
+    assert re.search(r"\(known: .*redis_url.*repeat.*timer.*warmup", message), message
 
 
 @pytest.mark.parametrize("name", ["kerneltune.toml", "pyproject.toml"])
@@ -347,3 +360,61 @@ def test_an_unchanged_file_is_parsed_once_and_an_edited_one_again(tmp_path, monk
     path.write_text("repeat = 30\n")
     assert load_settings(cwd=tmp_path, environ={}).repeat == 30
     assert len(parses) == 2
+
+
+# -- settings that plugins declare ---------------------------------------------------------
+
+
+class Declaring:
+    """A plugin declaring ``rounds`` (an integer >= 1, default 3, or KERNELTUNE_ROUNDS)."""
+
+    def __init__(self, name: str = "rounds", env: tuple[str, ...] = ("KERNELTUNE_ROUNDS",)) -> None:
+        self.name, self.env = name, env
+
+    @hookimpl
+    def kerneltune_add_settings(self, add):
+        add(self.name, default=3, parse=integer(1), help="how many rounds", env=self.env)
+
+
+def test_a_plugin_reads_its_setting_from_the_files_then_its_variable(tmp_path):
+    plugin = Declaring()
+    assert Session.create(load_settings(tmp_path, {}), extra=(plugin,)).settings.get("rounds") == 3
+    path = _write(tmp_path / "kerneltune.toml", "rounds = 5\n")
+    session = Session.create(load_settings(tmp_path, {}), extra=(plugin,))
+    assert session.settings.get("rounds") == 5
+    assert session.settings.source("rounds") == f"{path} (key 'rounds')"
+    session = Session.create(load_settings(tmp_path, {"KERNELTUNE_ROUNDS": "7"}), extra=(plugin,))
+    assert (session.settings.get("rounds"), session.settings.source("rounds")) == (
+        7,
+        "environment variable KERNELTUNE_ROUNDS",
+    )
+    assert Session.create(Settings().with_given(rounds=2), extra=(plugin,)).settings.get("rounds") == 2
+
+
+def test_a_plugins_bad_value_names_the_file_and_key_or_the_variable(tmp_path):
+    path = _write(tmp_path / "pyproject.toml", "[tool.kerneltune]\nrounds = 0\n")
+    with pytest.raises(
+        ConfigError, match=rf"{re.escape(str(path))}: key 'tool.kerneltune.rounds': expected an"
+    ):
+        Session.create(load_settings(tmp_path, {}), extra=(Declaring(),))
+    path.unlink()
+    with pytest.raises(ConfigError, match="environment variable KERNELTUNE_ROUNDS: expected an integer"):
+        Session.create(load_settings(tmp_path, {"KERNELTUNE_ROUNDS": "many"}), extra=(Declaring(),))
+
+
+def test_a_setting_declared_twice_or_over_a_core_one_is_an_error_naming_the_plugins():
+    with pytest.raises(
+        PluginError, match=r"setting 'rounds' is declared by two plugins: .*Declaring and .*#2"
+    ):
+        Session.create(Settings(), extra=(Declaring(), Declaring(env=())))
+    with pytest.raises(PluginError, match="declares the setting 'warmup', which is a core setting"):
+        Session.create(Settings(), extra=(Declaring("warmup", env=()),))
+    with pytest.raises(PluginError, match="variable KERNELTUNE_TIMER already sets core setting 'timer'"):
+        Session.create(Settings(), extra=(Declaring(env=("KERNELTUNE_TIMER",)),))
+    with pytest.raises(PluginError, match="variable 'ROUNDS' must begin with KERNELTUNE_"):
+        Session.create(Settings(), extra=(Declaring(env=("ROUNDS",)),))
+
+
+def test_reading_a_setting_no_plugin_declared_is_an_error():
+    with pytest.raises(ConfigError, match=r"no plugin declared the setting 'rounds' \(declared: redis_ttl"):
+        Session.create(Settings()).settings.get("rounds")

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import pytest
 from kerneltune.core import ConfigError, PluginError, Session, Settings, Space, Tuner, load_settings
 from kerneltune.core.plugin_system.session import make_cache
-from kerneltune.core.plugin_system.settings import redacted_url
+from kerneltune.plugins.caches.redis import redacted_url
 from rank_doubles import ThreadGroup, plugin, run_ranks
 from tuning_doubles import CALLS, fresh_tuner, only_record_file, record_files
 
@@ -344,9 +344,8 @@ def test_one_rank_per_host_and_folder_writes_the_server(url, tmp_path):
     def rank(r: int) -> int:
         # Ranks 0 and 1 share a folder, rank 2 has its own: two writers.
         folder = tmp_path / ("shared" if r < 2 else "own")
-        settings = Settings(
-            reducer="threads", cache="redis", redis_url=url, timer="wallclock", cache_dir=folder
-        )
+        settings = Settings(reducer="threads", cache="redis", timer="wallclock", cache_dir=folder)
+        settings = settings.with_given(redis_url=url)
         session = Session.create(settings, extra=(plugin,))
         with Tuner(space).begin(session, 7, group=group.member(r)) as tuning:
             while (candidate := tuning.next_candidate()) is not None:
@@ -364,7 +363,7 @@ def test_settings_name_the_server_and_errors_name_what_is_missing(monkeypatch):
     pytest.importorskip("redis", reason="redis-py is not installed")
     monkeypatch.setenv("KERNELTUNE_REDIS_URL", "http://cache:6379")
     with pytest.raises(ConfigError, match="KERNELTUNE_REDIS_URL: expected a redis://"):
-        load_settings()
+        Session.create(load_settings())
     monkeypatch.setenv("KERNELTUNE_REDIS_URL", "")
     monkeypatch.setenv("KERNELTUNE_CACHE", "redis")
     with pytest.raises(ConfigError, match="cache 'redis' needs the server's URL"):
@@ -375,9 +374,8 @@ def test_settings_name_the_server_and_errors_name_what_is_missing(monkeypatch):
 
 def test_redis_is_unavailable_without_redis_py(monkeypatch):
     monkeypatch.setitem(sys.modules, "redis", None)
-    session = Session.create(load_settings())
     with pytest.raises(PluginError, match=r"cache 'redis' .* cannot run here"):
-        session.caches.select("redis")
+        Session.create(Settings(cache="redis"))
 
 
 def test_caches_get_settings_and_the_registry_only_when_they_ask(tmp_path):

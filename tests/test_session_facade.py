@@ -22,6 +22,7 @@ def test_every_registry_is_built_once_on_the_session():
     families = [
         (made.timers, "timer"),
         (made.caches, "cache"),
+        (made.remote_stores, "remote store"),
         (made.reducers, "reducer"),
         (made.devices, "device"),
         (made.interceptors, "interceptor"),
@@ -31,6 +32,7 @@ def test_every_registry_is_built_once_on_the_session():
     ]
     assert [registry.family for registry, _ in families] == [family for _, family in families]
     assert "search_params" in made.features.names()
+    assert "redis" in made.remote_stores.names()
 
 
 def test_every_observer_hook_has_a_method():

@@ -302,7 +302,7 @@ class Tuning:
 
     def _loaded(self, source: str) -> None:
         assert self.best is not None
-        cache = type(self.session.cache).name
+        cache = self.session.cache.name
         self.session.observers.pick_loaded(
             self._event(PickLoaded, best=self.best, source=source, cache=cache)
         )

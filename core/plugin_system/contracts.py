@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeGuard, TypeVar, r
 
 if TYPE_CHECKING:
     from kerneltune.core.isolation.target import Target
+    from kerneltune.core.plugin_system.settings import Settings
     from kerneltune.core.search.geometry import Measure, Point, SearchBudget, SearchGeometry
     from kerneltune.core.search.profiles import CompileTarget
 
@@ -254,6 +255,52 @@ class Cache(Registrable, Protocol):
 
     def directory(self, namespace: str) -> Path | None:
         """Where the namespace's files live, for log files; ``None`` for a cache that keeps no files."""
+        ...
+
+
+@runtime_checkable
+class RemoteStore(Registrable, Protocol):
+    """A server that several nodes share picks through; registered by ``kerneltune_register_remote_stores``.
+
+    A thin client: bytes in and out by key. The layering is core's
+    (:class:`kerneltune.core.plugin_system.layered_cache.LayeredCache`): it
+    names the keys, encodes and checks the records, keeps a local copy,
+    and turns a store's failure into a warning and a pause. Selected as
+    ``cache = "<name>"``; ``is_available()`` says whether its client
+    library can be imported. Construction connects to nothing.
+    """
+
+    #: Where the store is, for messages: a URL with any password hidden.
+    location: str
+    #: Seconds a stored value lives; ``None``: until deleted.
+    ttl: int | None
+
+    def __init__(self, settings: Settings) -> None:
+        """:param settings: the session's settings, with the store's own (:meth:`Settings.get`).
+
+        :raises kerneltune.core.ConfigError: for a missing or bad setting of its own.
+        """
+        ...
+
+    def get(self, key: str) -> bytes | None:
+        """The value stored under ``key``, ``None`` when there is none.
+
+        At most :data:`kerneltune.core.private_files.MAX_READ` + 1 bytes need
+        be read: a longer value is refused anyway.
+
+        :raises kerneltune.core.CacheReadError: for a value that is not bytes
+            (another type under the key): a logged miss.
+        :raises Exception: anything else for an outage (unreachable, too
+            slow, refused): a warning, and the store is left alone a while.
+            Give up within a fraction of a second rather than retry.
+        """
+        ...
+
+    def put(self, key: str, value: bytes, ttl: int | None) -> None:
+        """Store ``value`` under ``key`` for ``ttl`` seconds (``None``: until deleted).
+
+        :raises Exception: for an outage, as :meth:`get`.
+        """
         ...
 
 

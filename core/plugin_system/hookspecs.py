@@ -4,7 +4,7 @@ Every hook is prefixed ``kerneltune_``; a plugin implementing a hook not
 specified here is refused when the plugin manager is made, with its name.
 Three families, and one hook of its own:
 
-* registries (``kerneltune_register_*``: timers, caches, reducers, devices,
+* registries (``kerneltune_register_*``: timers, caches, remote stores, reducers, devices,
   interceptors, profile families, features): each implementation receives a
   ``register`` callable and hands it the classes it provides. All
   implementations are called; registering a name twice is an error. What
@@ -15,6 +15,8 @@ Three families, and one hook of its own:
   ``kerneltune_tuning_finished``): notifications. Their return value is
   ignored. The engine never prints: logging, progress bars and metrics attach
   here.
+* ``kerneltune_add_settings``: each plugin declares the settings it reads
+  from the config files and variables, as pytest's ``pytest_addoption`` does.
 * ``kerneltune_describe_value``: the first plugin that knows a value names
   it, for labels.
 * ``kerneltune_key_distance``: the first plugin that can compare two keys
@@ -90,12 +92,14 @@ def kerneltune_register_caches(register: Callable[[type], None]) -> None:
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Cache` (with the
     optional :class:`~kerneltune.core.plugin_system.contracts.ListingCache` part): ``name``,
     ``is_available()``, an optional ``auto_priority`` (json 10, msgpack 5,
-    memory 0, redis -10), constructed with ``root`` (a :class:`pathlib.Path`,
+    memory 0), constructed with ``root`` (a :class:`pathlib.Path`,
     the directory all functions share; it may not exist yet). A constructor
     that also names a ``settings`` parameter receives the
-    :class:`kerneltune.core.Settings` in force (for options such as
-    ``redis_url``; raise :class:`kerneltune.core.ConfigError` for a missing
-    or bad one, and connect to nothing yet), and one that names ``caches``
+    :class:`kerneltune.core.Settings` in force (for the options it declares
+    through :func:`kerneltune_add_settings`, read with
+    :meth:`~kerneltune.core.Settings.get`; raise
+    :class:`kerneltune.core.ConfigError` for a missing or bad one, and
+    connect to nothing yet), and one that names ``caches``
     receives the cache :class:`~kerneltune.core.plugin_system.registry.Registry`, so that
     it can layer over another cache by its registered name
     (``caches.get("json")``) without importing that plugin;
@@ -112,6 +116,77 @@ def kerneltune_register_caches(register: Callable[[type], None]) -> None:
     :param register: as for :func:`kerneltune_register_timers`.
 
     All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_register_remote_stores(register: Callable[[type], None]) -> None:
+    """Register remote store classes: servers that a fleet of nodes shares picks through.
+
+    Each class follows :class:`kerneltune.core.plugin_system.contracts.RemoteStore`:
+    ``name`` (users select it as ``cache = "<name>"``; it must differ from
+    every cache's name), a classmethod ``is_available() -> bool`` (its
+    client library imports), constructed with ``settings`` (the session's
+    :class:`kerneltune.core.Settings`, from which it reads the settings it
+    declared through :func:`kerneltune_add_settings`; raise
+    :class:`kerneltune.core.ConfigError` for a missing or bad one, and
+    connect to nothing yet). An instance provides ``location`` (for
+    messages, secrets hidden), ``ttl`` (seconds a value lives, or
+    ``None``), ``get(key) -> bytes | None`` and ``put(key, value, ttl)``.
+
+    Core layers it under the local cache registered as ``json``
+    (:class:`kerneltune.core.plugin_system.layered_cache.LayeredCache`):
+    local first, the store on a local miss, a store's hit checked and
+    copied to the local files, writes to both. Whatever ``get`` or ``put``
+    raises, but :class:`kerneltune.core.CacheReadError` from ``get`` (a
+    value that is no record: a logged miss), is an outage: one warning per
+    process, and the store is left alone for 30 seconds. So a store only
+    moves bytes, and gives up on a command within a fraction of a second.
+
+    :param register: as for :func:`kerneltune_register_timers`.
+
+    All implementations are called.
+    """
+
+
+@hookspec
+def kerneltune_add_settings(add: Callable[..., None]) -> None:
+    """Declare the settings this plugin reads, as pytest's ``pytest_addoption`` declares options.
+
+    Call ``add(name, *, default, parse, help, env=(), display=None)`` once
+    per setting (the fields of :class:`kerneltune.core.plugin_system.settings.SettingSpec`):
+
+    * ``name``: the key users write in ``[tool.kerneltune]`` of
+      pyproject.toml, in kerneltune.toml or in the file named by
+      ``$KERNELTUNE_CONFIG`` (``-`` in a key reads as ``_``);
+    * ``default``: the value where no source sets it;
+    * ``parse(value, where)``: turns a TOML value, or a variable's text,
+      into the value, and raises :class:`kerneltune.core.ConfigError` with
+      ``where`` (the file and key, or the variable) in its message for one
+      it refuses; :func:`~kerneltune.core.plugin_system.settings.integer`,
+      :func:`~kerneltune.core.plugin_system.settings.boolean`,
+      :func:`~kerneltune.core.plugin_system.settings.one_of`,
+      :func:`~kerneltune.core.plugin_system.settings.seconds` and
+      :func:`~kerneltune.core.plugin_system.settings.text` are ready-made;
+    * ``help``: one line for ``kerneltune plugins``;
+    * ``env``: variables that set it, each beginning ``KERNELTUNE_``; the
+      first one set wins over every file;
+    * ``display``: what listings show for a value (say, a URL with its
+      password hidden); default ``str``-like JSON.
+
+    Sources, later wins: ``default``, the files in the order core reads
+    them, the variables. A plugin reads the value with
+    :meth:`kerneltune.core.Settings.get` on the settings it is handed (a
+    cache's or remote store's ``settings``) or on
+    :attr:`kerneltune.core.Session.settings`. A key in a file that neither
+    core nor a plugin declares is a :class:`~kerneltune.core.ConfigError`
+    listing the keys that exist.
+
+    :param add: call once per setting; a name that core or another plugin
+        declares too, or a variable another setting reads, is a
+        :class:`~kerneltune.core.PluginError` naming both.
+
+    All implementations are called, when a session is made.
     """
 
 

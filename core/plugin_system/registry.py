@@ -21,7 +21,14 @@ from kerneltune.core.errors import PluginError
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system import hookspecs
 from kerneltune.core.plugin_system.contracts import Registrable
-from kerneltune.core.plugin_system.settings import Settings
+from kerneltune.core.plugin_system.settings import (
+    ENV,
+    ENV_NEGATED,
+    PLUGIN_VARIABLE_PREFIX,
+    DeclaredSettings,
+    Settings,
+    SettingSpec,
+)
 
 ENTRY_POINT_GROUP = "kerneltune"
 
@@ -236,6 +243,49 @@ def collect_registry(manager: pluggy.PluginManager, family: str, hook_name: str)
 
         _call(impl, hook_name, register=register)
     return Registry(family=family, classes=classes, owners=owners)
+
+
+def collect_settings(manager: pluggy.PluginManager) -> DeclaredSettings:
+    """Call every implementation of ``kerneltune_add_settings``: the settings the plugins declare.
+
+    :raises PluginError: naming the plugin, for a setting that a core setting
+        or another plugin (named too) has already, a variable that does not
+        begin with ``KERNELTUNE_`` or that another setting reads, or a
+        declaration that is not one.
+    """
+    declared = DeclaredSettings()
+    readers = {variable: f"core setting {field!r}" for variable, field in {**ENV, **ENV_NEGATED}.items()}
+    for impl in manager.hook.kerneltune_add_settings.get_hookimpls():
+
+        def add(name: str, *, _owner: str = impl.plugin_name, **fields: Any) -> None:
+            try:
+                spec = SettingSpec(name=name, **fields)
+            except TypeError as exc:
+                raise PluginError(f"plugin {_owner}: setting {name!r}: {exc}") from None
+            spec = attrs.evolve(spec, env=tuple(spec.env))
+            if name in attrs.fields_dict(Settings):
+                raise PluginError(f"plugin {_owner} declares the setting {name!r}, which is a core setting")
+            if name in declared.owners:
+                raise PluginError(
+                    f"setting {name!r} is declared by two plugins: {declared.owners[name]} and {_owner}"
+                )
+            for variable in spec.env:
+                if not variable.startswith(PLUGIN_VARIABLE_PREFIX):
+                    raise PluginError(
+                        f"plugin {_owner}: setting {name!r}: variable {variable!r} must begin with "
+                        f"{PLUGIN_VARIABLE_PREFIX}"
+                    )
+                if variable in readers:
+                    raise PluginError(
+                        f"plugin {_owner}: setting {name!r}: variable {variable} already sets "
+                        f"{readers[variable]}"
+                    )
+                readers[variable] = f"setting {name!r} of plugin {_owner}"
+            declared.specs[name] = spec
+            declared.owners[name] = _owner
+
+        _call(impl, "kerneltune_add_settings", add=add)
+    return declared
 
 
 def merged_facts(manager: pluggy.PluginManager, hook_name: str) -> dict[str, Any]:

@@ -21,18 +21,21 @@ from kerneltune.core.plugin_system.contracts import (
     Interceptor,
     ProfileFamily,
     Reducer,
+    RemoteStore,
     SearchStrategy,
     Timer,
     provides,
 )
+from kerneltune.core.plugin_system.layered_cache import LayeredCache
 from kerneltune.core.plugin_system.observers import Observers
 from kerneltune.core.plugin_system.registry import (
     Registry,
     collect_registry,
+    collect_settings,
     make_plugin_manager,
     merged_facts,
 )
-from kerneltune.core.plugin_system.settings import Settings, load_settings
+from kerneltune.core.plugin_system.settings import Settings, load_settings, resolve_declared
 
 
 @attrs.frozen
@@ -49,8 +52,9 @@ class Session:
     manager: pluggy.PluginManager
     timers: Registry[Timer]
     caches: Registry[Cache]
+    remote_stores: Registry[RemoteStore]
     reducers: Registry[Reducer]
-    cache: Cache
+    cache: Cache | LayeredCache
     hardware: dict[str, Any]
     versions: dict[str, str]
     devices: Registry[Device]
@@ -68,26 +72,23 @@ class Session:
     def create(cls, settings: Settings, extra: tuple[object, ...] = ()) -> Session:
         """Make a fresh plugin manager for ``settings`` and resolve the cache.
 
+        The session's :attr:`settings` are ``settings`` with the values of
+        the settings its plugins declare (``kerneltune_add_settings``).
+
         Where ``cache_dir`` starts with ``~`` and there is no home directory
         (no ``HOME``, no passwd entry), the ``memory`` cache stands in, with
         one warning per process.
 
+        :raises ConfigError: for a key of the files that no setting has, or
+            a plugin's setting whose value its parser refuses.
         :raises PluginError: for an unknown or clashing plugin name, a
             registry or fact hook that raises (naming the plugin), or no
             device that can run here.
         """
         manager = make_plugin_manager(settings, extra)
+        settings = resolve_declared(settings, collect_settings(manager))
         caches = collect_registry(manager, "cache", "kerneltune_register_caches")
-        cache_class = caches.select(settings.cache, settings.source("cache"))
-        root = _cache_root(settings)
-        if root is None and cache_class.name != "memory":
-            warn_once(
-                "no home",
-                f"kerneltune: cannot expand cache_dir {settings.cache_dir} (HOME is unset and uid "
-                f"{os.getuid()} has no passwd entry); tuning without a disk cache, picks serve this "
-                "process only (set TRITON_DIST_AUTOTUNE_CACHE_DIR to keep them)",
-            )
-            cache_class = caches.get("memory")
+        remotes = collect_registry(manager, "remote store", "kerneltune_register_remote_stores")
         timers = collect_registry(manager, "timer", "kerneltune_register_timers")
         # Fail at set-up, not mid-tuning, on a misspelt timer name.
         timers.select(settings.timer, settings.source("timer"))
@@ -97,8 +98,9 @@ class Session:
             manager=manager,
             timers=timers,
             caches=caches,
+            remote_stores=remotes,
             reducers=collect_registry(manager, "reducer", "kerneltune_register_reducers"),
-            cache=make_cache(cache_class, settings.cache_dir if root is None else root, settings, caches),
+            cache=build_cache(settings, caches, remotes),
             hardware=hardware_facts(manager, placement[0]),
             versions={k: str(v) for k, v in merged_facts(manager, "kerneltune_software_versions").items()},
             devices=devices,
@@ -129,8 +131,11 @@ class Session:
     @property
     def cache_plugin(self) -> str:
         """The cache in use as an error message names it: its name and the plugin that registered it."""
-        name = type(self.cache).name
-        return f"cache {name!r} (plugin {self.caches.owners.get(name, '?')})"
+        name = self.cache.name
+        if isinstance(self.cache, LayeredCache):
+            return f"cache {name!r} (plugin {self.cache.owner})"
+        owner = self.caches.owners.get(name, "?")
+        return f"cache {name!r} (plugin {owner})"
 
     def cache_directory(self, namespace: str) -> Path | None:
         """The cache's folder for ``namespace``, where logs go; ``None`` for none.
@@ -238,6 +243,53 @@ class Session:
                 f"{reducer.rank} of {reducer.world_size}); pass a process group only on the ranks in it"
             )
         return reducer
+
+
+def build_cache(
+    settings: Settings, caches: Registry[Cache], remotes: Registry[RemoteStore]
+) -> Cache | LayeredCache:
+    """The session's cache: the cache ``settings.cache`` names, or the local one layered over a remote store.
+
+    A remote store's name (``redis``) layers that store under the cache
+    registered as ``json`` (:class:`LayeredCache`). Where ``cache_dir``
+    starts with ``~`` and there is no home directory (no ``HOME``, no
+    passwd entry), the ``memory`` cache stands in, with one warning per
+    process.
+
+    :raises PluginError: for a name that is neither a cache nor a remote
+        store (listing both), one that is both (naming both plugins), or one
+        that cannot run here.
+    :raises ConfigError: as the cache or store raises it for its settings.
+    """
+    for name in sorted(caches.classes.keys() & remotes.classes.keys()):
+        raise PluginError(
+            f"cache {name!r} is registered by two plugins: {caches.owners[name]} (a cache) and "
+            f"{remotes.owners[name]} (a remote store)"
+        )
+    source = settings.source("cache")
+    if settings.cache == "auto" or settings.cache in caches.classes:
+        chosen: type[Any] = caches.select(settings.cache, source)
+    else:
+        both = Registry(
+            family="cache",
+            classes={**caches.classes, **remotes.classes},
+            owners={**caches.owners, **remotes.owners},
+        )
+        chosen = both.select(settings.cache, source)
+    root = _cache_root(settings)
+    if root is None:
+        if chosen.name != "memory":
+            warn_once(
+                "no home",
+                f"kerneltune: cannot expand cache_dir {settings.cache_dir} (HOME is unset and uid "
+                f"{os.getuid()} has no passwd entry); tuning without a disk cache, picks serve this "
+                "process only (set TRITON_DIST_AUTOTUNE_CACHE_DIR to keep them)",
+            )
+        return make_cache(caches.get("memory"), settings.cache_dir, settings, caches)
+    if chosen.name in remotes.classes:
+        local = make_cache(caches.get("json"), root, settings, caches)
+        return LayeredCache(local, chosen(settings=settings), remotes.owners[chosen.name])
+    return make_cache(chosen, root, settings, caches)
 
 
 def make_cache(cache_class: type, root: Path, settings: Settings, caches: Registry) -> Any:

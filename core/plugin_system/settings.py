@@ -3,17 +3,14 @@
 Sources, later wins: built-in defaults; ``[tool.kerneltune]`` in
 ./pyproject.toml; ./kerneltune.toml (top-level keys, or a ``[kerneltune]``
 table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
-``KERNELTUNE_TIMER``, ``KERNELTUNE_CACHE``, ``KERNELTUNE_REDUCER``,
-``KERNELTUNE_BLOCK_PLUGINS``, ``KERNELTUNE_VERIFY_PICK`` and
-``TRITON_DIST_AUTOTUNE_CACHE_DIR``, ``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE``,
-``TRITON_DIST_AUTOTUNE_VERSION_CHECK``, ``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD``
-(``autoload = false`` in a file), ``KERNELTUNE_PROGRESS``, ``KERNELTUNE_REDIS_URL``,
-``KERNELTUNE_REDIS_TTL``, ``KERNELTUNE_ISOLATE``, ``KERNELTUNE_ISOLATE_TIMEOUT``,
-``KERNELTUNE_VERBOSE``, ``KERNELTUNE_TUNE``,
-``KERNELTUNE_SEARCH_STRATEGY``, ``KERNELTUNE_SEARCH_EFFORT``, ``KERNELTUNE_SEARCH_BUDGET_S``,
-``KERNELTUNE_SEARCH_MAX_POINTS``,
-``KERNELTUNE_WARM_START``, ``KERNELTUNE_WARM_START_BUDGET``.
+the variables of :data:`ENV` and :data:`ENV_NEGATED`.
 :func:`setting_sources` says which of them set each value.
+
+Plugins declare settings of their own (:class:`SettingSpec`, through the
+``kerneltune_add_settings`` hook). The files are read before the plugins are
+known, so a key that is not a core setting is kept as given, with the
+``KERNELTUNE_*`` variables outside the table, and :func:`resolve_declared`
+checks them once the session knows what its plugins declared.
 """
 
 from __future__ import annotations
@@ -27,7 +24,6 @@ import reprlib
 import stat
 import sys
 import threading
-import urllib.parse
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -85,9 +81,6 @@ class Settings:
     # not part of equality, so sources that agree share one session.
     sources: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False, repr=False)
     progress: bool = True
-    # For the ``redis`` cache: the server's URL ("" for none) and the keys' lifetime (0: none).
-    redis_url: str = attrs.field(default="", repr=False)
-    redis_ttl: int = 0
     # Screen candidates in a worker process first ("subprocess"), and how long one may run there.
     isolate: str = "none"
     isolate_timeout: int = 60
@@ -104,6 +97,12 @@ class Settings:
     # A new key measures the best configs of the stored keys nearest to it ("nearest"), at most this many.
     warm_start: str = "off"
     warm_start_budget: int = 5
+    # Keys of the files that are no core setting, as (field, raw value, file, key as written), in
+    # reading order; and the KERNELTUNE_* variables outside ENV: what plugins may have declared.
+    given: tuple[tuple[str, Any, str, str], ...] = attrs.field(default=(), repr=False)
+    environment: tuple[tuple[str, str], ...] = attrs.field(default=(), repr=False)
+    # The plugins' settings, resolved from ``given`` and ``environment`` (:func:`resolve_declared`).
+    declared: tuple[tuple[str, Any], ...] = attrs.field(default=(), repr=False)
 
     @property
     def cache_root(self) -> Path:
@@ -117,6 +116,57 @@ class Settings:
     def source(self, field: str) -> str | None:
         """The file and key, or the variable, that set ``field``; ``None`` for a default."""
         return dict(self.sources).get(field)
+
+    def get(self, name: str) -> Any:
+        """The value of the setting ``name`` that a plugin declared (``kerneltune_add_settings``).
+
+        The session's settings hold every declared setting, from the files
+        and variables, else its default.
+
+        :raises ConfigError: when no plugin of the session declared ``name``.
+        """
+        for field, value in self.declared:
+            if field == name:
+                return value
+        declared = ", ".join(field for field, _ in self.declared) or "none"
+        raise ConfigError(f"no plugin declared the setting {name!r} (declared: {declared})")
+
+    def with_given(self, **values: Any) -> Settings:
+        """These settings with plugin-declared ``values`` given as a file's keys are, for programs and tests.
+
+        They are checked, like every key, when a session resolves them.
+        """
+        added = tuple((name, value, "Settings.with_given", name) for name, value in values.items())
+        return attrs.evolve(self, given=(*self.given, *added))
+
+
+@attrs.frozen
+class SettingSpec:
+    """One setting a plugin declares through ``kerneltune_add_settings``.
+
+    ``parse(value, where)`` turns what a file or variable holds into the
+    value (a TOML value, or a variable's text), raising
+    :class:`ConfigError` with ``where`` in the message: :func:`integer`,
+    :func:`boolean`, :func:`one_of`, :func:`seconds` and :func:`text` are
+    ready-made. ``env`` names the variables that set it, each beginning
+    ``KERNELTUNE_``; the first one set wins over every file. ``display``
+    turns a value into what listings show (a URL without its password).
+    """
+
+    name: str
+    default: Any
+    parse: Callable[[Any, str], Any]
+    help: str
+    env: tuple[str, ...] = ()
+    display: Callable[[Any], str] | None = None
+
+
+@attrs.frozen
+class DeclaredSettings:
+    """Every plugin's :class:`SettingSpec`, by setting name, and the plugin that declared each."""
+
+    specs: dict[str, SettingSpec] = attrs.field(factory=dict)
+    owners: dict[str, str] = attrs.field(factory=dict)
 
 
 def _name(value: Any, where: str) -> str:
@@ -134,8 +184,8 @@ def _shown(value: Any) -> str:
     return reprlib.repr(value)
 
 
-def _count(minimum: int, maximum: int | None = None, limit: str = "") -> Any:
-    """A converter to an integer of at least ``minimum`` and at most ``maximum``, which ``limit`` explains."""
+def integer(minimum: int = 0, maximum: int | None = None, limit: str = "") -> Callable[[Any, str], int]:
+    """A parser to an integer of at least ``minimum`` and at most ``maximum``, which ``limit`` explains."""
 
     def convert(value: Any, where: str) -> int:
         if isinstance(value, str) and _INTEGER.fullmatch(value.strip()):
@@ -153,7 +203,8 @@ def _count(minimum: int, maximum: int | None = None, limit: str = "") -> Any:
     return convert
 
 
-def _flag(value: Any, where: str) -> bool:
+def boolean(value: Any, where: str) -> bool:
+    """``value`` as a flag: a TOML boolean, or 1/0, true/false, yes/no, on/off."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -164,7 +215,8 @@ def _flag(value: Any, where: str) -> bool:
     raise ConfigError(f"{where}: expected a boolean (0/1, true/false), got {_shown(value)}")
 
 
-def _choice(*options: str) -> Callable[[Any, str], str]:
+def one_of(*options: str) -> Callable[[Any, str], str]:
+    """A parser to one of ``options``, compared without case."""
     listed = ", ".join(f"'{option}'" for option in options[:-1]) + f" or '{options[-1]}'"
 
     def parse(value: Any, where: str) -> str:
@@ -176,7 +228,8 @@ def _choice(*options: str) -> Callable[[Any, str], str]:
     return parse
 
 
-def _seconds(value: Any, where: str) -> float:
+def seconds(value: Any, where: str) -> float:
+    """``value`` as a number of seconds >= 0 (0: no limit)."""
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
             value = float(value)
@@ -191,27 +244,11 @@ def _path(value: Any, where: str) -> Path:
     return Path(value)
 
 
-def _redis_url(value: Any, where: str) -> str:
-    text = value.strip() if isinstance(value, str) else value
-    if not isinstance(text, str) or (text and not text.startswith(("redis://", "rediss://", "unix://"))):
-        raise ConfigError(f"{where}: expected a redis://, rediss:// or unix:// URL, got {_shown(value)}")
-    return text
-
-
-def redacted_url(url: str) -> str:
-    """``url`` with its password, if it holds one, shown as ``***``: for messages and listings."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is not None:
-        host = parts.netloc.rpartition("@")[2]
-        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
-    # redis-py also takes the password as a query parameter (the only way for unix:// URLs).
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    if any(name == "password" for name, _ in query):
-        hidden = [(name, "***" if name == "password" else value) for name, value in query]
-        parts = parts._replace(query=urllib.parse.urlencode(hidden, safe="*"))
-    shown = parts.geturl()
-    # geturl() writes unix:///path as unix:/path; keep the form the user wrote.
-    return shown.replace("unix:/", "unix:///", 1) if url.startswith("unix:///") else shown
+def text(value: Any, where: str) -> str:
+    """``value`` as a string, stripped."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {_shown(value)}")
+    return value.strip()
 
 
 def _names(value: Any, where: str) -> tuple[str, ...]:
@@ -227,33 +264,31 @@ _FIELDS = {
     "cache": _name,
     "reducer": _name,
     "cache_dir": _path,
-    "warmup": _count(0),
-    "repeat": _count(1),
-    "objective": _choice("device", "wall"),
-    "tie_rounds": _count(0),
-    "compile_workers": _count(0),
-    "compile_timeout": _count(0),
-    "compile_pool": _choice("processes", "threads"),
-    "precompile": _flag,
-    "shard": _flag,
+    "warmup": integer(0),
+    "repeat": integer(1),
+    "objective": one_of("device", "wall"),
+    "tie_rounds": integer(0),
+    "compile_workers": integer(0),
+    "compile_timeout": integer(0),
+    "compile_pool": one_of("processes", "threads"),
+    "precompile": boolean,
+    "shard": boolean,
     "block": _names,
-    "always_tune": _flag,
-    "version_check": _flag,
-    "verify_pick": _flag,
-    "autoload": _flag,
-    "progress": _flag,
-    "redis_url": _redis_url,
-    "redis_ttl": _count(0),
-    "isolate": _choice("none", "subprocess"),
-    "isolate_timeout": _count(1, MAX_TIMEOUT_S, "seconds, the longest wait this platform takes"),
-    "verbose": _flag,
-    "tune": _choice(TUNE_AUTO, TUNE_NEVER, TUNE_FAIL),
+    "always_tune": boolean,
+    "version_check": boolean,
+    "verify_pick": boolean,
+    "autoload": boolean,
+    "progress": boolean,
+    "isolate": one_of("none", "subprocess"),
+    "isolate_timeout": integer(1, MAX_TIMEOUT_S, "seconds, the longest wait this platform takes"),
+    "verbose": boolean,
+    "tune": one_of(TUNE_AUTO, TUNE_NEVER, TUNE_FAIL),
     "search_strategy": _name,
-    "search_effort": _choice(*SEARCH_EFFORTS),
-    "search_budget_s": _seconds,
-    "search_max_points": _count(0),
-    "warm_start": _choice("off", "nearest"),
-    "warm_start_budget": _count(1),
+    "search_effort": one_of(*SEARCH_EFFORTS),
+    "search_budget_s": seconds,
+    "search_max_points": integer(0),
+    "warm_start": one_of("off", "nearest"),
+    "warm_start_budget": integer(1),
 }
 
 #: The variable naming one more config file, read after ./kerneltune.toml.
@@ -277,8 +312,6 @@ ENV = {
     "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
     "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check",
     "KERNELTUNE_PROGRESS": "progress",
-    "KERNELTUNE_REDIS_URL": "redis_url",
-    "KERNELTUNE_REDIS_TTL": "redis_ttl",
     "KERNELTUNE_ISOLATE": "isolate",
     "KERNELTUNE_ISOLATE_TIMEOUT": "isolate_timeout",
     "KERNELTUNE_VERBOSE": "verbose",
@@ -290,6 +323,9 @@ ENV = {
     "KERNELTUNE_WARM_START": "warm_start",
     "KERNELTUNE_WARM_START_BUDGET": "warm_start_budget",
 }
+
+#: What a plugin's variables begin with: :func:`load_settings` keeps those it does not know for the plugins.
+PLUGIN_VARIABLE_PREFIX = "KERNELTUNE_"
 
 #: Variables that switch a setting off when set to 1 (the setting is their negation).
 ENV_NEGATED = {"KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD": "autoload"}
@@ -356,19 +392,29 @@ def _table(path: Path, *names: str) -> tuple[dict[str, Any], str]:
 
 
 def _apply(
-    values: dict[str, Any], sources: dict[str, str], table: Mapping[str, Any], where: str, prefix: str
+    values: dict[str, Any],
+    sources: dict[str, str],
+    given: list[tuple[str, Any, str, str]],
+    table: Mapping[str, Any],
+    where: str,
+    prefix: str,
 ) -> None:
     for key, raw in table.items():
         field = key.replace("-", "_")
         if field not in _FIELDS:
-            known = ", ".join(sorted(_FIELDS))
-            raise ConfigError(f"{where}: unknown key '{prefix}{key}' (known: {known})")
+            # Perhaps a plugin's: resolve_declared decides once the plugins are known.
+            given.append((field, raw, where, f"{prefix}{key}"))
+            continue
         values[field] = _FIELDS[field](raw, f"{where}: key '{prefix}{key}'")
         sources[field] = f"{where} (key '{prefix}{key}')"
 
 
 def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-    """Resolve settings from every source, later sources winning.
+    """Resolve the core settings from every source, later sources winning.
+
+    Keys and ``KERNELTUNE_*`` variables that no core setting has are kept
+    for the plugins' settings (:func:`resolve_declared`, which a
+    :class:`~kerneltune.core.Session` calls), and checked there.
 
     :param cwd: where to look for pyproject.toml and kerneltune.toml
         (default: the current directory).
@@ -379,15 +425,16 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    given: list[tuple[str, Any, str, str]] = []
 
     pyproject = cwd / "pyproject.toml"
     if pyproject.is_file():
         table, prefix = _table(pyproject, "tool", "kerneltune")
-        _apply(values, sources, table, str(pyproject), prefix)
+        _apply(values, sources, given, table, str(pyproject), prefix)
 
     local = cwd / "kerneltune.toml"
     if local.is_file():
-        _apply_file(values, sources, local)
+        _apply_file(values, sources, given, local)
 
     explicit = environ.get(CONFIG_VARIABLE)
     if explicit:
@@ -395,7 +442,7 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
         if not path.is_file():
             problem = "not a regular file" if path.exists() else "no such file"
             raise ConfigError(f"{CONFIG_VARIABLE}: {problem}: {path}")
-        _apply_file(values, sources, path)
+        _apply_file(values, sources, given, path)
 
     for variable, field in ENV.items():
         raw = environ.get(variable)
@@ -408,24 +455,63 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
             values[field] = not _FIELDS[field](raw, f"environment variable {variable}")
             sources[field] = f"environment variable {variable}"
 
-    return Settings(**values, sources=tuple(sorted(sources.items())))
+    core = {CONFIG_VARIABLE, *ENV, *ENV_NEGATED}
+    environment = sorted(
+        (name, value)
+        for name, value in environ.items()
+        if name.startswith(PLUGIN_VARIABLE_PREFIX) and name not in core and value != ""
+    )
+    return Settings(
+        **values,
+        sources=tuple(sorted(sources.items())),
+        given=tuple(given),
+        environment=tuple(environment),
+    )
 
 
-def _apply_file(values: dict[str, Any], sources: dict[str, str], path: Path) -> None:
+def _apply_file(
+    values: dict[str, Any], sources: dict[str, str], given: list[tuple[str, Any, str, str]], path: Path
+) -> None:
     data = _read_toml(path)
     if "kerneltune" in data and isinstance(data["kerneltune"], dict) and len(data) == 1:
-        _apply(values, sources, data["kerneltune"], str(path), "kerneltune.")
+        _apply(values, sources, given, data["kerneltune"], str(path), "kerneltune.")
     else:
-        _apply(values, sources, data, str(path), "")
+        _apply(values, sources, given, data, str(path), "")
 
 
-def setting_sources(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Where each setting's value in force comes from, by field name.
+def resolve_declared(settings: Settings, declared: DeclaredSettings) -> Settings:
+    """``settings`` with every declared setting's value: its default, then the files', then its variable's.
+
+    :raises ConfigError: for a key of the files that neither core nor any
+        plugin declared (listing both), or a value a plugin's parser refuses,
+        naming the file and key or the variable.
+    """
+    values = {name: spec.default for name, spec in declared.specs.items()}
+    sources = dict(settings.sources)
+    for field, raw, where, key in settings.given:
+        spec = declared.specs.get(field)
+        if spec is None:
+            known = ", ".join(sorted({*_FIELDS, *declared.specs}))
+            raise ConfigError(f"{where}: unknown key '{key}' (known: {known})")
+        values[field] = spec.parse(raw, f"{where}: key '{key}'")
+        sources[field] = f"{where} (key '{key}')"
+    environment = dict(settings.environment)
+    for name, spec in declared.specs.items():
+        for variable in spec.env:
+            if variable in environment:
+                values[name] = spec.parse(environment[variable], f"environment variable {variable}")
+                sources[name] = f"environment variable {variable}"
+                break
+    return attrs.evolve(
+        settings, declared=tuple(sorted(values.items())), sources=tuple(sorted(sources.items()))
+    )
+
+
+def setting_sources(settings: Settings) -> dict[str, str]:
+    """Where each core setting's value in force comes from, by field name.
 
     ``"default"``, or what :func:`load_settings` noted: a file and the key
     read there, or ``"environment variable NAME"``.
-
-    :raises ConfigError: as :func:`load_settings` does.
     """
-    given = dict(load_settings(cwd, environ).sources)
+    given = dict(settings.sources)
     return {field: given.get(field, "default") for field in _FIELDS}

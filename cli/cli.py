@@ -31,8 +31,9 @@ from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRec
 from kerneltune.core.machine.records import iso_date
 from kerneltune.core.plugin_system.contracts import ListingCache, provides
 from kerneltune.core.plugin_system.registry import (
+    Registries,
     Registry,
-    collect_registry,
+    collect_registries,
     collect_settings,
     make_plugin_manager,
 )
@@ -64,11 +65,11 @@ def _note(message: Warning | str, category: type[Warning], *args: Any, **kwargs:
 
 @attrs.frozen
 class _Plugins:
+    """The plugins and registries for the settings here, without a Session (which needs a working cache)."""
+
     settings: Settings
     manager: pluggy.PluginManager
-    registries: tuple[Registry, Registry, Registry, Registry]
-    strategies: Registry
-    remote_stores: Registry
+    registries: Registries
     declared: DeclaredSettings
 
     @classmethod
@@ -76,28 +77,25 @@ class _Plugins:
         settings = load_settings()
         manager = make_plugin_manager(settings)
         declared = collect_settings(manager)
-        registries = (
-            collect_registry(manager, "timer", "kerneltune_register_timers"),
-            collect_registry(manager, "cache", "kerneltune_register_caches"),
-            collect_registry(manager, "reducer", "kerneltune_register_reducers"),
-            collect_registry(manager, "device", "kerneltune_register_devices"),
-        )
         return cls(
             settings=resolve_declared(settings, declared),
             manager=manager,
-            registries=registries,
-            strategies=collect_registry(manager, "search strategy", "kerneltune_register_search_strategies"),
-            remote_stores=collect_registry(manager, "remote store", "kerneltune_register_remote_stores"),
+            registries=collect_registries(manager),
             declared=declared,
         )
 
+    def listed(self) -> tuple[Registry[Any], ...]:
+        """The registries ``kerneltune plugins`` lists, in its order."""
+        r = self.registries
+        return (r.timers, r.caches, r.reducers, r.devices, r.remote_stores, r.search_strategies)
+
     def hardware(self) -> dict[str, Any]:
         """The hardware facts a tuning here would key its picks by."""
-        return hardware_facts(self.manager, resolve_devices(self.manager, self.settings)[1][0])
+        return hardware_facts(self.manager, resolve_devices(self.registries, self.settings)[0])
 
     def file_caches(self, root: Path) -> list[Any]:
         """One instance per cache that can enumerate its records."""
-        classes = self.registries[1].classes
+        classes = self.registries.caches.classes
         return [classes[name](root=root) for name in sorted(classes) if provides(classes[name], ListingCache)]
 
 
@@ -186,9 +184,9 @@ def plugins() -> None:
         click.echo(line)
     if loaded.settings.block:
         click.echo(f"  blocked: {', '.join(loaded.settings.block)}")
-    for registry in (*loaded.registries, loaded.remote_stores, loaded.strategies):
+    for registry in loaded.listed():
         automatic = None
-        if registry is loaded.remote_stores:
+        if registry is loaded.registries.remote_stores:
             click.echo('\nremote stores (cache = "<name>" layers one under the json cache; never auto):')
         else:
             with contextlib.suppress(KernelTuneError):
@@ -356,7 +354,7 @@ def _find(loaded: _Plugins, reference: str, directory: Path | None) -> list[_Sto
 
 
 def _cache_names(loaded: _Plugins) -> str:
-    classes = loaded.registries[1].classes
+    classes = loaded.registries.caches.classes
     return ", ".join(name for name in sorted(classes) if provides(classes[name], ListingCache))
 
 
@@ -498,8 +496,8 @@ def import_records(archive: Path, directory: Path | None) -> None:
     loaded = _Plugins.load()
     root = _cache_dir(directory, loaded)
     entries = read_archive(archive)
-    caches = loaded.registries[1]
-    if loaded.settings.cache in loaded.remote_stores.classes:
+    caches = loaded.registries.caches
+    if loaded.settings.cache in loaded.registries.remote_stores.classes:
         raise click.ClickException(
             f"cache {loaded.settings.cache!r} keeps no files; set cache to one of: {_cache_names(loaded)}"
         )

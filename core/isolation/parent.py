@@ -1,40 +1,11 @@
-"""Isolation: candidates screened in a worker process before they run in the user's.
+"""Isolation, the parent's side: candidates screened in a worker process before they run in the user's.
 
-A config that makes a kernel fault (an illegal address, a trap) kills the
-CUDA context and with it the whole program; so does a host function that
-segfaults. With ``isolate = "subprocess"`` each kept candidate first runs
-once in a worker process, on copies of the arguments; one that kills the
-worker or outlasts ``isolate_timeout`` there is failed with the reason
-(:class:`ScreenedOut`) and never launched in the user's process. A candidate
-that raises there is not screened out: it fails as usual when measured.
-
-There is one worker per device unit, started with torch.multiprocessing's
-spawn context on first use and kept for every later tuning of the process;
-one that crashed or hung is replaced at the next screening. A worker ends
-with this process however it ends, SIGKILL included (see
-:func:`~kerneltune.core.isolation.worker.die_with_parent`), and with it the
-multiprocessing resource tracker that spawning started, which lasts only
-while some process holds its pipe. The device is a
-registered device plugin (:class:`kerneltune.core.plugin_system.contracts.Device`): the
-one that owns the arguments' tensors, asked in the session's order
-(:attr:`kerneltune.core.Session.placement`), else the first in use; the
-worker is given that plugin's class and the unit, and has it set the unit,
-synchronise after each candidate, check its health and release its cache.
-Arguments travel once per screening: tensors of a device that shares memory
-(CUDA, NPU) through torch's inter-process sharing (no copy on the way),
-other tensors as copies made here, everything else pickled; the
-worker copies every tensor again before each candidate, so no candidate
-writes into the caller's memory or into the next candidate's inputs. That
-holds for tensors passed directly or in tuples, lists and dicts; one held
-inside another object travels as torch shares it. Copies keep each tensor's
-layout (size, strides, storage offset; views of one buffer stay views of
-one copy of it), as a kernel handed a view and its strides needs.
-
-The worker imports what it runs by module and qualified name: a function
-(:func:`target_of`), or a kernel's tuner that a backend plugin describes
-with :func:`named_target` and a runner of its own. Both check that at the
-call, with an error that says what to change. This module is the parent's
-side; the worker's is :mod:`kerneltune.core.isolation.worker`.
+With ``isolate = "subprocess"`` each kept candidate first runs once in a
+worker (one per device unit, kept for the process) on copies of the
+arguments; one that kills the worker or outlasts ``isolate_timeout`` there
+fails with :class:`ScreenedOut` and never runs here. The worker's side is
+:mod:`kerneltune.core.isolation.worker`. README.md ("Isolation") says what
+it guarantees and costs; docs/architecture.md (ISOLATE) where each part is.
 """
 
 from __future__ import annotations

@@ -1,50 +1,11 @@
 """COMPILE: the kept candidates compiled ahead, in parallel, before any is measured.
 
-A cold tuning (a fresh process, an empty Triton cache) is mostly compiling:
-sixteen matmul configs took an H200's host 8-9 s one after another. The
-stage hands every candidate this rank compiles to a pool as soon as the
-tuning knows what it measures. MEASURE waits until every compile handed
-over has ended (:meth:`CompileStage.settle`): a compile running beside a
-timed run disturbs it, and the stored pick would carry the error. Measuring
-is short beside compiling, so little is lost by not overlapping them.
-
-Two kinds of pool:
-
-* **processes** (``compile_pool = "processes"``, where the backend allows it
-  and the platform can fork): each compile runs in a child forked from this
-  process, which inherits the kernel and the arguments as they are (nothing
-  is pickled) and writes what it compiled to the backend's on-disk cache;
-  this process then compiles the candidate again, which is a load from that
-  cache. The backend's :class:`~kerneltune.core.plugin_system.contracts.CompileProcess`
-  (``child``) makes the child compile without touching the device (a forked
-  child cannot use a CUDA context), and holds the forks until the
-  compiler's one-time set-up is done in this process (Triton hashes its own
-  sources and library, about 0.3 s, before its first compile): each child
-  inherits it instead of repeating it. Threads share one interpreter lock
-  for Triton's Python code generation: on an H200's host sixteen compiles
-  took 1.67 s on threads and 0.55 s in processes forked after the set-up
-  (``bench/compile_parallel.py``).
-* **threads**, otherwise.
-
-A candidate whose compile raises, or outlasts the timeout, fails alone: the
-engine records the error as that candidate's and goes on. A child that
-outlasts the timeout is killed; one that dies of a signal fails its
-candidate with the signal, and this process never compiles that candidate
-itself. A child still running :data:`STALL_FACTOR` times longer than the
-slowest sibling that ended, and that has spent less than
-:data:`STUCK_CPU_SHARE` of that time on a processor, is taken for stuck
-(forked while another thread held a lock it needs, such as a module's
-import lock): it is killed, with one warning per process, and the
-candidate compiles in this process. A child that keeps a processor busy is
-compiling, however long it takes (a 256-wide matmul tile with five stages
-took minutes on an H200's host), and only the timeout stops it: taken for
-stuck, it would compile again here, alone and with no timeout. Where the
-system does not tell a process's processor time (no ``/proc``), the time
-rule alone decides. A
-child whose compile raised hands the candidate back, and the compile runs
-again here, so the error is the backend's own. (A thread
-cannot be stopped: with threads a compile that timed out finishes in the
-background, unused.)
+A :class:`CompileStage` compiles on a pool of forked processes (where the
+backend offers a :class:`~kerneltune.core.plugin_system.contracts.CompileProcess`
+and ``compile_pool = "processes"``) or of threads; MEASURE waits until every
+compile handed over has ended (:meth:`CompileStage.settle`). README.md
+("Compiling") says what a user sees and why; docs/architecture.md ("The
+stages", COMPILE) where each part is.
 """
 
 from __future__ import annotations
@@ -70,7 +31,7 @@ from kerneltune.core.plugin_system.events import CompileFinished, CompileStarted
 
 if TYPE_CHECKING:
     from kerneltune.core.plugin_system.observers import Observers
-    from kerneltune.core.plugin_system.session import Session
+    from kerneltune.core.plugin_system.settings import Settings
 
 #: Threads when the ``compile_workers`` setting is 0 ("one per core"), at most.
 MAX_AUTO_WORKERS = 32
@@ -80,7 +41,8 @@ POLL_S = 0.05
 
 #: How often a pool thread checks whether its compile process has ended.
 CHILD_POLL_S = 0.005
-#: A compile process's exit status when the compile raised (0: it compiled).
+#: A compile process's exit status when the compile raised (0: it compiled); the
+#: candidate then compiles again in this process, so the error is the backend's own.
 _RAISED = 3
 #: A compile process still running this many times longer than the slowest
 #: sibling that ended (and at least ``STALL_MIN_S``) is taken for stuck.
@@ -161,9 +123,13 @@ class CompileStage:
         will be measured (the pool starts them in that order).
     :param workers: how many compile at once.
     :param timeout: seconds a compile may take once started; 0 for no limit.
-    :param child: the backend's part in compiling in forked processes (see
-        the module's notes); ``None``, or a platform without ``fork``,
-        compiles on threads of this process.
+    :param child: the backend's part in compiling in forked processes: it
+        makes the child compile without touching the device (a forked child
+        cannot use a CUDA context) and holds the forks until the compiler's
+        one-time set-up is done here, which each child then inherits
+        (threads share one interpreter lock for Triton's code generation:
+        ``bench/compile_parallel.py``, BENCHMARKS.md); ``None``, or a
+        platform without ``fork``, compiles on threads of this process.
     :param subject: the tuning, as its events name it.
     :param observers: told of each compile (:attr:`kerneltune.core.plugin_system.session.Session.observers`),
         from pool threads: ``compile_started`` and ``compile_finished``.
@@ -204,21 +170,21 @@ class CompileStage:
     @classmethod
     def configured(
         cls,
-        session: Session,
+        settings: Settings,
+        observers: Observers,
         compile_one: Callable[[Candidate], object],
         candidates: Sequence[Candidate],
         subject: Subject,
         child: CompileProcess | None,
     ) -> CompileStage:
-        """A stage under the session's ``compile_workers``, ``compile_timeout`` and ``compile_pool``."""
-        settings = session.settings
+        """A stage under the ``compile_workers``, ``compile_timeout`` and ``compile_pool`` settings."""
         return cls(
             compile_one,
             candidates,
             workers=worker_count(settings.compile_workers, len(candidates)),
             timeout=settings.compile_timeout,
             subject=subject,
-            observers=session.observers,
+            observers=observers,
             child=child if settings.compile_pool == "processes" else None,
         )
 
@@ -322,6 +288,7 @@ class CompileStage:
             with self._lock:
                 self._child_seconds.append(time.monotonic() - forked)
             return None  # compiled, or raised: compiling here loads it, or raises the error itself
+        # The compiler crashed: compiling it here would crash this process, so the candidate fails.
         number = os.WTERMSIG(status)
         try:
             name = signal.Signals(number).name
@@ -335,7 +302,12 @@ class CompileStage:
         A child can inherit a lock that another thread of this process held
         at the fork (an import in progress, say) and wait for it forever,
         using no processor time. Judged against the siblings that ended;
-        with none yet, only the timeout stops it.
+        with none yet, only the timeout stops it. A child that keeps a
+        processor busy is compiling, however long it takes (a 256-wide
+        matmul tile with five stages took minutes on an H200's host): taken
+        for stuck, it would compile again here, alone and with no timeout.
+        Where the system does not tell a process's processor time (no
+        ``/proc``), the time rule alone decides.
         """
         with self._lock:
             slowest = max(self._child_seconds, default=None)

@@ -1,35 +1,8 @@
-"""The tuning state machine.
+"""The tuning state machine's entry: a :class:`Tuner` holds one candidate space and its picks.
 
-::
-
-    KEY -> LOOKUP --hit--> DISPATCH
-              |miss (or only part of the space measured before)
-            PRUNE -> AGREE -> ISOLATE -> COMPILE -> MEASURE -> REDUCE -> SELECT -> PERSIST -> DISPATCH
-
-A :class:`Tuner` holds one candidate space and its in-process picks. Each
-miss is one :class:`Tuning`, driven from outside: the driver asks
-:meth:`Tuning.next_candidate`, takes its runs through :meth:`Tuning.runs`
-however it must (a host function in a loop, a kernel inside repeated outer
-calls), hands back the samples with :meth:`Tuning.record` or an exception
-with :meth:`Tuning.fail`, and calls :meth:`Tuning.finish` for the pick. With
-more than one rank, pruning runs before agreement so one gather also checks
-that all ranks kept the same candidates. ISOLATE is optional: with
-``isolate = "subprocess"`` the driver screens candidates in a worker
-process (:meth:`Tuning.isolate`, :mod:`kerneltune.core.isolation`). A driver that can compile
-candidates ahead of running them hands :meth:`Tuning.compile` a function
-that does, and COMPILE (:mod:`kerneltune.core.machine.compile`) compiles them in
-parallel; MEASURE starts once none of them is compiling.
-
-Every tuner measures through :mod:`kerneltune.core.machine.measure`, and every
-tuning that is not adaptive ends its measuring the same way: candidates
-whose means lie within the noise of the best one's are re-timed in
-interleaved rounds, and the pick is made among them (:func:`near_ties`).
-
-A stored record is filed under the tuned code, the hardware and the key,
-not the candidate list, so LOOKUP finds it after the list changed and
-measures only what it lacks (:mod:`kerneltune.core.machine.reuse`); a key with no
-record may start from the nearest stored keys' picks
-(:mod:`kerneltune.core.machine.warm_start`, opt-in).
+Each miss is one :class:`~kerneltune.core.machine.tuning.Tuning` made by
+:meth:`Tuner.begin` and driven from outside. docs/architecture.md ("The
+stages") draws the machine and says where each stage is.
 """
 
 from __future__ import annotations

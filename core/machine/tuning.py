@@ -2,15 +2,15 @@
 
 ``Tuner.begin`` (:mod:`kerneltune.core.machine.engine`) makes one and runs its
 LOOKUP, PRUNE and AGREE (:meth:`Tuning.prepare`); the driver then steps it
-through COMPILE, MEASURE, REDUCE, SELECT and PERSIST. See the engine's
-module docstring for the whole machine.
+through COMPILE, MEASURE, REDUCE, SELECT and PERSIST (LOOKUP, PRUNE and
+AGREE are :func:`~kerneltune.core.machine.decision.decide`'s).
+docs/architecture.md ("The stages") draws the whole machine.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
@@ -26,18 +26,17 @@ from kerneltune.core.errors import (
     format_failure,
 )
 from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
-from kerneltune.core.machine.agreement import Verdict, Vote, agree, check_picks, short_repr
+from kerneltune.core.machine.agreement import check_picks
 from kerneltune.core.machine.compile import CompileStage, Subject
-from kerneltune.core.machine.keys import digest
+from kerneltune.core.machine.decision import decide
 from kerneltune.core.machine.measure import CandidateRuns, Wrap, host_times
 from kerneltune.core.machine.records import NOT_MEASURED, PRUNED, Candidate, Measurement, TuningRecord
 from kerneltune.core.machine.reduce import Reduced, reduce_times
-from kerneltune.core.machine.reuse import Plan, carried_rows, plan_reuse
+from kerneltune.core.machine.reuse import Plan, carried_rows
 from kerneltune.core.machine.schedule import Job, Setup
 from kerneltune.core.machine.shard import gather_times, share
-from kerneltune.core.machine.stored import method_of, new_record, read_record
+from kerneltune.core.machine.stored import new_record
 from kerneltune.core.machine.ties import TIE_WARMUP, agreed_near_ties
-from kerneltune.core.machine.warm_start import NEAREST, propose
 from kerneltune.core.plugin_system.contracts import CompileProcess, GlobalRankReducer, provides
 from kerneltune.core.plugin_system.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.plugin_system.settings import TUNE_AUTO, TUNE_FAIL
@@ -50,7 +49,7 @@ __all__ = ["NOT_MEASURED", "PRUNED", "Tuning"]
 
 
 class Tuning:
-    """One pass of the machine for one key; see the module docstring."""
+    """One pass of the machine for one key, driven from outside; see the module docstring."""
 
     def __init__(self, setup: Setup) -> None:
         """Hold ``setup``; nothing runs until :meth:`prepare` (``Tuner.begin`` makes and prepares one)."""
@@ -60,13 +59,9 @@ class Tuning:
         self.key = setup.key
         self.verbose = setup.verbose
         self.driver = setup.driver
+        self._setup = setup
         self._encoded = setup.encoded
         self._entry = setup.entry
-        self._legacy_entry = setup.legacy_entry
-        #: the record was found under its legacy name, and is stored under the new one too.
-        self._migrate = False
-        self._warm = setup.warm.mode == NEAREST
-        self._warm_budget = setup.warm.budget
         self._lock = setup.lock
         self._space = setup.tuner.space
         self._log_dir = session.cache_directory(self._space.name)
@@ -144,66 +139,18 @@ class Tuning:
         self._prepare(keep, failure)
 
     def _prepare(self, keep: Callable[[Candidate], bool] | None, failure: BaseException | None) -> None:
-        distributed = self.reducer.world_size > 1
-        settings = self.session.settings
-        record = None
-        plan = None
-        kept: tuple[int, ...] = ()
-        stage = "computing the key"
-        if failure is None:
-            # With several ranks, a local failure must still reach the gather below,
-            # or the other ranks would wait in it forever.
-            try:
-                stage = "reading the cache"
-                if not self._retune:
-                    record = self._lookup()
-                if record is not None and not distributed and self._lists_alike(record):
-                    self._adopt(record.best_index, record, store=self._migrate)
-                    self._loaded("cache")
-                    return
-                stage = "pruning"
-                kept = self._prune(keep)
-                stage = "planning what to measure"
-                plan = self._plan(record, kept)
-            except Exception as exc:
-                if not distributed:
-                    raise
-                failure = exc
-        shared = record
-        if distributed:
-            verdict = self._agree(stage, failure, kept, record, plan)
-            self._writers = verdict.writers
-            self._verify_pick = verdict.verify_pick
-            self._neighbours = verdict.neighbours(self.reducer.rank)
-            # Every rank follows the plan of the rank whose record (or warm start) the verdict chose.
-            shared = None if verdict.shared_record is None else TuningRecord.from_data(verdict.shared_record)
-            plan = None if verdict.plan is None else Plan.from_data(verdict.plan, len(self._space.candidates))
-            if plan is not None and plan.pick is not None:
-                assert shared is not None
-                same = record is not None and record.best_index == shared.best_index
-                self._adopt(plan.pick, shared, store=not same or self._migrate)
-                self._loaded("cache" if same else "rank")
-                return
-        elif plan is not None and plan.pick is not None:
-            assert record is not None
-            self._adopt(plan.pick, record, store=self._migrate)
-            self._loaded("cache")
-            return
-        if settings.tune != TUNE_AUTO:
-            self._untuned(kept)
-            return
-        self._follow(plan, shared, kept)
-
-    def _plan(self, record: TuningRecord | None, kept: tuple[int, ...]) -> Plan | None:
-        """What this rank would do instead of measuring every kept candidate; ``None``: measure them."""
-        if record is not None:
-            method = method_of(self.session, self._schedule)
-            return plan_reuse(record, self._space, kept, method, adaptive=self._schedule.adaptive)
-        if self._warm and not self._schedule.adaptive and not self.session.settings.always_tune:
-            return propose(
-                self.session, self._space, self._encoded, kept, self.tuner.records, self._warm_budget
-            )
-        return None
+        decision = decide(self._setup, keep, failure, log_dir=self._log_dir, global_rank=self._global_rank)
+        self._writers = decision.writers
+        self._verify_pick = decision.verify_pick
+        self._neighbours = decision.neighbours
+        if decision.pick is not None:
+            assert decision.record is not None
+            self._adopt(decision.pick, decision.record, store=decision.store)
+            self._loaded(decision.source)
+        elif self.session.settings.tune != TUNE_AUTO:
+            self._untuned(decision.kept)
+        else:
+            self._follow(decision.plan, decision.record, decision.kept)
 
     def _follow(self, plan: Plan | None, shared: TuningRecord | None, kept: tuple[int, ...]) -> None:
         """Queue what the plan (or, without one, every kept candidate) says to measure."""
@@ -231,12 +178,6 @@ class Tuning:
         self.session.observers.tuning_started(
             self._event(TuningStarted, candidates=measured, world_size=self.reducer.world_size)
         )
-
-    @property
-    def _retune(self) -> bool:
-        # tune = "never" or "fail" measures nothing, so a stored pick is all there is to run.
-        settings = self.session.settings
-        return settings.always_tune and settings.tune == TUNE_AUTO
 
     def _untuned(self, kept: tuple[int, ...]) -> None:
         """A key no rank holds a pick for, under ``tune = "never"`` or ``"fail"``.
@@ -313,63 +254,6 @@ class Tuning:
         about |= {"verbose": self.verbose, "log_dir": self._log_dir, "driver": self.driver}
         names = {field.name for field in attrs.fields(event)}
         return event(**{k: v for k, v in about.items() if k in names}, **fields)
-
-    def _prune(self, keep: Callable[[Candidate], bool] | None) -> tuple[int, ...]:
-        kept = tuple(c.index for c in self._space.candidates if keep is None or keep(c))
-        if not kept:
-            raise ValueError(
-                f"prune_fn removed every candidate of {self._space.name} for key {self.key!r}; "
-                "keep at least one"
-            )
-        return kept
-
-    def _agree(
-        self,
-        stage: str,
-        failure: BaseException | None,
-        kept: tuple[int, ...],
-        record: TuningRecord | None,
-        plan: Plan | None,
-    ) -> Verdict:
-        directory = self._log_dir
-        vote = Vote(
-            rank=self.reducer.rank,
-            global_rank=self._global_rank,
-            host=socket.gethostname(),
-            place=None if directory is None else str(directory.resolve()),
-            error=None if failure is None else f"{stage}: {describe_error(failure)}",
-            kept=tuple((i, self._space.candidates[i].fingerprint) for i in kept),
-            key=None if failure is not None else digest(self._encoded),
-            key_label=short_repr(self.key),
-            retune=self._retune,
-            verify_pick=self.session.settings.verify_pick,
-            record=None if record is None else record.to_data(),
-            tune=self.session.settings.tune,
-            plan=None if plan is None else plan.to_data(),
-            warm=self._warm and not self._schedule.adaptive,
-        )
-        return agree(self.reducer, vote, self._space.name)
-
-    def _lookup(self) -> TuningRecord | None:
-        """LOOKUP: the record of this key, held in this process or stored, whatever its candidate list."""
-        assert self._entry is not None
-        name, held = self._space.name, self.tuner.records.get(self._entry)
-        record = read_record(self.session, name, self._entry, self._encoded, held)
-        if record is None and held is None and self._legacy_entry is not None:
-            record = read_record(self.session, name, self._legacy_entry, self._encoded)
-            if record is not None:
-                logger.info(
-                    "kerneltune: %s: key %r: record found under its name from before records outlived "
-                    "candidate lists; stored under the new name too",
-                    name,
-                    self.key,
-                )
-                record = attrs.evolve(record, source=self._space.source)
-                self._migrate = True
-        return record
-
-    def _lists_alike(self, record: TuningRecord) -> bool:
-        return record.fingerprints == tuple(c.fingerprint for c in self._space.candidates)
 
     def _adopt(self, best: int, record: TuningRecord, *, store: bool) -> None:
         """Make candidate ``best`` the pick and ``record`` the key's record here; store it if asked."""
@@ -451,7 +335,9 @@ class Tuning:
         if self._compiling is not None:
             return self._compiling.add(mine, compile_one)
         about = Subject(self._space.name, self.key, self._global_rank, self.verbose, self._log_dir)
-        self._compiling = CompileStage.configured(self.session, compile_one, mine, about, child)
+        self._compiling = CompileStage.configured(
+            self.session.settings, self.session.observers, compile_one, mine, about, child
+        )
 
     def isolate(
         self, screen_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None

@@ -1,38 +1,9 @@
 """Warm start: a new key measures the configs that won for the stored keys nearest to it.
 
-Opt-in (``warm_start = "nearest"``, ``KERNELTUNE_WARM_START=nearest`` or a
-tuner's own option). A key with no stored record looks at the records of
-the same function, code and hardware, measured with the same objective,
-and takes the :data:`NEAREST_KEYS` keys nearest to it by
-``kerneltune_key_distance`` (default: :func:`default_distance`), among
-those that timed any of its kept candidates and lie within
-:data:`MAX_DISTANCE` (farther keys say little of this one: a new key with
-none that near is tuned in full). It then measures at most
-``warm_start_budget`` distinct configs (:func:`choose`):
-
-1. the nearest key's pick;
-2. the configs those keys timed, best first by their *evidence*: each
-   one's time over the fastest time of the key that timed it, a little
-   worse for a farther key (:data:`DISTANCE_PENALTY` per step), the best
-   over the keys;
-3. :data:`EXPLORE` of the budget goes to configs the nearest key never
-   timed, the closest in value to its pick first
-   (:func:`config_distance`; the list order breaks ties): where the
-   landscape shifts between keys (a matmul's best tile grows with M), the
-   new best is often a config the nearest key never measured, and a
-   chain of warm starts that only re-measures what its neighbours
-   measured would never reach it.
-
-They are timed head to head, as any tuning of a subset is
-(:mod:`kerneltune.core.machine.reuse`), and the best of them is the pick; the
-record names the key it started from. A key with no stored key near it
-(or whose candidates fit in the budget) is tuned in full. A staged search
-(``search_params``) chooses its candidates itself and is never warm
-started.
-
-The records are those this process made or read (``Tuner.records``), and
-those a cache that lists its entries (``entries``, as the file caches do)
-holds; each file is read once per process.
+Opt-in (``warm_start = "nearest"``). :func:`propose` makes the
+:class:`~kerneltune.core.machine.reuse.Plan`, :func:`choose` picks the
+configs within ``warm_start_budget``. docs/guide.md ("Warm start for a new
+key") explains how it chooses and when not to use it.
 """
 
 from __future__ import annotations
@@ -280,7 +251,16 @@ def evidence(space: Space, kept: Mapping[int, Any], neighbours: list[Neighbour])
 
 
 def choose(space: Space, kept: tuple[int, ...], neighbours: list[Neighbour], budget: int) -> tuple[int, ...]:
-    """The candidates a warm start measures, at most ``budget``, in the order of the module docstring."""
+    """The candidates a warm start measures, at most ``budget``.
+
+    In order: the nearest key's pick; the configs the neighbours timed, best
+    evidence first (:func:`evidence`); then :data:`EXPLORE` configs the nearest
+    key never timed, closest in value to its pick first (:func:`config_distance`):
+    where the landscape shifts between keys (a matmul's best tile grows with M),
+    the new best is often one the nearest key never measured, and a chain of
+    warm starts that only re-measures what its neighbours measured would never
+    reach it.
+    """
     allowed = dict.fromkeys(kept)
     leading = next((r for r in (ranked(n.record, space, allowed) for n in neighbours) if r), None)
     if leading is None:

@@ -20,7 +20,18 @@ import pluggy
 from kerneltune.core.errors import PluginError
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system import hookspecs
-from kerneltune.core.plugin_system.contracts import Registrable
+from kerneltune.core.plugin_system.contracts import (
+    Cache,
+    Device,
+    Feature,
+    Interceptor,
+    ProfileFamily,
+    Reducer,
+    Registrable,
+    RemoteStore,
+    SearchStrategy,
+    Timer,
+)
 from kerneltune.core.plugin_system.settings import (
     ENV,
     ENV_NEGATED,
@@ -243,6 +254,47 @@ def collect_registry(manager: pluggy.PluginManager, family: str, hook_name: str)
 
         _call(impl, hook_name, register=register)
     return Registry(family=family, classes=classes, owners=owners)
+
+
+@attrs.frozen
+class Registries:
+    """Every family's registry for one plugin manager, each collected once.
+
+    What :class:`~kerneltune.core.plugin_system.session.Session` holds, and
+    what the ``kerneltune`` command lists without making a Session (which
+    needs a working cache and device).
+    """
+
+    caches: Registry[Cache]
+    remote_stores: Registry[RemoteStore]
+    timers: Registry[Timer]
+    devices: Registry[Device]
+    reducers: Registry[Reducer]
+    interceptors: Registry[Interceptor]
+    profile_families: Registry[ProfileFamily]
+    search_strategies: Registry[SearchStrategy]
+    features: Registry[Feature]
+
+
+def collect_registries(manager: pluggy.PluginManager) -> Registries:
+    """Call every ``kerneltune_register_*`` hook once: the one place that names them.
+
+    :raises PluginError: for a registry hook that raises (naming the plugin),
+        or two plugins registering one name (naming both).
+    """
+    return Registries(
+        caches=collect_registry(manager, "cache", "kerneltune_register_caches"),
+        remote_stores=collect_registry(manager, "remote store", "kerneltune_register_remote_stores"),
+        timers=collect_registry(manager, "timer", "kerneltune_register_timers"),
+        devices=collect_registry(manager, "device", "kerneltune_register_devices"),
+        reducers=collect_registry(manager, "reducer", "kerneltune_register_reducers"),
+        interceptors=collect_registry(manager, "interceptor", "kerneltune_register_interceptors"),
+        profile_families=collect_registry(manager, "profile family", "kerneltune_register_profile_families"),
+        search_strategies=collect_registry(
+            manager, "search strategy", "kerneltune_register_search_strategies"
+        ),
+        features=collect_registry(manager, "feature", "kerneltune_register_features"),
+    )
 
 
 def collect_settings(manager: pluggy.PluginManager) -> DeclaredSettings:

@@ -29,8 +29,9 @@ from kerneltune.core.plugin_system.contracts import (
 from kerneltune.core.plugin_system.layered_cache import LayeredCache
 from kerneltune.core.plugin_system.observers import Observers
 from kerneltune.core.plugin_system.registry import (
+    Registries,
     Registry,
-    collect_registry,
+    collect_registries,
     collect_settings,
     make_plugin_manager,
     merged_facts,
@@ -87,32 +88,26 @@ class Session:
         """
         manager = make_plugin_manager(settings, extra)
         settings = resolve_declared(settings, collect_settings(manager))
-        caches = collect_registry(manager, "cache", "kerneltune_register_caches")
-        remotes = collect_registry(manager, "remote store", "kerneltune_register_remote_stores")
-        timers = collect_registry(manager, "timer", "kerneltune_register_timers")
+        registries = collect_registries(manager)
         # Fail at set-up, not mid-tuning, on a misspelt timer name.
-        timers.select(settings.timer, settings.source("timer"))
-        devices, placement = resolve_devices(manager, settings)
+        registries.timers.select(settings.timer, settings.source("timer"))
+        placement = resolve_devices(registries, settings)
         session = cls(
             settings=settings,
             manager=manager,
-            timers=timers,
-            caches=caches,
-            remote_stores=remotes,
-            reducers=collect_registry(manager, "reducer", "kerneltune_register_reducers"),
-            cache=build_cache(settings, caches, remotes),
+            timers=registries.timers,
+            caches=registries.caches,
+            remote_stores=registries.remote_stores,
+            reducers=registries.reducers,
+            cache=build_cache(settings, registries.caches, registries.remote_stores),
             hardware=hardware_facts(manager, placement[0]),
             versions={k: str(v) for k, v in merged_facts(manager, "kerneltune_software_versions").items()},
-            devices=devices,
+            devices=registries.devices,
             placement=placement,
-            interceptors=collect_registry(manager, "interceptor", "kerneltune_register_interceptors"),
-            profile_families=collect_registry(
-                manager, "profile family", "kerneltune_register_profile_families"
-            ),
-            search_strategies=collect_registry(
-                manager, "search strategy", "kerneltune_register_search_strategies"
-            ),
-            features=collect_registry(manager, "feature", "kerneltune_register_features"),
+            interceptors=registries.interceptors,
+            profile_families=registries.profile_families,
+            search_strategies=registries.search_strategies,
+            features=registries.features,
             observers=Observers(manager.hook),
         )
         if settings.reducer != "auto":
@@ -305,10 +300,8 @@ def make_cache(cache_class: type, root: Path, settings: Settings, caches: Regist
     return cache_class(root=root, **{name: value for name, value in options.items() if name in wanted})
 
 
-def resolve_devices(
-    manager: pluggy.PluginManager, settings: Settings
-) -> tuple[Registry[Device], tuple[Device, ...]]:
-    """The device registry, and an instance of each available device in isolation's order.
+def resolve_devices(registries: Registries, settings: Settings) -> tuple[Device, ...]:
+    """An instance of each available device, in isolation's order.
 
     The selected timer's device (its ``device`` attribute) comes first, else
     the one ``auto`` takes; then the others by the registry's rule.
@@ -316,14 +309,13 @@ def resolve_devices(
     :raises PluginError: when the timer names a device that is not
         registered or cannot run here, or no device is available at all.
     """
-    devices: Registry[Device] = collect_registry(manager, "device", "kerneltune_register_devices")
-    timers = collect_registry(manager, "timer", "kerneltune_register_timers")
-    timer = timers.select(settings.timer, settings.source("timer"))
+    devices = registries.devices
+    timer = registries.timers.select(settings.timer, settings.source("timer"))
     if provides(timer, DeviceTimer):
         first = devices.select(timer.device, f"the device attribute of timer {timer.name!r}")
     else:
         first = devices.select("auto")
-    return devices, tuple(cls() for cls in (first, *(c for c in devices.ranked() if c is not first)))
+    return tuple(cls() for cls in (first, *(c for c in devices.ranked() if c is not first)))
 
 
 def hardware_facts(manager: pluggy.PluginManager, device: Device) -> dict[str, Any]:

@@ -1,42 +1,7 @@
 """The ``pattern`` search strategy, the default: a walk whose moves change tiles and options together.
 
-Why not stages. A staged search ranks block shapes at one or two compile
-profiles and searches profiles only for the best few shapes, so a shape
-that is fastest only with other warps or stages never wins. On an H200 that
-cost 6.5-8% on a bf16 matmul (128x128 at 4 warps picked, 128x256 at 8 warps
-best) and 0.8-2% on a row reduction (1024 at 4 warps picked, 2048-4096 at
-16 warps best). Helion's autotuner study found the same of its kernels:
-winning configs differ from their seed in block sizes, warps and stages at
-once. So this walk treats the block sizes and the profile's options as
-coordinates of one space, and its moves change them together.
-
-A *move* from a point changes one coordinate one step (a *single*: one
-block size to the next value, or one compile option to the next value the
-family uses) or two at once (a *pair*). The walk:
-
-1. Starts from the seeds and a coarse spread of shapes (two or three inner
-   values per parameter), each at the family's probe profiles.
-2. From the best start (the best few, with ``full`` effort) walks: it first
-   repeats its last successful move, then tries every single, then every
-   pair of a block move with an option move or of two block moves, and
-   moves to the fastest point of the first of those polls that beats the
-   current one by more than :data:`MIN_GAIN` (smaller gains are noise, and
-   chasing them costs a neighbourhood each). Where none does, the
-   :data:`STRETCHES` best polled points within that margin have their move
-   repeated once (on a ridge every step gains less than the noise, two
-   steps more); where that gains nothing either, the walk ends.
-3. Ends with a full-neighbourhood pass around where the walk ended: every
-   single and every pair, two options together included. Where that finds a
-   better point, the walk goes on from it, and ends with another such pass.
-
-A point that failed, was dropped or ran out of resources has time ``inf``:
-it never wins a poll, and its neighbours are still tried, so the walk steps
-around it (a tile too large for 4 stages is tried with 3 by a pair move).
-
-The finalists are the fastest points measured; the caller re-times them
-head to head. Effort (:data:`EFFORTS`) sets how many starts are walked from,
-whether the final pass runs, and a cap on the points measured as a share of
-the space, which the budget's own caps can only lower.
+docs/search_params.md ("`pattern`") describes the walk, why it is not
+staged, and what it measured; "Effort and budget" what each effort spends.
 """
 
 from __future__ import annotations

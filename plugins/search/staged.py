@@ -1,57 +1,10 @@
 """The ``staged`` search strategy: block shapes first, then compile-option profiles.
 
-The strategy ``search_params`` used before the pattern search
-(:mod:`~kerneltune.plugins.search.pattern`) became the default, kept
-selectable by name for comparison. It assumes that a shape's rank hardly
-depends on the profile it is timed with, which the probes below patch for
-the commonest exception; where the assumption fails otherwise (a shape that
-is fastest only with other warps, which it never times) it misses the best.
-
-Pure decisions, no Triton: a *point* is ``(shape, profile)``
-(:mod:`kerneltune.core.search.geometry`). The caller measures the points asked for
-and hands back every rank's agreed time (``inf`` for a point that failed or
-was dropped), so the same decisions are taken everywhere.
-
-1. Shapes, each measured with every *probe* profile (by default the base
-   alone) and scored by the best of them: the seeds and a coarse lattice
-   (two or three inner levels per parameter), then a walk to better-scored
-   neighbours (one step along one parameter; where that stalls, one step
-   along two) until none is better or the budget (:data:`WALK_SHARE`) is
-   spent.
-2. Profiles, for the ``top_k`` best-scored shapes. On the best shape: the
-   whole family when it is small (or small beside the space), otherwise a
-   coordinate search from its best probe (every value of one option at a
-   time, moving to the best, until nothing improves by more than
-   :data:`MIN_GAIN`). Each runner-up shape is measured with the best profile
-   found so far and, when that comes within :data:`PROMISING` of the
-   leader, walks to neighbouring profiles (one option one step away) from
-   there, under the same rule.
-3. Finalists: the best point of each of the ``top_k`` best shapes, fastest
-   first. The caller re-times them and applies the correctness gate.
-
-Effort scales the shape walk's budget (:data:`EFFORT_WALK`); with ``full``
-every top shape gets the profile search the best one gets. The point cap
-and the wall-clock budget stop any stage where they run out.
-
-Why probes. Stage 1 ranks shapes before any compile option is searched,
-which assumes a shape's rank hardly depends on the profile it is timed
-with. Tiled kernels break that in a predictable direction: a tile's working
-set (the fp32 accumulator of a ``BLOCK_M x BLOCK_N`` matrix tile, say) is
-split over the threads the profile gives it, so the largest tiles, which
-reuse each loaded byte most and are often the fastest, overflow the
-registers at a mid-sized default and spill, running several times slower
-than with more threads. Timed with the base alone they rank near the last,
-the walk turns away from them (and from their neighbours), and stage 2,
-which alone would have tried more threads, never sees them. Timing every
-shape under a few profiles spread along the option that sets the resources
-per tile, and scoring it by the best, ranks each shape near its own proper
-setting; the best is used because a probe that does not suit a shape (too
-many threads for a small tile) must not push it down. The cost is one
-measurement per extra probe per shape visited (the walk's budget counts
-shapes), and stage 2 still refines every option on the top shapes. Which
-option sets the resources per tile, and which values span it, is the
-backend's knowledge, so the profile family names its probes; a family that
-names none keeps the base alone and stage 1 costs what it always did.
+What ``search_params`` used before ``pattern`` became the default, kept
+selectable by name for comparison. Pure decisions on the agreed times the
+caller hands back, no Triton. docs/search_params.md ("The stages of
+`staged`", and "Operator classes and profile families" for the probes)
+describes the stages and why they are as they are.
 """
 
 from __future__ import annotations
@@ -188,6 +141,8 @@ class StagedSearch:
         """Measure ``shapes`` with every probe profile and score them (inf: failed, or cut by the budget)."""
         self._measure([(s, p) for s in shapes for p in self.probes])
         for shape in shapes:
+            # The best, not the mean: a probe that does not suit a shape (too many
+            # threads for a small tile) must not push it down.
             self.scores[shape] = min(self._time((shape, p)) for p in self.probes)
 
     def _ranked_by_score(self, shapes: Iterable[Shape]) -> list[Shape]:

@@ -1,0 +1,213 @@
+"""LOOKUP, PRUNE and AGREE for one key: what a tuning does before it measures.
+
+:func:`decide` finds the key's record, prunes, plans what a stored record or
+a warm start saves and, with several ranks, agrees; the :class:`Decision`
+is a pick to adopt or what to measure. docs/architecture.md ("The stages")
+describes each stage.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+from kerneltune.core.errors import describe_error
+from kerneltune.core.machine.agreement import Vote, agree, short_repr
+from kerneltune.core.machine.keys import digest
+from kerneltune.core.machine.records import Candidate, TuningRecord
+from kerneltune.core.machine.reuse import Plan, plan_reuse
+from kerneltune.core.machine.stored import method_of, read_record
+from kerneltune.core.machine.warm_start import NEAREST, propose
+from kerneltune.core.plugin_system.settings import TUNE_AUTO
+
+if TYPE_CHECKING:
+    from kerneltune.core.machine.schedule import Setup
+
+logger = logging.getLogger("kerneltune")
+
+
+@attrs.frozen
+class Decision:
+    """What LOOKUP, PRUNE and AGREE decided for one key: a pick to adopt, or what to measure."""
+
+    #: the ranks that persist the outcome (this rank alone without others).
+    writers: frozenset[int]
+    #: the ranks on this rank's host, which split the compiling.
+    neighbours: tuple[int, ...]
+    #: whether every rank checks, with one more gather, that all picked the same.
+    verify_pick: bool = False
+    #: the candidates PRUNE kept (empty when a pick was found before pruning).
+    kept: tuple[int, ...] = ()
+    #: the candidate to adopt without measuring, ``None`` to measure (or, under
+    #: ``tune = "never"`` or ``"fail"``, to go without).
+    pick: int | None = None
+    #: the record that comes with ``pick``; without a pick, the record whose stored times a plan carries.
+    record: TuningRecord | None = None
+    #: store the pick's record (found under its legacy name, or shared by another rank).
+    store: bool = False
+    #: where the pick came from, for ``kerneltune_pick_loaded``: ``"cache"`` or ``"rank"``.
+    source: str = "cache"
+    #: what to measure instead of every kept candidate; ``None``: measure them.
+    plan: Plan | None = None
+
+
+def retuning(setup: Setup) -> bool:
+    """Whether stored records are ignored (``always_tune``).
+
+    ``tune = "never"`` or ``"fail"`` measures nothing, so there a stored pick is all there is to run.
+    """
+    settings = setup.session.settings
+    return settings.always_tune and settings.tune == TUNE_AUTO
+
+
+def decide(
+    setup: Setup,
+    keep: Callable[[Candidate], bool] | None,
+    failure: BaseException | None,
+    *,
+    log_dir: Path | None,
+    global_rank: int,
+) -> Decision:
+    """LOOKUP, PRUNE and AGREE: find the pick, or decide with the other ranks what to measure.
+
+    :param keep: the prune predicate; ``False`` drops a candidate.
+    :param failure: what went wrong computing the key, reported to every rank.
+    :param log_dir: where this rank's cache keeps files (ranks sharing it share one writer).
+    :param global_rank: this rank in the whole job, for messages.
+    """
+    reducer = setup.reducer
+    distributed = reducer.world_size > 1
+    alone = Decision(writers=frozenset({reducer.rank}), neighbours=(reducer.rank,))
+    record = None
+    plan = None
+    migrate = False
+    kept: tuple[int, ...] = ()
+    stage = "computing the key"
+    if failure is None:
+        # With several ranks, a local failure must still reach the gather below,
+        # or the other ranks would wait in it forever.
+        try:
+            stage = "reading the cache"
+            if not retuning(setup):
+                record, migrate = _lookup(setup)
+            if record is not None and not distributed and _lists_alike(setup, record):
+                return attrs.evolve(alone, pick=record.best_index, record=record, store=migrate)
+            stage = "pruning"
+            kept = _prune(setup, keep)
+            stage = "planning what to measure"
+            plan = _plan(setup, record, kept)
+        except Exception as exc:
+            if not distributed:
+                raise
+            failure = exc
+    if not distributed:
+        if plan is not None and plan.pick is not None:
+            assert record is not None
+            return attrs.evolve(alone, pick=plan.pick, record=record, store=migrate)
+        return attrs.evolve(alone, kept=kept, record=record, plan=plan)
+    vote = _vote(setup, stage, failure, kept, record, plan, log_dir=log_dir, global_rank=global_rank)
+    verdict = agree(reducer, vote, setup.tuner.space.name)
+    agreed = Decision(
+        writers=verdict.writers,
+        neighbours=verdict.neighbours(reducer.rank),
+        verify_pick=verdict.verify_pick,
+        kept=kept,
+    )
+    # Every rank follows the plan of the rank whose record (or warm start) the verdict chose.
+    shared = None if verdict.shared_record is None else TuningRecord.from_data(verdict.shared_record)
+    plan = None if verdict.plan is None else Plan.from_data(verdict.plan, len(setup.tuner.space.candidates))
+    if plan is not None and plan.pick is not None:
+        assert shared is not None
+        same = record is not None and record.best_index == shared.best_index
+        return attrs.evolve(
+            agreed,
+            pick=plan.pick,
+            record=shared,
+            store=not same or migrate,
+            source="cache" if same else "rank",
+        )
+    return attrs.evolve(agreed, record=shared, plan=plan)
+
+
+def _lookup(setup: Setup) -> tuple[TuningRecord | None, bool]:
+    """LOOKUP: the record of this key, held in this process or stored, whatever its candidate list.
+
+    :returns: the record, and whether it was found under its legacy name (to be stored under the new one).
+    """
+    assert setup.entry is not None
+    space = setup.tuner.space
+    held = setup.tuner.records.get(setup.entry)
+    record = read_record(setup.session, space.name, setup.entry, setup.encoded, held)
+    if record is None and held is None and setup.legacy_entry is not None:
+        record = read_record(setup.session, space.name, setup.legacy_entry, setup.encoded)
+        if record is not None:
+            logger.info(
+                "kerneltune: %s: key %r: record found under its name from before records outlived "
+                "candidate lists; stored under the new name too",
+                space.name,
+                setup.key,
+            )
+            return attrs.evolve(record, source=space.source), True
+    return record, False
+
+
+def _lists_alike(setup: Setup, record: TuningRecord) -> bool:
+    return record.fingerprints == tuple(c.fingerprint for c in setup.tuner.space.candidates)
+
+
+def _prune(setup: Setup, keep: Callable[[Candidate], bool] | None) -> tuple[int, ...]:
+    space = setup.tuner.space
+    kept = tuple(c.index for c in space.candidates if keep is None or keep(c))
+    if not kept:
+        raise ValueError(
+            f"prune_fn removed every candidate of {space.name} for key {setup.key!r}; keep at least one"
+        )
+    return kept
+
+
+def _warm(setup: Setup) -> bool:
+    return setup.warm.mode == NEAREST and not setup.schedule.adaptive
+
+
+def _plan(setup: Setup, record: TuningRecord | None, kept: tuple[int, ...]) -> Plan | None:
+    """What this rank would do instead of measuring every kept candidate; ``None``: measure them."""
+    session, space, schedule = setup.session, setup.tuner.space, setup.schedule
+    if record is not None:
+        return plan_reuse(record, space, kept, method_of(session, schedule), adaptive=schedule.adaptive)
+    if _warm(setup) and not session.settings.always_tune:
+        return propose(session, space, setup.encoded, kept, setup.tuner.records, setup.warm.budget)
+    return None
+
+
+def _vote(
+    setup: Setup,
+    stage: str,
+    failure: BaseException | None,
+    kept: tuple[int, ...],
+    record: TuningRecord | None,
+    plan: Plan | None,
+    *,
+    log_dir: Path | None,
+    global_rank: int,
+) -> Vote:
+    settings, space = setup.session.settings, setup.tuner.space
+    return Vote(
+        rank=setup.reducer.rank,
+        global_rank=global_rank,
+        host=socket.gethostname(),
+        place=None if log_dir is None else str(log_dir.resolve()),
+        error=None if failure is None else f"{stage}: {describe_error(failure)}",
+        kept=tuple((i, space.candidates[i].fingerprint) for i in kept),
+        key=None if failure is not None else digest(setup.encoded),
+        key_label=short_repr(setup.key),
+        retune=retuning(setup),
+        verify_pick=settings.verify_pick,
+        record=None if record is None else record.to_data(),
+        tune=settings.tune,
+        plan=None if plan is None else plan.to_data(),
+        warm=_warm(setup),
+    )

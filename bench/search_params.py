@@ -41,8 +41,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-# Fresh caches, so the staged side pays for its own compilation and nothing is a hit.
-os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="kerneltune-bench-triton-")
+# Fresh caches, so the staged side pays for its own compilation and nothing is a hit;
+# bench/search_quality.py's warm runs hand in a Triton cache that is already full.
+os.environ["TRITON_CACHE_DIR"] = os.environ.get("BENCH_TRITON_CACHE_DIR") or tempfile.mkdtemp(
+    prefix="kerneltune-bench-triton-"
+)
 os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kerneltune-bench-picks-")
 
 import torch

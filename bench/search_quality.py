@@ -3,7 +3,7 @@
 Usage (needs a CUDA device; ``--smoke`` runs a tiny version on the CPU)::
 
     python3 bench/search_quality.py --out quality.json
-    python3 bench/search_quality.py --kernels matmul --runs 3 --out matmul.json
+    python3 bench/search_quality.py --kernels matmul --cold-runs 1 --out matmul.json
     TRITON_INTERPRET=1 python3 bench/search_quality.py --smoke --out smoke.json
 
 Three kernel kinds, each a ``triton.autotune(configs=[], hints={"search_params":
@@ -34,9 +34,14 @@ For each kernel:
    refined rounds' two halves (odd and even rounds) give the oracle's own
    noise, printed beside the regrets: a regret below it is noise;
 2. each other strategy (``--strategies``) in ``--runs`` fresh processes,
-   each with empty Triton and kerneltune caches (cold): the first launch on
-   the wall clock, the points the search measured, and its pick, the
-   strategy chosen by the kernel's hint.
+   each with an empty kerneltune cache: the first launch on the wall clock,
+   the points the search measured, and its pick, the strategy chosen by
+   the kernel's hint. The first ``--cold-runs`` of them also start from an
+   empty Triton cache (cold); the others get the oracle's Triton cache,
+   already full, and its compile limit, so they pay little for compiling:
+   a pick does not depend on what compiling cost, and the matmul's 300
+   points take minutes to compile cold. Wall times are the cold runs'
+   alone; points and regrets are every run's.
 
 A pick's regret is its oracle time over the oracle's fastest, minus one.
 Printed at the end, per kernel and strategy: the space, the mean points
@@ -176,6 +181,7 @@ def oracle_child(
     kernel, grid, args, launch, fixed = build(kind, smoke, "exhaustive")
     started = time.perf_counter()
     search = summary_of(kernel, staged(kernel, grid, args, launch, fixed))
+    search["cold"] = True
     candidates = kernel.search_space(**fixed).tuner.space.candidates
     arguments = {**launch, "grid": grid, "warmup": False}
     runnable = {}
@@ -209,6 +215,7 @@ def oracle_child(
         "search": search,
         "table_ms": {c.label: times.get(c.label) for c in candidates},
         "refined": contenders,
+        "triton_cache": os.environ["TRITON_CACHE_DIR"],
         "noise": split_half_noise(sampled),
     }
 
@@ -270,12 +277,13 @@ def wall_ms(kernel, grid, args, launch, configs: dict[str, Any], rounds: int) ->
 # -- the parent: fresh processes, the table ---------------------------------------------
 
 
-def child(options: argparse.Namespace, *arguments: str) -> dict[str, Any]:
-    """Run this script as a fresh child process; the JSON its last line holds."""
+def child(options: argparse.Namespace, *arguments: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run this script as a fresh child process, with ``env`` added; the JSON its last line holds."""
     command = [sys.executable, str(Path(__file__).resolve()), *arguments]
     if options.smoke:
         command.append("--smoke")
-    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE, check=False)
+    environment = {**os.environ, **(env or {})}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE, check=False, env=environment)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"{' '.join(arguments)} failed ({done.returncode}):\n{done.stderr[-4000:]}")
@@ -292,10 +300,14 @@ def summarise(
     kind: str, oracle: dict[str, Any], runs: dict[str, list[dict[str, Any]]]
 ) -> list[dict[str, Any]]:
     rows = []
-    staged_wall = statistics.mean(r["wall_s"] for r in runs["staged"]) if runs.get("staged") else None
+
+    def cold_wall(results: list[dict[str, Any]]) -> float:
+        return statistics.mean(r["wall_s"] for r in results if r["cold"])
+
+    staged_wall = cold_wall(runs["staged"]) if runs.get("staged") else None
     for strategy, results in runs.items():
         regrets = [regret(oracle["table_ms"], r["pick"]) for r in results]
-        wall = statistics.mean(r["wall_s"] for r in results)
+        wall = cold_wall(results)
         measured = statistics.mean(r["measured"] for r in results)
         rows.append(
             {
@@ -343,6 +355,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kernels", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), help="registered strategy names")
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per strategy (default 5)")
+    parser.add_argument(
+        "--cold-runs",
+        type=int,
+        default=2,
+        help="of those, how many start from an empty Triton cache (default 2; at least 1)",
+    )
     parser.add_argument("--oracle-rounds", type=int, default=5, help="interleaved do_bench rounds")
     parser.add_argument(
         "--oracle-warmup", type=int, default=5, help="do_bench warmup, ms per point and round"
@@ -368,6 +386,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse(argv)
+    if not 1 <= options.cold_runs <= options.runs:
+        raise SystemExit(
+            f"--cold-runs must be between 1 and --runs ({options.runs}), got {options.cold_runs}"
+        )
     if options.smoke:
         os.environ["TRITON_INTERPRET"] = "1"
     if options.child == "search":
@@ -413,15 +435,28 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list[dict[str, Any]]] = {}
         for strategy in options.strategies:
             runs[strategy] = []
-            for _ in range(1 if strategy == "exhaustive" else options.runs):
+            for number in range(1 if strategy == "exhaustive" else options.runs):
                 if strategy == "exhaustive":
                     run = oracle["search"]  # the oracle's own cold search was exhaustive
                 else:
-                    run = child(options, "--child=search", f"--kind={kind}", f"--strategy={strategy}")
+                    cold = number < options.cold_runs
+                    warm = {
+                        "BENCH_TRITON_CACHE_DIR": oracle["triton_cache"],
+                        "KERNELTUNE_COMPILE_TIMEOUT": str(ORACLE_COMPILE_S),
+                    }
+                    run = child(
+                        options,
+                        "--child=search",
+                        f"--kind={kind}",
+                        f"--strategy={strategy}",
+                        env=None if cold else warm,
+                    )
+                    run["cold"] = cold
                 run["regret"] = regret(oracle["table_ms"], run["pick"])
                 runs[strategy].append(run)
                 print(
-                    f"  {strategy}: {run['measured']} of {run['space']} measured, {run['wall_s']:.1f} s, "
+                    f"  {strategy}: {run['measured']} of {run['space']} measured, {run['wall_s']:.1f} s "
+                    f"{'cold' if run['cold'] else 'warm'}, "
                     f"pick {run['pick']} ({run['regret']:+.2%})",
                     flush=True,
                 )

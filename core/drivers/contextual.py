@@ -1,37 +1,12 @@
 """The contextual driver: tune the kernels an outer function launches, inside that function.
 
-This is the engine behind ``triton_dist.autotuner.contextual_autotune``. A
-call of a :class:`ContextualAutoTuner` installs every available interceptor
-plugin and runs the outer function again and again. Each launch of a
-tunable kernel reaches :meth:`ContextualCall.route
-<kerneltune.core.drivers.contextual_call.ContextualCall.route>` as a
-:class:`~kerneltune.core.plugin_system.contracts.KernelLaunch` that
-carries that execution's own arguments. Tuning state is kept per (kernel,
-key): one :class:`~kerneltune.core.machine.engine.Tuner` per kernel and candidate
-list, one :class:`~kerneltune.core.machine.engine.Tuning` per key, driven with
-``next_candidate`` / ``record`` / ``fail`` / ``finish`` like the
-function-level driver drives it, so agreement, reduction and selection are
-the engine's.
-
-One (kernel, key) is measured at a time, the first one launched while none
-is: each of its candidates gets ``n_warmup`` untimed launches and then
-``n_repeat`` timed ones, one launch per time the outer function launches
-that kernel with that key, however many executions that takes. Every rank
-spends the same number of launches on each candidate, failed or not, so
-ranks whose outer function holds collectives stay aligned. Launches of
-kernels that wait for their turn, and the remaining launches of a candidate
-that failed, run with a stand-in config that works (their results are
-thrown away with the execution's). When an execution goes by without
-launching anything that waits for a pick, every kernel it launched ran with
-its pick, and its result is returned.
-
-An outer function that launches the same kernels with the same keys on every
-execution launches the (kernel, key) being measured in every execution. One
-whose kernels bring a new key each time (a counter or a pointer in the key)
-never does again, and the others would wait for their turn forever: after
-:data:`STALL_LIMIT` executions in a row that launch kernels waiting for a
-pick but measure nothing, the call raises
-:class:`~kerneltune.core.errors.StalledTuningError`.
+The engine behind ``triton_dist.autotuner.contextual_autotune``: a
+:class:`ContextualAutoTuner` installs the interceptor plugins and runs the
+outer function again and again, timing one (kernel, key)'s launches at a
+time, until every (kernel, key) it launches has a pick; :class:`ContextualCall
+<kerneltune.core.drivers.contextual_call.ContextualCall>` routes each launch.
+docs/contextual.md ("What a call does", "When the launches change between
+executions") says how, and when :data:`STALL_LIMIT` stops it.
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """Measurements kept per config: what a stored record of another candidate list saves a tuning.
 
-A record is filed under the tuned code, the hardware and the key, not
-under the candidate list (``Tuner.begin``), so a tuning whose candidate
-list changed since (a config added, removed or moved) still finds its
-key's record. Its rows are matched to the live candidates by config
-fingerprint, and a :class:`Plan` says what is left to do:
-
-* nothing new (the list shrank, or was reordered): the stored pick, or,
-  where it left the list, the fastest stored time among those left, is the
-  pick without measuring;
-* configs the record never measured (or had pruned) are measured, together
-  with the *anchor*: the stored pick, or the fastest stored candidate where
-  the pick left the list. They are timed head to head, in interleaved
-  rounds on the usual measuring path, and SELECT decides among them alone:
-  every other stored candidate already lost to the anchor, and a stored
-  time, taken at another moment, never competes with fresh ones. The stored
-  measurements of the others are kept in the new record (``carried``).
-
-Stored times are only reused when they were measured as the tuning would
-measure them now (objective, statistic and timer); otherwise every kept
-candidate is measured. An adaptive driver (a staged search) gets the stored
-times through ``Tuning.reused`` and decides itself what to measure.
-
-With several ranks, the plan of the rank whose record the agreement shares
-is every rank's plan (:mod:`kerneltune.core.machine.agreement`).
+A record is found by key whatever candidate list it was tuned with; its rows
+are matched to the live candidates by config fingerprint, and a :class:`Plan`
+says what is left to measure (new configs against the *anchor*, the stored
+pick or the best stored time left) and what is carried over. docs/guide.md
+("A grown list measures only what is new") says what a user sees;
+docs/multirank.md how ranks share one plan; :attr:`Tuning.reused
+<kerneltune.core.machine.tuning.Tuning.reused>` what an adaptive driver gets.
 """
 
 from __future__ import annotations

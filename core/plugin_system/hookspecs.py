@@ -1,28 +1,12 @@
 """The hook contract between the kerneltune engine and its plugins.
 
 Every hook is prefixed ``kerneltune_``; a plugin implementing a hook not
-specified here is refused when the plugin manager is made, with its name.
-Three families, and one hook of its own:
-
-* registries (``kerneltune_register_*``: timers, caches, remote stores, reducers, devices,
-  interceptors, profile families, features): each implementation receives a
-  ``register`` callable and hands it the classes it provides. All
-  implementations are called; registering a name twice is an error. What
-  each class must provide is a protocol of :mod:`kerneltune.core.plugin_system.contracts`.
-* facts (``kerneltune_hardware_info``, ``kerneltune_software_versions``):
-  each implementation returns a dict; the engine merges them.
-* observers (``kerneltune_tuning_started``, ``kerneltune_candidate_measured``,
-  ``kerneltune_tuning_finished``): notifications. Their return value is
-  ignored. The engine never prints: logging, progress bars and metrics attach
-  here.
-* ``kerneltune_add_settings``: each plugin declares the settings it reads
-  from the config files and variables, as pytest's ``pytest_addoption`` does.
-* ``kerneltune_describe_value``: the first plugin that knows a value names
-  it, for labels.
-* ``kerneltune_key_distance``: the first plugin that can compare two keys
-  says how far apart they are, for warm starts.
-* ``kerneltune_plain_value``: the first plugin that knows a value gives its
-  plain data, for the snippet ``kerneltune cache show`` prints.
+specified here is refused, with its name, when the plugin manager is made.
+The families are registries (``kerneltune_register_*``), facts, observers,
+settings (``kerneltune_add_settings``) and a few first-answer-wins hooks
+(``kerneltune_describe_value``, ``kerneltune_key_distance``,
+``kerneltune_plain_value``); each hook's docstring is the authority.
+docs/plugins.md ("Hook reference") maps them.
 """
 
 from __future__ import annotations

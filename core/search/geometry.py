@@ -1,26 +1,11 @@
 """What a search strategy is given, and how one is chosen.
 
-A search strategy decides which points of a generated space get measured
-(``search_params`` kernels generate theirs, see docs/search_params.md). It
-is a plugin (``kerneltune_register_search_strategies``; the contract is
-:class:`kerneltune.core.plugin_system.contracts.SearchStrategy`) and sees only plain
-data, never a kernel or a device:
-
-* the space's :class:`SearchGeometry`: the sorted values of each searched
-  parameter and the compile-option profiles, so a *point* is a shape (one
-  index per parameter) and a profile index;
-* a measure function: it takes a batch of points and returns each one's
-  time as every rank agreed on it (``inf`` for a point that failed, was
-  dropped, ran out of resources or timed out), so every rank takes the same
-  next decision;
-* a :class:`SearchBudget`: the effort asked for, and the caps on points and
-  seconds it must stay within.
-
-It returns its finalists, fastest first; the caller re-times them head to
-head and applies the correctness gate, whatever the strategy.
-
-Which strategy runs is :mod:`kerneltune.core.search.strategies`'s
-business; the budget resolves as :meth:`SearchBudget.resolve` says.
+A search strategy (a plugin, contract
+:class:`kerneltune.core.plugin_system.contracts.SearchStrategy`) sees plain
+data only: a :class:`SearchGeometry`, a measure function returning agreed
+times (``inf`` for a point that failed) and a :class:`SearchBudget`; it
+returns its finalists, fastest first. docs/search_params.md ("Writing a
+strategy", "Effort and budget") describes each part.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """Profile families for Ascend NPUs (triton-ascend): ``mixcv`` and ``vector-safe``.
 
-``mixcv`` serves kernels that call ``tl.dot`` (flash attention, matmul),
-which run on the cube and vector cores together. It combines three groups
-of triton-ascend compile options:
-
-* workspace: ``set_workspace_multibuffer`` (compiler default, 2 or 4);
-* tile mix: ``tile_mix_vector_loop`` and ``tile_mix_cube_loop`` (default,
-  2 or 4), how many parts the vector and cube work of a tile is split into;
-* multibuffer: ``multibuffer`` on (the default) or off; while it is on, its
-  children ``limit_auto_multi_buffer_of_local_buffer`` (default or
-  ``"no-limit"``) and ``limit_auto_multi_buffer_only_for_local_buffer``
-  (default or on) refine it. With multibuffer off the children mean nothing,
-  so no profile sets them.
-
-``vector-safe`` serves the other kernels: only options that change buffering
-and never the tiling or the cube/vector split, ``multibuffer`` on or off and,
-where the installed triton-ascend has it, ``enable_ubuf_saving``.
-
-``unit_flag`` is never searched: callers that need it fix it at launch, and a
-fixed option overrides every profile. Every option is used only where the
-installed triton-ascend accepts it. None of this has run on Ascend hardware
-in kerneltune's CI; the tests check the profiles produced and their
-dependencies.
+``mixcv`` serves ``tl.dot`` kernels (workspace x tile mix x multibuffer);
+``vector-safe`` the others (buffering only). Every option is used only where
+the installed triton-ascend accepts it; ``unit_flag`` is never searched
+(callers that need it fix it at launch, and a fixed option overrides every
+profile). None of this has run on Ascend hardware in kerneltune's CI.
+docs/search_params.md ("Operator classes and profile families") says why.
 """
 
 from __future__ import annotations
@@ -38,7 +22,19 @@ MULTIBUFFER_CHILDREN = (
 
 
 class AscendMixCVProfiles:
-    """Workspace x tile mix x multibuffer (with its children) for ``tl.dot`` kernels."""
+    """Workspace x tile mix x multibuffer (with its children) for ``tl.dot`` kernels.
+
+    These kernels (flash attention, matmul) run on the cube and vector cores
+    together. Three groups of triton-ascend compile options:
+
+    * workspace: ``set_workspace_multibuffer`` (compiler default, 2 or 4);
+    * tile mix: ``tile_mix_vector_loop`` and ``tile_mix_cube_loop`` (default,
+      2 or 4), how many parts the vector and cube work of a tile is split into;
+    * multibuffer: ``multibuffer`` on (the default) or off; while it is on, its
+      children (:data:`MULTIBUFFER_CHILDREN`: default or ``"no-limit"``, and
+      default or on) refine it. With multibuffer off the children mean
+      nothing, so no profile sets them.
+    """
 
     name = "ascend-mixcv"
     operator = "matrix"
@@ -68,7 +64,12 @@ class AscendMixCVProfiles:
 
 
 class AscendVectorSafeProfiles:
-    """Multibuffer on/off (and UB saving) for kernels without ``tl.dot``."""
+    """Multibuffer on/off (and UB saving) for kernels without ``tl.dot``.
+
+    Only options that change buffering, never the tiling or the cube/vector
+    split: ``multibuffer`` on or off and, where the installed triton-ascend
+    has it, ``enable_ubuf_saving``.
+    """
 
     name = "ascend-vector-safe"
     operator = "vector"

@@ -1,25 +1,10 @@
 """Profile families for NVIDIA GPUs: warps and pipeline stages.
 
-Matrix kernels (``tl.dot``) get ``num_warps`` x ``num_stages``, since the
-software pipeline of the K loop and the warps sharing a tile decide their
-speed. Vector kernels get more warp counts and fewer stages: they have short
-or no loops to pipeline, and their speed is mostly how many threads stream
-each block.
-
-``num_ctas`` (Hopper clusters) is left out: Triton's CTA planning fails
-plain ``tl.dot`` kernels with it (BENCHMARKS.md, "Figures behind choices in
-the code"), and clusters pay only for kernels written for them (TMA
-multicast), whose authors fix ``num_ctas`` at launch.
-
-The matrix family probes every shape with 8 warps as well as the default 4
-(see :meth:`NvidiaMatrixProfiles.probe_profiles`). The vector family probes
-with its base alone: its kernels are ranked well enough there (BENCHMARKS.md),
-and a second probe would add a measurement per shape to the stage that is
-most of their cost.
-
-``maxnreg`` is accepted by Triton but left out of both families: capping
-registers trades spills for occupancy, which rarely pays for tiled kernels
-and would double every family. A caller who wants it fixes it at launch.
+``nvidia-matrix`` (``tl.dot`` kernels) crosses ``num_warps`` with
+``num_stages`` and probes with 8 warps too; ``nvidia-vector`` tries more
+warp counts and fewer stages. ``num_ctas`` and ``maxnreg`` are left out of
+both (see the comment above :class:`NvidiaMatrixProfiles`).
+docs/search_params.md ("Operator classes and profile families") says why.
 """
 
 from __future__ import annotations
@@ -29,9 +14,24 @@ from typing import Any
 from kerneltune.core import hookimpl
 from kerneltune.core.search.profiles import CompileTarget, option_grid
 
+# Left out of both families:
+#
+# * ``num_ctas`` (Hopper clusters): Triton's CTA planning fails plain ``tl.dot``
+#   kernels with it (BENCHMARKS.md, "Figures behind choices in the code"), and
+#   clusters pay only for kernels written for them (TMA multicast), whose
+#   authors fix ``num_ctas`` at launch.
+# * ``maxnreg``, which Triton accepts: capping registers trades spills for
+#   occupancy, which rarely pays for tiled kernels and would double every
+#   family. A caller who wants it fixes it at launch.
+
 
 class NvidiaMatrixProfiles:
-    """``num_warps`` x ``num_stages`` for ``tl.dot`` kernels."""
+    """``num_warps`` x ``num_stages`` for ``tl.dot`` kernels.
+
+    The software pipeline of the K loop and the warps sharing a tile decide
+    these kernels' speed. Every shape is probed with 8 warps as well as the
+    default 4 (:meth:`probe_profiles`).
+    """
 
     name = "nvidia-matrix"
     operator = "matrix"
@@ -66,7 +66,14 @@ class NvidiaMatrixProfiles:
 
 
 class NvidiaVectorProfiles:
-    """``num_warps`` 1..16 x ``num_stages`` 1..3 for element-wise and reduction kernels."""
+    """``num_warps`` 1..16 x ``num_stages`` 1..3 for element-wise and reduction kernels.
+
+    More warp counts and fewer stages than the matrix family: these kernels
+    have short or no loops to pipeline, and their speed is mostly how many
+    threads stream each block. Probed with the base alone: they are ranked
+    well enough there (BENCHMARKS.md), and a second probe would add a
+    measurement per shape to the stage that is most of their cost.
+    """
 
     name = "nvidia-vector"
     operator = "vector"

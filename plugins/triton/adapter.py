@@ -1,32 +1,12 @@
 """The one place that reads and writes the internals of Triton's ``Autotuner``.
 
-Triton gives its autotuner no public API for "which configs would you try for
-this launch", "run this launch with that config" or "remember this pick", so
-kerneltune reaches into attributes that are stable in practice but not
-promised. Every such access lives in this module, checked against
-:data:`LAYOUTS`, the version table below; everything else in kerneltune calls
-the functions here. Other plugins (the contextual interceptor, search_params)
-share them: each function documents what it needs and what it guarantees.
-The isolation worker's launch (the JIT function under ``triton.heuristics``,
-a grid function evaluated ahead) is :mod:`~kerneltune.plugins.triton.isolated`'s,
-which goes through the functions here for everything about the autotuner.
-
-Attributes read on an ``Autotuner`` ``t`` (all releases in the table):
-
-* ``t.fn`` (the wrapped ``JITFunction`` or interpreter function; ``.run``
-  launches it), ``t.base_fn`` (the Python function), ``t.arg_names``;
-* ``t.configs`` (candidates; ``t.user_configs`` on triton-ascend's
-  auto-tiling tuner), ``t.keys`` (argument names: a list, or on the
-  auto-tiling tuner a dict from axis name to argument name);
-* ``t.prune_configs(kwargs)``, which reads ``t.nargs``;
-* ``t.pre_hook(nargs)`` / ``t.post_hook(nargs, exception=)`` (reset_to_zero
-  and restore_value live there), ``config.pre_hook``, ``config.kwargs``,
-  ``config.all_kwargs()``.
-
-Attributes written: ``t.nargs`` (set for pruning, then cleared, as
-``Autotuner.run`` does), ``t.cache[key]`` and ``t.best_config`` (the pick),
-and the class attribute ``run`` of ``Autotuner`` and its subclasses while an
-interception is installed (:func:`patch_runs`).
+Triton's autotuner has no public API for a launch's candidates, launching
+with a chosen config or storing a pick, so every such access lives here,
+checked against :data:`LAYOUTS` (the attributes touched are listed above
+it); the rest of kerneltune, the contextual interceptor, search_params and
+:mod:`~kerneltune.plugins.triton.isolated` included, calls the functions
+here. docs/architecture.md ("The Triton adapter and its version table") and
+docs/contextual.md ("Triton versions") describe the rows.
 """
 
 from __future__ import annotations
@@ -61,6 +41,26 @@ class Layout:
     verified: str
 
 
+# Triton promises none of the attributes below; they are stable in practice,
+# and each row of LAYOUTS was checked against them. Every function here
+# documents what it needs and what it guarantees.
+#
+# Read on an ``Autotuner`` ``t`` (all rows):
+#
+# * ``t.fn`` (the wrapped ``JITFunction`` or interpreter function; ``.run``
+#   launches it), ``t.base_fn`` (the Python function), ``t.arg_names``;
+# * ``t.configs`` (candidates; ``t.user_configs`` on triton-ascend's
+#   auto-tiling tuner), ``t.keys`` (argument names: a list, or on the
+#   auto-tiling tuner a dict from axis name to argument name);
+# * ``t.prune_configs(kwargs)``, which reads ``t.nargs``;
+# * ``t.pre_hook(nargs)`` / ``t.post_hook(nargs, exception=)`` (reset_to_zero
+#   and restore_value live there), ``config.pre_hook``, ``config.kwargs``,
+#   ``config.all_kwargs()``.
+#
+# Written: ``t.nargs`` (set for pruning, then cleared, as ``Autotuner.run``
+# does), ``t.cache[key]`` and ``t.best_config`` (the pick), and the class
+# attribute ``run`` of ``Autotuner`` and its subclasses while an interception
+# is installed (:func:`patch_runs`).
 LAYOUTS: tuple[Layout, ...] = (
     Layout(
         name="triton-3.2-3.3",

@@ -1,28 +1,14 @@
 """Compiling Triton kernels ahead of running them: the adapter's compiler half.
 
-The tuners' COMPILE stage (:mod:`kerneltune.core.machine.compile`) compiles
-candidates on a pool of threads. Two ways in, both through Triton's
-``JITFunction.run(..., warmup=True)``, which compiles for the given
-arguments and launches nothing:
-
-* :func:`config_compiler`: for an autotuned kernel (the contextual tuner,
-  search_params), compile one of its configs for one launch's arguments;
-* :func:`recording`: for a host launcher (the function-level tuner), run the
-  launcher once with this thread's JIT launches recorded instead of made,
-  each turned into a compile.
-
-COMPILE may run each compile in a forked process (:func:`forked_compiles`):
-the child inherits the kernel and arguments, compiles into Triton's on-disk
-cache without touching the device, and exits; the parent's compile of the
-same candidate is then a load from that cache.
-
-It also holds what compiling needs to know of the driver: which device a
-thread compiles for (:func:`device_binding`), whether a compiled kernel fits
-the device (:func:`shared_memory_problem`) and whether an error is Triton's
-``OutOfResources``. Like :mod:`kerneltune.plugins.triton.adapter`, this
-module is the only place that touches what it touches: ``JITFunction.run`` (patched while a recording
-is open on any thread) and the per-device kernel cache Triton creates on a
-kernel's first compile.
+:func:`config_compiler` (a kernel's config, for one launch's arguments) and
+:func:`recording` (a host launcher's JIT launches, recorded instead of made)
+compile through ``JITFunction.run(..., warmup=True)``, in forked processes
+where :func:`forked_compiles` allows; the driver facts compiling needs are
+here too. Like :mod:`kerneltune.plugins.triton.adapter`, this is the only
+module that touches what it touches: ``JITFunction.run`` (patched while a
+recording is open on any thread) and Triton's per-device kernel cache.
+README.md ("Compiling") and docs/architecture.md ("The stages", COMPILE)
+say how it fits in.
 """
 
 from __future__ import annotations

@@ -1,36 +1,13 @@
 """Isolation for Triton kernels: one launch of a tuned kernel, as the isolation worker repeats it.
 
-With ``isolate = "subprocess"`` the candidates of a ``triton.autotune``
-kernel that ``contextual_autotune`` takes over, and of a search_params
-kernel, first run in the isolation worker (:mod:`kerneltune.core.isolation.parent`).
-
-The parent (:class:`KernelIsolation`) finds the kernel's tuner under a
-module-level name (the worker imports it so) and, for each candidate config,
-computes on the host everything the launch derives from the config, so that
-only plain data travels: the config's meta-parameters and options
-(``config.all_kwargs()``), the values of the ``triton.heuristics`` layers
-between the tuner and the JIT function (each called as ``Heuristics.run``
-calls it), and the grid, called when it is a function with the launch's
-arguments by name, the kernel parameters' defaults and those derived values,
-as Triton's JIT calls it with the bound arguments.
-
-The worker (:func:`kernel_runner`) launches the JIT function itself,
-``jit.run(*args, grid=grid, warmup=False, **kwargs, **meta)``, on its fresh
-copies of the arguments, and the core worker synchronises after it. The
-core worker copies the tensors it sees (in tuples, lists and dicts); the
-base tensor of a host-side ``TensorDescriptor`` is copied here, so that a
-kernel writing through one writes into the worker's memory, not the caller's.
-
-Hooks. The config's ``pre_hook`` and the tuner's ``pre_hook`` run before the
-launch and its ``post_hook`` after, in the worker, on its copies, as in this
-process while the candidate is measured (:func:`adapter.hooked_launch`): a
-kernel that relies on ``reset_to_zero`` (a lock buffer it spins on, an
-accumulator) runs there as it will here, and ``restore_value`` restores
-only the worker's copies. The worker uses its own hooks, from its own import
-of the kernel's module (so lambdas work); a config's ``pre_hook`` is found by
-the config's position among the kernel's configs, or, for a config made at
-run time (by a prune function), sent pickled: one that cannot be pickled
-makes the candidate unscreenable, and so failed.
+With ``isolate = "subprocess"`` the candidates of the kernels that
+``contextual_autotune`` takes over, and of search_params kernels, run here
+first (:mod:`kerneltune.core.isolation.parent`). :class:`KernelIsolation`
+computes on the host what the launch derives from a config, so that only
+plain data travels; :func:`kernel_runner` launches the JIT function with it
+in the worker, between the hooks. README.md ("Isolation", "How a kernel's
+candidate runs there") says what travels, which hooks run and what cannot
+be screened.
 """
 
 from __future__ import annotations
@@ -141,7 +118,13 @@ class KernelIsolation:
         return {"options": options, "derived": derived, "grid": grid, "pre_hook": hook}
 
     def _hook(self, config: Any) -> Any:
-        """The config's pre_hook as the worker finds it: its config's position, or itself to pickle."""
+        """The config's pre_hook as the worker finds it: its config's position, or itself to pickle.
+
+        By position, the worker uses the hook of its own import of the
+        kernel's module (so lambdas work). A config made at run time (by a
+        prune function) sends its hook pickled; one that cannot be pickled
+        makes the candidate unscreenable, and so failed.
+        """
         hook = getattr(config, "pre_hook", None)
         if hook is None:
             return None

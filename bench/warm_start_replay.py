@@ -1,0 +1,106 @@
+"""Replay a recorded M sweep through the engine's warm start, on the CPU, in any order.
+
+Usage::
+
+    python3 bench/warm_start_replay.py w.json                 # w.json: bench/warm_start.py --out
+    python3 bench/warm_start_replay.py w.json --seeds 20 --noise 0.01 --orders up down shuffled
+
+bench/warm_start.py needs a GPU and judges one order (M increasing) once.
+This script takes the oracle table such a run recorded (every config's time
+at every M) and tunes the sweep again through kerneltune's own engine
+(``Tuner.begin`` with ``warm_start="nearest"``, the json cache, the
+head-to-head rounds), handing it the table's times with Gaussian noise
+instead of running kernels. So a change to the warm-start choice can be
+judged in seconds, over many noise seeds and key orders, before a GPU run
+confirms it; the GPU run stays the evidence (BENCHMARKS.md).
+
+Printed per order: the share of M whose pick is within 2% and 5% of the
+table's best, the worst regret and where, and the configs measured
+against a full tuning's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kerneltune.core import Session, Settings, Space, Tuner
+
+
+def parse_config(text: str) -> dict[str, int]:
+    """A config as bench/warm_start.py printed it (``BLOCK_M: 64, ..., maxnreg: None``)."""
+    parts = (part.split(": ") for part in text.split(", "))
+    return {name: int(value) for name, value in parts if value != "None"}
+
+
+def replay(
+    table: dict[str, Any], order: list[int], noise: float, seed: int, budget: int
+) -> list[dict[str, Any]]:
+    """Tune every M of ``table`` in ``order`` with warm start; each M's pick, regret and configs measured."""
+    rng = random.Random(seed)
+    configs = [parse_config(text) for text in table["configs"]]
+    space = Space.build("replayed", configs, source="def replayed(m, config): ...")
+    settings = Settings(
+        reducer="local", cache="json", timer="wallclock", cache_dir=Path(tempfile.mkdtemp()), tie_rounds=0
+    )
+    session = Session.create(settings)
+    tuner = Tuner(space)
+    results = []
+    for index in order:
+        row = table["rows"][index]
+        times = row["oracle_ms"]
+        measured = set()
+        with tuner.begin(session, row["m"], warm_start="nearest", warm_start_budget=budget) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                measured.add(candidate.index)
+                tuning.record(candidate, [times[candidate.index] * (1 + rng.gauss(0, noise))])
+            pick = tuning.finish().index
+        results.append({"m": row["m"], "regret": times[pick] / min(times) - 1, "measured": len(measured)})
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("table", type=Path, help="bench/warm_start.py's --out file")
+    parser.add_argument("--seeds", type=int, default=10, help="noise seeds per order (default 10)")
+    parser.add_argument(
+        "--noise", type=float, default=0.01, help="relative noise of a measurement (default 0.01)"
+    )
+    parser.add_argument("--budget", type=int, default=5, help="warm_start_budget (default 5)")
+    parser.add_argument(
+        "--orders", nargs="+", default=["up", "down", "shuffled"], choices=["up", "down", "shuffled"]
+    )
+    args = parser.parse_args()
+    table = json.loads(args.table.read_text())
+    count = len(table["rows"])
+    full = len(table["configs"]) * count
+    print(f"{args.table}: {count} values of M, {len(table['configs'])} configs, {table.get('device', '?')}")
+    for name in args.orders:
+        runs = []
+        for seed in range(args.seeds):
+            order = list(range(count))
+            if name == "down":
+                order.reverse()
+            elif name == "shuffled":
+                random.Random(seed).shuffle(order)
+            runs.append(replay(table, order, args.noise, seed, args.budget))
+        regrets = [r["regret"] for run in runs for r in run]
+        worst = max((r for run in runs for r in run), key=lambda r: r["regret"])
+        measured = statistics.mean(sum(r["measured"] for r in run) for run in runs)
+        print(
+            f"{name:>8}: within 2% {sum(x <= 0.02 for x in regrets) / len(regrets):.0%}, "
+            f"within 5% {sum(x <= 0.05 for x in regrets) / len(regrets):.0%}, "
+            f"worst {worst['regret']:.1%} (M={worst['m']}), "
+            f"configs measured {measured / full:.2f} of full tuning's"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""Warm start replayed on a recorded H200 M sweep, through the engine (bench/warm_start_replay.py).
+
+tests/data/h200_warm_start_sweep.json holds bench/warm_start.py's oracle
+table from one H200 run: the time of each of 24 bf16 matmul configs at 30
+values of M (N = K = 4096). Replayed with 1% noise, the warm-start choice
+must keep what the replay showed when it was chosen, so that a later change
+to it that loses picks fails here before a GPU run shows it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = json.loads((ROOT / "tests" / "data" / "h200_warm_start_sweep.json").read_text())
+
+
+def load_replay():
+    spec = importlib.util.spec_from_file_location(
+        "warm_start_replay", ROOT / "bench" / "warm_start_replay.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_m_in_increasing_order_keeps_nine_in_ten_picks_within_two_percent_measuring_under_a_third():
+    replay = load_replay().replay
+    order = list(range(len(TABLE["rows"])))
+    runs = [replay(TABLE, order, noise=0.01, seed=seed, budget=5) for seed in range(2)]
+    regrets = [r["regret"] for run in runs for r in run]
+    assert sum(x <= 0.02 for x in regrets) / len(regrets) >= 0.9
+    measured = sum(r["measured"] for run in runs for r in run)
+    assert measured / (len(runs) * len(TABLE["rows"]) * len(TABLE["configs"])) <= 0.3
+    assert all(r["measured"] <= 5 for run in runs for r in run[1:]), "the first M alone is tuned in full"

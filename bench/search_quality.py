@@ -277,13 +277,23 @@ def wall_ms(kernel, grid, args, launch, configs: dict[str, Any], rounds: int) ->
 # -- the parent: fresh processes, the table ---------------------------------------------
 
 
-def child(options: argparse.Namespace, *arguments: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run this script as a fresh child process, with ``env`` added; the JSON its last line holds."""
+def child(
+    options: argparse.Namespace, *arguments: str, env: dict[str, str] | None = None, log: str | None = None
+) -> dict[str, Any]:
+    """Run this script as a fresh child process, with ``env`` added; the JSON its last line holds.
+
+    With ``--logs``, the child is verbose and its output is kept there as ``log``.txt.
+    """
     command = [sys.executable, str(Path(__file__).resolve()), *arguments]
     if options.smoke:
         command.append("--smoke")
     environment = {**os.environ, **(env or {})}
+    if options.logs and log:
+        environment["KERNELTUNE_VERBOSE"] = "1"
     done = subprocess.run(command, capture_output=True, text=True, cwd=HERE, check=False, env=environment)
+    if options.logs and log:
+        options.logs.mkdir(parents=True, exist_ok=True)
+        (options.logs / f"{log}.txt").write_text(done.stdout + done.stderr)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"{' '.join(arguments)} failed ({done.returncode}):\n{done.stderr[-4000:]}")
@@ -372,7 +382,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--refine-rounds", type=int, default=REFINE_ROUNDS, help="their further interleaved rounds"
     )
-    parser.add_argument("--out", type=Path, help="write every number here (JSON)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="write every number here (JSON), after each run too, so a cut run keeps its part",
+    )
+    parser.add_argument("--logs", type=Path, help="keep each search process's verbose log in this folder")
     parser.add_argument(
         "--smoke",
         action="store_true",
@@ -432,7 +447,14 @@ def main(argv: list[str] | None = None) -> int:
             f"(two halves of the refined rounds) up to {oracle['noise']:.2%}",
             flush=True,
         )
+        timed = {label: ms for label, ms in oracle["table_ms"].items() if ms is not None}
+        fastest = min(timed.values())
+        for label in sorted(timed, key=timed.__getitem__)[:5]:
+            print(f"  oracle: {label}: {timed[label]:.4f} ms ({timed[label] / fastest - 1:+.2%})", flush=True)
         runs: dict[str, list[dict[str, Any]]] = {}
+        results["kernels"][kind] = {"oracle": oracle, "runs": runs}
+        if options.out:
+            options.out.write_text(json.dumps(results, indent=2))
         for strategy in options.strategies:
             runs[strategy] = []
             for number in range(1 if strategy == "exhaustive" else options.runs):
@@ -450,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"--kind={kind}",
                         f"--strategy={strategy}",
                         env=None if cold else warm,
+                        log=f"{kind}_{strategy}_{number}",
                     )
                     run["cold"] = cold
                 run["regret"] = regret(oracle["table_ms"], run["pick"])
@@ -460,6 +483,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"pick {run['pick']} ({run['regret']:+.2%})",
                     flush=True,
                 )
+                results["kernels"][kind] = {"oracle": oracle, "runs": runs}
+                if options.out:
+                    options.out.write_text(json.dumps(results, indent=2))
         results["kernels"][kind] = {"oracle": oracle, "runs": runs}
         rows += summarise(kind, oracle, runs)
     results["rows"] = rows

@@ -36,12 +36,20 @@ For each kernel:
 2. each other strategy (``--strategies``) in ``--runs`` fresh processes,
    each with an empty kerneltune cache: the first launch on the wall clock,
    the points the search measured, and its pick, the strategy chosen by
-   the kernel's hint. The first ``--cold-runs`` of them also start from an
-   empty Triton cache (cold); the others get the oracle's Triton cache,
-   already full, and its compile limit, so they pay little for compiling:
+   the kernel's hint, each under the oracle's compile limit
+   (``ORACLE_COMPILE_S``: a point that compiles longer has no oracle time,
+   and a search there drops it too). The first ``--cold-runs`` of them
+   also start from an empty Triton cache (cold); the others get the
+   oracle's Triton cache, already full, so they pay little for compiling:
    a pick does not depend on what compiling cost, and the matmul's 300
    points take minutes to compile cold. Wall times are the cold runs'
    alone; points and regrets are every run's.
+
+The oracle times only the points its exhaustive pass ran (the summary's
+``times``): launching one that failed or outran the compile limit there
+would compile it again in the oracle's process, alone and with no limit.
+With ``--logs`` each process is verbose and streams its output to a file
+there as it runs (``<kernel>_oracle.txt``, ``<kernel>_<strategy>_<n>.txt``).
 
 A pick's regret is its oracle time over the oracle's fastest, minus one.
 Printed at the end, per kernel and strategy: the space, the mean points
@@ -61,6 +69,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -154,6 +163,7 @@ def summary_of(kernel: Any, wall_s: float) -> dict[str, Any]:
         "dropped": summary.dropped,
         "space": summary.space,
         "pick": summary.pick,
+        "times_ms": {label: ms if math.isfinite(ms) else None for label, ms in summary.times.items()},
     }
 
 
@@ -166,7 +176,6 @@ def oracle_child(
     any search does), so the timing that follows finds every kernel built.
     A point that fails to build or to launch has no time (``None``).
     """
-    import tempfile
 
     from kerneltune.plugins.triton import adapter
     from search_params import alone_ms, staged
@@ -182,15 +191,21 @@ def oracle_child(
     started = time.perf_counter()
     search = summary_of(kernel, staged(kernel, grid, args, launch, fixed))
     search["cold"] = True
+    print(f"oracle: compiled and searched in {time.perf_counter() - started:.1f} s", flush=True)
     candidates = kernel.search_space(**fixed).tuner.space.candidates
     arguments = {**launch, "grid": grid, "warmup": False}
     runnable = {}
     for candidate in candidates:
+        # Only what the search ran: launching a point that failed or outran compile_timeout there
+        # would compile it here, alone and with no limit.
+        if search["times_ms"].get(candidate.label) is None:
+            continue
         try:
             adapter.launch_config(kernel, args, arguments, candidate.config)
         except Exception:
             continue
         runnable[candidate.label] = candidate.config
+    print(f"oracle: {len(runnable)} of {len(candidates)} points run; timing them", flush=True)
     if smoke:
         times = wall_ms(kernel, grid, args, launch, runnable, rounds)
     else:
@@ -207,6 +222,7 @@ def oracle_child(
         warmup,
         rep,
     )
+    print(f"oracle: timed in {time.perf_counter() - started:.1f} s", flush=True)
     refined = {label: statistics.median(values) for label, values in sampled.items()}
     times.update(refined)
     return {
@@ -278,26 +294,34 @@ def wall_ms(kernel, grid, args, launch, configs: dict[str, Any], rounds: int) ->
 
 
 def child(
-    options: argparse.Namespace, *arguments: str, env: dict[str, str] | None = None, log: str | None = None
+    options: argparse.Namespace, *arguments: str, env: dict[str, str] | None = None, log: str = "child"
 ) -> dict[str, Any]:
-    """Run this script as a fresh child process, with ``env`` added; the JSON its last line holds.
+    """Run this script as a fresh child process, with ``env`` added; the JSON it writes as its result.
 
-    With ``--logs``, the child is verbose and its output is kept there as ``log``.txt.
+    With ``--logs`` the child is verbose and its output goes to ``log``.txt there as it runs.
     """
-    command = [sys.executable, str(Path(__file__).resolve()), *arguments]
-    if options.smoke:
-        command.append("--smoke")
-    environment = {**os.environ, **(env or {})}
-    if options.logs and log:
-        environment["KERNELTUNE_VERBOSE"] = "1"
-    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE, check=False, env=environment)
-    if options.logs and log:
-        options.logs.mkdir(parents=True, exist_ok=True)
-        (options.logs / f"{log}.txt").write_text(done.stdout + done.stderr)
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"{' '.join(arguments)} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return json.loads(lines[-1])
+    with tempfile.TemporaryDirectory() as folder:
+        result = Path(folder) / "result.json"
+        command = [sys.executable, str(Path(__file__).resolve()), *arguments, f"--result={result}"]
+        if options.smoke:
+            command.append("--smoke")
+        environment = {**os.environ, **(env or {})}
+        if options.logs:
+            environment["KERNELTUNE_VERBOSE"] = "1"
+            options.logs.mkdir(parents=True, exist_ok=True)
+            with open(options.logs / f"{log}.txt", "w") as output:
+                done = subprocess.run(
+                    command, stdout=output, stderr=subprocess.STDOUT, cwd=HERE, check=False, env=environment
+                )
+            tail = (options.logs / f"{log}.txt").read_text()[-4000:]
+        else:
+            done = subprocess.run(
+                command, capture_output=True, text=True, cwd=HERE, check=False, env=environment
+            )
+            tail = (done.stdout + done.stderr)[-4000:]
+        if done.returncode != 0 or not result.exists():
+            raise RuntimeError(f"{' '.join(arguments)} failed ({done.returncode}):\n{tail}")
+        return json.loads(result.read_text())
 
 
 def regret(table: dict[str, float | None], pick: str) -> float:
@@ -396,6 +420,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--child", choices=("search", "oracle"), help=argparse.SUPPRESS)
     parser.add_argument("--kind", choices=KINDS, help=argparse.SUPPRESS)
     parser.add_argument("--strategy", help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -408,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.smoke:
         os.environ["TRITON_INTERPRET"] = "1"
     if options.child == "search":
-        print(json.dumps(search_child(options.kind, options.strategy, options.smoke)))
+        options.result.write_text(json.dumps(search_child(options.kind, options.strategy, options.smoke)))
         return 0
     if options.child == "oracle":
         result = oracle_child(
@@ -420,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
             options.refine_top,
             options.refine_rounds,
         )
-        print(json.dumps(result))
+        options.result.write_text(json.dumps(result))
         return 0
     if not options.smoke:
         import torch
@@ -441,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
             f"--oracle-rep={options.oracle_rep}",
             f"--refine-top={options.refine_top}",
             f"--refine-rounds={options.refine_rounds}",
+            log=f"{kind}_oracle",
         )
         print(
             f"{kind}: oracle over {oracle['space']} points in {oracle['oracle_s']:.1f} s; its noise "
@@ -462,16 +488,15 @@ def main(argv: list[str] | None = None) -> int:
                     run = oracle["search"]  # the oracle's own cold search was exhaustive
                 else:
                     cold = number < options.cold_runs
-                    warm = {
-                        "BENCH_TRITON_CACHE_DIR": oracle["triton_cache"],
-                        "KERNELTUNE_COMPILE_TIMEOUT": str(ORACLE_COMPILE_S),
-                    }
+                    env = {"KERNELTUNE_COMPILE_TIMEOUT": str(ORACLE_COMPILE_S)}
+                    if not cold:
+                        env["BENCH_TRITON_CACHE_DIR"] = oracle["triton_cache"]
                     run = child(
                         options,
                         "--child=search",
                         f"--kind={kind}",
                         f"--strategy={strategy}",
-                        env=None if cold else warm,
+                        env=env,
                         log=f"{kind}_{strategy}_{number}",
                     )
                     run["cold"] = cold

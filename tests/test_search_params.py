@@ -440,6 +440,8 @@ def test_each_strategy_selected_by_hint_searches_and_picks(monkeypatch, strategy
     assert summary.strategy == strategy
     assert picked(kernel) == ({"BLOCK_M": 32, "BLOCK_N": 64}, 8)
     assert summary.space == 64
+    assert len(summary.times) == summary.measured, "no point of this space fails"
+    assert min(summary.times, key=summary.times.__getitem__) == summary.pick
     if strategy == "exhaustive":
         assert summary.measured == 64
     else:
@@ -608,6 +610,9 @@ def test_shapes_no_smaller_than_one_out_of_resources_are_dropped_unbuilt(monkeyp
     assert (64, 128) not in script.seen("BLOCK_M", "BLOCK_N")
     out = capsys.readouterr().out
     assert "dropped BLOCK_M=64, BLOCK_N=128: CandidateDropped: dropped before compiling" in out
+    times = kernel.last_search.times
+    assert times["BLOCK_M=64, BLOCK_N=128"] == math.inf, "a dropped point's time is infinite"
+    assert min(times, key=times.__getitem__) == "BLOCK_M=32, BLOCK_N=128" == kernel.last_search.pick
 
 
 @ascend_stand_in.launches_configs

@@ -72,6 +72,9 @@ class SearchSummary:
     pick: str
     #: the search strategy's name (``"given"`` for hand-written configs, which are measured as they are).
     strategy: str = "given"
+    #: each measured candidate's time by label, ms: the search's last value for it (stage 3's where it
+    #: was re-timed); ``inf`` for one that failed to compile or launch, timed out, or was dropped.
+    times: dict[str, float] = attrs.field(factory=dict)
 
 
 class SearchedKernel(Protocol):
@@ -164,14 +167,19 @@ class SearchRun:
             finalists = self.checked(strategy, found)
             chosen = strategy.name
         best = self.finalise(finalists)
+        candidates = self.tuning.tuner.space.candidates
         self.kernel.last_search = SearchSummary(
             key=self.tuning.key,
-            space=len(self.tuning.tuner.space.candidates),
+            space=len(candidates),
             measured=len(set(self.outcomes) - self.dropped),
             dropped=len(self.dropped),
             seconds=time.perf_counter() - self.started,
             pick=best.label,
             strategy=chosen,
+            times={
+                candidates[index].label: math.inf if index in self.dropped else value
+                for index, value in self.outcomes.items()
+            },
         )
         self.report(best)
         return best

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from contextual_matmul import SIX_CONFIGS, launch_config, make_matmul, median_ms
 from kerneltune.core.machine.measure import hold_microseconds
+from kerneltune.plugins.devices.accelerators import CudaDevice
 from kerneltune.plugins.timers.events import CudaEventTimer
 
 SET_UPS = ("none", "flush", "flush+hold")
@@ -44,7 +45,7 @@ SET_UPS = ("none", "flush", "flush+hold")
 
 def timed_launches(set_up: str, launch, flush, warmup: int, repeat: int) -> tuple[list[float], list[float]]:
     """Per-launch samples (µs) under one set-up, and the host's time per launch (µs)."""
-    timer = CudaEventTimer()
+    timer = CudaEventTimer(CudaDevice())
     host_us: list[float] = []
     for _ in range(warmup):
         started = time.perf_counter()
@@ -86,7 +87,7 @@ def main() -> int:
     c = torch.empty((2048, 2048), device="cuda", dtype=torch.float16)
     kernel = make_matmul(SIX_CONFIGS)
     # The timer's own flush, as the tuners' MEASURE step runs it.
-    flush = CudaEventTimer().flush
+    flush = CudaEventTimer(CudaDevice()).flush
     for cfg in SIX_CONFIGS:
         launch_config(kernel, cfg, a, b, c)
     torch.cuda.synchronize()

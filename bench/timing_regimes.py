@@ -3,6 +3,7 @@
 Usage (needs a CUDA device)::
 
     python3 bench/timing_regimes.py --out regimes.json
+    python3 bench/timing_regimes.py --warm-start-m 8192 --warm-start-configs 12 10
     python3 bench/timing_regimes.py --labels "BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=3" \\
         "BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=4"
 
@@ -25,6 +26,10 @@ config's time relative to the first one under each regime:
   from a CUDA graph: no host time, no L2 clear);
 * ``stream``: one event pair around 50 back-to-back launches, no flush:
   a kernel inside a busy stream, as in a model.
+
+``--warm-start-m`` times bench/warm_start.py's matmul at one M instead: at
+M >= 6144 its full tunings picked config 12 (128x256x64) where its oracle
+(do_bench, 5 ms per call) put config 10 (128x128x64) 4-7% ahead.
 """
 
 from __future__ import annotations
@@ -99,6 +104,18 @@ def main() -> int:
         "--labels", nargs="+", default=list(DEFAULT_LABELS), help="configs, as the space labels them"
     )
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument(
+        "--warm-start-m",
+        type=int,
+        help="time bench/warm_start.py's matmul at this M instead (N = K = 4096), configs by index",
+    )
+    parser.add_argument(
+        "--warm-start-configs",
+        type=int,
+        nargs="+",
+        default=[12, 10],
+        help="its config indices (default 12 10)",
+    )
     parser.add_argument("--out", type=Path, help="write every sample here (JSON)")
     options = parser.parse_args()
     import torch
@@ -110,16 +127,29 @@ def main() -> int:
     from kerneltune.plugins.triton import adapter
     from search_quality import build
 
-    kernel, grid, args, launch, _ = build("matmul", smoke=False)
-    candidates = {c.label: c.config for c in kernel.search_space().tuner.space.candidates}
-    unknown = [label for label in options.labels if label not in candidates]
-    if unknown:
-        raise SystemExit(f"not in the matmul's space: {unknown}")
-    arguments = {**launch, "grid": grid, "warmup": False}
-    launches = {
-        label: (lambda config=candidates[label]: adapter.launch_config(kernel, args, arguments, config))
-        for label in options.labels
-    }
+    if options.warm_start_m:
+        sys.path.insert(0, str(HERE.parent / "tests"))
+        from warm_start import Workload
+
+        work = Workload(smoke=False, nk=4096)
+        m = options.warm_start_m
+        launches = {
+            f"M={m}, config {index} ({work.configs[index]})": (
+                lambda cfg=work.configs[index]: work.launch(m, cfg)
+            )
+            for index in options.warm_start_configs
+        }
+    else:
+        kernel, grid, args, launch, _ = build("matmul", smoke=False)
+        candidates = {c.label: c.config for c in kernel.search_space().tuner.space.candidates}
+        unknown = [label for label in options.labels if label not in candidates]
+        if unknown:
+            raise SystemExit(f"not in the matmul's space: {unknown}")
+        arguments = {**launch, "grid": grid, "warmup": False}
+        launches = {
+            label: (lambda config=candidates[label]: adapter.launch_config(kernel, args, arguments, config))
+            for label in options.labels
+        }
     for run in launches.values():
         run()
     torch.cuda.synchronize()

@@ -33,8 +33,15 @@ from kerneltune.core import (
     hookimpl,
     remove_plugin,
 )
+from kerneltune.core.machine.keys import describe
 from kerneltune.core.machine.records import TuningRecord
-from kerneltune.core.machine.warm_start import choose, config_distance, default_distance, nearest
+from kerneltune.core.machine.warm_start import (
+    choose,
+    config_distance,
+    default_distance,
+    growth,
+    nearest,
+)
 from rank_doubles import ThreadGroup, plugin, run_ranks
 from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
 
@@ -297,6 +304,29 @@ def test_choose_explores_configs_the_nearest_key_never_timed(tmp_path):
     # 64's pick n=3, its runner-up n=2 (tied with n=4: the lower index), then the two configs
     # 64 never timed closest in value to n=3: n=5, then n=6.
     assert choose(space, tuple(range(len(NS))), found, 4) == (2, 1, 4, 5)
+
+
+def test_explored_configs_lie_the_way_the_key_moved(tmp_path):
+    session, space, records = tuned_records(tmp_path, {64: [2, 3, 4]})
+    kept = tuple(range(len(NS)))
+    # 64 picked n=3 and timed n=2 and n=4 (tied: the lower index first). Of the configs it never
+    # timed, a larger key explores the larger ones first (n=5, then n=6); a smaller key the smaller
+    # ones (n=1, the only one), then the closest of the rest (n=5).
+    larger, smaller = encode_key(128), encode_key(16)
+    assert choose(space, kept, nearest(session, space, larger, records, "device"), 4, larger) == (2, 1, 4, 5)
+    below = nearest(session, space, smaller, records, "device")
+    assert choose(space, kept, below, 4, smaller) == (2, 1, 0, 4)
+    assert choose(space, kept, below, 4) == (2, 1, 4, 5), "without the key: closeness alone"
+
+
+def test_growth_sums_the_numbers_both_hold_on_a_log_scale():
+    assert growth(encode_key((64, 4096)), encode_key((128, 4096))) == pytest.approx(math.log2(129 / 65))
+    assert growth(encode_key((64, 2.0)), encode_key((32, 4.0))) == pytest.approx(
+        math.log2(33 / 65) + math.log2(5 / 3)
+    )
+    assert growth(describe({"n": 4, "mode": "a"}), describe({"n": 2, "mode": "b"})) < 0
+    assert growth(encode_key(("a",)), encode_key(("b",))) == 0.0
+    assert growth(encode_key((True,)), encode_key((False,))) == 0.0, "flags are not sizes"
 
 
 # -- ranks ------------------------------------------------------------------------------------

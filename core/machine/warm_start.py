@@ -113,13 +113,14 @@ def key_distance(session: Session, function: str, key: Any, other: Any) -> float
     return float(answer)
 
 
-def _leaves(value: Any, path: str = "") -> Iterable[tuple[str, Any]]:
-    if isinstance(value, dict):
+def _leaves(value: Any, path: str = "", *, numbers: bool = False) -> Iterable[tuple[str, Any]]:
+    # Every leaf of plain data by its path; with ``numbers``, a tagged float ({"float": hex}) is one leaf.
+    if isinstance(value, dict) and not (numbers and _numeric(value) is not None):
         for name, item in value.items():
-            yield from _leaves(item, f"{path}.{name}")
+            yield from _leaves(item, f"{path}.{name}", numbers=numbers)
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            yield from _leaves(item, f"{path}[{i}]")
+            yield from _leaves(item, f"{path}[{i}]", numbers=numbers)
     else:
         yield path, value
 
@@ -139,6 +140,30 @@ def config_distance(config: Any, other: Any) -> float:
             total += abs(_scale(a) - _scale(b))
         elif path not in mine or path not in theirs or a != b:
             total += MISMATCH
+    return total
+
+
+def _numeric(part: Any) -> float | None:
+    """A finite number in an encoded key or a described config (not a bool), else ``None``."""
+    if isinstance(part, float) and not isinstance(part, bool):
+        return part if math.isfinite(part) else None
+    return _number(part)
+
+
+def growth(before: Any, after: Any) -> float:
+    """How much larger ``after``'s numbers are than ``before``'s, summed on :func:`default_distance`'s scale.
+
+    Over the numeric parts both hold at the same place: two encoded keys,
+    or two configs as :func:`~kerneltune.core.machine.keys.describe` gives
+    them. Positive when ``after`` is larger overall, negative when smaller,
+    0 when neither or when they share no numbers.
+    """
+    mine, theirs = dict(_leaves(before, numbers=True)), dict(_leaves(after, numbers=True))
+    total = 0.0
+    for path in mine.keys() & theirs.keys():
+        a, b = _numeric(mine[path]), _numeric(theirs[path])
+        if a is not None and b is not None:
+            total += _scale(b) - _scale(a)
     return total
 
 
@@ -250,16 +275,23 @@ def evidence(space: Space, kept: Mapping[int, Any], neighbours: list[Neighbour])
     return scores
 
 
-def choose(space: Space, kept: tuple[int, ...], neighbours: list[Neighbour], budget: int) -> tuple[int, ...]:
+def choose(
+    space: Space, kept: tuple[int, ...], neighbours: list[Neighbour], budget: int, key: Any = None
+) -> tuple[int, ...]:
     """The candidates a warm start measures, at most ``budget``.
 
     In order: the nearest key's pick; the configs the neighbours timed, best
     evidence first (:func:`evidence`); then :data:`EXPLORE` configs the nearest
-    key never timed, closest in value to its pick first (:func:`config_distance`):
-    where the landscape shifts between keys (a matmul's best tile grows with M),
-    the new best is often one the nearest key never measured, and a chain of
-    warm starts that only re-measures what its neighbours measured would never
-    reach it.
+    key never timed: where the landscape shifts between keys (a matmul's best
+    tile grows with M), the new best is often one the nearest key never
+    measured, and a chain of warm starts that only re-measures what its
+    neighbours measured would never reach it. Those explored lie the way
+    the key moved first: for a key larger than the nearest (by
+    :func:`growth`), configs larger than its pick; for a smaller key,
+    smaller ones. Among those, the closest in value to the pick come first
+    (:func:`config_distance`).
+
+    :param key: the new key, encoded; ``None`` explores by closeness alone.
     """
     allowed = dict.fromkeys(kept)
     leading = next((r for r in (ranked(n.record, space, allowed) for n in neighbours) if r), None)
@@ -267,10 +299,16 @@ def choose(space: Space, kept: tuple[int, ...], neighbours: list[Neighbour], bud
         return ()
     lead = space.candidates[leading[0]]
     scores = evidence(space, allowed, neighbours)
-    unknown = sorted(
-        (i for i in kept if i not in leading),
-        key=lambda i: (config_distance(lead.config, space.candidates[i].config), abs(i - lead.index), i),
-    )
+    toward = 0.0 if key is None else growth(neighbours[0].record.key, key)
+    pick = describe(lead.config)
+
+    def exploring(i: int) -> tuple[bool, float, int, int]:
+        config = space.candidates[i].config
+        # With the key's growth, a config that grows the other way (or not at all) comes later.
+        against = toward != 0 and growth(pick, describe(config)) * toward <= 0
+        return against, config_distance(lead.config, config), abs(i - lead.index), i
+
+    unknown = sorted((i for i in kept if i not in leading), key=exploring)
     explored = unknown[: min(EXPLORE, budget - 1)]
     known = sorted((i for i in scores if i != lead.index and i not in explored), key=lambda i: (scores[i], i))
     rest = [i for i in unknown if i not in explored]
@@ -307,6 +345,6 @@ def propose(
             key,
         )
         return None
-    chosen = choose(space, kept, neighbours, budget)
+    chosen = choose(space, kept, neighbours, budget, key)
     start = neighbours[0]
     return Plan(measure=chosen, warm_start={"from": start.record.key, "distance": start.distance})

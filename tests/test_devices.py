@@ -120,8 +120,8 @@ def test_the_built_ins_follow_the_contract():
     for cls in (CpuDevice, CudaDevice, NpuDevice):
         assert isinstance(cls(), Device), cls
     session = Session.create(load_settings())
-    assert {"cpu", "cuda", "npu"} <= set(session.devices.names())
-    assert [session.devices.owners[name] for name in ("cpu", "cuda", "npu")] == [
+    assert {"cpu", "cuda", "npu"} <= set(session.registries.devices.names())
+    assert [session.registries.devices.owners[name] for name in ("cpu", "cuda", "npu")] == [
         "kerneltune.plugins.devices.host",
         "kerneltune.plugins.devices.accelerators",
         "kerneltune.plugins.devices.accelerators",

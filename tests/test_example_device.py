@@ -46,7 +46,7 @@ def test_the_session_runs_on_the_device_its_timer_names(on_unit_1):
     assert type(session.device) is toy.ToyDevice
     assert type(session.make_timer()) is toy.ToyTimer
     assert session.hardware["device"] == "toy" and session.hardware["count"] == toy.UNITS
-    assert session.devices.owners["toy"] == "example-device"
+    assert session.registries.devices.owners["toy"] == "example-device"
 
 
 def test_tunes_screens_a_crash_and_a_device_fault_and_stores_the_pick(on_unit_1, isolated, tmp_path):

@@ -120,7 +120,7 @@ def test_the_remote_store_recipe_needs_its_url():
 def test_the_accelerator_recipe_registers_a_device_and_its_timer():
     plugin = recipe("A timer for a new accelerator")
     session = Session.create(Settings(cache="memory"), extra=(plugin,))
-    assert session.devices.owners["xpu"] == session.timers.owners["xpu-event"]
+    assert session.registries.devices.owners["xpu"] == session.registries.timers.owners["xpu-event"]
     if not plugin.XpuDevice.is_available():
         with pytest.raises(PluginError, match=r"timer 'xpu-event' .* cannot run here"):
             Session.create(Settings(cache="memory", timer="xpu-event"), extra=(plugin,))

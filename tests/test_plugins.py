@@ -149,7 +149,7 @@ def test_auto_takes_the_highest_priority_then_the_class_registered_first():
         "later_timers", kerneltune_register_timers=lambda register: register(_ranked_timer("z", 50))
     )
     session = Session.create(_settings(), extra=(plugin, later))
-    assert session.timers.ranked()[:3] == [first, second, session.timers.get("z")]
+    assert session.registries.timers.ranked()[:3] == [first, second, session.registries.timers.get("z")]
     assert type(session.make_timer()) is first
 
 
@@ -157,7 +157,7 @@ def test_a_class_without_a_priority_counts_as_zero_and_loses_ties_to_earlier_one
     unranked = _ranked_timer("unranked", None)
     plugin = plugin_module("unranked_timer", kerneltune_register_timers=lambda register: register(unranked))
     session = Session.create(_settings(), extra=(plugin,))
-    ranked = session.timers.ranked()
+    ranked = session.registries.timers.ranked()
     assert ranked.index(WallclockTimer) < ranked.index(unranked)
     assert type(session.make_timer()) is WallclockTimer
 
@@ -211,7 +211,7 @@ def test_config_file_blocks_an_entry_point_plugin_by_name(tmp_path):
 
 def test_disabling_autoload_skips_entry_point_plugins(monkeypatch, tmp_path):
     (tmp_path / "kerneltune.toml").write_text(f'timer = "{EXAMPLE}"\n')
-    assert Session.create(load_settings()).timers.owners[EXAMPLE] == EXAMPLE
+    assert Session.create(load_settings()).registries.timers.owners[EXAMPLE] == EXAMPLE
 
     monkeypatch.setenv("KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD", "1")
     with pytest.raises(PluginError) as info:

@@ -388,7 +388,7 @@ def test_caches_get_settings_and_the_registry_only_when_they_ask(tmp_path):
             self.parts = (root, settings, caches)
 
     settings = Settings(cache_dir=tmp_path)
-    caches = Session.create(settings).caches
+    caches = Session.create(settings).registries.caches
     assert make_cache(RootOnly, tmp_path, settings, caches).root == tmp_path
     assert make_cache(Layered, tmp_path, settings, caches).parts == (tmp_path, settings, caches)
 

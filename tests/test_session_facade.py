@@ -20,19 +20,19 @@ def session(*plugins):
 def test_every_registry_is_built_once_on_the_session():
     made = session()
     families = [
-        (made.timers, "timer"),
-        (made.caches, "cache"),
-        (made.remote_stores, "remote store"),
-        (made.reducers, "reducer"),
-        (made.devices, "device"),
-        (made.interceptors, "interceptor"),
-        (made.profile_families, "profile family"),
-        (made.search_strategies, "search strategy"),
-        (made.features, "feature"),
+        (made.registries.timers, "timer"),
+        (made.registries.caches, "cache"),
+        (made.registries.remote_stores, "remote store"),
+        (made.registries.reducers, "reducer"),
+        (made.registries.devices, "device"),
+        (made.registries.interceptors, "interceptor"),
+        (made.registries.profile_families, "profile family"),
+        (made.registries.search_strategies, "search strategy"),
+        (made.registries.features, "feature"),
     ]
     assert [registry.family for registry, _ in families] == [family for _, family in families]
-    assert "search_params" in made.features.names()
-    assert "redis" in made.remote_stores.names()
+    assert "search_params" in made.registries.features.names()
+    assert "redis" in made.registries.remote_stores.names()
 
 
 def test_every_observer_hook_has_a_method():

@@ -101,7 +101,7 @@ class ContextualAutoTuner(FunctionWrapper):
         # patched. Open tunings are released last.
         with contextlib.ExitStack() as undo:
             undo.callback(call.close)
-            for cls in session.interceptors.classes.values():
+            for cls in session.registries.interceptors.classes.values():
                 if cls.is_available():
                     interceptor: Interceptor = cls()
                     interceptor.install(call.route)

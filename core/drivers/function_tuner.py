@@ -264,7 +264,7 @@ class AutoTuner(FunctionWrapper):
         collectives stay in step. A launcher that raises when its launches
         do not happen is left to compile at its first warm-up.
         """
-        available = (cls() for cls in session.interceptors.classes.values() if cls.is_available())
+        available = (cls() for cls in session.registries.interceptors.classes.values() if cls.is_available())
         capable = [rec for rec in available if provides(rec, RecordingInterceptor)]
         # recording() is None where nothing is compiled ahead (Triton's interpreter).
         recorders = [rec for rec in capable if rec.recording() is not None]

@@ -254,7 +254,7 @@ class _Worker:
         import torch.multiprocessing
 
         name, _, unit = device.rpartition(":")
-        plugin = current_session().devices.get(name)
+        plugin = current_session().registries.devices.get(name)
         context = torch.multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         # Nothing is ever sent on it: the worker ends when it closes, that is when this process ends.

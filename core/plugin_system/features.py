@@ -17,4 +17,4 @@ def enable_feature(name: str) -> None:
         that exist), or its provider cannot run here (e.g. Triton is not
         installed).
     """
-    current_session().features.select(name)().enable()
+    current_session().registries.features.select(name)().enable()

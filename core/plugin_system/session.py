@@ -17,12 +17,8 @@ from kerneltune.core.plugin_system.contracts import (
     Cache,
     Device,
     DeviceTimer,
-    Feature,
-    Interceptor,
-    ProfileFamily,
     Reducer,
     RemoteStore,
-    SearchStrategy,
     Timer,
     provides,
 )
@@ -51,21 +47,14 @@ class Session:
 
     settings: Settings
     manager: pluggy.PluginManager
-    timers: Registry[Timer]
-    caches: Registry[Cache]
-    remote_stores: Registry[RemoteStore]
-    reducers: Registry[Reducer]
+    #: every family's registry (timers, caches, devices, ...), each collected once.
+    registries: Registries
     cache: Cache | LayeredCache
     hardware: dict[str, Any]
     versions: dict[str, str]
-    devices: Registry[Device]
     #: an instance of every available device, the session's own (:attr:`device`) first, then
     #: the others by the registry's rule: the order isolation asks them in (``kerneltune_register_devices``).
     placement: tuple[Device, ...]
-    interceptors: Registry[Interceptor]
-    profile_families: Registry[ProfileFamily]
-    search_strategies: Registry[SearchStrategy]
-    features: Registry[Feature]
     #: the observer hooks, one method each (``session.observers.candidate_measured(event)``).
     observers: Observers
 
@@ -95,23 +84,15 @@ class Session:
         session = cls(
             settings=settings,
             manager=manager,
-            timers=registries.timers,
-            caches=registries.caches,
-            remote_stores=registries.remote_stores,
-            reducers=registries.reducers,
+            registries=registries,
             cache=build_cache(settings, registries.caches, registries.remote_stores),
             hardware=hardware_facts(manager, placement[0]),
             versions={k: str(v) for k, v in merged_facts(manager, "kerneltune_software_versions").items()},
-            devices=registries.devices,
             placement=placement,
-            interceptors=registries.interceptors,
-            profile_families=registries.profile_families,
-            search_strategies=registries.search_strategies,
-            features=registries.features,
             observers=Observers(manager.hook),
         )
         if settings.reducer != "auto":
-            session.reducers.get(settings.reducer, settings.source("reducer"))
+            session.registries.reducers.get(settings.reducer, settings.source("reducer"))
         return session
 
     @property
@@ -129,7 +110,7 @@ class Session:
         name = self.cache.name
         if isinstance(self.cache, LayeredCache):
             return f"cache {name!r} (plugin {self.cache.owner})"
-        owner = self.caches.owners.get(name, "?")
+        owner = self.registries.caches.owners.get(name, "?")
         return f"cache {name!r} (plugin {owner})"
 
     def cache_directory(self, namespace: str) -> Path | None:
@@ -207,7 +188,7 @@ class Session:
         A timer class whose constructor names a ``device`` parameter is
         given :attr:`device` (:class:`~kerneltune.core.plugin_system.contracts.DeviceTimer`).
         """
-        cls: type[Any] = self.timers.select(self.settings.timer, self.settings.source("timer"))
+        cls: type[Any] = self.registries.timers.select(self.settings.timer, self.settings.source("timer"))
         timer: Timer = cls(device=self.device) if "device" in inspect.signature(cls).parameters else cls()
         return timer
 
@@ -223,13 +204,13 @@ class Session:
         """
         name = self.settings.reducer
         if name == "auto":
-            fitting = self.reducers.ranked(lambda c: c.is_available(group))
+            fitting = self.registries.reducers.ranked(lambda c: c.is_available(group))
             if not fitting:
-                installed = ", ".join(self.reducers.names())
+                installed = ", ".join(self.registries.reducers.names())
                 raise PluginError(f"no reducer can run over autotune_pg={group!r} (installed: {installed})")
             cls = fitting[0]
         else:
-            cls = self.reducers.get(name, self.settings.source("reducer"))
+            cls = self.registries.reducers.get(name, self.settings.source("reducer"))
         reducer = cls(group=group)
         if not 0 <= reducer.rank < reducer.world_size:
             # torch.distributed reports rank -1 to a process outside the group it is given.

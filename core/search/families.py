@@ -20,7 +20,7 @@ def profile_families(session: Session) -> Registry[ProfileFamily]:
 
     :raises PluginError: when two plugins register one name.
     """
-    return session.profile_families
+    return session.registries.profile_families
 
 
 def choose_family(session: Session, target: CompileTarget, operator: str) -> ProfileFamily | None:

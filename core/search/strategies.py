@@ -18,7 +18,7 @@ def search_strategies(session: Session) -> Registry[SearchStrategy]:
 
     :raises PluginError: when two plugins register one name, naming both.
     """
-    return session.search_strategies
+    return session.registries.search_strategies
 
 
 def choose_strategy(session: Session, hinted: str | None = None, where: str | None = None) -> SearchStrategy:

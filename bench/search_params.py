@@ -210,27 +210,49 @@ def exhaustive(kernel, grid, args, launch, fixed) -> tuple[list[float], float]:
     return times, time.perf_counter() - started
 
 
+def interleaved_ms(
+    kernel,
+    grid,
+    args,
+    launch,
+    configs: dict[str, Any],
+    rounds: int = 5,
+    warmup: int = 25,
+    rep: int = 100,
+    smoke: bool = False,
+) -> dict[str, list[float]]:
+    """Each config's time in each of ``rounds`` interleaved rounds, each round starting one config further.
+
+    One do_bench per config in a row would put clock and thermal drift
+    between configs; alternating them puts it inside every config alike, and
+    rotating the start keeps any config from always following another. A
+    time is do_bench's median (``warmup`` and ``rep`` are do_bench's, ms per
+    config and round), or with ``smoke`` one launch on the host clock (the
+    interpreter has no device timer).
+    """
+    arguments = {**launch, "grid": grid, "warmup": False}
+
+    def timed(config: Any) -> float:
+        run = lambda: adapter.launch_config(kernel, args, arguments, config)  # noqa: E731
+        if not smoke:
+            return triton.testing.do_bench(run, warmup=warmup, rep=rep, return_mode="median")
+        started = time.perf_counter()
+        run()
+        return (time.perf_counter() - started) * 1000
+
+    labels = list(configs)
+    samples: dict[str, list[float]] = {label: [] for label in labels}
+    for r in range(rounds):
+        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
+            samples[label].append(timed(configs[label]))
+    return samples
+
+
 def alone_ms(
     kernel, grid, args, launch, configs: dict[str, Any], rounds: int = 5, warmup: int = 25, rep: int = 100
 ) -> dict[str, float]:
-    """Each config's do_bench median, interleaved over ``rounds`` and the median of those taken.
-
-    One do_bench per config in a row would put clock and thermal drift
-    between configs; alternating them puts it inside every config alike.
-    ``warmup`` and ``rep`` are do_bench's (ms per config and round).
-    """
-    arguments = {**launch, "grid": grid, "warmup": False}
-    samples: dict[str, list[float]] = {label: [] for label in configs}
-    for _ in range(rounds):
-        for label, config in configs.items():
-            samples[label].append(
-                triton.testing.do_bench(
-                    lambda config=config: adapter.launch_config(kernel, args, arguments, config),
-                    warmup=warmup,
-                    rep=rep,
-                    return_mode="median",
-                )
-            )
+    """Each config's median over :func:`interleaved_ms`'s rounds."""
+    samples = interleaved_ms(kernel, grid, args, launch, configs, rounds, warmup, rep)
     return {label: statistics.median(values) for label, values in samples.items()}
 
 

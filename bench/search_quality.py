@@ -24,10 +24,10 @@ For each kernel:
    (and is the ``exhaustive`` strategy's one run, with one timed run per point), then every point that
    launches timed with ``triton.testing.do_bench`` (``return_mode=
    "median"``) in ``--oracle-rounds`` interleaved rounds over all points,
-   each point's median over the rounds kept (bench/search_params.py's
-   ``alone_ms``); then the ``--refine-top`` fastest points again, in
-   ``--refine-rounds`` more interleaved rounds, each round starting one
-   point further, their medians replacing the first ones. On the H200 the
+   each round starting one point further, each point's median over the
+   rounds kept (bench/search_params.py's ``interleaved_ms``); then the
+   ``--refine-top`` fastest points again, in ``--refine-rounds`` more such
+   rounds, their medians replacing the first ones. On the H200 the
    row sum's twelve fastest points lie within 2% of each other, and two
    5-round passes ranked them differently by up to 3%: a regret of 1% is
    only measurable once the contenders are timed this much longer. The
@@ -178,7 +178,7 @@ def oracle_child(
     """
 
     from kerneltune.plugins.triton import adapter
-    from search_params import alone_ms, staged
+    from search_params import interleaved_ms, staged
 
     # The search is the compile pass; the table comes from do_bench. One timed run per point
     # keeps it short: the exhaustive row's wall time and pick are those of this quick pass, not
@@ -206,24 +206,15 @@ def oracle_child(
             continue
         runnable[candidate.label] = candidate.config
     print(f"oracle: {len(runnable)} of {len(candidates)} points run; timing them", flush=True)
-    if smoke:
-        times = wall_ms(kernel, grid, args, launch, runnable, rounds)
-    else:
-        times = alone_ms(kernel, grid, args, launch, runnable, rounds=rounds, warmup=warmup, rep=rep)
+
+    def medians(configs: dict[str, Any], rounds: int) -> tuple[dict[str, float], dict[str, list[float]]]:
+        sampled = interleaved_ms(kernel, grid, args, launch, configs, rounds, warmup, rep, smoke)
+        return {label: statistics.median(values) for label, values in sampled.items()}, sampled
+
+    times, _ = medians(runnable, rounds)
     contenders = sorted(times, key=times.__getitem__)[:top]
-    sampled = rotated_ms(
-        kernel,
-        grid,
-        args,
-        launch,
-        {label: runnable[label] for label in contenders},
-        refine_rounds,
-        smoke,
-        warmup,
-        rep,
-    )
+    refined, sampled = medians({label: runnable[label] for label in contenders}, refine_rounds)
     print(f"oracle: timed in {time.perf_counter() - started:.1f} s", flush=True)
-    refined = {label: statistics.median(values) for label, values in sampled.items()}
     times.update(refined)
     return {
         "space": len(candidates),
@@ -236,35 +227,6 @@ def oracle_child(
     }
 
 
-def rotated_ms(
-    kernel, grid, args, launch, configs: dict[str, Any], rounds: int, smoke: bool, warmup: int, rep: int
-) -> dict[str, list[float]]:
-    """Each config's time in each of ``rounds`` interleaved rounds, each round starting one further.
-
-    A time is do_bench's median, or with ``smoke`` one launch on the host clock.
-    """
-    from kerneltune.plugins.triton import adapter
-
-    arguments = {**launch, "grid": grid, "warmup": False}
-
-    def timed(config: Any) -> float:
-        if smoke:
-            started = time.perf_counter()
-            adapter.launch_config(kernel, args, arguments, config)
-            return (time.perf_counter() - started) * 1000
-        import triton
-
-        run = lambda: adapter.launch_config(kernel, args, arguments, config)  # noqa: E731
-        return triton.testing.do_bench(run, warmup=warmup, rep=rep, return_mode="median")
-
-    labels = list(configs)
-    samples: dict[str, list[float]] = {label: [] for label in labels}
-    for r in range(rounds):
-        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:
-            samples[label].append(timed(configs[label]))
-    return samples
-
-
 def split_half_noise(samples: dict[str, list[float]]) -> float:
     """The most two halves of the rounds (odd, even) disagree on a config's time, relative to each other."""
     worst = 0.0
@@ -274,20 +236,6 @@ def split_half_noise(samples: dict[str, list[float]]) -> float:
             a, b = statistics.median(odd), statistics.median(even)
             worst = max(worst, abs(a / b - 1))
     return worst
-
-
-def wall_ms(kernel, grid, args, launch, configs: dict[str, Any], rounds: int) -> dict[str, float]:
-    """The smoke oracle: each config's median host wall time over interleaved rounds (no device timer)."""
-    from kerneltune.plugins.triton import adapter
-
-    arguments = {**launch, "grid": grid, "warmup": False}
-    samples: dict[str, list[float]] = {label: [] for label in configs}
-    for _ in range(rounds):
-        for label, config in configs.items():
-            started = time.perf_counter()
-            adapter.launch_config(kernel, args, arguments, config)
-            samples[label].append((time.perf_counter() - started) * 1000)
-    return {label: statistics.median(values) for label, values in samples.items()}
 
 
 # -- the parent: fresh processes, the table ---------------------------------------------

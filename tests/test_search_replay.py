@@ -14,6 +14,10 @@ tests/data/h200_vector_landscapes.json holds the softmax and elementwise
 spaces of the same bench (one parameter, the nvidia-vector family: 105
 points each). Their landscapes are flat near the top (the three best block
 sizes within 2%), which is where a walk that follows noise spends most.
+
+tests/data/h200_search_quality_landscapes.json holds bench/search_quality.py's
+oracle tables from session 8 (bf16 matmul 4096^3 with 16-wide tiles, 300
+points; fp16 row sum, 120; fp16 online softmax, 105).
 """
 
 from __future__ import annotations
@@ -197,3 +201,29 @@ def test_pattern_picks_within_a_percent_on_the_h200_vector_kernels(name):
     picked, share = replay_pattern(geometry, time_of)
     assert picked / min(table.values()) <= PATTERN_RATIO
     assert share <= 0.2
+
+
+QUALITY = json.loads((Path(__file__).parent / "data" / "h200_search_quality_landscapes.json").read_text())
+#: What pattern measured of each of bench/search_quality.py's spaces on the H200, as ceilings.
+QUALITY_SHARES = {"matmul": 0.10, "reduction": 0.19, "softmax": 0.17}
+
+
+@pytest.mark.parametrize("name", ["matmul", "reduction", "softmax"])
+def test_pattern_finds_the_best_of_bench_search_qualitys_h200_tables(name):
+    """Noise-free, the walk reaches each table's best point; on the H200 the misses were noise."""
+    case = QUALITY["kernels"][name]
+    profiles, probes = (
+        (PROFILES, PROBES) if case["family"] == "nvidia-matrix" else (VECTOR_PROFILES, VECTOR_PROBES)
+    )
+    axes = tuple(tuple(values) for values in case["values"])
+    geometry = SearchGeometry(tuple(case["params"]), axes, tuple(profiles), probes)
+    table = case["table_ms"]
+    assert {geometry.label(point) for point in geometry.points()} == set(table)
+
+    def time_of(point):
+        value = table[geometry.label(point)]
+        return math.inf if value is None else value
+
+    picked, share = replay_pattern(geometry, time_of)
+    assert picked == min(v for v in table.values() if v is not None)
+    assert share <= QUALITY_SHARES[name]

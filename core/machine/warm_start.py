@@ -145,7 +145,7 @@ def config_distance(config: Any, other: Any) -> float:
 
 def _numeric(part: Any) -> float | None:
     """A finite number in an encoded key or a described config (not a bool), else ``None``."""
-    if isinstance(part, float) and not isinstance(part, bool):
+    if isinstance(part, float):
         return part if math.isfinite(part) else None
     return _number(part)
 

@@ -176,7 +176,6 @@ def oracle_child(
     any search does), so the timing that follows finds every kernel built.
     A point that fails to build or to launch has no time (``None``).
     """
-
     from kerneltune.plugins.triton import adapter
     from search_params import interleaved_ms, staged
 
@@ -456,10 +455,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"pick {run['pick']} ({run['regret']:+.2%})",
                     flush=True,
                 )
-                results["kernels"][kind] = {"oracle": oracle, "runs": runs}
-                if options.out:
+                if options.out:  # ``runs`` is already in ``results``: each run is kept as it ends
                     options.out.write_text(json.dumps(results, indent=2))
-        results["kernels"][kind] = {"oracle": oracle, "runs": runs}
         rows += summarise(kind, oracle, runs)
     results["rows"] = rows
     results["seconds"] = time.perf_counter() - started

@@ -20,8 +20,9 @@ config's time relative to the first one under each regime:
 * ``do_bench``: the oracle's own call (warmup 5 ms, rep 20 ms, median);
 * ``do_bench-long``: the same with rep 200 ms, so the device runs at its
   sustained clock and power for longer;
-* ``engine``: the tuners' timer as stage 3 uses it (5 untimed runs, then 40
-  samples, each after a flush and a hold; the 20% trimmed mean);
+* ``engine``: the tuners' timer as stage 3 uses it (bench/launch_gap.py's
+  ``flush+hold`` set-up: 5 untimed runs, then 40 samples, each after a
+  flush and a hold; the 20% trimmed mean);
 * ``cudagraph``: ``triton.testing.do_bench_cudagraph`` (launches replayed
   from a CUDA graph: no host time, no L2 clear);
 * ``stream``: one event pair around 50 back-to-back launches, no flush:
@@ -38,7 +39,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -57,24 +57,16 @@ def timers(launch: Any) -> dict[str, Any]:
     """Each regime as a function of nothing that returns one time in ms."""
     import torch
     import triton
-    from kerneltune.core.machine.measure import hold_microseconds
     from kerneltune.core.machine.records import trimmed
     from kerneltune.plugins.devices.accelerators import CudaDevice
     from kerneltune.plugins.timers.events import CudaEventTimer
+    from launch_gap import timed_launches
+
+    flush = CudaEventTimer(CudaDevice()).flush
 
     def engine() -> float:
-        timer = CudaEventTimer(CudaDevice())
-        host: list[float] = []
-        for _ in range(5):
-            started = time.perf_counter()
-            launch()
-            host.append((time.perf_counter() - started) * 1e6)
-        for _ in range(40):
-            hold = hold_microseconds(host[-8:])
-            started = time.perf_counter()
-            timer.sample(launch, before=lambda hold=hold: (timer.flush(), timer.hold(hold)))
-            host.append((time.perf_counter() - started) * 1e6)
-        return statistics.mean(trimmed(list(timer.collect())))
+        samples_us, _ = timed_launches("flush+hold", launch, flush, warmup=5, repeat=40)
+        return statistics.mean(trimmed(samples_us)) / 1000
 
     def stream() -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -229,17 +229,24 @@ def sweep(work: Workload, tunings: Tunings, cache: Path, **options: Any) -> list
     return rows
 
 
+def interleaved_ms(
+    work: Workload, m: int, indices: list[int], rounds: int, rep_ms: float
+) -> dict[int, float]:
+    """At ``m``, each config's median over ``rounds`` interleaved rounds, each starting one config further."""
+    samples: dict[int, list[float]] = {i: [] for i in indices}
+    for round_ in range(rounds):
+        for i in indices[round_ % len(indices) :] + indices[: round_ % len(indices)]:
+            samples[i].append(work.time_ms(m, work.configs[i], rep_ms))
+    return {i: statistics.median(values) for i, values in samples.items()}
+
+
 def oracle(work: Workload, rounds: int, rep_ms: float) -> dict[int, list[float]]:
     """Per M, each config's median over interleaved rounds of single-config measurements."""
     times = {}
-    count = len(work.configs)
+    everyone = list(range(len(work.configs)))
     for m in work.m_values:
-        per_round = []
-        for round_ in range(rounds):
-            order = [(i + round_) % count for i in range(count)]
-            measured = {i: work.time_ms(m, work.configs[i], rep_ms) for i in order}
-            per_round.append([measured[i] for i in range(count)])
-        times[m] = [statistics.median(r[i] for r in per_round) for i in range(count)]
+        medians = interleaved_ms(work, m, everyone, rounds, rep_ms)
+        times[m] = [medians[i] for i in everyone]
         print(f"  M={m:<6} fastest {min(times[m]):.4f} ms", flush=True)
     return times
 
@@ -262,19 +269,14 @@ def refine(
     refined = {}
     for m, row in times.items():
         chosen = sorted(set(sorted(range(len(row)), key=row.__getitem__)[:top]) | picks[m])
-        per_round = []
-        for round_ in range(rounds):
-            order = chosen[round_ % len(chosen) :] + chosen[: round_ % len(chosen)]
-            per_round.append({i: work.time_ms(m, work.configs[i], rep_ms) for i in order})
-        refined[m] = {i: statistics.median(r[i] for r in per_round) for i in chosen}
+        refined[m] = interleaved_ms(work, m, chosen, rounds, rep_ms)
         print(f"  M={m:<6} refined fastest {min(refined[m].values()):.4f} ms", flush=True)
     return refined
 
 
-def regret(times: list[float] | dict[int, float], pick: int) -> float:
-    """The pick's time over the fastest's, minus one (over the refined configs where given a dict)."""
-    values = times.values() if isinstance(times, dict) else times
-    return times[pick] / min(values) - 1
+def regret(times: dict[int, float], pick: int) -> float:
+    """The pick's time over the fastest of ``times``, minus one."""
+    return times[pick] / min(times.values()) - 1
 
 
 def summary(rows: list[dict[str, Any]], budget: int) -> dict[str, Any]:
@@ -370,15 +372,14 @@ def main() -> int:
     rows = []
     for f, w in zip(full, warm, strict=True):
         m = f["m"]
-        judge = refined.get(m) or times[m]
+        # Picks are judged by the refined times where there are some, else by the first pass's.
+        judge = refined.get(m) or dict(enumerate(times[m]))
         rows.append(
             {
                 "m": m,
                 "oracle_ms": times[m],
                 "refined_ms": {str(i): ms for i, ms in refined.get(m, {}).items()},
-                "best": min(judge, key=judge.__getitem__)
-                if isinstance(judge, dict)
-                else judge.index(min(judge)),
+                "best": min(judge, key=judge.__getitem__),
                 "full": {**f, "regret": regret(judge, f["pick"])},
                 "warm": {**w, "regret": regret(judge, w["pick"])},
             }

@@ -33,9 +33,9 @@ STRETCHES = 2
 class Effort:
     """What one effort level spends.
 
-    :ivar share: the most points measured, as a share of the space (never
-        fewer than the start and one full neighbourhood, so small spaces
-        are not cut short).
+    :ivar share: the most points measured, as a share of the space, rounded
+        down (never fewer than the start and the single moves and pairs
+        around one point, so a small space is polled at least once).
     :ivar starts: walks begun, from the best distinct start shapes.
     :ivar final_pass: whether the search ends with a full-neighbourhood pass.
     """
@@ -47,7 +47,7 @@ class Effort:
 
 EFFORTS = {
     "quick": Effort(share=0.08, starts=1, final_pass=False),
-    "default": Effort(share=0.2, starts=1, final_pass=True),
+    "default": Effort(share=0.15, starts=1, final_pass=True),
     "full": Effort(share=0.5, starts=3, final_pass=True),
 }
 
@@ -173,8 +173,9 @@ class PatternSearch:
     def _cap(self) -> int:
         geometry = self.geometry
         start = len(geometry.probes) * len(set(geometry.seeds) | set(coarse_shapes(geometry.sizes)))
-        floor = start + len(self.moves.full((tuple(n // 2 for n in geometry.sizes), 0)))
-        return max(math.ceil(self.effort.share * geometry.space_size), floor)
+        centre = (tuple(n // 2 for n in geometry.sizes), 0)
+        floor = start + len(self.moves.singles(centre)) + len(self.moves.pairs(centre))
+        return max(math.floor(self.effort.share * geometry.space_size), floor)
 
     def _measure(self, points: Sequence[Point]) -> list[Point]:
         assert self.ledger is not None

@@ -32,7 +32,14 @@ For each kernel:
    5-round passes ranked them differently by up to 3%: a regret of 1% is
    only measurable once the contenders are timed this much longer. The
    refined rounds' two halves (odd and even rounds) give the oracle's own
-   noise, printed beside the regrets: a regret below it is noise;
+   noise, printed beside the regrets: a regret below it is noise. That
+   oracle runs in ``--oracle-processes`` fresh processes (default 3; the
+   later ones reuse the first one's Triton cache) and the table is each
+   point's mean over them: on the H200 the row sum's fastest points swap
+   places from one process to the next, so that one process's oracle-best
+   was 1.6-1.9% behind when another process judged it. The worst such
+   regret between two of the oracle's processes is printed as its
+   *spread*: a pick judged by one process alone cannot be trusted below it;
 2. each other strategy (``--strategies``) in ``--runs`` fresh processes,
    each with an empty kerneltune cache: the first launch on the wall clock,
    the points the search measured, and its pick, the strategy chosen by
@@ -49,7 +56,7 @@ The oracle times only the points its exhaustive pass ran (the summary's
 ``times``): launching one that failed or outran the compile limit there
 would compile it again in the oracle's process, alone and with no limit.
 With ``--logs`` each process is verbose and streams its output to a file
-there as it runs (``<kernel>_oracle.txt``, ``<kernel>_<strategy>_<n>.txt``).
+there as it runs (``<kernel>_oracle_<n>.txt``, ``<kernel>_<strategy>_<n>.txt``).
 
 A pick's regret is its oracle time over the oracle's fastest, minus one.
 Printed at the end, per kernel and strategy: the space, the mean points
@@ -226,6 +233,40 @@ def oracle_child(
     }
 
 
+def combine_oracles(oracles: list[dict[str, Any]]) -> dict[str, Any]:
+    """One oracle from several processes' own: each point's mean time over the processes that timed it.
+
+    The first process's exhaustive search (the cold one) stays the
+    ``exhaustive`` strategy's run. ``noise`` is the largest of the
+    processes' own; ``spread`` the worst regret of one process's fastest
+    point as another process timed it (0 with one process).
+    """
+    tables = [oracle["table_ms"] for oracle in oracles]
+    combined: dict[str, float | None] = {}
+    for label in tables[0]:
+        times = [table[label] for table in tables if table.get(label) is not None]
+        combined[label] = statistics.mean(times) if times else None
+    spread = 0.0
+    for judge in tables:
+        for other in tables:
+            if judge is not other:
+                spread = max(spread, regret(judge, min_label(other)))
+    return {
+        **oracles[0],
+        "oracle_s": sum(oracle["oracle_s"] for oracle in oracles),
+        "table_ms": combined,
+        "refined": list(dict.fromkeys(label for oracle in oracles for label in oracle["refined"])),
+        "noise": max(oracle["noise"] for oracle in oracles),
+        "spread": spread,
+        "processes": [{key: oracle[key] for key in ("oracle_s", "table_ms", "noise")} for oracle in oracles],
+    }
+
+
+def min_label(table: dict[str, float | None]) -> str:
+    """The label of a table's fastest point."""
+    return min((t, label) for label, t in table.items() if t is not None)[1]
+
+
 def split_half_noise(samples: dict[str, list[float]]) -> float:
     """The most two halves of the rounds (odd, even) disagree on a config's time, relative to each other."""
     worst = 0.0
@@ -303,6 +344,7 @@ def summarise(
                 "worst_regret": max(regrets),
                 "mean_regret": statistics.mean(regrets),
                 "oracle_noise": oracle.get("noise"),
+                "oracle_spread": oracle.get("spread"),
                 "picks": [r["pick"] for r in results],
             }
         )
@@ -313,15 +355,15 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     print()
     print(
         "| kernel | strategy | runs | space | measured | share | cold wall s | wall / staged | "
-        "worst pick/best | mean pick/best | oracle noise |"
+        "worst pick/best | mean pick/best | oracle noise | oracle spread |"
     )
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         ratio = "" if r["wall_vs_staged"] is None else f"{r['wall_vs_staged']:.2f}"
         print(
             f"| {r['kernel']} | {r['strategy']} | {r['runs']} | {r['space']} | {r['measured']:.1f} | "
             f"{r['share']:.1%} | {r['wall_s']:.1f} | {ratio} | {1 + r['worst_regret']:.4f} | "
-            f"{1 + r['mean_regret']:.4f} | {r['oracle_noise']:.2%} |"
+            f"{1 + r['mean_regret']:.4f} | {r['oracle_noise']:.2%} | {r['oracle_spread']:.2%} |"
         )
     print(
         f"\ntargets for the default strategy: worst pick/best <= {1 + REGRET_TARGET:.2f}, share <= "
@@ -343,6 +385,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="of those, how many start from an empty Triton cache (default 2; at least 1)",
     )
     parser.add_argument("--oracle-rounds", type=int, default=5, help="interleaved do_bench rounds")
+    parser.add_argument(
+        "--oracle-processes",
+        type=int,
+        default=3,
+        help="fresh processes the oracle runs in, its table their mean (default 3)",
+    )
     parser.add_argument(
         "--oracle-warmup", type=int, default=5, help="do_bench warmup, ms per point and round"
     )
@@ -373,6 +421,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse(argv)
+    if options.oracle_processes < 1:
+        raise SystemExit(f"--oracle-processes must be at least 1, got {options.oracle_processes}")
     if not 1 <= options.cold_runs <= options.runs:
         raise SystemExit(
             f"--cold-runs must be between 1 and --runs ({options.runs}), got {options.cold_runs}"
@@ -404,20 +454,28 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"smoke": options.smoke, "kernels": {}}
     rows: list[dict[str, Any]] = []
     for kind in options.kernels:
-        oracle = child(
-            options,
-            "--child=oracle",
-            f"--kind={kind}",
-            f"--oracle-rounds={options.oracle_rounds}",
-            f"--oracle-warmup={options.oracle_warmup}",
-            f"--oracle-rep={options.oracle_rep}",
-            f"--refine-top={options.refine_top}",
-            f"--refine-rounds={options.refine_rounds}",
-            log=f"{kind}_oracle",
-        )
+        oracles: list[dict[str, Any]] = []
+        for number in range(options.oracle_processes):
+            oracles.append(
+                child(
+                    options,
+                    "--child=oracle",
+                    f"--kind={kind}",
+                    f"--oracle-rounds={options.oracle_rounds}",
+                    f"--oracle-warmup={options.oracle_warmup}",
+                    f"--oracle-rep={options.oracle_rep}",
+                    f"--refine-top={options.refine_top}",
+                    f"--refine-rounds={options.refine_rounds}",
+                    env={"BENCH_TRITON_CACHE_DIR": oracles[0]["triton_cache"]} if oracles else None,
+                    log=f"{kind}_oracle_{number}",
+                )
+            )
+        oracle = combine_oracles(oracles)
         print(
-            f"{kind}: oracle over {oracle['space']} points in {oracle['oracle_s']:.1f} s; its noise "
-            f"(two halves of the refined rounds) up to {oracle['noise']:.2%}",
+            f"{kind}: oracle over {oracle['space']} points in {len(oracles)} process(es), "
+            f"{oracle['oracle_s']:.1f} s; its noise (two halves of the refined rounds) up to "
+            f"{oracle['noise']:.2%}, its spread (one process's best as another timed it) "
+            f"up to {oracle['spread']:.2%}",
             flush=True,
         )
         timed = {label: ms for label, ms in oracle["table_ms"].items() if ms is not None}

@@ -6,11 +6,14 @@ Each runs under ``TRITON_INTERPRET=1`` in a fresh process, with its
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,12 +52,36 @@ def test_search_quality_smoke_judges_each_run_against_its_oracle(tmp_path):
         "pattern",
         "--runs=2",
         "--cold-runs=1",
+        "--oracle-processes=2",
         tmp_path=tmp_path,
     )
     oracle = result["kernels"]["reduction"]["oracle"]
+    first, second = (process["table_ms"] for process in oracle["processes"])
+    label = next(label for label, time in first.items() if time is not None and second[label] is not None)
+    assert oracle["table_ms"][label] == pytest.approx((first[label] + second[label]) / 2)
+    assert oracle["spread"] >= 0
     runs = result["kernels"]["reduction"]["runs"]["pattern"]
     assert [run["cold"] for run in runs] == [True, False]
     assert all(oracle["table_ms"][run["pick"]] is not None for run in runs)
     assert all(run["times_ms"][run["pick"]] is not None for run in runs)
     (row,) = result["rows"]
     assert row["strategy"] == "pattern" and row["space"] == oracle["space"]
+
+
+def test_search_quality_oracle_is_the_mean_over_processes_and_its_spread_how_far_they_disagree():
+    spec = importlib.util.spec_from_file_location("search_quality", ROOT / "bench" / "search_quality.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def oracle(table, noise):
+        return {"table_ms": table, "oracle_s": 1.0, "refined": list(table), "noise": noise, "search": {}}
+
+    first = oracle({"a": 1.00, "b": 1.02, "c": None}, 0.01)
+    second = oracle({"a": 1.03, "b": 1.00, "c": 2.0}, 0.02)
+    combined = bench.combine_oracles([first, second])
+    assert combined["table_ms"] == {"a": pytest.approx(1.015), "b": pytest.approx(1.01), "c": 2.0}
+    # the first process's best (a) is 3% behind as the second timed it; b is 2% behind in the first
+    assert combined["spread"] == pytest.approx(0.03)
+    assert combined["noise"] == 0.02 and combined["oracle_s"] == 2.0
+    assert bench.combine_oracles([first])["spread"] == 0.0

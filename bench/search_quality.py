@@ -37,7 +37,7 @@ For each kernel:
    later ones reuse the first one's Triton cache) and the table is each
    point's mean over them: on the H200 the row sum's fastest points swap
    places from one process to the next, so that one process's oracle-best
-   was 1.6-1.9% behind when another process judged it. The worst such
+   was up to 1.9% behind when another process judged it. The worst such
    regret between two of the oracle's processes is printed as its
    *spread*: a pick judged by one process alone cannot be trusted below it;
 2. each other strategy (``--strategies``) in ``--runs`` fresh processes,

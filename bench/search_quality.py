@@ -198,7 +198,8 @@ def oracle_child(
     search = summary_of(kernel, staged(kernel, grid, args, launch, fixed))
     search["cold"] = True
     print(f"oracle: compiled and searched in {time.perf_counter() - started:.1f} s", flush=True)
-    candidates = kernel.search_space(**fixed).tuner.space.candidates
+    space = kernel.search_space(**fixed)
+    candidates = space.tuner.space.candidates
     arguments = {**launch, "grid": grid, "warmup": False}
     runnable = {}
     for candidate in candidates:
@@ -227,6 +228,15 @@ def oracle_child(
         "oracle_s": time.perf_counter() - started,
         "search": search,
         "table_ms": {c.label: times.get(c.label) for c in candidates},
+        # What a strategy saw of the space, for bench/search_replay.py.
+        "geometry": {
+            "params": list(space.params),
+            "values": [list(axis) for axis in space.axes],
+            "profiles": list(space.profiles),
+            "probes": list(space.probes),
+            "seeds": [list(seed) for seed in space.seeds],
+            "family": space.family,
+        },
         "refined": contenders,
         "triton_cache": os.environ["TRITON_CACHE_DIR"],
         "noise": split_half_noise(sampled),

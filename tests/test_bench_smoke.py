@@ -60,6 +60,14 @@ def test_search_quality_smoke_judges_each_run_against_its_oracle(tmp_path):
     label = next(label for label, time in first.items() if time is not None and second[label] is not None)
     assert oracle["table_ms"][label] == pytest.approx((first[label] + second[label]) / 2)
     assert oracle["spread"] >= 0
+    # The table and the space it records replay through every strategy on the CPU (bench/search_replay.py).
+    replay = load_bench("search_replay").replay
+    kernel = result["kernels"]["reduction"]
+    for strategy in ("pattern", "staged", "exhaustive"):
+        run = replay(kernel, strategy, noise=0.0, final_noise=0.0, seed=0, effort="default")
+        assert 0 < run["share"] <= 1 and run["regret"] >= 0
+    exhaustive = replay(kernel, "exhaustive", noise=0.0, final_noise=0.0, seed=0, effort="default")
+    assert exhaustive == {"share": 1.0, "regret": 0.0}
     runs = result["kernels"]["reduction"]["runs"]["pattern"]
     assert [run["cold"] for run in runs] == [True, False]
     assert all(oracle["table_ms"][run["pick"]] is not None for run in runs)
@@ -68,11 +76,17 @@ def test_search_quality_smoke_judges_each_run_against_its_oracle(tmp_path):
     assert row["strategy"] == "pattern" and row["space"] == oracle["space"]
 
 
-def test_search_quality_oracle_is_the_mean_over_processes_and_its_spread_how_far_they_disagree():
-    spec = importlib.util.spec_from_file_location("search_quality", ROOT / "bench" / "search_quality.py")
+def load_bench(name: str):
+    """A bench script as a module (bench/ is no package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_search_quality_oracle_is_the_mean_over_processes_and_its_spread_how_far_they_disagree():
+    bench = load_bench("search_quality")
 
     def oracle(table, noise):
         return {"table_ms": table, "oracle_s": 1.0, "refined": list(table), "noise": noise, "search": {}}

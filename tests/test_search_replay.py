@@ -17,11 +17,15 @@ sizes within 2%), which is where a walk that follows noise spends most.
 
 tests/data/h200_search_quality_landscapes.json holds bench/search_quality.py's
 oracle tables from session 8 (bf16 matmul 4096^3 with 16-wide tiles, 300
-points; fp16 row sum, 120; fp16 online softmax, 105).
+points; fp16 row sum, 120; fp16 online softmax, 105), and
+h200_search_quality_landscapes_session9.json the same spaces from session
+9, the vector kernels' tables the mean of three oracle processes; those
+replay through bench/search_replay.py.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import math
@@ -205,7 +209,7 @@ def test_pattern_picks_within_a_percent_on_the_h200_vector_kernels(name):
 
 QUALITY = json.loads((Path(__file__).parent / "data" / "h200_search_quality_landscapes.json").read_text())
 #: What pattern measured of each of bench/search_quality.py's spaces on the H200, as ceilings.
-QUALITY_SHARES = {"matmul": 0.10, "reduction": 0.19, "softmax": 0.17}
+QUALITY_SHARES = {"matmul": 0.10, "reduction": 0.15, "softmax": 0.15}
 
 
 @pytest.mark.parametrize("name", ["matmul", "reduction", "softmax"])
@@ -227,3 +231,30 @@ def test_pattern_finds_the_best_of_bench_search_qualitys_h200_tables(name):
     picked, share = replay_pattern(geometry, time_of)
     assert picked == min(v for v in table.values() if v is not None)
     assert share <= QUALITY_SHARES[name]
+
+
+def load_search_replay():
+    spec = importlib.util.spec_from_file_location("search_replay", ROOT / "bench" / "search_replay.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ROOT = Path(__file__).resolve().parent.parent
+QUALITY_9 = json.loads((ROOT / "tests" / "data" / "h200_search_quality_landscapes_session9.json").read_text())
+
+
+@pytest.mark.parametrize(("name", "within"), [("matmul", 0.0), ("reduction", 0.01), ("softmax", 0.0)])
+def test_pattern_within_its_cap_on_session_9s_tables(name, within):
+    """Session 9's tables (the vector kernels' the mean of three oracle processes), noise-free.
+
+    At the 15% cap the row sum's walk ends on the 16-warp ridge one stage
+    count from its best (0.55%, inside the oracle's 1.6% spread); the
+    others reach their best.
+    """
+    run = load_search_replay().replay(
+        QUALITY_9["kernels"][name], "pattern", noise=0.0, final_noise=0.0, seed=0, effort="default"
+    )
+    assert run["regret"] <= within
+    assert run["share"] <= 0.15

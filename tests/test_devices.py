@@ -17,6 +17,7 @@ import torch
 from kerneltune.core import PluginError, Session, add_plugin, hookimpl, load_settings, remove_plugin
 from kerneltune.core.isolation.parent import target_of
 from kerneltune.core.plugin_system.contracts import Device
+from kerneltune.core.torch_devices import torch_device_module
 from kerneltune.plugins.devices.accelerators import CudaDevice, NpuDevice
 from kerneltune.plugins.devices.host import CpuDevice
 from kerneltune.plugins.timers.events import CudaEventTimer
@@ -136,6 +137,16 @@ def test_on_a_cpu_host_the_session_runs_on_the_host(cpu_host):
     host = CpuDevice()
     assert host.owns(torch.zeros(1)) and host.index_of(torch.zeros(1)) == 0
     assert host.in_use() and host.current() == 0
+
+
+def test_the_device_plugins_and_timers_find_one_module_by_device_type(monkeypatch):
+    cuda = FakeDeviceModule("cuda")
+    monkeypatch.setattr(torch, "cuda", cuda)
+    assert torch_device_module("cuda") is cuda, "looked up at each call, so a replaced module is heard"
+    assert CudaDevice.device_module() is cuda and CudaEventTimer.device_module() is cuda
+    # torch.npu exists only once torch_npu is imported, and torch_npu is not installed here.
+    assert torch_device_module("npu") is None and NpuDevice.device_module() is None
+    assert torch_device_module("no-such-device") is None
 
 
 def test_the_cuda_plugin_asks_the_device_module(monkeypatch):

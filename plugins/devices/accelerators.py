@@ -11,10 +11,10 @@ call, never kept, so that a process (or a test) that replaces it is heard.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any, ClassVar
 
 from kerneltune.core import hookimpl
+from kerneltune.core.torch_devices import torch_device_module
 
 
 class TorchDevice:
@@ -29,7 +29,7 @@ class TorchDevice:
     @classmethod
     def device_module(cls) -> Any:
         """The torch device module, or ``None`` where it cannot be imported."""
-        raise NotImplementedError
+        return torch_device_module(cls.device_type)
 
     @classmethod
     def is_available(cls) -> bool:
@@ -92,14 +92,6 @@ class CudaDevice(TorchDevice):
     auto_priority = 10
     device_type = "cuda"
 
-    @classmethod
-    def device_module(cls) -> Any:
-        if importlib.util.find_spec("torch") is None:
-            return None
-        import torch
-
-        return torch.cuda
-
     def facts(self) -> dict[str, Any]:
         """As for every torch device, and the first device's compute capability."""
         return {**super().facts(), "capability": list(self._module.get_device_capability(0))}
@@ -111,15 +103,6 @@ class NpuDevice(TorchDevice):
     name = "npu"
     auto_priority = 20
     device_type = "npu"
-
-    @classmethod
-    def device_module(cls) -> Any:
-        if importlib.util.find_spec("torch_npu") is None:
-            return None
-        import torch
-        import torch_npu  # noqa: F401  (registers torch.npu)
-
-        return getattr(torch, "npu", None)
 
 
 @hookimpl

@@ -14,11 +14,11 @@ plugin they ask for.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kerneltune.core import hookimpl
+from kerneltune.core.torch_devices import torch_device_module
 
 if TYPE_CHECKING:
     from kerneltune.core.plugin_system.contracts import Device
@@ -48,7 +48,7 @@ class DeviceEventTimer:
     @classmethod
     def device_module(cls) -> Any:
         """The torch device module (``torch.cuda``, ``torch.npu``), or ``None``."""
-        raise NotImplementedError
+        return torch_device_module(cls.device_type)
 
     @classmethod
     def is_available(cls) -> bool:
@@ -161,14 +161,6 @@ class CudaEventTimer(DeviceEventTimer):
     device = "cuda"
     device_type = "cuda"
 
-    @classmethod
-    def device_module(cls) -> Any:
-        if importlib.util.find_spec("torch") is None:
-            return None
-        import torch
-
-        return torch.cuda
-
 
 class NpuEventTimer(DeviceEventTimer):
     """``torch.npu.Event`` pairs (torch_npu registers ``torch.npu`` on import)."""
@@ -177,15 +169,6 @@ class NpuEventTimer(DeviceEventTimer):
     auto_priority = 20
     device = "npu"
     device_type = "npu"
-
-    @classmethod
-    def device_module(cls) -> Any:
-        if importlib.util.find_spec("torch_npu") is None:
-            return None
-        import torch
-        import torch_npu  # noqa: F401  (registers torch.npu)
-
-        return getattr(torch, "npu", None)
 
 
 @hookimpl

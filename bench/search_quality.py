@@ -30,7 +30,12 @@ For each kernel:
    rounds, their medians replacing the first ones. On the H200 the
    row sum's twelve fastest points lie within 2% of each other, and two
    5-round passes ranked them differently by up to 3%: a regret of 1% is
-   only measurable once the contenders are timed this much longer. The
+   only measurable once the contenders are timed this much longer. Points
+   that launch the same program (the same binary, launched alike:
+   :func:`program_of`) are timed as one, and each gets that program's
+   time: the row sum's ``num_stages`` change nothing it compiles, so its
+   120 points are 40 programs, and timed apart such twins were ranked up
+   to 1.9% apart. The
    refined rounds' two halves (odd and even rounds) give the oracle's own
    noise, printed beside the regrets: a regret below it is noise. That
    oracle runs in ``--oracle-processes`` fresh processes (default 3; the
@@ -70,6 +75,7 @@ measured, cold wall time at most 1.5x staged's on the matmul.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -202,32 +208,43 @@ def oracle_child(
     candidates = space.tuner.space.candidates
     arguments = {**launch, "grid": grid, "warmup": False}
     runnable = {}
+    programs: dict[str, str] = {}
     for candidate in candidates:
         # Only what the search ran: launching a point that failed or outran compile_timeout there
         # would compile it here, alone and with no limit.
         if search["times_ms"].get(candidate.label) is None:
             continue
         try:
-            adapter.launch_config(kernel, args, arguments, candidate.config)
+            compiled = adapter.launch_config(kernel, args, arguments, candidate.config)
         except Exception:
             continue
         runnable[candidate.label] = candidate.config
-    print(f"oracle: {len(runnable)} of {len(candidates)} points run; timing them", flush=True)
+        programs[candidate.label] = program_of(compiled, candidate.config.kwargs, candidate.label)
+    # One point stands for each program: the others launch the same bytes the same way.
+    standing = {program: label for label, program in reversed(programs.items())}
+    print(
+        f"oracle: {len(runnable)} of {len(candidates)} points run, {len(standing)} distinct programs; "
+        "timing them",
+        flush=True,
+    )
 
-    def medians(configs: dict[str, Any], rounds: int) -> tuple[dict[str, float], dict[str, list[float]]]:
+    def medians(labels: list[str], rounds: int) -> tuple[dict[str, float], dict[str, list[float]]]:
+        configs = {label: runnable[label] for label in labels}
         sampled = interleaved_ms(kernel, grid, args, launch, configs, rounds, warmup, rep, smoke)
         return {label: statistics.median(values) for label, values in sampled.items()}, sampled
 
-    times, _ = medians(runnable, rounds)
+    times, _ = medians(sorted(standing.values(), key=list(runnable).index), rounds)
     contenders = sorted(times, key=times.__getitem__)[:top]
-    refined, sampled = medians({label: runnable[label] for label in contenders}, refine_rounds)
+    refined, sampled = medians(contenders, refine_rounds)
     print(f"oracle: timed in {time.perf_counter() - started:.1f} s", flush=True)
     times.update(refined)
+    by_program = {program: times[label] for program, label in standing.items()}
     return {
         "space": len(candidates),
         "oracle_s": time.perf_counter() - started,
         "search": search,
-        "table_ms": {c.label: times.get(c.label) for c in candidates},
+        "table_ms": {c.label: by_program.get(programs.get(c.label, "")) for c in candidates},
+        "programs": programs,
         # What a strategy saw of the space, for bench/search_replay.py.
         "geometry": {
             "params": list(space.params),
@@ -241,6 +258,25 @@ def oracle_child(
         "triton_cache": os.environ["TRITON_CACHE_DIR"],
         "noise": split_half_noise(sampled),
     }
+
+
+def program_of(compiled: Any, meta: dict[str, Any], label: str) -> str:
+    """What a point launches, as a digest: equal for two points only if their launches are the same.
+
+    A compiled kernel's binary, its launch metadata (warps, CTAs, shared
+    memory, ...; all of Triton's metadata except its cache hash and
+    ``num_stages``, which only steer the compiler) and the point's
+    meta-parameters, which the grid may read. On the H200 the row sum's
+    ``num_stages`` 1, 2 and 3 compile to the same bytes, and the oracle
+    still ranked such twins up to 1.9% apart. Where nothing compiled
+    (Triton's interpreter) each point is its own program.
+    """
+    binary, metadata = getattr(compiled, "kernel", None), getattr(compiled, "metadata", None)
+    if not isinstance(binary, bytes) or not hasattr(metadata, "_asdict"):
+        return f"point {label}"
+    launch = {k: v for k, v in metadata._asdict().items() if k not in ("hash", "num_stages")}
+    described = repr((sorted(launch.items()), sorted(meta.items()))).encode()
+    return hashlib.sha256(binary + described).hexdigest()[:24]
 
 
 def combine_oracles(oracles: list[dict[str, Any]]) -> dict[str, Any]:
@@ -482,7 +518,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         oracle = combine_oracles(oracles)
         print(
-            f"{kind}: oracle over {oracle['space']} points in {len(oracles)} process(es), "
+            f"{kind}: oracle over {oracle['space']} points ({len(set(oracle['programs'].values()))} "
+            f"distinct programs) in {len(oracles)} process(es), "
             f"{oracle['oracle_s']:.1f} s; its noise (two halves of the refined rounds) up to "
             f"{oracle['noise']:.2%}, its spread (one process's best as another timed it) "
             f"up to {oracle['spread']:.2%}",

@@ -99,3 +99,52 @@ def test_search_quality_oracle_is_the_mean_over_processes_and_its_spread_how_far
     assert combined["spread"] == pytest.approx(0.03)
     assert combined["noise"] == 0.02 and combined["oracle_s"] == 2.0
     assert bench.combine_oracles([first])["spread"] == 0.0
+
+
+PROGRAMS = """
+import json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+sys.path.insert(0, sys.argv[1])
+import search_quality
+
+row_sum = search_quality.build("reduction", smoke=True)[0].fn  # compiled, not interpreted, here
+
+
+def program(block, warps, stages):
+    signature = {"x_ptr": "*fp16", "out_ptr": "*fp16", "n_cols": "i32", "BLOCK_N": "constexpr"}
+    source = ASTSource(row_sum, signature=signature, constexprs={"BLOCK_N": block})
+    options = {"num_warps": warps, "num_stages": stages}
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+    return search_quality.program_of(compiled, {"BLOCK_N": block}, f"{block}/{warps}/{stages}")
+
+
+points = [(1024, 8, 1), (1024, 8, 3), (1024, 16, 1), (2048, 8, 1)]
+print(json.dumps({f"{b}/{w}/{s}": program(b, w, s) for b, w, s in points}))
+"""
+
+
+def test_search_quality_oracle_times_points_that_launch_one_program_as_one(tmp_path):
+    """The row sum compiled for an H200, on the CPU (ptxas ships with triton): its stages are one program."""
+    pytest.importorskip("triton")
+    script = tmp_path / "programs.py"
+    script.write_text(PROGRAMS)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, str(script), str(ROOT / "bench")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    programs = json.loads(done.stdout.splitlines()[-1])
+    assert programs["1024/8/1"] == programs["1024/8/3"]
+    assert programs["1024/8/1"] != programs["1024/16/1"]
+    assert programs["1024/8/1"] != programs["2048/8/1"]
+    # Nothing compiled (the interpreter): every point is its own program.
+    bench = load_bench("search_quality")
+    assert bench.program_of(None, {"BLOCK_N": 64}, "a") != bench.program_of(None, {"BLOCK_N": 64}, "b")

@@ -258,3 +258,41 @@ def test_pattern_within_its_cap_on_session_9s_tables(name, within):
     )
     assert run["regret"] <= within
     assert run["share"] <= 0.15
+
+
+QUALITY_10 = json.loads(
+    (ROOT / "tests" / "data" / "h200_search_quality_landscapes_session10.json").read_text()
+)
+
+
+@pytest.mark.parametrize("name", ["matmul", "reduction", "softmax"])
+def test_pattern_meets_issue_22s_targets_on_session_10s_tables_under_noise(name):
+    """Session 10's tables (each point timed as its program), replayed at the H200's 0.5% noise, 20 seeds.
+
+    On the H200 the five runs of each kernel lost at most 0.40%; so do
+    these replays, within the 15% cap.
+    """
+    replay = load_search_replay().replay
+    runs = [
+        replay(
+            QUALITY_10["kernels"][name],
+            "pattern",
+            noise=0.005,
+            final_noise=0.005 / 3,
+            seed=seed,
+            effort="default",
+        )
+        for seed in range(20)
+    ]
+    assert max(run["regret"] for run in runs) <= 0.01
+    assert max(run["share"] for run in runs) <= 0.15
+
+
+def test_session_10s_tables_give_twins_one_time():
+    """Points of one program (the row sum's stage counts) have one time; the matmul's stages do not."""
+    for name, kernel in QUALITY_10["kernels"].items():
+        times: dict[str, set[float]] = {}
+        for label, program in kernel["programs"].items():
+            times.setdefault(program, set()).add(kernel["table_ms"][label])
+        assert all(len(seen) == 1 for seen in times.values()), name
+    assert len(set(QUALITY_10["kernels"]["reduction"]["programs"].values())) == 40

@@ -42,6 +42,18 @@ def test_warm_start_smoke_refines_every_pick_it_judges(tmp_path):
         assert {row["full"]["pick"], row["warm"]["pick"]} <= refined
         assert row["best"] in refined
     assert result["summary"]["warm_max_measured_after_first"] <= result["budget"]
+    for row in result["rows"]:
+        refined = {int(i): ms for i, ms in row["refined_ms"].items()}
+        assert row["warm"]["against_full"] == pytest.approx(
+            refined[row["warm"]["pick"]] / refined[row["full"]["pick"]] - 1
+        )
+        ratios = [ms / row["oracle_ms"][i] for i, ms in refined.items()]
+        assert row["oracle_disagreement"] == pytest.approx(max(ratios) / min(ratios) - 1)
+    summary = result["summary"]
+    assert summary["warm_vs_full_within_5pct"] >= summary["warm_vs_full_within_2pct"]
+    for m in summary["undecided_m"]:
+        row = next(row for row in result["rows"] if row["m"] == m)
+        assert 0.02 < max(row["warm"]["regret"], row["full"]["regret"]) <= row["oracle_disagreement"]
 
 
 def test_search_quality_smoke_judges_each_run_against_its_oracle(tmp_path):

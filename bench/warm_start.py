@@ -446,7 +446,7 @@ def main() -> int:
         f"within 5 % at {totals['warm_vs_full_within_5pct']:.0%} (worst M={totals['worst_vs_full_m']}, "
         f"{totals['worst_vs_full']:+.2%})\n"
         f"M where a pick missed by more than 2 % but less than the oracle's passes disagree: "
-        f"{', '.join(map(str, totals['undecided_m'])) or 'none'}\n"
+        f"{', '.join(f'M={m}' for m in totals['undecided_m']) or 'none'}\n"
         f"bench wall time {time.perf_counter() - started:.0f} s",
         flush=True,
     )

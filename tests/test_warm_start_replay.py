@@ -3,9 +3,11 @@
 tests/data/h200_warm_start_sweep.json holds bench/warm_start.py's oracle
 table from one H200 run: the time of each of 24 bf16 matmul configs at 30
 values of M (N = K = 4096); h200_warm_start_sweep_5_rounds.json the same
-from a later run. Replayed with 1% noise, the warm-start choice
-must keep what the replay showed when it was chosen, so that a later change
-to it that loses picks fails here before a GPU run shows it.
+from a later run; ..._session9.json and ..._session11.json two later
+sweeps, whose oracles also re-timed each M's fastest configs. Replayed
+with 1% noise, the warm-start choice must keep what the replay showed when
+it was chosen, so that a later change to it that loses picks fails here
+before a GPU run shows it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ TABLE_5_ROUNDS = json.loads((ROOT / "tests" / "data" / "h200_warm_start_sweep_5_
 #: Session 9's first sweep (5 rounds, the 4 fastest configs per M re-timed at 50 ms), where
 #: M=1536's best (128x128x32, 4 warps) is 14% ahead of the config the neighbours point to.
 TABLE_SESSION_9 = json.loads((ROOT / "tests" / "data" / "h200_warm_start_sweep_session9.json").read_text())
+#: Session 11's sweep A (as session 9's), on a lease where M=1536's best is 3.9% ahead of the next.
+TABLE_SESSION_11 = json.loads((ROOT / "tests" / "data" / "h200_warm_start_sweep_session11.json").read_text())
 
 
 def load_replay():
@@ -46,7 +50,9 @@ def test_m_in_increasing_order_keeps_nine_in_ten_picks_within_two_percent_measur
     assert all(r["measured"] <= 5 for run in runs for r in run[1:]), "the first M alone is tuned in full"
 
 
-@pytest.mark.parametrize("table", [TABLE, TABLE_5_ROUNDS], ids=["3-rounds", "5-rounds"])
+@pytest.mark.parametrize(
+    "table", [TABLE, TABLE_5_ROUNDS, TABLE_SESSION_11], ids=["3-rounds", "5-rounds", "session-11"]
+)
 def test_m_in_increasing_order_keeps_every_pick_within_five_percent(table):
     """M=640 is where a 128x128 tile overtakes: only exploring larger configs as M grows reaches it."""
     replay = load_replay().replay

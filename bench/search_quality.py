@@ -285,7 +285,8 @@ def combine_oracles(oracles: list[dict[str, Any]]) -> dict[str, Any]:
     The first process's exhaustive search (the cold one) stays the
     ``exhaustive`` strategy's run. ``noise`` is the largest of the
     processes' own; ``spread`` the worst regret of one process's fastest
-    point as another process timed it (0 with one process).
+    point as another process timed it, over the points both timed (0 with
+    one process: a point one process failed is a failure, not a disagreement).
     """
     tables = [oracle["table_ms"] for oracle in oracles]
     combined: dict[str, float | None] = {}
@@ -295,8 +296,10 @@ def combine_oracles(oracles: list[dict[str, Any]]) -> dict[str, Any]:
     spread = 0.0
     for judge in tables:
         for other in tables:
-            if judge is not other:
-                spread = max(spread, regret(judge, min_label(other)))
+            both = [label for label, t in judge.items() if t is not None and other.get(label) is not None]
+            if judge is not other and both:
+                fastest = min_label({label: other[label] for label in both})
+                spread = max(spread, regret({label: judge[label] for label in both}, fastest))
     return {
         **oracles[0],
         "oracle_s": sum(oracle["oracle_s"] for oracle in oracles),

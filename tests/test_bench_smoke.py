@@ -111,6 +111,10 @@ def test_search_quality_oracle_is_the_mean_over_processes_and_its_spread_how_far
     assert combined["spread"] == pytest.approx(0.03)
     assert combined["noise"] == 0.02 and combined["oracle_s"] == 2.0
     assert bench.combine_oracles([first])["spread"] == 0.0
+    # A point one process failed is left out of the spread, not an infinite disagreement.
+    failed = oracle({"a": None, "b": 1.05, "c": 1.00}, 0.01)
+    fastest = oracle({"a": 0.50, "b": 1.00, "c": 1.02}, 0.01)
+    assert bench.combine_oracles([failed, fastest])["spread"] == pytest.approx(0.05)
 
 
 PROGRAMS = """

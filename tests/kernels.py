@@ -1,7 +1,11 @@
 """Triton kernels shared by the tests: one definition each, wrapped as each test needs."""
 
+import torch
 import triton
 import triton.language as tl
+
+#: Where the tests put a kernel's tensors: the GPU where there is one, else the CPU (the interpreter).
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 @triton.jit

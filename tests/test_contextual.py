@@ -41,7 +41,7 @@ from tuning_doubles import steps_plugin
 from triton_dist.autotuner import ContextualAutoTuner, contextual_autotune
 
 BLOCK = 64
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DEVICE = kernels.DEVICE
 
 
 def randn(n):

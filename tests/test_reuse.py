@@ -289,7 +289,7 @@ def test_a_contextual_kernel_whose_configs_grew_measures_the_new_one_and_its_pic
             kernel[(triton.cdiv(x.numel(), 64),)](x, y, 2.0, x.numel())
             return y
 
-        x = torch.randn(64)
+        x = torch.randn(64, device=kernels.DEVICE)
         run(x)
         assert set(launches.labels) == {adapter.config_label(c) for c in warps}
         first = adapter.config_label(kernel.cache[(64, "torch.float32", "torch.float32")])

@@ -433,7 +433,7 @@ def test_a_contextual_kernel_warm_starts_from_the_keys_it_tuned_in_this_process(
             return y
 
         for n in (64, 128):
-            x = torch.randn(n)
+            x = torch.randn(n, device=kernels.DEVICE)
             torch.testing.assert_close(run(x), 2.0 * x)
         first, second = ((n, "torch.float32", "torch.float32") for n in (64, 128))
         assert len(launches.labels[first]) == len(configs)

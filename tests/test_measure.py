@@ -41,7 +41,9 @@ def test_function_level_timed_runs_are_flushed_then_held_then_started(monkeypatc
     steps = []
     install_session(monkeypatch, extra=(steps_plugin(steps),), timer="steps", warmup=warmup, repeat=4)
     assert two_configs()(5) == 5
-    assert [name for name, _ in steps] == ["flush", "hold", "start"] * 2 * 4
+    # Two candidates of four timed runs, and after the first the empty runs that learn what
+    # a run with no device work reads (measure.IdleDevice), each set up the same way.
+    assert [name for name, _ in steps] == ["flush", "hold", "start"] * (2 * 4 + measure.IDLE_PROBES)
     holds = [us for name, us in steps if name == "hold"]
     assert all(0.0 < us <= measure.HOLD_CAP_US for us in holds)
     # Sized from host times measured on the spot: the warm-ups', or the default
@@ -57,6 +59,44 @@ def test_function_level_timed_runs_are_flushed_then_held_then_started(monkeypatc
         "repeat": 4,
         "shards": 1,
     }
+
+
+def test_an_idle_device_learns_what_an_empty_run_reads_once_and_is_idle_only_if_every_candidate_reads_it():
+    idle = measure.IdleDevice()
+    probes = []
+
+    def probe():
+        probes.append(1)
+        return [0.0013, 0.00125, 0.0014]
+
+    assert not idle.idle, "nothing observed yet"
+    idle.observe(0.00125, probe)
+    idle.observe(0.0015, probe)
+    assert probes == [1] and idle.floor_ms == 0.00125
+    assert idle.idle
+    idle.observe(0.0031, probe)  # one one-element kernel on an H200
+    assert not idle.idle
+
+    def failing():
+        raise RuntimeError("this timer cannot time nothing")
+
+    unknown = measure.IdleDevice()
+    unknown.observe(0.0, failing)
+    unknown.observe(0.0, failing)
+    assert not unknown.idle, "without a floor, nothing is called idle"
+
+
+def test_host_work_timed_by_device_marks_warns_that_the_pick_is_noise(monkeypatch, isolated):
+    # The steps timer reads the same for every run, empty ones included: the device did nothing.
+    install_session(monkeypatch, extra=(steps_plugin([]),), timer="steps", warmup=0, repeat=2)
+    with pytest.warns(RuntimeWarning, match='work: every candidate.*runs on the host.*objective = "wall"'):
+        two_configs()(5)
+
+
+def test_the_wall_objective_never_asks_whether_the_device_did_anything(monkeypatch, isolated, recwarn):
+    install_session(monkeypatch, extra=(steps_plugin([]),), timer="steps", repeat=2, objective="wall")
+    two_configs()(5)
+    assert not [w for w in recwarn if "runs on the host" in str(w.message)]
 
 
 def test_the_wall_objective_times_calls_back_to_back_with_nothing_between(monkeypatch, isolated):
@@ -295,7 +335,8 @@ def test_shard_alone_measures_everything(monkeypatch, isolated):
     steps = []
     install_session(monkeypatch, extra=(steps_plugin(steps),), timer="steps", warmup=0, repeat=1)
     two_configs()(5)
-    assert len([s for s in steps if s[0] == "start"]) == 2, "one rank: nothing to split"
+    starts = len([s for s in steps if s[0] == "start"])
+    assert starts == 2 + measure.IDLE_PROBES, "one rank: nothing to split (and the empty runs, once)"
     (record,) = stored_records(isolated, "work")
     assert record["measured_with"]["shards"] == 1
 

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 from kerneltune.plugins.triton import compiler
 
 from triton_dist.tune import autotune
@@ -30,12 +31,22 @@ def _fresh_environment() -> dict[str, str]:
     return environment | {"KERNELTUNE_CACHE": "memory"}
 
 
+def _host_work_environment() -> dict[str, str]:
+    """The fresh defaults, with the objective README tells a user to choose for host work on a GPU host.
+
+    With a GPU the default timer is its event timer, and the device objective
+    times NumPy work as nothing at all (see the test after this one).
+    """
+    environment = _fresh_environment()
+    return environment | {"KERNELTUNE_OBJECTIVE": "wall"} if torch.cuda.is_available() else environment
+
+
 def test_numpy_work_picks_its_least_work_in_fresh_processes_with_nothing_beside_it():
     outcomes = []
     for _ in range(PROCESSES):
         done = subprocess.run(
             [sys.executable, str(WORKER)],
-            env=_fresh_environment(),
+            env=_host_work_environment(),
             capture_output=True,
             text=True,
             timeout=120,
@@ -45,6 +56,20 @@ def test_numpy_work_picks_its_least_work_in_fresh_processes_with_nothing_beside_
     assert [o["beside"] for o in outcomes] == [[]] * PROCESSES, "a thread ran beside a candidate"
     assert not any(o["triton"] for o in outcomes), "Triton was imported for work that never imported it"
     assert [o["pick"] for o in outcomes] == [0] * PROCESSES
+
+
+@pytest.mark.gpu
+def test_numpy_work_timed_by_the_gpus_events_is_told_it_runs_on_the_host():
+    done = subprocess.run(
+        [sys.executable, "-W", "always::RuntimeWarning", str(WORKER)],
+        env=_fresh_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "summed: every candidate's timed runs read about" in done.stderr, done.stderr
+    assert 'objective = "wall"' in done.stderr
 
 
 @pytest.fixture

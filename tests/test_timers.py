@@ -6,10 +6,12 @@ import importlib.machinery
 import sys
 import time
 import types
+import warnings
 
 import pytest
 import torch
 from kerneltune.core import Session, load_settings
+from kerneltune.core.machine import measure
 from kerneltune.plugins.caches.files import JsonCache
 from kerneltune.plugins.devices.accelerators import CudaDevice, NpuDevice
 from kerneltune.plugins.reducers.local import LocalReducer
@@ -337,6 +339,17 @@ def test_auto_prefers_the_npu_when_both_are_present(fake_cuda, fake_npu):
 # -- a whole tuning on the fake NPU --------------------------------------------------------------
 
 
+def test_work_that_leaves_the_npu_idle_is_told_to_use_the_wall_objective(monkeypatch, fake_npu, isolated):
+    install_session(monkeypatch)
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
+    def on_host(x, n):
+        return sum(range(x * n))  # nothing between the events: they read what empty runs read
+
+    with pytest.warns(RuntimeWarning, match="on_host: every candidate.*device time cannot rank it"):
+        on_host(10)
+
+
 def test_tuning_on_the_fake_npu_times_with_npu_events(monkeypatch, fake_npu, clock, isolated):
     install_session(monkeypatch)
     calls = []
@@ -347,14 +360,18 @@ def test_tuning_on_the_fake_npu_times_with_npu_events(monkeypatch, fake_npu, clo
         clock.advance(cost)
         return cost
 
-    assert on_npu(1) == 0.5
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*runs on the host")  # it ran on the device
+        assert on_npu(1) == 0.5
 
-    assert fake_npu.synchronize_calls == 3, "one synchronize per candidate"
-    assert len(fake_npu.events) == 2 * 10 * 3, "an event pair per timed run, none for warm-ups"
+    # After the first candidate, measure.IdleDevice's empty runs (collected once, like a candidate's).
+    probes = measure.IDLE_PROBES
+    assert fake_npu.synchronize_calls == 3 + 1, "one synchronize per candidate, one for the empty runs"
+    assert len(fake_npu.events) == 2 * (10 * 3 + probes), "an event pair per timed run, none for warm-ups"
     (record,) = stored_records(isolated, "on_npu")
     samples = [row["samples_ms"] for row in record["candidates"]]
     assert samples == [pytest.approx([cost] * 10) for cost in (3.0, 0.5, 1.0)]
-    assert fake_npu.flushes == [FLUSH_BYTES] * 30, "the L2 is flushed before every timed run"
+    assert fake_npu.flushes == [FLUSH_BYTES] * (30 + probes), "the L2 is flushed before every timed run"
     assert record["best"]["index"] == 1
     assert record["hardware"]["device"] == "npu"
 

@@ -50,6 +50,10 @@ HOLD_DEFAULT_US = 200.0
 HOLD_CAP_US = 2000.0
 #: How many recent runs the host-time median is taken over.
 HOST_TIMES_KEPT = 8
+#: Empty timed runs an :class:`IdleDevice` takes to learn what a run with no device work reads...
+IDLE_PROBES = 5
+#: ...and how many times that a candidate's median may read and still count as no device work.
+IDLE_FACTOR = 1.5
 
 Thunk = Callable[[], object]
 #: What a driver's work calls around exactly the part to time.
@@ -89,6 +93,45 @@ def standard_error(samples: Sequence[float]) -> float:
     return statistics.stdev(kept) / math.sqrt(len(kept))
 
 
+class IdleDevice:
+    """Whether a tuning's work put anything on the device: one per tuning, shared by its candidates.
+
+    Under the device objective, a timed run is the time between two marks
+    on the device, after a flush and a hold that keep the device busy while
+    the host reaches the work. Work that runs on the host alone (NumPy, a
+    sleep) puts nothing between the marks, so every candidate reads what an
+    empty run reads, whatever it costs on the host; the pick among such
+    readings is noise. The first candidate's :meth:`observe` takes
+    :data:`IDLE_PROBES` empty runs the same way (nothing between the marks)
+    and keeps the fastest as the floor. :attr:`idle` is true once every
+    candidate observed read at most :data:`IDLE_FACTOR` times it (on an
+    H200: empty runs 1.25 us, one one-element kernel 3.1 us or more). A
+    probe that raises leaves no floor (NaN), and the tuning is never idle.
+    """
+
+    def __init__(self) -> None:
+        self.floor_ms: float | None = None
+        self.medians: list[float] = []
+
+    def observe(self, median_ms: float, probe: Callable[[], list[float]]) -> None:
+        """Note a candidate's median sample; ``probe`` takes and returns empty timed runs' samples."""
+        if self.floor_ms is None:
+            try:
+                probes = probe()
+            except Exception:  # a timer that cannot time nothing: no floor, never idle
+                probes = []
+            self.floor_ms = min(probes) if probes else math.nan
+        self.medians.append(median_ms)
+
+    @property
+    def idle(self) -> bool:
+        """Whether every candidate observed read no more than :data:`IDLE_FACTOR` times an empty run."""
+        floor = self.floor_ms
+        if floor is None or not self.medians:
+            return False
+        return all(m <= IDLE_FACTOR * floor for m in self.medians)
+
+
 class CandidateRuns:
     """The warm-up and timed runs of one candidate, taken one at a time.
 
@@ -98,6 +141,8 @@ class CandidateRuns:
         gets a hold sized from its predecessors.
     :param flush: evict the device's caches before each timed run (device
         objective, timers with ``flush``).
+    :param idle: the tuning's :class:`IdleDevice`, told each candidate's
+        median where the device is held before its runs.
     """
 
     def __init__(
@@ -109,6 +154,7 @@ class CandidateRuns:
         objective: str = DEVICE,
         flush: bool = True,
         host_us: deque[float] | None = None,
+        idle: IdleDevice | None = None,
     ) -> None:
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -120,6 +166,7 @@ class CandidateRuns:
         device = objective == DEVICE
         self._flush = timer.flush if device and flush and provides(timer, FlushingTimer) else None
         self._hold = timer.hold if device and provides(timer, HoldingTimer) else None
+        self._idle = idle
 
     @property
     def finished(self) -> bool:
@@ -162,7 +209,20 @@ class CandidateRuns:
         for sample in samples:
             if isinstance(sample, bool) or not isinstance(sample, int | float) or not 0 <= sample < math.inf:
                 raise PluginError(f"timer {name!r} returned a sample of {sample!r} ms")
-        return [float(s) for s in samples]
+        checked = [float(s) for s in samples]
+        if self._idle is not None and self._hold is not None and checked:
+            self._idle.observe(statistics.median(checked), self._empty_runs)
+        return checked
+
+    def _empty_runs(self) -> list[float]:
+        """:data:`IDLE_PROBES` timed runs with nothing between the marks, set up as every timed run is."""
+        for _ in range(IDLE_PROBES):
+            before = self._before()
+            if before is None:
+                self.timer.sample(lambda: None)
+            else:
+                self.timer.sample(lambda: None, before=before)
+        return [float(s) for s in self.timer.collect()]
 
     def _hosted(self, thunk: Thunk) -> None:
         started = time.perf_counter()

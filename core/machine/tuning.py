@@ -29,7 +29,7 @@ from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_al
 from kerneltune.core.machine.agreement import check_picks
 from kerneltune.core.machine.compile import CompileStage, Subject
 from kerneltune.core.machine.decision import decide
-from kerneltune.core.machine.measure import CandidateRuns, Wrap, host_times
+from kerneltune.core.machine.measure import CandidateRuns, IdleDevice, Wrap, host_times
 from kerneltune.core.machine.records import NOT_MEASURED, PRUNED, Candidate, Measurement, TuningRecord
 from kerneltune.core.machine.reduce import Reduced, reduce_times
 from kerneltune.core.machine.reuse import Plan, carried_rows
@@ -37,6 +37,7 @@ from kerneltune.core.machine.schedule import Job, Setup
 from kerneltune.core.machine.shard import gather_times, share
 from kerneltune.core.machine.stored import new_record
 from kerneltune.core.machine.ties import TIE_WARMUP, agreed_near_ties
+from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import CompileProcess, GlobalRankReducer, provides
 from kerneltune.core.plugin_system.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.plugin_system.settings import TUNE_AUTO, TUNE_FAIL
@@ -79,6 +80,7 @@ class Tuning:
         #: where a warm start began, for the record.
         self._warm_start: dict[str, Any] | None = None
         self._host_us = host_times()
+        self._idle = IdleDevice()
         self._compiling: CompileStage | None = None
         #: sharded, every rank's compiles have ended (:meth:`next_candidate`).
         self._host_quiet = False
@@ -448,6 +450,7 @@ class Tuning:
             objective=self.session.settings.objective,
             flush=self._schedule.flush,
             host_us=self._host_us,
+            idle=self._idle,
         )
 
     def _current(self, candidate: Candidate) -> Job:
@@ -593,6 +596,15 @@ class Tuning:
             raise NoValidConfigError(self._failure_report(allowed)) from self._first_failure
         # Its traceback holds the failed run's frames, and with them its arguments.
         self._first_failure = None
+        if self._idle.idle and len(self._idle.medians) > 1:
+            floor_us = (self._idle.floor_ms or 0.0) * 1000
+            warn_once(
+                (self._space.name, "idle device"),
+                f"kerneltune: {self._space.name}: every candidate's timed runs read about "
+                f"{floor_us:.2f} us of device time, what a run with no device work "
+                "reads: this work runs on the host, and device time cannot rank it (the pick is noise). "
+                'Set objective = "wall" (KERNELTUNE_OBJECTIVE=wall) to time it by the host clock.',
+            )
         if self._verify_pick:
             check_picks(self.reducer, best, self._space.name)
         carried = {i: kept for i, kept in self._carried.items() if i not in self._measurements}

@@ -278,7 +278,8 @@ def test_version_mismatch_warns_and_uses_the_stored_pick(isolated):
     assert _work_body.calls == [[1, 2, 3][forced]], "no measuring: the stored pick is used"
 
 
-def test_version_check_turns_a_mismatch_into_a_retune(monkeypatch, isolated, recwarn):
+def test_version_check_turns_a_mismatch_into_a_retune(monkeypatch, isolated, recwarn, cpu_host):
+    # On a CPU host's clock: a GPU's event timer would warn (rightly) that this host work leaves it idle.
     _fresh([{"n": 1}, {"n": 2}, {"n": 3}])(3)
     path = only_record_file(isolated, "_work_body")
     _edit(path, _pretend_tuned_with_other_torch_and_pick(0))

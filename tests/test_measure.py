@@ -93,6 +93,27 @@ def test_host_work_timed_by_device_marks_warns_that_the_pick_is_noise(monkeypatc
         two_configs()(5)
 
 
+def test_re_timing_rounds_do_not_hide_an_idle_first_pass(monkeypatch, isolated):
+    """Interleaved rounds size each hold from other candidates' host times, so on a GPU heavy host
+    work can outlast the hold and read host time; only the first pass says whether the device worked."""
+    first_passes = []
+
+    class FirstPasses:
+        @hookimpl
+        def kerneltune_candidate_measured(self, event):
+            if event.stage is None:
+                first_passes.append(event.candidate.index)
+
+    # An empty run's 1 us until every candidate's first pass is in, then 50 us.
+    plugin = steps_plugin([], sample_ms=lambda: 0.05 if len(first_passes) >= 2 else 0.001)
+    install_session(
+        monkeypatch, extra=(plugin, FirstPasses()), timer="steps", warmup=1, repeat=4, tie_rounds=2
+    )
+    with pytest.warns(RuntimeWarning, match="work: every candidate.*runs on the host"):
+        two_configs()(5)
+    assert first_passes == [0, 1]
+
+
 def test_the_wall_objective_never_asks_whether_the_device_did_anything(monkeypatch, isolated, recwarn):
     install_session(monkeypatch, extra=(steps_plugin([]),), timer="steps", repeat=2, objective="wall")
     two_configs()(5)
@@ -345,7 +366,8 @@ def test_verbose_lines_of_re_timing_rounds_say_which_round(isolated, capsys, mon
     # Near ties re-timed in interleaved rounds: each line's mean covers every sample so far,
     # so an unlabelled line read as a new first measurement.
     monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "2")
-    (isolated.parent / "kerneltune.toml").write_text("warmup = 0\nrepeat = 3\n")
+    # Warm-ups, so that the first candidate's cold runs do not part two identical configs.
+    (isolated.parent / "kerneltune.toml").write_text("warmup = 2\nrepeat = 5\n")
 
     @autotune(config_space=[{"n": 1}, {"n": 1}], key_fn=lambda: "k")
     def work(n):

@@ -89,11 +89,13 @@ def clock_plugin(clock: FakeClock, name: str = "scripted") -> types.ModuleType:
     return scripted_timer_plugin(time_of, name)
 
 
-def steps_plugin(steps: list[tuple[str, float]], *, sample_ms: float = 1.0) -> types.ModuleType:
+def steps_plugin(
+    steps: list[tuple[str, float]], *, sample_ms: float | Callable[[], float] = 1.0
+) -> types.ModuleType:
     """A plugin registering the timer ``steps``: ``flush``, ``hold`` and start marks go to ``steps``.
 
     Each step is ``(name, value)``: ``("flush", 0.0)``, ``("hold", microseconds)``
-    or ``("start", 0.0)``. Every sample reads ``sample_ms``.
+    or ``("start", 0.0)``. Every sample reads ``sample_ms`` (called at each collect, if callable).
     """
 
     class StepsTimer:
@@ -121,7 +123,8 @@ def steps_plugin(steps: list[tuple[str, float]], *, sample_ms: float = 1.0) -> t
             self._count += 1
 
         def collect(self) -> list[float]:
-            samples, self._count = [sample_ms] * self._count, 0
+            reading = sample_ms() if callable(sample_ms) else sample_ms
+            samples, self._count = [reading] * self._count, 0
             return samples
 
     plugin = types.ModuleType("tests_steps_timer")

@@ -450,7 +450,9 @@ class Tuning:
             objective=self.session.settings.objective,
             flush=self._schedule.flush,
             host_us=self._host_us,
-            idle=self._idle,
+            # The first pass alone: interleaved re-timing rounds size the hold from other
+            # candidates' host times, so host work can outlast it and leak into device time.
+            idle=self._idle if job.stage is None else None,
         )
 
     def _current(self, candidate: Candidate) -> Job:

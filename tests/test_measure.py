@@ -365,9 +365,9 @@ def test_shard_alone_measures_everything(monkeypatch, isolated):
 def test_verbose_lines_of_re_timing_rounds_say_which_round(isolated, capsys, monkeypatch):
     # Near ties re-timed in interleaved rounds: each line's mean covers every sample so far,
     # so an unlabelled line read as a new first measurement.
-    monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "2")
-    # Warm-ups, so that the first candidate's cold runs do not part two identical configs.
-    (isolated.parent / "kerneltune.toml").write_text("warmup = 2\nrepeat = 5\n")
+    # A timer that reads the same for both: an exact tie, whatever the host's jitter.
+    tied = steps_plugin([], sample_ms=0.02)
+    install_session(monkeypatch, extra=(tied,), timer="steps", warmup=0, repeat=3, tie_rounds=2)
 
     @autotune(config_space=[{"n": 1}, {"n": 1}], key_fn=lambda: "k")
     def work(n):

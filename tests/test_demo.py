@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -61,6 +62,9 @@ def check_tune_then_hit(device: str, function: str, cache: Path) -> None:
 
 def test_demo_tunes_on_cpu_then_loads_the_pick(tmp_path):
     check_tune_then_hit("cpu", "panel_matmul", tmp_path / "demo-cache")
+    # Host work is timed on the host, whatever device the machine has.
+    (record,) = (tmp_path / "demo-cache" / "panel_matmul").glob("*.json")
+    assert json.loads(record.read_text())["measured_with"]["objective"] == "wall"
 
 
 @pytest.mark.gpu

@@ -11,7 +11,6 @@ import warnings
 import pytest
 import torch
 from kerneltune.core import Session, load_settings
-from kerneltune.core.machine import measure
 from kerneltune.plugins.caches.files import JsonCache
 from kerneltune.plugins.devices.accelerators import CudaDevice, NpuDevice
 from kerneltune.plugins.reducers.local import LocalReducer
@@ -285,7 +284,7 @@ def test_a_hold_given_as_before_stays_outside_the_timed_region(fake_cuda, clock)
 def test_a_device_module_without_a_spin_kernel_holds_nothing(fake_npu, clock):
     assert not hasattr(fake_npu, "_sleep")
     timer = on_its_device(NpuEventTimer)
-    timer.hold(100.0)
+    assert timer.hold(100.0) is False, "it says it could not hold"
     assert fake_npu.spins == [] and fake_npu.events == []
 
 
@@ -339,15 +338,26 @@ def test_auto_prefers_the_npu_when_both_are_present(fake_cuda, fake_npu):
 # -- a whole tuning on the fake NPU --------------------------------------------------------------
 
 
-def test_work_that_leaves_the_npu_idle_is_told_to_use_the_wall_objective(monkeypatch, fake_npu, isolated):
-    install_session(monkeypatch)
-
+def host_work():
     @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
     def on_host(x, n):
         return sum(range(x * n))  # nothing between the events: they read what empty runs read
 
+    return on_host
+
+
+def test_work_that_leaves_the_gpu_idle_is_told_to_use_the_wall_objective(monkeypatch, fake_cuda, isolated):
+    install_session(monkeypatch)
     with pytest.warns(RuntimeWarning, match="on_host: every candidate.*device time cannot rank it"):
-        on_host(10)
+        host_work()(10)
+
+
+def test_without_a_hold_the_device_is_not_called_idle(monkeypatch, fake_npu, isolated):
+    # No spin kernel: an empty run's marks span the host's launch too, as a tiny kernel's do.
+    install_session(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*runs on the host")
+        host_work()(10)
 
 
 def test_tuning_on_the_fake_npu_times_with_npu_events(monkeypatch, fake_npu, clock, isolated):
@@ -364,14 +374,13 @@ def test_tuning_on_the_fake_npu_times_with_npu_events(monkeypatch, fake_npu, clo
         warnings.filterwarnings("error", message=".*runs on the host")  # it ran on the device
         assert on_npu(1) == 0.5
 
-    # After the first candidate, measure.IdleDevice's empty runs (collected once, like a candidate's).
-    probes = measure.IDLE_PROBES
-    assert fake_npu.synchronize_calls == 3 + 1, "one synchronize per candidate, one for the empty runs"
-    assert len(fake_npu.events) == 2 * (10 * 3 + probes), "an event pair per timed run, none for warm-ups"
+    # No spin kernel, so no empty runs for measure.IdleDevice either.
+    assert fake_npu.synchronize_calls == 3, "one synchronize per candidate"
+    assert len(fake_npu.events) == 2 * 10 * 3, "an event pair per timed run, none for warm-ups"
     (record,) = stored_records(isolated, "on_npu")
     samples = [row["samples_ms"] for row in record["candidates"]]
     assert samples == [pytest.approx([cost] * 10) for cost in (3.0, 0.5, 1.0)]
-    assert fake_npu.flushes == [FLUSH_BYTES] * (30 + probes), "the L2 is flushed before every timed run"
+    assert fake_npu.flushes == [FLUSH_BYTES] * 30, "the L2 is flushed before every timed run"
     assert record["best"]["index"] == 1
     assert record["hardware"]["device"] == "npu"
 

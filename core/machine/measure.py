@@ -108,7 +108,9 @@ class IdleDevice:
     H200, empty runs read 1.22-1.31 us, host work's medians 1.25-1.47 us, and
     one one-element kernel 3.1 us or more. A probe that raises leaves no
     floor (NaN), and the tuning is never idle. The tuning observes its first
-    pass only (see :meth:`~kerneltune.core.machine.tuning.Tuning.runs`).
+    pass only (see :meth:`~kerneltune.core.machine.tuning.Tuning.runs`), and
+    only runs the timer held: without a hold (no spin kernel), an empty
+    run's marks span the host's launch too, and a tiny kernel reads as little.
     """
 
     def __init__(self) -> None:
@@ -169,6 +171,8 @@ class CandidateRuns:
         self._flush = timer.flush if device and flush and provides(timer, FlushingTimer) else None
         self._hold = timer.hold if device and provides(timer, HoldingTimer) else None
         self._idle = idle
+        #: every hold so far kept the device busy (a timer's ``hold`` returns ``False`` where it cannot).
+        self._held = True
 
     @property
     def finished(self) -> bool:
@@ -212,18 +216,16 @@ class CandidateRuns:
             if isinstance(sample, bool) or not isinstance(sample, int | float) or not 0 <= sample < math.inf:
                 raise PluginError(f"timer {name!r} returned a sample of {sample!r} ms")
         checked = [float(s) for s in samples]
-        if self._idle is not None and self._hold is not None and checked:
+        # Without a hold, an empty run's marks span the host's launch as well, and a tiny
+        # kernel can read as little: only held runs tell an idle device apart.
+        if self._idle is not None and self._hold is not None and self._held and checked:
             self._idle.observe(statistics.median(checked), self._empty_runs)
         return checked
 
     def _empty_runs(self) -> list[float]:
         """:data:`IDLE_PROBES` timed runs with nothing between the marks, set up as every timed run is."""
         for _ in range(IDLE_PROBES):
-            before = self._before()
-            if before is None:
-                self.timer.sample(lambda: None)
-            else:
-                self.timer.sample(lambda: None, before=before)
+            self._sample(lambda: None)
         return [float(s) for s in self.timer.collect()]
 
     def _hosted(self, thunk: Thunk) -> None:
@@ -232,12 +234,16 @@ class CandidateRuns:
         self.host_us.append((time.perf_counter() - started) * 1e6)
 
     def _timed(self, thunk: Thunk) -> None:
+        self._sample(lambda: self._hosted(thunk))
+
+    def _sample(self, fn: Thunk) -> None:
+        """One timed run of ``fn``, the flush and hold (where there are) ahead of its start mark."""
         before = self._before()
         if before is None:
             # Timers written before ``before`` existed take only ``fn``.
-            self.timer.sample(lambda: self._hosted(thunk))
+            self.timer.sample(fn)
         else:
-            self.timer.sample(lambda: self._hosted(thunk), before=before)
+            self.timer.sample(fn, before=before)
 
     def _before(self) -> Thunk | None:
         """What the timer runs right before its start mark: the flush, then the hold.
@@ -255,7 +261,8 @@ class CandidateRuns:
             def flush_then_hold() -> None:
                 if flush is not None:
                     flush()
-                hold(microseconds)
+                if hold(microseconds) is False:
+                    self._held = False
 
             return flush_then_hold
         return flush

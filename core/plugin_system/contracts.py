@@ -119,8 +119,14 @@ class FlushingTimer(Timer, Protocol):
 class HoldingTimer(Timer, Protocol):
     """A timer that can keep the device busy (optional part of :class:`Timer`)."""
 
-    def hold(self, microseconds: float) -> None:
-        """Enqueue device work that keeps the device busy for about ``microseconds``, without waiting."""
+    def hold(self, microseconds: float) -> bool | None:
+        """Enqueue device work that keeps the device busy for about ``microseconds``, without waiting.
+
+        :returns: ``False`` where it could not (no spin kernel on this
+            device); then a timed run's marks also span the host's launch,
+            and the engine does not ask whether the device sat idle.
+            ``True`` or ``None``: it held.
+        """
         ...
 
 

@@ -97,14 +97,14 @@ class DeviceEventTimer:
 
         return torch.empty(nbytes, dtype=torch.uint8, device=self.device_type)
 
-    def hold(self, microseconds: float) -> None:
+    def hold(self, microseconds: float) -> bool:
         """Enqueue a spin that keeps the device busy for about ``microseconds``; no waiting.
 
         Given as part of ``before`` (after :meth:`flush`), it lets the host finish launching ``fn``
         while the device is still spinning, so the host's launch work does not
         land between the start mark and the work. It uses the device module's ``_sleep(cycles)``
         spin kernel (``torch.cuda`` has one), which counts clock cycles; with a
-        module that has none it holds nothing.
+        module that has none it holds nothing and returns ``False``.
 
         Cycles per microsecond follow the device's clock, which is low on an
         idle device and rises under load, and a rate learnt too low makes every
@@ -113,13 +113,16 @@ class DeviceEventTimer:
         timed as well: ``collect`` keeps the highest rate seen.
         """
         spin = getattr(self._module, "_sleep", None)
-        if spin is None or microseconds <= 0:
-            return
+        if spin is None:
+            return False
+        if microseconds <= 0:
+            return True
         device = (self.name, self._device.current())
         if device not in self._cycles_per_us:
             self._calibrate(device, spin)
         cycles = max(1, round(microseconds * self._cycles_per_us[device]))
         self._holds.append((device, cycles, *self._timed_spin(spin, cycles)))
+        return True
 
     def _calibrate(self, device: tuple[str, int], spin: Callable[[int], object]) -> None:
         for _ in range(CALIBRATION_SPINS - 1):

@@ -300,8 +300,8 @@ def disagreement(first: list[float], refined: dict[int, float]) -> float:
 
 
 def summary(rows: list[dict[str, Any]], budget: int) -> dict[str, Any]:
-    def share(kind: str, limit: float) -> float:
-        return sum(1 for row in rows if row[kind]["regret"] <= limit) / len(rows)
+    def share(kind: str, limit: float, figure: str = "regret") -> float:
+        return sum(1 for row in rows if row[kind][figure] <= limit) / len(rows)
 
     worst = max(rows, key=lambda row: row["warm"]["regret"])
     worst_vs_full = max(rows, key=lambda row: row["warm"]["against_full"])
@@ -320,8 +320,8 @@ def summary(rows: list[dict[str, Any]], budget: int) -> dict[str, Any]:
         "time_ratio": warm_s / full_s,
         "worst_m": worst["m"],
         "worst_regret": worst["warm"]["regret"],
-        "warm_vs_full_within_2pct": sum(1 for row in rows if row["warm"]["against_full"] <= 0.02) / len(rows),
-        "warm_vs_full_within_5pct": sum(1 for row in rows if row["warm"]["against_full"] <= 0.05) / len(rows),
+        "warm_vs_full_within_2pct": share("warm", 0.02, "against_full"),
+        "warm_vs_full_within_5pct": share("warm", 0.05, "against_full"),
         "worst_vs_full_m": worst_vs_full["m"],
         "worst_vs_full": worst_vs_full["warm"]["against_full"],
         # Keys where a pick missed by more than 2% but by less than the oracle's passes disagree.

@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0
 # Triton releases (the newest patch of each) that `make test-tritons` runs the
 # Triton-touching CPU tests against; CI runs it after `make test`.
 TRITONS ?= 3.4 3.5 3.9
-TRITON_TESTS ?= tests/test_contextual.py tests/test_contextual_dist.py tests/test_triton_adapter.py \
+TRITON_TESTS ?= tests/test_contextual.py tests/test_contextual_dist.py tests/test_triton_adapter.py tests/test_accumulate.py \
 	tests/test_search_params.py tests/test_config_label.py tests/test_isolation_kernels.py
 # triton-ascend is the package `triton` too, so it cannot sit over the environment as the
 # releases above do: it gets a virtual environment of its own, with the same torch and
@@ -62,6 +62,7 @@ test-triton-ascend:
 	$(PYTHON) -m venv $(ASCEND_VENV)
 	$(ASCEND_VENV)/bin/python -m pip install -q --upgrade pip
 	$(ASCEND_VENV)/bin/python -m pip install -q "$(TORCH)" "$(TRITON_ASCEND)" pybind11 numpy pytest pytest-timeout \
-		-e . --config-settings editable_mode=strict
+		-e . -e examples/kerneltune-example-plugin -e examples/kerneltune-example-device \
+		--config-settings editable_mode=strict
 	$(ASCEND_VENV)/bin/python -c "import triton; print('triton-ascend', triton.__version__)"
 	$(ASCEND_VENV)/bin/python -m pytest -q $(TRITON_TESTS)

@@ -34,21 +34,24 @@ dataclass are the installed package's. The stand-in answers exactly:
 
 Everything else, such as compiling or launching on the NPU, is absent and
 raises ``AttributeError``. Kernels run in Triton's interpreter
-(``TRITON_INTERPRET=1``, which the tests set on hosts without CUDA).
+(``TRITON_INTERPRET=1``, which the tests set on hosts without CUDA), which
+:func:`widen_interpreter` teaches the names of the NPU's compile options,
+as the NPU JIT takes them.
 
 tests/conftest.py calls :func:`install` when triton-ascend is the installed
-Triton and torch_npu is not importable; on an Ascend host the real driver
-stays.
+Triton and torch_npu is not importable (on an Ascend host the real driver
+stays), and :func:`reach_spawned_processes`, so that the ranks and
+isolation workers the tests start install it too.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
-
-import pytest
 
 #: The architecture the stand-in reports: an Ascend 910B4...
 ARCH = "Ascend910B4"
@@ -111,25 +114,43 @@ def wanted() -> bool:
     return installed() and importlib.util.find_spec("torch_npu") is None
 
 
-#: For a test that launches a Triton kernel with a ``triton.Config``, in this
-#: process or in an isolation worker or rank it starts: skipped where the
-#: stand-in serves (triton-ascend without an NPU, so kernels run in the
-#: interpreter), since triton-ascend 3.2.0's interpreter cannot do that at all.
-launches_configs = pytest.mark.skipif(
-    wanted(),
-    reason=(
-        "triton-ascend 3.2.0's interpreter cannot launch a kernel with a triton.Config: the config's "
-        "launch options (num_buffers_warp_spec, num_consumer_groups, ...) reach the kernel's Python "
-        "function as arguments (TypeError: unexpected keyword argument 'num_buffers_warp_spec'); stock "
-        "triton-ascend autotuning fails the same way there"
-    ),
-)
+def widen_interpreter() -> tuple[str, ...]:
+    """Let Triton's interpreter drop the compile options the NPU JIT takes, as it drops its own.
+
+    triton-ascend 3.2.0's ``Config.all_kwargs()`` always passes the NPU's
+    options (``num_buffers_warp_spec``, ``multibuffer``, ...), which its JIT
+    takes as ``NPUOptions`` fields; its interpreter knows only upstream's
+    six reserved names and hands the rest to the kernel's Python function,
+    so every launch with a Config would fail. The interpreter reads
+    ``RESERVED_KWS`` on every launch, so adding the names is enough.
+
+    :returns: the names added.
+    """
+    import dataclasses
+
+    from triton.backends.ascend.compiler import NPUOptions
+    from triton.runtime import interpreter
+
+    added = tuple(f.name for f in dataclasses.fields(NPUOptions) if f.name not in interpreter.RESERVED_KWS)
+    interpreter.RESERVED_KWS.extend(added)
+    return added
 
 
 def install() -> StandInNpuDriver:
-    """Make the stand-in the active Triton driver for the rest of the process."""
+    """Make the stand-in the active Triton driver for the rest of the process, its interpreter widened."""
     from triton.runtime import driver
 
     stand_in = StandInNpuDriver()
     driver.set_active(stand_in)
+    widen_interpreter()
     return stand_in
+
+
+#: A folder whose ``sitecustomize.py`` installs the stand-in in a process started with it on ``PYTHONPATH``.
+SITE = Path(__file__).resolve().parent / "ascend_site"
+
+
+def reach_spawned_processes() -> None:
+    """Put :data:`SITE` ahead on ``PYTHONPATH``, so that processes this one starts install the stand-in."""
+    paths = [str(SITE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))

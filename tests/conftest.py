@@ -73,6 +73,7 @@ def pytest_configure(config):
     # triton-ascend without an NPU stack: its real Python layer, with only the driver stood in.
     if ascend_stand_in.wanted():
         ascend_stand_in.install()
+        ascend_stand_in.reach_spawned_processes()
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import logging
 import threading
 import warnings
 
-import ascend_stand_in
 import kernels
 import pytest
 import torch
@@ -42,6 +41,7 @@ from triton_dist.autotuner import ContextualAutoTuner, contextual_autotune
 
 BLOCK = 64
 DEVICE = kernels.DEVICE
+INVALID = kernels.INVALID_BLOCKS[0]
 
 
 def randn(n):
@@ -104,7 +104,6 @@ def plugins():
         remove_plugin(plugin)
 
 
-@ascend_stand_in.launches_configs
 def test_seed_example_run_scale(tmp_path):
     scale_kernel = make_scale_kernel()
     executions = []
@@ -134,7 +133,6 @@ def test_seed_example_run_scale(tmp_path):
     torch.testing.assert_close(launch_scale(scale_kernel, x, 0.5), 0.5 * x)
 
 
-@ascend_stand_in.launches_configs
 def test_triton_is_patched_only_while_active():
     original = Autotuner.__dict__["run"]
     scale_kernel = make_scale_kernel()
@@ -150,11 +148,10 @@ def test_triton_is_patched_only_while_active():
     assert Autotuner.__dict__["run"] is original
 
 
-@ascend_stand_in.launches_configs
 def test_log_file_records_rounds_times_errors_and_pick(tmp_path):
     configs = [
         triton.Config({"BLOCK": BLOCK}, num_warps=4),
-        triton.Config({"BLOCK": 48}, num_warps=4),  # tl.arange needs a power of two: fails
+        triton.Config({"BLOCK": INVALID}, num_warps=4),
     ]
     scale_kernel = make_scale_kernel(configs)
 
@@ -171,7 +168,7 @@ def test_log_file_records_rounds_times_errors_and_pick(tmp_path):
     assert f"kernel scale_kernel key {key} config 0 timed round 1/2: " in log
     assert f"kernel scale_kernel key {key} config 0 timed round 2/2: " in log
     # Under the interpreter config 1 fails at its first launch; on a GPU, compiling ahead.
-    assert f"kernel scale_kernel key {key}: config 1 mean invalid [BLOCK=48] failed: " in log
+    assert f"kernel scale_kernel key {key}: config 1 mean invalid [BLOCK={INVALID}] failed: " in log
     assert f"kernel scale_kernel key {key}: best config 0 [BLOCK=64]" in log
     assert "config 0 mean " in log and " ms [BLOCK=64]" in log
 
@@ -187,9 +184,8 @@ def test_log_file_records_rounds_times_errors_and_pick(tmp_path):
     assert log.count("best config") == 2
 
 
-@ascend_stand_in.launches_configs
 def test_an_invalid_config_gives_one_warning_and_its_traceback_in_the_log(tmp_path):
-    configs = [triton.Config({"BLOCK": BLOCK}, num_warps=4), triton.Config({"BLOCK": 48}, num_warps=4)]
+    configs = [triton.Config({"BLOCK": BLOCK}, num_warps=4), triton.Config({"BLOCK": INVALID}, num_warps=4)]
     scale_kernel = make_scale_kernel(configs)
 
     @contextual_autotune(n_repeat=2, n_warmup=1)
@@ -203,7 +199,8 @@ def test_an_invalid_config_gives_one_warning_and_its_traceback_in_the_log(tmp_pa
     (warning,) = [w for w in caught if issubclass(w.category, CandidateFailedWarning)]
     message = str(warning.message)
     key = "(64, 'torch.float32', 'torch.float32')"
-    assert message.startswith(f"kerneltune: scale_kernel: candidate [1] BLOCK=48 failed for key {key} with ")
+    expected = f"kerneltune: scale_kernel: candidate [1] BLOCK={INVALID} failed for key {key} with "
+    assert message.startswith(expected)
     assert warning.filename == __file__, "it points at the user's launch, past Triton and kerneltune"
     if DEVICE == "cpu":  # under the interpreter it fails at its first launch, which the log shows
         log = read_log(tmp_path)
@@ -211,7 +208,6 @@ def test_an_invalid_config_gives_one_warning_and_its_traceback_in_the_log(tmp_pa
         assert "    Traceback (most recent call last):" in log
 
 
-@ascend_stand_in.launches_configs
 @pytest.mark.parametrize("how", ["option", "setting"])
 def test_verbose_shows_each_candidate_and_the_pick(monkeypatch, capsys, how):
     scale_kernel = make_scale_kernel()
@@ -230,7 +226,6 @@ def test_verbose_shows_each_candidate_and_the_pick(monkeypatch, capsys, how):
     assert f"scale_kernel: key {key}: picked [" in out[-1]
 
 
-@ascend_stand_in.launches_configs
 def test_print_autotuning_prints_tritons_lines_for_each_kernel_tuned(monkeypatch, capsys):
     scale_kernel = make_scale_kernel()
     monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
@@ -250,7 +245,6 @@ def test_print_autotuning_prints_tritons_lines_for_each_kernel_tuned(monkeypatch
     assert capsys.readouterr().out == "", "a kernel's cached pick prints nothing"
 
 
-@ascend_stand_in.launches_configs
 def test_tune_never_launches_the_first_config_unmeasured(monkeypatch):
     monkeypatch.setenv("KERNELTUNE_TUNE", "never")
     configs = [triton.Config({"BLOCK": BLOCK}, num_warps=w) for w in (8, 4)]
@@ -268,7 +262,6 @@ def test_tune_never_launches_the_first_config_unmeasured(monkeypatch):
     assert scale_kernel.best_config is configs[0]
 
 
-@ascend_stand_in.launches_configs
 def test_tune_fail_raises_naming_the_kernel_and_key_unless_the_kernel_holds_a_pick(monkeypatch):
     scale_kernel = make_scale_kernel()
 
@@ -291,7 +284,6 @@ def test_tune_fail_raises_naming_the_kernel_and_key_unless_the_kernel_holds_a_pi
     torch.testing.assert_close(run_scale(x, 2.0), 2.0 * x)
 
 
-@ascend_stand_in.launches_configs
 def test_two_kernels_are_tuned_one_after_another(tmp_path):
     scale_kernel = make_scale_kernel()
     add_kernel = make_add_kernel()
@@ -313,7 +305,6 @@ def test_two_kernels_are_tuned_one_after_another(tmp_path):
     assert kernels == ["scale_kernel"] * 6 + ["add_kernel"] * 6
 
 
-@ascend_stand_in.launches_configs
 def test_each_execution_uses_its_own_arguments():
     scale_kernel = make_scale_kernel()
     outputs = []
@@ -333,7 +324,6 @@ def test_each_execution_uses_its_own_arguments():
         torch.testing.assert_close(y, 3.0 * x)
 
 
-@ascend_stand_in.launches_configs
 def test_one_kernel_two_shapes_in_one_call_tunes_both_keys():
     scale_kernel = make_scale_kernel()
 
@@ -351,7 +341,6 @@ def test_one_kernel_two_shapes_in_one_call_tunes_both_keys():
     }
 
 
-@ascend_stand_in.launches_configs
 def test_prune_configs_by_is_respected(tmp_path):
     configs = [triton.Config({"BLOCK": BLOCK}, num_warps=w) for w in (1, 2, 4)]
 
@@ -372,9 +361,8 @@ def test_prune_configs_by_is_respected(tmp_path):
     assert "config 1 timed" in log and "config 2 timed" in log
 
 
-@ascend_stand_in.launches_configs
 def test_all_candidates_invalid_raises_and_leaves_no_state(tmp_path):
-    bad = make_scale_kernel([triton.Config({"BLOCK": b}) for b in (48, 96)])
+    bad = make_scale_kernel([triton.Config({"BLOCK": b}) for b in kernels.INVALID_BLOCKS])
 
     @contextual_autotune(n_repeat=1, n_warmup=1)
     def run(x):
@@ -399,7 +387,6 @@ def test_all_candidates_invalid_raises_and_leaves_no_state(tmp_path):
     torch.testing.assert_close(run_good(x), 2.0 * x)
 
 
-@ascend_stand_in.launches_configs
 def test_exception_from_outer_function_propagates_unchanged():
     scale_kernel = make_scale_kernel()
     boom = ValueError("the outer function's own error")
@@ -423,7 +410,6 @@ def test_exception_from_outer_function_propagates_unchanged():
     assert scale_kernel.best_config is not None
 
 
-@ascend_stand_in.launches_configs
 def test_nested_tuner_is_a_clear_error_and_the_active_one_goes_on():
     outer_kernel = make_scale_kernel()
     inner_kernel = make_scale_kernel()
@@ -450,7 +436,6 @@ def test_nested_tuner_is_a_clear_error_and_the_active_one_goes_on():
     assert not inner_kernel.cache
 
 
-@ascend_stand_in.launches_configs
 def test_second_thread_is_refused_while_one_is_active():
     kernel = make_scale_kernel()
     other_kernel = make_scale_kernel()
@@ -505,7 +490,6 @@ def test_function_without_tunable_kernels_runs_once():
     assert calls == [21]
 
 
-@ascend_stand_in.launches_configs
 def test_matmul_with_a_callable_grid():
     kernel = make_matmul(SIX_CONFIGS[:2])
 
@@ -519,7 +503,6 @@ def test_matmul_with_a_callable_grid():
     assert kernel.best_config in SIX_CONFIGS[:2]
 
 
-@ascend_stand_in.launches_configs
 def test_keyboard_interrupt_in_the_outer_function_restores_triton():
     scale_kernel = make_scale_kernel()
     calls = []
@@ -556,7 +539,6 @@ def make_stepped_kernel():
     return stepped_kernel
 
 
-@ascend_stand_in.launches_configs
 def test_key_that_changes_on_every_execution_is_a_clear_error():
     stepped_kernel = make_stepped_kernel()
     executions = []
@@ -618,7 +600,6 @@ def test_kernel_not_launched_again_is_a_clear_error():
     assert_no_tuner_state()
 
 
-@ascend_stand_in.launches_configs
 def test_kernel_launched_every_few_executions_is_still_tuned():
     sometimes = make_scale_kernel()
     always = make_add_kernel()
@@ -642,7 +623,6 @@ def test_kernel_launched_every_few_executions_is_still_tuned():
     assert sometimes.best_config is not None and always.best_config is not None
 
 
-@ascend_stand_in.launches_configs
 def test_a_prune_function_that_raised_is_asked_again():
     calls = []
 
@@ -679,7 +659,6 @@ def make_add_kernel_with_alpha():
     return scaled_add_kernel
 
 
-@ascend_stand_in.launches_configs
 def test_launches_the_tuner_leaves_alone():
     """A plain jit kernel, a single-config autotune, a key already cached, and heuristics around autotune."""
 
@@ -716,7 +695,6 @@ def test_launches_the_tuner_leaves_alone():
     assert cached.cache == {(64, "torch.float32", "torch.float32"): pinned}
 
 
-@ascend_stand_in.launches_configs
 def test_an_unwritable_log_warns_and_tuning_goes_on(tmp_path):
     (tmp_path / ".autotune_logs").write_text("a file where the log folder should be")
     scale_kernel = make_scale_kernel()
@@ -741,7 +719,6 @@ class FailingObserver:
         raise ValueError("an observer's own bug")
 
 
-@ascend_stand_in.launches_configs
 def test_a_failing_observer_does_not_fail_the_tuning(plugins, caplog):
     plugins(FailingObserver())
     scale_kernel = make_scale_kernel()
@@ -791,7 +768,6 @@ class FaultAtCollectPlugin:
         register(FaultAtCollectTimer)
 
 
-@ascend_stand_in.launches_configs
 def test_a_failure_when_collecting_times_is_logged(tmp_path, plugins, monkeypatch):
     plugins(FaultAtCollectPlugin())
     monkeypatch.setattr(FaultAtCollectTimer, "made", 0)
@@ -834,7 +810,6 @@ class UninstallFailsPlugin:
         register(UninstallFails)
 
 
-@ascend_stand_in.launches_configs
 def test_an_interceptor_failing_to_uninstall_still_leaves_triton_restored(plugins):
     # Installed after Triton's, so uninstalled before it.
     plugins(UninstallFailsPlugin())
@@ -870,7 +845,6 @@ def test_a_tuning_cut_short_is_not_logged_as_invalid(tmp_path, monkeypatch):
     assert_no_tuner_state()
 
 
-@ascend_stand_in.launches_configs
 def test_a_key_holding_a_triton_dtype_is_tuned():
     @triton.autotune(
         configs=[triton.Config({"BLOCK": BLOCK}, num_warps=w) for w in (4, 8)], key=["n", "OUT_DTYPE"]
@@ -892,7 +866,6 @@ def test_a_key_holding_a_triton_dtype_is_tuned():
     assert list(cast_kernel.cache) == [(64, tl.float32, "torch.float32", "torch.float32")]
 
 
-@ascend_stand_in.launches_configs
 @pytest.mark.parametrize("flush_cache", [True, False])
 @pytest.mark.parametrize("n_warmup", [0, 2])
 def test_every_timed_launch_is_flushed_then_held_inside_the_timers_set_up(
@@ -921,7 +894,6 @@ def test_every_timed_launch_is_flushed_then_held_inside_the_timers_set_up(
     assert (holds[0] == measure.HOLD_DEFAULT_US) == (n_warmup == 0)
 
 
-@ascend_stand_in.launches_configs
 def test_kernel_objects_of_one_source_are_tuned_each_in_its_own_right(plugins):
     measured = []
 

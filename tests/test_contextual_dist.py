@@ -13,7 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ascend_stand_in
 import pytest
 from kerneltune.core.drivers.contextual import STALL_LIMIT
 
@@ -65,7 +64,6 @@ def run_ranks(scenario: str, tmp_path: Path) -> list[dict]:
     return results
 
 
-@ascend_stand_in.launches_configs
 def test_seed_example_on_two_ranks_agrees_and_logs_per_rank(tmp_path):
     results = run_ranks("seed", tmp_path)
     assert all("error" not in r for r in results), results
@@ -85,7 +83,6 @@ def test_the_slowest_rank_decides(tmp_path):
     assert [r["pick"] for r in results] == [0, 0]
 
 
-@ascend_stand_in.launches_configs
 def test_ranks_pruning_differently_fail_on_every_rank_without_hanging(tmp_path):
     results = run_ranks("mismatch", tmp_path)
     for rank, result in enumerate(results):
@@ -94,7 +91,6 @@ def test_ranks_pruning_differently_fail_on_every_rank_without_hanging(tmp_path):
         assert "rank 0" in result["error"] and "rank 1" in result["error"]
 
 
-@ascend_stand_in.launches_configs
 def test_a_key_that_changes_every_execution_fails_on_every_rank_without_hanging(tmp_path):
     results = run_ranks("stalled", tmp_path)
     for rank, result in enumerate(results):
@@ -103,7 +99,6 @@ def test_a_key_that_changes_every_execution_fails_on_every_rank_without_hanging(
         assert result["executions"] == 1 + STALL_LIMIT
 
 
-@ascend_stand_in.launches_configs
 def test_a_crash_in_one_ranks_isolation_worker_fails_the_config_on_every_rank(tmp_path):
     results = run_ranks("isolated", tmp_path)
     assert all("error" not in r for r in results), results

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import threading
 
-import ascend_stand_in
 import isolation_kernels as kernels
 import pytest
 import rank_doubles
@@ -73,7 +72,6 @@ def doubled_by(kernel, n: int, **options) -> torch.Tensor:
 # -- contextual_autotune -------------------------------------------------------------------------------
 
 
-@ascend_stand_in.launches_configs
 def test_contextual_a_config_that_segfaults_is_screened_out_and_never_runs_here(isolate):
     doubled_by(kernels.doubled, 64, CRASH=64)
     assert isolate.of("guarded_double", 64) == {16: None, 32: None, 64: CRASHED}
@@ -82,7 +80,6 @@ def test_contextual_a_config_that_segfaults_is_screened_out_and_never_runs_here(
     assert ran_in_the_worker() == [16, 32, 64]
 
 
-@ascend_stand_in.launches_configs
 def test_contextual_a_kernel_waiting_for_its_turn_never_stands_in_with_a_crashing_config(isolate):
     x, w = torch.arange(40.0), torch.arange(24.0)
 
@@ -100,7 +97,6 @@ def test_contextual_a_kernel_waiting_for_its_turn_never_stands_in_with_a_crashin
     assert [block for pid, block in kernels.launches(24) if pid != HERE] == [16, 32, 64]
 
 
-@ascend_stand_in.launches_configs
 def test_contextual_heuristics_and_the_grid_are_evaluated_here_and_launched_there(isolate):
     # At n = 96 a heuristic makes block 32 crash; the grid reads another heuristic's value.
     x = torch.arange(96.0)
@@ -184,7 +180,6 @@ def errors_in_record(cache, n: int) -> dict[int, str | None]:
     return {int(c["label"].split(",")[0].split("=")[1]): c["error"] for c in record["candidates"]}
 
 
-@ascend_stand_in.launches_configs
 def test_search_params_a_config_that_segfaults_is_screened_out_and_never_runs_here(isolate, isolated):
     kernels.launch(searches.searched, torch.arange(48.0), CRASH=64)
     assert errors_in_record(isolated, 48) == {16: None, 32: None, 64: CRASHED}
@@ -193,7 +188,6 @@ def test_search_params_a_config_that_segfaults_is_screened_out_and_never_runs_he
     assert ran_in_the_worker() == [16, 32, 64]
 
 
-@ascend_stand_in.launches_configs
 def test_search_params_a_generated_candidate_that_hangs_is_failed_as_hung(isolate, isolated):
     kernels.launch(searches.generated, torch.arange(40.0), HANG=32)
     assert errors_in_record(isolated, 40)[32] == "ScreenedOut: hung for more than 2 s in the isolation worker"
@@ -213,7 +207,6 @@ def test_search_params_a_kernel_decorated_in_a_function_is_a_clear_error(isolate
         kernels.launch(local_search, torch.arange(16.0))
 
 
-@ascend_stand_in.launches_configs
 def test_search_params_a_crash_on_one_rank_fails_the_config_on_every_rank(isolate, isolated, monkeypatch):
     # Both thread-ranks screen through the one CPU worker, one after the other: more than the default wait.
     monkeypatch.setattr(rank_doubles, "HANG_SECONDS", 30.0)

@@ -118,7 +118,6 @@ def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 # -- activation ------------------------------------------------------------------
 
 
-@ascend_stand_in.launches_configs
 def test_activation_is_idempotent_and_leaves_plain_kernels_stock():
     wrapper = triton.autotune
     assert triton.runtime.autotune is wrapper
@@ -138,7 +137,6 @@ def test_activation_is_idempotent_and_leaves_plain_kernels_stock():
     assert plain_kernel.best_config.kwargs == {"BLOCK": 16}
 
 
-@ascend_stand_in.launches_configs
 def test_a_kernel_decorated_before_activation_keeps_working():
     original = triton.autotune.__wrapped__
     early = original(configs=[triton.Config({"BLOCK": 32})], key=["n"])(copy_kernel)
@@ -219,7 +217,6 @@ def test_callers_do_not_pass_searched_params(monkeypatch):
 # -- generation, seeds, hand-written configs -------------------------------------
 
 
-@ascend_stand_in.launches_configs
 def test_generated_candidates_find_the_scripted_fastest_shape(monkeypatch):
     script = Script(
         by_block({(16, 16): 4.0, (16, 32): 3.0, (32, 16): 1.0, (32, 32): 2.0}, "BLOCK_M", "BLOCK_N")
@@ -233,7 +230,6 @@ def test_generated_candidates_find_the_scripted_fastest_shape(monkeypatch):
     assert set(script.seen("BLOCK_M", "BLOCK_N")) == {(16, 16), (16, 32), (32, 16), (32, 32)}
 
 
-@ascend_stand_in.launches_configs
 def test_the_search_is_staged_not_exhaustive(monkeypatch):
     values = [16, 32, 64, 128, 256, 512]
     warps = {1: 0.3, 2: 0.1, 4: 0.2, 8: 0.4}
@@ -253,7 +249,6 @@ def test_the_search_is_staged_not_exhaustive(monkeypatch):
     assert (kernel.best_config.kwargs, kernel.best_config.num_warps) == ({"BLOCK_M": 64, "BLOCK_N": 32}, 2)
 
 
-@ascend_stand_in.launches_configs
 def test_full_hand_written_configs_are_used_as_they_are(monkeypatch):
     script = Script(by_block({16: 2.0, 64: 1.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -266,7 +261,6 @@ def test_full_hand_written_configs_are_used_as_they_are(monkeypatch):
     assert kernel.last_search.space == 2
 
 
-@ascend_stand_in.launches_configs
 def test_partial_configs_seed_the_search(monkeypatch):
     script = Script(lambda meta: 1.0 if meta["BLOCK_M"] == 64 else 5.0)
     use_session(monkeypatch, timer_plugin(script))
@@ -281,7 +275,6 @@ def test_partial_configs_seed_the_search(monkeypatch):
     assert kernel.last_search.space == 3 * 2
 
 
-@ascend_stand_in.launches_configs
 def test_a_config_giving_no_searched_param_is_a_base_for_every_candidate(monkeypatch):
     script = Script(lambda meta: 1.0 if meta["BLOCK_M"] == 16 else 2.0)
     use_session(monkeypatch, timer_plugin(script))
@@ -312,7 +305,6 @@ def test_two_base_configs_or_a_seed_with_other_fields_are_clear_errors():
 # -- key -----------------------------------------------------------------------------
 
 
-@ascend_stand_in.launches_configs
 def test_same_key_reuses_the_pick_and_a_new_key_tunes_again(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -325,7 +317,6 @@ def test_same_key_reuses_the_pick_and_a_new_key_tunes_again(monkeypatch):
     assert len(script.launches) > tuned
 
 
-@ascend_stand_in.launches_configs
 def test_without_a_key_one_pick_serves_every_shape(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -336,7 +327,6 @@ def test_without_a_key_one_pick_serves_every_shape(monkeypatch):
     assert len(script.launches) == tuned
 
 
-@ascend_stand_in.launches_configs
 def test_fixed_compile_options_override_the_profile_and_join_the_key(monkeypatch, capsys):
     script = Script(lambda meta: {4: 2.0, 8: 1.0, 2: 3.0}[meta["num_warps"]])
     family = interpreter_family("test-vector", "vector", [{"num_warps": 4}, {"num_warps": 8}])
@@ -364,7 +354,6 @@ def test_classifier_on_dot_and_non_dot_kernels():
     assert operator_class(copy_kernel) == ("vector", "it does not call tl.dot")
 
 
-@ascend_stand_in.launches_configs
 def test_the_classifier_chooses_the_family(monkeypatch, capsys):
     script = Script(lambda meta: {4: 2.0, 8: 1.0}.get(meta.get("num_warps"), 3.0))
     matrix = interpreter_family("test-matrix", "matrix", [{"num_warps": 4}, {"num_warps": 8}])
@@ -383,7 +372,6 @@ def test_the_classifier_chooses_the_family(monkeypatch, capsys):
     assert kernel.best_config.num_warps == 8
 
 
-@ascend_stand_in.launches_configs
 def test_the_familys_probes_time_every_shape_in_stage_1(monkeypatch, capsys):
     # 64x64 tiles are the fastest, but only with 8 warps (with fewer they spill, say).
     def cost(meta):
@@ -431,7 +419,6 @@ def picked(kernel):
     return (kernel.best_config.kwargs, kernel.best_config.num_warps)
 
 
-@ascend_stand_in.launches_configs
 @pytest.mark.parametrize("strategy", ["pattern", "staged", "exhaustive"])
 def test_each_strategy_selected_by_hint_searches_and_picks(monkeypatch, strategy):
     kernel, _ = bowl_kernel(monkeypatch, strategy=strategy)
@@ -448,7 +435,6 @@ def test_each_strategy_selected_by_hint_searches_and_picks(monkeypatch, strategy
         assert summary.measured < 64
 
 
-@ascend_stand_in.launches_configs
 @pytest.mark.parametrize("strategy", ["pattern", "staged", "exhaustive"])
 def test_each_strategy_selected_by_the_config_file(monkeypatch, tmp_path, strategy):
     (tmp_path / "kerneltune.toml").write_text(f'search_strategy = "{strategy}"\n')
@@ -458,7 +444,6 @@ def test_each_strategy_selected_by_the_config_file(monkeypatch, tmp_path, strate
     assert picked(kernel) == ({"BLOCK_M": 32, "BLOCK_N": 64}, 8)
 
 
-@ascend_stand_in.launches_configs
 def test_the_default_strategy_is_pattern_and_a_hint_wins_over_the_config(monkeypatch, tmp_path):
     kernel, _ = bowl_kernel(monkeypatch)
     launch_add2d(kernel, size=16)
@@ -477,7 +462,6 @@ def test_an_unknown_strategy_fails_the_first_launch_listing_those_there_are(monk
         launch_add2d(kernel, size=16)
 
 
-@ascend_stand_in.launches_configs
 def test_max_points_and_effort_reach_the_strategy(monkeypatch, capsys):
     kernel, _ = bowl_kernel(monkeypatch, strategy="exhaustive", max_points=10, effort="quick", debug=True)
     launch_add2d(kernel, size=16)
@@ -505,7 +489,6 @@ def test_a_strategy_returning_a_point_outside_the_space_is_a_plugin_error(monkey
         launch_add2d(kernel, size=16)
 
 
-@ascend_stand_in.launches_configs
 def test_the_example_packages_random_strategy_is_selected_from_the_config_file(monkeypatch, tmp_path, capsys):
     (tmp_path / "kerneltune.toml").write_text('search_strategy = "example-random"\n')
     kernel, _ = bowl_kernel(monkeypatch, debug=True)
@@ -534,7 +517,6 @@ def sums_right(x, out, n):
     return bool(torch.isclose(out[0], x.sum()))
 
 
-@ascend_stand_in.launches_configs
 def test_reference_fn_rejecting_the_fastest_makes_the_next_win(monkeypatch, capsys):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -548,7 +530,6 @@ def test_reference_fn_rejecting_the_fastest_makes_the_next_win(monkeypatch, caps
     assert "BLOCK=16 rejected: RejectedByReference: reference_fn returned False" in capsys.readouterr().out
 
 
-@ascend_stand_in.launches_configs
 def test_finalists_are_re_timed_in_interleaved_rounds(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script), repeat=2)
@@ -561,7 +542,6 @@ def test_finalists_are_re_timed_in_interleaved_rounds(monkeypatch):
     assert script.seen("BLOCK") == one_way + (one_way + other_way) * 2
 
 
-@ascend_stand_in.launches_configs
 def test_reference_fn_may_reject_by_raising(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -574,7 +554,6 @@ def test_reference_fn_may_reject_by_raising(monkeypatch):
     assert kernel.best_config.kwargs == {"BLOCK": 32}
 
 
-@ascend_stand_in.launches_configs
 def test_no_finalist_passing_is_a_clear_error(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -587,7 +566,6 @@ def test_no_finalist_passing_is_a_clear_error(monkeypatch):
 # -- drops and output --------------------------------------------------------------
 
 
-@ascend_stand_in.launches_configs
 def test_shapes_no_smaller_than_one_out_of_resources_are_dropped_unbuilt(monkeypatch, capsys):
     def cost(meta):
         return 10.0 - math.log2(meta["BLOCK_N"]) + abs(math.log2(meta["BLOCK_M"]) - 5)
@@ -615,7 +593,6 @@ def test_shapes_no_smaller_than_one_out_of_resources_are_dropped_unbuilt(monkeyp
     assert min(times, key=times.__getitem__) == "BLOCK_M=32, BLOCK_N=128" == kernel.last_search.pick
 
 
-@ascend_stand_in.launches_configs
 def test_a_hand_written_config_that_raises_gives_one_warning(monkeypatch):
     script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
 
@@ -635,7 +612,6 @@ def test_a_hand_written_config_that_raises_gives_one_warning(monkeypatch):
     assert kernel.best_config.kwargs == {"BLOCK": 16}
 
 
-@ascend_stand_in.launches_configs
 def test_debug_shows_stages_and_what_early_config_prune_dropped(monkeypatch, capsys):
     script = Script(by_block({16: 2.0, 32: 1.0, 64: 3.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -663,7 +639,6 @@ def test_debug_shows_stages_and_what_early_config_prune_dropped(monkeypatch, cap
         assert line in out
 
 
-@ascend_stand_in.launches_configs
 def test_the_verbose_setting_turns_on_the_debug_lines(monkeypatch, capsys):
     script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script), verbose=True)
@@ -674,7 +649,6 @@ def test_the_verbose_setting_turns_on_the_debug_lines(monkeypatch, capsys):
     assert "[kerneltune] double_kernel: [" in out, "and the engine's lines of each candidate"
 
 
-@ascend_stand_in.launches_configs
 def test_tune_never_launches_the_first_candidate_unmeasured_and_fail_raises(monkeypatch):
     script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script), tune="never")
@@ -690,7 +664,6 @@ def test_tune_never_launches_the_first_candidate_unmeasured_and_fail_raises(monk
     assert script.launches == [], "a key with a pick in the kernel is served"
 
 
-@ascend_stand_in.launches_configs
 def test_print_autotuning_shows_pick_time_and_key_once_per_tuning(monkeypatch, capsys):
     script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))

@@ -117,6 +117,8 @@ class ContextualAutoTuner(FunctionWrapper):
                 if call.abort is not None:
                     raise call.abort
                 if not call.pending:
+                    if call.needs_final_execution():
+                        continue
                     return result
                 call.check_progress()
 

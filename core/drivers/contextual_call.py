@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import attrs
+from kerneltune.core import notices
 from kerneltune.core.errors import NoValidConfigError, StalledTuningError, describe_error, format_failure
 from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut, Screening, screen_all, screener
 from kerneltune.core.machine.engine import Tuner, Tuning
@@ -23,6 +24,7 @@ from kerneltune.core.machine.records import Candidate
 from kerneltune.core.machine.space import Space
 from kerneltune.core.plugin_system.contracts import (
     ForkingLaunch,
+    InPlaceLaunch,
     IsolatedLaunch,
     IsolatingLaunch,
     KernelLaunch,
@@ -70,6 +72,8 @@ class _KernelKey:
     isolated: IsolatedLaunch | None = None
     #: why each kept candidate that failed this rank's screening must not run here; ``None`` until screened.
     screened: dict[int, str] | None = None
+    #: the execution whose first launch of this (kernel, key) reset what the kernel zeroes.
+    reset_in: int = 0
 
 
 class ContextualCall:
@@ -112,13 +116,39 @@ class ContextualCall:
         #: the (kernel, key) pairs they met first (for the error).
         self.stalls = 0
         self.fresh: list[_KernelKey] = []
+        #: executions started so far; the first is 1.
+        self.execution = 0
+        #: this execution began with a (kernel, key) waiting for its pick, so it will be repeated.
+        self.rehearsal = False
+        #: a launch with a pick ran as a rehearsal (its in-place changes undone) in this execution.
+        self.undone = False
+        #: run the next execution as the one whose result is returned, whatever is waiting.
+        self._final_next = False
+        #: a launch that changes arguments in place ran as a cache hit in this call's first execution.
+        self._changed: str | None = None
 
     # -- executions --------------------------------------------------------------
 
     def start_execution(self) -> None:
         """Reset the per-execution flags before the outer function runs again."""
+        self.execution += 1
+        self.rehearsal = not self._final_next and any(not state.done for state in self.states.values())
+        self._final_next = False
+        self.undone = False
         self.pending = False
         self.measured = False
+
+    def needs_final_execution(self) -> bool:
+        """Whether an execution that left nothing waiting must still be run again for its result.
+
+        One that began with a kernel waiting ran the kernels with a pick as
+        rehearsals, their in-place changes undone; when the waiting kernel
+        was not launched after all, its result is not the call's.
+        """
+        if self.undone:
+            self._final_next = True
+            return True
+        return False
 
     def check_progress(self) -> None:
         """Count an execution that left kernels waiting; give up after :data:`STALL_LIMIT` idle ones.
@@ -176,12 +206,46 @@ class ContextualCall:
             self._engine(self._focus_on, state, launch)
             self.measured = True
         if state.done:
-            return launch.run_default()
-        self.pending = True
+            return self._dispatch(state, launch)
+        self._waiting()
         if state is self.focus:
             self.measured = True
             return self._measure(state, launch)
         return self._stand_in(state, launch)
+
+    def _waiting(self) -> None:
+        if not self.pending and self._changed is not None and self.execution == 1:
+            notices.warn_once(
+                ("contextual-in-place", self.name, self._changed),
+                f"contextual_autotune: in {self.name}, kernel {self._changed} changed arguments in place "
+                "(restore_value) as a cache hit before a kernel that still needs tuning was launched; "
+                "the function runs again, so that change is made twice in this call's result. Launch "
+                "the kernels that need tuning first, or tune them in a call of their own",
+            )
+        self.pending = True
+
+    def _dispatch(self, state: _KernelKey, launch: KernelLaunch) -> Any:
+        """Launch a (kernel, key) that has its pick, as Triton would in this execution's place.
+
+        In an execution that will be repeated, as Triton runs a tuning run:
+        the kernel's hooks around it, so what it zeroes or restores carries
+        nothing into the next execution. In one that may be returned, as
+        Triton's run after its tuning: after any repeated execution, the
+        first launch of each (kernel, key) zeroes what the kernel zeroes,
+        then the kernel's own cache hit.
+        """
+        if not provides(launch, InPlaceLaunch):
+            return launch.run_default()
+        pick = launch.cached()
+        if pick is not None and (self.pending or self.rehearsal):
+            self.undone = True
+            return launch.run(pick)
+        if pick is not None and self.execution > 1 and state.reset_in != self.execution:
+            state.reset_in = self.execution
+            launch.reset(pick)
+        elif self.execution == 1 and self._changed is None and launch.changes_in_place():
+            self._changed = state.name
+        return launch.run_default()
 
     def _engine(self, step: Callable[..., object], *args: Any) -> None:
         # An error of the machine itself (no valid config, ranks disagreeing)

@@ -8,7 +8,7 @@ the optional class attribute ``auto_priority`` (an int, 0 where absent; see
 below is what an instance must provide. Optional parts are protocols of their
 own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`,
 :class:`GlobalRankReducer`, :class:`GatheringReducer`, :class:`RecordingInterceptor`,
-:class:`ForkingRecorder`, :class:`ForkingLaunch`, :class:`IsolatingLaunch`,
+:class:`ForkingRecorder`, :class:`ForkingLaunch`, :class:`IsolatingLaunch`, :class:`InPlaceLaunch`,
 :class:`ProbingProfileFamily`, :class:`DeviceTimer`), runtime-checkable:
 the engine asks :func:`provides` whether an instance has one and does
 without it where it is missing.
@@ -467,6 +467,29 @@ class KernelLaunch(Protocol):
         raises what the launch would. ``None`` where nothing is compiled
         ahead (an interpreter).
         """
+
+
+@runtime_checkable
+class InPlaceLaunch(KernelLaunch, Protocol):
+    """A launch whose kernel declares arguments it changes in place (optional part of :class:`KernelLaunch`).
+
+    The contextual tuner runs the outer function more than once; with this
+    part it keeps those arguments as one untuned call would leave them
+    (docs/contextual.md, "Kernels that work in place"). A launch without it
+    is dispatched as the kernel's own cache hit.
+    """
+
+    def reset(self, config: Any) -> None:
+        """Zero what the kernel zeroes before a run, as its own tuner does once after the pick.
+
+        Triton: ``pre_hook(args, reset_only=True)``, which zeroes the
+        ``reset_to_zero`` arguments (or runs the user's ``pre_hook``).
+        """
+        ...
+
+    def changes_in_place(self) -> bool:
+        """Whether a run changes arguments its tuner puts back after each run (Triton: ``restore_value``)."""
+        ...
 
 
 class IsolatedLaunch(Protocol):

@@ -54,8 +54,10 @@ class Layout:
 #   auto-tiling tuner a dict from axis name to argument name);
 # * ``t.prune_configs(kwargs)``, which reads ``t.nargs``;
 # * ``t.pre_hook(nargs)`` / ``t.post_hook(nargs, exception=)`` (reset_to_zero
-#   and restore_value live there), ``config.pre_hook``, ``config.kwargs``,
-#   ``config.all_kwargs()``.
+#   and restore_value live there; ``t.pre_hook(nargs, reset_only=True)`` as
+#   Triton calls it after tuning), ``t.restore_value`` and
+#   ``t.user_defined_post_hook`` (whether runs change arguments in place),
+#   ``config.pre_hook``, ``config.kwargs``, ``config.all_kwargs()``.
 #
 # Written: ``t.nargs`` (set for pruning, then cleared, as ``Autotuner.run``
 # does), ``t.cache[key]`` and ``t.best_config`` (the pick), and the class
@@ -344,6 +346,22 @@ def hooked_launch(
         raise
     tuner.post_hook(hooked, exception=None)
     return result[0] if result else None
+
+
+def reset_arguments(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any], config: Any) -> None:
+    """Run ``tuner.pre_hook(..., reset_only=True)`` for a launch with ``config``, as Triton does after tuning.
+
+    Triton calls it once between its tuning runs and the run with the
+    pick: the ``reset_to_zero`` arguments are zeroed (or the user's
+    ``pre_hook`` is told ``reset_only``), nothing is copied.
+    """
+    named = {**dict(zip(tuner.arg_names, args, strict=False)), **kwargs, **config.all_kwargs()}
+    tuner.pre_hook(named, reset_only=True)
+
+
+def changes_in_place(tuner: Any) -> bool:
+    """Whether the autotuner's runs change arguments it puts back: ``restore_value``, or a user post-hook."""
+    return bool(getattr(tuner, "restore_value", None) or getattr(tuner, "user_defined_post_hook", False))
 
 
 def config_label(config: Any) -> str:

@@ -66,6 +66,14 @@ class TritonLaunch:
         """Launch with ``config``, its hooks outside ``around``."""
         return adapter.launch_config(self.kernel, self._args, self._kwargs, config, around)
 
+    def reset(self, config: Any) -> None:
+        """Zero what the autotuner zeroes, as Triton does after tuning, before the run with ``config``."""
+        adapter.reset_arguments(self.kernel, self._args, self._kwargs, config)
+
+    def changes_in_place(self) -> bool:
+        """Whether the autotuner puts arguments back after each run (``restore_value``, a post-hook)."""
+        return adapter.changes_in_place(self.kernel)
+
     def compiler(self) -> Callable[[Any], None] | None:
         """Compiles configs for this launch's arguments on any thread; ``None`` under the interpreter."""
         return compiler.config_compiler(self.kernel, self._args, self._kwargs)

@@ -253,15 +253,22 @@ def main(argv: list[str] | None = None) -> int:
         assert finished.best is not None
         # A near tie is re-timed in rounds, each one more event: count the candidates.
         measured = {m.candidate.index for m in watcher.measured}
+        what = "RE-CHECKED the stored pick head to head" if finished.recheck else "TUNED"
         print(
-            f"TUNED: measured {len(measured)} candidates for key {key!r} "
+            f"{what}: measured {len(measured)} candidates for key {key!r} "
             f"in {finished.seconds:.2f} s (first call {seconds:.2f} s):"
         )
         print_table(rows_from_event(finished, watcher.measured), finished.best.index)
-        print(f"pick: [{finished.best.index}] {finished.best.label}")
+        print(f"pick: [{finished.best.index}] {finished.best.label} ({finished.confidence})")
         if stored is not None:
             print(f"cache file: {stored[0]}")
-            print("run the demo again: the pick will be loaded from the disk cache, with no measuring")
+            if finished.confidence == "uncertain":
+                print(
+                    "the pick is uncertain (README, 'Uncertain picks'): the next run re-checks it head "
+                    "to head, then loads it"
+                )
+            else:
+                print("run the demo again: the pick will be loaded from the disk cache, with no measuring")
         else:
             print("the selected cache keeps nothing on disk, so a second run will tune again")
     elif stored is not None:
@@ -270,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         tuned_at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data["created"]))
         print(f"times stored by the tuning of {tuned_at}:")
         print_table(rows_from_record(data), data["best"]["index"])
-        print(f"pick: [{data['best']['index']}] {data['best']['label']}")
+        print(f"pick: [{data['best']['index']}] {data['best']['label']} ({data.get('confidence')})")
     else:
         # A cache plugin that keeps no files where this demo can read them.
         name = session.cache.name

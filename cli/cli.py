@@ -109,6 +109,8 @@ class _Stored:
     data: Any = attrs.field(repr=False)
     record: TuningRecord | None
     problem: str | None
+    #: the cache plugin instance that holds the file.
+    cache: Any = attrs.field(default=None, repr=False)
 
 
 def _stored(caches: Sequence[Any], function: str | None) -> Iterator[_Stored]:
@@ -118,10 +120,10 @@ def _stored(caches: Sequence[Any], function: str | None) -> Iterator[_Stored]:
                 data = cache.load(namespace, digest)
                 record = TuningRecord.from_data(data)
             except CacheReadError as exc:
-                yield _Stored(namespace, digest, path, None, None, str(exc))
+                yield _Stored(namespace, digest, path, None, None, str(exc), cache)
                 continue
             if function is None or record.function == function:
-                yield _Stored(namespace, digest, path, data, record, None)
+                yield _Stored(namespace, digest, path, data, record, None, cache)
 
 
 def _readable(caches: Sequence[Any], function: str | None) -> list[_Stored]:
@@ -280,13 +282,15 @@ def list_records(function: str | None, directory: Path | None, as_json: bool) ->
                 views.key_text(record.key),
                 views.clip(record.labels[record.best_index], 40),
                 format_ms(record.times[record.best_index]),
+                record.confidence or "-",
                 f"{views.measured(record)}/{len(record.times)}",
                 iso_date(record.created),
                 _relative(stored.path, root),
             ]
         )
     click.echo(f"records in {root}:")
-    for line in views.table(["function", "key", "pick", "time", "measured", "date", "file"], rows):
+    headers = ["function", "key", "pick", "time", "confidence", "measured", "date", "file"]
+    for line in views.table(headers, rows):
         click.echo(line)
 
 
@@ -315,6 +319,10 @@ def _summary(stored: _Stored) -> dict[str, Any]:
         "measured_with": record.method.to_data(),
         "warm_start": record.warm_start,
         "carried": list(record.carried),
+        "confidence": record.confidence,
+        "rivals": list(record.rivals),
+        "rechecks": record.rechecks,
+        "recheck": record.recheck,
         "file": str(stored.path),
     }
 
@@ -385,6 +393,7 @@ def _show_record(stored: _Stored) -> None:
         ("date", iso_date(record.created)),
         ("measured with", views.method_text(record)),
         ("pick", f"[{record.best_index}] {record.labels[record.best_index]}"),
+        ("confidence", views.confidence_text(record)),
         ("versions", ", ".join(f"{k} {v}" for k, v in sorted(record.versions.items()))),
         ("hardware", ", ".join(f"{k} {v}" for k, v in sorted(record.hardware.items()))),
     ]
@@ -459,6 +468,33 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
     if removed < len(doomed):
         raise click.ClickException(f"removed {removed} of {what}; the others are named above")
     click.echo(f"removed {what}")
+
+
+@cache.command()
+@click.argument("function", required=False)
+@_dir_option
+def verify(function: str | None, directory: Path | None) -> None:
+    """Ask for the stored picks (all, or FUNCTION's) to be re-checked by the next process that loads them.
+
+    The command runs nothing itself (it has no arguments to run a tuned
+    function with): it marks each record, and the next process that loads
+    one times its pick head to head with its closest rivals and stores the
+    verdict, confident or uncertain, in place of the mark.
+    """
+    loaded = _Plugins.load()
+    root = _existing_cache_dir(directory, loaded)
+    found = _readable(loaded.file_caches(root), function)
+    if not found:
+        of = f" of {function}" if function else ""
+        raise click.ClickException(f"no records in {root}{of} to verify")
+    marked = 0
+    for stored in found:
+        stored.cache.store(stored.namespace, stored.digest, {**stored.data, "recheck": True})
+        marked += 1
+    click.echo(
+        f"marked {marked} record(s) in {root} for a re-check by the next process that loads each "
+        "(KERNELTUNE_RECHECK=0 or KERNELTUNE_TUNE=never there serve them unchecked)"
+    )
 
 
 @cache.command("export")
@@ -586,6 +622,8 @@ def report(function: str | None, directory: Path | None, plot: Path | None) -> N
             click.echo("")
         click.echo(f"{record.function} {views.key_text(record.key)}")
         click.echo(f"  made {iso_date(record.created)}, measured with: {views.method_text(record)}")
+        pick = f"[{record.best_index}] {record.labels[record.best_index]}"
+        click.echo(f"  pick: {pick}, {views.confidence_text(record)}")
         for line in [*views.history_lines(record), *views.rank_lines(record)]:
             click.echo(f"  {line}")
         for line in views.candidate_lines(record):

@@ -62,6 +62,20 @@ def method_text(record: TuningRecord) -> str:
     )
 
 
+def confidence_text(record: TuningRecord) -> str:
+    """How sure the record's pick is: confident, or uncertain and against which rivals; ``-`` if not kept."""
+    if record.confidence is None:
+        return "-"
+    if record.confidence != "uncertain":
+        text = record.confidence
+    else:
+        rivals = ", ".join(f"[{i}]" for i in record.rivals)
+        text = f"uncertain (not told apart from {rivals})" if rivals else "uncertain"
+        if record.rechecks:
+            text += f", re-checked {record.rechecks} time(s)"
+    return text + ("; re-check asked (kerneltune cache verify)" if record.recheck else "")
+
+
 def history_lines(record: TuningRecord) -> list[str]:
     """What a record's tuning started from: a warm start, or times an earlier tuning of the key measured."""
     lines = []
@@ -130,6 +144,8 @@ def candidate_lines(record: TuningRecord) -> list[str]:
         if error is None:
             row = [f"{mark}[{i}]", record.labels[i], format_ms(record.times[i])]
             detail = spread(record.measurements[i].samples)
+            if i in record.rivals:
+                detail = f"{detail}; not told apart from the pick".lstrip("; ")
         elif outcome(error) == "failed":
             row, detail = [f"{mark}[{i}]", record.labels[i], "failed"], error
         else:

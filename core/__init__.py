@@ -20,6 +20,7 @@ from kerneltune.core.errors import (
     RankMismatchError,
     StalledTuningError,
     TunerBusyError,
+    UncertainPickWarning,
     describe_error,
 )
 from kerneltune.core.machine.engine import Tuner, Tuning
@@ -74,6 +75,7 @@ __all__ = [
     "TuningFinished",
     "TuningRecord",
     "TuningStarted",
+    "UncertainPickWarning",
     "add_plugin",
     "current_session",
     "describe",

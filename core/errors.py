@@ -48,6 +48,14 @@ class CandidateFailedWarning(UserWarning):
     """
 
 
+class UncertainPickWarning(UserWarning):
+    """A tuning's pick could not be told apart from a rival within the noise; it is stored marked uncertain.
+
+    Issued once per function and key in a process. The next process that
+    loads the record re-checks it (docs/guide.md, "Uncertain picks").
+    """
+
+
 class NoStoredPickError(KernelTuneError, RuntimeError):
     """``tune = "fail"``: a key has no stored pick and may not be tuned; every rank raises alike."""
 

@@ -16,10 +16,12 @@ def isolated(tmp_path, monkeypatch):
     """A private cache dir and cwd, none of the user's kerneltune variables, and no
     once-per-process warning already spent by an earlier test.
 
-    Near ties are not re-timed (``tie_rounds = 0``) and host launchers are
-    not run once more to record their launches for COMPILE (``precompile =
-    false``; on a GPU machine it would run), so that tests can count a
-    candidate's runs; the tests of those turn them on.
+    Near ties are not re-timed (``tie_rounds = 0``), host launchers are not
+    run once more to record their launches for COMPILE (``precompile =
+    false``; on a GPU machine it would run), and an uncertain stored pick is
+    not re-checked when it is loaded (``recheck = false``: candidates timed
+    on the host's clock often tie within its noise), so that tests can count
+    a candidate's runs; the tests of those turn them on.
     """
     from kerneltune.core import notices
     from kerneltune.core.plugin_system import settings
@@ -36,6 +38,7 @@ def isolated(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "0")
     monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "0")
+    monkeypatch.setenv("KERNELTUNE_RECHECK", "0")
     monkeypatch.setattr(notices, "_issued", set())
     cache = tmp_path / "cache"
     monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CACHE_DIR", str(cache))

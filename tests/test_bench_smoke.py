@@ -198,3 +198,16 @@ def test_search_quality_oracle_times_points_that_launch_one_program_as_one(tmp_p
     # Nothing compiled (the interpreter): every point is its own program.
     bench = load_bench("search_quality")
     assert bench.program_of(None, {"BLOCK_N": 64}, "a") != bench.program_of(None, {"BLOCK_N": 64}, "b")
+
+
+def test_noisy_smoke_judges_every_stored_pick_and_re_checks_the_uncertain_ones(tmp_path):
+    result = run_bench("noisy.py", tmp_path=tmp_path)
+    summary = result["summary"]
+    assert len(result["busy"]) == len(result["quiet"]) == summary["processes"] == 2
+    for outcome in result["busy"] + result["quiet"] + result["rechecked"]:
+        assert outcome["confidence"] in ("confident", "uncertain")
+        times = result["oracle_ms"]
+        assert outcome["right"] == (times[outcome["pick"]] / min(times) - 1 <= 0.02)
+    uncertain = [o for o in result["busy"] if o["confidence"] == "uncertain"]
+    assert summary["rechecked"] == len(uncertain)
+    assert all(o["rechecks"] == 0 or o["confidence"] == "uncertain" for o in result["rechecked"])

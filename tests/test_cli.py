@@ -116,7 +116,7 @@ def test_list_has_one_row_per_record_and_filters_by_function(filled):
     assert table.exit_code == 0
     lines = table.stdout.splitlines()
     assert lines[0] == f"records in {filled}:"
-    assert lines[1].split() == ["function", "key", "pick", "time", "measured", "date", "file"]
+    assert lines[1].split() == ["function", "key", "pick", "time", "confidence", "measured", "date", "file"]
     assert len(lines) == 5
     row = next(line for line in lines if "(64, 'float32')" in line)
     assert "pause=<0.0>" in row and "3/4" in row and " matmul/" in row

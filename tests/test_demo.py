@@ -14,11 +14,11 @@ import pytest
 DEMO = Path(__file__).resolve().parents[1] / "demo.py"
 
 
-def run_demo(device: str, cache: Path) -> str:
+def run_demo(device: str, cache: Path, **variables: str) -> str:
     """Run demo.py in a new interpreter; its stdout (the run must succeed)."""
     # One BLAS thread: when other processes share a 2-core machine,
     # two spinning OpenMP threads can make the CPU tuning ten times slower.
-    env = dict(os.environ, TRITON_DIST_AUTOTUNE_CACHE_DIR=str(cache), OMP_NUM_THREADS="1")
+    env = dict(os.environ, TRITON_DIST_AUTOTUNE_CACHE_DIR=str(cache), OMP_NUM_THREADS="1", **variables)
     # The CPU workload launches no Triton kernel; the CUDA one must not be interpreted.
     env.pop("TRITON_INTERPRET", None)
     done = subprocess.run(
@@ -65,6 +65,24 @@ def test_demo_tunes_on_cpu_then_loads_the_pick(tmp_path):
     # Host work is timed on the host, whatever device the machine has.
     (record,) = (tmp_path / "demo-cache" / "panel_matmul").glob("*.json")
     assert json.loads(record.read_text())["measured_with"]["objective"] == "wall"
+
+
+def test_demo_says_when_it_re_checks_a_stored_pick_then_loads_it(tmp_path):
+    cache = tmp_path / "demo-cache"
+    run_demo("cpu", cache)
+    marked = subprocess.run(
+        [sys.executable, "-m", "kerneltune", "cache", "verify", "--dir", str(cache)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert marked.returncode == 0, marked.stderr
+    second = run_demo("cpu", cache, KERNELTUNE_RECHECK="1")
+    rechecked = r"^RE-CHECKED the stored pick head to head: measured [2-4] candidates"
+    assert re.search(rechecked, second, re.M), second
+    third = run_demo("cpu", cache, KERNELTUNE_RECHECK="1")
+    if "the pick is uncertain" not in second:
+        assert "LOADED from disk cache" in third and pick_line(third) == pick_line(second), third
 
 
 @pytest.mark.gpu

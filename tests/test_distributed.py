@@ -68,7 +68,9 @@ def spawn(world: int, scenarios: list[str], run_dir: Path, worker: Path = WORKER
     # Host-side sleeps are what the scenarios time, on GPUs too; a few runs suffice.
     # The scenarios count collectives and calls, so near ties are not re-timed and host
     # functions are not run once more for COMPILE (which they would be on a GPU machine).
-    config.write_text('timer = "wallclock"\nwarmup = 1\nrepeat = 3\ntie_rounds = 0\nprecompile = false\n')
+    config.write_text(
+        'timer = "wallclock"\nwarmup = 1\nrepeat = 3\ntie_rounds = 0\nprecompile = false\nrecheck = false\n'
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KERNELTUNE_", "TRITON_DIST_AUTOTUNE_"))}
     env |= {
         "KERNELTUNE_CONFIG": str(config),

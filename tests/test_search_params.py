@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import random
 import types
 import warnings
 
@@ -28,7 +29,7 @@ from kerneltune.core.plugin_system.features import enable_feature
 from kerneltune.plugins.triton.classify import operator_class, uses_dot
 from kerneltune.plugins.triton.search_kernel import SearchParamsKernel
 from search_doubles import Script, by_block, interpreter_family, timer_plugin, use_session
-from tuning_doubles import family_plugin
+from tuning_doubles import family_plugin, stored_records
 
 import triton_dist.autotune_hooks
 
@@ -718,3 +719,31 @@ def test_ascend_profiles_use_the_npu_backends_own_options(monkeypatch):
     config = adapter.make_config({"BLOCK": 64}, mixcv[-1])
     assert type(config) is triton.Config
     assert {**config.all_kwargs(), **mixcv[-1]} == config.all_kwargs(), "every option reaches the launch"
+
+
+# -- confidence -----------------------------------------------------------------------------------
+
+
+def test_an_uncertain_search_is_re_checked_head_to_head_by_the_next_kernel_object(monkeypatch, isolated):
+    costs = {16: 1.0, 32: 1.05, 64: 1.6}
+    noise = random.Random(3)
+    busy = Script(lambda meta: costs[meta["BLOCK"]] * noise.choice((1.0, 2.0)))
+    settings = {"cache": "json", "cache_dir": isolated, "repeat": 4, "recheck": True}
+    use_session(monkeypatch, timer_plugin(busy), **settings)
+    hints = search(params=["BLOCK"], values=list(costs))
+    launch_double(make_double(hints, pre_hook=busy.hook))
+    (record,) = stored_records(isolated, "double_kernel")
+    assert record["confidence"] == "uncertain", "doubling at random, 5% apart cannot be told"
+    stored_pick = record["best"]["index"]
+
+    quiet = Script(by_block(costs, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(quiet), **settings)
+    again = make_double(hints, pre_hook=quiet.hook)
+    launch_double(again)
+    # No search: the stored pick and its rivals, in interleaved rounds, then the pick once more.
+    timed = {b for (b,) in quiet.seen("BLOCK")}
+    assert len(timed) <= 4
+    assert stored_pick in {list(costs).index(b) for b in timed}
+    assert again.last_search is None
+    (after,) = stored_records(isolated, "double_kernel")
+    assert after["confidence"] == "confident" and again.best_config.kwargs["BLOCK"] == 16

@@ -19,7 +19,7 @@ from kerneltune.core.errors import describe_error
 from kerneltune.core.machine.agreement import Vote, agree, short_repr
 from kerneltune.core.machine.keys import digest
 from kerneltune.core.machine.records import Candidate, TuningRecord
-from kerneltune.core.machine.reuse import Plan, plan_reuse
+from kerneltune.core.machine.reuse import Plan, plan_recheck, plan_reuse
 from kerneltune.core.machine.stored import method_of, read_record
 from kerneltune.core.machine.warm_start import NEAREST, propose
 from kerneltune.core.plugin_system.settings import TUNE_AUTO
@@ -84,7 +84,7 @@ def decide(
     alone = Decision(writers=frozenset({reducer.rank}), neighbours=(reducer.rank,))
     record = None
     plan = None
-    migrate = False
+    migrate = loaded = False
     kept: tuple[int, ...] = ()
     stage = "computing the key"
     if failure is None:
@@ -93,13 +93,14 @@ def decide(
         try:
             stage = "reading the cache"
             if not retuning(setup):
-                record, migrate = _lookup(setup)
-            if record is not None and not distributed and _lists_alike(setup, record):
+                record, migrate, loaded = _lookup(setup)
+            due = record is not None and loaded and _rechecks(setup, record)
+            if record is not None and not due and not distributed and _lists_alike(setup, record):
                 return attrs.evolve(alone, pick=record.best_index, record=record, store=migrate)
             stage = "pruning"
             kept = _prune(setup, keep)
             stage = "planning what to measure"
-            plan = _plan(setup, record, kept)
+            plan = _plan(setup, record, kept, recheck=loaded)
         except Exception as exc:
             if not distributed:
                 raise
@@ -133,10 +134,12 @@ def decide(
     return attrs.evolve(agreed, record=shared, plan=plan)
 
 
-def _lookup(setup: Setup) -> tuple[TuningRecord | None, bool]:
+def _lookup(setup: Setup) -> tuple[TuningRecord | None, bool, bool]:
     """LOOKUP: the record of this key, held in this process or stored, whatever its candidate list.
 
-    :returns: the record, and whether it was found under its legacy name (to be stored under the new one).
+    :returns: the record, whether it was found under its legacy name (to be
+        stored under the new one), and whether this process loaded it from
+        the cache just now (rather than holding it already).
     """
     assert setup.entry is not None
     space = setup.tuner.space
@@ -151,8 +154,22 @@ def _lookup(setup: Setup) -> tuple[TuningRecord | None, bool]:
                 space.name,
                 setup.key,
             )
-            return attrs.evolve(record, source=space.source), True
-    return record, False
+            return attrs.evolve(record, source=space.source), True, True
+    return record, False, held is None and record is not None
+
+
+def _rechecks(setup: Setup, record: TuningRecord) -> bool:
+    """Whether a record loaded from the cache may be re-checked here (:func:`plan_recheck` says if it is due).
+
+    Only where a tuning may measure: ``tune = "never"`` or ``"fail"`` serves
+    the stored pick as it is, and so does ``recheck = false``.
+    """
+    settings = setup.session.settings
+    return (
+        settings.tune == TUNE_AUTO
+        and settings.recheck
+        and (record.recheck or record.confidence == "uncertain")
+    )
 
 
 def _lists_alike(setup: Setup, record: TuningRecord) -> bool:
@@ -173,10 +190,17 @@ def _warm(setup: Setup) -> bool:
     return setup.warm.mode == NEAREST and not setup.schedule.adaptive
 
 
-def _plan(setup: Setup, record: TuningRecord | None, kept: tuple[int, ...]) -> Plan | None:
-    """What this rank would do instead of measuring every kept candidate; ``None``: measure them."""
+def _plan(setup: Setup, record: TuningRecord | None, kept: tuple[int, ...], *, recheck: bool) -> Plan | None:
+    """What this rank would do instead of measuring every kept candidate; ``None``: measure them.
+
+    :param recheck: the record was loaded from the cache just now, so a re-check it asks for is due here.
+    """
     session, space, schedule = setup.session, setup.tuner.space, setup.schedule
     if record is not None:
+        if recheck and _rechecks(setup, record):
+            plan = plan_recheck(record, space, kept)
+            if plan is not None:
+                return plan
         return plan_reuse(record, space, kept, method_of(session, schedule), adaptive=schedule.adaptive)
     if _warm(setup) and not session.settings.always_tune:
         return propose(session, space, setup.encoded, kept, setup.tuner.records, setup.warm.budget)

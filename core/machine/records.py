@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import math
 import reprlib
+import statistics
 from typing import Any
 
 import attrs
@@ -16,6 +17,8 @@ SCHEMA = 1
 PRUNED = "pruned"
 #: The error of a candidate a tuning chose not to measure (a staged search, a warm start).
 NOT_MEASURED = "not measured"
+#: What a record's ``confidence`` may say (:mod:`kerneltune.core.machine.confidence`).
+CONFIDENCE_LEVELS = ("confident", "uncertain")
 
 
 @attrs.frozen
@@ -30,11 +33,17 @@ class Candidate:
 
 @attrs.frozen
 class Measurement:
-    """A candidate's samples in milliseconds, or the error that stopped it."""
+    """A candidate's samples in milliseconds, or the error that stopped it.
+
+    ``rounds`` is how many of the samples each interleaved round added, in
+    order, where they came in two or more (near-tie re-timing, a head to
+    head); empty for one pass.
+    """
 
     index: int
     samples: tuple[float, ...] = ()
     error: str | None = None
+    rounds: tuple[int, ...] = ()
 
     @property
     def mean(self) -> float:
@@ -111,6 +120,20 @@ class Method:
             # Records made before sharding existed were never sharded.
             shards=_count(data.get("shards", 1), "measured_with.shards"),
         )
+
+
+def spread(samples: tuple[float, ...] | list[float]) -> float:
+    """The relative spread of samples: the range of the trimmed samples over their median.
+
+    0 with fewer than two trimmed samples (nothing shows any noise). On an
+    H200, kernels held and flushed read 1-3 %; host work on an idle 2-core
+    VM 2-40 %; the same with four busy processes beside it 20-150 %.
+    """
+    kept = trimmed(samples)
+    if len(kept) < 2:
+        return 0.0
+    middle = statistics.median(kept)
+    return (kept[-1] - kept[0]) / middle if middle > 0 else 0.0
 
 
 def iso_date(seconds: float) -> str:
@@ -224,6 +247,27 @@ def _warm_start(value: Any) -> dict[str, Any] | None:
     }
 
 
+def _rounds(value: Any, count: int, where: str) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    sizes = tuple(_count(v, f"{where}[{i}]") for i, v in enumerate(_rows(value, where)))
+    if len(sizes) < 2 or sum(sizes) != count or 0 in sizes:
+        raise CacheReadError(f"{where} are not two or more positive counts adding up to the {count} samples")
+    return sizes
+
+
+def _confidence(data: dict[str, Any], size: int) -> tuple[str | None, tuple[int, ...], int, bool]:
+    level = data.get("confidence")
+    if level is not None and level not in CONFIDENCE_LEVELS:
+        raise CacheReadError(f"confidence is {_show(level)}, not one of {', '.join(CONFIDENCE_LEVELS)}")
+    listed = _rows(data.get("rivals", []), "rivals")
+    rivals = tuple(_index(v, size, f"rivals[{i}]") for i, v in enumerate(listed))
+    recheck = data.get("recheck", False)
+    if not isinstance(recheck, bool):
+        raise CacheReadError(f"recheck is {_show(recheck)}, not true or false")
+    return level, rivals, _count(data.get("rechecks", 0), "rechecks"), recheck
+
+
 def _rank_times(rows: list[dict[str, Any]]) -> tuple[tuple[float, ...], ...]:
     kept = tuple(
         tuple(
@@ -279,6 +323,10 @@ class TuningRecord:
     warm_start: dict[str, Any] | None = None
     rank_times: tuple[tuple[float, ...], ...] = ()
     pick_values: Any = None
+    confidence: str | None = None
+    rivals: tuple[int, ...] = ()
+    rechecks: int = 0
+    recheck: bool = False
     schema: int = SCHEMA
 
     def to_data(self) -> dict[str, Any]:
@@ -299,6 +347,10 @@ class TuningRecord:
             "source": self.source,
             "carried": list(self.carried),
             "warm_start": None if self.warm_start is None else dict(self.warm_start),
+            "confidence": self.confidence,
+            "rivals": list(self.rivals),
+            "rechecks": self.rechecks,
+            "recheck": self.recheck,
         }
 
     def _row(self, measurement: Measurement) -> dict[str, Any]:
@@ -311,6 +363,11 @@ class TuningRecord:
             "samples_ms": list(measurement.samples),
             "error": measurement.error,
         }
+        if measurement.samples:
+            # For readers of the file: derived from the samples, never read back.
+            row["spread"] = round(spread(measurement.samples), 6)
+        if measurement.rounds:
+            row["rounds"] = list(measurement.rounds)
         if self.rank_times:
             # Written only where kept, so a one-rank record reads as before.
             row["rank_times_ms"] = [None if math.isinf(t) else t for t in self.ranks_of(index)]
@@ -325,8 +382,8 @@ class TuningRecord:
         """Rebuild a record from plain data, checking every field's type and range.
 
         Records written before ``finalists``, ``source``, ``carried``,
-        ``warm_start``, ``rank_times_ms`` or ``best.values`` were kept load
-        with their defaults.
+        ``warm_start``, ``rank_times_ms``, ``best.values``, ``rounds`` or
+        the confidence fields were kept load with their defaults.
 
         :raises CacheReadError: when the data is not a record of this schema:
             a field missing or of the wrong type, a number that is not finite
@@ -358,6 +415,7 @@ class TuningRecord:
                             _finite(s, f"candidates[{i}].samples_ms[{j}]") for j, s in enumerate(samples)
                         ),
                         error=error,
+                        rounds=_rounds(row.get("rounds"), len(samples), f"candidates[{i}].rounds"),
                     )
                 )
             best = _mapping(data["best"], "best")
@@ -365,6 +423,7 @@ class TuningRecord:
             labels = tuple(_text(row["label"], f"candidates[{i}].label") for i, row in enumerate(rows))
             versions = _mapping(data["versions"], "versions")
             created = _finite(data["created"], "created", high=_LATEST)
+            confidence, rivals, rechecks, recheck = _confidence(data, len(rows))
             return cls(
                 function=_text(data["function"], "function"),
                 key=_plain(data["key"], "key"),
@@ -387,6 +446,10 @@ class TuningRecord:
                 warm_start=_warm_start(data.get("warm_start")),
                 rank_times=_rank_times(rows),
                 pick_values=_plain(best.get("values"), "best.values"),
+                confidence=confidence,
+                rivals=rivals,
+                rechecks=rechecks,
+                recheck=recheck,
             )
         except KeyError as exc:
             raise CacheReadError(f"record has no field {exc}") from None

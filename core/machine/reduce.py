@@ -28,25 +28,32 @@ class Reduced:
 
     times: tuple[float, ...]
     rank_times: tuple[tuple[float, ...], ...] = ()
+    #: the ``extra`` values, each the largest any rank held.
+    extra: tuple[float, ...] = ()
 
 
-def reduce_times(reducer: Reducer, local: Sequence[float]) -> Reduced:
+def reduce_times(reducer: Reducer, local: Sequence[float], extra: Sequence[float] = ()) -> Reduced:
     """REDUCE ``local`` (this rank's time of each candidate) over the reducer's ranks, in one collective.
 
+    :param extra: more numbers whose largest over the ranks every rank needs
+        (what SELECT judges the pick by), carried in the same collective.
     :raises PluginError: when the reducer's ``gather_vector`` hands back
-        something other than one vector of ``len(local)`` numbers per rank.
+        something other than one vector of the numbers given per rank.
     """
+    values = [*local, *extra]
+    count = len(local)
     if reducer.world_size <= 1:
-        return Reduced(tuple(local))
+        return Reduced(tuple(local), extra=tuple(extra))
     if not provides(reducer, GatheringReducer):
-        return Reduced(tuple(float(v) for v in reducer.max(local)))
-    rows = [[float(v) for v in row] for row in reducer.gather_vector(list(local))]
-    if len(rows) != reducer.world_size or any(len(row) != len(local) for row in rows):
+        agreed = tuple(float(v) for v in reducer.max(values))
+        return Reduced(agreed[:count], extra=agreed[count:])
+    rows = [[float(v) for v in row] for row in reducer.gather_vector(values)]
+    if len(rows) != reducer.world_size or any(len(row) != len(values) for row in rows):
         raise PluginError(
             f"reducer {getattr(reducer, 'name', type(reducer).__name__)!r}: gather_vector returned "
             f"{len(rows)} vectors of lengths {sorted({len(row) for row in rows})}, expected "
-            f"{reducer.world_size} of length {len(local)}"
+            f"{reducer.world_size} of length {len(values)}"
         )
-    columns = tuple(zip(*rows, strict=True)) if local else ()
-    times = tuple(max(column) for column in columns)
-    return Reduced(times, columns)
+    columns = tuple(zip(*rows, strict=True)) if values else ()
+    agreed = tuple(max(column) for column in columns)
+    return Reduced(agreed[:count], columns[:count], agreed[count:])

@@ -31,12 +31,15 @@ class Plan:
         ``()`` for every kept one (an adaptive driver chooses itself).
     :param reuse: keep the shared record's measurements of the candidates not measured now.
     :param warm_start: where a warm start begins (``{"from": key, "distance": d}``), or ``None``.
+    :param recheck: ``measure`` re-checks the stored pick (its first) against
+        the rivals it could not be told apart from, in interleaved rounds.
     """
 
     pick: int | None = None
     measure: tuple[int, ...] = ()
     reuse: bool = False
     warm_start: dict[str, Any] | None = None
+    recheck: bool = False
 
     def to_data(self) -> dict[str, Any]:
         """Plain data, for the agreement's gather."""
@@ -45,6 +48,7 @@ class Plan:
             "measure": list(self.measure),
             "reuse": self.reuse,
             "warm_start": self.warm_start,
+            "recheck": self.recheck,
         }
 
     @classmethod
@@ -61,6 +65,7 @@ class Plan:
             measure=tuple(data["measure"]),
             reuse=bool(data["reuse"]),
             warm_start=data["warm_start"],
+            recheck=bool(data.get("recheck", False)),
         )
 
 
@@ -107,6 +112,35 @@ def comparable(stored: Method, now: Method) -> str | None:
         if getattr(stored, name) != getattr(now, name)
     ]
     return "; ".join(differences) or None
+
+
+#: The most candidates a re-check times head to head: the stored pick and its closest rivals.
+RECHECK_MAX = 4
+#: Re-checks an uncertain pick gets from the processes that load it before it is served as it is.
+RECHECKS = 3
+
+
+def plan_recheck(record: TuningRecord, space: Space, kept: tuple[int, ...]) -> Plan | None:
+    """A re-check of the record's pick, where its record asks for one; ``None`` otherwise.
+
+    An uncertain pick, re-checked fewer than :data:`RECHECKS` times, or any
+    pick ``kerneltune cache verify`` marked, of the live candidate list, is
+    timed head to head with the rivals it could not be told apart from (for
+    a marked confident pick: the next fastest), at most :data:`RECHECK_MAX`
+    in all, among those kept; every other stored time is carried over.
+    """
+    due = record.recheck or (record.confidence == "uncertain" and record.rechecks < RECHECKS)
+    if not due or record.fingerprints != tuple(c.fingerprint for c in space.candidates):
+        return None
+    best = record.best_index
+    timed = sorted(
+        (i for i in kept if i != best and math.isfinite(record.times[i])), key=lambda i: (record.times[i], i)
+    )
+    rivals = [i for i in record.rivals if i in timed]
+    rivals += [i for i in timed if i not in rivals]
+    if best not in kept or not rivals:
+        return None
+    return Plan(measure=(best, *rivals[: RECHECK_MAX - 1]), reuse=True, recheck=True)
 
 
 def plan_reuse(

@@ -47,6 +47,12 @@ class Job:
     extend: bool = False
     #: what the measurement is for, as verbose lines and logs say it ("" for the first pass).
     purpose: str = ""
+    #: the interleaved round the samples belong to (0: none): a candidate's samples of one round are
+    #: one group of ``Measurement.rounds``, however many jobs took them.
+    round: int = 0
+    #: whether the observers hear of the measurement when this job is done; the jobs of an
+    #: interleaved round but its candidate's last take one sample each and report nothing.
+    reports: bool = True
 
     @property
     def stage(self) -> str | None:

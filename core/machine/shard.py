@@ -16,6 +16,10 @@ import math
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+import attrs
+from kerneltune.core.machine.confidence import error
+from kerneltune.core.machine.records import Measurement, spread
+
 T = TypeVar("T")
 
 
@@ -24,22 +28,38 @@ def share(items: Sequence[T], rank: int, world_size: int) -> list[T]:
     return list(items[rank::world_size])
 
 
-def gather_times(
-    reducer: Any, local: Sequence[float], measured: Sequence[int]
-) -> tuple[tuple[float, ...], tuple[int | None, ...]]:
-    """Every candidate's time, from the rank that measured it, and that rank: one ``gather``.
+@attrs.frozen
+class Gathered:
+    """What sharded ranks learn at SELECT: each candidate's time, its noise, and the rank that measured it.
 
-    :param local: this rank's time for every candidate (``inf`` where it
-        measured none, or the candidate failed).
-    :param measured: the indices this rank measured.
-    :returns: the times, and for each candidate the rank that measured it
-        (``None``: no rank did).
+    ``times[i]`` is ``inf`` where no rank measured candidate ``i`` or it
+    failed; ``errors[i]`` and ``spreads[i]`` are its standard error and
+    spread (0 where unknown); ``owners[i]`` the rank (``None``: no rank).
     """
-    mine = [[i, local[i] if math.isfinite(local[i]) else None] for i in measured]
-    times = [math.inf] * len(local)
-    owners: list[int | None] = [None] * len(local)
+
+    times: tuple[float, ...]
+    errors: tuple[float, ...]
+    spreads: tuple[float, ...]
+    owners: tuple[int | None, ...]
+
+
+def gather_times(reducer: Any, measurements: Sequence[Measurement], measured: Sequence[int]) -> Gathered:
+    """Every candidate's time and noise, from the rank that measured it, and that rank: one ``gather``.
+
+    :param measurements: this rank's measurement of every candidate (failed
+        or not measured where it measured none).
+    :param measured: the indices this rank measured.
+    """
+    mine = []
+    for i in measured:
+        m = measurements[i]
+        finite = math.isfinite(m.mean)
+        mine.append([i, m.mean if finite else None, error(m.samples) if finite else 0.0, spread(m.samples)])
+    size = len(measurements)
+    times, errors, spreads = [math.inf] * size, [0.0] * size, [0.0] * size
+    owners: list[int | None] = [None] * size
     for rank, rows in enumerate(reducer.gather(mine)):
-        for index, value in rows:
+        for index, value, its_error, its_spread in rows:
             times[index] = math.inf if value is None else float(value)
-            owners[index] = rank
-    return tuple(times), tuple(owners)
+            errors[index], spreads[index], owners[index] = float(its_error), float(its_spread), rank
+    return Gathered(tuple(times), tuple(errors), tuple(spreads), tuple(owners))

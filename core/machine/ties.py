@@ -4,17 +4,22 @@ Ten samples decide clear winners but not near ties, and conditions change
 between candidates measured apart (clocks, caches, other work), which the
 samples' spread does not show. So a tuning re-times, in interleaved rounds,
 the candidates whose means lie within the noise of the best one's, and
-picks among them.
+picks among them. On a noisy machine every candidate within reach of the
+best (:mod:`kerneltune.core.machine.confidence`) joins them, so that the
+rounds, not the first pass, decide.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+from kerneltune.core.machine.confidence import TOLERANCE, first_pass_lead
 from kerneltune.core.machine.measure import standard_error
-from kerneltune.core.machine.records import Measurement
+from kerneltune.core.machine.records import Measurement, spread
 
 #: Near ties: a candidate is re-timed with the best one when its mean lies
 #: within this many combined standard errors of the best mean...
@@ -48,12 +53,58 @@ def near_ties(means: Sequence[float], errors: Sequence[float]) -> list[int]:
     return close[:TIE_MAX]
 
 
-def agreed_near_ties(measurements: Sequence[Measurement], reducer: Any) -> list[int]:
-    """:func:`near_ties` of the candidates' means and spreads as every rank agrees on them.
+@attrs.frozen
+class Finalists:
+    """What the first pass leaves to the interleaved rounds.
 
-    With several ranks, one ``max`` over the means and standard errors
-    together, so every rank re-times the same candidates.
+    :param indices: the candidates to re-time, lowest mean first, the best
+        included; empty when fewer than two.
+    :param left_out: candidates within reach of the best that the cap
+        (:data:`TIE_MAX`) kept out of the rounds: the first pass cannot rule them out.
+    :param noise: the first pass's noise (:func:`kerneltune.core.machine.confidence.noise`).
     """
-    local = [m.mean for m in measurements] + [standard_error(m.samples) for m in measurements]
+
+    indices: tuple[int, ...] = ()
+    left_out: tuple[int, ...] = ()
+    noise: float = 0.0
+
+
+def finalists(means: Sequence[float], errors: Sequence[float], spreads: Sequence[float]) -> Finalists:
+    """The near ties (:func:`near_ties`) and the rivals within reach of the best, at most :data:`TIE_MAX`.
+
+    A rival is within reach when its first-pass lead over the best, less
+    the noise, might be below the tolerance
+    (:func:`~kerneltune.core.machine.confidence.first_pass_lead`).
+    """
+    finite = [i for i, m in enumerate(means) if math.isfinite(m)]
+    if not finite:
+        return Finalists()
+    noise = statistics.median(spreads[i] for i in finite)
+    best = min(finite, key=lambda i: (means[i], i))
+
+    def error(i: int) -> float:
+        return errors[i] if math.isfinite(errors[i]) else 0.0
+
+    reach = {
+        i
+        for i in finite
+        if first_pass_lead(means[best], means[i], (error(best), error(i)), noise) < -TOLERANCE
+    }
+    ordered = sorted(set(near_ties(means, errors)) | reach | {best}, key=lambda i: (means[i], i))
+    chosen = tuple(ordered[:TIE_MAX]) if len(ordered) > 1 else ()
+    left_out = tuple(sorted(i for i in ordered[TIE_MAX:] if i in reach))
+    return Finalists(chosen, left_out, noise)
+
+
+def agreed_finalists(measurements: Sequence[Measurement], reducer: Any) -> Finalists:
+    """:func:`finalists` of the candidates' means, spreads and errors as every rank agrees on them.
+
+    With several ranks, one ``max`` over the three together, so every rank
+    re-times the same candidates and judges the noise alike.
+    """
+    count = len(measurements)
+    local = [m.mean for m in measurements]
+    local += [standard_error(m.samples) for m in measurements]
+    local += [spread(m.samples) if m.error is None else math.inf for m in measurements]
     agreed = list(reducer.max(local)) if reducer.world_size > 1 else local
-    return near_ties(agreed[: len(measurements)], agreed[len(measurements) :])
+    return finalists(agreed[:count], agreed[count : 2 * count], agreed[2 * count :])

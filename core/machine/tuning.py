@@ -28,6 +28,7 @@ from kerneltune.core.errors import (
 from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
 from kerneltune.core.machine.agreement import check_picks
 from kerneltune.core.machine.compile import CompileStage, Subject
+from kerneltune.core.machine.confidence import UNCERTAIN, Confidence, Evidence, judge
 from kerneltune.core.machine.decision import decide
 from kerneltune.core.machine.measure import CandidateRuns, IdleDevice, Wrap, host_times
 from kerneltune.core.machine.records import NOT_MEASURED, PRUNED, Candidate, Measurement, TuningRecord
@@ -36,7 +37,7 @@ from kerneltune.core.machine.reuse import Plan, carried_rows
 from kerneltune.core.machine.schedule import Job, Setup
 from kerneltune.core.machine.shard import gather_times, share
 from kerneltune.core.machine.stored import new_record
-from kerneltune.core.machine.ties import TIE_WARMUP, agreed_near_ties
+from kerneltune.core.machine.ties import TIE_WARMUP, agreed_finalists
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import CompileProcess, GlobalRankReducer, provides
 from kerneltune.core.plugin_system.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
@@ -47,6 +48,14 @@ logger = logging.getLogger("kerneltune")
 E = TypeVar("E", bound=attrs.AttrsInstance)
 
 __all__ = ["NOT_MEASURED", "PRUNED", "Tuning"]
+
+
+def _verdict_fields(verdict: Confidence | None) -> dict[str, Any]:
+    """What :class:`TuningFinished` says of the verdict (nothing when every candidate failed)."""
+    if verdict is None:
+        return {}
+    fields = {"rivals": verdict.rivals, "margin": verdict.margin, "noise": verdict.noise}
+    return {"confidence": verdict.level, **fields}
 
 
 class Tuning:
@@ -73,6 +82,16 @@ class Tuning:
         self._ties_planned = setup.schedule.adaptive
         #: the candidates SELECT chooses among after near ties were re-timed.
         self._finalists: tuple[Candidate, ...] | None = None
+        #: rivals within reach of the first pass's best that the re-timing's cap left out.
+        self._left_out: tuple[int, ...] = ()
+        #: the first pass's noise, once the first pass is over (``None`` before).
+        self._noise: float | None = None
+        #: the stored record this tuning re-checks (an uncertain pick, or one ``cache verify`` asked about).
+        self._rechecked: TuningRecord | None = None
+        #: the interleaved round of each candidate's last samples (``Job.round``).
+        self._rounds_of: dict[int, int] = {}
+        #: the most interleaved rounds any request of this tuning asked for (alike on every rank).
+        self._round_count = 0
         #: the stored time and measurement of candidates an earlier tuning of this key measured.
         self._carried: dict[int, tuple[float, Measurement]] = {}
         #: the only candidates measured, and SELECT's choice, when a plan names them.
@@ -148,7 +167,7 @@ class Tuning:
         if decision.pick is not None:
             assert decision.record is not None
             self._adopt(decision.pick, decision.record, store=decision.store)
-            self._loaded(decision.source)
+            self._loaded(decision.source, decision.record.confidence)
         elif self.session.settings.tune != TUNE_AUTO:
             self._untuned(decision.kept)
         else:
@@ -164,12 +183,17 @@ class Tuning:
             if plan.measure:
                 measured = tuple(candidates[i] for i in plan.measure)
                 self._scope = frozenset(plan.measure)
+            if plan.recheck:
+                self._rechecked = shared
             self._warm_start = plan.warm_start
             self._explain(len(measured), len(kept))
-        # An adaptive driver queues candidates itself, round by round.
+        # An adaptive driver queues candidates itself, round by round (a re-check too: see rechecking).
         if self._schedule.shard:
             self._ties_planned = True
             self.request(share(measured, self.reducer.rank, self.reducer.world_size))
+        elif self._rechecked is not None:
+            if not self._schedule.adaptive:
+                self._head_to_head(measured, rounds=self.recheck_rounds, purpose="re-check")
         elif self._scope is not None:
             self._head_to_head(measured)
         elif not self._schedule.adaptive:
@@ -201,9 +225,46 @@ class Tuning:
         self.tuner.picks[self.key] = self.best
         self._loaded("default")
 
+    @property
+    def recheck_rounds(self) -> int:
+        """How many interleaved rounds a re-check of a stored pick takes: ``tie_rounds``, at least 2."""
+        return max(2, self.session.settings.tie_rounds)
+
+    @property
+    def rechecking(self) -> tuple[Candidate, ...]:
+        """For an adaptive driver: the stored pick, then its rivals, to re-time head to head; else empty.
+
+        The stored record asked for a re-check (its pick was uncertain, or
+        ``kerneltune cache verify`` marked it): the driver measures these in
+        :attr:`recheck_rounds` interleaved rounds (:meth:`request`) and
+        selects among them (``finish(among=...)``), instead of searching.
+        """
+        if self._rechecked is None or self._scope is None or not self._schedule.adaptive:
+            return ()
+        return tuple(self._space.candidates[i] for i in sorted(self._scope, key=self._recheck_order))
+
+    def _recheck_order(self, index: int) -> tuple[bool, float, int]:
+        record = self._rechecked
+        assert record is not None
+        return (index != record.best_index, record.times[index], index)
+
     def _explain(self, measuring: int, kept: int) -> None:
         name, key = self._space.name, self.key
-        if self._warm_start is not None:
+        if self._rechecked is not None:
+            record = self._rechecked
+            why = "uncertain" if record.confidence == "uncertain" else "marked by kerneltune cache verify"
+            logger.info(
+                "kerneltune: %s: key %r: re-checking the stored pick [%d] %s (%s) against %d rival(s), "
+                "head to head in %d interleaved rounds",
+                name,
+                key,
+                record.best_index,
+                record.labels[record.best_index],
+                why,
+                measuring - 1,
+                self.recheck_rounds,
+            )
+        elif self._warm_start is not None:
             logger.info(
                 "kerneltune: %s: key %r: warm start from the stored key %s (distance %.3g): "
                 "measuring %d of %d candidates",
@@ -226,28 +287,59 @@ class Tuning:
                 else "what the driver asks",
             )
 
-    def _head_to_head(self, candidates: tuple[Candidate, ...]) -> None:
-        """Queue a plan's few candidates in two interleaved rounds of half the timed runs each.
+    def _head_to_head(
+        self, candidates: tuple[Candidate, ...], *, rounds: int = 2, purpose: str = "head to head"
+    ) -> None:
+        """Queue a plan's few candidates in ``rounds`` interleaved rounds of half the timed runs each.
 
-        They are compared with each other alone, so each round measures them
-        all in turn (the second starting one further on) and drift between
-        the first candidate and the last lands on each alike.
+        They are compared with each other alone (:meth:`_interleave`); the
+        first round warms up as a first pass does.
         """
         if len(candidates) < 2:
             self.request(candidates)
             return
-        half = max(1, math.ceil(self._schedule.repeat / 2))
-        self.request(candidates, repeat=half, purpose="head to head, round 1 of 2")
-        for candidate in candidates[1:] + candidates[:1]:
-            self._queue.append(
-                Job(candidate, TIE_WARMUP, half, extend=True, purpose="head to head, round 2 of 2")
-            )
+        self._interleave(candidates, rounds, purpose=purpose, warmup=self._schedule.warmup)
 
-    def _loaded(self, source: str) -> None:
+    def _interleave(
+        self, candidates: Sequence[Candidate], rounds: int, *, purpose: str, warmup: int = TIE_WARMUP
+    ) -> None:
+        """Queue ``candidates`` in ``rounds`` rounds that take one timed run of each in turn.
+
+        A round holds half the timed runs of a first pass per candidate,
+        taken A B C A B C ..., each round starting one candidate further on,
+        so that load which comes and goes within milliseconds lands on every
+        candidate alike; each candidate warms up at the start of every round
+        (``warmup`` runs in the first, :data:`TIE_WARMUP` in the others). A
+        candidate's samples of one round stay one group
+        (``Measurement.rounds``), which SELECT's verdict compares round by
+        round; the first round replaces what the candidate measured before.
+        """
+        per_round = max(1, math.ceil(self._schedule.repeat / 2))
+        self._round_count = max(self._round_count, rounds)
+        for round_ in range(rounds):
+            shift = round_ % len(candidates)
+            order = list(candidates[shift:]) + list(candidates[:shift])
+            said = f"{purpose}, round {round_ + 1} of {rounds}"
+            for run in range(per_round):
+                for candidate in order:
+                    warm = 0 if run else (warmup if round_ == 0 else TIE_WARMUP)
+                    self._queue.append(
+                        Job(
+                            candidate,
+                            warm,
+                            1,
+                            extend=round_ > 0 or run > 0,
+                            purpose=said,
+                            round=round_ + 1,
+                            reports=run == per_round - 1,
+                        )
+                    )
+
+    def _loaded(self, source: str, confidence: str | None = None) -> None:
         assert self.best is not None
         cache = self.session.cache.name
         self.session.observers.pick_loaded(
-            self._event(PickLoaded, best=self.best, source=source, cache=cache)
+            self._event(PickLoaded, best=self.best, source=source, cache=cache, confidence=confidence)
         )
 
     def _event(self, event: type[E], **fields: Any) -> E:
@@ -398,6 +490,8 @@ class Tuning:
                 raise ValueError(f"{self._space.name}: candidate [{candidate.index}] was pruned")
         warmup = self._schedule.warmup if warmup is None else warmup
         repeat = self._schedule.repeat if repeat is None else repeat
+        if rounds > 1:
+            self._round_count = max(self._round_count, rounds)
         for round_ in range(rounds):
             shift = round_ % len(listed) if listed else 0
             said = f"{purpose}, round {round_ + 1} of {rounds}" if purpose and rounds > 1 else purpose
@@ -410,14 +504,13 @@ class Tuning:
         if rounds == 0 or len(self._measurements) < 2:
             return
         measurements = [self._measurement(c.index) for c in candidates]
-        close = agreed_near_ties(measurements, self.reducer)
-        if len(close) < 2:
+        chosen = agreed_finalists(measurements, self.reducer)
+        self._noise = chosen.noise
+        if not chosen.indices:
             return
-        self._finalists = tuple(candidates[i] for i in close)
-        repeat = max(1, math.ceil(self._schedule.repeat / 2))
-        self.request(
-            self._finalists, warmup=TIE_WARMUP, repeat=repeat, rounds=rounds, purpose="near-tie re-timing"
-        )
+        self._left_out = chosen.left_out
+        self._finalists = tuple(candidates[i] for i in chosen.indices)
+        self._interleave(self._finalists, rounds, purpose="near-tie re-timing")
 
     def times(self, candidates: Sequence[Candidate]) -> list[float]:
         """REDUCE now: each candidate's mean time as every rank agrees on it.
@@ -472,15 +565,25 @@ class Tuning:
             stays failed. Default: as the queued measurement says (the later
             rounds of :meth:`request` extend).
         """
+        job = self._job if self._job is not None and self._job.candidate.index == candidate.index else None
         if extend is None:
-            job = self._job
-            extend = job is not None and job.candidate.index == candidate.index and job.extend
+            extend = job is not None and job.extend
         new = tuple(float(s) for s in samples)
+        rounds: tuple[int, ...] = ()
         if extend and (previous := self._measurements.get(candidate.index)) is not None:
             if previous.error is not None:
                 return
+            rounds = previous.rounds or (len(previous.samples),)
+            same_round = job is not None and job.round and self._rounds_of.get(candidate.index) == job.round
+            rounds = (*rounds[:-1], rounds[-1] + len(new)) if same_round else (*rounds, len(new))
             new = previous.samples + new
-        self._finish_candidate(Measurement(candidate.index, samples=new))
+        if job is not None:
+            self._rounds_of[candidate.index] = job.round
+        measurement = Measurement(candidate.index, samples=new, rounds=rounds if len(rounds) > 1 else ())
+        if job is None or job.reports:
+            self._finish_candidate(measurement)
+        else:
+            self._measurements[candidate.index] = measurement
 
     def error(self, candidate: Candidate) -> str | None:
         """Why ``candidate`` failed here (compiling, screening or running); ``None`` if it did not."""
@@ -561,16 +664,22 @@ class Tuning:
         if self._queue:
             raise RuntimeError(f"finish() with {len(self._queue)} candidates still unmeasured")
         candidates = self._space.candidates
-        local = [self._measurement(c.index).mean for c in candidates]
+        measurements = [self._measurement(c.index) for c in candidates]
+        count = len(candidates)
         if self._schedule.shard:
             measured = sorted(i for i, m in self._measurements.items() if m.error != PRUNED)
-            times, owners = gather_times(self.reducer, local, measured)
-            reduced = Reduced(times)
+            gathered = gather_times(self.reducer, measurements, measured)
+            reduced = Reduced(gathered.times)
+            evidence = Evidence(gathered.times, gathered.errors, gathered.spreads, ((),) * count)
             # Other ranks' candidates: their times are known here only now, for the observers.
             here = self.reducer.rank
-            elsewhere = tuple((i, r) for i, r in enumerate(owners) if r is not None and r != here)
+            elsewhere = tuple((i, r) for i, r in enumerate(gathered.owners) if r is not None and r != here)
         else:
-            reduced, elsewhere = reduce_times(self.reducer, local), ()
+            # The evidence SELECT judges the pick by travels with the times, in REDUCE's one collective.
+            vector = Evidence.of(measurements, self._round_count).to_vector()
+            reduced = reduce_times(self.reducer, vector[:count], vector[count:])
+            evidence = Evidence.from_vector([*reduced.times, *reduced.extra], count)
+            elsewhere = ()
         times = reduced.times
         if among is None:
             among = self._finalists
@@ -583,6 +692,7 @@ class Tuning:
         # Stored times never enter SELECT: only what this tuning measured is compared.
         finite = [i for i, t in enumerate(times) if math.isfinite(t) and (allowed is None or i in allowed)]
         best = min(finite, key=lambda i: (times[i], i)) if finite else None
+        verdict = None if best is None else self._judge(best, finite, evidence)
         self.session.observers.tuning_finished(
             self._event(
                 TuningFinished,
@@ -592,6 +702,8 @@ class Tuning:
                 seconds=time.perf_counter() - self._started,
                 rank_times=reduced.rank_times,
                 measured_elsewhere=elsewhere,
+                recheck=self._rechecked is not None,
+                **_verdict_fields(verdict),
             )
         )
         if best is None:
@@ -626,8 +738,30 @@ class Tuning:
             warm_start=self._warm_start,
             rank_times=tuple(() if i in carried else t for i, t in enumerate(reduced.rank_times)),
         )
+        assert verdict is not None
+        record = attrs.evolve(
+            record, confidence=verdict.level, rivals=verdict.rivals, rechecks=self._rechecks(verdict)
+        )
         self._adopt(best, record, store=True)
         return candidates[best]
+
+    def _judge(self, best: int, compared: Iterable[int], evidence: Evidence) -> Confidence:
+        """SELECT's verdict on ``best`` over the other candidates SELECT chose among.
+
+        Finalists are judged round by round, candidates measured apart by
+        their first pass (and its noise); rivals within reach that the
+        re-timing left out stay undecided. Every rank judges the same
+        evidence (the slowest rank's numbers), so every rank reaches the
+        same verdict without a collective of its own.
+        """
+        noise = self._noise if self._noise is not None else evidence.noise()
+        return judge(evidence, best, compared, noise, self._left_out)
+
+    def _rechecks(self, verdict: Confidence) -> int:
+        """How many re-checks the stored record has had that left it uncertain, this one counted."""
+        if self._rechecked is None or verdict.level != UNCERTAIN:
+            return 0
+        return self._rechecked.rechecks + 1
 
     def _failure_report(self, allowed: set[int] | None = None) -> str:
         rows = [

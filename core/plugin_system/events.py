@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import attrs
@@ -66,7 +67,14 @@ class TuningFinished:
     group measured instead of this one (sharded ranks), whose time in
     ``times`` this rank learnt only at REDUCE; no
     ``kerneltune_candidate_measured`` came for those. ``driver`` is as in
-    :class:`TuningStarted`.
+    :class:`TuningStarted`. ``confidence`` is SELECT's verdict on the pick
+    (:mod:`kerneltune.core.machine.confidence`): ``"confident"`` or
+    ``"uncertain"`` (``None`` when every candidate failed); ``rivals`` the
+    candidates an uncertain pick could not be told apart from; ``margin``
+    the lowest bound on a rival's lead, a fraction of the pick's time
+    (negative: it may be faster); ``noise`` the tuning's noise (the median
+    spread of its first pass); ``recheck`` whether this tuning re-checked a
+    stored pick.
     """
 
     function: str
@@ -81,6 +89,11 @@ class TuningFinished:
     driver: str = "function"
     rank_times: tuple[tuple[float, ...], ...] = ()
     measured_elsewhere: tuple[tuple[int, int], ...] = ()
+    confidence: str | None = None
+    rivals: tuple[int, ...] = ()
+    margin: float = math.inf
+    noise: float = 0.0
+    recheck: bool = False
 
 
 @attrs.frozen
@@ -123,7 +136,9 @@ class PickLoaded:
     unmeasured). Sent once per key per process: afterwards the key is one of
     the process's picks, and that dispatch path sends nothing. ``cache`` is
     the cache plugin's name: a layered cache (``redis``: local files, then
-    the server) may have found the record in either layer.
+    the server) may have found the record in either layer. ``confidence``
+    is the stored record's verdict (``None`` for a record written before
+    verdicts were kept, and for ``"default"``).
     """
 
     function: str
@@ -134,6 +149,7 @@ class PickLoaded:
     verbose: bool
     log_dir: Path | None
     cache: str = ""
+    confidence: str | None = None
 
 
 @attrs.frozen

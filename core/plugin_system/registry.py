@@ -56,6 +56,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.devices.host",
     "kerneltune.plugins.observers.tuning_log",
     "kerneltune.plugins.observers.contextual_log",
+    "kerneltune.plugins.observers.uncertain",
     "kerneltune.plugins.observers.progress",
     "kerneltune.plugins.observers.failures",
     "kerneltune.plugins.observers.print_autotuning",

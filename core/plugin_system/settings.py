@@ -97,6 +97,8 @@ class Settings:
     # A new key measures the best configs of the stored keys nearest to it ("nearest"), at most this many.
     warm_start: str = "off"
     warm_start_budget: int = 5
+    # Re-check an uncertain stored pick (or one `kerneltune cache verify` marked) when a process loads it.
+    recheck: bool = True
     # Keys of the files that are no core setting, as (field, raw value, file, key as written), in
     # reading order; and the KERNELTUNE_* variables outside ENV: what plugins may have declared.
     given: tuple[tuple[str, Any, str, str], ...] = attrs.field(default=(), repr=False)
@@ -289,6 +291,7 @@ _FIELDS = {
     "search_max_points": integer(0),
     "warm_start": one_of("off", "nearest"),
     "warm_start_budget": integer(1),
+    "recheck": boolean,
 }
 
 #: The variable naming one more config file, read after ./kerneltune.toml.
@@ -322,6 +325,7 @@ ENV = {
     "KERNELTUNE_SEARCH_MAX_POINTS": "search_max_points",
     "KERNELTUNE_WARM_START": "warm_start",
     "KERNELTUNE_WARM_START_BUDGET": "warm_start_budget",
+    "KERNELTUNE_RECHECK": "recheck",
 }
 
 #: What a plugin's variables begin with: :func:`load_settings` keeps those it does not know for the plugins.

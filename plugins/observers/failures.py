@@ -13,24 +13,11 @@ device in a search) are not failures and get none.
 
 from __future__ import annotations
 
-import inspect
 import warnings
 
 from kerneltune.core import CandidateMeasured, hookimpl
 from kerneltune.core.errors import CandidateFailedWarning
-
-#: Packages between the user's call and this hook; the warning points past them.
-_PASSED = ("kerneltune", "triton_dist", "pluggy", "triton")
-
-
-def _user_level() -> int:
-    """The ``stacklevel`` of the first caller outside :data:`_PASSED`: where the user's code called."""
-    frame = inspect.currentframe()
-    level = 0
-    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] in _PASSED:
-        frame = frame.f_back
-        level += 1
-    return max(level, 1)
+from kerneltune.core.notices import user_stacklevel
 
 
 @hookimpl
@@ -42,5 +29,5 @@ def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
         f"kerneltune: {event.function}: candidate [{candidate.index}] {candidate.label} failed for key "
         f"{event.key!r} with {event.measurement.error}; it counts as infinitely slow and tuning goes on",
         CandidateFailedWarning,
-        stacklevel=_user_level(),
+        stacklevel=user_stacklevel(),
     )

@@ -87,9 +87,10 @@ def kerneltune_pick_loaded(event: PickLoaded) -> None:
             if event.source == "cache"
             else "another rank's record, shared when the ranks agreed"
         )
+        stored = "" if event.confidence is None else f" ({event.confidence})"
         line = (
             f"{event.function}: key {event.key!r}: using the stored pick [{event.best.index}] "
-            f"{event.best.label} from {where}: no measuring"
+            f"{event.best.label}{stored} from {where}: no measuring"
         )
     # Not in the file: the log file records tunings, and a hit changes nothing on disk.
     _say(line, event.verbose)
@@ -113,6 +114,15 @@ def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
     )
 
 
+def _verdict(event: TuningFinished) -> str:
+    """The pick's confidence, and for an uncertain one the rivals it could not be told from."""
+    done = "re-checked: " if event.recheck else ""
+    if event.confidence != "uncertain":
+        return f"{done}{event.confidence}"
+    rivals = ", ".join(f"[{i}]" for i in event.rivals)
+    return f"{done}uncertain (not told apart from {rivals}; noise {event.noise:.0%})"
+
+
 @hookimpl
 def kerneltune_tuning_finished(event: TuningFinished) -> None:
     # Sharded, the other ranks' candidates were never measured here: their times come now, from REDUCE.
@@ -130,7 +140,8 @@ def kerneltune_tuning_finished(event: TuningFinished) -> None:
     else:
         line = (
             f"{event.function}: key {event.key!r}: picked [{event.best.index}] {event.best.label} "
-            f"at {format_ms(event.times[event.best.index])} (tuned in {event.seconds:.2f} s)"
+            f"at {format_ms(event.times[event.best.index])} (tuned in {event.seconds:.2f} s); "
+            f"{_verdict(event)}"
         )
     rows = zip(event.candidates, event.times, strict=True)
     table = "".join(f"    [{c.index}] {format_ms(t)}  {c.label}\n" for c, t in rows)

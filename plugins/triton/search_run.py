@@ -148,6 +148,8 @@ class SearchRun:
     def run(self) -> Candidate:
         """Search, re-time, gate, and finish the tuning; the pick."""
         kernel = self.kernel
+        if self.tuning.rechecking:
+            return self.recheck()
         if self.space.given:
             self.say(
                 f"{len(kernel.configs)} hand-written configs give every search param; "
@@ -316,6 +318,33 @@ class SearchRun:
             raise NoValidConfigError(
                 f"{self.kernel.__name__}: none of the {len(candidates)} finalists passed reference_fn\n{exc}"
             ) from exc
+
+    def recheck(self) -> Candidate:
+        """Re-time a stored pick the record asks to re-check, head to head with its rivals; pick among them.
+
+        The pick was uncertain (or ``kerneltune cache verify`` marked it):
+        instead of searching again, the pick and the rivals it could not be
+        told apart from are compiled and timed in interleaved rounds, and
+        SELECT's verdict replaces the stored one.
+        """
+        candidates = list(self.tuning.rechecking)
+        points = {c.index: self.space.point(c.index) for c in candidates}
+        rounds = self.tuning.recheck_rounds
+        self.say(
+            f"re-checking the stored pick {candidates[0].label} against {len(candidates) - 1} rival(s) "
+            f"in {rounds} interleaved rounds"
+        )
+        if self.compile_config is not None:
+            self.tuning.compile(
+                lambda candidate: self.build(candidate, points[candidate.index]),
+                candidates,
+                child=self.compile_process,
+            )
+        per_round = max(1, self.tuning.session.settings.repeat // 2)
+        self.tuning.request(candidates, repeat=per_round, rounds=rounds, purpose="re-check")
+        while (candidate := self.tuning.next_candidate()) is not None:
+            self.tuning.measure(candidate, self.runner(candidate, points[candidate.index]))
+        return self.tuning.finish(among=candidates)
 
     def gate(self, candidates: list[Candidate], times: list[float]) -> None:
         """Check finalists fastest first; alone, stop at the first that passes."""

@@ -47,6 +47,17 @@ class SearchSpace:
             flat = flat * (len(self.axes[axis]) if self.axes else 1) + position
         return flat * len(self.profiles) + profile
 
+    def point(self, index: int) -> Point:
+        """The point of a candidate index (:meth:`index` undone)."""
+        flat, profile = divmod(index, len(self.profiles))
+        if not self.axes:
+            return (flat,), profile
+        positions = []
+        for axis in reversed(self.axes):
+            flat, position = divmod(flat, len(axis))
+            positions.append(position)
+        return tuple(reversed(positions)), profile
+
     def candidate(self, point: Point) -> Candidate:
         """The engine's candidate for a point."""
         return self.tuner.space.candidates[self.index(point)]

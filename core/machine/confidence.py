@@ -1,0 +1,200 @@
+"""How sure a pick is: whether its lead over every rival is larger than their noise.
+
+A stored pick is served everywhere, forever, so a record says how sure the
+measurement behind it was. The pick is *confident* when every rival it was
+compared with is behind it beyond their noise, or so close that either would
+do (within :data:`TOLERANCE`); otherwise *uncertain*, and the rivals it could
+not be told apart from are named.
+
+Noise comes in two kinds, and each has its answer:
+
+* Sample to sample, which a candidate's own samples show (their standard
+  error).
+* Period to period: on a busy machine a candidate measured during a burst
+  of other work reads slow in every sample, which its own samples do not
+  show. On a 2-core host with four busy processes, a config 12 % faster read
+  1.6 to 1.9 times slower than its rival in a tenth of a second of samples
+  whose own spread was 20 %. What shows it is the other candidates' spread:
+  the tuning's *noise* is the median spread
+  (:func:`~kerneltune.core.machine.records.spread`) of the first pass, and a
+  rival within :data:`REACH` times it of the pick may be the faster one.
+
+A rival within reach after the first pass is re-timed with the pick in
+interleaved rounds (:mod:`kerneltune.core.machine.ties`), where load that
+comes and goes lands on both alike: it is behind when, in every round, it
+was at most :data:`TOLERANCE` faster than the pick (:func:`paired_lead`). A
+rival compared in the first pass alone is behind when its lead, less
+:data:`SIGMAS` combined standard errors and :data:`REACH` times the noise,
+still exceeds ``-TOLERANCE`` (:func:`first_pass_lead`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+
+import attrs
+from kerneltune.core.machine.measure import standard_error
+from kerneltune.core.machine.records import Measurement, spread, trimmed
+
+CONFIDENT = "confident"
+UNCERTAIN = "uncertain"
+LEVELS = (CONFIDENT, UNCERTAIN)
+
+#: A rival within this fraction of the pick's time is as good as the pick.
+TOLERANCE = 0.02
+#: How many combined standard errors a first-pass lead must clear.
+SIGMAS = 2.0
+#: How many times the tuning's noise a rival measured apart may be off by.
+REACH = 3.0
+
+
+def noise(measurements: Iterable[Measurement]) -> float:
+    """A tuning's noise: the median spread of its measured candidates' samples (0 without any)."""
+    spreads = [spread(m.samples) for m in measurements if m.error is None and m.samples]
+    return statistics.median(spreads) if spreads else 0.0
+
+
+def error(samples: Sequence[float]) -> float:
+    """The standard error of the samples' trimmed mean; 0 with fewer than two.
+
+    Fewer than two trimmed samples show no noise: one timed run per
+    candidate is taken at its word.
+    """
+    value = standard_error(samples)
+    return value if math.isfinite(value) else 0.0
+
+
+def first_pass_lead(best: float, rival: float, errors: tuple[float, float], noise: float) -> float:
+    """A lower bound on how far behind ``best`` a rival measured apart is, as a fraction of ``best``.
+
+    :param best, rival: their means.
+    :param errors: their standard errors.
+    :param noise: the tuning's :func:`noise`.
+    :returns: negative where the rival may be faster; ``inf`` for a rival
+        with no finite time (it cannot win).
+    """
+    if not math.isfinite(rival):
+        return math.inf
+    if not math.isfinite(best) or best <= 0:
+        return -math.inf
+    return (rival - best - SIGMAS * math.hypot(*errors)) / best - REACH * noise
+
+
+def round_means(measurement: Measurement, count: int) -> list[float]:
+    """The trimmed mean of each of a measurement's first ``count`` interleaved rounds, ``inf`` past its last.
+
+    A measurement taken in one pass has no rounds: every entry is ``inf``.
+    """
+    means, start = [], 0
+    if measurement.error is None:
+        for size in measurement.rounds:
+            kept = trimmed(list(measurement.samples[start : start + size]))
+            start += size
+            means.append(sum(kept) / len(kept) if kept else math.inf)
+    return (means + [math.inf] * count)[:count]
+
+
+def paired_lead(best: Sequence[float], rival: Sequence[float]) -> float | None:
+    """The rival's lowest lead over the pick in any round both were timed in (their :func:`round_means`).
+
+    A fraction of the pick's time in that round (negative: the rival was
+    faster there). ``None`` unless both have finite times in two or more
+    of the same rounds.
+    """
+    pairs = [
+        (b, r) for b, r in zip(best, rival, strict=True) if math.isfinite(b) and math.isfinite(r) and b > 0
+    ]
+    if len(pairs) < 2:
+        return None
+    return min(r / b - 1 for b, r in pairs)
+
+
+@attrs.frozen
+class Evidence:
+    """What SELECT judges a pick by, per candidate, as every rank agrees on it (the slowest rank's).
+
+    :param times: each candidate's time (``inf``: failed or not measured).
+    :param errors: each candidate's standard error (:func:`error`).
+    :param spreads: each candidate's spread.
+    :param rounds: each candidate's :func:`round_means` (all alike long; empty without rounds).
+    """
+
+    times: tuple[float, ...]
+    errors: tuple[float, ...]
+    spreads: tuple[float, ...]
+    rounds: tuple[tuple[float, ...], ...]
+
+    @classmethod
+    def of(cls, measurements: Sequence[Measurement], rounds: int) -> Evidence:
+        """This rank's evidence from its measurements, with ``rounds`` round means each."""
+        return cls(
+            times=tuple(m.mean for m in measurements),
+            errors=tuple(error(m.samples) if m.error is None else 0.0 for m in measurements),
+            spreads=tuple(spread(m.samples) if m.error is None else 0.0 for m in measurements),
+            rounds=tuple(tuple(round_means(m, rounds)) for m in measurements),
+        )
+
+    def to_vector(self) -> list[float]:
+        """The evidence as one vector (times first), for one reducer collective."""
+        return [*self.times, *self.errors, *self.spreads, *(v for row in self.rounds for v in row)]
+
+    @classmethod
+    def from_vector(cls, vector: Sequence[float], count: int) -> Evidence:
+        """Read :meth:`to_vector`'s layout back for ``count`` candidates."""
+        width = (len(vector) - 3 * count) // count if count else 0
+        rows = vector[3 * count :]
+        return cls(
+            times=tuple(vector[:count]),
+            errors=tuple(vector[count : 2 * count]),
+            spreads=tuple(vector[2 * count : 3 * count]),
+            rounds=tuple(tuple(rows[i * width : (i + 1) * width]) for i in range(count)),
+        )
+
+    def noise(self) -> float:
+        """The median spread of the candidates with a finite time."""
+        kept = [s for s, t in zip(self.spreads, self.times, strict=True) if math.isfinite(t)]
+        return statistics.median(kept) if kept else 0.0
+
+    def lead(self, best: int, rival: int, noise: float) -> float:
+        """A lower bound on ``rival``'s lead over ``best``: paired by round where both have rounds."""
+        if not math.isfinite(self.times[rival]):
+            return math.inf
+        paired = paired_lead(self.rounds[best], self.rounds[rival])
+        if paired is not None:
+            return paired
+        errors = (self.errors[best], self.errors[rival])
+        return first_pass_lead(self.times[best], self.times[rival], errors, noise)
+
+
+@attrs.frozen
+class Confidence:
+    """SELECT's verdict on a pick.
+
+    :param level: :data:`CONFIDENT` or :data:`UNCERTAIN`.
+    :param rivals: the candidates the pick could not be told apart from, by index.
+    :param margin: the lowest bound on a rival's lead, as a fraction of the
+        pick's time (below ``-TOLERANCE`` for an uncertain pick; ``inf``
+        without rivals).
+    :param noise: the tuning's :func:`noise`.
+    """
+
+    level: str
+    rivals: tuple[int, ...] = ()
+    margin: float = math.inf
+    noise: float = 0.0
+
+
+def judge(
+    evidence: Evidence, best: int, compared: Iterable[int], noise: float, left_out: Iterable[int] = ()
+) -> Confidence:
+    """SELECT's verdict on ``best`` over the ``compared`` candidates.
+
+    :param noise: the first pass's noise, for rivals measured apart.
+    :param left_out: rivals within reach that were not re-timed (a cap), which stay undecided.
+    """
+    leads = {j: evidence.lead(best, j, noise) for j in compared if j != best}
+    rivals = sorted({j for j, lead in leads.items() if lead < -TOLERANCE} | set(left_out))
+    margin = min(leads.values(), default=math.inf)
+    return Confidence(UNCERTAIN if rivals else CONFIDENT, tuple(rivals), margin, noise)

@@ -1,0 +1,47 @@
+"""One warning when a tuning's pick is uncertain.
+
+A stored pick is served everywhere, forever. When SELECT cannot tell the
+pick apart from a rival within their noise (a busy machine, configs within
+a few percent of each other; :mod:`kerneltune.core.machine.confidence`),
+the record is stored marked uncertain and one
+:class:`~kerneltune.core.errors.UncertainPickWarning` per function and key
+says so, naming the rivals, how far behind the pick they may really be and
+what happens next.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kerneltune.core import TuningFinished, UncertainPickWarning, format_ms, hookimpl
+from kerneltune.core.notices import warn_once
+
+
+def _how_far(margin: float) -> str:
+    if not math.isfinite(margin):
+        return "by any amount"
+    return f"by up to {-margin:.1%}"
+
+
+@hookimpl
+def kerneltune_tuning_finished(event: TuningFinished) -> None:
+    if event.best is None or event.confidence != "uncertain":
+        return
+    best = event.best
+    rivals = ", ".join(f"[{i}] {event.candidates[i].label}" for i in event.rivals)
+    if event.driver == "contextual":
+        then = "contextual picks live in this process, and the next one tunes again"
+    else:
+        again = "re-checked, it stays uncertain" if event.recheck else "it is stored marked uncertain"
+        then = (
+            f"{again}; the next process that loads it re-checks it head to head "
+            "(KERNELTUNE_TUNE=never serves it as it is)"
+        )
+    pick = f"[{best.index}] {best.label} at {format_ms(event.times[best.index])}"
+    warn_once(
+        ("uncertain pick", event.function, repr(event.key)),
+        f"kerneltune: {event.function}: the pick for key {event.key!r}, {pick}, is uncertain: {rivals} "
+        f"may be faster {_how_far(event.margin)} (the tolerance is 2%), and the samples spread by "
+        f"{event.noise:.0%} (a busy machine?); {then}",
+        UncertainPickWarning,
+    )

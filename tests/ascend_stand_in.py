@@ -136,6 +136,31 @@ def widen_interpreter() -> tuple[str, ...]:
     return added
 
 
+def parse_interpreted_source() -> None:
+    """Give the interpreter's kernels the ``parse()`` the NPU JIT's have.
+
+    triton-ascend's auto-tiling tuner (``hints={"enable_ascend_autotune":
+    True}``) reads the kernel's syntax tree (``self.fn.parse()``, a
+    ``JITFunction`` method: the source from ``def`` on) to find its split and
+    tiling parameters; the interpreter's ``InterpretedFunction`` has no such
+    method. This adds the same one, over the same source.
+    """
+    import ast
+    import inspect
+    import re
+    import textwrap
+
+    from triton.runtime.interpreter import InterpretedFunction
+
+    def parse(self: Any) -> ast.Module:
+        source = textwrap.dedent(inspect.getsource(self.fn))
+        start = re.search(r"^def\s+\w+\s*\(", source, re.MULTILINE)
+        return ast.parse(source[start.start() if start else 0 :])
+
+    if not hasattr(InterpretedFunction, "parse"):
+        InterpretedFunction.parse = parse
+
+
 def install() -> StandInNpuDriver:
     """Make the stand-in the active Triton driver for the rest of the process, its interpreter widened."""
     from triton.runtime import driver
@@ -143,6 +168,7 @@ def install() -> StandInNpuDriver:
     stand_in = StandInNpuDriver()
     driver.set_active(stand_in)
     widen_interpreter()
+    parse_interpreted_source()
     return stand_in
 
 

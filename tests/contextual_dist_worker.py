@@ -167,12 +167,64 @@ def crash_on_one_rank_screened_out_on_both(rank: int) -> dict:
         }
 
 
+def auto_tiled_on_two_ranks(rank: int) -> dict:
+    """triton-ascend's auto-tiling tuner under is_dist=True: kerneltune tunes its generated tiles."""
+    import kernels
+
+    from triton_dist.autotuner import contextual_autotune
+
+    kernel = kernels.auto_tiled_add()
+    measured = []
+
+    @contextual_autotune(is_dist=True, n_repeat=2, n_warmup=1)
+    def outer(x, y):
+        measured.append(1)
+        return kernels.launch_add(kernel, x, y)
+
+    x = torch.ones(kernels.AUTO_TILED_N)
+    out = outer(x, x)
+    return {
+        "correct": bool(torch.equal(out, 2 * x)),
+        "pick": kernel.best_config.kwargs,
+        "configs": [c.kwargs for c in kernel.configs],
+        "executions": len(measured),
+    }
+
+
+def unknown_tuner_class_refused(rank: int) -> dict:
+    """An Autotuner subclass with a run() of its own, which the adapter does not know."""
+    import triton
+    from kernels import scale_kernel
+    from triton.runtime.autotuner import Autotuner
+
+    from triton_dist.autotuner import contextual_autotune
+
+    class FirstConfigTuner(Autotuner):
+        def run(self, *args, **kwargs):
+            self.best_config = self.configs[0]
+            return self.fn.run(*args, **kwargs, **self.configs[0].all_kwargs())
+
+    configs = [triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})]
+    tuner = FirstConfigTuner(scale_kernel, scale_kernel.arg_names, configs, ["n"], None, None)
+
+    @contextual_autotune(is_dist=True)
+    def outer(x):
+        y = torch.empty_like(x)
+        tuner[(1,)](x, y, 2.0, x.numel())
+        return y
+
+    outer(torch.ones(64))
+    return {"tuned": True}
+
+
 SCENARIOS = {
     "seed": seed_example,
     "slowest": slowest_rank_decides,
     "mismatch": ranks_prune_differently,
     "stalled": key_changes_every_execution,
     "isolated": crash_on_one_rank_screened_out_on_both,
+    "autotiling": auto_tiled_on_two_ranks,
+    "unknown_tuner": unknown_tuner_class_refused,
 }
 
 

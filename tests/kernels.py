@@ -21,3 +21,30 @@ def scale_kernel(x_ptr, y_ptr, alpha, n, BLOCK: tl.constexpr):
     mask = offsets < n
     x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
     tl.store(y_ptr + offsets, alpha * x, mask=mask)
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """``out = x + y``, one block per program: triton-ascend's tile generator sizes ``BLOCK`` for it."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    y = tl.load(y_ptr + offsets, mask=mask, other=0.0)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+#: Elements of the add for which triton-ascend 3.2.0 generates two tiles (BLOCK 2048 and 1639) for a
+#: 910B4's 20 AI cores, as the stand-in reports them.
+AUTO_TILED_N = 65536
+
+
+def auto_tiled_add(configs=(), **options):
+    """``add_kernel`` under triton-ascend's auto-tiling tuner (``enable_ascend_autotune``)."""
+    hints = {"enable_ascend_autotune": True}
+    return triton.autotune(configs=list(configs), key=["n"], hints=hints, **options)(add_kernel)
+
+
+def launch_add(kernel, x, y):
+    out = torch.empty_like(x)
+    kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, out, x.numel())
+    return out

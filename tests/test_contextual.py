@@ -923,3 +923,30 @@ def test_kernel_objects_of_one_source_are_tuned_each_in_its_own_right(plugins):
     gc.collect()
     run(make_scale_kernel(), x)
     assert len(measured) == 3
+
+
+def test_an_autotuner_class_kerneltune_does_not_know_tunes_itself_with_one_warning():
+    from triton.runtime.autotuner import Autotuner
+
+    class FirstConfigTuner(Autotuner):
+        """A home-made tuner: its own run() picks the first config."""
+
+        def run(self, *args, **kwargs):
+            self.best_config = self.configs[0]
+            return self.fn.run(*args, **kwargs, **self.configs[0].all_kwargs())
+
+    configs = [triton.Config({"BLOCK": BLOCK}), triton.Config({"BLOCK": 2 * BLOCK})]
+    tuner = FirstConfigTuner(kernels.scale_kernel, kernels.scale_kernel.arg_names, configs, ["n"], None, None)
+
+    @contextual_autotune()
+    def outer(x):
+        return launch_scale(tuner, x, 2.0)
+
+    x = randn(64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(outer(x), 2.0 * x)
+        torch.testing.assert_close(outer(x), 2.0 * x)
+    (warning,) = [w for w in caught if "tunes itself" in str(w.message)]
+    assert "FirstConfigTuner has a run() of its own" in str(warning.message)
+    assert tuner.best_config is configs[0] and not tuner.cache, "its own run, not kerneltune's"

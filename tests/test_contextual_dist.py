@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ascend_stand_in
 import pytest
 from kerneltune.core.drivers.contextual import STALL_LIMIT
 
@@ -111,3 +112,25 @@ def test_a_crash_in_one_ranks_isolation_worker_fails_the_config_on_every_rank(tm
     ]
     assert [r["here"] for r in results] == [[16, 32], [16, 32]], "block 64 never ran in a rank"
     assert [r["worker"] for r in results] == [[16, 32, 64], [16, 32, 64]]
+
+
+@pytest.mark.skipif(not ascend_stand_in.installed(), reason="needs triton-ascend (make test-tritons runs it)")
+def test_triton_ascends_auto_tiling_tuner_is_tuned_by_kerneltune_with_the_ranks_agreeing(tmp_path):
+    results = run_ranks("autotiling", tmp_path)
+    assert all("error" not in r for r in results), results
+    assert all(r["correct"] for r in results)
+    # Its own tiles for this launch, generated alike on both ranks, and one pick for both.
+    assert results[0]["configs"] == results[1]["configs"] == [{"BLOCK": 2048}, {"BLOCK": 1639}]
+    assert results[0]["pick"] == results[1]["pick"]
+    for rank in range(WORLD):
+        log = (tmp_path / ".autotune_logs" / f"rank-{rank}.log").read_text()
+        assert "kernel add_kernel" in log and "over 2 rank(s)" in log
+
+
+def test_an_autotuner_class_the_adapter_does_not_know_is_refused_on_every_rank(tmp_path):
+    results = run_ranks("unknown_tuner", tmp_path)
+    for result in results:
+        assert result["error"].startswith(
+            "KernelTuneError: contextual_autotune(is_dist=True): outer launched"
+        )
+        assert "FirstConfigTuner has a run() of its own" in result["error"]

@@ -13,13 +13,15 @@ pick deterministic.
 from __future__ import annotations
 
 import threading
+import types
 
 import ascend_stand_in
 import attrs
+import kernels
 import pytest
 import torch
 import triton
-from kerneltune.core import Session, load_settings
+from kerneltune.core import Session, add_plugin, hookimpl, load_settings, remove_plugin
 from kerneltune.core.drivers import contextual as contextual_module
 from kerneltune.plugins.triton import adapter, compiler
 from kerneltune.plugins.triton.interceptor import TritonInterceptor
@@ -219,9 +221,9 @@ def test_patch_runs_covers_overriding_subclasses_and_restores():
     originals = {cls: cls.__dict__.get("run") for cls in family}
     wrapped = []
 
-    def make(original):
+    def make(original, owner):
         def run(self, *args, **kwargs):
-            wrapped.append(type(self).__name__)
+            wrapped.append((type(self).__name__, owner.__name__))
             return original(self, *args, **kwargs)
 
         return run
@@ -234,7 +236,10 @@ def test_patch_runs_covers_overriding_subclasses_and_restores():
         )
         overriding.cache[(4,)] = overriding.configs[0]
         overriding[(1,)]("x", 4)
-        assert wrapped == ["OverridingAutotuner32", "OverridingAutotuner32"], "its run, then the base's"
+        assert wrapped == [
+            ("OverridingAutotuner32", "OverridingAutotuner32"),
+            ("OverridingAutotuner32", "Autotuner32"),
+        ], "its run, then the base's"
     finally:
         restore()
     assert {cls: cls.__dict__.get("run") for cls in family} == originals
@@ -246,7 +251,7 @@ def test_patch_runs_reaches_triton_ascends_auto_tiling_tuner():
     from triton.runtime.autotuner import Autotuner
 
     originals = {cls: cls.__dict__["run"] for cls in (Autotuner, AutoTilingTuner)}
-    restore = adapter.patch_runs(lambda original: lambda self, *args, **kwargs: "patched")
+    restore = adapter.patch_runs(lambda original, owner: lambda self, *args, **kwargs: "patched")
     try:
         assert all(cls.__dict__["run"] is not originals[cls] for cls in originals)
     finally:
@@ -293,13 +298,6 @@ COSTS = {8: 3.0, 16: 1.0, 32: 2.0, 64: None}
             None,
             lambda kwargs: triton.Config(kwargs),
             id="triton-ascend-3.2",
-            marks=needs_triton_ascend,
-        ),
-        pytest.param(
-            lambda kernel, configs: ascend_tuner(kernel, configs, tiling=True),
-            None,
-            lambda kwargs: triton.Config(kwargs),
-            id="triton-ascend-3.2-autotiling",
             marks=needs_triton_ascend,
         ),
     ],
@@ -374,3 +372,45 @@ def test_single_candidate_after_pruning_is_stored_without_measuring(monkeypatch)
     assert outer(3) == "launched BLOCK=16"
     assert calls == [3]
     assert tuner.cache == {(3,): configs[1]}
+
+
+@needs_triton_ascend
+def test_the_auto_tiling_tuner_is_tuned_over_its_generated_tiles_and_the_users_configs_after_pruning():
+    pruned = []
+
+    def drop_1639(configs, named_args, **kwargs):
+        kept = [c for c in configs if c.kwargs.get("BLOCK") != 1639]
+        pruned.append(len(configs) - len(kept))
+        return kept
+
+    kernel = kernels.auto_tiled_add(
+        [triton.Config({"BLOCK": 4096}), triton.Config({"BLOCK": 512})],
+        prune_configs_by={"early_config_prune": drop_1639},
+    )
+    assert type(kernel).__name__ == "AutoTilingTuner"
+    measured = []
+
+    @hookimpl
+    def kerneltune_kernel_tuned(event):
+        rows = zip(event.candidates, event.errors, strict=True)
+        measured.extend(c.config.kwargs["BLOCK"] for c, error in rows if error is None)
+
+    plugin = types.SimpleNamespace(kerneltune_kernel_tuned=kerneltune_kernel_tuned)
+    add_plugin(plugin)
+    try:
+
+        @contextual_autotune(n_repeat=1, n_warmup=0)
+        def outer(x, y):
+            return kernels.launch_add(kernel, x, y)
+
+        x = torch.ones(kernels.AUTO_TILED_N)
+        torch.testing.assert_close(outer(x, x), 2 * x)
+    finally:
+        remove_plugin(plugin)
+    # Stock's candidates: the generated tiles (2048, 1639), then the user's configs, then the
+    # kernel's own pruning (1639 dropped); every one measured, nothing else.
+    assert [c.kwargs["BLOCK"] for c in kernel.configs] == [2048, 1639, 4096, 512]
+    assert pruned == [1] and sorted(measured) == [512, 2048, 4096]
+    assert kernel.best_config.kwargs["BLOCK"] in (512, 2048, 4096)
+    key = (kernels.AUTO_TILED_N, "torch.float32", "torch.float32", "torch.float32")
+    assert kernel.cache == {key: kernel.best_config}

@@ -16,7 +16,13 @@ from typing import Any
 
 import attrs
 from kerneltune.core import notices
-from kerneltune.core.errors import NoValidConfigError, StalledTuningError, describe_error, format_failure
+from kerneltune.core.errors import (
+    KernelTuneError,
+    NoValidConfigError,
+    StalledTuningError,
+    describe_error,
+    format_failure,
+)
 from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut, Screening, screen_all, screener
 from kerneltune.core.machine.engine import Tuner, Tuning
 from kerneltune.core.machine.measure import TIMED, WARMUP, CandidateRuns
@@ -28,6 +34,7 @@ from kerneltune.core.plugin_system.contracts import (
     IsolatedLaunch,
     IsolatingLaunch,
     KernelLaunch,
+    UnsupportedLaunch,
     provides,
 )
 from kerneltune.core.plugin_system.events import KernelTuned, LaunchMeasured
@@ -194,6 +201,8 @@ class ContextualCall:
         """Run one intercepted launch: measure it, stand in for it, or dispatch its pick."""
         if self.abort is not None:
             raise self.abort
+        if provides(launch, UnsupportedLaunch) and (why := launch.unsupported()) is not None:
+            return self._unsupported(launch, why)
         slot = (id(launch.kernel), launch.key)
         state = self.states.get(slot)
         if state is None:
@@ -212,6 +221,21 @@ class ContextualCall:
             self.measured = True
             return self._measure(state, launch)
         return self._stand_in(state, launch)
+
+    def _unsupported(self, launch: KernelLaunch, why: str) -> Any:
+        """A launch the interceptor cannot tune: refused where ranks must agree, else its own path."""
+        if self.distributed:
+            self.abort = KernelTuneError(
+                f"contextual_autotune(is_dist=True): {self.name} launched kernel {launch.name}, which cannot "
+                f"be tuned with the ranks agreeing: {why}. Left to itself, each rank would tune it alone and "
+                "might pick another config; use triton.autotune or a tuner class kerneltune knows"
+            )
+            raise self.abort
+        notices.warn_once(
+            ("contextual-unsupported", launch.name),
+            f"contextual_autotune: {self.name}: kernel {launch.name} tunes itself, not kerneltune: {why}",
+        )
+        return launch.run_default()
 
     def _waiting(self) -> None:
         if not self.pending and self._changed is not None and self.execution == 1:

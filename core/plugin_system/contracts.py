@@ -9,6 +9,7 @@ below is what an instance must provide. Optional parts are protocols of their
 own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`,
 :class:`GlobalRankReducer`, :class:`GatheringReducer`, :class:`RecordingInterceptor`,
 :class:`ForkingRecorder`, :class:`ForkingLaunch`, :class:`IsolatingLaunch`, :class:`InPlaceLaunch`,
+:class:`UnsupportedLaunch`,
 :class:`ProbingProfileFamily`, :class:`DeviceTimer`), runtime-checkable:
 the engine asks :func:`provides` whether an instance has one and does
 without it where it is missing.
@@ -467,6 +468,20 @@ class KernelLaunch(Protocol):
         raises what the launch would. ``None`` where nothing is compiled
         ahead (an interpreter).
         """
+
+
+@runtime_checkable
+class UnsupportedLaunch(KernelLaunch, Protocol):
+    """A launch the interceptor can hand over but not tune (optional part of :class:`KernelLaunch`).
+
+    Where ranks must agree (``is_dist=True``) the contextual tuner refuses
+    it with that reason on every rank, never leaving it to tune itself on
+    each; alone it runs as the kernel's own path, with one warning.
+    """
+
+    def unsupported(self) -> str | None:
+        """Why this launch's kernel cannot be tuned here, or ``None`` when it can."""
+        ...
 
 
 @runtime_checkable

@@ -39,6 +39,10 @@ class Layout:
     prunes: bool
     #: how this row was verified; docs/contextual.md repeats the table.
     verified: str
+    #: the classes (module and name) whose own ``run`` this row describes.
+    classes: tuple[str, ...] = ("triton.runtime.autotuner.Autotuner",)
+    #: whether each launch generates its candidates (the user's configs are only some of them).
+    generates: bool = False
 
 
 # Triton promises none of the attributes below; they are stable in practice,
@@ -52,6 +56,11 @@ class Layout:
 # * ``t.configs`` (candidates; ``t.user_configs`` on triton-ascend's
 #   auto-tiling tuner), ``t.keys`` (argument names: a list, or on the
 #   auto-tiling tuner a dict from axis name to argument name);
+# * on the auto-tiling tuner, the steps its ``run`` takes before it
+#   benchmarks (:func:`generated_configs`): ``autoparse_ptr_nums``,
+#   ``autoparse_low_dims``, ``autoparse_split_params``,
+#   ``autoparse_tiling_params`` (and the ``input_ptr_nums``, ``low_dims``,
+#   ``split_params``, ``tiling_params`` they fill), ``_gen_tile_configs``;
 # * ``t.prune_configs(kwargs)``, which reads ``t.nargs``;
 # * ``t.pre_hook(nargs)`` / ``t.post_hook(nargs, exception=)`` (reset_to_zero
 #   and restore_value live there; ``t.pre_hook(nargs, reset_only=True)`` as
@@ -60,7 +69,8 @@ class Layout:
 #   ``config.pre_hook``, ``config.kwargs``, ``config.all_kwargs()``.
 #
 # Written: ``t.nargs`` (set for pruning, then cleared, as ``Autotuner.run``
-# does), ``t.cache[key]`` and ``t.best_config`` (the pick), and the class
+# does), ``t.configs`` on the auto-tiling tuner (the generated candidates,
+# as its ``run`` sets them), ``t.cache[key]`` and ``t.best_config`` (the pick), and the class
 # attribute ``run`` of ``Autotuner`` and its subclasses while an interception
 # is installed (:func:`patch_runs`).
 LAYOUTS: tuple[Layout, ...] = (
@@ -90,8 +100,13 @@ LAYOUTS: tuple[Layout, ...] = (
         name="triton-ascend-3.2-autotiling",
         releases=((3, 2),),
         candidates_attr="user_configs",
-        prunes=False,
-        verified="real triton-ascend 3.2.0's AutoTilingTuner over a fake kernel, as the row above",
+        prunes=True,
+        verified=(
+            "real triton-ascend 3.2.0's AutoTilingTuner over a fake kernel, as the row above, and with "
+            "real interpreted kernels whose tiles it generates, on one rank and two (make test-tritons)"
+        ),
+        classes=("triton.runtime.autotiling_tuner.AutoTilingTuner",),
+        generates=True,
     ),
     Layout(
         name="triton-3.4-3.9",
@@ -179,10 +194,12 @@ def _family(root: type) -> list[type]:
     return seen
 
 
-def patch_runs(make: Callable[[Callable[..., Any]], Callable[..., Any]], root: type | None = None) -> Thunk:
+def patch_runs(
+    make: Callable[[Callable[..., Any], type], Callable[..., Any]], root: type | None = None
+) -> Thunk:
     """Replace ``run`` on ``Autotuner`` and each loaded subclass that defines its own.
 
-    :param make: given a class's original ``run``, returns its replacement.
+    :param make: given a class's original ``run`` and the class, returns its replacement.
     :param root: the class to start from (default: :func:`autotuner_class`);
         tests pass fake autotuners.
     :returns: a function that puts every original back.
@@ -192,13 +209,19 @@ def patch_runs(make: Callable[[Callable[..., Any]], Callable[..., Any]], root: t
         original = cls.__dict__.get("run")
         if original is not None:
             saved.append((cls, original))
-            cls.run = make(original)
+            cls.run = make(original, cls)
 
     def restore() -> None:
         for cls, original in reversed(saved):
             cls.run = original
 
     return restore
+
+
+def understood(owner: type) -> bool:
+    """Whether a row of :data:`LAYOUTS` describes the ``run`` that ``owner`` defines."""
+    name = f"{owner.__module__}.{owner.__qualname__}"
+    return any(name in layout.classes for layout in LAYOUTS)
 
 
 def kernel_name(tuner: Any) -> str:
@@ -220,8 +243,11 @@ def candidate_configs(tuner: Any) -> list[Any]:
 
 
 def tunable(tuner: Any) -> bool:
-    """Whether the autotuner has more than one candidate to choose from."""
-    return len(candidate_configs(tuner)) > 1
+    """Whether the autotuner may have more than one candidate to choose from.
+
+    One that generates its candidates per launch always may.
+    """
+    return layout_of(tuner).generates or len(candidate_configs(tuner)) > 1
 
 
 def named_arguments(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -269,6 +295,65 @@ def pruned_configs(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> l
     tuner.nargs = dict(zip(tuner.arg_names, args, strict=False))
     try:
         return list(tuner.prune_configs(kwargs))
+    finally:
+        tuner.nargs = None
+
+
+def launch_configs(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    """A launch's candidates as the autotuner's own ``run`` would benchmark them, before and after pruning.
+
+    For most rows the configs the user listed and :func:`pruned_configs`;
+    for an auto-tiling tuner, :func:`generated_configs`.
+    """
+    if layout_of(tuner).generates:
+        return generated_configs(tuner, args, kwargs)
+    return candidate_configs(tuner), pruned_configs(tuner, args, kwargs)
+
+
+def generated_configs(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    """triton-ascend's auto-tiling tuner: the tiles it generates for this launch and the user's configs.
+
+    The steps of its ``run`` before it benchmarks, through its own methods
+    and in its order: parse the kernel for its split and tiling parameters
+    (once per tuner, as it does), generate the tiles for the key's axis sizes
+    and the widest dtype, append the user's configs (``configs`` becomes
+    that list, as in its ``run``), then ``prune_configs_by``.
+
+    :returns: every candidate, and those left after pruning.
+    :raises ValueError: for kernel arguments neither passed nor tunable, as its ``run`` raises.
+    :raises NotImplementedError: for a launch without tensor arguments, likewise.
+    """
+    from triton.runtime.utils import get_byte_per_numel
+
+    named = dict(zip(tuner.arg_names, args, strict=False))
+    given = {**named, **kwargs}
+    values = {k: v for k, v in given.items() if k in tuner.arg_names}
+    axes = {axis: values[name] for axis, name in tuner.keys.items() if name in values}
+    dtype = None
+    for value in values.values():
+        if hasattr(value, "dtype") and get_byte_per_numel(value.dtype) >= get_byte_per_numel(dtype):
+            dtype = value.dtype
+    if dtype is None:
+        raise NotImplementedError("Not support for non-Tensor inputs")
+    tuner.nargs = named
+    try:
+        missing = [name for name in tuner.arg_names if name not in given]
+        tuner.input_ptr_nums = tuner.autoparse_ptr_nums(missing)
+        if not tuner.low_dims:
+            tuner.low_dims = tuner.autoparse_low_dims()
+        if not tuner.split_params:
+            tuner.split_params = tuner.autoparse_split_params(missing)
+        missing = [name for name in missing if name not in tuner.split_params.values()]
+        if not tuner.tiling_params:
+            tuner.tiling_params = tuner.autoparse_tiling_params(missing)
+        missing = [name for name in missing if name not in tuner.tiling_params.values()]
+        if missing:
+            raise ValueError(
+                f"Missing required arguments: {missing}. These arguments must be explicitly provided and "
+                "cannot be automatically tuned."
+            )
+        tuner.configs = tuner._gen_tile_configs(axes, dtype)
+        return list(tuner.configs), list(tuner.prune_configs(kwargs))
     finally:
         tuner.nargs = None
 

@@ -28,13 +28,20 @@ class TritonLaunch:
     """One intercepted ``kernel[grid](...)`` of an autotuned kernel (a ``KernelLaunch``)."""
 
     def __init__(
-        self, tuner: Any, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        tuner: Any,
+        original: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        unsupported: str | None = None,
     ) -> None:
         self.kernel = tuner
         self.key: Hashable = adapter.tuning_key(tuner, args, kwargs)
         self._original = original
         self._args = args
         self._kwargs = kwargs
+        self._unsupported = unsupported
+        self._configs: tuple[list[Any], list[Any]] | None = None
 
     @property
     def name(self) -> str:
@@ -47,12 +54,21 @@ class TritonLaunch:
         return adapter.kernel_source(self.kernel)
 
     def configs(self) -> list[Any]:
-        """The autotuner's configs."""
-        return adapter.candidate_configs(self.kernel)
+        """The autotuner's configs for this launch (those it generates, where it does, and the user's)."""
+        return self._launch_configs()[0]
 
     def candidates(self) -> list[Any]:
         """The configs its ``prune_configs_by`` keeps for this launch."""
-        return adapter.pruned_configs(self.kernel, self._args, self._kwargs)
+        return self._launch_configs()[1]
+
+    def _launch_configs(self) -> tuple[list[Any], list[Any]]:
+        if self._configs is None:
+            self._configs = adapter.launch_configs(self.kernel, self._args, self._kwargs)
+        return self._configs
+
+    def unsupported(self) -> str | None:
+        """Why this launch's autotuner cannot be tuned here (a class the version table lacks), or ``None``."""
+        return self._unsupported
 
     def cached(self) -> Any | None:
         """Triton's in-process pick for this key."""
@@ -125,7 +141,16 @@ class TritonInterceptor:
         owner = threading.get_ident()
         handling = False
 
-        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def make(original: Callable[..., Any], cls: type) -> Callable[..., Any]:
+            # A class whose own run the version table does not describe is handed over as such:
+            # the driver refuses it where ranks must agree, and lets it tune itself elsewhere.
+            unsupported = None
+            if cls is not root and not adapter.understood(cls):
+                unsupported = (
+                    f"its autotuner class {cls.__module__}.{cls.__qualname__} has a run() of its own that "
+                    'kerneltune\'s Triton adapter does not know (docs/contextual.md, "Triton versions")'
+                )
+
             @functools.wraps(original)
             def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
                 nonlocal handling
@@ -133,12 +158,12 @@ class TritonInterceptor:
                     handling
                     or threading.get_ident() != owner
                     or kwargs.get("warmup")
-                    or not adapter.tunable(tuner)
+                    or (unsupported is None and not adapter.tunable(tuner))
                 ):
                     return original(tuner, *args, **kwargs)
                 handling = True
                 try:
-                    return route(TritonLaunch(tuner, original, args, kwargs))
+                    return route(TritonLaunch(tuner, original, args, kwargs, unsupported))
                 finally:
                     handling = False
 

@@ -44,8 +44,8 @@ SCALES = (1.44, 1.0, 1.73, 1.2)
 RIGHT = 0.02
 #: Loop iterations of one unit of host work (about 4 ms on a 2-core VM).
 CPU_UNIT = 100_000
-#: Loop trips of one unit of the GPU kernel (about 40 us on an H200).
-GPU_UNIT = 2_000
+#: Loop trips of one unit of the GPU kernel.
+GPU_UNIT = 20_000
 
 
 def spin(iterations: int) -> int:

@@ -270,14 +270,18 @@ def test_near_ties_are_re_timed_in_interleaved_rounds_and_the_pick_is_made_among
     assert work(0) == "b"
     retimed, final = drift.calls[3 * RUNS : -1], drift.calls[-1]
     assert final == "b", "then one more call, with the pick"
-
-    # Three rounds, each starting one candidate on: one warm-up and one timed run of each in
-    # turn, then one timed run of each in turn until each has half of repeat; c, clearly
-    # slower in the first pass, is never run again (its later cost would win).
-    def round_of(order):
-        return [c for c in order for _ in range(2)] + [c for _ in range(REPEAT // 2 - 1) for c in order]
-
-    assert retimed == round_of("ab") + round_of("ba") + round_of("ab")
+    # Three rounds of one warm-up and half of repeat, each round starting one candidate on;
+    # c, clearly slower in the first pass, is never run again (its later cost would win).
+    per_round = 1 + REPEAT // 2
+    assert (
+        retimed
+        == ["a"] * per_round
+        + ["b"] * per_round
+        + ["b"] * per_round
+        + ["a"] * per_round
+        + ["a"] * per_round
+        + ["b"] * per_round
+    )
     (record,) = stored_records(isolated, "work")
     times = [row["time_ms"] for row in record["candidates"]]
     assert times == [pytest.approx(1.0), pytest.approx(0.9), pytest.approx(2.0)]

@@ -16,16 +16,20 @@ Noise comes in two kinds, and each has its answer:
   1.6 to 1.9 times slower than its rival in a tenth of a second of samples
   whose own spread was 20 %. What shows it is the other candidates' spread:
   the tuning's *noise* is the median spread
-  (:func:`~kerneltune.core.machine.records.spread`) of the first pass, and a
-  rival within :data:`REACH` times it of the pick may be the faster one.
+  (:func:`~kerneltune.core.machine.records.spread`) of the first pass, and
+  once it exceeds :data:`NOISY`, a rival within :data:`REACH` times it of
+  the pick may be the faster one. Below that (kernels on an H200, held and
+  flushed, spread 1-3 %), what drifts between candidates measured apart is
+  the 2 % that near ties are re-timed for anyway.
 
 A rival within reach after the first pass is re-timed with the pick in
 interleaved rounds (:mod:`kerneltune.core.machine.ties`), where load that
 comes and goes lands on both alike: it is behind when, in every round, it
 was at most :data:`TOLERANCE` faster than the pick (:func:`paired_lead`). A
 rival compared in the first pass alone is behind when its lead, less
-:data:`SIGMAS` combined standard errors and :data:`REACH` times the noise,
-still exceeds ``-TOLERANCE`` (:func:`first_pass_lead`).
+:data:`SIGMAS` combined standard errors and (on a noisy machine)
+:data:`REACH` times the noise, still exceeds ``-TOLERANCE``
+(:func:`first_pass_lead`).
 """
 
 from __future__ import annotations
@@ -46,8 +50,18 @@ LEVELS = (CONFIDENT, UNCERTAIN)
 TOLERANCE = 0.02
 #: How many combined standard errors a first-pass lead must clear.
 SIGMAS = 2.0
-#: How many times the tuning's noise a rival measured apart may be off by.
+#: How many times the tuning's noise a rival measured apart may be off by, on a noisy machine...
 REACH = 3.0
+#: ...one whose noise exceeds this.
+NOISY = 0.05
+
+
+def drift(noise: float) -> float:
+    """How far a candidate measured apart may be off, beyond its own samples' standard error.
+
+    :data:`REACH` times the noise where it exceeds :data:`NOISY`, else 0.
+    """
+    return REACH * noise if noise > NOISY else 0.0
 
 
 def noise(measurements: Iterable[Measurement]) -> float:
@@ -79,7 +93,7 @@ def first_pass_lead(best: float, rival: float, errors: tuple[float, float], nois
         return math.inf
     if not math.isfinite(best) or best <= 0:
         return -math.inf
-    return (rival - best - SIGMAS * math.hypot(*errors)) / best - REACH * noise
+    return (rival - best - SIGMAS * math.hypot(*errors)) / best - drift(noise)
 
 
 def round_means(measurement: Measurement, count: int) -> list[float]:

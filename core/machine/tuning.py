@@ -28,9 +28,9 @@ from kerneltune.core.errors import (
 from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
 from kerneltune.core.machine.agreement import check_picks
 from kerneltune.core.machine.compile import CompileStage, Subject
-from kerneltune.core.machine.confidence import UNCERTAIN, Confidence, Evidence, judge
+from kerneltune.core.machine.confidence import NOISY, UNCERTAIN, Confidence, Evidence, judge
 from kerneltune.core.machine.decision import decide
-from kerneltune.core.machine.measure import CandidateRuns, IdleDevice, Wrap, host_times
+from kerneltune.core.machine.measure import WALL, CandidateRuns, IdleDevice, Wrap, host_times
 from kerneltune.core.machine.records import NOT_MEASURED, PRUNED, Candidate, Measurement, TuningRecord
 from kerneltune.core.machine.reduce import Reduced, reduce_times
 from kerneltune.core.machine.reuse import Plan, carried_rows
@@ -39,7 +39,7 @@ from kerneltune.core.machine.shard import gather_times, share
 from kerneltune.core.machine.stored import new_record
 from kerneltune.core.machine.ties import TIE_WARMUP, agreed_finalists
 from kerneltune.core.notices import warn_once
-from kerneltune.core.plugin_system.contracts import CompileProcess, GlobalRankReducer, provides
+from kerneltune.core.plugin_system.contracts import CompileProcess, GlobalRankReducer, HoldingTimer, provides
 from kerneltune.core.plugin_system.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.plugin_system.settings import TUNE_AUTO, TUNE_FAIL
 
@@ -193,11 +193,11 @@ class Tuning:
             self.request(share(measured, self.reducer.rank, self.reducer.world_size))
         elif self._rechecked is not None:
             if not self._schedule.adaptive:
-                self._head_to_head(measured, rounds=self.recheck_rounds, purpose="re-check")
+                self._head_to_head(measured, rounds=self.recheck_rounds, purpose="re-check", one_by_one=True)
         elif self._scope is not None:
             self._head_to_head(measured)
         elif not self._schedule.adaptive:
-            self.request(measured)
+            self._first_pass(measured)
         for candidate in candidates:
             if candidate.index not in kept:
                 self._measurements[candidate.index] = Measurement(candidate.index, error=PRUNED)
@@ -224,6 +224,38 @@ class Tuning:
         self.best = self._space.candidates[kept[0]]
         self.tuner.picks[self.key] = self.best
         self._loaded("default")
+
+    def _first_pass(self, candidates: tuple[Candidate, ...]) -> None:
+        """Queue the first pass: each candidate's runs together, or on the host's clock in two rounds.
+
+        Timed by the host's clock (the ``wall`` objective, or a timer that
+        cannot hold the device), a candidate measured during a burst of other
+        work, or a slow spell of a shared machine, reads slow in all its
+        samples alike. So there each candidate's timed runs are split into
+        two rounds, the second starting one candidate further on and without
+        warm-up: a spell that covered one of a candidate's rounds shows as
+        spread between them (the tuning's noise), and the rounds pair the
+        candidates for SELECT's verdict. The runs are as many as in one pass.
+        ``tie_rounds = 0``, which turns interleaved re-timing off, keeps the
+        first pass whole too.
+        """
+        repeat = self._schedule.repeat
+        interleaving = self.session.settings.tie_rounds > 0
+        if repeat < 2 or len(candidates) < 2 or not interleaving or not self._host_clock():
+            self.request(candidates)
+            return
+        first = math.ceil(repeat / 2)
+        self._round_count = max(self._round_count, 2)
+        for candidate in candidates:
+            self._queue.append(Job(candidate, self._schedule.warmup, first, round=1, reports=False))
+        for candidate in candidates[1:] + candidates[:1]:
+            self._queue.append(Job(candidate, 0, repeat - first, extend=True, round=2))
+
+    def _host_clock(self) -> bool:
+        """Whether samples are host time: the ``wall`` objective, or a timer without ``hold``."""
+        settings = self.session.settings
+        timer = self.session.registries.timers.select(settings.timer)
+        return settings.objective == WALL or not provides(timer, HoldingTimer)
 
     @property
     def recheck_rounds(self) -> int:
@@ -288,29 +320,46 @@ class Tuning:
             )
 
     def _head_to_head(
-        self, candidates: tuple[Candidate, ...], *, rounds: int = 2, purpose: str = "head to head"
+        self,
+        candidates: tuple[Candidate, ...],
+        *,
+        rounds: int = 2,
+        purpose: str = "head to head",
+        one_by_one: bool = False,
     ) -> None:
         """Queue a plan's few candidates in ``rounds`` interleaved rounds of half the timed runs each.
 
         They are compared with each other alone (:meth:`_interleave`); the
-        first round warms up as a first pass does.
+        first round warms up as a first pass does. A re-check, there because
+        a machine was noisy, takes the runs one by one.
         """
         if len(candidates) < 2:
             self.request(candidates)
             return
-        self._interleave(candidates, rounds, purpose=purpose, warmup=self._schedule.warmup)
+        warmup = self._schedule.warmup
+        self._interleave(candidates, rounds, purpose=purpose, warmup=warmup, one_by_one=one_by_one)
 
     def _interleave(
-        self, candidates: Sequence[Candidate], rounds: int, *, purpose: str, warmup: int = TIE_WARMUP
+        self,
+        candidates: Sequence[Candidate],
+        rounds: int,
+        *,
+        purpose: str,
+        warmup: int = TIE_WARMUP,
+        one_by_one: bool = False,
     ) -> None:
-        """Queue ``candidates`` in ``rounds`` rounds that take one timed run of each in turn.
+        """Queue ``candidates`` in ``rounds`` interleaved rounds of half a first pass's timed runs each.
 
-        A round holds half the timed runs of a first pass per candidate,
-        taken A B C A B C ..., each round starting one candidate further on,
-        so that load which comes and goes within milliseconds lands on every
-        candidate alike; each candidate warms up at the start of every round
-        (``warmup`` runs in the first, :data:`TIE_WARMUP` in the others). A
-        candidate's samples of one round stay one group
+        Each round measures every candidate in turn, starting one candidate
+        further on than the last, so that drift between the first and the
+        last lands on each alike; a candidate warms up at the start of every
+        round (``warmup`` runs in the first, :data:`TIE_WARMUP` in the
+        others). ``one_by_one`` takes one timed run of each in turn (A B C A
+        B C ...) instead of each candidate's runs together: on a noisy
+        machine load comes and goes within milliseconds, and only that lands
+        on every candidate alike; with the device's events, each run then
+        costs a synchronise of its own, so a quiet one takes them together.
+        A candidate's samples of one round stay one group
         (``Measurement.rounds``), which SELECT's verdict compares round by
         round; the first round replaces what the candidate measured before.
         """
@@ -320,13 +369,19 @@ class Tuning:
             shift = round_ % len(candidates)
             order = list(candidates[shift:]) + list(candidates[:shift])
             said = f"{purpose}, round {round_ + 1} of {rounds}"
+            first = warmup if round_ == 0 else TIE_WARMUP
+            if not one_by_one:
+                for candidate in order:
+                    self._queue.append(
+                        Job(candidate, first, per_round, extend=round_ > 0, purpose=said, round=round_ + 1)
+                    )
+                continue
             for run in range(per_round):
                 for candidate in order:
-                    warm = 0 if run else (warmup if round_ == 0 else TIE_WARMUP)
                     self._queue.append(
                         Job(
                             candidate,
-                            warm,
+                            0 if run else first,
                             1,
                             extend=round_ > 0 or run > 0,
                             purpose=said,
@@ -510,7 +565,8 @@ class Tuning:
             return
         self._left_out = chosen.left_out
         self._finalists = tuple(candidates[i] for i in chosen.indices)
-        self._interleave(self._finalists, rounds, purpose="near-tie re-timing")
+        noisy = chosen.noise > NOISY
+        self._interleave(self._finalists, rounds, purpose="near-tie re-timing", one_by_one=noisy)
 
     def times(self, candidates: Sequence[Candidate]) -> list[float]:
         """REDUCE now: each candidate's mean time as every rank agrees on it.

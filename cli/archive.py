@@ -22,6 +22,7 @@ import json
 import os
 import re
 import stat
+import sys
 import tempfile
 import time
 from collections.abc import Iterable
@@ -123,18 +124,33 @@ def read_archive(path: Path) -> list[ArchivedRecord]:
 
 
 def _read(path: Path) -> bytes:
+    """The archive's bytes: a regular file, a pipe (``<(...)``, a FIFO) or, for ``-``, standard input."""
+    if str(path) == "-":
+        try:
+            payload = sys.stdin.buffer.read(MAX_BYTES + 1)
+        except OSError as exc:
+            raise ArchiveError(f"standard input: cannot read: {exc.strerror or exc}") from exc
+        return _within_limit(path, payload)
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (without one, it reads as empty).
         handle = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
     except OSError as exc:
         raise ArchiveError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     with handle:
         try:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise ArchiveError(f"{path}: not a regular file")
+            mode = os.fstat(handle.fileno()).st_mode
+            if stat.S_ISFIFO(mode):
+                # A pipe's writer may not have written yet: wait for it, as a shell reader would.
+                os.set_blocking(handle.fileno(), True)
+            elif not stat.S_ISREG(mode):
+                raise ArchiveError(f"{path}: not a regular file or a pipe")
             payload = handle.read(MAX_BYTES + 1)
         except OSError as exc:
             raise ArchiveError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return _within_limit(path, payload)
+
+
+def _within_limit(path: Path, payload: bytes) -> bytes:
     if len(payload) > MAX_BYTES:
         raise ArchiveError(f"{path}: larger than {MAX_BYTES} bytes, more than an archive may hold")
     return payload

@@ -517,10 +517,13 @@ def export_records(archive: Path, function: str | None, directory: Path | None, 
 
 
 @cache.command("import")
-@click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("archive", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
 @_dir_option
 def import_records(archive: Path, directory: Path | None) -> None:
     """Store the records of ARCHIVE that were made on hardware like this machine's.
+
+    ARCHIVE is a file, a pipe (``<(ssh host cat picks.json)``), or ``-`` for
+    standard input.
 
     Every record is checked before any is written; an archive with one
     damaged or invalid record is refused whole. Records of other hardware are

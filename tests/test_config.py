@@ -418,3 +418,105 @@ def test_a_setting_declared_twice_or_over_a_core_one_is_an_error_naming_the_plug
 def test_reading_a_setting_no_plugin_declared_is_an_error():
     with pytest.raises(ConfigError, match=r"no plugin declared the setting 'rounds' \(declared: redis_ttl"):
         Session.create(Settings()).settings.get("rounds")
+
+
+# -- the switches: misspelt variables, tables, one case rule ---------------------------------------
+
+
+def test_a_misspelt_variable_warns_once_with_the_name_it_was_meant_to_be(tmp_path):
+    environ = {"KERNELTUNE_TUNNE": "fail", "KERNELTUNE_VERBSE": "1", "KERNELTUNE_ROUNDS": "4"}
+    with pytest.warns(RuntimeWarning) as caught:
+        Session.create(load_settings(tmp_path, environ), extra=(Declaring(),))
+        Session.create(load_settings(tmp_path, environ), extra=(Declaring(),))
+    messages = sorted(str(w.message) for w in caught if "sets nothing" in str(w.message))
+    assert messages == [
+        "kerneltune: environment variable KERNELTUNE_TUNNE sets nothing: no setting of kerneltune or of "
+        "its plugins reads it; did you mean KERNELTUNE_TUNE?",
+        "kerneltune: environment variable KERNELTUNE_VERBSE sets nothing: no setting of kerneltune or of "
+        "its plugins reads it; did you mean KERNELTUNE_VERBOSE?",
+    ], "once each, and not for the plugin's own variable"
+
+
+def test_warmup_and_repeat_have_variables_too(tmp_path):
+    settings = load_settings(tmp_path, {"KERNELTUNE_WARMUP": "2", "KERNELTUNE_REPEAT": "7"})
+    assert (settings.warmup, settings.repeat) == (2, 7)
+    assert settings.source("repeat") == "environment variable KERNELTUNE_REPEAT"
+    with pytest.raises(ConfigError, match="environment variable KERNELTUNE_REPEAT: expected an integer >= 1"):
+        load_settings(tmp_path, {"KERNELTUNE_REPEAT": "0"})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[tool.kerneltune]\nrepeat = 3\ntimer = "wallclock"\n',
+        '[kerneltune]\nrepeat = 3\ntimer = "wallclock"\n',
+        'timer = "wallclock"\n[kerneltune]\nrepeat = 3\n',
+    ],
+    ids=["tool table", "own table", "keys and table"],
+)
+def test_kerneltune_toml_may_hold_the_pyproject_table_or_its_own(tmp_path, text):
+    _write(tmp_path / "kerneltune.toml", text)
+    settings = load_settings(tmp_path, {})
+    assert (settings.repeat, settings.timer) == (3, "wallclock")
+    Session.create(settings)  # hashable: no table reaches the settings
+
+
+@pytest.mark.parametrize(
+    ("text", "table"),
+    [
+        ("[kerneltune]\nrepeat = 3\n[other]\nx = 1\n", "[other]"),
+        ("[tool.kerneltune]\nrepeat = 3\n[tool.ruff]\nline-length = 3\n", "[tool.ruff]"),
+        ("[settings]\nrepeat = 3\n", "[settings]"),
+    ],
+)
+def test_any_other_table_in_kerneltune_toml_is_a_config_error_naming_it(tmp_path, text, table):
+    path = _write(tmp_path / "kerneltune.toml", text)
+    with pytest.raises(
+        ConfigError, match=rf"^{re.escape(str(path))}: table {re.escape(table)} is no kerneltune"
+    ):
+        load_settings(tmp_path, {})
+
+
+def test_a_plugin_setting_given_an_array_or_a_table(tmp_path):
+    _write(tmp_path / "kerneltune.toml", "rounds = [1, 2]\n")
+    with pytest.raises(ConfigError, match="key 'rounds': expected an integer >= 1, got \\(1, 2\\)"):
+        Session.create(load_settings(tmp_path, {}), extra=(Declaring(),))
+    _write(tmp_path / "kerneltune.toml", "[kerneltune.rounds]\nx = 1\n")
+    with pytest.raises(ConfigError, match=r"key 'kerneltune\.rounds': holds a table"):
+        load_settings(tmp_path, {})
+
+
+def test_enumerated_names_are_compared_without_case(tmp_path, monkeypatch):
+    settings = load_settings(
+        tmp_path, {"KERNELTUNE_SEARCH_STRATEGY": "EXHAUSTIVE", "KERNELTUNE_TIMER": "WallClock"}
+    )
+    session = Session.create(settings)
+    assert session.registries.search_strategies.select(settings.search_strategy).name == "exhaustive"
+    assert session.make_timer().name == "wallclock"
+    assert load_settings(tmp_path, {"KERNELTUNE_WARM_START": "Nearest"}).warm_start == "nearest"
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x, warm_start="Nearest")
+    def work(x, n):
+        return x * n
+
+    assert work.warm_start == "nearest"
+    assert session.registries.timers.select("AUTO") is session.registries.timers.select("auto")
+
+
+def test_two_plugins_registering_names_that_differ_only_in_case_clash():
+    class Upper:
+        name = "WallClock"
+
+        @classmethod
+        def is_available(cls):
+            return True
+
+    class Registering:
+        @hookimpl
+        def kerneltune_register_timers(self, register):
+            register(Upper)
+
+    with pytest.raises(
+        PluginError, match=r"timer 'WallClock' is registered by two plugins: .* \(as 'wallclock'\)"
+    ):
+        Session.create(Settings(), extra=(Registering(),))

@@ -181,3 +181,29 @@ def test_a_key_32_levels_deep_still_round_trips(quick, isolated):
     for _ in range(31):
         key = (key,)
     _round_trip(isolated, key)
+
+
+def test_one_tag_names_one_type_alone():
+    class Rows:
+        def __init__(self, n):
+            self.n = n
+
+    class Columns:
+        def __init__(self, n):
+            self.n = n
+
+    register_key_encoder(Rows, "tests.Layout8", lambda r: r.n)
+    register_key_encoder(Rows, "tests.Layout8", lambda r: r.n)  # the same again changes nothing
+    with pytest.raises(
+        ValueError, match=r"the key tag 'tests.Layout8' already names .*Rows; keys of .*Columns"
+    ):
+        register_key_encoder(Columns, "tests.Layout8", lambda c: c.n)
+    with pytest.raises(TypeError, match="cannot be part of a tuning key"):
+        encode_key(Columns(3))  # so it is never served Rows(3)'s pick
+    with pytest.raises(ValueError, match=r"already registered, under the tag 'tests\.Layout8'"):
+        register_key_encoder(Rows, "tests.Other", lambda r: r.n)
+    for tag in ("float", "torch.dtype", "torch.Size"):
+        with pytest.raises(ValueError, match=f"the key tag '{tag}' is kerneltune's own"):
+            register_key_encoder(Columns, tag, lambda c: c.n)
+    with pytest.raises(ValueError, match="non-empty string"):
+        register_key_encoder(Columns, "", lambda c: c.n)

@@ -3,9 +3,11 @@ an error naming the plugin, file or variable, and a finished tuning is never thr
 
 from __future__ import annotations
 
+import math
 import traceback
 
 import pytest
+import torch
 from kerneltune.core import (
     ConfigError,
     PluginError,
@@ -15,6 +17,7 @@ from kerneltune.core import (
     load_settings,
     remove_plugin,
 )
+from kerneltune.core.plugin_system.seam import PluginFaultWarning
 from tuning_doubles import CALLS, fresh_tuner, install_session, plugin_module
 
 pytestmark = pytest.mark.usefixtures("quick")
@@ -92,7 +95,8 @@ def test_a_fact_hook_that_raises_is_a_plugin_error_naming_the_plugin(hook):
         raise RuntimeError("no driver")
 
     plugin = plugin_module("facts_plugin", **{hook: broken})
-    with pytest.raises(PluginError, match=rf"^plugin facts_plugin: {hook} raised RuntimeError: no driver$"):
+    raised = rf"^plugin facts_plugin \(added in the program\): {hook} raised RuntimeError: no driver$"
+    with pytest.raises(PluginError, match=raised):
         Session.create(load_settings(), extra=(plugin,))
 
 
@@ -101,7 +105,8 @@ def test_a_registry_hook_that_raises_is_a_plugin_error_naming_the_plugin():
         raise ImportError("cannot import name 'Timer'")
 
     plugin = plugin_module("timers_plugin", kerneltune_register_timers=broken)
-    with pytest.raises(PluginError, match=r"^plugin timers_plugin: kerneltune_register_timers raised Import"):
+    raised = r"^plugin timers_plugin \(added in the program\): kerneltune_register_timers raised Import"
+    with pytest.raises(PluginError, match=raised):
         Session.create(load_settings(), extra=(plugin,))
 
 
@@ -212,3 +217,101 @@ def test_a_plugin_failing_at_a_call_keeps_its_own_traceback_as_the_cause():
     finally:
         remove_plugin(plugin)
     assert isinstance(info.value.__cause__, RuntimeError)
+
+
+# -- the seam: answers a record cannot hold ------------------------------------------------------
+
+
+def facts_device(facts):
+    """A plugin registering the device ``odd``, available and first for auto, whose facts() are ``facts``."""
+
+    class Odd:
+        name = "odd"
+        auto_priority = 1000
+        shares_memory = False
+
+        @classmethod
+        def is_available(cls):
+            return True
+
+        def owns(self, tensor):
+            return False
+
+        def index_of(self, tensor):
+            return 0
+
+        def in_use(self):
+            return False
+
+        def current(self):
+            return 0
+
+        def set_current(self, index):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def check_health(self):
+            pass
+
+        def release(self):
+            pass
+
+        def facts(self):
+            return facts
+
+    return plugin_module("odd_device", kerneltune_register_devices=lambda register: register(Odd))
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (math.nan, "'clock' is nan, not a finite number"),
+        (math.inf, "'clock' is inf, not a finite number"),
+        ({1, 2}, "'clock' is a builtins.set, not plain data"),
+        (b"\x00", "'clock' is a builtins.bytes, not plain data"),
+        (torch.zeros(1), "'clock' is a torch.Tensor, not plain data"),
+        ({1: "x"}, "'clock' has the key 1, not a string"),
+    ],
+    ids=["nan", "inf", "set", "bytes", "tensor", "int-key"],
+)
+def test_device_facts_a_record_cannot_hold_are_left_out_with_one_warning_naming_the_plugin(
+    monkeypatch, isolated, value, why
+):
+    plugin = facts_device({"device": "odd", "count": 2, "clock": value})
+    with pytest.warns(PluginFaultWarning) as caught:
+        session = install_session(monkeypatch, extra=(plugin,), cache="msgpack")
+        assert fresh_tuner()(3) in (3, 6)
+        fresh_tuner()(3)
+    assert {k: v for k, v in session.hardware.items() if k != "machine"} == {"device": "odd", "count": 2}
+    (warning,) = caught
+    assert str(warning.message) == (
+        f"kerneltune: plugin odd_device (added in the program): device 'odd': facts(): {why}; "
+        "that fact is left out of cache keys (a record could not hold it)"
+    )
+    assert len(CALLS) == 1, "the record was stored and read back: the second tuner measured nothing"
+
+
+def test_facts_nested_past_what_a_record_holds_are_left_out(monkeypatch):
+    deep: dict = {}
+    for _ in range(120):
+        deep = {"x": deep}
+    with pytest.warns(PluginFaultWarning, match="nested more than 100 levels deep"):
+        session = install_session(monkeypatch, extra=(facts_device({"device": "odd", "deep": deep}),))
+    assert "deep" not in session.hardware and session.hardware["device"] == "odd"
+
+
+def test_a_priority_that_is_no_number_ranks_as_zero_with_a_warning(monkeypatch):
+    class Odd:
+        name = "odd-timer"
+        auto_priority = "high"
+
+        @classmethod
+        def is_available(cls):
+            return True
+
+    plugin = plugin_module("odd_timer", kerneltune_register_timers=lambda register: register(Odd))
+    with pytest.warns(PluginFaultWarning, match=r"timer 'odd-timer': auto_priority is 'high', not a number"):
+        session = Session.create(load_settings(), extra=(plugin,))
+    assert session.registries.timers.select("auto").name != "odd-timer"

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.dist
 
 WORKER = Path(__file__).with_name("warm_start_worker.py")
 SCENARIOS = ["warm_start_agrees", "grown_list_reuses_one_ranks_record"]
-# Two rounds of three candidates head to head, a barrier before each.
-WARM_COLLECTIVES = {"all_gather_object": 1, "all_gather": 1, "barrier": 6}
+# The votes; two rounds of three candidates head to head, a barrier before each; one MAX over
+# them (had all three failed, every rank would measure the rest of the list); REDUCE.
+WARM_COLLECTIVES = {"all_gather_object": 1, "all_reduce": 1, "all_gather": 1, "barrier": 6}
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +72,7 @@ def test_a_grown_list_reuses_the_record_only_one_rank_holds_on_every_rank(outcom
         # The stored pick n=3 and the new n=6, two rounds head to head; n=1, 2, 4 reused.
         assert result["measured"] == [3, 6]
         assert result["pick"] == 3
-        assert result["collectives"]["counts"] == {"all_gather_object": 1, "all_gather": 1, "barrier": 4}
+        head_to_head = {"all_gather_object": 1, "all_reduce": 1, "all_gather": 1, "barrier": 4}
+        assert result["collectives"]["counts"] == head_to_head
         assert result["carried"] == [0, 1, 3]
         assert result["labels"] == ["n=<1>", "n=<2>", "n=<3>", "n=<4>", "n=<6>"]

@@ -90,6 +90,8 @@ class AutoTuner(FunctionWrapper):
             )
         if not config_space:
             raise ValueError(f"{name}: config_space is empty; give at least one config dict")
+        if isinstance(warm_start, str):
+            warm_start = warm_start.strip().lower()
         if warm_start is not None and warm_start not in MODES:
             raise ValueError(
                 f"{name}: warm_start must be one of {', '.join(MODES)} or None, got {warm_start!r}"

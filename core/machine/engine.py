@@ -100,6 +100,8 @@ class Tuner:
         if failure is not None and not distributed:
             raise failure
         warm_start = session.settings.warm_start if warm_start is None else warm_start
+        if isinstance(warm_start, str):
+            warm_start = warm_start.strip().lower()
         budget = session.settings.warm_start_budget if warm_start_budget is None else warm_start_budget
         if warm_start not in MODES:
             raise ValueError(

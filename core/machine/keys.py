@@ -22,6 +22,9 @@ from typing import Any
 
 _encoders: dict[type, tuple[str, Callable[[Any], Any]]] = {}
 
+#: The tags kerneltune's own encodings store (floats, torch dtypes and sizes).
+BUILTIN_TAGS = frozenset({"float", "torch.dtype", "torch.Size"})
+
 # How deep tuples (and registered encoders) may nest in a key. Real keys are a few levels
 # deep; the limit turns a runaway structure into a clear error instead of a RecursionError.
 MAX_KEY_DEPTH = 32
@@ -31,12 +34,31 @@ def register_key_encoder(cls: type, tag: str, encode: Callable[[Any], Any]) -> N
     """Allow instances of ``cls`` in business keys.
 
     :param cls: the exact type to accept (subclasses are not matched).
-    :param tag: a short stable name stored with the value, e.g. ``"mylib.Layout"``.
+    :param tag: a short stable name stored with the value, e.g. ``"mylib.Layout"``;
+        it must name this type alone, since keys are told apart by it.
     :param encode: returns a key-encodable value (ints, strs, tuples, ...)
         that is equal for values that should share a pick.
+    :raises ValueError: for another tag for a type already registered, or a
+        tag that another type (or a built-in encoding: ``float``,
+        ``torch.dtype``, ``torch.Size``) uses: two types under one tag would
+        share picks. Registering a type again under its own tag changes nothing.
     """
+    if not isinstance(tag, str) or not tag:
+        raise ValueError(f"a key encoder's tag must be a non-empty string, got {tag!r}")
     if cls in _encoders and _encoders[cls][0] != tag:
-        raise ValueError(f"a key encoder for {cls.__qualname__} is already registered")
+        raise ValueError(
+            f"a key encoder for {cls.__qualname__} is already registered, under the tag {_encoders[cls][0]!r}"
+        )
+    if tag in BUILTIN_TAGS:
+        raise ValueError(f"the key tag {tag!r} is kerneltune's own; choose another, such as 'mylib.{tag}'")
+    owner = next(
+        (other for other, (known, _) in _encoders.items() if known == tag and other is not cls), None
+    )
+    if owner is not None:
+        raise ValueError(
+            f"the key tag {tag!r} already names {owner.__module__}.{owner.__qualname__}; keys of "
+            f"{cls.__module__}.{cls.__qualname__} under it would be served that type's picks"
+        )
     _encoders[cls] = (tag, encode)
 
 

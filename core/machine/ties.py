@@ -62,11 +62,13 @@ class Finalists:
     :param left_out: candidates within reach of the best that the cap
         (:data:`TIE_MAX`) kept out of the rounds: the first pass cannot rule them out.
     :param noise: the first pass's noise (:func:`kerneltune.core.machine.confidence.noise`).
+    :param times: every candidate's first-pass mean as the ranks agree on it (``inf``: failed somewhere).
     """
 
     indices: tuple[int, ...] = ()
     left_out: tuple[int, ...] = ()
     noise: float = 0.0
+    times: tuple[float, ...] = ()
 
 
 def finalists(means: Sequence[float], errors: Sequence[float], spreads: Sequence[float]) -> Finalists:
@@ -78,7 +80,7 @@ def finalists(means: Sequence[float], errors: Sequence[float], spreads: Sequence
     """
     finite = [i for i, m in enumerate(means) if math.isfinite(m)]
     if not finite:
-        return Finalists()
+        return Finalists(times=tuple(means))
     noise = statistics.median(spreads[i] for i in finite)
     best = min(finite, key=lambda i: (means[i], i))
 
@@ -93,7 +95,7 @@ def finalists(means: Sequence[float], errors: Sequence[float], spreads: Sequence
     ordered = sorted(set(near_ties(means, errors)) | reach | {best}, key=lambda i: (means[i], i))
     chosen = tuple(ordered[:TIE_MAX]) if len(ordered) > 1 else ()
     left_out = tuple(sorted(i for i in ordered[TIE_MAX:] if i in reach))
-    return Finalists(chosen, left_out, noise)
+    return Finalists(chosen, left_out, noise, tuple(means))
 
 
 def agreed_finalists(measurements: Sequence[Measurement], reducer: Any) -> Finalists:

@@ -37,7 +37,7 @@ from kerneltune.core.machine.reuse import Plan, carried_rows
 from kerneltune.core.machine.schedule import Job, Setup
 from kerneltune.core.machine.shard import gather_times, share
 from kerneltune.core.machine.stored import new_record
-from kerneltune.core.machine.ties import TIE_WARMUP, agreed_finalists
+from kerneltune.core.machine.ties import TIE_WARMUP, Finalists, agreed_finalists
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import CompileProcess, GlobalRankReducer, HoldingTimer, provides
 from kerneltune.core.plugin_system.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
@@ -90,6 +90,9 @@ class Tuning:
         self._rechecked: TuningRecord | None = None
         #: the interleaved round of each candidate's last samples (``Job.round``).
         self._rounds_of: dict[int, int] = {}
+        #: the candidates PRUNE kept, and whether a plan whose candidates all failed fell back to them.
+        self._kept: tuple[int, ...] = ()
+        self._fell_back = False
         #: the most interleaved rounds any request of this tuning asked for (alike on every rank).
         self._round_count = 0
         #: the stored time and measurement of candidates an earlier tuning of this key measured.
@@ -173,8 +176,37 @@ class Tuning:
         else:
             self._follow(decision.plan, decision.record, decision.kept)
 
+    def _fall_back(self, times: Sequence[float]) -> bool:
+        """Where every candidate a plan measured failed on some rank, queue the rest of the kept list, once.
+
+        A warm start's few configs or a grown list's new ones may all fail
+        (larger configs for a larger key are the likeliest to), where the
+        full list holds ones that run: without this the key could never be
+        tuned. ``times`` are the ranks' agreed ones, so all fall back alike;
+        those already measured count as measured.
+
+        :returns: whether it fell back.
+        """
+        if any(math.isfinite(times[i]) for i in self._scope or ()):
+            return False
+        scoped = sorted(self._scope or ())
+        rest = [c for c in self._space.candidates if c.index in self._kept and c.index not in scoped]
+        self._fell_back = True
+        self._scope = None
+        logger.info(
+            "kerneltune: %s: key %r: every candidate the plan measured failed (%s); measuring the other %d "
+            "kept candidates",
+            self._space.name,
+            self.key,
+            ", ".join(f"[{i}]" for i in scoped),
+            len(rest),
+        )
+        self.request(rest)
+        return bool(rest)
+
     def _follow(self, plan: Plan | None, shared: TuningRecord | None, kept: tuple[int, ...]) -> None:
         """Queue what the plan (or, without one, every kept candidate) says to measure."""
+        self._kept = kept
         candidates = self._space.candidates
         measured = tuple(candidates[i] for i in kept)
         if plan is not None:
@@ -442,7 +474,7 @@ class Tuning:
         while True:
             if not self._queue and not self._ties_planned:
                 self._ties_planned = True
-                self._plan_ties()
+                self._after_first_pass()
             if not self._queue:
                 return None
             job = self._queue.pop(0)
@@ -553,13 +585,32 @@ class Tuning:
             for candidate in listed[shift:] + listed[:shift]:
                 self._queue.append(Job(candidate, warmup, repeat, extend=round_ > 0, purpose=said))
 
-    def _plan_ties(self) -> None:
+    def _after_first_pass(self) -> None:
+        """Once the queued candidates are measured: fall back where a plan's all failed, else plan near ties.
+
+        Both read the first pass as the ranks agree on it, from one ``max``
+        (:func:`agreed_finalists`), taken where either needs it.
+        """
         rounds = self.session.settings.tie_rounds
         candidates = self._space.candidates
-        if rounds == 0 or len(self._measurements) < 2:
+        schedule = self._schedule
+        ties = rounds > 0 and len(self._measurements) >= 2
+        check = (
+            self._scope is not None and not self._fell_back and not schedule.adaptive and not schedule.shard
+        )
+        if not ties and not check:
             return
         measurements = [self._measurement(c.index) for c in candidates]
         chosen = agreed_finalists(measurements, self.reducer)
+        if check and self._fall_back(chosen.times):
+            self._ties_planned = False  # planned once the rest is measured
+            return
+        if ties:
+            self._plan_ties(chosen)
+
+    def _plan_ties(self, chosen: Finalists) -> None:
+        rounds = self.session.settings.tie_rounds
+        candidates = self._space.candidates
         self._noise = chosen.noise
         if not chosen.indices:
             return

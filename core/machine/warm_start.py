@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
-from kerneltune.core.errors import CacheReadError, PluginError
+from kerneltune.core.errors import CacheReadError
 from kerneltune.core.machine.keys import describe, digest
 from kerneltune.core.machine.records import TuningRecord
 from kerneltune.core.machine.reuse import Plan, rows_by_fingerprint
@@ -58,20 +58,25 @@ class Neighbour:
 
 
 def _scale(number: float) -> float:
-    # Symmetric log: 0 stays 0, and 1 -> 2 is one step as 1024 -> 2048 is.
-    return math.copysign(math.log2(1 + abs(number)), number)
+    # Symmetric log: 0 stays 0, and 1 -> 2 is one step as 1024 -> 2048 is. log2 takes an int
+    # of any size, where copysign would turn it into a float first and overflow.
+    return (-1.0 if number < 0 else 1.0) * math.log2(1 + abs(number))
 
 
 def _number(value: Any) -> float | None:
-    """The number an encoded key part holds, or ``None`` for one that is not a finite number."""
-    if type(value) is int:
-        return float(value)
-    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("float"), str):
-        try:
+    """The number an encoded key part holds, or ``None`` for one that is not a finite float.
+
+    An int too large for a float (a key may hold any int) is no number here:
+    such a key part has no distance but to itself.
+    """
+    try:
+        if type(value) is int:
+            return float(value)
+        if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("float"), str):
             number = float.fromhex(value["float"])
-        except ValueError:
-            return None
-        return number if math.isfinite(number) else None
+            return number if math.isfinite(number) else None
+    except (ValueError, OverflowError):
+        return None
     return None
 
 
@@ -98,19 +103,13 @@ def default_distance(key: Any, other: Any) -> float:
 
 
 def key_distance(session: Session, function: str, key: Any, other: Any) -> float:
-    """``kerneltune_key_distance``'s answer, or :func:`default_distance` where no plugin gives one.
+    """``kerneltune_key_distance``'s answer, or :func:`default_distance` where no plugin gives a good one.
 
-    :raises PluginError: for an answer that is not a number of at least 0.
+    A plugin's answer is checked at the seam (:meth:`Session.key_distance`):
+    one that raises or answers badly is warned about once and skipped.
     """
     answer = session.key_distance(function, key, other)
-    if answer is None:
-        return default_distance(key, other)
-    if isinstance(answer, bool) or not isinstance(answer, int | float) or not answer >= 0:
-        raise PluginError(
-            f"{function}: kerneltune_key_distance returned {answer!r} for keys {key!r} and {other!r}; "
-            "expected a number >= 0 (math.inf: never start from it), or None"
-        )
-    return float(answer)
+    return default_distance(key, other) if answer is None else answer
 
 
 def _leaves(value: Any, path: str = "", *, numbers: bool = False) -> Iterable[tuple[str, Any]]:

@@ -32,6 +32,7 @@ from kerneltune.core.plugin_system.contracts import (
     SearchStrategy,
     Timer,
 )
+from kerneltune.core.plugin_system.seam import fault, origin, plain_facts
 from kerneltune.core.plugin_system.settings import (
     ENV,
     ENV_NEGATED,
@@ -156,6 +157,8 @@ class Registry(Generic[P]):
     family: str
     classes: dict[str, type[P]]
     owners: dict[str, str]
+    #: the manager the classes came from, for naming a plugin's distribution in messages.
+    manager: pluggy.PluginManager | None = attrs.field(default=None, eq=False, repr=False)
 
     def names(self) -> list[str]:
         """Registered names, sorted."""
@@ -178,22 +181,37 @@ class Registry(Generic[P]):
         """
         accepted = [c for c in self.classes.values() if (c.is_available() if fits is None else fits(c))]
         # sorted() is stable, so equal priorities keep registration order.
-        return sorted(accepted, key=lambda cls: -getattr(cls, priority, DEFAULT_PRIORITY))
+        return sorted(accepted, key=lambda cls: -self._priority(cls, priority))
+
+    def _priority(self, cls: type[P], attribute: str) -> int | float:
+        value = getattr(cls, attribute, DEFAULT_PRIORITY)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            owner = self.owners.get(getattr(cls, "name", ""), type(cls).__module__)
+            fault(
+                self.manager,
+                owner,
+                f"{self.family} {getattr(cls, 'name', cls)!r}: {attribute} is {value!r}, not a number",
+                f"it ranks as {DEFAULT_PRIORITY} for auto",
+            )
+            return DEFAULT_PRIORITY
+        return value
 
     def get(self, name: str, source: str | None = None) -> type[P]:
-        """The class registered as ``name``.
+        """The class registered as ``name``, compared without case (as every enumerated name is).
 
         :param source: the file and key, or the variable, that asked for
             ``name`` (:meth:`Settings.source`), for the error message.
         :raises PluginError: listing the names that exist, and naming ``source``.
         """
-        try:
-            return self.classes[name]
-        except KeyError:
+        found = self.classes.get(name) or next(
+            (cls for known, cls in self.classes.items() if known.casefold() == name.casefold()), None
+        )
+        if found is None:
             raise PluginError(
                 f"{self.family} {name!r} is not available (installed: {', '.join(self.names())})"
                 + _set_by(source)
-            ) from None
+            )
+        return found
 
     def select(self, name: str, source: str | None = None) -> type[P]:
         """Resolve ``name``, where ``auto`` means the first available class of :meth:`ranked`.
@@ -202,7 +220,7 @@ class Registry(Generic[P]):
         :raises PluginError: for an unknown name, or a named class whose
             ``is_available()`` is false.
         """
-        if name == "auto":
+        if name.casefold() == "auto":
             available = self.ranked()
             if not available:
                 raise PluginError(f"no {self.family} is available (installed: {', '.join(self.names())})")
@@ -210,7 +228,7 @@ class Registry(Generic[P]):
         cls = self.get(name, source)
         if not cls.is_available():
             raise PluginError(
-                f"{self.family} {name!r} (from plugin {self.owners[name]}) cannot run here; "
+                f"{self.family} {name!r} (from plugin {self.owners[cls.name]}) cannot run here; "
                 f"available: {', '.join(n for n, c in sorted(self.classes.items()) if c.is_available())}"
                 + _set_by(source)
             )
@@ -221,7 +239,9 @@ def _set_by(source: str | None) -> str:
     return "" if source is None else f"; set by {source}"
 
 
-def _call(impl: pluggy.HookImpl, hook_name: str, **kwargs: Any) -> Any:
+def _call(
+    impl: pluggy.HookImpl, hook_name: str, manager: pluggy.PluginManager | None = None, **kwargs: Any
+) -> Any:
     """One plugin's implementation of a hook; what it raises becomes a PluginError naming it."""
     try:
         return impl.function(**kwargs)
@@ -229,7 +249,7 @@ def _call(impl: pluggy.HookImpl, hook_name: str, **kwargs: Any) -> Any:
         raise
     except Exception as exc:
         raise PluginError(
-            f"plugin {impl.plugin_name}: {hook_name} raised {type(exc).__name__}: {exc}"
+            f"{origin(manager, impl.plugin_name)}: {hook_name} raised {type(exc).__name__}: {exc}"
         ) from exc
 
 
@@ -246,15 +266,18 @@ def collect_registry(manager: pluggy.PluginManager, family: str, hook_name: str)
             name = getattr(cls, "name", None)
             if not isinstance(name, str) or not name:
                 raise PluginError(f"plugin {_owner} registered a {family} without a name: {cls!r}")
-            if name in owners:
+            # Names are compared without case: two that differ only in case are one name.
+            taken = next((known for known in owners if known.casefold() == name.casefold()), None)
+            if taken is not None:
                 raise PluginError(
-                    f"{family} {name!r} is registered by two plugins: {owners[name]} and {_owner}"
+                    f"{family} {name!r} is registered by two plugins: {owners[taken]} and {_owner}"
+                    + ("" if taken == name else f" (as {taken!r})")
                 )
             classes[name] = cls
             owners[name] = _owner
 
-        _call(impl, hook_name, register=register)
-    return Registry(family=family, classes=classes, owners=owners)
+        _call(impl, hook_name, manager, register=register)
+    return Registry(family=family, classes=classes, owners=owners, manager=manager)
 
 
 @attrs.frozen
@@ -337,7 +360,7 @@ def collect_settings(manager: pluggy.PluginManager) -> DeclaredSettings:
             declared.specs[name] = spec
             declared.owners[name] = _owner
 
-        _call(impl, "kerneltune_add_settings", add=add)
+        _call(impl, "kerneltune_add_settings", manager, add=add)
     return declared
 
 
@@ -351,7 +374,7 @@ def merged_facts(manager: pluggy.PluginManager, hook_name: str) -> dict[str, Any
     for impl in getattr(manager.hook, hook_name).get_hookimpls():
         if impl.hookwrapper or impl.wrapper:
             continue  # a wrapper has no dict of its own to add
-        part = _call(impl, hook_name)
+        part = _call(impl, hook_name, manager)
         if part:
-            merged.update(part)
+            merged.update(plain_facts(manager, impl.plugin_name, part, hook_name))
     return merged

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import threading
 import warnings
@@ -32,6 +33,7 @@ from kerneltune.core.plugin_system.registry import (
     make_plugin_manager,
     merged_facts,
 )
+from kerneltune.core.plugin_system.seam import first_answer, origin, plain_facts
 from kerneltune.core.plugin_system.settings import Settings, load_settings, resolve_declared
 
 
@@ -86,7 +88,7 @@ class Session:
             manager=manager,
             registries=registries,
             cache=build_cache(settings, registries.caches, registries.remote_stores),
-            hardware=hardware_facts(manager, placement[0]),
+            hardware=hardware_facts(manager, placement[0], registries.devices.owners.get(placement[0].name)),
             versions={k: str(v) for k, v in merged_facts(manager, "kerneltune_software_versions").items()},
             placement=placement,
             observers=Observers(manager.hook),
@@ -178,9 +180,28 @@ class Session:
         """``kerneltune_plain_value``: the first plugin's plain-data form of ``value``, or ``None``."""
         return self.manager.hook.kerneltune_plain_value(value=value)
 
-    def key_distance(self, function: str, key: Any, other: Any) -> Any:
-        """``kerneltune_key_distance``: the first plugin's answer, unchecked; ``None`` where none answers."""
-        return self.manager.hook.kerneltune_key_distance(function=function, key=key, other=other)
+    def key_distance(self, function: str, key: Any, other: Any) -> float | None:
+        """``kerneltune_key_distance``: the first plugin's good answer; ``None`` where none gives one.
+
+        A plugin that raises, or answers other than a number of at least 0,
+        is a fault (one warning naming it) and the next is asked. An int too
+        large for a float is as far as keys can be (``math.inf``).
+        """
+        answer = first_answer(
+            self.manager,
+            "kerneltune_key_distance",
+            _distance_problem,
+            "the default distance is used",
+            function=function,
+            key=key,
+            other=other,
+        )
+        if answer is None:
+            return None
+        try:
+            return float(answer)
+        except OverflowError:
+            return math.inf
 
     def make_timer(self) -> Timer:
         """A new timer of the configured (or automatically chosen) kind.
@@ -299,15 +320,31 @@ def resolve_devices(registries: Registries, settings: Settings) -> tuple[Device,
     return tuple(cls() for cls in (first, *(c for c in devices.ranked() if c is not first)))
 
 
-def hardware_facts(manager: pluggy.PluginManager, device: Device) -> dict[str, Any]:
+def _distance_problem(answer: Any) -> str | None:
+    if isinstance(answer, bool) or not isinstance(answer, int | float) or not answer >= 0:
+        return f"{answer!r}, not a number >= 0 (math.inf: never start from it), or None"
+    return None
+
+
+def hardware_facts(manager: pluggy.PluginManager, device: Device, owner: str | None = None) -> dict[str, Any]:
     """What a cache key holds of the hardware: ``device.facts()``, under every ``kerneltune_hardware_info``.
 
-    :raises PluginError: naming the device or plugin whose facts raised.
+    A fact a record cannot hold (not plain data, a NaN, nested too deep) is
+    left out, with one warning naming the plugin (:func:`~kerneltune.core.plugin_system.seam.plain_facts`).
+
+    :param owner: the plugin that registered ``device``, for messages.
+    :raises PluginError: naming the device's plugin (and distribution) or
+        the fact hook's plugin, for facts that raise: without them a key
+        could not say what hardware its pick is for.
     """
+    owner = owner or type(device).__module__
     try:
-        own = dict(device.facts())
+        given = device.facts()
     except Exception as exc:
-        raise PluginError(f"device {device.name!r}: facts() raised {type(exc).__name__}: {exc}") from exc
+        raise PluginError(
+            f"{origin(manager, owner)}: device {device.name!r}: facts() raised {type(exc).__name__}: {exc}"
+        ) from exc
+    own = plain_facts(manager, owner, given, f"device {device.name!r}: facts()")
     return {**own, **merged_facts(manager, "kerneltune_hardware_info")}
 
 

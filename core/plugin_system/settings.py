@@ -16,6 +16,7 @@ checks them once the session knows what its plugins declared.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import errno
 import math
 import os
@@ -30,6 +31,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import ConfigError
+from kerneltune.core.notices import warn_once
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -326,6 +328,8 @@ ENV = {
     "KERNELTUNE_WARM_START": "warm_start",
     "KERNELTUNE_WARM_START_BUDGET": "warm_start_budget",
     "KERNELTUNE_RECHECK": "recheck",
+    "KERNELTUNE_WARMUP": "warmup",
+    "KERNELTUNE_REPEAT": "repeat",
 }
 
 #: What a plugin's variables begin with: :func:`load_settings` keeps those it does not know for the plugins.
@@ -407,10 +411,24 @@ def _apply(
         field = key.replace("-", "_")
         if field not in _FIELDS:
             # Perhaps a plugin's: resolve_declared decides once the plugins are known.
-            given.append((field, raw, where, f"{prefix}{key}"))
+            given.append((field, _frozen(raw, f"{where}: key '{prefix}{key}'"), where, f"{prefix}{key}"))
             continue
         values[field] = _FIELDS[field](raw, f"{where}: key '{prefix}{key}'")
         sources[field] = f"{where} (key '{prefix}{key}')"
+
+
+def _frozen(value: Any, where: str) -> Any:
+    """A file's value kept for a plugin's setting, as a value Settings can hold: arrays become tuples.
+
+    :raises ConfigError: for a table, which no setting takes.
+    """
+    if isinstance(value, dict):
+        raise ConfigError(
+            f"{where}: holds a table; a setting is a value (a string, number, boolean or array)"
+        )
+    if isinstance(value, list):
+        return tuple(_frozen(item, where) for item in value)
+    return value
 
 
 def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
@@ -476,11 +494,28 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
 def _apply_file(
     values: dict[str, Any], sources: dict[str, str], given: list[tuple[str, Any, str, str]], path: Path
 ) -> None:
+    """A kerneltune.toml or ``$KERNELTUNE_CONFIG``: keys at its top, ``[kerneltune]``, ``[tool.kerneltune]``.
+
+    The two tables are what a file copied from a pyproject.toml or written
+    for kerneltune alone holds; any other table is a :class:`ConfigError`
+    naming it, never a setting.
+    """
     data = _read_toml(path)
-    if "kerneltune" in data and isinstance(data["kerneltune"], dict) and len(data) == 1:
-        _apply(values, sources, given, data["kerneltune"], str(path), "kerneltune.")
-    else:
-        _apply(values, sources, given, data, str(path), "")
+    top = {key: value for key, value in data.items() if not isinstance(value, dict)}
+    _apply(values, sources, given, top, str(path), "")
+    for name, table in data.items():
+        if not isinstance(table, dict):
+            continue
+        if name == "kerneltune":
+            _apply(values, sources, given, table, str(path), "kerneltune.")
+        elif name == "tool" and set(table) == {"kerneltune"} and isinstance(table["kerneltune"], dict):
+            _apply(values, sources, given, table["kerneltune"], str(path), "tool.kerneltune.")
+        else:
+            other = next((f"tool.{key}" for key in table if key != "kerneltune"), "tool")
+            raise ConfigError(
+                f"{path}: table [{other if name == 'tool' else name}] is no kerneltune table; settings go "
+                "at the top of the file, under [kerneltune] or under [tool.kerneltune]"
+            )
 
 
 def resolve_declared(settings: Settings, declared: DeclaredSettings) -> Settings:
@@ -506,9 +541,23 @@ def resolve_declared(settings: Settings, declared: DeclaredSettings) -> Settings
                 values[name] = spec.parse(environment[variable], f"environment variable {variable}")
                 sources[name] = f"environment variable {variable}"
                 break
+    _warn_unknown_variables(environment, declared)
     return attrs.evolve(
         settings, declared=tuple(sorted(values.items())), sources=tuple(sorted(sources.items()))
     )
+
+
+def _warn_unknown_variables(environment: Mapping[str, str], declared: DeclaredSettings) -> None:
+    """One warning per process for each ``KERNELTUNE_*`` variable no setting reads: most are misspelt."""
+    known = {CONFIG_VARIABLE, *ENV, *ENV_NEGATED, *(v for spec in declared.specs.values() for v in spec.env)}
+    for variable in sorted(set(environment) - known):
+        close = difflib.get_close_matches(variable, sorted(known), n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        warn_once(
+            ("unknown variable", variable),
+            f"kerneltune: environment variable {variable} sets nothing: no setting of kerneltune or of "
+            f"its plugins reads it{hint}",
+        )
 
 
 def setting_sources(settings: Settings) -> dict[str, str]:

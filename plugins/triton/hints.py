@@ -165,6 +165,8 @@ def _strategy(value: Any, kernel: str) -> str | None:
 
 
 def _effort(value: Any, kernel: str) -> str | None:
+    if isinstance(value, str):
+        value = value.strip().lower()
     if value is not None and value not in SEARCH_EFFORTS:
         raise ValueError(
             f"{kernel}: search_params 'effort' must be one of {', '.join(SEARCH_EFFORTS)}, got {value!r}"

@@ -76,3 +76,52 @@ def on_toy(x: Any, log: str, crash: int | None = None, fault: int | None = None,
         toy.fault()
     time.sleep(TOY_SLEEP_MS[block] / 1000)
     return x * block
+
+
+class FaultyUnitDevice:
+    """The host, as a device whose ``set_current`` fails in the isolation worker.
+
+    ``ISOLATION_DOUBLE_FAULT`` says how: ``raise`` or ``hang`` (sleeps a minute).
+    In the tuning process it behaves as the host does.
+    """
+
+    name = "faulty-unit"
+    auto_priority = 50
+    shares_memory = False
+
+    @classmethod
+    def is_available(cls) -> bool:
+        return True
+
+    def owns(self, tensor: Any) -> bool:
+        return False
+
+    def index_of(self, tensor: Any) -> int:
+        return 0
+
+    def in_use(self) -> bool:
+        return True
+
+    def current(self) -> int:
+        return 0
+
+    def set_current(self, index: int) -> None:
+        import multiprocessing
+
+        if multiprocessing.parent_process() is None:
+            return
+        if os.environ.get("ISOLATION_DOUBLE_FAULT") == "hang":
+            time.sleep(60)
+        raise RuntimeError(f"unit {index} is gone")
+
+    def synchronize(self) -> None:
+        pass
+
+    def check_health(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+    def facts(self) -> dict[str, Any]:
+        return {"device": "faulty-unit", "count": 1}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import warnings
 
 import kernels
+import pytest
 import torch
 import triton
 import triton.language as tl
@@ -218,3 +219,39 @@ def test_search_params_reset_to_zero_counts_once_on_the_launch_that_tunes():
         out = zeros()
         searched[grid(N)](ones(), out, N)
         assert values(out) == [1.0]
+
+
+# -- arguments named to be zeroed or restored that cannot be ---------------------------------------
+
+
+def test_contextual_a_reset_to_zero_argument_that_is_no_tensor_is_named_before_any_candidate_runs():
+    acc = make_accumulate(reset_to_zero=["n"])
+
+    @contextual
+    def host(x, out):
+        acc[grid(x.numel())](x, out, x.numel())
+        return out
+
+    with pytest.raises(TypeError, match=r"kernel accumulate: reset_to_zero names 'n', whose value is a int"):
+        host(ones(), zeros())
+
+
+def test_search_params_a_restore_value_tensor_that_requires_grad_is_named():
+    hints = {"search_params": {"params": ["BLOCK"], "values": list(BLOCKS)}}
+    searched = triton.autotune(configs=[], key=["n"], restore_value=["y_ptr"], hints=hints)(increment)
+    y = zeros().requires_grad_()
+    with pytest.raises(TypeError, match=r"restore_value names 'y_ptr', a tensor that requires grad"):
+        searched[grid(N)](y, N)
+
+
+def test_function_level_a_read_only_array_to_reset_is_named():
+    import numpy
+
+    @autotune(config_space=[{"BLOCK": b} for b in BLOCKS], key_fn=lambda out: out.size, reset_to_zero=["out"])
+    def host(out, BLOCK):
+        return out
+
+    out = numpy.zeros(4)
+    out.setflags(write=False)
+    with pytest.raises(TypeError, match="reset_to_zero names 'out', a read-only array"):
+        host(out)

@@ -8,6 +8,7 @@ next screening starts another.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,11 +21,20 @@ import isolation_doubles
 import pytest
 import rank_doubles
 import torch
-from kerneltune.core import ConfigError, IsolationError, Space, Tuner, load_settings
+from kerneltune.core import (
+    ConfigError,
+    IsolationError,
+    NoValidConfigError,
+    Space,
+    Tuner,
+    add_plugin,
+    load_settings,
+    remove_plugin,
+)
 from kerneltune.core.isolation import parent as isolation
 from kerneltune.core.isolation.parent import ScreenedOut
 from rank_doubles import ThreadGroup, plugin, run_ranks
-from tuning_doubles import install_session, scripted_timer_plugin, stored_records
+from tuning_doubles import install_session, plugin_module, scripted_timer_plugin, stored_records
 
 from triton_dist.tune import autotune
 
@@ -344,3 +354,42 @@ def test_a_tuner_that_does_not_screen_warns_once_that_isolation_is_not_applied(m
         "tuners, and the Triton kernels of contextual_autotune and search_params); its candidates run "
         "unscreened in this process"
     ]
+
+
+@pytest.mark.parametrize(
+    ("fault", "why"),
+    [
+        ("raise", r"set_current\(0\) raised RuntimeError: unit 0 is gone in the isolation worker"),
+        ("hang", r"set_current\(0\) in the isolation worker took longer than isolate_timeout = 1 s"),
+    ],
+)
+def test_a_device_failing_in_the_worker_is_named_as_such_within_the_timeout(
+    monkeypatch, isolated, tmp_path, fault, why
+):
+    monkeypatch.setenv("ISOLATION_DOUBLE_FAULT", fault)
+    device = plugin_module(
+        "faulty_unit_device",
+        kerneltune_register_devices=lambda register: register(isolation_doubles.FaultyUnitDevice),
+    )
+    # Every session, as the worker's device is looked up in the process's own.
+    add_plugin(device)
+    try:
+        install_session(
+            monkeypatch,
+            extra=(scripted_timer_plugin(cost), plugin),
+            timer="scripted",
+            warmup=0,
+            repeat=1,
+            isolate="subprocess",
+            isolate_timeout=1,
+        )
+        started = time.monotonic()
+        with pytest.raises(NoValidConfigError) as info:
+            tuned()(2, str(tmp_path / "runs"))
+        assert time.monotonic() - started < 30, "isolate_timeout, not the 120 s start-up wait"
+    finally:
+        remove_plugin(device)
+    message = str(info.value)
+    named = r"plugin faulty_unit_device \(added in the program\): device 'faulty-unit': "
+    assert re.search(named + why, message), message
+    assert "__main__" not in message

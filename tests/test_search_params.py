@@ -10,6 +10,7 @@ import importlib
 import math
 import os
 import random
+import re
 import types
 import warnings
 
@@ -26,6 +27,7 @@ from kerneltune.core import (
     hookimpl,
 )
 from kerneltune.core.plugin_system.features import enable_feature
+from kerneltune.core.plugin_system.seam import PluginFaultWarning
 from kerneltune.plugins.triton.classify import operator_class, uses_dot
 from kerneltune.plugins.triton.search_kernel import SearchParamsKernel
 from search_doubles import Script, by_block, interpreter_family, timer_plugin, use_session
@@ -747,3 +749,123 @@ def test_an_uncertain_search_is_re_checked_head_to_head_by_the_next_kernel_objec
     assert again.last_search is None
     (after,) = stored_records(isolated, "double_kernel")
     assert after["confidence"] == "confident" and again.best_config.kwargs["BLOCK"] == 16
+
+
+# -- strategies that misbehave, and budgets that leave nothing --------------------------------------
+
+
+def strategy_plugin(search_fn, name="odd"):
+    """A plugin module registering the search strategy ``name``, whose search is ``search_fn``."""
+
+    class Odd:
+        @classmethod
+        def is_available(cls):
+            return True
+
+        def search(self, geometry, measure, budget, say):
+            return search_fn(geometry, measure, budget)
+
+    Odd.name = name
+    module = types.ModuleType(f"tests_{name}_strategy")
+
+    @hookimpl
+    def kerneltune_register_search_strategies(register):
+        register(Odd)
+
+    module.kerneltune_register_search_strategies = kerneltune_register_search_strategies
+    return module
+
+
+VALUES = [16, 32, 64, 128]
+COSTS = {16: 4.0, 32: 3.0, 64: 1.0, 128: 2.0}
+
+
+def search_with(monkeypatch, search_fn, *, costs=COSTS, **hint):
+    script = Script(by_block(costs, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script), strategy_plugin(search_fn))
+    kernel = make_double(
+        search(params=["BLOCK"], values=VALUES, strategy="odd", **hint), pre_hook=script.hook
+    )
+    launch_double(kernel, n=128)
+    return kernel, script
+
+
+def test_the_point_cap_binds_a_strategy_that_measures_on_its_own(monkeypatch):
+    def endless(geometry, measure, budget):
+        while True:  # never looks at the budget
+            for point in geometry.points():
+                measure([point])
+
+    kernel, script = search_with(monkeypatch, endless, max_points=2)
+    assert len({b for (b,) in script.seen("BLOCK")}) <= 2 + 1, "two points, then stage 3 of the best"
+    assert kernel.best_config.kwargs["BLOCK"] in (16, 32)
+
+
+def test_the_wall_clock_budget_binds_a_strategy_that_measures_on_its_own(monkeypatch):
+    def endless(geometry, measure, budget):
+        while True:
+            measure(list(geometry.points()))
+
+    kernel, _ = search_with(monkeypatch, endless, budget_s=0.2)
+    assert kernel.best_config.kwargs["BLOCK"] == 64
+
+
+@pytest.mark.parametrize("answer", [[], "budget"], ids=["no finalist", "nothing measured"])
+def test_a_search_that_names_no_finalist_falls_back_to_the_spaces_fallback_points(monkeypatch, answer):
+    def idle(geometry, measure, budget):
+        return []
+
+    if answer == "budget":
+        kernel, script = search_with(monkeypatch, lambda g, m, b: [], budget_s=1e-9)
+    else:
+        kernel, script = search_with(monkeypatch, idle)
+    # The middle shape (64), then the smallest (16), at the base profile: the better is the pick.
+    assert [b for (b,) in script.seen("BLOCK")][:2] == [64, 16]
+    assert kernel.best_config.kwargs["BLOCK"] == 64
+
+
+@pytest.mark.parametrize(
+    ("answer", "wrong"),
+    [
+        (None, "returned None for double_kernel; a strategy returns a list of points"),
+        ([((9,), 0)], "returned ((9,), 0) as a finalist of double_kernel"),
+        ([((-1,), 0)], "returned ((-1,), 0) as a finalist"),
+    ],
+    ids=["none", "outside", "negative"],
+)
+def test_a_strategy_answering_no_list_of_points_is_a_plugin_error_naming_it(monkeypatch, answer, wrong):
+    with pytest.raises(
+        PluginError,
+        match=re.escape(f"plugin tests_odd_strategy (added in the program): search strategy 'odd' {wrong}"),
+    ):
+        search_with(monkeypatch, lambda geometry, measure, budget: answer)
+
+
+@pytest.mark.parametrize("points", [[((-1,), 0)], [((2,), 9)], None, [(True, 0)]])
+def test_a_strategy_measuring_no_point_of_the_space_is_a_plugin_error(monkeypatch, points):
+    def wrong(geometry, measure, budget):
+        measure(points)
+        return []
+
+    with pytest.raises(PluginError, match=r"search strategy 'odd' asked double_kernel to measure"):
+        search_with(monkeypatch, wrong)
+
+
+def test_a_strategy_that_raises_is_warned_about_and_the_best_measured_wins(monkeypatch):
+    def broken(geometry, measure, budget):
+        measure([((1,), 0), ((2,), 0)])
+        raise ZeroDivisionError("oops")
+
+    with pytest.warns(PluginFaultWarning, match=r"search strategy 'odd' raised ZeroDivisionError: oops"):
+        kernel, _ = search_with(monkeypatch, broken)
+    assert kernel.best_config.kwargs["BLOCK"] == 64
+
+
+def test_finalists_that_all_fail_in_stage_3_fall_back(monkeypatch):
+    costs = {**COSTS, 128: math.inf}
+
+    def finalists(geometry, measure, budget):
+        return [((3,), 0)]  # 128, which never runs
+
+    kernel, _ = search_with(monkeypatch, finalists, costs=costs)
+    assert kernel.best_config.kwargs["BLOCK"] == 64

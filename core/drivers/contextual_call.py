@@ -284,6 +284,8 @@ class ContextualCall:
 
     def _discover(self, launch: KernelLaunch) -> _KernelKey:
         state = _KernelKey(kernel=launch.kernel, name=launch.name, key=launch.key)
+        if provides(launch, InPlaceLaunch) and (problem := launch.in_place_problem()) is not None:
+            raise TypeError(f"contextual_autotune: {self.name}: kernel {launch.name}: {problem}")
         # With several ranks every (kernel, key) goes through the engine's
         # agreement, even where this rank's kernel cache already holds it:
         # a rank skipping it would leave the others waiting in a collective.

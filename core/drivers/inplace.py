@@ -67,11 +67,22 @@ def _put_back(value: Any, saved: Any) -> None:
         value[...] = saved
 
 
-def _is_array(value: Any) -> bool:
-    """A torch tensor (``zero_``, ``clone``, ``copy_``) or a NumPy-like array (``fill``, ``copy``)."""
-    torch_like = all(hasattr(value, a) for a in ("zero_", "clone", "copy_"))
-    numpy_like = all(hasattr(value, a) for a in ("fill", "copy", "__setitem__"))
-    return torch_like or numpy_like
+def in_place_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be zeroed and put back between runs (``None`` when it can), for a message.
+
+    It must be a torch tensor (``zero_``, ``clone``, ``copy_``) that autograd
+    lets change in place, or a writable NumPy-like array (``fill``, ``copy``).
+    """
+    if all(hasattr(value, a) for a in ("zero_", "clone", "copy_")):
+        if getattr(value, "requires_grad", False) and getattr(value, "is_leaf", False):
+            return "a tensor that requires grad, which autograd lets nothing change in place"
+        return None
+    if all(hasattr(value, a) for a in ("fill", "copy", "__setitem__")):
+        flags = getattr(value, "flags", None)
+        if flags is not None and not getattr(flags, "writeable", True):
+            return "a read-only array"
+        return None
+    return f"whose value is a {type(value).__name__}; it must be a torch tensor or a NumPy array"
 
 
 @attrs.frozen
@@ -144,12 +155,10 @@ class InPlaceArguments:
                 value = self.defaults[name]
             if value is None or value is inspect.Parameter.empty:
                 continue
-            if not _is_array(value):
-                option = "reset_to_zero" if name in self.reset_to_zero else "restore_value"
-                raise TypeError(
-                    f"{self.function}: {option} names {name!r}, whose value is a "
-                    f"{type(value).__name__}; it must be a torch tensor or a NumPy array"
-                )
+            option = "reset_to_zero" if name in self.reset_to_zero else "restore_value"
+            problem = in_place_problem(value)
+            if problem is not None:
+                raise TypeError(f"{self.function}: {option} names {name!r}, {problem}")
             values[name] = value
         return InPlaceRuns(
             zeroed=[values[n] for n in self.reset_to_zero if n in values],

@@ -24,11 +24,12 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 import attrs
-from kerneltune.core.errors import IsolationError
+from kerneltune.core.errors import IsolationError, PluginError
 from kerneltune.core.isolation.target import Target
 from kerneltune.core.isolation.worker import copier, first_line, flatten, map_tensors, serve
 from kerneltune.core.machine.records import Candidate
 from kerneltune.core.notices import warn_once
+from kerneltune.core.plugin_system.seam import origin
 from kerneltune.core.plugin_system.session import current_session
 
 __all__ = [
@@ -250,11 +251,18 @@ def _start(process: Any) -> None:
 class _Worker:
     """One worker process, the parent's end of its pipe, and the lifeline it watches."""
 
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, timeout: float) -> None:
+        """Start a worker on ``device`` (``name:unit``); the device plugin's set-up may take ``timeout`` s.
+
+        :raises RuntimeError: when the process does not come up (a script without a main guard, most often).
+        :raises PluginError: naming the device plugin, when its set-up raises or outlasts ``timeout``.
+        """
         import torch.multiprocessing
 
         name, _, unit = device.rpartition(":")
-        plugin = current_session().registries.devices.get(name)
+        session = current_session()
+        plugin = session.registries.devices.get(name)
+        owner = origin(session.manager, session.registries.devices.owners.get(plugin.name, name))
         context = torch.multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         # Nothing is ever sent on it: the worker ends when it closes, that is when this process ends.
@@ -275,6 +283,22 @@ class _Worker:
                 f"the isolation worker did not start ({exc}); a script that tunes with isolation needs "
                 "its work under `if __name__ == '__main__':`, as any spawned process does"
             ) from None
+        try:
+            kind, detail = self.ask(None, timeout)
+        except _Stuck:
+            self.stop()
+            raise PluginError(
+                f"{owner}: device {name!r}: set_current({unit}) in the isolation worker took longer than "
+                f"isolate_timeout = {timeout:g} s"
+            ) from None
+        except _Died as exc:
+            self.stop()
+            raise PluginError(
+                f"{owner}: device {name!r}: the isolation worker died setting it up ({exc})"
+            ) from None
+        if kind == "device":
+            self.stop()
+            raise PluginError(f"{owner}: device {name!r}: {detail} in the isolation worker")
 
     def ask(self, request: tuple[str, Any] | None, timeout: float) -> tuple[str, Any]:
         """Send ``request`` (``None``: only listen) and wait up to ``timeout`` s for the reply."""
@@ -363,10 +387,10 @@ class Screening:
             return worker
         if worker is None or not worker.process.is_alive():
             try:
-                worker = _workers[device] = _Worker(device)
-            except RuntimeError as exc:
+                worker = _workers[device] = _Worker(device, self._timeout)
+            except (RuntimeError, PluginError) as exc:
                 self._unusable = str(exc)
-                raise
+                raise RuntimeError(self._unusable) from None
         # Host tensors are copied here: sharing would move the caller's own into shared memory.
         args, kwargs = map_tensors((self.target.args, self.target.kwargs), copier(lambda t: not _shared(t)))
         payload = attrs.evolve(self.target, args=args, kwargs=kwargs)

@@ -204,7 +204,9 @@ def serve(
         after each candidate, checks the device's health and releases its cache.
     :param parent: with ``lifeline``, for :func:`die_with_parent`.
 
-    Requests are ``("load", (number, target))``, ``("run", (number,
+    It first says ``("up", None)``, then ``("ok", None)`` once the device
+    is set, or ``("device", text)`` when the device plugin raised there,
+    whereupon it exits. Requests are ``("load", (number, target))``, ``("run", (number,
     payload))`` and ``("release", number)``, where ``number`` names one
     screening. Each gets a reply ``(kind, detail)``: ``("ok", None)``,
     ``("raised", text)`` for a candidate that raised, ``("error", text)``
@@ -214,8 +216,14 @@ def serve(
     die_with_parent(parent, lifeline)
     # Ctrl-C reaches the whole process group: the parent decides, and stops the worker if need be.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    device = device_class()
-    device.set_current(unit)
+    # Running: the script's import is behind us. Then the device, which is the plugin's to answer for.
+    conn.send(("up", None))
+    try:
+        device = device_class()
+        device.set_current(unit)
+    except Exception as exc:
+        conn.send(("device", f"set_current({unit}) raised {first_line(exc)}"))
+        return
     conn.send(("ok", None))
     loaded: dict[int, Loaded] = {}
     while True:

@@ -506,6 +506,14 @@ class InPlaceLaunch(KernelLaunch, Protocol):
         """Whether a run changes arguments its tuner puts back after each run (Triton: ``restore_value``)."""
         ...
 
+    def in_place_problem(self) -> str | None:
+        """Why the arguments the kernel zeroes or puts back cannot be, for this launch (``None``: they can).
+
+        Asked before any candidate runs: otherwise every candidate would fail
+        alike, without naming the kernel's option.
+        """
+        ...
+
 
 class IsolatedLaunch(Protocol):
     """One launch as the isolation worker repeats it, once per candidate (see :class:`IsolatingLaunch`)."""

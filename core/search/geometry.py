@@ -26,6 +26,18 @@ Point = tuple[Shape, int]
 #: Takes a batch of points, returns each one's agreed time in ms (``inf``: no usable time).
 Measure = Callable[[list[Point]], Mapping[Point, float]]
 
+
+class BudgetSpent(Exception):
+    """Raised by the measure function a strategy is handed once the search's budget allows no more.
+
+    The point cap (``SearchBudget.max_points``, distinct points) and the
+    wall-clock budget bind there, whatever route a strategy takes; a
+    strategy need not catch it (the search ends with what was measured), and
+    one that measures through a :class:`~kerneltune.core.search.ledger.SearchLedger`
+    never meets it.
+    """
+
+
 #: How hard a strategy tries, cheapest first.
 EFFORTS = SEARCH_EFFORTS
 
@@ -105,6 +117,14 @@ class SearchGeometry:
         """Whether ``point`` is a point of this space."""
         shape, profile = point
         return self.holds_shape(shape) and 0 <= profile < len(self.profiles)
+
+    def fallback(self) -> list[Point]:
+        """Points a search falls back to when nothing it measured ran: at the base profile, the seeds,
+        then the shape at the middle of every axis, then the smallest."""
+        middle = tuple(size // 2 for size in self.sizes)
+        smallest = tuple(0 for _ in self.sizes)
+        shapes = dict.fromkeys([*self.seeds, middle, smallest])
+        return [(shape, 0) for shape in shapes if self.holds_shape(shape)]
 
     def values(self, shape: Shape) -> dict[str, int]:
         """A shape's parameter values, by name."""

@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core import register_key_encoder
+from kerneltune.core.drivers.inplace import in_place_problem as value_problem
 
 Thunk = Callable[[], object]
 
@@ -442,6 +443,23 @@ def reset_arguments(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any], con
     """
     named = {**dict(zip(tuner.arg_names, args, strict=False)), **kwargs, **config.all_kwargs()}
     tuner.pre_hook(named, reset_only=True)
+
+
+def in_place_problem(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    """Why the arguments the autotuner zeroes or restores cannot be, for this launch (``None``: they can).
+
+    Read from ``t.reset_to_zero`` and ``t.restore_value``: a name the launch
+    does not pass, or a value that is no tensor autograd lets change in place.
+    """
+    named = {**dict(zip(tuner.arg_names, args, strict=False)), **kwargs}
+    for option in ("reset_to_zero", "restore_value"):
+        for name in getattr(tuner, option, None) or ():
+            if name not in named:
+                return f"{option} names {name!r}, which this launch does not pass"
+            problem = value_problem(named[name])
+            if problem is not None:
+                return f"{option} names {name!r}, {problem}"
+    return None
 
 
 def changes_in_place(tuner: Any) -> bool:

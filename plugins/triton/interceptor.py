@@ -86,6 +86,10 @@ class TritonLaunch:
         """Zero what the autotuner zeroes, as Triton does after tuning, before the run with ``config``."""
         adapter.reset_arguments(self.kernel, self._args, self._kwargs, config)
 
+    def in_place_problem(self) -> str | None:
+        """Why what the autotuner zeroes or restores cannot be, for this launch; ``None`` when it can."""
+        return adapter.in_place_problem(self.kernel, self._args, self._kwargs)
+
     def changes_in_place(self) -> bool:
         """Whether the autotuner puts arguments back after each run (``restore_value``, a post-hook)."""
         return adapter.changes_in_place(self.kernel)

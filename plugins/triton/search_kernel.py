@@ -178,6 +178,8 @@ class SearchParamsKernel(triton.KernelInterface):
         post_hook: Callable[..., Any] | None,
     ) -> None:
         """Triton's hook semantics: a user hook replaces the reset/restore default."""
+        # Read by adapter.in_place_problem, as on Triton's own autotuner.
+        self.reset_to_zero, self.restore_value = reset_to_zero, restore_value
         saved: dict[str, Any] = {}
 
         def reset_and_save(named: dict[str, Any], reset_only: bool = False) -> None:
@@ -231,6 +233,9 @@ class SearchParamsKernel(triton.KernelInterface):
         launch: dict[str, Any],
         grid: Any,
     ) -> Any:
+        problem = adapter.in_place_problem(self, args, launch)
+        if problem is not None:
+            raise TypeError(f"{self.__name__}: {problem}")
         session = current_session()
         space = self._space(session, fixed)
         # Before the agreement, as the function-level tuner: every rank raises alike.

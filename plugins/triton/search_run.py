@@ -12,6 +12,7 @@ re-timed head to head in interleaved rounds on the same engine path, and
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -31,7 +32,8 @@ from kerneltune.core import (
     format_ms,
 )
 from kerneltune.core.plugin_system.contracts import SearchStrategy
-from kerneltune.core.search.geometry import Point, SearchBudget, Shape
+from kerneltune.core.plugin_system.seam import fault, origin
+from kerneltune.core.search.geometry import BudgetSpent, Point, SearchBudget, Shape
 from kerneltune.core.search.strategies import choose_strategy
 from kerneltune.core.verbose import show
 from kerneltune.plugins.triton import adapter, compiler
@@ -46,6 +48,21 @@ PRECISE_REPEAT_FACTOR = 4
 #: finalist 2.5% slower win on a landscape whose top configs lie within 2.5%.
 PRECISE_ROUNDS = 4
 _TRUE = ("1", "true", "yes", "on")
+
+logger = logging.getLogger("kerneltune")
+
+
+def _is_point(point: Any) -> bool:
+    """``(shape, profile)``: a tuple of ints and an int, none of them a bool; negative ones are no index."""
+    if not isinstance(point, tuple) or len(point) != 2:
+        return False
+    shape, profile = point
+    return (
+        isinstance(shape, tuple)
+        and all(type(i) is int and i >= 0 for i in shape)
+        and type(profile) is int
+        and profile >= 0
+    )
 
 
 def _env_flag(name: str) -> bool:
@@ -131,6 +148,8 @@ class SearchRun:
         #: with several ranks and a wall-clock budget: the slowest rank's seconds at the last round.
         self.agreed_elapsed = 0.0
         self.timed = False
+        #: the run has measured the space's fallback points.
+        self.fell_back = False
         # Compile processes first: asking for them starts the compiler's warm-up beside the driver's build.
         self.compile_process = compiler.forked_compiles()
         self.compile_config = compiler.config_compiler(kernel, args, {**launch, "grid": grid})
@@ -165,8 +184,7 @@ class SearchRun:
             self.say(f"operator class {kernel.operator} ({kernel.operator_reason}); profile family {family}")
             strategy, budget = self.strategy()
             self.say(f"search strategy {strategy.name}: {budget.describe()}")
-            found = strategy.search(self.space.geometry, self.measure, budget, self.say)
-            finalists = self.checked(strategy, found)
+            finalists = self.search(strategy, budget)
             chosen = strategy.name
         best = self.finalise(finalists)
         candidates = self.tuning.tuner.space.candidates
@@ -228,19 +246,110 @@ class SearchRun:
             raise PluginError(problem)
         return strategy, budget
 
-    def checked(self, strategy: SearchStrategy, finalists: list[Point]) -> list[Point]:
-        """The strategy's finalists, each once, at most as many as asked for.
+    def search(self, strategy: SearchStrategy, budget: SearchBudget) -> list[Point]:
+        """The strategy's search, its budget bound at the measure it is handed; its finalists.
 
-        :raises PluginError: for a finalist that is not a point of the space.
+        A strategy stopped by its budget (:class:`BudgetSpent`) ends with the
+        best points measured. One that raises anything else is a fault (one
+        warning naming it) and the search goes on without it: with several
+        ranks one ``max`` makes every rank go on alike. With no finalist
+        that ran, the run falls back to the space's fallback points (in
+        :meth:`finalise`).
+        """
+        measure = self.bounded(strategy, budget)
+        failure: BaseException | None = None
+        try:
+            found = strategy.search(self.space.geometry, measure, budget, self.say)
+        except BudgetSpent as stop:
+            self.say(f"search strategy {strategy.name}: stopped: {stop}")
+            found = self.best_measured()
+        except PluginError:
+            raise
+        except Exception as exc:
+            failure = exc
+            found = []
+        if self.tuning.reducer.world_size > 1:
+            (anyone,) = self.tuning.reducer.max([0.0 if failure is None else 1.0])
+            if anyone and failure is None:
+                failure = RuntimeError("it failed on another rank")
+                found = []
+        if failure is not None:
+            fault(
+                self.tuning.session.manager,
+                self.owner(strategy),
+                f"search strategy {strategy.name!r} raised {type(failure).__name__}: {failure}",
+                f"{self.kernel.__name__} goes on with the best points measured",
+            )
+            found = self.best_measured()
+        return self.checked(strategy, found)
+
+    def owner(self, strategy: SearchStrategy) -> str:
+        """The plugin that registered ``strategy``."""
+        return self.tuning.session.registries.search_strategies.owners.get(strategy.name, strategy.name)
+
+    def bounded(self, strategy: SearchStrategy, budget: SearchBudget) -> Callable[[Any], dict[Point, float]]:
+        """The measure function ``strategy`` is handed: points checked, the budget bound, repeats not re-run.
+
+        :raises PluginError: for something that is no list of points of the space.
+        :raises BudgetSpent: once the point cap or the wall-clock budget allows nothing more.
         """
         geometry = self.space.geometry
+        known: dict[Point, float] = {}
+
+        def measure(points: Any) -> dict[Point, float]:
+            listed = list(points) if isinstance(points, list | tuple) else None
+            if listed is None or not all(_is_point(p) and geometry.holds(p) for p in listed):
+                raise PluginError(
+                    f"{origin(self.tuning.session.manager, self.owner(strategy))}: search strategy "
+                    f"{strategy.name!r} asked {self.kernel.__name__} to measure {points!r}, which is not a "
+                    "list of (shape, profile) points of its space"
+                )
+            # Once nothing more may be measured, every call stops the strategy, a call for points it
+            # has already had too: a strategy that never looks at its budget must still end.
+            if budget.max_points is not None and len(known) >= budget.max_points:
+                raise BudgetSpent(f"point cap of {budget.max_points} reached")
+            if budget.expired():
+                raise BudgetSpent(f"wall-clock budget of {budget.seconds:g} s spent")
+            if len(known) == geometry.space_size:
+                raise BudgetSpent("every point of the space is measured")
+            fresh = [p for p in dict.fromkeys(listed) if p not in known]
+            if budget.max_points is not None:
+                fresh = fresh[: budget.max_points - len(known)]
+            if fresh:
+                known.update(self.measure(fresh))
+            return {p: known[p] for p in listed if p in known}
+
+        return measure
+
+    def best_measured(self) -> list[Point]:
+        """The fastest points measured so far, as many as the finalists asked for."""
+        timed = [(value, index) for index, value in self.outcomes.items() if math.isfinite(value)]
+        return [self.space.point(index) for _, index in sorted(timed)[: self.hints.shape_final_top_k]]
+
+    def checked(self, strategy: SearchStrategy, finalists: Any) -> list[Point]:
+        """The strategy's finalists, each once, at most as many as asked for.
+
+        :raises PluginError: naming the strategy's plugin, for an answer that
+            is no list, or a finalist that is not a point of the space.
+        """
+        geometry = self.space.geometry
+        named = (
+            f"{origin(self.tuning.session.manager, self.owner(strategy))}: search strategy {strategy.name!r}"
+        )
+        if not isinstance(finalists, list | tuple):
+            raise PluginError(
+                f"{named} returned {finalists!r} for {self.kernel.__name__}; a strategy returns a list of "
+                "points"
+            )
         kept: list[Point] = []
         for point in finalists:
-            valid = isinstance(point, tuple) and len(point) == 2 and geometry.holds(point)
+            valid = (
+                isinstance(point, tuple) and len(point) == 2 and _is_point(point) and geometry.holds(point)
+            )
             if not valid:
                 raise PluginError(
-                    f"search strategy {strategy.name!r} returned {point!r} as a finalist of "
-                    f"{self.kernel.__name__}, which is not a (shape, profile) point of its space"
+                    f"{named} returned {point!r} as a finalist of {self.kernel.__name__}, which is not a "
+                    "(shape, profile) point of its space"
                 )
             if point not in kept:
                 kept.append(point)
@@ -288,10 +397,15 @@ class SearchRun:
         return {**known, **dict(zip(points, times, strict=True))}
 
     def finalise(self, finalists: list[Point]) -> Candidate:
-        """Stage 3: re-time the finalists precisely, gate them, and pick."""
+        """Stage 3: re-time the finalists precisely, gate them, and pick.
+
+        Where no finalist is named, or every one fails in stage 3, the
+        space's fallback points (:meth:`SearchGeometry.fallback`) are
+        measured too, once, and the pick is made among everything that ran:
+        an empty plan never reaches SELECT.
+        """
         if not finalists:
-            measured = [self.tuning.tuner.space.candidates[i] for i in self.outcomes]
-            return self.tuning.finish(among=measured)
+            finalists = self.fall_back("the search named no finalist")
         candidates = [self.space.candidate(p) for p in finalists]
         per_round = max(1, self.tuning.session.settings.repeat * PRECISE_REPEAT_FACTOR // PRECISE_ROUNDS)
         self.say(
@@ -308,6 +422,13 @@ class SearchRun:
         for candidate, value in zip(candidates, times, strict=True):
             self.outcomes[candidate.index] = value
             self.say(f"stage 3: {candidate.label}: {format_ms(value)}")
+        if not any(math.isfinite(t) for t in times) and not self.fell_back:
+            self.fall_back("every finalist failed in stage 3")
+            ran = [
+                self.tuning.tuner.space.candidates[i] for i, t in self.outcomes.items() if math.isfinite(t)
+            ]
+            if ran:
+                return self.tuning.finish(among=ran)
         if self.hints.reference_fn is not None:
             self.gate(candidates, times)
         try:
@@ -345,6 +466,24 @@ class SearchRun:
         while (candidate := self.tuning.next_candidate()) is not None:
             self.tuning.measure(candidate, self.runner(candidate, points[candidate.index]))
         return self.tuning.finish(among=candidates)
+
+    def fall_back(self, why: str) -> list[Point]:
+        """Measure the space's fallback points not measured yet, once; the best points that ran since.
+
+        Every rank reaches the same ``why`` from agreed times, so all fall back alike.
+        """
+        self.fell_back = True
+        todo = [p for p in self.space.geometry.fallback() if self.space.index(p) not in self.outcomes]
+        self.say(f"{why}; measuring {len(todo)} fallback point(s)")
+        logger.info(
+            "kerneltune: %s: key %r: %s; measuring its fallback points",
+            self.kernel.__name__,
+            self.tuning.key,
+            why,
+        )
+        if todo:
+            self.measure(todo)
+        return self.best_measured()
 
     def gate(self, candidates: list[Candidate], times: list[float]) -> None:
         """Check finalists fastest first; alone, stop at the first that passes."""

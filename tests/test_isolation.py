@@ -364,25 +364,16 @@ def test_a_tuner_that_does_not_screen_warns_once_that_isolation_is_not_applied(m
     ],
 )
 def test_a_device_failing_in_the_worker_is_named_as_such_within_the_timeout(
-    monkeypatch, isolated, tmp_path, fault, why
+    isolate, monkeypatch, tmp_path, fault, why
 ):
     monkeypatch.setenv("ISOLATION_DOUBLE_FAULT", fault)
     device = plugin_module(
         "faulty_unit_device",
         kerneltune_register_devices=lambda register: register(isolation_doubles.FaultyUnitDevice),
     )
-    # Every session, as the worker's device is looked up in the process's own.
+    # In every session: the worker's device is looked up in the process's own.
     add_plugin(device)
     try:
-        install_session(
-            monkeypatch,
-            extra=(scripted_timer_plugin(cost), plugin),
-            timer="scripted",
-            warmup=0,
-            repeat=1,
-            isolate="subprocess",
-            isolate_timeout=1,
-        )
         started = time.monotonic()
         with pytest.raises(NoValidConfigError) as info:
             tuned()(2, str(tmp_path / "runs"))

@@ -82,7 +82,8 @@ class FaultyUnitDevice:
     """The host, as a device whose ``set_current`` fails in the isolation worker.
 
     ``ISOLATION_DOUBLE_FAULT`` says how: ``raise`` or ``hang`` (sleeps a minute).
-    In the tuning process it behaves as the host does.
+    In the tuning process it behaves as the host does, but with ``owns``,
+    where ``owns`` raises.
     """
 
     name = "faulty-unit"
@@ -94,6 +95,8 @@ class FaultyUnitDevice:
         return True
 
     def owns(self, tensor: Any) -> bool:
+        if os.environ.get("ISOLATION_DOUBLE_FAULT") == "owns":
+            raise RuntimeError("cannot tell")
         return False
 
     def index_of(self, tensor: Any) -> int:

@@ -25,6 +25,7 @@ from kerneltune.core import (
     ConfigError,
     IsolationError,
     NoValidConfigError,
+    PluginError,
     Space,
     Tuner,
     add_plugin,
@@ -361,6 +362,7 @@ def test_a_tuner_that_does_not_screen_warns_once_that_isolation_is_not_applied(m
     [
         ("raise", r"set_current\(0\) raised RuntimeError: unit 0 is gone in the isolation worker"),
         ("hang", r"set_current\(0\) in the isolation worker took longer than isolate_timeout = 1 s"),
+        ("owns", r"raised RuntimeError: cannot tell while the isolation worker's device was chosen"),
     ],
 )
 def test_a_device_failing_in_the_worker_is_named_as_such_within_the_timeout(
@@ -375,8 +377,8 @@ def test_a_device_failing_in_the_worker_is_named_as_such_within_the_timeout(
     add_plugin(device)
     try:
         started = time.monotonic()
-        with pytest.raises(NoValidConfigError) as info:
-            tuned()(2, str(tmp_path / "runs"))
+        with pytest.raises((NoValidConfigError, PluginError)) as info:
+            tuned(key_fn=lambda x, *args, **kwargs: 2)(torch.zeros(2), str(tmp_path / "runs"))
         assert time.monotonic() - started < 30, "isolate_timeout, not the 120 s start-up wait"
     finally:
         remove_plugin(device)

@@ -81,14 +81,24 @@ def _device(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
     a device ranked below it is chosen only as the session's own.
     """
     tensors = [leaf for leaf in flatten((args, dict(kwargs))) if _is_tensor(leaf)]
-    placement = current_session().placement
-    for device in placement:
-        owned = next((tensor for tensor in tensors if device.owns(tensor)), None)
-        if owned is not None:
-            return f"{device.name}:{device.index_of(owned)}"
-        if device.in_use():
-            return f"{device.name}:{device.current()}"
-    return f"{placement[0].name}:{placement[0].current()}"
+    session = current_session()
+    placement = session.placement
+    device = placement[0]
+    try:
+        for device in placement:
+            owned = next((tensor for tensor in tensors if device.owns(tensor)), None)
+            if owned is not None:
+                return f"{device.name}:{device.index_of(owned)}"
+            if device.in_use():
+                return f"{device.name}:{device.current()}"
+        device = placement[0]
+        return f"{device.name}:{device.current()}"
+    except Exception as exc:
+        owner = origin(session.manager, session.registries.devices.owners.get(device.name, device.name))
+        raise PluginError(
+            f"{owner}: device {device.name!r}: raised {type(exc).__name__}: {exc} while the isolation "
+            "worker's device was chosen"
+        ) from exc
 
 
 def _is_tensor(value: Any) -> bool:

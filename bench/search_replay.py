@@ -36,9 +36,9 @@ from typing import Any
 from kerneltune.core import Session, load_settings
 from kerneltune.core.plugin_system.registry import Registry
 from kerneltune.core.search.families import family_probes, family_profiles
-from kerneltune.core.search.geometry import Point, SearchBudget, SearchGeometry
-from kerneltune.core.search.profiles import CompileTarget
 from kerneltune.core.search.strategies import search_strategies
+from kerneltune.core.values.geometry import Point, SearchBudget, SearchGeometry
+from kerneltune.core.values.profiles import CompileTarget
 from kerneltune.plugins.profiles.nvidia import NvidiaMatrixProfiles, NvidiaVectorProfiles
 
 #: What bench/search_quality.py compiled for: an H200 under triton 3.6.

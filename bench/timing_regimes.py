@@ -57,7 +57,7 @@ def timers(launch: Any) -> dict[str, Any]:
     """Each regime as a function of nothing that returns one time in ms."""
     import torch
     import triton
-    from kerneltune.core.machine.records import trimmed
+    from kerneltune.core.values.records import trimmed
     from kerneltune.plugins.devices.accelerators import CudaDevice
     from kerneltune.plugins.timers.events import CudaEventTimer
     from launch_gap import timed_launches

@@ -32,7 +32,7 @@ from typing import Any
 import attrs
 from kerneltune import __version__
 from kerneltune.core import CacheReadError, KernelTuneError, TuningRecord
-from kerneltune.core.machine.records import iso_date
+from kerneltune.core.values.records import iso_date
 
 FORMAT = "kerneltune-archive"
 VERSION = 1

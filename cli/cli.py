@@ -28,7 +28,6 @@ import pluggy
 from kerneltune import __version__, views
 from kerneltune.archive import read_archive, write_archive
 from kerneltune.core import CacheReadError, KernelTuneError, Settings, TuningRecord, format_ms, load_settings
-from kerneltune.core.machine.records import iso_date
 from kerneltune.core.plugin_system.contracts import ListingCache, provides
 from kerneltune.core.plugin_system.registry import (
     Registries,
@@ -40,6 +39,7 @@ from kerneltune.core.plugin_system.registry import (
 from kerneltune.core.plugin_system.session import hardware_facts, make_cache, resolve_devices
 from kerneltune.core.plugin_system.settings import DeclaredSettings, resolve_declared, setting_sources
 from kerneltune.core.private_files import remove_private
+from kerneltune.core.values.records import iso_date
 
 
 class _Group(click.Group):

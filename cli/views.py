@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 from kerneltune.core import TuningRecord, format_ms
-from kerneltune.core.machine.records import NOT_MEASURED, PRUNED
+from kerneltune.core.values.records import NOT_MEASURED, PRUNED
 
 
 def key_text(value: Any) -> str:

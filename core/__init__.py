@@ -1,12 +1,18 @@
-"""kerneltune's engine: the tuning state machine and the plugin contract.
+"""kerneltune's engine, and the one import a plugin author needs.
 
-Grouped by role: ``machine`` (the state machine and its stages),
-``drivers`` (the tuners that drive it), ``plugin_system``, ``search``
-(generated spaces) and ``isolation``; docs/architecture.md maps them. This
-package re-exports the public names. Nothing here imports torch or triton;
+Every name in ``__all__`` is the plugin API: built-in plugins and the
+examples import these names from ``kerneltune.core`` and nothing deeper, so
+core's modules can be regrouped without breaking a plugin. A name keeps its
+meaning within a major version; removing one, or changing what it takes or
+returns, waits for the next major version (docs/plugins.md, "What the API
+promises"). The modules below are grouped by role: ``values`` (plain data
+on the ground floor), ``plugin_system``, ``search``, ``isolation``,
+``machine`` (the state machine) and ``drivers`` (the tuners that drive it);
+docs/architecture.md maps them. Nothing here imports torch or triton;
 plugins do, lazily, when they run.
 """
 
+from kerneltune.core.drivers.inplace import in_place_problem
 from kerneltune.core.errors import (
     CacheReadError,
     CandidateDropped,
@@ -23,12 +29,70 @@ from kerneltune.core.errors import (
     UncertainPickWarning,
     describe_error,
 )
+from kerneltune.core.isolation.parent import SUBPROCESS, TURN_OFF, Screening, named_target, screener
+from kerneltune.core.isolation.worker import copier
 from kerneltune.core.machine.engine import Tuner, Tuning
-from kerneltune.core.machine.keys import describe, digest, encode_key, register_key_encoder
 from kerneltune.core.machine.measure import format_ms
-from kerneltune.core.machine.records import Candidate, Measurement, Method, TuningRecord
-from kerneltune.core.machine.space import Space
-from kerneltune.core.plugin_system.events import (
+from kerneltune.core.notices import user_stacklevel, warn_once
+from kerneltune.core.plugin_system.contracts import (
+    Cache,
+    CompileProcess,
+    Device,
+    DeviceTimer,
+    Feature,
+    FlushingTimer,
+    ForkingLaunch,
+    ForkingRecorder,
+    GatheringReducer,
+    GlobalRankReducer,
+    HoldingTimer,
+    InPlaceLaunch,
+    Interceptor,
+    IsolatedLaunch,
+    IsolatingLaunch,
+    KernelLaunch,
+    ListingCache,
+    ProbingProfileFamily,
+    ProfileFamily,
+    RecordingInterceptor,
+    Reducer,
+    Registrable,
+    RemoteStore,
+    SearchStrategy,
+    Timer,
+    UnsupportedLaunch,
+    provides,
+)
+from kerneltune.core.plugin_system.hookspecs import hookimpl, hookspec
+from kerneltune.core.plugin_system.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
+from kerneltune.core.plugin_system.seam import PluginFaultWarning, fault, origin
+from kerneltune.core.plugin_system.session import Session, add_plugin, current_session, remove_plugin
+from kerneltune.core.plugin_system.settings import (
+    SEARCH_EFFORTS,
+    Settings,
+    SettingSpec,
+    boolean,
+    integer,
+    load_settings,
+    one_of,
+    seconds,
+    text,
+)
+from kerneltune.core.private_files import (
+    MAX_READ,
+    NotPrivateError,
+    check_folder,
+    check_root,
+    make_private_dirs,
+    open_private_append,
+    read_private,
+    remove_private,
+)
+from kerneltune.core.search.families import choose_family, family_probes, family_profiles
+from kerneltune.core.search.ledger import SearchLedger
+from kerneltune.core.search.strategies import choose_strategy
+from kerneltune.core.torch_devices import torch_device_module
+from kerneltune.core.values.events import (
     CandidateMeasured,
     CompileFinished,
     CompileStarted,
@@ -38,55 +102,146 @@ from kerneltune.core.plugin_system.events import (
     TuningFinished,
     TuningStarted,
 )
-from kerneltune.core.plugin_system.hookspecs import hookimpl, hookspec
-from kerneltune.core.plugin_system.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
-from kerneltune.core.plugin_system.session import Session, add_plugin, current_session, remove_plugin
-from kerneltune.core.plugin_system.settings import Settings, load_settings
+from kerneltune.core.values.geometry import (
+    BudgetSpent,
+    Measure,
+    Point,
+    SearchBudget,
+    SearchGeometry,
+    Shape,
+)
+from kerneltune.core.values.keys import describe, digest, encode_key, register_key_encoder
+from kerneltune.core.values.profiles import OPERATORS, UNSET, CompileTarget, option_grid, unique_profiles
+from kerneltune.core.values.records import Candidate, Measurement, Method, TuningRecord
+from kerneltune.core.values.space import Space
+from kerneltune.core.values.target import Target
+from kerneltune.core.verbose import verbose_line
 
 __all__ = [
+    # the plugin system: hooks, registration, sessions, settings
     "BUILTIN_PLUGINS",
     "ENTRY_POINT_GROUP",
-    "CacheReadError",
+    "SEARCH_EFFORTS",
+    "Session",
+    "SettingSpec",
+    "Settings",
+    "add_plugin",
+    "boolean",
+    "current_session",
+    "hookimpl",
+    "hookspec",
+    "integer",
+    "load_settings",
+    "make_plugin_manager",
+    "one_of",
+    "remove_plugin",
+    "seconds",
+    "text",
+    # the contracts a registered class meets, and the test for optional parts
+    "Cache",
+    "CompileProcess",
+    "Device",
+    "DeviceTimer",
+    "Feature",
+    "FlushingTimer",
+    "ForkingLaunch",
+    "ForkingRecorder",
+    "GatheringReducer",
+    "GlobalRankReducer",
+    "HoldingTimer",
+    "InPlaceLaunch",
+    "Interceptor",
+    "IsolatedLaunch",
+    "IsolatingLaunch",
+    "KernelLaunch",
+    "ListingCache",
+    "ProbingProfileFamily",
+    "ProfileFamily",
+    "RecordingInterceptor",
+    "Reducer",
+    "Registrable",
+    "RemoteStore",
+    "SearchStrategy",
+    "Timer",
+    "UnsupportedLaunch",
+    "provides",
+    # values: candidates, records, keys, events
     "Candidate",
-    "CandidateDropped",
-    "CandidateFailedWarning",
     "CandidateMeasured",
     "CompileFinished",
     "CompileStarted",
-    "ConfigError",
-    "IsolationError",
-    "KernelTuneError",
     "KernelTuned",
     "LaunchMeasured",
     "Measurement",
     "Method",
-    "NoStoredPickError",
-    "NoValidConfigError",
     "PickLoaded",
-    "PluginError",
-    "RankMismatchError",
-    "Session",
-    "Settings",
     "Space",
-    "StalledTuningError",
-    "Tuner",
-    "TunerBusyError",
-    "Tuning",
     "TuningFinished",
     "TuningRecord",
     "TuningStarted",
-    "UncertainPickWarning",
-    "add_plugin",
-    "current_session",
     "describe",
-    "describe_error",
     "digest",
     "encode_key",
-    "format_ms",
-    "hookimpl",
-    "hookspec",
-    "load_settings",
-    "make_plugin_manager",
     "register_key_encoder",
-    "remove_plugin",
+    # the tuning machine
+    "Tuner",
+    "Tuning",
+    "format_ms",
+    "in_place_problem",
+    # generated spaces: the search vocabulary and compile targets
+    "OPERATORS",
+    "UNSET",
+    "BudgetSpent",
+    "CompileTarget",
+    "Measure",
+    "Point",
+    "SearchBudget",
+    "SearchGeometry",
+    "SearchLedger",
+    "Shape",
+    "choose_family",
+    "choose_strategy",
+    "family_probes",
+    "family_profiles",
+    "option_grid",
+    "unique_profiles",
+    # isolation
+    "SUBPROCESS",
+    "TURN_OFF",
+    "Screening",
+    "Target",
+    "copier",
+    "named_target",
+    "screener",
+    # errors and warnings
+    "CacheReadError",
+    "CandidateDropped",
+    "CandidateFailedWarning",
+    "ConfigError",
+    "IsolationError",
+    "KernelTuneError",
+    "NoStoredPickError",
+    "NoValidConfigError",
+    "PluginError",
+    "PluginFaultWarning",
+    "RankMismatchError",
+    "StalledTuningError",
+    "TunerBusyError",
+    "UncertainPickWarning",
+    "describe_error",
+    "fault",
+    "origin",
+    # notices, verbose lines, private files, device modules
+    "MAX_READ",
+    "NotPrivateError",
+    "check_folder",
+    "check_root",
+    "make_private_dirs",
+    "open_private_append",
+    "read_private",
+    "remove_private",
+    "torch_device_module",
+    "user_stacklevel",
+    "verbose_line",
+    "warn_once",
 ]

@@ -16,7 +16,7 @@ import logging
 ROOT = "kerneltune"
 
 
-def show(line: str, *, source: str = ROOT) -> None:
+def verbose_line(line: str, *, source: str = ROOT) -> None:
     """Show one verbose line.
 
     :param source: what the line is about: printed as its ``[source]``

@@ -26,9 +26,9 @@ from kerneltune.core.machine.confidence import (
     paired_lead,
     round_means,
 )
-from kerneltune.core.machine.records import Measurement, spread
 from kerneltune.core.machine.reuse import RECHECK_MAX, RECHECKS
 from kerneltune.core.machine.ties import finalists
+from kerneltune.core.values.records import Measurement, spread
 from rank_doubles import ThreadGroup, run_ranks
 from test_multirank import make_session, space
 from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records

@@ -20,8 +20,8 @@ from pathlib import Path
 import attrs
 import pytest
 from kerneltune.core import Session, load_settings
-from kerneltune.core.search.geometry import SearchBudget, SearchGeometry
 from kerneltune.core.search.strategies import search_strategies
+from kerneltune.core.values.geometry import SearchBudget, SearchGeometry
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

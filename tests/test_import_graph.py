@@ -115,7 +115,41 @@ def describe(component: list[str], graph: Graph) -> str:
     return "{" + ", ".join(component) + "}: " + "; ".join(edges)
 
 
-GRAPH = import_graph(project_modules(ROOT, package_roots(ROOT / "setup.py")))
+def example_roots(base: Path) -> dict[str, str]:
+    """The example plugin packages under ``examples/*/src``: import name -> folder."""
+    return {
+        init.parent.name: str(init.parent.relative_to(base))
+        for init in sorted(base.glob("examples/*/src/*/__init__.py"))
+    }
+
+
+EXAMPLES = example_roots(ROOT)
+GRAPH = import_graph(project_modules(ROOT, {**package_roots(ROOT / "setup.py"), **EXAMPLES}))
+
+#: core's roles, lowest floor first: a module imports only from its own floor or below.
+FLOORS = (
+    ("kerneltune.core.errors", "kerneltune.core.values"),
+    (
+        "kerneltune.core.notices",
+        "kerneltune.core.verbose",
+        "kerneltune.core.private_files",
+        "kerneltune.core.torch_devices",
+    ),
+    ("kerneltune.core.plugin_system",),
+    ("kerneltune.core.search", "kerneltune.core.isolation"),
+    ("kerneltune.core.machine",),
+    ("kerneltune.core.drivers",),
+)
+
+
+def floor(module: str) -> int:
+    """The floor of a core module (``kerneltune.core`` itself, the front door, is above them all)."""
+    for level, roles in enumerate(FLOORS):
+        if any(module == role or module.startswith(f"{role}.") for role in roles):
+            return level
+    if module == "kerneltune.core":
+        return len(FLOORS)
+    raise AssertionError(f"{module} has no floor in FLOORS: add its role there")
 
 
 def family(module: str) -> str:
@@ -126,6 +160,24 @@ def family(module: str) -> str:
 def test_the_graph_covers_every_layer():
     layers = {"kerneltune.core.machine.tuning", "kerneltune.plugins.triton.adapter", "kerneltune.cli"}
     assert layers | {"triton_dist.tune"} <= set(GRAPH)
+
+
+def test_every_core_module_has_a_floor_and_the_examples_are_read():
+    assert set(EXAMPLES) == {"kerneltune_example_device", "kerneltune_example_plugin"}
+    for module in GRAPH:
+        if module.startswith("kerneltune.core"):
+            floor(module)
+
+
+def test_core_imports_run_down_the_floors_only():
+    upward = [
+        f"{module} (floor {floor(module)}) -> {target} (floor {floor(target)})"
+        for module, targets in GRAPH.items()
+        if module.startswith("kerneltune.core.")
+        for target in sorted(targets)
+        if target.startswith("kerneltune.core") and floor(target) > floor(module)
+    ]
+    assert not upward, "imports running back up core's floors:\n" + "\n".join(upward)
 
 
 def test_no_import_cycles():
@@ -144,11 +196,24 @@ def test_no_import_cycles():
             ),
         ),
         ("triton_dist", lambda module, target: target.startswith(("kerneltune.core", "triton_dist"))),
+        (
+            "kerneltune.plugins.",
+            lambda module, target: target == "kerneltune.core" or not target.startswith("kerneltune.core"),
+        ),
+        *[
+            (
+                example,
+                lambda module, target: target == "kerneltune.core" or not target.startswith("kerneltune."),
+            )
+            for example in sorted(EXAMPLES)
+        ],
     ],
     ids=[
         "core imports only core",
         "a plugin imports no other plugin family",
         "triton_dist imports only core",
+        "a plugin imports core only through kerneltune.core",
+        *[f"{example} imports only kerneltune.core" for example in sorted(EXAMPLES)],
     ],
 )
 def test_imports_follow_the_arrows(importer, allowed):

@@ -9,8 +9,8 @@ import pytest
 from kerneltune.core import Measurement, PickLoaded, hookimpl
 from kerneltune.core.machine import measure
 from kerneltune.core.machine.measure import standard_error
-from kerneltune.core.machine.records import trimmed
 from kerneltune.core.machine.ties import near_ties
+from kerneltune.core.values.records import trimmed
 from tuning_doubles import FakeClock, clock_plugin, install_session, steps_plugin, stored_records
 
 from triton_dist.tune import autotune

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import http.server
 import re
 import threading
@@ -12,8 +13,8 @@ from pathlib import Path
 import attrs
 import pytest
 from kerneltune.core import PluginError, Session, Settings, Space, Tuner, load_settings
-from kerneltune.core.search.geometry import SearchBudget, SearchGeometry
 from kerneltune.core.search.strategies import search_strategies
+from kerneltune.core.values.geometry import SearchBudget, SearchGeometry
 from tuning_doubles import record_files
 
 PLUGINS_MD = Path(__file__).resolve().parent.parent / "docs" / "plugins.md"
@@ -131,3 +132,82 @@ def test_the_accelerator_recipe_registers_a_device_and_its_timer():
     timer.sample(lambda: None)
     (elapsed,) = timer.collect()
     assert elapsed >= 0
+
+
+def _doc_block(heading: str) -> str:
+    """The first python block under ``heading`` (a whole heading line) of docs/plugins.md."""
+    part = PLUGINS_MD.read_text().split(f"\n{heading}\n", 1)[1]
+    return re.findall(r"```python\n(.*?)```", part, re.DOTALL)[0]
+
+
+def _kerneltune_imports(source: str) -> set[str]:
+    """The kerneltune modules a source file imports from."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kerneltune"):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("kerneltune"))
+    return found
+
+
+def test_an_outside_package_written_from_the_docs_imports_only_kerneltune_core_and_works(
+    http_server, tmp_path, monkeypatch
+):
+    # A package as a plugin author writes it from docs/plugins.md alone: the
+    # register pattern's timer, the strategy and the remote store recipes,
+    # shipped through the entry-point group as an installed distribution is.
+    modules = {
+        "process_timer": _doc_block("## The register pattern"),
+        "random_search": _doc_block("### A search strategy"),
+        "http_store": _doc_block("### A cache backend: a remote store"),
+    }
+    site = tmp_path / "site"
+    package = site / "my_package"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for name, source in modules.items():
+        assert _kerneltune_imports(source) == {"kerneltune.core"}, name
+        (package / f"{name}.py").write_text(source)
+    info = site / "my_package-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-package\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[kerneltune]\n" + "".join(f"{name.replace('_', '-')} = my_package.{name}\n" for name in modules)
+    )
+    monkeypatch.syspath_prepend(str(site))
+    url = f"http://127.0.0.1:{http_server.server_address[1]}/picks"
+    settings = attrs.evolve(
+        load_settings(environ={"KERNELTUNE_HTTP_STORE_URL": url}),
+        autoload=True,
+        cache="http",
+        timer="process-time",
+        search_strategy="random",
+        cache_dir=tmp_path / "cache",
+    )
+    session = Session.create(settings)
+    assert type(session.make_timer()).__module__ == "my_package.process_timer"
+    assert session.registries.search_strategies.owners["random"] == "random-search"
+
+    # The timer measures, the store keeps the pick on the server.
+    space = Space.build("spin", [{"n": 200_000}, {"n": 2_000}], source="def spin(n): ...")
+    with Tuner(space).begin(session, 3) as tuning:
+        while (candidate := tuning.next_candidate()) is not None:
+            timer = session.make_timer()
+            for _ in range(3):
+                timer.sample(lambda n=candidate.config["n"]: sum(range(n)))
+            tuning.record(candidate, timer.collect())
+        assert tuning.finish().config == {"n": 2_000}
+    assert [path for path in http_server.values if path.startswith("/picks/kerneltune%3Av1%3Aspin%3A")]
+
+    # The strategy searches a space through the measure function it is handed.
+    strategy = session.registries.search_strategies.select("random")()
+    geometry = SearchGeometry(params=("BLOCK", "WARPS"), axes=((16, 32, 64, 128), (1, 2, 4, 8)))
+    asked: list[tuple[tuple[int, ...], int]] = []
+
+    def measure(points):
+        asked.extend(points)
+        return {point: float(sum(point[0])) for point in points}
+
+    finalists = strategy.search(geometry, measure, SearchBudget(finalists=1), lambda line: None)
+    assert len(asked) == 4 and finalists == [min(asked, key=lambda point: sum(point[0]))]

@@ -10,7 +10,7 @@ import attrs
 import pytest
 from kerneltune.core import PluginError, Session, load_settings
 from kerneltune.core.search.families import choose_family, family_probes, family_profiles
-from kerneltune.core.search.profiles import UNSET, CompileTarget, option_grid
+from kerneltune.core.values.profiles import UNSET, CompileTarget, option_grid
 from kerneltune.plugins.profiles.ascend import (
     MULTIBUFFER_CHILDREN,
     AscendMixCVProfiles,

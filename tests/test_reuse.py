@@ -33,10 +33,10 @@ from kerneltune.core import (
     hookimpl,
     remove_plugin,
 )
-from kerneltune.core.machine.records import TuningRecord
 from kerneltune.core.machine.reuse import Plan, plan_reuse
 from kerneltune.core.machine.schedule import Schedule
 from kerneltune.core.machine.stored import method_of
+from kerneltune.core.values.records import TuningRecord
 from kerneltune.plugins.triton import adapter
 from kerneltune.plugins.triton.search_run import PRECISE_ROUNDS
 from rank_doubles import ThreadGroup, plugin, run_ranks

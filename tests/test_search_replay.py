@@ -33,8 +33,8 @@ from pathlib import Path
 
 import pytest
 from kerneltune.core.search.families import family_probes, family_profiles
-from kerneltune.core.search.geometry import SearchBudget, SearchGeometry
-from kerneltune.core.search.profiles import CompileTarget
+from kerneltune.core.values.geometry import SearchBudget, SearchGeometry
+from kerneltune.core.values.profiles import CompileTarget
 from kerneltune.plugins.profiles.nvidia import NvidiaMatrixProfiles, NvidiaVectorProfiles
 from kerneltune.plugins.search import staged as search
 from kerneltune.plugins.search.pattern import PatternStrategy

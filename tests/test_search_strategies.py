@@ -12,9 +12,9 @@ import types
 import attrs
 import pytest
 from kerneltune.core import ConfigError, PluginError, Session, hookimpl, load_settings
-from kerneltune.core.search.geometry import SearchBudget, SearchGeometry
 from kerneltune.core.search.ledger import TIMED_ROUND, SearchLedger
 from kerneltune.core.search.strategies import choose_strategy, search_strategies
+from kerneltune.core.values.geometry import SearchBudget, SearchGeometry
 from kerneltune.plugins.search import pattern
 from kerneltune.plugins.search.exhaustive import ExhaustiveStrategy
 from kerneltune.plugins.search.pattern import PatternStrategy

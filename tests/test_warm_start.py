@@ -32,8 +32,6 @@ from kerneltune.core import (
     hookimpl,
     remove_plugin,
 )
-from kerneltune.core.machine.keys import describe
-from kerneltune.core.machine.records import TuningRecord
 from kerneltune.core.machine.warm_start import (
     choose,
     config_distance,
@@ -42,6 +40,8 @@ from kerneltune.core.machine.warm_start import (
     nearest,
 )
 from kerneltune.core.plugin_system.seam import PluginFaultWarning
+from kerneltune.core.values.keys import describe
+from kerneltune.core.values.records import TuningRecord
 from rank_doubles import ThreadGroup, plugin, run_ranks
 from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
 

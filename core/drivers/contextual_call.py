@@ -15,7 +15,6 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core import notices
 from kerneltune.core.errors import (
     KernelTuneError,
     NoValidConfigError,
@@ -26,8 +25,7 @@ from kerneltune.core.errors import (
 from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut, Screening, screen_all, screener
 from kerneltune.core.machine.engine import Tuner, Tuning
 from kerneltune.core.machine.measure import TIMED, WARMUP, CandidateRuns
-from kerneltune.core.machine.records import Candidate
-from kerneltune.core.machine.space import Space
+from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import (
     ForkingLaunch,
     InPlaceLaunch,
@@ -37,8 +35,10 @@ from kerneltune.core.plugin_system.contracts import (
     UnsupportedLaunch,
     provides,
 )
-from kerneltune.core.plugin_system.events import KernelTuned, LaunchMeasured
 from kerneltune.core.plugin_system.session import Session
+from kerneltune.core.values.events import KernelTuned, LaunchMeasured
+from kerneltune.core.values.records import Candidate
+from kerneltune.core.values.space import Space
 
 #: Executions in a row that may launch kernels waiting for a pick without
 #: measuring anything before a call gives up. An outer function that launches
@@ -231,7 +231,7 @@ class ContextualCall:
                 "might pick another config; use triton.autotune or a tuner class kerneltune knows"
             )
             raise self.abort
-        notices.warn_once(
+        warn_once(
             ("contextual-unsupported", launch.name),
             f"contextual_autotune: {self.name}: kernel {launch.name} tunes itself, not kerneltune: {why}",
         )
@@ -239,7 +239,7 @@ class ContextualCall:
 
     def _waiting(self) -> None:
         if not self.pending and self._changed is not None and self.execution == 1:
-            notices.warn_once(
+            warn_once(
                 ("contextual-in-place", self.name, self._changed),
                 f"contextual_autotune: in {self.name}, kernel {self._changed} changed arguments in place "
                 "(restore_value) as a cache hit before a kernel that still needs tuning was launched; "

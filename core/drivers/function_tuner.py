@@ -23,11 +23,11 @@ from kerneltune.core.drivers.wrapping import FunctionWrapper
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener, target_of
 from kerneltune.core.machine.compile import CompileProcesses
 from kerneltune.core.machine.engine import Tuner, Tuning
-from kerneltune.core.machine.records import Candidate
-from kerneltune.core.machine.space import Space
 from kerneltune.core.machine.warm_start import MODES
 from kerneltune.core.plugin_system.contracts import ForkingRecorder, RecordingInterceptor, provides
 from kerneltune.core.plugin_system.session import Session, current_session
+from kerneltune.core.values.records import Candidate
+from kerneltune.core.values.space import Space
 
 _CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")
 

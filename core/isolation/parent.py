@@ -25,12 +25,12 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import IsolationError, PluginError
-from kerneltune.core.isolation.target import Target
 from kerneltune.core.isolation.worker import copier, first_line, flatten, map_tensors, serve
-from kerneltune.core.machine.records import Candidate
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.seam import origin
 from kerneltune.core.plugin_system.session import current_session
+from kerneltune.core.values.records import Candidate
+from kerneltune.core.values.target import Target
 
 __all__ = [
     "SUBPROCESS",

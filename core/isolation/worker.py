@@ -3,7 +3,7 @@
 The parent's side, which starts workers and asks them to run candidates, is
 :mod:`kerneltune.core.isolation.parent`; its docstring describes the whole. This
 module runs in the worker process: it imports what a
-:class:`~kerneltune.core.isolation.target.Target` names, copies the
+:class:`~kerneltune.core.values.target.Target` names, copies the
 arguments' tensors before each candidate, runs the candidate, and says
 whether the device still works afterwards. It knows nothing of any
 kernel library: a target that is not a plain function names a *runner*, a
@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kerneltune.core.isolation.target import Target
+from kerneltune.core.values.target import Target
 
 if TYPE_CHECKING:
     from kerneltune.core.plugin_system.contracts import Device

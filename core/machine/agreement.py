@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import PluginError, RankMismatchError
-from kerneltune.core.machine.keys import digest
+from kerneltune.core.values.keys import digest
 
 
 @attrs.frozen

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 import attrs
 from kerneltune.core.errors import describe_error
-from kerneltune.core.machine.records import Candidate
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import CompileProcess
-from kerneltune.core.plugin_system.events import CompileFinished, CompileStarted
+from kerneltune.core.values.events import CompileFinished, CompileStarted
+from kerneltune.core.values.records import Candidate
 
 if TYPE_CHECKING:
     from kerneltune.core.plugin_system.observers import Observers

@@ -16,7 +16,7 @@ Noise comes in two kinds, and each has its answer:
   1.6 to 1.9 times slower than its rival in a tenth of a second of samples
   whose own spread was 20 %. What shows it is the other candidates' spread:
   the tuning's *noise* is the median spread
-  (:func:`~kerneltune.core.machine.records.spread`) of the first pass, and
+  (:func:`~kerneltune.core.values.records.spread`) of the first pass, and
   once it exceeds :data:`NOISY`, a rival within :data:`REACH` times it of
   the pick may be the faster one. Below that (kernels on an H200, held and
   flushed, spread 1-3 %), what drifts between candidates measured apart is
@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 from kerneltune.core.machine.measure import standard_error
-from kerneltune.core.machine.records import Measurement, spread, trimmed
+from kerneltune.core.values.records import Measurement, spread, trimmed
 
 CONFIDENT = "confident"
 UNCERTAIN = "uncertain"

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 import attrs
 from kerneltune.core.errors import describe_error
 from kerneltune.core.machine.agreement import Vote, agree, short_repr
-from kerneltune.core.machine.keys import digest
-from kerneltune.core.machine.records import Candidate, TuningRecord
 from kerneltune.core.machine.reuse import Plan, plan_recheck, plan_reuse
 from kerneltune.core.machine.stored import method_of, read_record
 from kerneltune.core.machine.warm_start import NEAREST, propose
 from kerneltune.core.plugin_system.settings import TUNE_AUTO
+from kerneltune.core.values.keys import digest
+from kerneltune.core.values.records import Candidate, TuningRecord
 
 if TYPE_CHECKING:
     from kerneltune.core.machine.schedule import Setup

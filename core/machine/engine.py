@@ -11,13 +11,13 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from kerneltune.core.machine.keys import digest, encode_key
-from kerneltune.core.machine.records import Candidate
 from kerneltune.core.machine.schedule import Schedule, Setup
-from kerneltune.core.machine.space import Space
 from kerneltune.core.machine.tuning import Tuning
 from kerneltune.core.machine.warm_start import MODES, WarmStart
 from kerneltune.core.plugin_system.session import Session
+from kerneltune.core.values.keys import digest, encode_key
+from kerneltune.core.values.records import Candidate
+from kerneltune.core.values.space import Space
 
 __all__ = ["Schedule", "Tuner", "Tuning"]
 

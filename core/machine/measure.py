@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from kerneltune.core.errors import PluginError
-from kerneltune.core.machine.records import trimmed
 from kerneltune.core.plugin_system.contracts import FlushingTimer, HoldingTimer, Timer, provides
+from kerneltune.core.values.records import trimmed
 
 DEVICE = "device"
 WALL = "wall"

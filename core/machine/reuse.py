@@ -16,8 +16,8 @@ import math
 from typing import Any
 
 import attrs
-from kerneltune.core.machine.records import NOT_MEASURED, PRUNED, Measurement, Method, TuningRecord
-from kerneltune.core.machine.space import Space
+from kerneltune.core.values.records import NOT_MEASURED, PRUNED, Measurement, Method, TuningRecord
+from kerneltune.core.values.space import Space
 
 logger = logging.getLogger("kerneltune")
 
@@ -184,3 +184,51 @@ def plan_reuse(
     if adaptive:
         return Plan(reuse=True)
     return Plan(measure=((anchor,) if anchor is not None else ()) + new, reuse=True)
+
+
+def explain(
+    name: str,
+    key: object,
+    *,
+    rechecked: TuningRecord | None,
+    rounds: int,
+    warm_start: dict[str, Any] | None,
+    carried: int,
+    scoped: bool,
+    measuring: int,
+    kept: int,
+) -> None:
+    """Log what a plan has a tuning measure, and why: a re-check, a warm start, or a grown list."""
+    if rechecked is not None:
+        why = "uncertain" if rechecked.confidence == "uncertain" else "marked by kerneltune cache verify"
+        logger.info(
+            "kerneltune: %s: key %r: re-checking the stored pick [%d] %s (%s) against %d rival(s), "
+            "head to head in %d interleaved rounds",
+            name,
+            key,
+            rechecked.best_index,
+            rechecked.labels[rechecked.best_index],
+            why,
+            measuring - 1,
+            rounds,
+        )
+    elif warm_start is not None:
+        logger.info(
+            "kerneltune: %s: key %r: warm start from the stored key %s (distance %.3g): "
+            "measuring %d of %d candidates",
+            name,
+            key,
+            warm_start["from"],
+            warm_start["distance"],
+            measuring,
+            kept,
+        )
+    elif carried:
+        logger.info(
+            "kerneltune: %s: key %r: the candidate list changed; %d stored measurement(s) reused, "
+            "measuring %s",
+            name,
+            key,
+            carried,
+            f"{measuring} candidate(s) against the stored pick" if scoped else "what the driver asks",
+        )

@@ -7,9 +7,9 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
-from kerneltune.core.machine.records import Candidate
-from kerneltune.core.machine.space import Space
 from kerneltune.core.machine.warm_start import WarmStart
+from kerneltune.core.values.records import Candidate
+from kerneltune.core.values.space import Space
 
 if TYPE_CHECKING:
     from kerneltune.core.plugin_system.contracts import Reducer

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import attrs
 from kerneltune.core.machine.confidence import error
-from kerneltune.core.machine.records import Measurement, spread
+from kerneltune.core.values.records import Measurement, spread
 
 T = TypeVar("T")
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import CacheReadError
-from kerneltune.core.machine.keys import plain_config
-from kerneltune.core.machine.records import STATISTIC, Measurement, Method, TuningRecord
 from kerneltune.core.machine.schedule import Schedule
-from kerneltune.core.machine.space import Space
 from kerneltune.core.plugin_system.session import Session
+from kerneltune.core.values.keys import plain_config
+from kerneltune.core.values.records import STATISTIC, Measurement, Method, TuningRecord
+from kerneltune.core.values.space import Space
 
 logger = logging.getLogger("kerneltune")
 

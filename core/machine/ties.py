@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 from kerneltune.core.machine.confidence import TOLERANCE, first_pass_lead
 from kerneltune.core.machine.measure import standard_error
-from kerneltune.core.machine.records import Measurement, spread
+from kerneltune.core.values.records import Measurement, spread
 
 #: Near ties: a candidate is re-timed with the best one when its mean lies
 #: within this many combined standard errors of the best mean...

@@ -10,7 +10,6 @@ docs/architecture.md ("The stages") draws the whole machine.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
@@ -18,44 +17,34 @@ from typing import Any, TypeVar
 
 import attrs
 from kerneltune.core.errors import (
-    CandidateDropped,
     NoStoredPickError,
     NoValidConfigError,
-    describe_error,
-    failure_report,
-    format_failure,
 )
 from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
 from kerneltune.core.machine.agreement import check_picks
 from kerneltune.core.machine.compile import CompileStage, Subject
 from kerneltune.core.machine.confidence import NOISY, UNCERTAIN, Confidence, Evidence, judge
 from kerneltune.core.machine.decision import decide
+from kerneltune.core.machine.following import Following
 from kerneltune.core.machine.measure import WALL, CandidateRuns, IdleDevice, Wrap, host_times
-from kerneltune.core.machine.records import NOT_MEASURED, PRUNED, Candidate, Measurement, TuningRecord
-from kerneltune.core.machine.reduce import Reduced, reduce_times
-from kerneltune.core.machine.reuse import Plan, carried_rows
+from kerneltune.core.machine.queue import MeasureQueue
+from kerneltune.core.machine.reuse import Plan, explain
+from kerneltune.core.machine.samples import Samples
 from kerneltune.core.machine.schedule import Job, Setup
-from kerneltune.core.machine.shard import gather_times, share
+from kerneltune.core.machine.select import agree, choose, verdict_fields, warn_if_idle
+from kerneltune.core.machine.shard import share
 from kerneltune.core.machine.stored import new_record
-from kerneltune.core.machine.ties import TIE_WARMUP, Finalists, agreed_finalists
-from kerneltune.core.notices import warn_once
+from kerneltune.core.machine.ties import Finalists, agreed_finalists
 from kerneltune.core.plugin_system.contracts import CompileProcess, GlobalRankReducer, HoldingTimer, provides
-from kerneltune.core.plugin_system.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.plugin_system.settings import TUNE_AUTO, TUNE_FAIL
+from kerneltune.core.values.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
+from kerneltune.core.values.records import NOT_MEASURED, PRUNED, Candidate, Measurement, TuningRecord
 
 logger = logging.getLogger("kerneltune")
 
 E = TypeVar("E", bound=attrs.AttrsInstance)
 
 __all__ = ["NOT_MEASURED", "PRUNED", "Tuning"]
-
-
-def _verdict_fields(verdict: Confidence | None) -> dict[str, Any]:
-    """What :class:`TuningFinished` says of the verdict (nothing when every candidate failed)."""
-    if verdict is None:
-        return {}
-    fields = {"rivals": verdict.rivals, "margin": verdict.margin, "noise": verdict.noise}
-    return {"confidence": verdict.level, **fields}
 
 
 class Tuning:
@@ -75,8 +64,9 @@ class Tuning:
         self._lock = setup.lock
         self._space = setup.tuner.space
         self._log_dir = session.cache_directory(self._space.name)
-        self._measurements: dict[int, Measurement] = {}
-        self._queue: list[Job] = []
+        self._measurements = Samples()
+        self._plan = Following(setup.tuner.space)
+        self._queue = MeasureQueue(setup.schedule)
         self._job: Job | None = None
         self._schedule = setup.schedule
         self._ties_planned = setup.schedule.adaptive
@@ -86,21 +76,6 @@ class Tuning:
         self._left_out: tuple[int, ...] = ()
         #: the first pass's noise, once the first pass is over (``None`` before).
         self._noise: float | None = None
-        #: the stored record this tuning re-checks (an uncertain pick, or one ``cache verify`` asked about).
-        self._rechecked: TuningRecord | None = None
-        #: the interleaved round of each candidate's last samples (``Job.round``).
-        self._rounds_of: dict[int, int] = {}
-        #: the candidates PRUNE kept, and whether a plan whose candidates all failed fell back to them.
-        self._kept: tuple[int, ...] = ()
-        self._fell_back = False
-        #: the most interleaved rounds any request of this tuning asked for (alike on every rank).
-        self._round_count = 0
-        #: the stored time and measurement of candidates an earlier tuning of this key measured.
-        self._carried: dict[int, tuple[float, Measurement]] = {}
-        #: the only candidates measured, and SELECT's choice, when a plan names them.
-        self._scope: frozenset[int] | None = None
-        #: where a warm start began, for the record.
-        self._warm_start: dict[str, Any] | None = None
         self._host_us = host_times()
         self._idle = IdleDevice()
         self._compiling: CompileStage | None = None
@@ -115,9 +90,6 @@ class Tuning:
         # Per-rank files are named by the rank in the job: subgroups restart at 0.
         self._global_rank = reducer.global_rank if provides(reducer, GlobalRankReducer) else reducer.rank
         self._verify_pick = False
-        #: candidates whose failure was reported, and the first exception of all, for finish().
-        self._failed: set[int] = set()
-        self._first_failure: BaseException | None = None
         self.best: Candidate | None = None
 
     # -- context manager: the per-key lock is held from begin() to exit ------
@@ -141,7 +113,7 @@ class Tuning:
         failed). An adaptive driver may take these times instead of
         measuring; :meth:`finish` still selects among measured candidates only.
         """
-        return {i: kept[0] for i, kept in self._carried.items() if i not in self._measurements}
+        return {i: row[0] for i, row in self._plan.stored(self._measurements).items()}
 
     @property
     def hit(self) -> bool:
@@ -176,63 +148,36 @@ class Tuning:
         else:
             self._follow(decision.plan, decision.record, decision.kept)
 
-    def _fall_back(self, times: Sequence[float]) -> bool:
-        """Where every candidate a plan measured failed on some rank, queue the rest of the kept list, once.
-
-        A warm start's few configs or a grown list's new ones may all fail
-        (larger configs for a larger key are the likeliest to), where the
-        full list holds ones that run: without this the key could never be
-        tuned. ``times`` are the ranks' agreed ones, so all fall back alike;
-        those already measured count as measured.
-
-        :returns: whether it fell back.
-        """
-        if any(math.isfinite(times[i]) for i in self._scope or ()):
-            return False
-        scoped = sorted(self._scope or ())
-        rest = [c for c in self._space.candidates if c.index in self._kept and c.index not in scoped]
-        self._fell_back = True
-        self._scope = None
-        logger.info(
-            "kerneltune: %s: key %r: every candidate the plan measured failed (%s); measuring the other %d "
-            "kept candidates",
-            self._space.name,
-            self.key,
-            ", ".join(f"[{i}]" for i in scoped),
-            len(rest),
-        )
-        self.request(rest)
-        return bool(rest)
-
     def _follow(self, plan: Plan | None, shared: TuningRecord | None, kept: tuple[int, ...]) -> None:
         """Queue what the plan (or, without one, every kept candidate) says to measure."""
-        self._kept = kept
-        candidates = self._space.candidates
-        measured = tuple(candidates[i] for i in kept)
+        follow = self._plan
+        measured = follow.follow(plan, shared, kept)
         if plan is not None:
-            if plan.reuse and shared is not None:
-                self._carried = carried_rows(shared, self._space)
-            if plan.measure:
-                measured = tuple(candidates[i] for i in plan.measure)
-                self._scope = frozenset(plan.measure)
-            if plan.recheck:
-                self._rechecked = shared
-            self._warm_start = plan.warm_start
-            self._explain(len(measured), len(kept))
+            explain(
+                self._space.name,
+                self.key,
+                rechecked=follow.rechecked,
+                rounds=self.recheck_rounds,
+                warm_start=follow.warm_start,
+                carried=len(follow.carried),
+                scoped=bool(follow.scope),
+                measuring=len(measured),
+                kept=len(kept),
+            )
         # An adaptive driver queues candidates itself, round by round (a re-check too: see rechecking).
         if self._schedule.shard:
             self._ties_planned = True
             self.request(share(measured, self.reducer.rank, self.reducer.world_size))
-        elif self._rechecked is not None:
+        elif follow.rechecked is not None:
             if not self._schedule.adaptive:
-                self._head_to_head(measured, rounds=self.recheck_rounds, purpose="re-check", one_by_one=True)
-        elif self._scope is not None:
-            self._head_to_head(measured)
+                self._queue.head_to_head(
+                    measured, rounds=self.recheck_rounds, purpose="re-check", one_by_one=True
+                )
+        elif follow.scope is not None:
+            self._queue.head_to_head(measured)
         elif not self._schedule.adaptive:
             self._first_pass(measured)
-        for candidate in candidates:
-            if candidate.index not in kept:
-                self._measurements[candidate.index] = Measurement(candidate.index, error=PRUNED)
+        self._measurements.prune(self._space.candidates, kept)
         self.session.observers.tuning_started(
             self._event(TuningStarted, candidates=measured, world_size=self.reducer.world_size)
         )
@@ -258,30 +203,18 @@ class Tuning:
         self._loaded("default")
 
     def _first_pass(self, candidates: tuple[Candidate, ...]) -> None:
-        """Queue the first pass: each candidate's runs together, or on the host's clock in two rounds.
+        """Queue the first pass; on the host's clock, in two rounds (:meth:`MeasureQueue.first_pass`).
 
-        Timed by the host's clock (the ``wall`` objective, or a timer that
-        cannot hold the device), a candidate measured during a burst of other
-        work, or a slow spell of a shared machine, reads slow in all its
-        samples alike. So there each candidate's timed runs are split into
-        two rounds, the second starting one candidate further on and without
-        warm-up: a spell that covered one of a candidate's rounds shows as
-        spread between them (the tuning's noise), and the rounds pair the
-        candidates for SELECT's verdict. The runs are as many as in one pass.
         ``tie_rounds = 0``, which turns interleaved re-timing off, keeps the
         first pass whole too.
         """
-        repeat = self._schedule.repeat
-        interleaving = self.session.settings.tie_rounds > 0
-        if repeat < 2 or len(candidates) < 2 or not interleaving or not self._host_clock():
-            self.request(candidates)
-            return
-        first = math.ceil(repeat / 2)
-        self._round_count = max(self._round_count, 2)
-        for candidate in candidates:
-            self._queue.append(Job(candidate, self._schedule.warmup, first, round=1, reports=False))
-        for candidate in candidates[1:] + candidates[:1]:
-            self._queue.append(Job(candidate, 0, repeat - first, extend=True, round=2))
+        split = (
+            self._schedule.repeat >= 2
+            and len(candidates) >= 2
+            and self.session.settings.tie_rounds > 0
+            and self._host_clock()
+        )
+        self._queue.first_pass(candidates, split=split)
 
     def _host_clock(self) -> bool:
         """Whether samples are host time: the ``wall`` objective, or a timer without ``hold``."""
@@ -303,124 +236,7 @@ class Tuning:
         :attr:`recheck_rounds` interleaved rounds (:meth:`request`) and
         selects among them (``finish(among=...)``), instead of searching.
         """
-        if self._rechecked is None or self._scope is None or not self._schedule.adaptive:
-            return ()
-        return tuple(self._space.candidates[i] for i in sorted(self._scope, key=self._recheck_order))
-
-    def _recheck_order(self, index: int) -> tuple[bool, float, int]:
-        record = self._rechecked
-        assert record is not None
-        return (index != record.best_index, record.times[index], index)
-
-    def _explain(self, measuring: int, kept: int) -> None:
-        name, key = self._space.name, self.key
-        if self._rechecked is not None:
-            record = self._rechecked
-            why = "uncertain" if record.confidence == "uncertain" else "marked by kerneltune cache verify"
-            logger.info(
-                "kerneltune: %s: key %r: re-checking the stored pick [%d] %s (%s) against %d rival(s), "
-                "head to head in %d interleaved rounds",
-                name,
-                key,
-                record.best_index,
-                record.labels[record.best_index],
-                why,
-                measuring - 1,
-                self.recheck_rounds,
-            )
-        elif self._warm_start is not None:
-            logger.info(
-                "kerneltune: %s: key %r: warm start from the stored key %s (distance %.3g): "
-                "measuring %d of %d candidates",
-                name,
-                key,
-                self._warm_start["from"],
-                self._warm_start["distance"],
-                measuring,
-                kept,
-            )
-        elif self._carried:
-            logger.info(
-                "kerneltune: %s: key %r: the candidate list changed; %d stored measurement(s) reused, "
-                "measuring %s",
-                name,
-                key,
-                len(self._carried),
-                f"{measuring} candidate(s) against the stored pick"
-                if self._scope
-                else "what the driver asks",
-            )
-
-    def _head_to_head(
-        self,
-        candidates: tuple[Candidate, ...],
-        *,
-        rounds: int = 2,
-        purpose: str = "head to head",
-        one_by_one: bool = False,
-    ) -> None:
-        """Queue a plan's few candidates in ``rounds`` interleaved rounds of half the timed runs each.
-
-        They are compared with each other alone (:meth:`_interleave`); the
-        first round warms up as a first pass does. A re-check, there because
-        a machine was noisy, takes the runs one by one.
-        """
-        if len(candidates) < 2:
-            self.request(candidates)
-            return
-        warmup = self._schedule.warmup
-        self._interleave(candidates, rounds, purpose=purpose, warmup=warmup, one_by_one=one_by_one)
-
-    def _interleave(
-        self,
-        candidates: Sequence[Candidate],
-        rounds: int,
-        *,
-        purpose: str,
-        warmup: int = TIE_WARMUP,
-        one_by_one: bool = False,
-    ) -> None:
-        """Queue ``candidates`` in ``rounds`` interleaved rounds of half a first pass's timed runs each.
-
-        Each round measures every candidate in turn, starting one candidate
-        further on than the last, so that drift between the first and the
-        last lands on each alike; a candidate warms up at the start of every
-        round (``warmup`` runs in the first, :data:`TIE_WARMUP` in the
-        others). ``one_by_one`` takes one timed run of each in turn (A B C A
-        B C ...) instead of each candidate's runs together: on a noisy
-        machine load comes and goes within milliseconds, and only that lands
-        on every candidate alike; with the device's events, each run then
-        costs a synchronise of its own, so a quiet one takes them together.
-        A candidate's samples of one round stay one group
-        (``Measurement.rounds``), which SELECT's verdict compares round by
-        round; the first round replaces what the candidate measured before.
-        """
-        per_round = max(1, math.ceil(self._schedule.repeat / 2))
-        self._round_count = max(self._round_count, rounds)
-        for round_ in range(rounds):
-            shift = round_ % len(candidates)
-            order = list(candidates[shift:]) + list(candidates[:shift])
-            said = f"{purpose}, round {round_ + 1} of {rounds}"
-            first = warmup if round_ == 0 else TIE_WARMUP
-            if not one_by_one:
-                for candidate in order:
-                    self._queue.append(
-                        Job(candidate, first, per_round, extend=round_ > 0, purpose=said, round=round_ + 1)
-                    )
-                continue
-            for run in range(per_round):
-                for candidate in order:
-                    self._queue.append(
-                        Job(
-                            candidate,
-                            0 if run else first,
-                            1,
-                            extend=round_ > 0 or run > 0,
-                            purpose=said,
-                            round=round_ + 1,
-                            reports=run == per_round - 1,
-                        )
-                    )
+        return self._plan.rechecking() if self._schedule.adaptive else ()
 
     def _loaded(self, source: str, confidence: str | None = None) -> None:
         assert self.best is not None
@@ -477,7 +293,7 @@ class Tuning:
                 self._after_first_pass()
             if not self._queue:
                 return None
-            job = self._queue.pop(0)
+            job = self._queue.pop()
             problem = None if self._compiling is None else self._compiling.wait(job.candidate)
             if self._screened and job.candidate.index in self._screened:
                 problem = self._screened[job.candidate.index]
@@ -543,8 +359,7 @@ class Tuning:
 
     def queued(self) -> list[Candidate]:
         """The candidates waiting to be measured, each once, in order (not those screened out)."""
-        out = self._screened or {}
-        return list(dict.fromkeys(job.candidate for job in self._queue if job.candidate.index not in out))
+        return self._queue.candidates(self._screened or {})
 
     def request(
         self,
@@ -572,18 +387,9 @@ class Tuning:
         """
         listed = list(candidates)
         for candidate in listed:
-            previous = self._measurements.get(candidate.index)
-            if previous is not None and previous.error == PRUNED:
+            if self._measurements.pruned(candidate.index):
                 raise ValueError(f"{self._space.name}: candidate [{candidate.index}] was pruned")
-        warmup = self._schedule.warmup if warmup is None else warmup
-        repeat = self._schedule.repeat if repeat is None else repeat
-        if rounds > 1:
-            self._round_count = max(self._round_count, rounds)
-        for round_ in range(rounds):
-            shift = round_ % len(listed) if listed else 0
-            said = f"{purpose}, round {round_ + 1} of {rounds}" if purpose and rounds > 1 else purpose
-            for candidate in listed[shift:] + listed[:shift]:
-                self._queue.append(Job(candidate, warmup, repeat, extend=round_ > 0, purpose=said))
+        self._queue.request(listed, warmup=warmup, repeat=repeat, rounds=rounds, purpose=purpose)
 
     def _after_first_pass(self) -> None:
         """Once the queued candidates are measured: fall back where a plan's all failed, else plan near ties.
@@ -595,14 +401,18 @@ class Tuning:
         candidates = self._space.candidates
         schedule = self._schedule
         ties = rounds > 0 and len(self._measurements) >= 2
+        follow = self._plan
         check = (
-            self._scope is not None and not self._fell_back and not schedule.adaptive and not schedule.shard
+            follow.scope is not None and not follow.fell_back and not schedule.adaptive and not schedule.shard
         )
         if not ties and not check:
             return
         measurements = [self._measurement(c.index) for c in candidates]
         chosen = agreed_finalists(measurements, self.reducer)
-        if check and self._fall_back(chosen.times):
+        rest = follow.fall_back(chosen.times, self.key) if check else None
+        if rest is not None:
+            self.request(rest)
+        if rest:
             self._ties_planned = False  # planned once the rest is measured
             return
         if ties:
@@ -617,7 +427,7 @@ class Tuning:
         self._left_out = chosen.left_out
         self._finalists = tuple(candidates[i] for i in chosen.indices)
         noisy = chosen.noise > NOISY
-        self._interleave(self._finalists, rounds, purpose="near-tie re-timing", one_by_one=noisy)
+        self._queue.interleave(self._finalists, rounds, purpose="near-tie re-timing", one_by_one=noisy)
 
     def times(self, candidates: Sequence[Candidate]) -> list[float]:
         """REDUCE now: each candidate's mean time as every rank agrees on it.
@@ -675,26 +485,17 @@ class Tuning:
         job = self._job if self._job is not None and self._job.candidate.index == candidate.index else None
         if extend is None:
             extend = job is not None and job.extend
-        new = tuple(float(s) for s in samples)
-        rounds: tuple[int, ...] = ()
-        if extend and (previous := self._measurements.get(candidate.index)) is not None:
-            if previous.error is not None:
-                return
-            rounds = previous.rounds or (len(previous.samples),)
-            same_round = job is not None and job.round and self._rounds_of.get(candidate.index) == job.round
-            rounds = (*rounds[:-1], rounds[-1] + len(new)) if same_round else (*rounds, len(new))
-            new = previous.samples + new
-        if job is not None:
-            self._rounds_of[candidate.index] = job.round
-        measurement = Measurement(candidate.index, samples=new, rounds=rounds if len(rounds) > 1 else ())
+        measurement = self._measurements.take(candidate.index, samples, job, extend)
+        if measurement is None:
+            return
         if job is None or job.reports:
             self._finish_candidate(measurement)
         else:
-            self._measurements[candidate.index] = measurement
+            self._measurements.put(measurement)
 
     def error(self, candidate: Candidate) -> str | None:
         """Why ``candidate`` failed here (compiling, screening or running); ``None`` if it did not."""
-        return self._measurements.get(candidate.index, Measurement(candidate.index)).error
+        return self._measurements.error(candidate.index)
 
     def fail(self, candidate: Candidate, error: BaseException) -> None:
         """Record that a candidate raised; it counts as infinitely slow.
@@ -705,12 +506,8 @@ class Tuning:
         a :class:`~kerneltune.core.errors.CandidateDropped` is recorded
         alone.
         """
-        trace = None
-        if not isinstance(error, CandidateDropped) and candidate.index not in self._failed:
-            self._failed.add(candidate.index)
-            self._first_failure = self._first_failure or error
-            trace = format_failure(error)
-        self._finish_candidate(Measurement(candidate.index, error=describe_error(error)), traceback=trace)
+        measurement, trace = self._measurements.failure(candidate.index, error)
+        self._finish_candidate(measurement, traceback=trace)
 
     def measure(
         self,
@@ -740,7 +537,7 @@ class Tuning:
             self.record(candidate, samples)
 
     def _finish_candidate(self, measurement: Measurement, traceback: str | None = None) -> None:
-        self._measurements[measurement.index] = measurement
+        self._measurements.put(measurement)
         job = self._job
         self.session.observers.candidate_measured(
             self._event(
@@ -755,7 +552,7 @@ class Tuning:
     # -- REDUCE, SELECT, PERSIST ---------------------------------------------
 
     def _measurement(self, index: int) -> Measurement:
-        return self._measurements.get(index) or Measurement(index, error=NOT_MEASURED)
+        return self._measurements.get(index)
 
     def finish(self, among: Iterable[Candidate] | None = None) -> Candidate:
         """Reduce, select and persist; the pick.
@@ -772,34 +569,21 @@ class Tuning:
             raise RuntimeError(f"finish() with {len(self._queue)} candidates still unmeasured")
         candidates = self._space.candidates
         measurements = [self._measurement(c.index) for c in candidates]
-        count = len(candidates)
+        sharded = None
         if self._schedule.shard:
-            measured = sorted(i for i, m in self._measurements.items() if m.error != PRUNED)
-            gathered = gather_times(self.reducer, measurements, measured)
-            reduced = Reduced(gathered.times)
-            evidence = Evidence(gathered.times, gathered.errors, gathered.spreads, ((),) * count)
-            # Other ranks' candidates: their times are known here only now, for the observers.
-            here = self.reducer.rank
-            elsewhere = tuple((i, r) for i, r in enumerate(gathered.owners) if r is not None and r != here)
-        else:
-            # The evidence SELECT judges the pick by travels with the times, in REDUCE's one collective.
-            vector = Evidence.of(measurements, self._round_count).to_vector()
-            reduced = reduce_times(self.reducer, vector[:count], vector[count:])
-            evidence = Evidence.from_vector([*reduced.times, *reduced.extra], count)
-            elsewhere = ()
-        times = reduced.times
+            sharded = self._measurements.measured()
+        agreed = agree(self.reducer, measurements, rounds=self._queue.rounds, sharded=sharded)
+        reduced, times = agreed.reduced, agreed.reduced.times
         if among is None:
             among = self._finalists
-        allowed = None if among is None else {c.index for c in among}
-        if among is self._finalists and allowed and not any(math.isfinite(times[i]) for i in allowed):
-            # Every near tie failed while being re-timed: the first pass still stands.
-            allowed = None
-        if allowed is None and self._scope is not None:
-            allowed = set(self._scope)
-        # Stored times never enter SELECT: only what this tuning measured is compared.
-        finite = [i for i, t in enumerate(times) if math.isfinite(t) and (allowed is None or i in allowed)]
-        best = min(finite, key=lambda i: (times[i], i)) if finite else None
-        verdict = None if best is None else self._judge(best, finite, evidence)
+        choice = choose(
+            times,
+            None if among is None else (c.index for c in among),
+            finalists=among is self._finalists,
+            scope=self._plan.scope,
+        )
+        best, allowed = choice.best, choice.allowed
+        verdict = None if best is None else self._judge(best, choice.compared, agreed.evidence)
         self.session.observers.tuning_finished(
             self._event(
                 TuningFinished,
@@ -808,29 +592,22 @@ class Tuning:
                 best=None if best is None else candidates[best],
                 seconds=time.perf_counter() - self._started,
                 rank_times=reduced.rank_times,
-                measured_elsewhere=elsewhere,
-                recheck=self._rechecked is not None,
-                **_verdict_fields(verdict),
+                measured_elsewhere=agreed.elsewhere,
+                recheck=self._plan.rechecked is not None,
+                **verdict_fields(verdict),
             )
         )
         if best is None:
-            raise NoValidConfigError(self._failure_report(allowed)) from self._first_failure
+            report = self._measurements.report(self._space.name, self.key, candidates, allowed)
+            raise NoValidConfigError(report) from self._measurements.first_failure
         # Its traceback holds the failed run's frames, and with them its arguments.
-        self._first_failure = None
-        if self._idle.idle and len(self._idle.medians) > 1:
-            floor_us = (self._idle.floor_ms or 0.0) * 1000
-            warn_once(
-                (self._space.name, "idle device"),
-                f"kerneltune: {self._space.name}: every candidate's timed runs read about "
-                f"{floor_us:.2f} us of device time, what a run with no device work "
-                "reads: this work runs on the host, and device time cannot rank it (the pick is noise). "
-                'Set objective = "wall" (KERNELTUNE_OBJECTIVE=wall) to time it by the host clock.',
-            )
+        self._measurements.first_failure = None
+        warn_if_idle(self._space.name, self._idle)
         if self._verify_pick:
             check_picks(self.reducer, best, self._space.name)
-        carried = {i: kept for i, kept in self._carried.items() if i not in self._measurements}
+        carried = self._plan.stored(self._measurements)
         if carried and allowed is None:
-            allowed = set(range(len(candidates)))
+            allowed = frozenset(range(len(candidates)))
         record = new_record(
             self.session,
             self._space,
@@ -842,7 +619,7 @@ class Tuning:
             None if allowed is None else tuple(sorted(allowed - carried.keys())),
             shards=self.reducer.world_size if self._schedule.shard else 1,
             carried=tuple(sorted(carried)),
-            warm_start=self._warm_start,
+            warm_start=self._plan.warm_start,
             rank_times=tuple(() if i in carried else t for i, t in enumerate(reduced.rank_times)),
         )
         assert verdict is not None
@@ -866,14 +643,7 @@ class Tuning:
 
     def _rechecks(self, verdict: Confidence) -> int:
         """How many re-checks the stored record has had that left it uncertain, this one counted."""
-        if self._rechecked is None or verdict.level != UNCERTAIN:
+        rechecked = self._plan.rechecked
+        if rechecked is None or verdict.level != UNCERTAIN:
             return 0
-        return self._rechecked.rechecks + 1
-
-    def _failure_report(self, allowed: set[int] | None = None) -> str:
-        rows = [
-            (c, self._measurement(c.index).error or "failed on another rank")
-            for c in self._space.candidates
-            if allowed is None or c.index in allowed
-        ]
-        return failure_report(self._space.name, self.key, rows)
+        return rechecked.rechecks + 1

@@ -16,12 +16,12 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import CacheReadError
-from kerneltune.core.machine.keys import describe, digest
-from kerneltune.core.machine.records import TuningRecord
 from kerneltune.core.machine.reuse import Plan, rows_by_fingerprint
-from kerneltune.core.machine.space import Space
 from kerneltune.core.plugin_system.contracts import ListingCache, provides
 from kerneltune.core.plugin_system.session import Session
+from kerneltune.core.values.keys import describe, digest
+from kerneltune.core.values.records import TuningRecord
+from kerneltune.core.values.space import Space
 
 logger = logging.getLogger("kerneltune")
 
@@ -127,7 +127,7 @@ def _leaves(value: Any, path: str = "", *, numbers: bool = False) -> Iterable[tu
 def config_distance(config: Any, other: Any) -> float:
     """How far apart two configs' values are: numbers on a log scale, other differences one step each.
 
-    Configs are compared through :func:`kerneltune.core.machine.keys.describe`, so a
+    Configs are compared through :func:`kerneltune.core.values.keys.describe`, so a
     ``triton.Config``'s block sizes, warps and stages count alike, and a
     dict of keyword values by each value.
     """
@@ -153,7 +153,7 @@ def growth(before: Any, after: Any) -> float:
     """How much larger ``after``'s numbers are than ``before``'s, summed on :func:`default_distance`'s scale.
 
     Over the numeric parts both hold at the same place: two encoded keys,
-    or two configs as :func:`~kerneltune.core.machine.keys.describe` gives
+    or two configs as :func:`~kerneltune.core.values.keys.describe` gives
     them. Positive when ``after`` is larger overall, negative when smaller,
     0 when neither or when they share no numbers.
     """

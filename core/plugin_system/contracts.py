@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from kerneltune.core.isolation.target import Target
     from kerneltune.core.plugin_system.settings import Settings
-    from kerneltune.core.search.geometry import Measure, Point, SearchBudget, SearchGeometry
-    from kerneltune.core.search.profiles import CompileTarget
+    from kerneltune.core.values.geometry import Measure, Point, SearchBudget, SearchGeometry
+    from kerneltune.core.values.profiles import CompileTarget
+    from kerneltune.core.values.target import Target
 
 Thunk = Callable[[], object]
 
@@ -645,7 +645,7 @@ class ProfileFamily(Registrable, Protocol):
 
         Each is a dict of compile options passed at launch, using only names
         in ``target.options``. Options that depend on another appear only in
-        the profiles where they apply; :func:`kerneltune.core.search.profiles.option_grid`
+        the profiles where they apply; :func:`kerneltune.core.values.profiles.option_grid`
         builds products.
         """
         ...
@@ -682,7 +682,7 @@ class SearchStrategy(Registrable, Protocol):
 
     Constructed with no arguments, once per search. Built-in priorities for
     ``auto``: pattern 10, staged 0, exhaustive -10. A strategy is pure
-    decisions over plain data (:mod:`kerneltune.core.search.geometry`): it never sees
+    decisions over plain data (:mod:`kerneltune.core.values.geometry`): it never sees
     a kernel, a device or another rank, only the times its measure function
     returns, which every rank agreed on.
     """

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from kerneltune.core.plugin_system.events import (
+    from kerneltune.core.values.events import (
         CandidateMeasured,
         CompileFinished,
         CompileStarted,
@@ -440,10 +440,10 @@ def kerneltune_register_profile_families(register: Callable[[type], None]) -> No
     tie for first place is an error); and a classmethod ``is_available() ->
     bool``. It is constructed with no arguments. An instance provides
     ``profiles(target)``: given a
-    :class:`kerneltune.core.search.profiles.CompileTarget`, the profiles to search,
+    :class:`kerneltune.core.values.profiles.CompileTarget`, the profiles to search,
     each a dict of compile options passed at launch, using only names in
     ``target.options``; the first is the base profile
-    (:func:`kerneltune.core.search.profiles.option_grid` builds products). It may
+    (:func:`kerneltune.core.values.profiles.option_grid` builds products). It may
     also provide ``probe_profiles(target)``: a few of its profiles that the
     shape search times every shape with, scoring a shape by the best of
     them; the base is always a probe.
@@ -487,7 +487,7 @@ def kerneltune_register_search_strategies(register: Callable[[type], None]) -> N
     arguments, once per search, and provides ``search(geometry, measure,
     budget, say)``:
 
-    * ``geometry``, a :class:`kerneltune.core.search.geometry.SearchGeometry`: the
+    * ``geometry``, a :class:`kerneltune.core.values.geometry.SearchGeometry`: the
       sorted values of each searched parameter and the compile-option
       profiles (the base first, the family's probes, the seeds);
     * ``measure(points)``: measures a batch of ``(shape, profile)`` points
@@ -496,7 +496,7 @@ def kerneltune_register_search_strategies(register: Callable[[type], None]) -> N
       was dropped, ran out of resources or timed out. A strategy must take
       its decisions from these times alone, so that every rank takes the
       same ones;
-    * ``budget``, a :class:`kerneltune.core.search.geometry.SearchBudget`: the effort
+    * ``budget``, a :class:`kerneltune.core.values.geometry.SearchBudget`: the effort
       asked for, a cap on distinct points and on seconds, which the strategy
       honours (:class:`kerneltune.core.search.ledger.SearchLedger` does the
       bookkeeping), and how many finalists to return;

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from kerneltune.core.errors import CacheReadError
-from kerneltune.core.machine.records import SCHEMA, TuningRecord
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import Cache, RemoteStore
 from kerneltune.core.private_files import MAX_READ
+from kerneltune.core.values.records import SCHEMA, TuningRecord
 
 #: After a failure, how long this process uses the local cache alone before asking the store again.
 RETRY_SECONDS = 30.0

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 import pluggy
-from kerneltune.core.plugin_system.events import (
+from kerneltune.core.values.events import (
     CandidateMeasured,
     CompileFinished,
     CompileStarted,

@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 from kerneltune.core.errors import ConfigError
 from kerneltune.core.notices import warn_once
+from kerneltune.core.values.geometry import EFFORTS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -54,7 +55,7 @@ TUNE_AUTO = "auto"
 TUNE_NEVER = "never"
 TUNE_FAIL = "fail"
 #: How hard a search strategy tries, cheapest first (the ``search_effort`` setting).
-SEARCH_EFFORTS = ("quick", "default", "full")
+SEARCH_EFFORTS = EFFORTS
 
 
 @attrs.frozen

@@ -1,6 +1,6 @@
 """The compile-profile family for a kernel, and its profiles and probes checked against the contract.
 
-What a profile and a family are: :mod:`kerneltune.core.search.profiles`.
+What a profile and a family are: :mod:`kerneltune.core.values.profiles`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from kerneltune.core.errors import PluginError
 from kerneltune.core.plugin_system.contracts import ProbingProfileFamily, ProfileFamily, provides
 from kerneltune.core.plugin_system.registry import DEFAULT_PRIORITY, Registry
 from kerneltune.core.plugin_system.session import Session
-from kerneltune.core.search.profiles import OPERATORS, CompileTarget, unique_profiles
+from kerneltune.core.values.profiles import OPERATORS, CompileTarget, unique_profiles
 
 
 def profile_families(session: Session) -> Registry[ProfileFamily]:

@@ -1,7 +1,7 @@
 """The bookkeeping every search strategy needs: what was measured, and what the budget leaves.
 
 A :class:`SearchLedger` wraps the measure function a strategy is handed
-(:mod:`kerneltune.core.search.geometry`): it measures only points not measured
+(:mod:`kerneltune.core.values.geometry`): it measures only points not measured
 before, never more than the point cap allows, and starts no round once the
 wall-clock budget is spent. The built-in strategies measure through one, so
 they honour a budget alike; a third-party strategy may use it too.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 
-from kerneltune.core.search.geometry import Measure, Point, SearchBudget
+from kerneltune.core.values.geometry import Measure, Point, SearchBudget
 
 #: With a wall-clock budget, a batch is measured in rounds of at most this
 #: many points, so the budget is looked at between them: one round of the

@@ -3,7 +3,7 @@
 The kernel's hint (``strategy``) wins, then the ``search_strategy`` setting
 (config files, ``KERNELTUNE_SEARCH_STRATEGY``), whose default ``auto`` takes
 the available strategy with the highest ``auto_priority``. What a strategy
-is given is in :mod:`kerneltune.core.search.geometry`.
+is given is in :mod:`kerneltune.core.values.geometry`.
 """
 
 from __future__ import annotations

@@ -31,14 +31,15 @@ from typing import Any
 
 import filelock
 import msgpack
-from kerneltune.core import CacheReadError, hookimpl
-from kerneltune.core.notices import warn_once
-from kerneltune.core.private_files import (
+from kerneltune.core import (
+    CacheReadError,
     NotPrivateError,
     check_folder,
     check_root,
+    hookimpl,
     make_private_dirs,
     read_private,
+    warn_once,
 )
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")

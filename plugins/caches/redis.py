@@ -17,9 +17,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kerneltune.core import CacheReadError, ConfigError, Settings, hookimpl
-from kerneltune.core.plugin_system.settings import integer, text
-from kerneltune.core.private_files import MAX_READ
+from kerneltune.core import MAX_READ, CacheReadError, ConfigError, Settings, hookimpl, integer, text
 
 #: Seconds one command may take in all: connecting if need be, sending, and the whole answer.
 TIMEOUT_SECONDS = 0.2

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from kerneltune.core import hookimpl
-from kerneltune.core.torch_devices import torch_device_module
+from kerneltune.core import hookimpl, torch_device_module
 
 
 class TorchDevice:

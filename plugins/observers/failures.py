@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import warnings
 
-from kerneltune.core import CandidateMeasured, hookimpl
-from kerneltune.core.errors import CandidateFailedWarning
-from kerneltune.core.notices import user_stacklevel
+from kerneltune.core import CandidateFailedWarning, CandidateMeasured, hookimpl, user_stacklevel
 
 
 @hookimpl

@@ -25,12 +25,14 @@ from kerneltune.core import (
     PickLoaded,
     TuningFinished,
     TuningStarted,
+    check_folder,
     format_ms,
     hookimpl,
+    make_private_dirs,
+    open_private_append,
+    verbose_line,
+    warn_once,
 )
-from kerneltune.core.notices import warn_once
-from kerneltune.core.private_files import check_folder, make_private_dirs, open_private_append
-from kerneltune.core.verbose import show
 
 logger = logging.getLogger("kerneltune")
 
@@ -38,7 +40,7 @@ logger = logging.getLogger("kerneltune")
 def _say(line: str, verbose: bool) -> None:
     # Verbose, an INFO line the user sees (kerneltune.core.verbose); otherwise DEBUG, for those who ask.
     if verbose:
-        show(line)
+        verbose_line(line)
     else:
         logger.debug(line)
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import math
 
-from kerneltune.core import TuningFinished, UncertainPickWarning, format_ms, hookimpl
-from kerneltune.core.notices import warn_once
+from kerneltune.core import TuningFinished, UncertainPickWarning, format_ms, hookimpl, warn_once
 
 
 def _how_far(margin: float) -> str:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kerneltune.core import hookimpl
-from kerneltune.core.search.profiles import UNSET, CompileTarget, option_grid, unique_profiles
+from kerneltune.core import UNSET, CompileTarget, hookimpl, option_grid, unique_profiles
 
 MULTIBUFFER_CHILDREN = (
     "limit_auto_multi_buffer_of_local_buffer",

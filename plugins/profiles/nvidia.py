@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kerneltune.core import hookimpl
-from kerneltune.core.search.profiles import CompileTarget, option_grid
+from kerneltune.core import CompileTarget, hookimpl, option_grid
 
 # Left out of both families:
 #

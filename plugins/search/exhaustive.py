@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kerneltune.core import hookimpl
-from kerneltune.core.search.geometry import Measure, Point, SearchBudget, SearchGeometry
-from kerneltune.core.search.ledger import SearchLedger
+from kerneltune.core import Measure, Point, SearchBudget, SearchGeometry, SearchLedger, hookimpl
 
 
 class ExhaustiveStrategy:

@@ -1,6 +1,6 @@
 """Steps through a generated space: where a search starts, and what lies one move away.
 
-A point is ``(shape, profile)`` (:mod:`kerneltune.core.search.geometry`). Shapes step
+A point is ``(shape, profile)`` (:mod:`kerneltune.core.values.geometry`). Shapes step
 along their axes, one index at a time. Profiles step by changing one
 compile option: a numeric option to the next value the family uses, any
 other option to another of its values, or an option set or cleared.
@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kerneltune.core.search.geometry import Shape
+from kerneltune.core import Shape
 
 #: Above this many parameters the coarse lattice becomes a star around the centre.
 LATTICE_MAX_PARAMS = 3

@@ -11,9 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core import hookimpl
-from kerneltune.core.search.geometry import Measure, Point, SearchBudget, SearchGeometry
-from kerneltune.core.search.ledger import SearchLedger
+from kerneltune.core import Measure, Point, SearchBudget, SearchGeometry, SearchLedger, hookimpl
 from kerneltune.plugins.search.moves import (
     axis_neighbours,
     changed_options,

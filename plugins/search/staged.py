@@ -14,9 +14,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from kerneltune.core import hookimpl
-from kerneltune.core.search.geometry import Measure, Point, SearchBudget, SearchGeometry, Shape
-from kerneltune.core.search.ledger import SearchLedger
+from kerneltune.core import Measure, Point, SearchBudget, SearchGeometry, SearchLedger, Shape, hookimpl
 from kerneltune.plugins.search.moves import (
     axis_neighbours,
     coarse_shapes,

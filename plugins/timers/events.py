@@ -17,11 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kerneltune.core import hookimpl
-from kerneltune.core.torch_devices import torch_device_module
+from kerneltune.core import hookimpl, torch_device_module
 
 if TYPE_CHECKING:
-    from kerneltune.core.plugin_system.contracts import Device
+    from kerneltune.core import Device
 
 #: Device clock cycles per calibration spin (about half a millisecond at 2 GHz)...
 CALIBRATION_CYCLES = 1_000_000

@@ -21,8 +21,8 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import attrs
+from kerneltune.core import in_place_problem as value_problem
 from kerneltune.core import register_key_encoder
-from kerneltune.core.drivers.inplace import in_place_problem as value_problem
 
 Thunk = Callable[[], object]
 
@@ -544,14 +544,14 @@ SEARCH_PARAMS_MARK = "__kerneltune_search_params__"
 
 
 def compile_target() -> Any:
-    """The :class:`kerneltune.core.search.profiles.CompileTarget` kernels compile for now.
+    """The :class:`kerneltune.core.values.profiles.CompileTarget` kernels compile for now.
 
     Under the interpreter the backend is ``"interpreter"`` and the options are
     the compile fields of ``triton.Config``, which the interpreter accepts and
     ignores; otherwise the target and the option names come from the active
     driver and its backend's option dataclass.
     """
-    from kerneltune.core.search.profiles import CompileTarget
+    from kerneltune.core import CompileTarget
 
     if interpreting():
         return CompileTarget(backend="interpreter", arch="", warp_size=0, options=config_fields())

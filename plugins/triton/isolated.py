@@ -17,10 +17,7 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kerneltune.core import IsolationError
-from kerneltune.core.isolation.parent import TURN_OFF, named_target
-from kerneltune.core.isolation.target import Target
-from kerneltune.core.isolation.worker import copier
+from kerneltune.core import TURN_OFF, IsolationError, Target, copier, named_target
 from kerneltune.plugins.triton import adapter
 
 #: What the worker imports to launch a kernel's candidates.

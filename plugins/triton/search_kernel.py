@@ -26,8 +26,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import triton
-from kerneltune.core import current_session
-from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
+from kerneltune.core import SUBPROCESS, Screening, current_session, screener
 from kerneltune.plugins.triton import adapter
 from kerneltune.plugins.triton.classify import operator_class, python_function
 from kerneltune.plugins.triton.hints import SearchHints, check_params, parse_hints, wants_search

@@ -22,20 +22,24 @@ from typing import Any, Protocol
 
 import attrs
 from kerneltune.core import (
+    BudgetSpent,
     Candidate,
     CandidateDropped,
     NoValidConfigError,
     PluginError,
+    Point,
     RankMismatchError,
+    SearchBudget,
+    SearchStrategy,
+    Shape,
     Tuning,
+    choose_strategy,
     describe_error,
+    fault,
     format_ms,
+    origin,
+    verbose_line,
 )
-from kerneltune.core.plugin_system.contracts import SearchStrategy
-from kerneltune.core.plugin_system.seam import fault, origin
-from kerneltune.core.search.geometry import BudgetSpent, Point, SearchBudget, Shape
-from kerneltune.core.search.strategies import choose_strategy
-from kerneltune.core.verbose import show
 from kerneltune.plugins.triton import adapter, compiler
 from kerneltune.plugins.triton.hints import SearchHints
 from kerneltune.plugins.triton.search_space import SearchSpace
@@ -157,7 +161,7 @@ class SearchRun:
     def say(self, line: str) -> None:
         # The tuning is verbose with the debug hint or the verbose setting.
         if self.tuning.verbose:
-            show(f"{self.kernel.__name__}: {line}", source="search_params")
+            verbose_line(f"{self.kernel.__name__}: {line}", source="search_params")
 
     def label(self, point: Point) -> str:
         return self.space.candidate(point).label

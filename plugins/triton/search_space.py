@@ -3,7 +3,7 @@ times every compile-option profile of the family the operator classifier chooses
 
 :func:`build_space` makes the engine's :class:`~kerneltune.core.Space` for one
 set of compile options fixed at launch, with the geometry (axes, profiles,
-probes, seeds) a search strategy (:mod:`kerneltune.core.search.geometry`) walks.
+probes, seeds) a search strategy (:mod:`kerneltune.core.values.geometry`) walks.
 Configs are made through the adapter, which alone knows a
 ``triton.Config``'s fields.
 """
@@ -15,10 +15,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core import Candidate, Space, Tuner
-from kerneltune.core.search.families import choose_family, family_probes, family_profiles
-from kerneltune.core.search.geometry import Point, SearchGeometry, Shape
-from kerneltune.core.search.profiles import unique_profiles
+from kerneltune.core import (
+    Candidate,
+    Point,
+    SearchGeometry,
+    Shape,
+    Space,
+    Tuner,
+    choose_family,
+    family_probes,
+    family_profiles,
+    unique_profiles,
+)
 from kerneltune.plugins.triton import adapter
 
 

@@ -13,9 +13,7 @@ import math
 import random
 from collections.abc import Callable
 
-from kerneltune.core import hookimpl
-from kerneltune.core.search.geometry import Measure, Point, SearchBudget, SearchGeometry
-from kerneltune.core.search.ledger import SearchLedger
+from kerneltune.core import Measure, Point, SearchBudget, SearchGeometry, SearchLedger, hookimpl
 
 __all__ = ["RandomSearch", "kerneltune_register_search_strategies"]
 

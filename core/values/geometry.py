@@ -14,10 +14,9 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
-from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS, Settings
 
 #: One index per searched parameter, into that parameter's sorted values.
 Shape = tuple[int, ...]
@@ -38,8 +37,19 @@ class BudgetSpent(Exception):
     """
 
 
-#: How hard a strategy tries, cheapest first.
-EFFORTS = SEARCH_EFFORTS
+#: How hard a strategy tries, cheapest first (the ``search_effort`` setting's values).
+EFFORTS = ("quick", "default", "full")
+
+
+class SearchSettings(Protocol):
+    """The settings a budget is resolved from (:class:`kerneltune.core.Settings` has them)."""
+
+    @property
+    def search_effort(self) -> str: ...
+    @property
+    def search_budget_s(self) -> float: ...
+    @property
+    def search_max_points(self) -> int: ...
 
 
 def _axes(instance: Any, attribute: Any, axes: tuple[tuple[int, ...], ...]) -> None:
@@ -176,7 +186,7 @@ class SearchBudget:
     @classmethod
     def resolve(
         cls,
-        settings: Settings,
+        settings: SearchSettings,
         *,
         effort: str | None = None,
         seconds: float | None = None,

@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core.machine.keys import describe, digest
-from kerneltune.core.machine.records import Candidate
+from kerneltune.core.values.keys import describe, digest
+from kerneltune.core.values.records import Candidate
 
 
 @attrs.frozen

@@ -300,7 +300,7 @@ class TuningRecord:
     candidate whose ranks' times are not known), or empty when the tuning
     kept none (one rank, sharded ranks, a reducer without ``gather_vector``,
     or a record written before they were kept); ``pick_values`` the pick's
-    config as plain data (:func:`kerneltune.core.machine.keys.plain_config`),
+    config as plain data (:func:`kerneltune.core.values.keys.plain_config`),
     for the snippet ``kerneltune cache show`` prints and nothing else: it is
     never turned back into a config. ``None`` where the config is not plain
     data or the record was written before they were kept.

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import attrs
-from kerneltune.core.machine.records import Candidate, Measurement
+from kerneltune.core.values.records import Candidate, Measurement
 
 
 @attrs.frozen

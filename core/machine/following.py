@@ -1,0 +1,106 @@
+"""What LOOKUP's plan leaves a tuning to honour while it measures.
+
+A :class:`~kerneltune.core.machine.reuse.Plan` may name the few candidates to
+measure (a grown list's new ones against the stored pick, a warm start's
+configs, a re-check's rivals), carry a stored record's measurements over,
+or ask for a re-check. :class:`Following` holds what of it a tuning still
+needs after LOOKUP: SELECT's scope, the rows carried, the record being
+re-checked, and the fall back to the whole kept list when every planned
+candidate failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Container, Sequence
+from typing import Any
+
+import attrs
+from kerneltune.core.machine.reuse import Plan, carried_rows
+from kerneltune.core.values.records import Candidate, Measurement, TuningRecord
+from kerneltune.core.values.space import Space
+
+logger = logging.getLogger("kerneltune")
+
+
+@attrs.define
+class Following:
+    """A tuning's plan, as far as it binds measuring and SELECT.
+
+    :ivar kept: the candidates PRUNE kept.
+    :ivar scope: the only candidates measured, and SELECT's choice, when the plan names them.
+    :ivar carried: the stored time and measurement of candidates an earlier tuning of this key measured.
+    :ivar rechecked: the stored record this tuning re-checks (an uncertain pick, or one
+        ``kerneltune cache verify`` asked about).
+    :ivar warm_start: where a warm start began, for the record.
+    :ivar fell_back: every planned candidate failed, and the rest of the kept list was queued.
+    """
+
+    space: Space
+    kept: tuple[int, ...] = ()
+    scope: frozenset[int] | None = None
+    carried: dict[int, tuple[float, Measurement]] = attrs.Factory(dict)
+    rechecked: TuningRecord | None = None
+    warm_start: dict[str, Any] | None = None
+    fell_back: bool = False
+
+    def follow(
+        self, plan: Plan | None, shared: TuningRecord | None, kept: tuple[int, ...]
+    ) -> tuple[Candidate, ...]:
+        """Take in LOOKUP's plan (``None``: measure every kept candidate); what to measure first."""
+        self.kept = kept
+        candidates = self.space.candidates
+        if plan is None:
+            return tuple(candidates[i] for i in kept)
+        if plan.reuse and shared is not None:
+            self.carried = carried_rows(shared, self.space)
+        if plan.recheck:
+            self.rechecked = shared
+        self.warm_start = plan.warm_start
+        if not plan.measure:
+            return tuple(candidates[i] for i in kept)
+        self.scope = frozenset(plan.measure)
+        return tuple(candidates[i] for i in plan.measure)
+
+    def stored(self, measured: Container[int]) -> dict[int, tuple[float, Measurement]]:
+        """The carried rows of candidates this tuning has not measured."""
+        return {i: row for i, row in self.carried.items() if i not in measured}
+
+    def fall_back(self, times: Sequence[float], key: object) -> list[Candidate] | None:
+        """Where every candidate the plan measured failed on some rank, the rest of the kept list.
+
+        A warm start's few configs or a grown list's new ones may all fail
+        (larger configs for a larger key are the likeliest to), where the
+        full list holds ones that run: without this the key could never be
+        tuned. ``times`` are the ranks' agreed ones, so all fall back alike.
+        The scope is lifted, so SELECT chooses among all that were measured.
+
+        :returns: the candidates to measure now, or ``None`` when one planned candidate has a time.
+        """
+        if any(math.isfinite(times[i]) for i in self.scope or ()):
+            return None
+        scoped = sorted(self.scope or ())
+        rest = [c for c in self.space.candidates if c.index in self.kept and c.index not in scoped]
+        self.fell_back = True
+        self.scope = None
+        logger.info(
+            "kerneltune: %s: key %r: every candidate the plan measured failed (%s); measuring the other %d "
+            "kept candidates",
+            self.space.name,
+            key,
+            ", ".join(f"[{i}]" for i in scoped),
+            len(rest),
+        )
+        return rest
+
+    def rechecking(self) -> tuple[Candidate, ...]:
+        """The stored pick, then its rivals by stored time, when this tuning re-checks a record."""
+        record = self.rechecked
+        if record is None or self.scope is None:
+            return ()
+
+        def order(index: int) -> tuple[bool, float, int]:
+            return (index != record.best_index, record.times[index], index)
+
+        return tuple(self.space.candidates[i] for i in sorted(self.scope, key=order))

@@ -1,0 +1,159 @@
+"""What MEASURE runs next: a tuning's queue of jobs, in order.
+
+A :class:`MeasureQueue` holds the jobs a :class:`~kerneltune.core.machine.tuning.Tuning`
+hands out one by one, and knows the shapes a queue takes: a first pass
+(whole, or on the host's clock in two rounds), a plan's few candidates head
+to head, near ties re-timed in interleaved rounds, and a driver's requests.
+It decides nothing about what to measure; the tuning does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Container, Sequence
+
+from kerneltune.core.machine.schedule import Job, Schedule
+from kerneltune.core.machine.ties import TIE_WARMUP
+from kerneltune.core.values.records import Candidate
+
+
+class MeasureQueue:
+    """The jobs still to run, and the most interleaved rounds any of them asked for.
+
+    :ivar rounds: the most interleaved rounds queued so far, alike on every
+        rank (SELECT's evidence is sized by it).
+    """
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        self.jobs: list[Job] = []
+        self.rounds = 0
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def pop(self) -> Job:
+        """The next job, taken off the queue."""
+        return self.jobs.pop(0)
+
+    def candidates(self, out: Container[int] = ()) -> list[Candidate]:
+        """The candidates waiting, each once, in order, but those whose index is in ``out``."""
+        return list(dict.fromkeys(job.candidate for job in self.jobs if job.candidate.index not in out))
+
+    def request(
+        self,
+        listed: Sequence[Candidate],
+        *,
+        warmup: int | None = None,
+        repeat: int | None = None,
+        rounds: int = 1,
+        purpose: str = "",
+    ) -> None:
+        """Queue ``listed`` in order, in ``rounds`` rounds each starting one candidate further on.
+
+        The later rounds add to the first round's samples; see
+        :meth:`~kerneltune.core.machine.tuning.Tuning.request`.
+        """
+        warmup = self.schedule.warmup if warmup is None else warmup
+        repeat = self.schedule.repeat if repeat is None else repeat
+        if rounds > 1:
+            self.rounds = max(self.rounds, rounds)
+        for round_ in range(rounds):
+            shift = round_ % len(listed) if listed else 0
+            said = f"{purpose}, round {round_ + 1} of {rounds}" if purpose and rounds > 1 else purpose
+            for candidate in [*listed[shift:], *listed[:shift]]:
+                self.jobs.append(Job(candidate, warmup, repeat, extend=round_ > 0, purpose=said))
+
+    def first_pass(self, candidates: Sequence[Candidate], *, split: bool) -> None:
+        """Queue the first pass: each candidate's runs together, or, with ``split``, in two rounds.
+
+        Timed by the host's clock, a candidate measured during a burst of
+        other work, or a slow spell of a shared machine, reads slow in all
+        its samples alike. Split, each candidate's timed runs fall in two
+        rounds, the second starting one candidate further on and without
+        warm-up: a spell that covered one of a candidate's rounds shows as
+        spread between them (the tuning's noise), and the rounds pair the
+        candidates for SELECT's verdict. The runs are as many as in one pass.
+        """
+        repeat = self.schedule.repeat
+        if not split or repeat < 2 or len(candidates) < 2:
+            self.request(candidates)
+            return
+        first = math.ceil(repeat / 2)
+        self.rounds = max(self.rounds, 2)
+        for candidate in candidates:
+            self.jobs.append(Job(candidate, self.schedule.warmup, first, round=1, reports=False))
+        for candidate in [*candidates[1:], *candidates[:1]]:
+            self.jobs.append(Job(candidate, 0, repeat - first, extend=True, round=2))
+
+    def head_to_head(
+        self,
+        candidates: Sequence[Candidate],
+        *,
+        rounds: int = 2,
+        purpose: str = "head to head",
+        one_by_one: bool = False,
+    ) -> None:
+        """Queue a plan's few candidates in ``rounds`` interleaved rounds of half the timed runs each.
+
+        They are compared with each other alone (:meth:`interleave`); the
+        first round warms up as a first pass does. A re-check, there because
+        a machine was noisy, takes the runs one by one.
+        """
+        if len(candidates) < 2:
+            self.request(candidates)
+            return
+        self.interleave(
+            candidates, rounds, purpose=purpose, warmup=self.schedule.warmup, one_by_one=one_by_one
+        )
+
+    def interleave(
+        self,
+        candidates: Sequence[Candidate],
+        rounds: int,
+        *,
+        purpose: str,
+        warmup: int = TIE_WARMUP,
+        one_by_one: bool = False,
+    ) -> None:
+        """Queue ``candidates`` in ``rounds`` interleaved rounds of half a first pass's timed runs each.
+
+        Each round measures every candidate in turn, starting one candidate
+        further on than the last, so that drift between the first and the
+        last lands on each alike; a candidate warms up at the start of every
+        round (``warmup`` runs in the first, :data:`TIE_WARMUP` in the
+        others). ``one_by_one`` takes one timed run of each in turn (A B C A
+        B C ...) instead of each candidate's runs together: on a noisy
+        machine load comes and goes within milliseconds, and only that lands
+        on every candidate alike; with the device's events, each run then
+        costs a synchronise of its own, so a quiet one takes them together.
+        A candidate's samples of one round stay one group
+        (``Measurement.rounds``), which SELECT's verdict compares round by
+        round; the first round replaces what the candidate measured before.
+        """
+        per_round = max(1, math.ceil(self.schedule.repeat / 2))
+        self.rounds = max(self.rounds, rounds)
+        for round_ in range(rounds):
+            shift = round_ % len(candidates)
+            order = [*candidates[shift:], *candidates[:shift]]
+            said = f"{purpose}, round {round_ + 1} of {rounds}"
+            first = warmup if round_ == 0 else TIE_WARMUP
+            if not one_by_one:
+                for candidate in order:
+                    self.jobs.append(
+                        Job(candidate, first, per_round, extend=round_ > 0, purpose=said, round=round_ + 1)
+                    )
+                continue
+            for run in range(per_round):
+                for candidate in order:
+                    self.jobs.append(
+                        Job(
+                            candidate,
+                            0 if run else first,
+                            1,
+                            extend=round_ > 0 or run > 0,
+                            purpose=said,
+                            round=round_ + 1,
+                            reports=run == per_round - 1,
+                        )
+                    )

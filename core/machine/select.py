@@ -1,0 +1,121 @@
+"""REDUCE and SELECT for a tuning: the agreed times, the pick among them, and its verdict.
+
+:func:`agree` takes every rank's measurements to agreed times and the
+evidence SELECT judges the pick by, in one collective (sharded ranks
+gather instead); :func:`choose` is the pick itself, a pure function of the
+agreed times and of what the tuning allows; :func:`warn_if_idle` says when
+device time could not rank the candidates at all.
+:class:`~kerneltune.core.machine.tuning.Tuning.finish` runs them in order,
+then records and stores the pick.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+from kerneltune.core.machine.confidence import Confidence, Evidence
+from kerneltune.core.machine.measure import IdleDevice
+from kerneltune.core.machine.reduce import Reduced, reduce_times
+from kerneltune.core.machine.shard import gather_times
+from kerneltune.core.notices import warn_once
+from kerneltune.core.plugin_system.contracts import Reducer
+from kerneltune.core.values.records import Measurement
+
+
+@attrs.frozen
+class Agreed:
+    """What every rank agrees on after REDUCE.
+
+    :ivar reduced: each candidate's slowest-rank time (and each rank's, where known).
+    :ivar evidence: what SELECT judges the pick by, the slowest rank's numbers.
+    :ivar elsewhere: ``(candidate, rank)`` for candidates another rank measured (sharded).
+    """
+
+    reduced: Reduced
+    evidence: Evidence
+    elsewhere: tuple[tuple[int, int], ...] = ()
+
+
+def agree(
+    reducer: Reducer, measurements: Sequence[Measurement], *, rounds: int, sharded: Sequence[int] | None
+) -> Agreed:
+    """REDUCE: the agreed times of ``measurements`` (one per candidate) and SELECT's evidence.
+
+    :param rounds: the most interleaved rounds the tuning queued (sizes the evidence).
+    :param sharded: the candidates measured, when the ranks split them: their times are
+        gathered from the rank that measured each; ``None``: every rank measured alike, and
+        one collective takes the maximum of the times and the evidence together.
+    """
+    count = len(measurements)
+    if sharded is not None:
+        gathered = gather_times(reducer, measurements, sharded)
+        evidence = Evidence(gathered.times, gathered.errors, gathered.spreads, ((),) * count)
+        here = reducer.rank
+        elsewhere = tuple((i, r) for i, r in enumerate(gathered.owners) if r is not None and r != here)
+        return Agreed(Reduced(gathered.times), evidence, elsewhere)
+    vector = Evidence.of(measurements, rounds).to_vector()
+    reduced = reduce_times(reducer, vector[:count], vector[count:])
+    return Agreed(reduced, Evidence.from_vector([*reduced.times, *reduced.extra], count))
+
+
+@attrs.frozen
+class Choice:
+    """SELECT's pick.
+
+    :ivar best: the pick's index, ``None`` when no allowed candidate has a finite time.
+    :ivar compared: the allowed candidates with a finite time, which the pick was chosen among.
+    :ivar allowed: the candidates SELECT could choose, ``None`` for all of them.
+    """
+
+    best: int | None
+    compared: tuple[int, ...]
+    allowed: frozenset[int] | None
+
+
+def choose(
+    times: Sequence[float],
+    among: Iterable[int] | None,
+    *,
+    finalists: bool = False,
+    scope: Iterable[int] | None = None,
+) -> Choice:
+    """SELECT: the fastest allowed candidate, ties to the lower index.
+
+    :param among: the candidates to choose among (``None``: all).
+    :param finalists: ``among`` are the near ties re-timed: if every one of them failed while
+        being re-timed, the first pass still stands and all may be chosen.
+    :param scope: the candidates a plan measured, chosen among when ``among`` is not given.
+    """
+    allowed = None if among is None else frozenset(among)
+    if finalists and allowed and not any(math.isfinite(times[i]) for i in allowed):
+        allowed = None
+    if allowed is None and scope is not None:
+        allowed = frozenset(scope)
+    compared = tuple(i for i, t in enumerate(times) if math.isfinite(t) and (allowed is None or i in allowed))
+    best = min(compared, key=lambda i: (times[i], i)) if compared else None
+    return Choice(best, compared, allowed)
+
+
+def verdict_fields(verdict: Confidence | None) -> dict[str, Any]:
+    """What ``TuningFinished`` says of the verdict (nothing when every candidate failed)."""
+    if verdict is None:
+        return {}
+    fields = {"rivals": verdict.rivals, "margin": verdict.margin, "noise": verdict.noise}
+    return {"confidence": verdict.level, **fields}
+
+
+def warn_if_idle(name: str, idle: IdleDevice) -> None:
+    """Warn once when every candidate's device time read what a run with no device work reads."""
+    if not idle.idle or len(idle.medians) <= 1:
+        return
+    floor_us = (idle.floor_ms or 0.0) * 1000
+    warn_once(
+        (name, "idle device"),
+        f"kerneltune: {name}: every candidate's timed runs read about "
+        f"{floor_us:.2f} us of device time, what a run with no device work "
+        "reads: this work runs on the host, and device time cannot rank it (the pick is noise). "
+        'Set objective = "wall" (KERNELTUNE_OBJECTIVE=wall) to time it by the host clock.',
+    )

@@ -26,7 +26,7 @@ import attrs
 from kerneltune.core.errors import describe_error
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import CompileProcess
-from kerneltune.core.values.events import CompileFinished, CompileStarted
+from kerneltune.core.values.events import CompileFinished, CompileStarted, Header
 from kerneltune.core.values.records import Candidate
 
 if TYPE_CHECKING:
@@ -83,17 +83,6 @@ def worker_count(setting: int, candidates: int) -> int:
 
 
 @attrs.frozen
-class Subject:
-    """What the stage's events say about the tuning they belong to."""
-
-    function: str
-    key: object
-    rank: int
-    verbose: bool
-    log_dir: Path | None
-
-
-@attrs.frozen
 class CompileProcesses:
     """Several backends' :class:`~kerneltune.core.plugin_system.contracts.CompileProcess` as one.
 
@@ -130,7 +119,7 @@ class CompileStage:
         (threads share one interpreter lock for Triton's code generation:
         ``bench/compile_parallel.py``, BENCHMARKS.md); ``None``, or a
         platform without ``fork``, compiles on threads of this process.
-    :param subject: the tuning, as its events name it.
+    :param header: the tuning, as its events name it.
     :param observers: told of each compile (:attr:`kerneltune.core.plugin_system.session.Session.observers`),
         from pool threads: ``compile_started`` and ``compile_finished``.
     """
@@ -142,7 +131,7 @@ class CompileStage:
         *,
         workers: int,
         timeout: float,
-        subject: Subject,
+        header: Header,
         observers: Observers,
         child: CompileProcess | None = None,
     ) -> None:
@@ -156,7 +145,7 @@ class CompileStage:
         #: how long each compile process that ended took, seconds.
         self._child_seconds: list[float] = []
         self._timeout = timeout
-        self._subject = subject
+        self._header = header
         self._observers = observers
         self._began: dict[int, float] = {}
         self._done = 0
@@ -174,7 +163,7 @@ class CompileStage:
         observers: Observers,
         compile_one: Callable[[Candidate], object],
         candidates: Sequence[Candidate],
-        subject: Subject,
+        header: Header,
         child: CompileProcess | None,
     ) -> CompileStage:
         """A stage under the ``compile_workers``, ``compile_timeout`` and ``compile_pool`` settings."""
@@ -183,7 +172,7 @@ class CompileStage:
             candidates,
             workers=worker_count(settings.compile_workers, len(candidates)),
             timeout=settings.compile_timeout,
-            subject=subject,
+            header=header,
             observers=observers,
             child=child if settings.compile_pool == "processes" else None,
         )
@@ -209,16 +198,7 @@ class CompileStage:
         began = time.monotonic()
         with self._lock:
             self._began[candidate.index] = began
-        about = self._subject
-        self._observers.compile_started(
-            CompileStarted(
-                function=about.function,
-                key=about.key,
-                candidate=candidate,
-                rank=about.rank,
-                verbose=about.verbose,
-            ),
-        )
+        self._observers.compile_started(self._header.make(CompileStarted, candidate=candidate))
         error: BaseException | None = None
         try:
             if self._child is None:
@@ -234,17 +214,13 @@ class CompileStage:
             self._done += 1
             done, total = self._done, len(self._futures)
         self._observers.compile_finished(
-            CompileFinished(
-                function=about.function,
-                key=about.key,
+            self._header.make(
+                CompileFinished,
                 candidate=candidate,
                 seconds=time.monotonic() - began,
                 error=None if error is None else describe_error(error),
                 done=done,
                 total=total,
-                rank=about.rank,
-                verbose=about.verbose,
-                log_dir=about.log_dir,
             ),
         )
         return error

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
-from kerneltune.core.errors import describe_error
+from kerneltune.core.errors import NoStoredPickError, describe_error
 from kerneltune.core.machine.agreement import Vote, agree, short_repr
 from kerneltune.core.machine.reuse import Plan, plan_recheck, plan_reuse
 from kerneltune.core.machine.stored import method_of, read_record
 from kerneltune.core.machine.warm_start import NEAREST, propose
-from kerneltune.core.plugin_system.settings import TUNE_AUTO
+from kerneltune.core.plugin_system.settings import TUNE_AUTO, TUNE_FAIL, Settings
 from kerneltune.core.values.keys import digest
 from kerneltune.core.values.records import Candidate, TuningRecord
 
@@ -111,7 +111,7 @@ def decide(
             return attrs.evolve(alone, pick=plan.pick, record=record, store=migrate)
         return attrs.evolve(alone, kept=kept, record=record, plan=plan)
     vote = _vote(setup, stage, failure, kept, record, plan, log_dir=log_dir, global_rank=global_rank)
-    verdict = agree(reducer, vote, setup.tuner.space.name)
+    verdict = agree(reducer, vote, setup.space.name)
     agreed = Decision(
         writers=verdict.writers,
         neighbours=verdict.neighbours(reducer.rank),
@@ -120,7 +120,7 @@ def decide(
     )
     # Every rank follows the plan of the rank whose record (or warm start) the verdict chose.
     shared = None if verdict.shared_record is None else TuningRecord.from_data(verdict.shared_record)
-    plan = None if verdict.plan is None else Plan.from_data(verdict.plan, len(setup.tuner.space.candidates))
+    plan = None if verdict.plan is None else Plan.from_data(verdict.plan, len(setup.space.candidates))
     if plan is not None and plan.pick is not None:
         assert shared is not None
         same = record is not None and record.best_index == shared.best_index
@@ -142,8 +142,8 @@ def _lookup(setup: Setup) -> tuple[TuningRecord | None, bool, bool]:
         the cache just now (rather than holding it already).
     """
     assert setup.entry is not None
-    space = setup.tuner.space
-    held = setup.tuner.records.get(setup.entry)
+    space = setup.space
+    held = setup.records.get(setup.entry)
     record = read_record(setup.session, space.name, setup.entry, setup.encoded, held)
     if record is None and held is None and setup.legacy_entry is not None:
         record = read_record(setup.session, space.name, setup.legacy_entry, setup.encoded)
@@ -173,11 +173,11 @@ def _rechecks(setup: Setup, record: TuningRecord) -> bool:
 
 
 def _lists_alike(setup: Setup, record: TuningRecord) -> bool:
-    return record.fingerprints == tuple(c.fingerprint for c in setup.tuner.space.candidates)
+    return record.fingerprints == tuple(c.fingerprint for c in setup.space.candidates)
 
 
 def _prune(setup: Setup, keep: Callable[[Candidate], bool] | None) -> tuple[int, ...]:
-    space = setup.tuner.space
+    space = setup.space
     kept = tuple(c.index for c in space.candidates if keep is None or keep(c))
     if not kept:
         raise ValueError(
@@ -195,7 +195,7 @@ def _plan(setup: Setup, record: TuningRecord | None, kept: tuple[int, ...], *, r
 
     :param recheck: the record was loaded from the cache just now, so a re-check it asks for is due here.
     """
-    session, space, schedule = setup.session, setup.tuner.space, setup.schedule
+    session, space, schedule = setup.session, setup.space, setup.schedule
     if record is not None:
         if recheck and _rechecks(setup, record):
             plan = plan_recheck(record, space, kept)
@@ -203,7 +203,7 @@ def _plan(setup: Setup, record: TuningRecord | None, kept: tuple[int, ...], *, r
                 return plan
         return plan_reuse(record, space, kept, method_of(session, schedule), adaptive=schedule.adaptive)
     if _warm(setup) and not session.settings.always_tune:
-        return propose(session, space, setup.encoded, kept, setup.tuner.records, setup.warm.budget)
+        return propose(session, space, setup.encoded, kept, setup.records, setup.warm.budget)
     return None
 
 
@@ -218,7 +218,7 @@ def _vote(
     log_dir: Path | None,
     global_rank: int,
 ) -> Vote:
-    settings, space = setup.session.settings, setup.tuner.space
+    settings, space = setup.session.settings, setup.space
     return Vote(
         rank=setup.reducer.rank,
         global_rank=global_rank,
@@ -235,3 +235,18 @@ def _vote(
         plan=None if plan is None else plan.to_data(),
         warm=_warm(setup),
     )
+
+
+def untuned_pick(settings: Settings, name: str, key: Hashable, kept: tuple[int, ...]) -> int:
+    """The candidate a key with no stored pick runs under ``tune = "never"``: the first one kept.
+
+    :raises NoStoredPickError: under ``tune = "fail"``, naming where that setting came from.
+    """
+    if settings.tune == TUNE_FAIL:
+        where = settings.source("tune") or "default"
+        raise NoStoredPickError(
+            f"{name}: no stored pick for key {key!r}, and tune = 'fail' ({where}) "
+            "forbids tuning it; tune this key where tuning is allowed (tune = 'auto', the default) "
+            "and keep its cache, or set tune = 'never' to run the first config untuned"
+        )
+    return kept[0]

@@ -128,7 +128,9 @@ class Tuner:
         try:
             warm = WarmStart(warm_start, budget)
             setup = Setup(
-                self,
+                self.space,
+                self.picks,
+                self.records,
                 session,
                 reducer,
                 key,

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 import attrs
+from kerneltune.core.machine.confidence import UNCERTAIN, Confidence
 from kerneltune.core.machine.reuse import Plan, carried_rows
+from kerneltune.core.machine.schedule import Schedule
+from kerneltune.core.machine.stored import new_record
+from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.records import Candidate, Measurement, TuningRecord
 from kerneltune.core.values.space import Space
 
@@ -104,3 +108,49 @@ class Following:
             return (index != record.best_index, record.times[index], index)
 
         return tuple(self.space.candidates[i] for i in sorted(self.scope, key=order))
+
+    def record(
+        self,
+        session: Session,
+        encoded: Any,
+        best: int,
+        times: Sequence[float],
+        rank_times: Sequence[tuple[float, ...]],
+        measurement: Callable[[int], Measurement],
+        measured: Container[int],
+        schedule: Schedule,
+        *,
+        allowed: frozenset[int] | None,
+        shards: int,
+        verdict: Confidence,
+    ) -> TuningRecord:
+        """PERSIST's record: what this tuning measured, the carried rows of what it did not, the verdict.
+
+        :param times: every candidate's agreed time; ``rank_times`` each rank's, where REDUCE kept them.
+        :param measurement: candidate ``i``'s measurement in this tuning.
+        :param measured: the candidates this tuning measured.
+        :param allowed: the candidates SELECT chose among (``None``: all).
+        """
+        carried = self.stored(measured)
+        count = len(self.space.candidates)
+        if carried and allowed is None:
+            allowed = frozenset(range(count))
+        record = new_record(
+            session,
+            self.space,
+            encoded,
+            best,
+            tuple(carried[i][0] if i in carried else t for i, t in enumerate(times)),
+            tuple(carried[i][1] if i in carried else measurement(i) for i in range(count)),
+            schedule,
+            None if allowed is None else tuple(sorted(allowed - carried.keys())),
+            shards=shards,
+            carried=tuple(sorted(carried)),
+            warm_start=self.warm_start,
+            rank_times=tuple(() if i in carried else t for i, t in enumerate(rank_times)),
+        )
+        # A re-check that leaves the pick uncertain counts; the next loading process re-checks again.
+        rechecks = 0
+        if self.rechecked is not None and verdict.level == UNCERTAIN:
+            rechecks = self.rechecked.rechecks + 1
+        return attrs.evolve(record, confidence=verdict.level, rivals=verdict.rivals, rechecks=rechecks)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from kerneltune.core.machine.warm_start import WarmStart
@@ -60,25 +60,15 @@ class Job:
         return self.purpose or None
 
 
-class TunerState(Protocol):
-    """What a tuning reads and writes of the :class:`~kerneltune.core.machine.engine.Tuner` that began it.
-
-    A protocol rather than the class: the tuner's module makes tunings, so
-    a tuning naming the class would import its maker back.
-    """
-
-    space: Space
-    #: the in-process picks, by business key; a tuning adds its pick.
-    picks: dict[Hashable, Candidate]
-    #: the plain data of the records this process holds, by cache entry; a tuning reads and adds.
-    records: dict[str, dict[str, Any]]
-
-
 @attrs.frozen
 class Setup:
     """What a :class:`Tuning` is made with: ``Tuner.begin`` resolves it from the call."""
 
-    tuner: TunerState
+    space: Space
+    #: the tuner's in-process picks, by business key; a tuning adds its pick.
+    picks: dict[Hashable, Candidate]
+    #: the plain data of the records this process holds, by cache entry; a tuning reads and adds.
+    records: dict[str, dict[str, Any]]
     session: Session
     reducer: Reducer
     key: Hashable

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core.machine.confidence import TOLERANCE, first_pass_lead
+from kerneltune.core.machine.confidence import NOISY, TOLERANCE, Confidence, Evidence, first_pass_lead, judge
 from kerneltune.core.machine.measure import standard_error
-from kerneltune.core.values.records import Measurement, spread
+from kerneltune.core.values.records import Candidate, Measurement, spread
 
 #: Near ties: a candidate is re-timed with the best one when its mean lies
 #: within this many combined standard errors of the best mean...
@@ -110,3 +110,43 @@ def agreed_finalists(measurements: Sequence[Measurement], reducer: Any) -> Final
     local += [spread(m.samples) if m.error is None else math.inf for m in measurements]
     agreed = list(reducer.max(local)) if reducer.world_size > 1 else local
     return finalists(agreed[:count], agreed[count : 2 * count], agreed[2 * count :])
+
+
+@attrs.define
+class NearTies:
+    """One tuning's near ties: what its first pass left to re-time, and the noise it showed.
+
+    :ivar finalists: the candidates SELECT chooses among once they are re-timed (``None``: none were).
+    :ivar left_out: rivals within reach of the best that the re-timing's cap left out.
+    :ivar noise: the first pass's noise, once the first pass is over (``None`` before).
+    """
+
+    finalists: tuple[Candidate, ...] | None = None
+    left_out: tuple[int, ...] = ()
+    noise: float | None = None
+
+    def take(self, chosen: Finalists, candidates: Sequence[Candidate]) -> tuple[Candidate, ...]:
+        """Keep what the agreed first pass says; the finalists to re-time (empty: none)."""
+        self.noise = chosen.noise
+        if not chosen.indices:
+            return ()
+        self.left_out = chosen.left_out
+        self.finalists = tuple(candidates[i] for i in chosen.indices)
+        return self.finalists
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the first pass was noisy enough that re-timing takes its runs one by one."""
+        return self.noise is not None and self.noise > NOISY
+
+    def verdict(self, evidence: Evidence, best: int, compared: Iterable[int]) -> Confidence:
+        """SELECT's verdict on ``best`` over the other candidates SELECT chose among.
+
+        Finalists are judged round by round, candidates measured apart by
+        their first pass (and its noise); rivals within reach that the
+        re-timing left out stay undecided. Every rank judges the same
+        evidence (the slowest rank's numbers), so every rank reaches the
+        same verdict without a collective of its own.
+        """
+        noise = self.noise if self.noise is not None else evidence.noise()
+        return judge(evidence, best, compared, noise, self.left_out)

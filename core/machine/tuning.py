@@ -11,34 +11,30 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import attrs
 from kerneltune.core.errors import (
-    NoStoredPickError,
     NoValidConfigError,
 )
-from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
 from kerneltune.core.machine.agreement import check_picks
-from kerneltune.core.machine.compile import CompileStage, Subject
-from kerneltune.core.machine.confidence import NOISY, UNCERTAIN, Confidence, Evidence, judge
-from kerneltune.core.machine.decision import decide
+from kerneltune.core.machine.decision import decide, untuned_pick
 from kerneltune.core.machine.following import Following
-from kerneltune.core.machine.measure import WALL, CandidateRuns, IdleDevice, Wrap, host_times
+from kerneltune.core.machine.measure import WALL
+from kerneltune.core.machine.measuring import Measuring
 from kerneltune.core.machine.queue import MeasureQueue
+from kerneltune.core.machine.readiness import Readiness
 from kerneltune.core.machine.reuse import Plan, explain
-from kerneltune.core.machine.samples import Samples
-from kerneltune.core.machine.schedule import Job, Setup
+from kerneltune.core.machine.schedule import Setup
 from kerneltune.core.machine.select import agree, choose, verdict_fields, warn_if_idle
 from kerneltune.core.machine.shard import share
-from kerneltune.core.machine.stored import new_record
-from kerneltune.core.machine.ties import Finalists, agreed_finalists
+from kerneltune.core.machine.ties import NearTies, agreed_finalists
 from kerneltune.core.plugin_system.contracts import CompileProcess, GlobalRankReducer, HoldingTimer, provides
-from kerneltune.core.plugin_system.settings import TUNE_AUTO, TUNE_FAIL
-from kerneltune.core.values.events import CandidateMeasured, PickLoaded, TuningFinished, TuningStarted
-from kerneltune.core.values.records import NOT_MEASURED, PRUNED, Candidate, Measurement, TuningRecord
+from kerneltune.core.plugin_system.settings import TUNE_AUTO
+from kerneltune.core.values.events import Header, PickLoaded, TuningFinished, TuningStarted
+from kerneltune.core.values.records import NOT_MEASURED, PRUNED, Candidate, TuningRecord
 
 logger = logging.getLogger("kerneltune")
 
@@ -47,14 +43,19 @@ E = TypeVar("E", bound=attrs.AttrsInstance)
 __all__ = ["NOT_MEASURED", "PRUNED", "Tuning"]
 
 
-class Tuning:
-    """One pass of the machine for one key, driven from outside; see the module docstring."""
+class Tuning(Measuring):
+    """One pass of the machine for one key, driven from outside; see the module docstring.
+
+    The driver's side of MEASURE (taking runs, recording samples and
+    failures) is :class:`~kerneltune.core.machine.measuring.Measuring`'s.
+    """
 
     def __init__(self, setup: Setup) -> None:
         """Hold ``setup``; nothing runs until :meth:`prepare` (``Tuner.begin`` makes and prepares one)."""
-        self.tuner = setup.tuner
-        self.session = session = setup.session
-        self.reducer = reducer = setup.reducer
+        #: the candidate list tuned.
+        self.space = setup.space
+        self._picks, self._records = setup.picks, setup.records
+        session, reducer = setup.session, setup.reducer
         self.key = setup.key
         self.verbose = setup.verbose
         self.driver = setup.driver
@@ -62,33 +63,23 @@ class Tuning:
         self._encoded = setup.encoded
         self._entry = setup.entry
         self._lock = setup.lock
-        self._space = setup.tuner.space
-        self._log_dir = session.cache_directory(self._space.name)
-        self._measurements = Samples()
-        self._plan = Following(setup.tuner.space)
-        self._queue = MeasureQueue(setup.schedule)
-        self._job: Job | None = None
-        self._schedule = setup.schedule
-        self._ties_planned = setup.schedule.adaptive
-        #: the candidates SELECT chooses among after near ties were re-timed.
-        self._finalists: tuple[Candidate, ...] | None = None
-        #: rivals within reach of the first pass's best that the re-timing's cap left out.
-        self._left_out: tuple[int, ...] = ()
-        #: the first pass's noise, once the first pass is over (``None`` before).
-        self._noise: float | None = None
-        self._host_us = host_times()
-        self._idle = IdleDevice()
-        self._compiling: CompileStage | None = None
-        #: sharded, every rank's compiles have ended (:meth:`next_candidate`).
-        self._host_quiet = False
-        #: why each candidate screened out by :meth:`isolate` must not run; ``None`` until it screens.
-        self._screened: dict[int, ScreenedOut] | None = None
-        #: the ranks on this rank's host, which split the compiling.
-        self._neighbours: tuple[int, ...] = (reducer.rank,)
-        self._started = time.perf_counter()
-        self._writers: frozenset[int] = frozenset({reducer.rank})
+        self._space = setup.space
+        log_dir = session.cache_directory(self._space.name)
         # Per-rank files are named by the rank in the job: subgroups restart at 0.
         self._global_rank = reducer.global_rank if provides(reducer, GlobalRankReducer) else reducer.rank
+        self._log_dir = log_dir
+        #: what every event of this tuning says about it.
+        self._header = Header(
+            self._space.name, self.key, self._global_rank, self.verbose, log_dir, self.driver
+        )
+        super().__init__(session, reducer, self._space, setup.schedule, self._header)
+        self._ready = Readiness(session, reducer, self._header, sharded=setup.schedule.shard)
+        self._plan = Following(setup.space)
+        self._queue = MeasureQueue(setup.schedule)
+        self._ties_planned = setup.schedule.adaptive
+        self._ties = NearTies()
+        self._started = time.perf_counter()
+        self._writers: frozenset[int] = frozenset({reducer.rank})
         self._verify_pick = False
         self.best: Candidate | None = None
 
@@ -100,8 +91,7 @@ class Tuning:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._compiling is not None:
-            self._compiling.close()
+        self._ready.close()
         self._lock.release()
 
     @property
@@ -129,7 +119,7 @@ class Tuning:
         :param failure: what went wrong computing the key, reported to every rank.
         """
         if failure is None:
-            self.best = self.tuner.picks.get(self.key)
+            self.best = self._picks.get(self.key)
             if self.best is not None:
                 return
         self._prepare(keep, failure)
@@ -138,7 +128,7 @@ class Tuning:
         decision = decide(self._setup, keep, failure, log_dir=self._log_dir, global_rank=self._global_rank)
         self._writers = decision.writers
         self._verify_pick = decision.verify_pick
-        self._neighbours = decision.neighbours
+        self._ready.neighbours = decision.neighbours
         if decision.pick is not None:
             assert decision.record is not None
             self._adopt(decision.pick, decision.record, store=decision.store)
@@ -179,7 +169,7 @@ class Tuning:
             self._first_pass(measured)
         self._measurements.prune(self._space.candidates, kept)
         self.session.observers.tuning_started(
-            self._event(TuningStarted, candidates=measured, world_size=self.reducer.world_size)
+            self._header.make(TuningStarted, candidates=measured, world_size=self.reducer.world_size)
         )
 
     def _untuned(self, kept: tuple[int, ...]) -> None:
@@ -190,16 +180,9 @@ class Tuning:
         :class:`NoStoredPickError`. With several ranks this follows the
         agreement, whose verdict every rank shares, so all ranks do alike.
         """
-        settings = self.session.settings
-        if settings.tune == TUNE_FAIL:
-            where = settings.source("tune") or "default"
-            raise NoStoredPickError(
-                f"{self._space.name}: no stored pick for key {self.key!r}, and tune = 'fail' ({where}) "
-                "forbids tuning it; tune this key where tuning is allowed (tune = 'auto', the default) "
-                "and keep its cache, or set tune = 'never' to run the first config untuned"
-            )
-        self.best = self._space.candidates[kept[0]]
-        self.tuner.picks[self.key] = self.best
+        first = untuned_pick(self.session.settings, self._space.name, self.key, kept)
+        self.best = self._space.candidates[first]
+        self._picks[self.key] = self.best
         self._loaded("default")
 
     def _first_pass(self, candidates: tuple[Candidate, ...]) -> None:
@@ -242,25 +225,18 @@ class Tuning:
         assert self.best is not None
         cache = self.session.cache.name
         self.session.observers.pick_loaded(
-            self._event(PickLoaded, best=self.best, source=source, cache=cache, confidence=confidence)
+            self._header.make(PickLoaded, best=self.best, source=source, cache=cache, confidence=confidence)
         )
-
-    def _event(self, event: type[E], **fields: Any) -> E:
-        """An observer's ``event``, its fields that name this tuning filled in."""
-        about = {"function": self._space.name, "key": self.key, "rank": self._global_rank}
-        about |= {"verbose": self.verbose, "log_dir": self._log_dir, "driver": self.driver}
-        names = {field.name for field in attrs.fields(event)}
-        return event(**{k: v for k, v in about.items() if k in names}, **fields)
 
     def _adopt(self, best: int, record: TuningRecord, *, store: bool) -> None:
         """Make candidate ``best`` the pick and ``record`` the key's record here; store it if asked."""
         self.best = self._space.candidates[best]
-        self.tuner.picks[self.key] = self.best
+        self._picks[self.key] = self.best
         # A failure met while computing the key never reaches a record: no entry, nothing to store.
         if self._entry is None:
             return
         data = record.to_data()
-        self.tuner.records[self._entry] = data
+        self._records[self._entry] = data
         if store and self.reducer.rank in self._writers:
             self.session.cache_store(self._space.name, self._entry, data)
 
@@ -278,15 +254,7 @@ class Tuning:
         """
         if self.best is not None:
             return None
-        if self._screened is None and self.session.settings.isolate != "none":
-            warn_unscreened(self._space.name)
-        if self._schedule.shard and not self._host_quiet:
-            # Sharded ranks skip the barrier before each candidate: one here keeps
-            # a rank from measuring while another on its host still compiles.
-            self._host_quiet = True
-            if self._compiling is not None:
-                self._compiling.settle()
-            self.reducer.barrier()
+        self._ready.begin_measuring(self._space.name)
         while True:
             if not self._queue and not self._ties_planned:
                 self._ties_planned = True
@@ -294,9 +262,7 @@ class Tuning:
             if not self._queue:
                 return None
             job = self._queue.pop()
-            problem = None if self._compiling is None else self._compiling.wait(job.candidate)
-            if self._screened and job.candidate.index in self._screened:
-                problem = self._screened[job.candidate.index]
+            problem = self._ready.problem(job.candidate)
             # After the wait: a rank that compiled a candidate for its host holds
             # the others here until Triton's cache has it.
             if self.reducer.world_size > 1 and not self._schedule.shard:
@@ -325,16 +291,7 @@ class Tuning:
         """
         if self.best is not None:
             return
-        listed = self.queued() if candidates is None else list(candidates)
-        # Sharded, the queue holds this rank's share already.
-        group = (self.reducer.rank,) if self._schedule.shard else self._neighbours
-        mine = share(listed, group.index(self.reducer.rank), len(group))
-        if self._compiling is not None:
-            return self._compiling.add(mine, compile_one)
-        about = Subject(self._space.name, self.key, self._global_rank, self.verbose, self._log_dir)
-        self._compiling = CompileStage.configured(
-            self.session.settings, self.session.observers, compile_one, mine, about, child
-        )
+        self._ready.compile(compile_one, self.queued() if candidates is None else list(candidates), child)
 
     def isolate(
         self, screen_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None
@@ -351,15 +308,11 @@ class Tuning:
         """
         if self.best is not None:
             return {}
-        failed = screen_all(screen_one, self.queued() if candidates is None else candidates)
-        if self.reducer.world_size > 1:
-            failed = merge_ranks(self.reducer.gather(sorted(failed.items())), self.reducer.rank)
-        self._screened = {**(self._screened or {}), **{i: ScreenedOut(why) for i, why in failed.items()}}
-        return failed
+        return self._ready.isolate(screen_one, self.queued() if candidates is None else candidates)
 
     def queued(self) -> list[Candidate]:
         """The candidates waiting to be measured, each once, in order (not those screened out)."""
-        return self._queue.candidates(self._screened or {})
+        return self._queue.candidates(self._ready.screened)
 
     def request(
         self,
@@ -415,144 +368,11 @@ class Tuning:
         if rest:
             self._ties_planned = False  # planned once the rest is measured
             return
-        if ties:
-            self._plan_ties(chosen)
-
-    def _plan_ties(self, chosen: Finalists) -> None:
-        rounds = self.session.settings.tie_rounds
-        candidates = self._space.candidates
-        self._noise = chosen.noise
-        if not chosen.indices:
-            return
-        self._left_out = chosen.left_out
-        self._finalists = tuple(candidates[i] for i in chosen.indices)
-        noisy = chosen.noise > NOISY
-        self._queue.interleave(self._finalists, rounds, purpose="near-tie re-timing", one_by_one=noisy)
-
-    def times(self, candidates: Sequence[Candidate]) -> list[float]:
-        """REDUCE now: each candidate's mean time as every rank agrees on it.
-
-        The maximum over ranks (one collective with several ranks), ``inf``
-        for a candidate that failed on any rank or was not measured. An
-        adaptive driver decides its next round from these, so every rank
-        decides alike.
-        """
-        local = [self._measurement(c.index).mean for c in candidates]
-        return list(self.reducer.max(local)) if self.reducer.world_size > 1 else local
-
-    def mean(self, candidate: Candidate) -> float:
-        """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
-        return self._measurement(candidate.index).mean
-
-    def runs(self, candidate: Candidate) -> CandidateRuns:
-        """The runs to take of ``candidate``, the one :meth:`next_candidate` handed out.
-
-        Take them with :meth:`CandidateRuns.run`, then hand
-        :meth:`CandidateRuns.samples` to :meth:`record` (or an exception to
-        :meth:`fail`). Each measurement gets a timer of its own, so nothing
-        a failed one sampled can reach the next.
-        """
-        job = self._current(candidate)
-        return CandidateRuns(
-            self.session.make_timer(),
-            warmup=job.warmup,
-            repeat=job.repeat,
-            objective=self.session.settings.objective,
-            flush=self._schedule.flush,
-            host_us=self._host_us,
-            # The first pass alone: interleaved re-timing rounds size the hold from other
-            # candidates' host times, so host work can outlast it and leak into device time.
-            idle=self._idle if job.stage is None else None,
-        )
-
-    def _current(self, candidate: Candidate) -> Job:
-        job = self._job
-        if job is None or job.candidate.index != candidate.index:
-            raise RuntimeError(
-                f"{self._space.name}: candidate [{candidate.index}] is not the one "
-                "next_candidate() handed out"
-            )
-        return job
-
-    def record(self, candidate: Candidate, samples: Sequence[float], *, extend: bool | None = None) -> None:
-        """Take back a candidate's timing samples, in milliseconds.
-
-        :param extend: add to the samples this tuning already holds for the
-            candidate instead of replacing them; a candidate that failed
-            stays failed. Default: as the queued measurement says (the later
-            rounds of :meth:`request` extend).
-        """
-        job = self._job if self._job is not None and self._job.candidate.index == candidate.index else None
-        if extend is None:
-            extend = job is not None and job.extend
-        measurement = self._measurements.take(candidate.index, samples, job, extend)
-        if measurement is None:
-            return
-        if job is None or job.reports:
-            self._finish_candidate(measurement)
-        else:
-            self._measurements.put(measurement)
-
-    def error(self, candidate: Candidate) -> str | None:
-        """Why ``candidate`` failed here (compiling, screening or running); ``None`` if it did not."""
-        return self._measurements.error(candidate.index)
-
-    def fail(self, candidate: Candidate, error: BaseException) -> None:
-        """Record that a candidate raised; it counts as infinitely slow.
-
-        A candidate's first failure in this tuning reaches the observers
-        with its traceback (they warn once and log it), and the first
-        failure of all becomes the cause of :class:`NoValidConfigError`;
-        a :class:`~kerneltune.core.errors.CandidateDropped` is recorded
-        alone.
-        """
-        measurement, trace = self._measurements.failure(candidate.index, error)
-        self._finish_candidate(measurement, traceback=trace)
-
-    def measure(
-        self,
-        candidate: Candidate,
-        run: Callable[[], object],
-        *,
-        around: Callable[[Wrap, Callable[[], object]], object] | None = None,
-    ) -> None:
-        """Take every run of ``candidate`` by calling ``run``, and record the samples.
-
-        Any exception from ``run`` or the timer, and samples the timer got
-        wrong, mark the candidate failed.
-
-        :param around: called as ``around(wrap, run)`` for each run instead
-            of ``wrap(run)``; it must call ``wrap(run)`` once, and what it
-            does before and after (resetting in-place arguments) is not timed.
-        """
-        runs = self.runs(candidate)
-        take = (lambda wrap: wrap(run)) if around is None else (lambda wrap: around(wrap, run))
-        try:
-            while not runs.finished:
-                runs.run(take)
-            samples = runs.samples()
-        except Exception as exc:
-            self.fail(candidate, exc)
-        else:
-            self.record(candidate, samples)
-
-    def _finish_candidate(self, measurement: Measurement, traceback: str | None = None) -> None:
-        self._measurements.put(measurement)
-        job = self._job
-        self.session.observers.candidate_measured(
-            self._event(
-                CandidateMeasured,
-                candidate=self._space.candidates[measurement.index],
-                measurement=measurement,
-                traceback=traceback,
-                stage=job.stage if job is not None and job.candidate.index == measurement.index else None,
-            )
-        )
+        if ties and (finalists := self._ties.take(chosen, candidates)):
+            noisy = self._ties.noisy
+            self._queue.interleave(finalists, rounds, purpose="near-tie re-timing", one_by_one=noisy)
 
     # -- REDUCE, SELECT, PERSIST ---------------------------------------------
-
-    def _measurement(self, index: int) -> Measurement:
-        return self._measurements.get(index)
 
     def finish(self, among: Iterable[Candidate] | None = None) -> Candidate:
         """Reduce, select and persist; the pick.
@@ -575,17 +395,17 @@ class Tuning:
         agreed = agree(self.reducer, measurements, rounds=self._queue.rounds, sharded=sharded)
         reduced, times = agreed.reduced, agreed.reduced.times
         if among is None:
-            among = self._finalists
+            among = self._ties.finalists
         choice = choose(
             times,
             None if among is None else (c.index for c in among),
-            finalists=among is self._finalists,
+            finalists=among is self._ties.finalists,
             scope=self._plan.scope,
         )
         best, allowed = choice.best, choice.allowed
-        verdict = None if best is None else self._judge(best, choice.compared, agreed.evidence)
+        verdict = None if best is None else self._ties.verdict(agreed.evidence, best, choice.compared)
         self.session.observers.tuning_finished(
-            self._event(
+            self._header.make(
                 TuningFinished,
                 candidates=candidates,
                 times=times,
@@ -605,45 +425,19 @@ class Tuning:
         warn_if_idle(self._space.name, self._idle)
         if self._verify_pick:
             check_picks(self.reducer, best, self._space.name)
-        carried = self._plan.stored(self._measurements)
-        if carried and allowed is None:
-            allowed = frozenset(range(len(candidates)))
-        record = new_record(
+        assert verdict is not None
+        record = self._plan.record(
             self.session,
-            self._space,
             self._encoded,
             best,
-            tuple(carried[i][0] if i in carried else t for i, t in enumerate(times)),
-            tuple(carried[i][1] if i in carried else self._measurement(i) for i in range(len(candidates))),
+            times,
+            reduced.rank_times,
+            self._measurement,
+            self._measurements,
             self._schedule,
-            None if allowed is None else tuple(sorted(allowed - carried.keys())),
+            allowed=allowed,
             shards=self.reducer.world_size if self._schedule.shard else 1,
-            carried=tuple(sorted(carried)),
-            warm_start=self._plan.warm_start,
-            rank_times=tuple(() if i in carried else t for i, t in enumerate(reduced.rank_times)),
-        )
-        assert verdict is not None
-        record = attrs.evolve(
-            record, confidence=verdict.level, rivals=verdict.rivals, rechecks=self._rechecks(verdict)
+            verdict=verdict,
         )
         self._adopt(best, record, store=True)
         return candidates[best]
-
-    def _judge(self, best: int, compared: Iterable[int], evidence: Evidence) -> Confidence:
-        """SELECT's verdict on ``best`` over the other candidates SELECT chose among.
-
-        Finalists are judged round by round, candidates measured apart by
-        their first pass (and its noise); rivals within reach that the
-        re-timing left out stay undecided. Every rank judges the same
-        evidence (the slowest rank's numbers), so every rank reaches the
-        same verdict without a collective of its own.
-        """
-        noise = self._noise if self._noise is not None else evidence.noise()
-        return judge(evidence, best, compared, noise, self._left_out)
-
-    def _rechecks(self, verdict: Confidence) -> int:
-        """How many re-checks the stored record has had that left it uncertain, this one counted."""
-        rechecked = self._plan.rechecked
-        if rechecked is None or verdict.level != UNCERTAIN:
-            return 0
-        return rechecked.rechecks + 1

@@ -3,10 +3,32 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import attrs
 from kerneltune.core.values.records import Candidate, Measurement
+
+E = TypeVar("E", bound=attrs.AttrsInstance)
+
+
+@attrs.frozen
+class Header:
+    """What every event of one tuning says about the tuning it belongs to; built once per tuning."""
+
+    function: str
+    key: Hashable
+    rank: int
+    verbose: bool = False
+    log_dir: Path | None = None
+    driver: str = "function"
+
+    def make(self, event: type[E], **fields: Any) -> E:
+        """An ``event`` with ``fields``, and those of its fields that name the tuning filled in from here."""
+        names = {field.name for field in attrs.fields(event)}
+        about = {name: value for name, value in attrs.asdict(self, recurse=False).items() if name in names}
+        return event(**about, **fields)
 
 
 @attrs.frozen

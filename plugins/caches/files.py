@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import filelock
 import msgpack
@@ -61,7 +61,7 @@ def folder_name(namespace: str) -> str:
 class FileCache:
     """The shared file handling; subclasses say how to encode and decode."""
 
-    name = ""
+    name: ClassVar[str] = ""
     suffix = ""
     auto_priority = 0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kerneltune.core import hookimpl
 
@@ -12,7 +12,7 @@ from kerneltune.core import hookimpl
 class MemoryCache:
     """A dict per session; gone when the process exits."""
 
-    name = "memory"
+    name: ClassVar[str] = "memory"
     auto_priority = 0
 
     @classmethod

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kerneltune.core import hookimpl
 
@@ -15,7 +15,7 @@ class NoCache:
     so that kernel objects, even of the same source, never share them.
     """
 
-    name = "none"
+    name: ClassVar[str] = "none"
     auto_priority = -100
 
     @classmethod

@@ -15,7 +15,7 @@ import concurrent.futures
 import importlib.util
 import urllib.parse
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from kerneltune.core import MAX_READ, CacheReadError, ConfigError, Settings, hookimpl, integer, text
 
@@ -53,7 +53,7 @@ def redis_url(value: Any, where: str) -> str:
 class RedisStore:
     """One Redis key per record; the value is the record as compact JSON."""
 
-    name = "redis"
+    name: ClassVar[str] = "redis"
 
     @classmethod
     def is_available(cls) -> bool:
@@ -98,11 +98,13 @@ class RedisStore:
         """
         try:
             # GETRANGE bounds what a hostile value can make this process hold.
-            payload: bytes = self._within_deadline(lambda: self.client.getrange(key, 0, MAX_READ))
+            payload = self._within_deadline(lambda: self.client.getrange(key, 0, MAX_READ))
         except Exception as exc:
             if str(exc).startswith("WRONGTYPE"):
                 raise CacheReadError("holds no string") from exc
             raise
+        # The client decodes no responses (no decode_responses), so redis-py answers bytes.
+        assert isinstance(payload, bytes)
         # GETRANGE answers an empty string for a missing key.
         return payload or None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import Any
+from typing import Any, ClassVar
 
 from kerneltune.core import hookimpl
 
@@ -12,11 +12,11 @@ from kerneltune.core import hookimpl
 class CpuDevice:
     """Host memory and the CPU: one unit, always in use, nothing to wait for or release."""
 
-    name = "cpu"
+    name: ClassVar[str] = "cpu"
     auto_priority = 0
     #: Host tensors are copied for the isolation worker: sharing would move the caller's own
     #: into shared memory.
-    shares_memory = False
+    shares_memory: ClassVar[bool] = False
 
     @classmethod
     def is_available(cls) -> bool:

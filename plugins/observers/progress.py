@@ -43,8 +43,9 @@ class _Bar:
         self.compiling = ""
         # Compile events come from COMPILE's pool threads.
         self.lock = threading.Lock()
+        self.total = len(event.candidates)
         self.bar = _QuietTqdm(
-            total=len(event.candidates),
+            total=self.total,
             desc=event.function,
             file=sys.stderr,
             delay=DRAW_AFTER_S,
@@ -63,7 +64,7 @@ class _Bar:
                 self.best_text = f"best {label}: {mean:.4f} ms"
                 self._show()
         # An adaptive search may measure a candidate twice; never run past the total.
-        if self.bar.n < self.bar.total:
+        if self.bar.n < self.total:
             self.bar.update(1)
 
     def compiled(self, event: CompileFinished) -> None:

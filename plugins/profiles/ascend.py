@@ -10,7 +10,7 @@ docs/search_params.md ("Operator classes and profile families") says why.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from kerneltune.core import UNSET, CompileTarget, hookimpl, option_grid, unique_profiles
 
@@ -35,9 +35,9 @@ class AscendMixCVProfiles:
       nothing, so no profile sets them.
     """
 
-    name = "ascend-mixcv"
-    operator = "matrix"
-    backends = ("npu",)
+    name: ClassVar[str] = "ascend-mixcv"
+    operator: ClassVar[str] = "matrix"
+    backends: ClassVar[tuple[str, ...]] = ("npu",)
 
     @classmethod
     def is_available(cls) -> bool:
@@ -70,9 +70,9 @@ class AscendVectorSafeProfiles:
     has it, ``enable_ubuf_saving``.
     """
 
-    name = "ascend-vector-safe"
-    operator = "vector"
-    backends = ("npu",)
+    name: ClassVar[str] = "ascend-vector-safe"
+    operator: ClassVar[str] = "vector"
+    backends: ClassVar[tuple[str, ...]] = ("npu",)
 
     @classmethod
     def is_available(cls) -> bool:

@@ -9,7 +9,7 @@ docs/search_params.md ("Operator classes and profile families") says why.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from kerneltune.core import CompileTarget, hookimpl, option_grid
 
@@ -32,9 +32,9 @@ class NvidiaMatrixProfiles:
     default 4 (:meth:`probe_profiles`).
     """
 
-    name = "nvidia-matrix"
-    operator = "matrix"
-    backends = ("cuda",)
+    name: ClassVar[str] = "nvidia-matrix"
+    operator: ClassVar[str] = "matrix"
+    backends: ClassVar[tuple[str, ...]] = ("cuda",)
 
     @classmethod
     def is_available(cls) -> bool:
@@ -74,9 +74,9 @@ class NvidiaVectorProfiles:
     measurement per shape to the stage that is most of their cost.
     """
 
-    name = "nvidia-vector"
-    operator = "vector"
-    backends = ("cuda",)
+    name: ClassVar[str] = "nvidia-vector"
+    operator: ClassVar[str] = "vector"
+    backends: ClassVar[tuple[str, ...]] = ("cuda",)
 
     @classmethod
     def is_available(cls) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from kerneltune.core import PluginError, hookimpl
 
@@ -12,7 +12,7 @@ from kerneltune.core import PluginError, hookimpl
 class LocalReducer:
     """Rank 0 of a world of one (or of a process group of one)."""
 
-    name = "local"
+    name: ClassVar[str] = "local"
     auto_priority = 0
 
     @classmethod
@@ -25,10 +25,11 @@ class LocalReducer:
         self.world_size = 1
         # torch.distributed cannot be initialised unless something imported it already.
         dist = sys.modules.get("torch.distributed")
-        initialised = dist is not None and dist.is_available() and dist.is_initialized()
-        self.global_rank = dist.get_rank() if initialised else 0
+        if dist is not None and not (dist.is_available() and dist.is_initialized()):
+            dist = None  # imported, but there is no process group to ask
+        self.global_rank = dist.get_rank() if dist is not None else 0
         if group is not None:
-            if not initialised:
+            if dist is None:
                 raise PluginError("autotune_pg was given but torch.distributed is not initialised")
             self.rank = dist.get_rank(group)
             self.world_size = dist.get_world_size(group)

@@ -12,7 +12,7 @@ on another group.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from kerneltune.core import PluginError, hookimpl
 
@@ -35,7 +35,7 @@ def _is_group(dist: Any, group: Any) -> bool:
 class WorldMaxReducer:
     """Slowest rank decides: ``time(config) = max over ranks``."""
 
-    name = "world-max"
+    name: ClassVar[str] = "world-max"
     auto_priority = 10
 
     @classmethod

@@ -11,6 +11,7 @@ budget still leaves a fair view of every shape.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 from kerneltune.core import Measure, Point, SearchBudget, SearchGeometry, SearchLedger, hookimpl
 
@@ -18,7 +19,7 @@ from kerneltune.core import Measure, Point, SearchBudget, SearchGeometry, Search
 class ExhaustiveStrategy:
     """``exhaustive``: measure every point; the fastest are the finalists."""
 
-    name = "exhaustive"
+    name: ClassVar[str] = "exhaustive"
     # Never taken by "auto": it costs the whole space.
     auto_priority = -10
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 from kerneltune.core import Measure, Point, SearchBudget, SearchGeometry, SearchLedger, hookimpl
@@ -304,7 +304,7 @@ class PatternSearch:
 class PatternStrategy:
     """``pattern``: the default; see the module docstring."""
 
-    name = "pattern"
+    name: ClassVar[str] = "pattern"
     auto_priority = 10
 
     @classmethod

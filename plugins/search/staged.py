@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from kerneltune.core import Measure, Point, SearchBudget, SearchGeometry, SearchLedger, Shape, hookimpl
 from kerneltune.plugins.search.moves import (
@@ -248,7 +248,7 @@ class StagedSearch:
 class StagedStrategy:
     """``staged``: shapes ranked at the probes, then profiles for the best few (:class:`StagedSearch`)."""
 
-    name = "staged"
+    name: ClassVar[str] = "staged"
     auto_priority = 0
 
     @classmethod

@@ -35,10 +35,10 @@ FLUSH_BYTES = 256 * 1024 * 1024
 class DeviceEventTimer:
     """Event pairs on the current stream of a torch device module."""
 
-    name = ""
+    name: ClassVar[str] = ""
     auto_priority = 0
     #: the registered device whose work it times; the session hands its instance to the constructor.
-    device = ""
+    device: ClassVar[str] = ""
     #: torch's name for the device type (``torch.empty(..., device=device_type)``).
     device_type = ""
     #: cycles of the device's spin per microsecond, by (timer, device index): the highest seen.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import ClassVar
 
 from kerneltune.core import hookimpl
 
@@ -11,7 +12,7 @@ from kerneltune.core import hookimpl
 class WallclockTimer:
     """``time.perf_counter_ns`` around each call."""
 
-    name = "wallclock"
+    name: ClassVar[str] = "wallclock"
     auto_priority = 0
 
     @classmethod

@@ -188,8 +188,9 @@ def autotuner_class() -> type:
     return Autotuner
 
 
-def _family(root: type) -> list[type]:
-    seen = [root]
+def _family(root: type) -> list[Any]:
+    """``root`` and every loaded subclass of it; typed ``Any``, as Triton's classes are untyped."""
+    seen: list[Any] = [root]
     for cls in seen:
         seen.extend(sub for sub in cls.__subclasses__() if sub not in seen)
     return seen

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 from kerneltune.core import SEARCH_EFFORTS
@@ -79,7 +79,7 @@ class SearchHints:
     reference_fn: Callable[..., Any] | None = None
 
 
-def wants_search(hints: Any) -> bool:
+def wants_search(hints: object) -> TypeGuard[Mapping[str, Any]]:
     """Whether a ``hints`` argument asks for the search_params path."""
     return isinstance(hints, Mapping) and "search_params" in hints
 

@@ -18,9 +18,9 @@ import importlib.util
 import sys
 import threading
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, ClassVar
 
-from kerneltune.core import hookimpl
+from kerneltune.core import CompileProcess, hookimpl
 from kerneltune.plugins.triton import adapter, compiler, isolated
 
 
@@ -98,7 +98,7 @@ class TritonLaunch:
         """Compiles configs for this launch's arguments on any thread; ``None`` under the interpreter."""
         return compiler.config_compiler(self.kernel, self._args, self._kwargs)
 
-    def compile_process(self) -> compiler.TritonCompileProcess | None:
+    def compile_process(self) -> CompileProcess | None:
         """How this launch's configs compile in forked processes (:func:`compiler.forked_compiles`)."""
         return compiler.forked_compiles()
 
@@ -118,7 +118,7 @@ class TritonLaunch:
 class TritonInterceptor:
     """Routes this thread's ``triton.autotune`` launches to a contextual tuner."""
 
-    name = "triton"
+    name: ClassVar[str] = "triton"
 
     @classmethod
     def is_available(cls) -> bool:
@@ -126,7 +126,7 @@ class TritonInterceptor:
         return importlib.util.find_spec("triton") is not None
 
     def __init__(self) -> None:
-        self._restore: Callable[[], None] | None = None
+        self._restore: adapter.Thunk | None = None
 
     def install(self, route: Callable[[TritonLaunch], Any], root: type | None = None) -> None:
         """Patch ``run`` so that this thread's tunable launches go to ``route``.
@@ -187,7 +187,7 @@ class TritonInterceptor:
             return None
         return compiler.recording()
 
-    def compile_process(self) -> compiler.TritonCompileProcess | None:
+    def compile_process(self) -> CompileProcess | None:
         """How recorded launches compile in forked processes (:func:`compiler.forked_compiles`)."""
         return compiler.forked_compiles()
 

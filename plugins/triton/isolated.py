@@ -142,6 +142,7 @@ class KernelIsolation:
 
     def _grid_of(self, meta: Mapping[str, Any]) -> tuple[int, ...]:
         grid = self._grid
+        assert grid is not None  # Autotuner.run is always given the launch's grid
         if callable(grid):
             named = {**self._defaults, **meta, **dict(zip(self._tuner.arg_names, self._args, strict=False))}
             grid = grid(named)

@@ -8,6 +8,7 @@ so sessions on machines without Triton stay cheap.
 from __future__ import annotations
 
 import importlib.util
+from typing import ClassVar
 
 from kerneltune.core import hookimpl
 
@@ -15,7 +16,7 @@ from kerneltune.core import hookimpl
 class SearchParamsFeature:
     """Makes ``triton.autotune`` accept ``hints={"search_params": ...}``."""
 
-    name = "search_params"
+    name: ClassVar[str] = "search_params"
 
     @classmethod
     def is_available(cls) -> bool:

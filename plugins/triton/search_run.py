@@ -178,7 +178,7 @@ class SearchRun:
                 f"{len(kernel.configs)} hand-written configs give every search param; "
                 "measuring them as they are"
             )
-            points = [((i,), 0) for i in range(len(kernel.configs))]
+            points: list[Point] = [((i,), 0) for i in range(len(kernel.configs))]
             times = self.measure(points)
             ranked = sorted((p for p in points if math.isfinite(times[p])), key=lambda p: (times[p], p))
             finalists = ranked[: self.hints.shape_final_top_k]
@@ -191,8 +191,8 @@ class SearchRun:
             finalists = self.search(strategy, budget)
             chosen = strategy.name
         best = self.finalise(finalists)
-        candidates = self.tuning.tuner.space.candidates
-        self.kernel.last_search = SearchSummary(
+        candidates = self.tuning.space.candidates
+        summary = SearchSummary(
             key=self.tuning.key,
             space=len(candidates),
             measured=len(set(self.outcomes) - self.dropped),
@@ -205,7 +205,8 @@ class SearchRun:
                 for index, value in self.outcomes.items()
             },
         )
-        self.report(best)
+        self.kernel.last_search = summary
+        self.report(best, summary)
         return best
 
     def strategy(self) -> tuple[SearchStrategy, SearchBudget]:
@@ -428,9 +429,7 @@ class SearchRun:
             self.say(f"stage 3: {candidate.label}: {format_ms(value)}")
         if not any(math.isfinite(t) for t in times) and not self.fell_back:
             self.fall_back("every finalist failed in stage 3")
-            ran = [
-                self.tuning.tuner.space.candidates[i] for i, t in self.outcomes.items() if math.isfinite(t)
-            ]
+            ran = [self.tuning.space.candidates[i] for i, t in self.outcomes.items() if math.isfinite(t)]
             if ran:
                 return self.tuning.finish(among=ran)
         if self.hints.reference_fn is not None:
@@ -510,6 +509,7 @@ class SearchRun:
     def check(self, candidate: Candidate) -> BaseException | None:
         """Run a finalist once on the caller's arguments and ask ``reference_fn``; the rejection, if any."""
         reference = self.hints.reference_fn
+        assert reference is not None  # finalise gates the finalists only with a reference_fn
         verdicts: list[BaseException] = []
 
         def launch_then_check(launch: Callable[[], object]) -> None:
@@ -560,7 +560,7 @@ class SearchRun:
         if self.screen_one is None:
             return {}
         screened = self.tuning.isolate(self.screen_one, candidates)
-        everyone = self.tuning.tuner.space.candidates
+        everyone = self.tuning.space.candidates
         for index, reason in sorted(screened.items()):
             with self.noting:
                 self.failures[index] = f"ScreenedOut: {reason}"
@@ -629,11 +629,10 @@ class SearchRun:
 
     # -- output ---------------------------------------------------------------
 
-    def report(self, best: Candidate) -> None:
+    def report(self, best: Candidate, summary: SearchSummary) -> None:
         """``TRITON_PRINT_AUTOTUNING``: the pick; ``..._TIMINGS``: every measured candidate too."""
         if not _env_flag("TRITON_PRINT_AUTOTUNING"):
             return
-        summary = self.kernel.last_search
         triton_key, fixed = summary.key
         fixed_text = f" (fixed at launch: {', '.join(f'{k}={v}' for k, v in fixed)})" if fixed else ""
         print(
@@ -645,7 +644,7 @@ class SearchRun:
             flush=True,
         )
         if _env_flag("TRITON_PRINT_AUTOTUNING_TIMINGS"):
-            candidates = self.tuning.tuner.space.candidates
+            candidates = self.tuning.space.candidates
             for index, value in sorted(self.outcomes.items(), key=lambda item: (item[1], item[0])):
                 outcome = self.failures.get(index) if not math.isfinite(value) else None
                 print(f"  {candidates[index].label}: {outcome or format_ms(value)}", flush=True)

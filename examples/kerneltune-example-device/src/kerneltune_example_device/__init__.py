@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from kerneltune.core import hookimpl
 
@@ -61,11 +61,11 @@ def fault() -> None:
 class ToyDevice:
     """The toy accelerator: host memory, :data:`UNITS` units, nothing left running after a call."""
 
-    name = "toy"
+    name: ClassVar[str] = "toy"
     # Never chosen over the built-ins; a session runs on it when its timer, toy-clock, is selected.
     auto_priority = -1
     # Its tensors are host tensors, which the isolation worker is sent as copies.
-    shares_memory = False
+    shares_memory: ClassVar[bool] = False
 
     @classmethod
     def is_available(cls) -> bool:
@@ -116,9 +116,9 @@ class ToyDevice:
 class ToyTimer:
     """The toy device's clock: the host's, each run followed by waiting for the device."""
 
-    name = "toy-clock"
+    name: ClassVar[str] = "toy-clock"
     auto_priority = -1
-    device = "toy"
+    device: ClassVar[str] = "toy"
 
     @classmethod
     def is_available(cls) -> bool:

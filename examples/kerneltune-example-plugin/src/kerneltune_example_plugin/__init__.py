@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import ClassVar
 
 from kerneltune.core import hookimpl
 
@@ -22,7 +23,7 @@ class CpuTimeTimer:
     invisible to it.
     """
 
-    name = "example-cputime"
+    name: ClassVar[str] = "example-cputime"
     # Below every built-in timer: ``auto`` must never prefer a timer that
     # cannot see device work; this one is used only when selected by name.
     auto_priority = -1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from typing import ClassVar
 
 from kerneltune.core import Measure, Point, SearchBudget, SearchGeometry, SearchLedger, hookimpl
 
@@ -29,7 +30,7 @@ class RandomSearch:
     everywhere.
     """
 
-    name = "example-random"
+    name: ClassVar[str] = "example-random"
     # Below every built-in: ``auto`` must never prefer a baseline.
     auto_priority = -1
 

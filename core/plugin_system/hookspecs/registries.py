@@ -1,41 +1,33 @@
-"""The hook contract between the kerneltune engine and its plugins.
+"""Registry hooks: the classes a plugin hands the engine, one family per hook.
 
-Every hook is prefixed ``kerneltune_``; a plugin implementing a hook not
-specified here is refused, with its name, when the plugin manager is made.
-The families are registries (``kerneltune_register_*``), facts, observers,
-settings (``kerneltune_add_settings``) and a few first-answer-wins hooks
-(``kerneltune_describe_value``, ``kerneltune_key_distance``,
-``kerneltune_plain_value``); each hook's docstring is the authority.
-docs/plugins.md ("Hook reference") maps them.
+Each family's contract (what an instance provides) is its protocol in
+:mod:`kerneltune.core.plugin_system.contracts`; these docstrings say how a
+class is registered, constructed and chosen.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import pluggy
+from kerneltune.core.plugin_system.hookspecs.markers import hookspec
 
 if TYPE_CHECKING:
-    from kerneltune.core.values.events import (
-        CandidateMeasured,
-        CompileFinished,
-        CompileStarted,
-        KernelTuned,
-        LaunchMeasured,
-        PickLoaded,
-        TuningFinished,
-        TuningStarted,
+    from kerneltune.core.plugin_system.contracts import (
+        Cache,
+        Device,
+        Feature,
+        Interceptor,
+        ProfileFamily,
+        Reducer,
+        RemoteStore,
+        SearchStrategy,
+        Timer,
     )
-
-PROJECT = "kerneltune"
-
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def kerneltune_register_timers(register: Callable[[type], None]) -> None:
+def kerneltune_register_timers(register: Callable[[type[Timer]], None]) -> None:
     """Register timer classes: how long a candidate takes.
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Timer` (with the
@@ -70,7 +62,7 @@ def kerneltune_register_timers(register: Callable[[type], None]) -> None:
 
 
 @hookspec
-def kerneltune_register_caches(register: Callable[[type], None]) -> None:
+def kerneltune_register_caches(register: Callable[[type[Cache]], None]) -> None:
     """Register cache classes: where picks live.
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Cache` (with the
@@ -104,7 +96,7 @@ def kerneltune_register_caches(register: Callable[[type], None]) -> None:
 
 
 @hookspec
-def kerneltune_register_remote_stores(register: Callable[[type], None]) -> None:
+def kerneltune_register_remote_stores(register: Callable[[type[RemoteStore]], None]) -> None:
     """Register remote store classes: servers that a fleet of nodes shares picks through.
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.RemoteStore`:
@@ -134,48 +126,7 @@ def kerneltune_register_remote_stores(register: Callable[[type], None]) -> None:
 
 
 @hookspec
-def kerneltune_add_settings(add: Callable[..., None]) -> None:
-    """Declare the settings this plugin reads, as pytest's ``pytest_addoption`` declares options.
-
-    Call ``add(name, *, default, parse, help, env=(), display=None)`` once
-    per setting (the fields of :class:`kerneltune.core.plugin_system.settings.SettingSpec`):
-
-    * ``name``: the key users write in ``[tool.kerneltune]`` of
-      pyproject.toml, in kerneltune.toml or in the file named by
-      ``$KERNELTUNE_CONFIG`` (``-`` in a key reads as ``_``);
-    * ``default``: the value where no source sets it;
-    * ``parse(value, where)``: turns a TOML value, or a variable's text,
-      into the value, and raises :class:`kerneltune.core.ConfigError` with
-      ``where`` (the file and key, or the variable) in its message for one
-      it refuses; :func:`~kerneltune.core.plugin_system.settings.integer`,
-      :func:`~kerneltune.core.plugin_system.settings.boolean`,
-      :func:`~kerneltune.core.plugin_system.settings.one_of`,
-      :func:`~kerneltune.core.plugin_system.settings.seconds` and
-      :func:`~kerneltune.core.plugin_system.settings.text` are ready-made;
-    * ``help``: one line for ``kerneltune plugins``;
-    * ``env``: variables that set it, each beginning ``KERNELTUNE_``; the
-      first one set wins over every file;
-    * ``display``: what listings show for a value (say, a URL with its
-      password hidden); default ``str``-like JSON.
-
-    Sources, later wins: ``default``, the files in the order core reads
-    them, the variables. A plugin reads the value with
-    :meth:`kerneltune.core.Settings.get` on the settings it is handed (a
-    cache's or remote store's ``settings``) or on
-    :attr:`kerneltune.core.Session.settings`. A key in a file that neither
-    core nor a plugin declares is a :class:`~kerneltune.core.ConfigError`
-    listing the keys that exist.
-
-    :param add: call once per setting; a name that core or another plugin
-        declares too, or a variable another setting reads, is a
-        :class:`~kerneltune.core.PluginError` naming both.
-
-    All implementations are called, when a session is made.
-    """
-
-
-@hookspec
-def kerneltune_register_reducers(register: Callable[[type], None]) -> None:
+def kerneltune_register_reducers(register: Callable[[type[Reducer]], None]) -> None:
     """Register reducer classes: how ranks exchange votes and timings.
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Reducer` (with the
@@ -198,7 +149,7 @@ def kerneltune_register_reducers(register: Callable[[type], None]) -> None:
 
 
 @hookspec
-def kerneltune_register_devices(register: Callable[[type], None]) -> None:
+def kerneltune_register_devices(register: Callable[[type[Device]], None]) -> None:
     """Register device classes: what the engine may know of an accelerator.
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Device`: ``name``
@@ -234,160 +185,7 @@ def kerneltune_register_devices(register: Callable[[type], None]) -> None:
 
 
 @hookspec
-def kerneltune_hardware_info() -> dict[str, Any] | None:
-    """Describe the hardware picks depend on.
-
-    The merged dict becomes part of the disk-cache key, so a pick made on one
-    device is not reused on another. Return plain data (str, int, float,
-    bool, None, lists, dicts) or ``None`` to add nothing; keys of later
-    plugins override earlier ones, and all of them override the session's
-    device's own ``facts()`` (see :func:`kerneltune_register_devices`),
-    which come first.
-
-    All implementations are called.
-    """
-
-
-@hookspec
-def kerneltune_software_versions() -> dict[str, str] | None:
-    """Report versions of software that picks depend on.
-
-    Stored in each record; with ``TRITON_DIST_AUTOTUNE_VERSION_CHECK=1`` a
-    mismatch forces a retune, otherwise it is a warning.
-
-    All implementations are called.
-    """
-
-
-@hookspec
-def kerneltune_tuning_started(event: TuningStarted) -> None:
-    """A real tuning (a miss) is about to measure candidates.
-
-    :param event: names the function, key, candidates, rank and options.
-    """
-
-
-@hookspec
-def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
-    """One candidate's measurement is complete (or it failed).
-
-    :param event: the candidate and its :class:`Measurement` on this rank;
-        on the event of a candidate's first failure in a tuning, also the
-        exception's traceback (the built-in ``failures`` observer warns on
-        those events, once per candidate and tuning).
-    """
-
-
-@hookspec
-def kerneltune_tuning_finished(event: TuningFinished) -> None:
-    """A tuning ended: with a pick, or with every candidate failing.
-
-    :param event: the reduced times, the pick (``None`` on failure) and the
-        wall time the tuning took.
-    """
-
-
-@hookspec
-def kerneltune_compile_started(event: CompileStarted) -> None:
-    """COMPILE began compiling a candidate.
-
-    Called on one of the stage's pool threads, while other candidates
-    compile and the tuning's own thread measures: implementations must be
-    thread-safe and quick.
-
-    :param event: the function, key and candidate.
-    """
-
-
-@hookspec
-def kerneltune_compile_finished(event: CompileFinished) -> None:
-    """COMPILE finished a candidate, compiled or failed.
-
-    Called on a pool thread, as :func:`kerneltune_compile_started` is.
-
-    :param event: the candidate, the seconds its compile took, its error
-        (``None`` when it compiled) and how many of this rank's compiles are
-        done out of how many.
-    """
-
-
-@hookspec(firstresult=True)
-def kerneltune_describe_value(value: Any) -> str | None:
-    """A short readable form of one value of a function-level config, for labels.
-
-    Labels name candidates in logs, records and the ``kerneltune`` command.
-    A plugin that knows a value's type (Triton's names a ``triton.Config``
-    by the options it sets) returns its text; ``None`` leaves the value to
-    ``str``.
-
-    :param value: one value of a config dict.
-
-    The first non-``None`` result is used.
-    """
-
-
-@hookspec(firstresult=True)
-def kerneltune_plain_value(value: Any) -> dict[str, Any] | None:
-    """A config value of a type a plugin knows, as plain data tagged with the type's name.
-
-    Records keep the pick's values as plain data (never read back into
-    objects: the live config always comes from the candidate list) so that
-    ``kerneltune cache show`` can print a line that hard-codes the pick.
-    Triton's returns ``{"triton.Config": {"kwargs": {...}, "num_warps": 4,
-    ...}}`` for a ``triton.Config``. ``None`` leaves the value to others; a
-    value no plugin knows leaves the pick without stored values.
-
-    :param value: a candidate config, or one value of a config dict.
-
-    The first non-``None`` result is used.
-    """
-
-
-@hookspec(firstresult=True)
-def kerneltune_key_distance(function: str, key: Any, other: Any) -> float | None:
-    """How far apart two tuning keys of one function are, for warm starts.
-
-    With ``warm_start = "nearest"``, a key that has no stored record starts
-    from the stored keys nearest to it (:mod:`kerneltune.core.machine.warm_start`):
-    their best configs are measured instead of the whole candidate list.
-    The engine asks this hook for the distance from the new key to each
-    stored key of the same function, code and hardware, and starts from
-    the nearest ones. Without an answer it uses the default distance
-    (:func:`kerneltune.core.machine.warm_start.default_distance`): keys of the same
-    shape whose non-numeric parts are equal, numeric parts compared on a
-    log scale, so 1024 is as far from 2048 as 8 from 16.
-
-    Implement it where that is wrong for a key: a key whose best config
-    changes abruptly at known values (say, M below or above 64 for a
-    matmul) can put keys across such a line infinitely far apart, and a key
-    holding a value that never predicts the best config can leave it out of
-    the comparison.
-
-    :param function: the tuned function's name (the cache namespace).
-    :param key: the new key, encoded as records store keys
-        (:func:`kerneltune.core.encode_key`: tuples are lists, floats
-        ``{"float": hex}``, dtypes ``{"torch.dtype": name}``).
-    :param other: a stored key, encoded the same way.
-    :returns: a distance of at least 0 (0: as good as the same key);
-        ``math.inf`` to never start ``key`` from ``other``; ``None`` to
-        leave these keys to the next implementation, and at last to the
-        default.
-
-    The first non-``None`` result is used.
-    """
-
-
-@hookspec
-def kerneltune_pick_loaded(event: PickLoaded) -> None:
-    """A key missing from the process's picks was served from a stored record, without measuring.
-
-    :param event: the function, key, pick and where the record came from
-        (this rank's cache, or another rank).
-    """
-
-
-@hookspec
-def kerneltune_register_interceptors(register: Callable[[type], None]) -> None:
+def kerneltune_register_interceptors(register: Callable[[type[Interceptor]], None]) -> None:
     """Register interceptor classes: how kernel launches reach the contextual tuner.
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Interceptor`:
@@ -410,23 +208,7 @@ def kerneltune_register_interceptors(register: Callable[[type], None]) -> None:
 
 
 @hookspec
-def kerneltune_launch_measured(event: LaunchMeasured) -> None:
-    """A contextual tuner ran one warm-up or timed launch of a candidate, or it failed.
-
-    :param event: kernel name, key, candidate, phase, round and time or error.
-    """
-
-
-@hookspec
-def kerneltune_kernel_tuned(event: KernelTuned) -> None:
-    """A contextual tuner finished a (kernel, key): with a pick, or with none valid.
-
-    :param event: every candidate's mean time on this rank and the pick.
-    """
-
-
-@hookspec
-def kerneltune_register_profile_families(register: Callable[[type], None]) -> None:
+def kerneltune_register_profile_families(register: Callable[[type[ProfileFamily]], None]) -> None:
     """Register compile-option profile families for staged searches (``search_params``).
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.ProfileFamily` (with
@@ -455,7 +237,7 @@ def kerneltune_register_profile_families(register: Callable[[type], None]) -> No
 
 
 @hookspec
-def kerneltune_register_features(register: Callable[[type], None]) -> None:
+def kerneltune_register_features(register: Callable[[type[Feature]], None]) -> None:
     """Register optional features a user switches on by name, e.g. ``search_params``.
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Feature`: ``name``,
@@ -474,7 +256,7 @@ def kerneltune_register_features(register: Callable[[type], None]) -> None:
 
 
 @hookspec
-def kerneltune_register_search_strategies(register: Callable[[type], None]) -> None:
+def kerneltune_register_search_strategies(register: Callable[[type[SearchStrategy]], None]) -> None:
     """Register search strategies: which points of a generated space get measured.
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.SearchStrategy`:

@@ -1,0 +1,162 @@
+"""The driver's side of MEASURE: taking a candidate's runs and handing back their samples.
+
+:class:`Measuring` is the part of a :class:`~kerneltune.core.machine.tuning.Tuning`
+a driver calls once :meth:`~kerneltune.core.machine.tuning.Tuning.next_candidate`
+has handed it a candidate: the runs to take (:meth:`Measuring.runs`), the
+samples or the failure to record, and the times so far. What runs next,
+and what is made of the samples, stay with the tuning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kerneltune.core.machine.measure import CandidateRuns, IdleDevice, Wrap, host_times
+from kerneltune.core.machine.samples import Samples
+from kerneltune.core.machine.schedule import Job, Schedule
+from kerneltune.core.plugin_system.contracts import Reducer
+from kerneltune.core.plugin_system.session import Session
+from kerneltune.core.values.events import CandidateMeasured, Header
+from kerneltune.core.values.records import Candidate, Measurement
+from kerneltune.core.values.space import Space
+
+
+class Measuring:
+    """A tuning's measurements, as its driver takes them; see the module docstring."""
+
+    def __init__(
+        self, session: Session, reducer: Reducer, space: Space, schedule: Schedule, header: Header
+    ) -> None:
+        self.session = session
+        self.reducer = reducer
+        self._space = space
+        self._schedule = schedule
+        self._header = header
+        self._measurements = Samples()
+        #: the job :meth:`next_candidate` handed out last.
+        self._job: Job | None = None
+        self._host_us = host_times()
+        self._idle = IdleDevice()
+
+    def times(self, candidates: Sequence[Candidate]) -> list[float]:
+        """REDUCE now: each candidate's mean time as every rank agrees on it.
+
+        The maximum over ranks (one collective with several ranks), ``inf``
+        for a candidate that failed on any rank or was not measured. An
+        adaptive driver decides its next round from these, so every rank
+        decides alike.
+        """
+        local = [self._measurement(c.index).mean for c in candidates]
+        return list(self.reducer.max(local)) if self.reducer.world_size > 1 else local
+
+    def mean(self, candidate: Candidate) -> float:
+        """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
+        return self._measurement(candidate.index).mean
+
+    def runs(self, candidate: Candidate) -> CandidateRuns:
+        """The runs to take of ``candidate``, the one :meth:`next_candidate` handed out.
+
+        Take them with :meth:`CandidateRuns.run`, then hand
+        :meth:`CandidateRuns.samples` to :meth:`record` (or an exception to
+        :meth:`fail`). Each measurement gets a timer of its own, so nothing
+        a failed one sampled can reach the next.
+        """
+        job = self._current(candidate)
+        return CandidateRuns(
+            self.session.make_timer(),
+            warmup=job.warmup,
+            repeat=job.repeat,
+            objective=self.session.settings.objective,
+            flush=self._schedule.flush,
+            host_us=self._host_us,
+            # The first pass alone: interleaved re-timing rounds size the hold from other
+            # candidates' host times, so host work can outlast it and leak into device time.
+            idle=self._idle if job.stage is None else None,
+        )
+
+    def _current(self, candidate: Candidate) -> Job:
+        job = self._job
+        if job is None or job.candidate.index != candidate.index:
+            raise RuntimeError(
+                f"{self._space.name}: candidate [{candidate.index}] is not the one "
+                "next_candidate() handed out"
+            )
+        return job
+
+    def record(self, candidate: Candidate, samples: Sequence[float], *, extend: bool | None = None) -> None:
+        """Take back a candidate's timing samples, in milliseconds.
+
+        :param extend: add to the samples this tuning already holds for the
+            candidate instead of replacing them; a candidate that failed
+            stays failed. Default: as the queued measurement says (the later
+            rounds of :meth:`request` extend).
+        """
+        job = self._job if self._job is not None and self._job.candidate.index == candidate.index else None
+        if extend is None:
+            extend = job is not None and job.extend
+        measurement = self._measurements.take(candidate.index, samples, job, extend)
+        if measurement is None:
+            return
+        if job is None or job.reports:
+            self._finish_candidate(measurement)
+        else:
+            self._measurements.put(measurement)
+
+    def error(self, candidate: Candidate) -> str | None:
+        """Why ``candidate`` failed here (compiling, screening or running); ``None`` if it did not."""
+        return self._measurements.error(candidate.index)
+
+    def fail(self, candidate: Candidate, error: BaseException) -> None:
+        """Record that a candidate raised; it counts as infinitely slow.
+
+        A candidate's first failure in this tuning reaches the observers
+        with its traceback (they warn once and log it), and the first
+        failure of all becomes the cause of :class:`NoValidConfigError`;
+        a :class:`~kerneltune.core.errors.CandidateDropped` is recorded
+        alone.
+        """
+        measurement, trace = self._measurements.failure(candidate.index, error)
+        self._finish_candidate(measurement, traceback=trace)
+
+    def measure(
+        self,
+        candidate: Candidate,
+        run: Callable[[], object],
+        *,
+        around: Callable[[Wrap, Callable[[], object]], object] | None = None,
+    ) -> None:
+        """Take every run of ``candidate`` by calling ``run``, and record the samples.
+
+        Any exception from ``run`` or the timer, and samples the timer got
+        wrong, mark the candidate failed.
+
+        :param around: called as ``around(wrap, run)`` for each run instead
+            of ``wrap(run)``; it must call ``wrap(run)`` once, and what it
+            does before and after (resetting in-place arguments) is not timed.
+        """
+        runs = self.runs(candidate)
+        take = (lambda wrap: wrap(run)) if around is None else (lambda wrap: around(wrap, run))
+        try:
+            while not runs.finished:
+                runs.run(take)
+            samples = runs.samples()
+        except Exception as exc:
+            self.fail(candidate, exc)
+        else:
+            self.record(candidate, samples)
+
+    def _finish_candidate(self, measurement: Measurement, traceback: str | None = None) -> None:
+        self._measurements.put(measurement)
+        job = self._job
+        self.session.observers.candidate_measured(
+            self._header.make(
+                CandidateMeasured,
+                candidate=self._space.candidates[measurement.index],
+                measurement=measurement,
+                traceback=traceback,
+                stage=job.stage if job is not None and job.candidate.index == measurement.index else None,
+            )
+        )
+
+    def _measurement(self, index: int) -> Measurement:
+        return self._measurements.get(index)

@@ -1,0 +1,98 @@
+"""COMPILE and ISOLATE for a tuning: what must hold before a candidate runs.
+
+A candidate runs once it is compiled (by this rank or, for one it did not
+compile, by a neighbour on its host, whose work reaches it through Triton's
+cache) and, with isolation, once a worker process ran it without a crash.
+:class:`Readiness` holds both for one tuning and answers, for the next
+candidate, what (if anything) keeps it from running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
+from kerneltune.core.machine.compile import CompileStage
+from kerneltune.core.machine.shard import share
+from kerneltune.core.plugin_system.contracts import CompileProcess, Reducer
+from kerneltune.core.plugin_system.session import Session
+from kerneltune.core.values.events import Header
+from kerneltune.core.values.records import Candidate
+
+
+class Readiness:
+    """One tuning's compiling and screening.
+
+    :ivar neighbours: the ranks on this rank's host, which split the compiling (LOOKUP sets them).
+    """
+
+    def __init__(self, session: Session, reducer: Reducer, header: Header, *, sharded: bool) -> None:
+        self._session = session
+        self._reducer = reducer
+        self._header = header
+        self._sharded = sharded
+        self.neighbours: tuple[int, ...] = (reducer.rank,)
+        self._compiling: CompileStage | None = None
+        #: why each candidate screened out must not run; ``None`` until the tuning screens.
+        self._screened: dict[int, ScreenedOut] | None = None
+        #: sharded, every rank's compiles have ended (:meth:`settle`).
+        self._quiet = False
+
+    @property
+    def screened(self) -> dict[int, ScreenedOut]:
+        """The candidates screened out so far, by index."""
+        return self._screened or {}
+
+    def compile(
+        self,
+        compile_one: Callable[[Candidate], object],
+        listed: list[Candidate],
+        child: CompileProcess | None,
+    ) -> None:
+        """Compile this rank's share of ``listed`` on a pool (see ``Tuning.compile``)."""
+        # Sharded, the queue holds this rank's share already.
+        rank = self._reducer.rank
+        group = (rank,) if self._sharded else self.neighbours
+        mine = share(listed, group.index(rank), len(group))
+        if self._compiling is not None:
+            return self._compiling.add(mine, compile_one)
+        settings, observers = self._session.settings, self._session.observers
+        self._compiling = CompileStage.configured(settings, observers, compile_one, mine, self._header, child)
+
+    def isolate(
+        self, screen_one: Callable[[Candidate], object], listed: Iterable[Candidate]
+    ) -> dict[int, str]:
+        """Screen ``listed`` in isolation workers; with several ranks, one gather shares the failures."""
+        failed = screen_all(screen_one, listed)
+        if self._reducer.world_size > 1:
+            failed = merge_ranks(self._reducer.gather(sorted(failed.items())), self._reducer.rank)
+        self._screened = {**self.screened, **{i: ScreenedOut(why) for i, why in failed.items()}}
+        return failed
+
+    def begin_measuring(self, function: str) -> None:
+        """Before a candidate is handed out: warn if isolation is on but nothing was screened.
+
+        Sharded ranks skip the barrier before each candidate: the first time,
+        one barrier here keeps a rank from measuring while another on its
+        host still compiles.
+        """
+        if self._screened is None and self._session.settings.isolate != "none":
+            warn_unscreened(function)
+        if self._sharded and not self._quiet:
+            self._quiet = True
+            if self._compiling is not None:
+                self._compiling.settle()
+            self._reducer.barrier()
+
+    def problem(self, candidate: Candidate) -> BaseException | None:
+        """What keeps ``candidate`` from running: its compile error, or why it screened out; else ``None``.
+
+        Waits for its compile to end first.
+        """
+        problem = None if self._compiling is None else self._compiling.wait(candidate)
+        return self.screened.get(candidate.index, problem)
+
+    def close(self) -> None:
+        """End the compiles still running."""
+        if self._compiling is not None:
+            self._compiling.close()

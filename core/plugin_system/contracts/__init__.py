@@ -1,0 +1,82 @@
+"""What a plugin's classes provide: one :class:`typing.Protocol` per family.
+
+A plugin registers classes, not instances, through the ``kerneltune_register_*``
+hooks (:mod:`kerneltune.core.plugin_system.hookspecs`). The engine reads a class's ``name``,
+asks ``is_available()`` before it constructs one, and lets ``auto`` choose by
+the optional class attribute ``auto_priority`` (an int, 0 where absent; see
+:meth:`kerneltune.core.plugin_system.registry.Registry.ranked` for the rule). Each protocol
+below is what an instance must provide. Optional parts are protocols of their
+own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`,
+:class:`GlobalRankReducer`, :class:`GatheringReducer`, :class:`RecordingInterceptor`,
+:class:`ForkingRecorder`, :class:`ForkingLaunch`, :class:`IsolatingLaunch`, :class:`InPlaceLaunch`,
+:class:`UnsupportedLaunch`,
+:class:`ProbingProfileFamily`, :class:`DeviceTimer`), runtime-checkable:
+the engine asks :func:`provides` whether an instance has one and does
+without it where it is missing.
+
+Plugins need not import this module or subclass anything: a class matches by
+its shape. The engine's signatures use these protocols, so a type checker
+reading a plugin's class against them finds a missing or misnamed method.
+"""
+
+from __future__ import annotations
+
+from kerneltune.core.plugin_system.contracts.base import Registrable, Thunk, provides
+from kerneltune.core.plugin_system.contracts.launches import (
+    CompileProcess,
+    ForkingLaunch,
+    ForkingRecorder,
+    InPlaceLaunch,
+    Interceptor,
+    IsolatedLaunch,
+    IsolatingLaunch,
+    KernelLaunch,
+    RecordingInterceptor,
+    UnsupportedLaunch,
+)
+from kerneltune.core.plugin_system.contracts.measuring import (
+    Device,
+    DeviceTimer,
+    FlushingTimer,
+    HoldingTimer,
+    Timer,
+)
+from kerneltune.core.plugin_system.contracts.ranks import GatheringReducer, GlobalRankReducer, Reducer
+from kerneltune.core.plugin_system.contracts.searching import (
+    Feature,
+    ProbingProfileFamily,
+    ProfileFamily,
+    SearchStrategy,
+)
+from kerneltune.core.plugin_system.contracts.storing import Cache, ListingCache, RemoteStore
+
+__all__ = [
+    "Cache",
+    "CompileProcess",
+    "Device",
+    "DeviceTimer",
+    "Feature",
+    "FlushingTimer",
+    "ForkingLaunch",
+    "ForkingRecorder",
+    "GatheringReducer",
+    "GlobalRankReducer",
+    "HoldingTimer",
+    "InPlaceLaunch",
+    "Interceptor",
+    "IsolatedLaunch",
+    "IsolatingLaunch",
+    "KernelLaunch",
+    "ListingCache",
+    "ProbingProfileFamily",
+    "ProfileFamily",
+    "RecordingInterceptor",
+    "Reducer",
+    "Registrable",
+    "RemoteStore",
+    "SearchStrategy",
+    "Thunk",
+    "Timer",
+    "UnsupportedLaunch",
+    "provides",
+]

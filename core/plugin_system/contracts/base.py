@@ -1,0 +1,46 @@
+"""The base of every contract: :class:`Registrable`, and :func:`provides` for optional parts."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import ClassVar, Protocol, TypeGuard, TypeVar
+
+Thunk = Callable[[], object]
+
+P = TypeVar("P")
+
+
+def provides(obj: object, part: Callable[..., P]) -> TypeGuard[P]:
+    """Whether ``obj`` has the optional part ``part``, one of this module's runtime-checkable protocols.
+
+    The one way the engine asks: ``if provides(timer, FlushingTimer): timer.flush()``.
+    It checks the members ``part`` adds to its family's protocol (what makes
+    it optional), each present and not ``None``; the family's own members
+    are the registry's to check. So a registered class can be asked too,
+    before it is constructed (``provides(timer_class, DeviceTimer)``).
+    ``isinstance(obj, part)`` checks the whole shape instead.
+
+    :param part: typed as a callable because a type checker takes a
+        protocol for no concrete ``type[P]``.
+    """
+    return all(getattr(obj, name, None) is not None for name in _added_members(part))
+
+
+@functools.cache
+def _added_members(part: Callable[..., object]) -> tuple[str, ...]:
+    """The public names a protocol declares itself, annotations included, not those of its bases."""
+    own = vars(part)
+    return tuple(sorted(n for n in {*own.get("__annotations__", {}), *own} if not n.startswith("_")))
+
+
+class Registrable(Protocol):
+    """What every registered class has, whatever its family."""
+
+    #: The name users select it by, unique within its family.
+    name: ClassVar[str]
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Whether it can run in this process, checked without side effects."""
+        ...

@@ -1,0 +1,238 @@
+"""Launch contracts: compile processes, kernel launches and the interceptors that hand them over."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from kerneltune.core.values.target import Target
+from kerneltune.core.plugin_system.contracts.base import Registrable, Thunk
+
+
+class CompileProcess(Protocol):
+    """A backend's part in compiling in processes forked for COMPILE (:mod:`kerneltune.core.machine.compile`).
+
+    The child inherits the kernel and its arguments, compiles, and leaves
+    its work where this process finds it (Triton: its on-disk cache); this
+    process then compiles the same candidate again, which loads that work.
+    """
+
+    def ready(self) -> None:
+        """Block until a child may be forked: the compiler's one-time set-up done here, no child repeats it.
+
+        Called on COMPILE's pool threads, before each fork.
+        """
+        ...
+
+    def prepare(self) -> None:
+        """Run in the forked child before it compiles: make it compile without the device."""
+        ...
+
+
+class KernelLaunch(Protocol):
+    """One intercepted launch, as an interceptor plugin describes it to the driver."""
+
+    #: the tuned kernel object (its identity groups launches).
+    kernel: object
+    #: the key the kernel files its pick under for this launch; it must be a
+    #: valid tuning key (ints, strs, floats, bools, None, tuples).
+    key: Hashable
+
+    @property
+    def name(self) -> str:
+        """The kernel's name, for logs and the candidate space."""
+        ...
+
+    @property
+    def source(self) -> str:
+        """The kernel's source, fingerprinted with its candidates."""
+
+    def configs(self) -> Sequence[Any]:
+        """Every candidate the kernel declares, in its order."""
+
+    def candidates(self) -> Sequence[Any]:
+        """The candidates left for this launch by the kernel's own pruning."""
+
+    def cached(self) -> Any | None:
+        """The kernel's own in-process pick for this key, or ``None``."""
+
+    def label(self, config: Any) -> str:
+        """A one-line readable form of ``config``."""
+
+    def run(self, config: Any, around: Callable[[Thunk], object] | None = None) -> Any:
+        """Launch with ``config`` and this launch's arguments.
+
+        :param around: wraps exactly the launch (a timer's ``sample``); the
+            kernel's own hooks run outside it.
+        """
+
+    def run_default(self) -> Any:
+        """Launch as if no tuner were active (the kernel's own path)."""
+
+    def commit(self, config: Any) -> None:
+        """Make ``config`` the kernel's own pick for this key."""
+
+    def compiler(self) -> Callable[[Any], None] | None:
+        """A function that compiles one config for this launch's arguments without launching.
+
+        Made on the launching thread, called on COMPILE's pool threads; it
+        raises what the launch would. ``None`` where nothing is compiled
+        ahead (an interpreter).
+        """
+
+
+@runtime_checkable
+class UnsupportedLaunch(KernelLaunch, Protocol):
+    """A launch the interceptor can hand over but not tune (optional part of :class:`KernelLaunch`).
+
+    Where ranks must agree (``is_dist=True``) the contextual tuner refuses
+    it with that reason on every rank, never leaving it to tune itself on
+    each; alone it runs as the kernel's own path, with one warning.
+    """
+
+    def unsupported(self) -> str | None:
+        """Why this launch's kernel cannot be tuned here, or ``None`` when it can."""
+        ...
+
+
+@runtime_checkable
+class InPlaceLaunch(KernelLaunch, Protocol):
+    """A launch whose kernel declares arguments it changes in place (optional part of :class:`KernelLaunch`).
+
+    The contextual tuner runs the outer function more than once; with this
+    part it keeps those arguments as one untuned call would leave them
+    (docs/contextual.md, "Kernels that work in place"). A launch without it
+    is dispatched as the kernel's own cache hit.
+    """
+
+    def reset(self, config: Any) -> None:
+        """Zero what the kernel zeroes before a run, as its own tuner does once after the pick.
+
+        Triton: ``pre_hook(args, reset_only=True)``, which zeroes the
+        ``reset_to_zero`` arguments (or runs the user's ``pre_hook``).
+        """
+        ...
+
+    def changes_in_place(self) -> bool:
+        """Whether a run changes arguments its tuner puts back after each run (Triton: ``restore_value``)."""
+        ...
+
+    def in_place_problem(self) -> str | None:
+        """Why the arguments the kernel zeroes or puts back cannot be, for this launch (``None``: they can).
+
+        Asked before any candidate runs: otherwise every candidate would fail
+        alike, without naming the kernel's option.
+        """
+        ...
+
+
+class IsolatedLaunch(Protocol):
+    """One launch as the isolation worker repeats it, once per candidate (see :class:`IsolatingLaunch`)."""
+
+    #: what the worker imports, with copies of the launch's arguments and the runner it launches through.
+    target: Target
+
+    def payload(self, config: Any) -> Any | None:
+        """What the target's runner takes to launch with ``config``, as plain picklable data.
+
+        Everything the launch computes on the host from the config (a grid
+        function, derived meta-parameters) is computed here, so the worker
+        only launches. ``None`` when the launch with ``config`` raises here
+        before anything reaches the device: measuring it fails it as safely.
+
+        :raises Exception: when the config cannot be sent (the candidate
+            then fails as unscreenable).
+        """
+        ...
+
+
+@runtime_checkable
+class IsolatingLaunch(KernelLaunch, Protocol):
+    """A launch the isolation worker can repeat (optional part of :class:`KernelLaunch`).
+
+    With ``isolate = "subprocess"`` the contextual tuner screens the
+    candidates of a launch that has it before they run here; a launch
+    without it runs them unscreened, with one warning.
+    """
+
+    def isolation(self) -> IsolatedLaunch:
+        """How the worker repeats this launch.
+
+        :raises kerneltune.core.IsolationError: when the worker could not
+            import the kernel by name or receive an argument; the message says
+            what to change.
+        """
+        ...
+
+
+class Interceptor(Registrable, Protocol):
+    """How another library's kernel launches reach the contextual tuner.
+
+    Registered by ``kerneltune_register_interceptors`` and constructed with
+    no arguments; ``is_available()`` says whether its kernel library can be
+    imported. The contextual tuner installs every available interceptor for
+    the duration of one call. The launch it hands over is a
+    :class:`KernelLaunch`.
+    """
+
+    def __init__(self) -> None: ...
+
+    def install(self, route: Callable[[KernelLaunch], Any]) -> None:
+        """Route this thread's tunable launches to ``route`` until :meth:`uninstall`.
+
+        Every launch of a tunable kernel made on the calling thread is handed
+        to ``route(launch)`` instead of running, and the launch returns what
+        ``route`` returns. Launches on other threads, of kernels with a single
+        candidate, and made while ``route`` runs go through unchanged.
+        Installing must cost nothing once uninstalled: patch here, never at
+        import.
+        """
+        ...
+
+    def uninstall(self) -> None:
+        """Restore the library exactly as it was; release what :meth:`install` or the launches allocated."""
+        ...
+
+
+@runtime_checkable
+class RecordingInterceptor(Interceptor, Protocol):
+    """An interceptor that can record launches for COMPILE (optional part of :class:`Interceptor`)."""
+
+    def recording(self) -> contextlib.AbstractContextManager[list[Thunk]] | None:
+        """A context in which this thread's launches are recorded as compiles instead of made.
+
+        The function-level tuner runs a host launcher once per candidate
+        inside it; the yielded list fills with one thunk per launch, which
+        compiles that launch on any thread and raises what it would. ``None``
+        where nothing is compiled ahead (an interpreter).
+        """
+        ...
+
+
+@runtime_checkable
+class ForkingLaunch(KernelLaunch, Protocol):
+    """A launch whose configs can compile in forked processes (optional part of :class:`KernelLaunch`)."""
+
+    def compile_process(self) -> CompileProcess | None:
+        """How :meth:`compiler`'s function runs in a process forked for COMPILE; ``None``: on threads only.
+
+        Made on the launching thread. ``None`` where a forked child cannot
+        compile without the device, or would leave its work where this
+        process does not find it when it compiles the same config. A launch
+        without this method compiles on threads.
+        """
+        ...
+
+
+@runtime_checkable
+class ForkingRecorder(RecordingInterceptor, Protocol):
+    """A recorder whose thunks can run in forked processes (optional, of :class:`RecordingInterceptor`)."""
+
+    def compile_process(self) -> CompileProcess | None:
+        """How recorded thunks run in a process forked for COMPILE; ``None``: on threads only.
+
+        Made on the recording thread.
+        """
+        ...

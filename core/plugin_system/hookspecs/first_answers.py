@@ -1,0 +1,73 @@
+"""First-answer hooks: the first implementation that answers (not ``None``) decides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kerneltune.core.plugin_system.hookspecs.markers import hookspec
+
+
+@hookspec(firstresult=True)
+def kerneltune_describe_value(value: Any) -> str | None:
+    """A short readable form of one value of a function-level config, for labels.
+
+    Labels name candidates in logs, records and the ``kerneltune`` command.
+    A plugin that knows a value's type (Triton's names a ``triton.Config``
+    by the options it sets) returns its text; ``None`` leaves the value to
+    ``str``.
+
+    :param value: one value of a config dict.
+
+    The first non-``None`` result is used.
+    """
+
+
+@hookspec(firstresult=True)
+def kerneltune_plain_value(value: Any) -> dict[str, Any] | None:
+    """A config value of a type a plugin knows, as plain data tagged with the type's name.
+
+    Records keep the pick's values as plain data (never read back into
+    objects: the live config always comes from the candidate list) so that
+    ``kerneltune cache show`` can print a line that hard-codes the pick.
+    Triton's returns ``{"triton.Config": {"kwargs": {...}, "num_warps": 4,
+    ...}}`` for a ``triton.Config``. ``None`` leaves the value to others; a
+    value no plugin knows leaves the pick without stored values.
+
+    :param value: a candidate config, or one value of a config dict.
+
+    The first non-``None`` result is used.
+    """
+
+
+@hookspec(firstresult=True)
+def kerneltune_key_distance(function: str, key: Any, other: Any) -> float | None:
+    """How far apart two tuning keys of one function are, for warm starts.
+
+    With ``warm_start = "nearest"``, a key that has no stored record starts
+    from the stored keys nearest to it (:mod:`kerneltune.core.machine.warm_start`):
+    their best configs are measured instead of the whole candidate list.
+    The engine asks this hook for the distance from the new key to each
+    stored key of the same function, code and hardware, and starts from
+    the nearest ones. Without an answer it uses the default distance
+    (:func:`kerneltune.core.machine.warm_start.default_distance`): keys of the same
+    shape whose non-numeric parts are equal, numeric parts compared on a
+    log scale, so 1024 is as far from 2048 as 8 from 16.
+
+    Implement it where that is wrong for a key: a key whose best config
+    changes abruptly at known values (say, M below or above 64 for a
+    matmul) can put keys across such a line infinitely far apart, and a key
+    holding a value that never predicts the best config can leave it out of
+    the comparison.
+
+    :param function: the tuned function's name (the cache namespace).
+    :param key: the new key, encoded as records store keys
+        (:func:`kerneltune.core.encode_key`: tuples are lists, floats
+        ``{"float": hex}``, dtypes ``{"torch.dtype": name}``).
+    :param other: a stored key, encoded the same way.
+    :returns: a distance of at least 0 (0: as good as the same key);
+        ``math.inf`` to never start ``key`` from ``other``; ``None`` to
+        leave these keys to the next implementation, and at last to the
+        default.
+
+    The first non-``None`` result is used.
+    """

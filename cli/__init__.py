@@ -2,7 +2,9 @@
 
 The engine is :mod:`kerneltune.core`, the built-in plugins live in
 :mod:`kerneltune.plugins`, and :mod:`kerneltune.cli` is the ``kerneltune``
-command. Importing this package loads none of them.
+command, whose commands are the modules beside it (:mod:`kerneltune.plugins_command`,
+:mod:`kerneltune.cache_commands`, :mod:`kerneltune.report_command`, reading
+through :mod:`kerneltune.loading`). Importing this package loads none of them.
 """
 
 import importlib.metadata

@@ -29,7 +29,8 @@ from kerneltune.core.errors import (
     UncertainPickWarning,
     describe_error,
 )
-from kerneltune.core.isolation.parent import SUBPROCESS, TURN_OFF, Screening, named_target, screener
+from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
+from kerneltune.core.isolation.targets import TURN_OFF, named_target
 from kerneltune.core.isolation.worker import copier
 from kerneltune.core.machine.engine import Tuner, Tuning
 from kerneltune.core.machine.measure import format_ms
@@ -37,6 +38,7 @@ from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import (
     Cache,
     CompileProcess,
+    ConfiguredCache,
     Device,
     DeviceTimer,
     Feature,
@@ -51,6 +53,7 @@ from kerneltune.core.plugin_system.contracts import (
     IsolatedLaunch,
     IsolatingLaunch,
     KernelLaunch,
+    LayeringCache,
     ListingCache,
     ProbingProfileFamily,
     ProfileFamily,
@@ -64,11 +67,12 @@ from kerneltune.core.plugin_system.contracts import (
     provides,
 )
 from kerneltune.core.plugin_system.hookspecs import hookimpl, hookspec
+from kerneltune.core.plugin_system.loading import load_settings
 from kerneltune.core.plugin_system.parsers import boolean, integer, one_of, seconds, text
 from kerneltune.core.plugin_system.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
 from kerneltune.core.plugin_system.seam import PluginFaultWarning, fault, origin
 from kerneltune.core.plugin_system.session import Session, add_plugin, current_session, remove_plugin
-from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS, Settings, SettingSpec, load_settings
+from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS, Settings, SettingSpec
 from kerneltune.core.private_files import (
     MAX_READ,
     NotPrivateError,
@@ -137,6 +141,7 @@ __all__ = [
     "FlushingTimer",
     "ForkingLaunch",
     "ForkingRecorder",
+    "ConfiguredCache",
     "GatheringReducer",
     "GlobalRankReducer",
     "HoldingTimer",
@@ -145,6 +150,7 @@ __all__ = [
     "IsolatedLaunch",
     "IsolatingLaunch",
     "KernelLaunch",
+    "LayeringCache",
     "ListingCache",
     "ProbingProfileFamily",
     "ProfileFamily",

@@ -21,6 +21,7 @@ from __future__ import annotations
 from kerneltune.core import (
     Cache,
     CompileProcess,
+    ConfiguredCache,
     Device,
     DeviceTimer,
     Feature,
@@ -35,6 +36,7 @@ from kerneltune.core import (
     IsolatedLaunch,
     IsolatingLaunch,
     KernelLaunch,
+    LayeringCache,
     ListingCache,
     ProbingProfileFamily,
     ProfileFamily,
@@ -77,6 +79,9 @@ DEVICE_TIMERS: list[type[DeviceTimer]] = [CudaEventTimer, NpuEventTimer, ToyTime
 
 CACHES: list[type[Cache]] = [JsonCache, MsgpackCache, MemoryCache, NoCache]
 LISTING_CACHES: list[type[ListingCache]] = [JsonCache, MsgpackCache]
+#: No built-in cache has settings of its own or layers over another (the redis store is layered by core).
+CONFIGURED_CACHES: list[type[ConfiguredCache]] = []
+LAYERING_CACHES: list[type[LayeringCache]] = []
 
 REMOTE_STORES: list[type[RemoteStore]] = [RedisStore]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core import Session, load_settings
-from kerneltune.plugins.triton import search_kernel
+from kerneltune.plugins.triton.search_params import kernel as search_kernel
 from tuning_doubles import scripted_timer_plugin
 
 Meta = dict[str, Any]

@@ -19,7 +19,7 @@ import kerneltune
 import pytest
 from click.testing import CliRunner
 from kerneltune import archive as archive_module
-from kerneltune import cli
+from kerneltune import cache_commands, cli
 from tuning_doubles import record_files
 
 from triton_dist.tune import autotune
@@ -176,7 +176,7 @@ def test_clear_without_yes_refuses_when_there_is_no_terminal(filled):
 
 
 def test_clear_asks_on_a_terminal(filled, monkeypatch):
-    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    monkeypatch.setattr(cache_commands, "_interactive", lambda: True)
     declined = CliRunner().invoke(cli.main, ["cache", "clear"], input="n\n")
     assert declined.exit_code == 1
     assert len(_digests(filled, "matmul")) == 2

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 import triton
-from kerneltune.core import Space, Tuner, hookimpl
+from kerneltune.core import Space, Tuner, hookimpl, load_settings
 from kerneltune.core.errors import ConfigError
-from kerneltune.core.plugin_system.settings import load_settings
 from kerneltune.plugins.triton import compiler
 from rank_doubles import ThreadGroup, run_ranks
 from test_multirank import make_session, space

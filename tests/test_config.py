@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from kerneltune.core import ConfigError, PluginError, Session, Settings, hookimpl, load_settings
-from kerneltune.core.plugin_system.settings import integer
+from kerneltune.core.plugin_system.parsers import integer
 from tuning_doubles import record_files
 
 from triton_dist.tune import autotune
@@ -273,7 +273,7 @@ def test_a_count_from_a_variable_may_have_spaces_and_a_sign(tmp_path):
 
 
 def test_a_timeout_past_what_the_platform_waits_is_refused_where_it_is_set(tmp_path):
-    from kerneltune.core.plugin_system.settings import MAX_TIMEOUT_S
+    from kerneltune.core.isolation.options import MAX_TIMEOUT_S
 
     path = _write(tmp_path / "kerneltune.toml", "isolate_timeout = 10_000_000\n")
     with pytest.raises(ConfigError) as info:

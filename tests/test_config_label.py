@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from kerneltune.plugins.triton.adapter import config_label
+from kerneltune.plugins.triton.configs import config_label
 
 triton = pytest.importorskip("triton")
 

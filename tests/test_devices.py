@@ -15,7 +15,7 @@ import isolation_doubles
 import pytest
 import torch
 from kerneltune.core import PluginError, Session, add_plugin, hookimpl, load_settings, remove_plugin
-from kerneltune.core.isolation.parent import target_of
+from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.plugin_system.contracts import Device
 from kerneltune.core.torch_devices import torch_device_module
 from kerneltune.plugins.devices.accelerators import CudaDevice, NpuDevice

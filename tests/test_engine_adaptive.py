@@ -6,7 +6,9 @@ import math
 
 import attrs
 import pytest
-from kerneltune.core import NoValidConfigError, Session, Space, Tuner, load_settings
+from kerneltune.core import CandidateDropped, NoValidConfigError, Session, Space, Tuner, load_settings
+from rank_doubles import ThreadGroup, run_ranks
+from test_multirank import make_session, space
 from tuning_doubles import FakeClock, clock_plugin, stored_records
 
 COSTS = {"a": 3.0, "b": 1.0, "c": 2.0, "d": 0.5}
@@ -117,3 +119,51 @@ def test_extended_records_add_samples_and_a_failure_stays(session, clock):
         while tuning.next_candidate() is not None:
             pass
         assert tuning.times([a, b, c, d]) == [2.0, math.inf, 2.5, math.inf]
+
+
+# -- the round API -----------------------------------------------------------
+
+
+def test_a_round_compiles_what_may_run_measures_the_batch_and_returns_the_agreed_times(session, clock):
+    tuner = make_tuner()
+    a, b, c, d = tuner.space.candidates
+    calls, compiled = [], []
+    with tuner.begin(session, "key", adaptive=True) as tuning:
+        times = tuning.round(
+            [a, b, c],
+            lambda candidate: runner(clock, candidate, calls),
+            failed={b.index: CandidateDropped("too big")},
+            compile_one=lambda candidate: compiled.append(candidate.config["name"]),
+        )
+        assert times == [3.0, math.inf, 2.0]
+        assert tuning.error(b) == "CandidateDropped: too big"
+        assert tuning.round([d, a], lambda candidate: runner(clock, candidate, calls), repeat=1) == [0.5, 3.0]
+        assert tuning.finish() is d
+    assert sorted(compiled) == ["a", "c"], "what is known not to run is not compiled"
+    assert calls == ["a"] * 3 + ["c"] * 3 + ["d"] * 2 + ["a"] * 2
+
+
+def test_on_one_rank_the_round_api_sends_nothing_and_reads_the_tuning(session):
+    tuner = make_tuner()
+    with tuner.begin(session, "key", adaptive=True) as tuning:
+        assert tuning.world_size == 1
+        assert tuning.agree([1, 2.5]) == [1.0, 2.5]
+        assert tuning.gather({"mine": 1}) == [{"mine": 1}]
+        assert tuning.candidates == tuner.space.candidates
+        assert tuning.settings is session.settings and tuning.settings.repeat == 2
+        strategy = tuning.strategy("exhaustive", "a test")
+        assert strategy.name == "exhaustive"
+        assert tuning.origin(strategy) == "plugin kerneltune.plugins.search.exhaustive (built in)"
+
+
+def test_with_several_ranks_agree_is_the_maximum_and_gather_every_ranks_value(tmp_path):
+    group = ThreadGroup(2)
+
+    def rank(r: int) -> tuple[int, list[float], list[str]]:
+        session = make_session(tmp_path / "cache")
+        with Tuner(space()).begin(session, 7, group=group.member(r), adaptive=True) as tuning:
+            return tuning.world_size, tuning.agree([float(r), 5.0 - r]), tuning.gather(f"rank {r}")
+
+    assert run_ranks(2, rank) == [(2, [1.0, 5.0], ["rank 0", "rank 1"])] * 2
+    for counts in group.counts:
+        assert counts == {"gather": 2, "max": 1}, "AGREE's gather, then one collective each"

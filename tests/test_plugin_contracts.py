@@ -17,6 +17,7 @@ import pytest
 from kerneltune.core import (
     BUILTIN_PLUGINS,
     ENTRY_POINT_GROUP,
+    ConfiguredCache,
     DeviceTimer,
     FlushingTimer,
     ForkingLaunch,
@@ -26,6 +27,7 @@ from kerneltune.core import (
     HoldingTimer,
     InPlaceLaunch,
     IsolatingLaunch,
+    LayeringCache,
     ListingCache,
     ProbingProfileFamily,
     RecordingInterceptor,
@@ -50,7 +52,14 @@ FAMILIES: dict[str, tuple[list[type], dict[object, list[type]]]] = {
             DeviceTimer: contracts.DEVICE_TIMERS,
         },
     ),
-    "kerneltune_register_caches": (contracts.CACHES, {ListingCache: contracts.LISTING_CACHES}),
+    "kerneltune_register_caches": (
+        contracts.CACHES,
+        {
+            ListingCache: contracts.LISTING_CACHES,
+            ConfiguredCache: contracts.CONFIGURED_CACHES,
+            LayeringCache: contracts.LAYERING_CACHES,
+        },
+    ),
     "kerneltune_register_remote_stores": (contracts.REMOTE_STORES, {}),
     "kerneltune_register_reducers": (
         contracts.REDUCERS,
@@ -138,6 +147,12 @@ def test_mypy_checks_the_contracts_module():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     assert "plugin_contracts" in config["modules"]
     assert (ROOT / config["mypy_path"] / "plugin_contracts.py").is_file()
-    assert {"kerneltune.plugins", "kerneltune_example_device", "kerneltune_example_plugin"} <= set(
-        config["packages"]
-    )
+    for package in ("kerneltune.plugins", "kerneltune_example_device", "kerneltune_example_plugin"):
+        assert any(package == p or package.startswith(f"{p}.") for p in config["packages"]), package
+
+
+def test_mypy_checks_every_installed_module():
+    """The packages mypy reads hold every import root setup.py installs: cli's modules are checked too."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    for root in ("kerneltune", "kerneltune.core", "kerneltune.plugins", "triton_dist"):
+        assert any(root == p or root.startswith(f"{p}.") for p in config["packages"]), root

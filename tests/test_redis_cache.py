@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import pytest
 from kerneltune.core import ConfigError, PluginError, Session, Settings, Space, Tuner, load_settings
+from kerneltune.core.plugin_system.registry import Registry
 from kerneltune.core.plugin_system.session import make_cache
 from kerneltune.plugins.caches.redis import redacted_url
 from rank_doubles import ThreadGroup, plugin, run_ranks
@@ -378,19 +379,71 @@ def test_redis_is_unavailable_without_redis_py(monkeypatch):
         Session.create(Settings(cache="redis"))
 
 
-def test_caches_get_settings_and_the_registry_only_when_they_ask(tmp_path):
+def test_caches_are_built_by_the_optional_parts_they_provide(tmp_path):
     class RootOnly:
+        name = "root-only"
+
         def __init__(self, root):
             self.root = root
 
-    class Layered:
-        def __init__(self, root, settings, caches):
-            self.parts = (root, settings, caches)
+    class Configured:
+        name = "configured"
+        reads_settings = ("redis_ttl",)
 
-    settings = Settings(cache_dir=tmp_path)
-    caches = Session.create(settings).registries.caches
+        def __init__(self, root, settings):
+            self.parts = (root, settings.get("redis_ttl"))
+
+    class Layered:
+        name = "layered"
+        layers_over = "json"
+
+        def __init__(self, root, inner):
+            self.parts = (root, type(inner).name)
+
+    session = Session.create(Settings(cache_dir=tmp_path))
+    settings, caches = session.settings, session.registries.caches
     assert make_cache(RootOnly, tmp_path, settings, caches).root == tmp_path
-    assert make_cache(Layered, tmp_path, settings, caches).parts == (tmp_path, settings, caches)
+    assert make_cache(Configured, tmp_path, settings, caches).parts == (tmp_path, 0)
+    assert make_cache(Layered, tmp_path, settings, caches).parts == (tmp_path, "json")
+
+
+def test_a_cache_is_refused_with_its_reason_when_it_cannot_be_built(tmp_path):
+    class Undeclared:
+        name = "undeclared"
+        reads_settings = ("nobody_declares_this",)
+
+        def __init__(self, root, settings):
+            raise AssertionError("never constructed")
+
+    class OldStyle:
+        name = "old-style"
+
+        def __init__(self, root, settings):
+            raise AssertionError("never constructed")
+
+    class Circle:
+        name = "circle"
+        layers_over = "circle"
+
+        def __init__(self, root, inner):
+            raise AssertionError("never constructed")
+
+    session = Session.create(Settings(cache_dir=tmp_path))
+    caches = Registry(
+        family="cache",
+        classes={**session.registries.caches.classes, "circle": Circle},
+        owners={**session.registries.caches.owners, "circle": "tests"},
+    )
+    with pytest.raises(
+        PluginError, match=r"'undeclared' reads the setting\(s\) nobody_declares_this, which no"
+    ):
+        make_cache(Undeclared, tmp_path, session.settings, caches)
+    with pytest.raises(
+        PluginError, match=r"'old-style' refused OldStyle\(root\): .*ConfiguredCache, LayeringCache"
+    ):
+        make_cache(OldStyle, tmp_path, session.settings, caches)
+    with pytest.raises(PluginError, match=r"layer over each other in a circle: circle"):
+        make_cache(Circle, tmp_path, session.settings, caches)
 
 
 def test_the_command_shows_the_url_without_its_password(monkeypatch):

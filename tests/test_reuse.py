@@ -37,8 +37,8 @@ from kerneltune.core.machine.reuse import Plan, plan_reuse
 from kerneltune.core.machine.schedule import Schedule
 from kerneltune.core.machine.stored import method_of
 from kerneltune.core.values.records import TuningRecord
-from kerneltune.plugins.triton import adapter
-from kerneltune.plugins.triton.search_run import PRECISE_ROUNDS
+from kerneltune.plugins.triton import configs
+from kerneltune.plugins.triton.search_params.run import PRECISE_ROUNDS
 from rank_doubles import ThreadGroup, plugin, run_ranks
 from search_doubles import Script, by_block, timer_plugin, use_session
 from test_search_params import launch_double, make_double, search
@@ -291,15 +291,15 @@ def test_a_contextual_kernel_whose_configs_grew_measures_the_new_one_and_its_pic
 
         x = torch.randn(64, device=kernels.DEVICE)
         run(x)
-        assert set(launches.labels) == {adapter.config_label(c) for c in warps}
-        first = adapter.config_label(kernel.cache[(64, "torch.float32", "torch.float32")])
+        assert set(launches.labels) == {configs.config_label(c) for c in warps}
+        first = configs.config_label(kernel.cache[(64, "torch.float32", "torch.float32")])
 
         added = triton.Config({"BLOCK": 64}, num_warps=2)
         kernel.configs.append(added)
         kernel.cache.clear()
         launches.labels.clear()
         torch.testing.assert_close(run(x), 2.0 * x)
-        assert set(launches.labels) == {first, adapter.config_label(added)}
+        assert set(launches.labels) == {first, configs.config_label(added)}
     finally:
         remove_plugin(launches)
 

@@ -28,8 +28,8 @@ from kerneltune.core import (
 )
 from kerneltune.core.plugin_system.features import enable_feature
 from kerneltune.core.plugin_system.seam import PluginFaultWarning
-from kerneltune.plugins.triton.classify import operator_class, uses_dot
-from kerneltune.plugins.triton.search_kernel import SearchParamsKernel
+from kerneltune.plugins.triton.search_params.classify import operator_class, uses_dot
+from kerneltune.plugins.triton.search_params.kernel import SearchParamsKernel
 from search_doubles import Script, by_block, interpreter_family, timer_plugin, use_session
 from tuning_doubles import family_plugin, stored_records
 
@@ -252,16 +252,39 @@ def test_the_search_is_staged_not_exhaustive(monkeypatch):
     assert (kernel.best_config.kwargs, kernel.best_config.num_warps) == ({"BLOCK_M": 64, "BLOCK_N": 32}, 2)
 
 
-def test_full_hand_written_configs_are_used_as_they_are(monkeypatch):
+def test_full_hand_written_configs_are_used_as_they_are(monkeypatch, capsys):
     script = Script(by_block({16: 2.0, 64: 1.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
     configs = [triton.Config({"BLOCK": 16}, num_warps=2), triton.Config({"BLOCK": 64}, num_warps=2)]
-    kernel = make_double(search(params=["BLOCK"], values=[32]), configs=configs, pre_hook=script.hook)
+    hints = search(params=["BLOCK"], values=[32], strategy="pattern", max_points=1, debug=True)
+    kernel = make_double(hints, configs=configs, pre_hook=script.hook)
     launch_double(kernel)
     assert {block for (block,) in script.seen("BLOCK")} == {16, 64}
     assert set(script.seen("num_warps")) == {(2,)}
     assert kernel.best_config.kwargs == {"BLOCK": 64}
-    assert kernel.last_search.space == 2
+    summary = kernel.last_search
+    assert (summary.space, summary.measured, summary.strategy) == (2, 2, "given")
+    out = capsys.readouterr().out
+    # Measured whole by the exhaustive strategy, whatever strategy and cap the hint names.
+    assert "2 hand-written configs give every search param; measuring them as they are" in out
+    assert "exhaustive: 2 of 2 measured, 0 without a time" in out
+    assert "search strategy pattern" not in out
+
+
+def test_hand_written_configs_that_all_fail_are_a_clear_error(monkeypatch):
+    script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
+
+    def hook(named, reset_only=False):
+        script.hook(named, reset_only)
+        if not reset_only:
+            raise ValueError(f"a bug in BLOCK={named['BLOCK']}")
+
+    use_session(monkeypatch, timer_plugin(script))
+    configs = [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})]
+    kernel = make_double(search(params=["BLOCK"]), configs=configs, pre_hook=hook)
+    with pytest.warns(CandidateFailedWarning), pytest.raises(NoValidConfigError) as caught:
+        launch_double(kernel)
+    assert "a bug in BLOCK=16" in str(caught.value) and "a bug in BLOCK=32" in str(caught.value)
 
 
 def test_partial_configs_seed_the_search(monkeypatch):
@@ -699,10 +722,10 @@ def test_ascend_profiles_use_the_npu_backends_own_options(monkeypatch):
     # Outside the interpreter the target is the driver's (the stand-in's Ascend 910B4) and the
     # options are the fields of the real triton-ascend backend's NPUOptions.
     from kerneltune.plugins.profiles.ascend import AscendMixCVProfiles, AscendVectorSafeProfiles
-    from kerneltune.plugins.triton import adapter
+    from kerneltune.plugins.triton import configs
 
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    target = adapter.compile_target()
+    target = configs.compile_target()
     assert (target.backend, target.arch, target.warp_size) == ("npu", "Ascend910B4", 0)
     mixcv = AscendMixCVProfiles().profiles(target)
     used = {name for profile in mixcv for name in profile}
@@ -718,7 +741,7 @@ def test_ascend_profiles_use_the_npu_backends_own_options(monkeypatch):
     # triton-ascend 3.2.0 has no enable_ubuf_saving: the vector-safe family leaves it out.
     assert "enable_ubuf_saving" not in target.options
     assert AscendVectorSafeProfiles().profiles(target) == [{}, {"multibuffer": False}]
-    config = adapter.make_config({"BLOCK": 64}, mixcv[-1])
+    config = configs.make_config({"BLOCK": 64}, mixcv[-1])
     assert type(config) is triton.Config
     assert {**config.all_kwargs(), **mixcv[-1]} == config.all_kwargs(), "every option reaches the launch"
 

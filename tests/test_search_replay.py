@@ -39,7 +39,7 @@ from kerneltune.plugins.profiles.nvidia import NvidiaMatrixProfiles, NvidiaVecto
 from kerneltune.plugins.search import staged as search
 from kerneltune.plugins.search.pattern import PatternStrategy
 from kerneltune.plugins.search.staged import StagedSearch
-from kerneltune.plugins.triton.search_space import candidate_label
+from kerneltune.plugins.triton.search_params.space import candidate_label
 
 LANDSCAPE = json.loads((Path(__file__).parent / "data" / "h200_matmul_landscape.json").read_text())
 PARAMS = ("BLOCK_M", "BLOCK_N")

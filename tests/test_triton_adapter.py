@@ -23,7 +23,7 @@ import torch
 import triton
 from kerneltune.core import Session, add_plugin, hookimpl, load_settings, remove_plugin
 from kerneltune.core.drivers import contextual as contextual_module
-from kerneltune.plugins.triton import adapter, compiler
+from kerneltune.plugins.triton import adapter, autotune, compiler
 from kerneltune.plugins.triton.interceptor import TritonInterceptor
 from triton_fakes import (
     ARG_NAMES,
@@ -212,8 +212,8 @@ def test_store_config_is_what_triton_reads():
 
 def test_hints_parameter_per_release():
     # triton-ascend 3.2.0 (the only release on the index) takes hints third; upstream has none.
-    assert adapter.hints_parameter(triton.autotune) == ("positional" if TRITON_ASCEND else None)
-    assert adapter.hints_parameter(later_ascend_autotune) == "keyword"
+    assert autotune.hints_parameter(triton.autotune) == ("positional" if TRITON_ASCEND else None)
+    assert autotune.hints_parameter(later_ascend_autotune) == "keyword"
 
 
 def test_patch_runs_covers_overriding_subclasses_and_restores():

@@ -80,8 +80,8 @@ class ContextualAutoTuner(FunctionWrapper):
             _Active.lock.release()
 
     def _tune_and_run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        # The kernels' own caches hold the picks (and _TUNERS the engine's, per
-        # kernel object): no cache plugin shares them across kernel objects or
+        # The kernels' own caches hold the picks (and kernel_keys.py's tuners the engine's,
+        # per kernel object): no cache plugin shares them across kernel objects or
         # processes, and without is_dist every rank tunes on its own.
         overrides: dict[str, Any] = {"cache": "none", "shard": False}
         if not self.is_dist:

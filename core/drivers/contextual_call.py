@@ -2,19 +2,19 @@
 
 :class:`ContextualCall` is what :class:`~kerneltune.core.drivers.contextual.ContextualAutoTuner`
 hands to the interceptors as their route: it discovers each (kernel, key),
-drives the engine's :class:`~kerneltune.core.machine.engine.Tuning` for the one
-being measured, launches the others with a stand-in config, and tells the
-outer function's loop whether an execution left kernels waiting. The module
-docstring of :mod:`kerneltune.core.drivers.contextual` describes the whole.
+whose state is a :class:`~kerneltune.core.drivers.kernel_keys.KernelKey`,
+drives the engine's :class:`~kerneltune.core.machine.engine.Tuning` for the
+one being measured, launches the others with a stand-in config, and tells
+the outer function's loop whether an execution left kernels waiting. The
+module docstring of :mod:`kerneltune.core.drivers.contextual` describes the whole.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-import attrs
+from kerneltune.core.drivers.kernel_keys import KernelKey
 from kerneltune.core.errors import (
     KernelTuneError,
     NoValidConfigError,
@@ -22,14 +22,13 @@ from kerneltune.core.errors import (
     describe_error,
     format_failure,
 )
-from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut, Screening, screen_all, screener
-from kerneltune.core.machine.engine import Tuner, Tuning
-from kerneltune.core.machine.measure import TIMED, WARMUP, CandidateRuns
+from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut
+from kerneltune.core.machine.engine import Tuning
+from kerneltune.core.machine.measure import TIMED, WARMUP
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import (
     ForkingLaunch,
     InPlaceLaunch,
-    IsolatedLaunch,
     IsolatingLaunch,
     KernelLaunch,
     UnsupportedLaunch,
@@ -48,39 +47,6 @@ from kerneltune.core.values.space import Space
 STALL_LIMIT = 10
 
 Thunk = Callable[[], object]
-
-
-#: Each kernel object's tuners (one per candidate list), and with them its
-#: in-process picks: they live as long as the kernel, and another kernel
-#: object, even one of the same source and configs, or one made later at the
-#: same address, starts with none. Only the one active tuner touches it.
-_TUNERS: weakref.WeakKeyDictionary[object, dict[str, Tuner]] = weakref.WeakKeyDictionary()
-
-
-@attrs.define(eq=False)
-class _KernelKey:
-    """The tuning state of one (kernel, key) during one call."""
-
-    kernel: object
-    name: str
-    key: Hashable
-    space: Space | None = None
-    kept: tuple[int, ...] = ()
-    done: bool = False
-    tuning: Tuning | None = None
-    candidate: Candidate | None = None
-    launches: int = 0
-    runs: CandidateRuns | None = None
-    error: BaseException | None = None
-    means: dict[int, float] = attrs.field(factory=dict)
-    good: list[int] = attrs.field(factory=list)
-    bad: set[int] = attrs.field(factory=set)
-    #: how the isolation worker repeats this kernel's launches, until it has screened them.
-    isolated: IsolatedLaunch | None = None
-    #: why each kept candidate that failed this rank's screening must not run here; ``None`` until screened.
-    screened: dict[int, str] | None = None
-    #: the execution whose first launch of this (kernel, key) reset what the kernel zeroes.
-    reset_in: int = 0
 
 
 class ContextualCall:
@@ -111,8 +77,8 @@ class ContextualCall:
         self.flush = flush
         self.isolating = session.settings.isolate == SUBPROCESS
         # By id(): every state holds its kernel, so no id is reused during the call.
-        self.states: dict[tuple[int, Hashable], _KernelKey] = {}
-        self.focus: _KernelKey | None = None
+        self.states: dict[tuple[int, Hashable], KernelKey] = {}
+        self.focus: KernelKey | None = None
         self.abort: BaseException | None = None
         self._open: list[Tuning] = []
         #: this execution launched a (kernel, key) that has no pick yet.
@@ -122,7 +88,7 @@ class ContextualCall:
         #: executions in a row that were pending but measured nothing, and
         #: the (kernel, key) pairs they met first (for the error).
         self.stalls = 0
-        self.fresh: list[_KernelKey] = []
+        self.fresh: list[KernelKey] = []
         #: executions started so far; the first is 1.
         self.execution = 0
         #: this execution began with a (kernel, key) waiting for its pick, so it will be repeated.
@@ -248,7 +214,7 @@ class ContextualCall:
             )
         self.pending = True
 
-    def _dispatch(self, state: _KernelKey, launch: KernelLaunch) -> Any:
+    def _dispatch(self, state: KernelKey, launch: KernelLaunch) -> Any:
         """Launch a (kernel, key) that has its pick, as Triton would in this execution's place.
 
         In an execution that will be repeated, as Triton runs a tuning run:
@@ -282,8 +248,8 @@ class ContextualCall:
                 self.abort = exc
             raise
 
-    def _discover(self, launch: KernelLaunch) -> _KernelKey:
-        state = _KernelKey(kernel=launch.kernel, name=launch.name, key=launch.key)
+    def _discover(self, launch: KernelLaunch) -> KernelKey:
+        state = KernelKey(kernel=launch.kernel, name=launch.name, key=launch.key)
         if provides(launch, InPlaceLaunch) and (problem := launch.in_place_problem()) is not None:
             raise TypeError(f"contextual_autotune: {self.name}: kernel {launch.name}: {problem}")
         # With several ranks every (kernel, key) goes through the engine's
@@ -309,23 +275,8 @@ class ContextualCall:
 
     # -- isolation -------------------------------------------------------------------
 
-    def _isolation_of(self, state: _KernelKey, launch: IsolatingLaunch) -> None:
+    def _isolation_of(self, state: KernelKey, launch: IsolatingLaunch) -> None:
         state.isolated = launch.isolation()
-
-    def _screened(self, state: _KernelKey) -> dict[int, str] | None:
-        """The kept candidates that must not run here, screened in the worker at the first need.
-
-        That is when the (kernel, key) comes up to be measured, or earlier
-        when one of its launches needs a stand-in: no candidate runs here
-        unscreened. ``None`` without isolation.
-        """
-        if state.screened is None and state.isolated is not None:
-            assert state.space is not None
-            kept = [state.space.candidates[i] for i in state.kept]
-            with Screening(state.isolated.target, self.session.settings.isolate_timeout) as screening:
-                state.screened = screen_all(screener(screening, state.isolated.payload), kept)
-            state.isolated = None  # and with it the launch's arguments
-        return state.screened
 
     def _isolate(self, tuning: Tuning, screened: dict[int, str]) -> None:
         """ISOLATE for the tuning: this rank's screening, shared with the other ranks by the engine."""
@@ -338,16 +289,9 @@ class ContextualCall:
 
     # -- the machine ---------------------------------------------------------------
 
-    def _focus_on(self, state: _KernelKey, launch: KernelLaunch) -> None:
-        assert state.space is not None
-        tuners = _TUNERS.setdefault(state.kernel, {})
-        tuner = tuners.get(state.space.fingerprint)
-        if tuner is None:
-            # One kernel's candidate lists share their records: a list that grew measures only what is new.
-            records = next(iter(tuners.values())).records if tuners else None
-            tuner = tuners[state.space.fingerprint] = Tuner(state.space, records=records)
+    def _focus_on(self, state: KernelKey, launch: KernelLaunch) -> None:
         kept = frozenset(state.kept)
-        tuning = tuner.begin(
+        tuning = state.tuner().begin(
             self.session,
             state.key,
             keep=lambda candidate: candidate.index in kept,
@@ -367,7 +311,7 @@ class ContextualCall:
             return
         state.tuning = tuning
         self.focus = state
-        screened = self._screened(state)
+        screened = state.screened(self.session.settings.isolate_timeout)
         if screened is not None:
             self._isolate(tuning, screened)
         # Compile processes first: asking for them starts the backend's
@@ -378,7 +322,7 @@ class ContextualCall:
             tuning.compile(lambda candidate: compile_config(candidate.config), child=child)
         self._next_candidate(state, launch)
 
-    def _next_candidate(self, state: _KernelKey, launch: KernelLaunch) -> None:
+    def _next_candidate(self, state: KernelKey, launch: KernelLaunch) -> None:
         assert state.tuning is not None
         candidate = state.tuning.next_candidate()
         if candidate is None:
@@ -389,7 +333,7 @@ class ContextualCall:
         state.error = None
         state.runs = state.tuning.runs(candidate)
 
-    def _finish(self, state: _KernelKey, launch: KernelLaunch) -> None:
+    def _finish(self, state: KernelKey, launch: KernelLaunch) -> None:
         assert state.tuning is not None
         tuning, state.tuning = state.tuning, None
         self.focus = None
@@ -404,7 +348,7 @@ class ContextualCall:
         launch.commit(best.config)
         state.done = True
 
-    def _tuned(self, state: _KernelKey, tuning: Tuning, best: Candidate | None) -> None:
+    def _tuned(self, state: KernelKey, tuning: Tuning, best: Candidate | None) -> None:
         # Reported only with an outcome: a tuning cut short (an interrupt, a
         # failed collective) has none and must not read as "no valid config".
         assert state.space is not None
@@ -432,7 +376,7 @@ class ContextualCall:
 
     # -- launches --------------------------------------------------------------------
 
-    def _measure(self, state: _KernelKey, launch: KernelLaunch) -> Any:
+    def _measure(self, state: KernelKey, launch: KernelLaunch) -> Any:
         candidate, runs = state.candidate, state.runs
         assert candidate is not None and runs is not None
         state.launches += 1
@@ -457,7 +401,7 @@ class ContextualCall:
             self._engine(self._complete, state, launch)
         return result
 
-    def _complete(self, state: _KernelKey, launch: KernelLaunch) -> None:
+    def _complete(self, state: KernelKey, launch: KernelLaunch) -> None:
         candidate, runs = state.candidate, state.runs
         assert candidate is not None and runs is not None and state.tuning is not None
         if state.error is None:
@@ -480,11 +424,11 @@ class ContextualCall:
             state.means.pop(candidate.index, None)
         self._next_candidate(state, launch)
 
-    def _stand_in(self, state: _KernelKey, launch: KernelLaunch) -> Any:
+    def _stand_in(self, state: KernelKey, launch: KernelLaunch) -> Any:
         """Run the launch with a config that works, untimed; ``None`` when none does."""
         assert state.space is not None
         order = state.good + [i for i in state.kept if i not in state.good]
-        unsafe = self._screened(state) or {}
+        unsafe = state.screened(self.session.settings.isolate_timeout) or {}
         for index in order:
             if index in state.bad or index in unsafe:
                 continue
@@ -498,7 +442,7 @@ class ContextualCall:
 
     def _launch_event(
         self,
-        state: _KernelKey,
+        state: KernelKey,
         candidate: Candidate,
         phase: str,
         round_: int,

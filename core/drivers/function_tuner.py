@@ -20,7 +20,8 @@ from typing import Any
 
 from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
 from kerneltune.core.drivers.wrapping import FunctionWrapper
-from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener, target_of
+from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
+from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.machine.compile import CompileProcesses
 from kerneltune.core.machine.engine import Tuner, Tuning
 from kerneltune.core.machine.warm_start import MODES

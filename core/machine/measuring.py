@@ -3,8 +3,9 @@
 :class:`Measuring` is the part of a :class:`~kerneltune.core.machine.tuning.Tuning`
 a driver calls once :meth:`~kerneltune.core.machine.tuning.Tuning.next_candidate`
 has handed it a candidate: the runs to take (:meth:`Measuring.runs`), the
-samples or the failure to record, and the times so far. What runs next,
-and what is made of the samples, stay with the tuning.
+samples or the failure to record. What runs next, and what is made of the
+samples, stay with the tuning; the times the ranks agree on between rounds
+are the round API's (:mod:`kerneltune.core.machine.rounds`).
 """
 
 from __future__ import annotations
@@ -37,17 +38,6 @@ class Measuring:
         self._job: Job | None = None
         self._host_us = host_times()
         self._idle = IdleDevice()
-
-    def times(self, candidates: Sequence[Candidate]) -> list[float]:
-        """REDUCE now: each candidate's mean time as every rank agrees on it.
-
-        The maximum over ranks (one collective with several ranks), ``inf``
-        for a candidate that failed on any rank or was not measured. An
-        adaptive driver decides its next round from these, so every rank
-        decides alike.
-        """
-        local = [self._measurement(c.index).mean for c in candidates]
-        return list(self.reducer.max(local)) if self.reducer.world_size > 1 else local
 
     def mean(self, candidate: Candidate) -> float:
         """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TypeVar
 
@@ -23,10 +23,10 @@ from kerneltune.core.machine.agreement import check_picks
 from kerneltune.core.machine.decision import decide, untuned_pick
 from kerneltune.core.machine.following import Following
 from kerneltune.core.machine.measure import WALL
-from kerneltune.core.machine.measuring import Measuring
 from kerneltune.core.machine.queue import MeasureQueue
 from kerneltune.core.machine.readiness import Readiness
 from kerneltune.core.machine.reuse import Plan, explain
+from kerneltune.core.machine.rounds import Rounds
 from kerneltune.core.machine.schedule import Setup
 from kerneltune.core.machine.select import agree, choose, verdict_fields, warn_if_idle
 from kerneltune.core.machine.shard import share
@@ -43,11 +43,13 @@ E = TypeVar("E", bound=attrs.AttrsInstance)
 __all__ = ["NOT_MEASURED", "PRUNED", "Tuning"]
 
 
-class Tuning(Measuring):
+class Tuning(Rounds):
     """One pass of the machine for one key, driven from outside; see the module docstring.
 
     The driver's side of MEASURE (taking runs, recording samples and
-    failures) is :class:`~kerneltune.core.machine.measuring.Measuring`'s.
+    failures) is :class:`~kerneltune.core.machine.measuring.Measuring`'s; the
+    round API an adaptive driver uses is :meth:`round` and
+    :class:`~kerneltune.core.machine.rounds.Rounds`.
     """
 
     def __init__(self, setup: Setup) -> None:
@@ -343,6 +345,44 @@ class Tuning(Measuring):
             if self._measurements.pruned(candidate.index):
                 raise ValueError(f"{self._space.name}: candidate [{candidate.index}] was pruned")
         self._queue.request(listed, warmup=warmup, repeat=repeat, rounds=rounds, purpose=purpose)
+
+    def round(
+        self,
+        candidates: Sequence[Candidate],
+        run: Callable[[Candidate], Callable[[], object]],
+        *,
+        failed: Mapping[int, BaseException] | None = None,
+        compile_one: Callable[[Candidate], object] | None = None,
+        child: CompileProcess | None = None,
+        repeat: int | None = None,
+        rounds: int = 1,
+        purpose: str = "",
+    ) -> list[float]:
+        """Measure a batch now (an adaptive driver's round); every rank's agreed time of each, in order.
+
+        Queues ``candidates`` (:meth:`request`, whose ``repeat``, ``rounds`` and
+        ``purpose`` these are), compiles those that may run (:meth:`compile`,
+        with ``compile_one`` and ``child``), then hands each out and measures
+        it with ``run(candidate)``'s thunk, and returns :meth:`times`. Screen
+        with :meth:`isolate` first where isolation is on: what it screened
+        out is neither compiled nor run. Every rank calls it with the same
+        candidates, as :meth:`request` asks.
+
+        :param failed: candidates known not to run, by index, with why: they fail unlaunched.
+        """
+        listed = list(candidates)
+        failed = failed or {}
+        self.request(listed, repeat=repeat, rounds=rounds, purpose=purpose)
+        if compile_one is not None:
+            skip = {*failed, *self._ready.screened}
+            self.compile(compile_one, [c for c in listed if c.index not in skip], child=child)
+        while (candidate := self.next_candidate()) is not None:
+            problem = failed.get(candidate.index)
+            if problem is not None:
+                self.fail(candidate, problem)
+            else:
+                self.measure(candidate, run(candidate))
+        return self.times(listed)
 
     def _after_first_pass(self) -> None:
         """Once the queued candidates are measured: fall back where a plan's all failed, else plan near ties.

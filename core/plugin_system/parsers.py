@@ -20,7 +20,8 @@ from typing import Any
 from kerneltune.core.errors import ConfigError
 
 
-def _name(value: Any, where: str) -> str:
+def plugin_name(value: Any, where: str) -> str:
+    """``value`` as a plugin's name (or ``auto``), stripped."""
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{where}: expected a plugin name or 'auto', got {_shown(value)}")
     return value.strip()
@@ -89,7 +90,8 @@ def seconds(value: Any, where: str) -> float:
     return float(value)
 
 
-def _path(value: Any, where: str) -> Path:
+def directory(value: Any, where: str) -> Path:
+    """``value`` as a directory's path, not expanded."""
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: expected a directory path, got {_shown(value)}")
     return Path(value)
@@ -102,7 +104,8 @@ def text(value: Any, where: str) -> str:
     return value.strip()
 
 
-def _names(value: Any, where: str) -> tuple[str, ...]:
+def plugin_names(value: Any, where: str) -> tuple[str, ...]:
+    """``value`` as plugin names: a TOML array, or a variable's names separated by commas or spaces."""
     if isinstance(value, str):
         value = [part for part in value.replace(",", " ").split() if part]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

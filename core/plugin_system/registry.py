@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -34,12 +34,11 @@ from kerneltune.core.plugin_system.contracts import (
 )
 from kerneltune.core.plugin_system.seam import fault, origin, plain_facts
 from kerneltune.core.plugin_system.settings import (
-    ENV,
-    ENV_NEGATED,
     PLUGIN_VARIABLE_PREFIX,
     DeclaredSettings,
     Settings,
     SettingSpec,
+    core_variables,
 )
 
 ENTRY_POINT_GROUP = "kerneltune"
@@ -321,8 +320,11 @@ def collect_registries(manager: pluggy.PluginManager) -> Registries:
     )
 
 
-def collect_settings(manager: pluggy.PluginManager) -> DeclaredSettings:
+def collect_settings(manager: pluggy.PluginManager, core: Mapping[str, SettingSpec]) -> DeclaredSettings:
     """Call every implementation of ``kerneltune_add_settings``: the settings the plugins declare.
+
+    ``core`` holds core's own settings, which no plugin may declare again
+    or set through a variable of its own.
 
     :raises PluginError: naming the plugin, for a setting that a core setting
         or another plugin (named too) has already, a variable that does not
@@ -330,7 +332,7 @@ def collect_settings(manager: pluggy.PluginManager) -> DeclaredSettings:
         declaration that is not one.
     """
     declared = DeclaredSettings()
-    readers = {variable: f"core setting {field!r}" for variable, field in {**ENV, **ENV_NEGATED}.items()}
+    readers = {variable: f"core setting {field!r}" for variable, field in core_variables(core).items()}
     for impl in manager.hook.kerneltune_add_settings.get_hookimpls():
 
         def add(name: str, *, _owner: str = impl.plugin_name, **fields: Any) -> None:
@@ -338,14 +340,13 @@ def collect_settings(manager: pluggy.PluginManager) -> DeclaredSettings:
                 spec = SettingSpec(name=name, **fields)
             except TypeError as exc:
                 raise PluginError(f"plugin {_owner}: setting {name!r}: {exc}") from None
-            spec = attrs.evolve(spec, env=tuple(spec.env))
-            if name in attrs.fields_dict(Settings):
+            if name in core:
                 raise PluginError(f"plugin {_owner} declares the setting {name!r}, which is a core setting")
             if name in declared.owners:
                 raise PluginError(
                     f"setting {name!r} is declared by two plugins: {declared.owners[name]} and {_owner}"
                 )
-            for variable in spec.env:
+            for variable in spec.variables():
                 if not variable.startswith(PLUGIN_VARIABLE_PREFIX):
                     raise PluginError(
                         f"plugin {_owner}: setting {name!r}: variable {variable!r} must begin with "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import threading
@@ -16,25 +15,21 @@ from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import (
     Cache,
+    ConfiguredCache,
     Device,
     DeviceTimer,
+    LayeringCache,
     Reducer,
     RemoteStore,
     Timer,
     provides,
 )
 from kerneltune.core.plugin_system.layered_cache import LayeredCache
+from kerneltune.core.plugin_system.loading import load_plugins, load_settings
 from kerneltune.core.plugin_system.observers import Observers
-from kerneltune.core.plugin_system.registry import (
-    Registries,
-    Registry,
-    collect_registries,
-    collect_settings,
-    make_plugin_manager,
-    merged_facts,
-)
+from kerneltune.core.plugin_system.registry import Registries, Registry, merged_facts
 from kerneltune.core.plugin_system.seam import first_answer, origin, plain_facts
-from kerneltune.core.plugin_system.settings import Settings, load_settings, resolve_declared
+from kerneltune.core.plugin_system.settings import Settings
 
 
 @attrs.frozen
@@ -77,9 +72,8 @@ class Session:
             registry or fact hook that raises (naming the plugin), or no
             device that can run here.
         """
-        manager = make_plugin_manager(settings, extra)
-        settings = resolve_declared(settings, collect_settings(manager))
-        registries = collect_registries(manager)
+        loaded = load_plugins(settings, extra)
+        settings, manager, registries = loaded.settings, loaded.manager, loaded.registries
         # Fail at set-up, not mid-tuning, on a misspelt timer name.
         registries.timers.select(settings.timer, settings.source("timer"))
         placement = resolve_devices(registries, settings)
@@ -206,11 +200,13 @@ class Session:
     def make_timer(self) -> Timer:
         """A new timer of the configured (or automatically chosen) kind.
 
-        A timer class whose constructor names a ``device`` parameter is
-        given :attr:`device` (:class:`~kerneltune.core.plugin_system.contracts.DeviceTimer`).
+        A timer that provides :class:`~kerneltune.core.plugin_system.contracts.DeviceTimer`
+        is constructed with :attr:`device`, any other with nothing.
         """
         cls: type[Any] = self.registries.timers.select(self.settings.timer, self.settings.source("timer"))
-        timer: Timer = cls(device=self.device) if "device" in inspect.signature(cls).parameters else cls()
+        # Asked apart from the call: provides() narrows its argument to an instance's type.
+        takes_device = provides(cls, DeviceTimer)
+        timer: Timer = cls(device=self.device) if takes_device else cls()
         return timer
 
     def make_reducer(self, group: Any = None) -> Reducer:
@@ -289,17 +285,46 @@ def build_cache(
     return make_cache(chosen, root, settings, caches)
 
 
-def make_cache(cache_class: type, root: Path, settings: Settings, caches: Registry) -> Any:
-    """Construct a cache plugin's class as the cache hookspec says.
+def make_cache(
+    cache_class: type, root: Path, settings: Settings, caches: Registry, _over: tuple[str, ...] = ()
+) -> Any:
+    """Construct a cache plugin's class as its contract says: by the optional parts it provides.
 
-    Every cache gets ``root``; a class whose constructor also names a
-    ``settings`` parameter gets ``settings``, and one that names ``caches``
-    gets the cache registry, so that it can layer over another cache by its
-    registered name. Caches that take only ``root`` are built as before.
+    Every cache gets ``root``; one that provides
+    :class:`~kerneltune.core.plugin_system.contracts.ConfiguredCache` also
+    gets ``settings``, and one that provides
+    :class:`~kerneltune.core.plugin_system.contracts.LayeringCache` gets
+    ``inner``, the cache registered as its ``layers_over``, built the same way.
+
+    :raises PluginError: naming the cache's plugin, for a setting it reads
+        that no plugin declared, a ``layers_over`` that names no cache or
+        runs in a circle, or a constructor that refuses those arguments.
     """
-    wanted = inspect.signature(cache_class).parameters
-    options = {"settings": settings, "caches": caches}
-    return cache_class(root=root, **{name: value for name, value in options.items() if name in wanted})
+    name = getattr(cache_class, "name", cache_class.__name__)
+    owner = caches.owners.get(name, cache_class.__module__)
+    given: dict[str, Any] = {"root": root}
+    if provides(cache_class, ConfiguredCache):
+        declared = dict(settings.declared)
+        missing = [setting for setting in cache_class.reads_settings if setting not in declared]
+        if missing:
+            raise PluginError(
+                f"plugin {owner}: cache {name!r} reads the setting(s) {', '.join(missing)}, which no "
+                f"plugin declares (declared: {', '.join(sorted(declared)) or 'none'})"
+            )
+        given["settings"] = settings
+    if provides(cache_class, LayeringCache):
+        if name in _over:
+            raise PluginError(f"plugin {owner}: caches layer over each other in a circle: {', '.join(_over)}")
+        inner = caches.get(cache_class.layers_over, f"the layers_over attribute of cache {name!r}")
+        given["inner"] = make_cache(inner, root, settings, caches, (*_over, name))
+    try:
+        return cache_class(**given)
+    except TypeError as exc:
+        raise PluginError(
+            f"plugin {owner}: cache {name!r} refused {cache_class.__name__}({', '.join(given)}): {exc}; "
+            "a cache constructed with more than root says so by the optional parts it provides "
+            "(ConfiguredCache, LayeringCache: docs/plugins.md)"
+        ) from exc
 
 
 def resolve_devices(registries: Registries, settings: Settings) -> tuple[Device, ...]:

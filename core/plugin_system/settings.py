@@ -2,15 +2,18 @@
 
 Sources, later wins: built-in defaults; ``[tool.kerneltune]`` in
 ./pyproject.toml; ./kerneltune.toml (top-level keys, or a ``[kerneltune]``
-table); the file named by ``$KERNELTUNE_CONFIG``; then the variables
-the variables of :data:`ENV` and :data:`ENV_NEGATED`.
-:func:`setting_sources` says which of them set each value.
+table); the file named by ``$KERNELTUNE_CONFIG``; then the variables each
+setting names. :func:`setting_sources` says which of them set each value.
 
-Plugins declare settings of their own (:class:`SettingSpec`, through the
-``kerneltune_add_settings`` hook). The files are read before the plugins are
-known, so a key that is not a core setting is kept as given, with the
-``KERNELTUNE_*`` variables outside the table, and :func:`resolve_declared`
-checks them once the session knows what its plugins declared.
+Every setting is a :class:`SettingSpec` declared through the
+``kerneltune_add_settings`` hook: core's by the modules that read them
+(``options.py`` of each core package, collected by
+:mod:`~kerneltune.core.plugin_system.loading`), the plugins' by the plugins.
+:class:`Settings` is core's typed view of its own. The files are read before
+the plugins are known, so a key that is no core setting is kept as given,
+with the ``KERNELTUNE_*`` variables no core setting reads, and
+:func:`resolve_declared` checks them once the session knows what its plugins
+declared.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import errno
 import os
 import stat
 import sys
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,15 +30,6 @@ from typing import Any
 import attrs
 from kerneltune.core.errors import ConfigError
 from kerneltune.core.notices import warn_once
-from kerneltune.core.plugin_system.parsers import (
-    _name,
-    _names,
-    _path,
-    boolean,
-    integer,
-    one_of,
-    seconds,
-)
 from kerneltune.core.values.geometry import EFFORTS
 
 if sys.version_info >= (3, 11):
@@ -44,15 +37,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+#: Where picks live unless ``cache_dir`` says otherwise: the folder Triton-distributed's documents name.
 DEFAULT_CACHE_DIR = Path("~/.triton_dist/autotune")
 #: The largest config file read. A pyproject.toml is kilobytes; a file linked to a device
 #: or grown without bound is not a config file, and is refused before it fills memory.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
-#: The longest timeout, in whole seconds, that this platform's waits take (about 24.8 days).
-#: The isolation worker is waited for through poll(), whose timeout is a C int of
-#: milliseconds, and lock waits stop at threading.TIMEOUT_MAX: a longer timeout would make
-#: every wait raise OverflowError, failing every candidate.
-MAX_TIMEOUT_S = int(min(threading.TIMEOUT_MAX, (2**31 - 1) / 1000))
 
 #: The ``tune`` setting's values: tune a key that has no stored pick; run
 #: the first candidate instead, measuring nothing; raise instead.
@@ -65,7 +54,12 @@ SEARCH_EFFORTS = EFFORTS
 
 @attrs.frozen
 class Settings:
-    """Everything the engine reads from configuration, resolved and validated."""
+    """Everything the engine reads from configuration, resolved and validated.
+
+    The typed view of core's settings: one field per setting that core's
+    ``options.py`` modules declare, with the same default (a test holds
+    the two together), then where each came from and the plugins' settings.
+    """
 
     timer: str = "auto"
     cache: str = "auto"
@@ -108,7 +102,7 @@ class Settings:
     # Re-check an uncertain stored pick (or one `kerneltune cache verify` marked) when a process loads it.
     recheck: bool = True
     # Keys of the files that are no core setting, as (field, raw value, file, key as written), in
-    # reading order; and the KERNELTUNE_* variables outside ENV: what plugins may have declared.
+    # reading order; and the KERNELTUNE_* variables no core setting reads: what plugins may have declared.
     given: tuple[tuple[str, Any, str, str], ...] = attrs.field(default=(), repr=False)
     environment: tuple[tuple[str, str], ...] = attrs.field(default=(), repr=False)
     # The plugins' settings, resolved from ``given`` and ``environment`` (:func:`resolve_declared`).
@@ -159,16 +153,34 @@ class SettingSpec:
     :class:`ConfigError` with ``where`` in the message: :func:`integer`,
     :func:`boolean`, :func:`one_of`, :func:`seconds` and :func:`text` are
     ready-made. ``env`` names the variables that set it, each beginning
-    ``KERNELTUNE_``; the first one set wins over every file. ``display``
-    turns a value into what listings show (a URL without its password).
+    ``KERNELTUNE_`` (core's own settings keep Triton-distributed's
+    ``TRITON_DIST_AUTOTUNE_*`` names too); the first one set wins over every
+    file. ``negated_env`` names variables that set a boolean setting to the
+    opposite of their value (``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD=1`` sets
+    ``autoload`` false). ``display`` turns a value into what listings show
+    (a URL without its password).
     """
 
     name: str
     default: Any
     parse: Callable[[Any, str], Any]
     help: str
-    env: tuple[str, ...] = ()
+    env: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     display: Callable[[Any], str] | None = None
+    negated_env: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+    def variables(self) -> dict[str, bool]:
+        """Each variable that sets this setting, and whether it sets the opposite of its value."""
+        return {**dict.fromkeys(self.env, False), **dict.fromkeys(self.negated_env, True)}
+
+
+#: The fields of :class:`Settings` that are no setting: where each came from, and the plugins'.
+_META_FIELDS = frozenset({"sources", "given", "environment", "declared"})
+
+
+def core_fields() -> tuple[str, ...]:
+    """The names of core's settings: the fields of :class:`Settings` that hold one."""
+    return tuple(f.name for f in attrs.fields(Settings) if f.name not in _META_FIELDS)
 
 
 @attrs.frozen
@@ -179,81 +191,11 @@ class DeclaredSettings:
     owners: dict[str, str] = attrs.field(factory=dict)
 
 
-_FIELDS = {
-    "timer": _name,
-    "cache": _name,
-    "reducer": _name,
-    "cache_dir": _path,
-    "warmup": integer(0),
-    "repeat": integer(1),
-    "objective": one_of("device", "wall"),
-    "tie_rounds": integer(0),
-    "compile_workers": integer(0),
-    "compile_timeout": integer(0),
-    "compile_pool": one_of("processes", "threads"),
-    "precompile": boolean,
-    "shard": boolean,
-    "block": _names,
-    "always_tune": boolean,
-    "version_check": boolean,
-    "verify_pick": boolean,
-    "autoload": boolean,
-    "progress": boolean,
-    "isolate": one_of("none", "subprocess"),
-    "isolate_timeout": integer(1, MAX_TIMEOUT_S, "seconds, the longest wait this platform takes"),
-    "verbose": boolean,
-    "tune": one_of(TUNE_AUTO, TUNE_NEVER, TUNE_FAIL),
-    "search_strategy": _name,
-    "search_effort": one_of(*SEARCH_EFFORTS),
-    "search_budget_s": seconds,
-    "search_max_points": integer(0),
-    "warm_start": one_of("off", "nearest"),
-    "warm_start_budget": integer(1),
-    "recheck": boolean,
-}
-
 #: The variable naming one more config file, read after ./kerneltune.toml.
 CONFIG_VARIABLE = "KERNELTUNE_CONFIG"
 
-#: Environment variable -> the setting it sets; variables win over every file.
-ENV = {
-    "KERNELTUNE_TIMER": "timer",
-    "KERNELTUNE_CACHE": "cache",
-    "KERNELTUNE_REDUCER": "reducer",
-    "KERNELTUNE_BLOCK_PLUGINS": "block",
-    "KERNELTUNE_VERIFY_PICK": "verify_pick",
-    "KERNELTUNE_OBJECTIVE": "objective",
-    "KERNELTUNE_TIE_ROUNDS": "tie_rounds",
-    "KERNELTUNE_COMPILE_WORKERS": "compile_workers",
-    "KERNELTUNE_COMPILE_TIMEOUT": "compile_timeout",
-    "KERNELTUNE_COMPILE_POOL": "compile_pool",
-    "KERNELTUNE_PRECOMPILE": "precompile",
-    "KERNELTUNE_SHARD": "shard",
-    "TRITON_DIST_AUTOTUNE_CACHE_DIR": "cache_dir",
-    "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
-    "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check",
-    "KERNELTUNE_PROGRESS": "progress",
-    "KERNELTUNE_ISOLATE": "isolate",
-    "KERNELTUNE_ISOLATE_TIMEOUT": "isolate_timeout",
-    "KERNELTUNE_VERBOSE": "verbose",
-    "KERNELTUNE_TUNE": "tune",
-    "KERNELTUNE_SEARCH_STRATEGY": "search_strategy",
-    "KERNELTUNE_SEARCH_EFFORT": "search_effort",
-    "KERNELTUNE_SEARCH_BUDGET_S": "search_budget_s",
-    "KERNELTUNE_SEARCH_MAX_POINTS": "search_max_points",
-    "KERNELTUNE_WARM_START": "warm_start",
-    "KERNELTUNE_WARM_START_BUDGET": "warm_start_budget",
-    "KERNELTUNE_RECHECK": "recheck",
-    "KERNELTUNE_WARMUP": "warmup",
-    "KERNELTUNE_REPEAT": "repeat",
-}
-
 #: What a plugin's variables begin with: :func:`load_settings` keeps those it does not know for the plugins.
 PLUGIN_VARIABLE_PREFIX = "KERNELTUNE_"
-
-#: Variables that switch a setting off when set to 1 (the setting is their negation).
-ENV_NEGATED = {"KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD": "autoload"}
-
 
 # Parsed files by path, with the (inode, mtime, size) they were parsed at. Settings are
 # resolved on every contextual call and every function-level miss; parsing a
@@ -315,22 +257,37 @@ def _table(path: Path, *names: str) -> tuple[dict[str, Any], str]:
     return data, prefix
 
 
-def _apply(
-    values: dict[str, Any],
-    sources: dict[str, str],
-    given: list[tuple[str, Any, str, str]],
-    table: Mapping[str, Any],
-    where: str,
-    prefix: str,
-) -> None:
-    for key, raw in table.items():
-        field = key.replace("-", "_")
-        if field not in _FIELDS:
-            # Perhaps a plugin's: resolve_declared decides once the plugins are known.
-            given.append((field, _frozen(raw, f"{where}: key '{prefix}{key}'"), where, f"{prefix}{key}"))
-            continue
-        values[field] = _FIELDS[field](raw, f"{where}: key '{prefix}{key}'")
-        sources[field] = f"{where} (key '{prefix}{key}')"
+@attrs.define
+class _Reading:
+    """What the sources read so far set: core's values and where each came from, the other keys."""
+
+    core: Mapping[str, SettingSpec]
+    values: dict[str, Any] = attrs.field(factory=dict)
+    sources: dict[str, str] = attrs.field(factory=dict)
+    given: list[tuple[str, Any, str, str]] = attrs.field(factory=list)
+
+    def apply(self, table: Mapping[str, Any], where: str, prefix: str) -> None:
+        for key, raw in table.items():
+            field = key.replace("-", "_")
+            spec = self.core.get(field)
+            if spec is None:
+                # Perhaps a plugin's: resolve_declared decides once the plugins are known.
+                self.given.append(
+                    (field, _frozen(raw, f"{where}: key '{prefix}{key}'"), where, f"{prefix}{key}")
+                )
+                continue
+            self.values[field] = spec.parse(raw, f"{where}: key '{prefix}{key}'")
+            self.sources[field] = f"{where} (key '{prefix}{key}')"
+
+    def apply_environment(self, environ: Mapping[str, str]) -> None:
+        for field, spec in self.core.items():
+            for variable, negated in spec.variables().items():
+                raw = environ.get(variable)
+                if raw is not None and raw != "":
+                    value = spec.parse(raw, f"environment variable {variable}")
+                    self.values[field] = not value if negated else value
+                    self.sources[field] = f"environment variable {variable}"
+                    break
 
 
 def _frozen(value: Any, where: str) -> Any:
@@ -347,13 +304,17 @@ def _frozen(value: Any, where: str) -> Any:
     return value
 
 
-def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-    """Resolve the core settings from every source, later sources winning.
+def read_settings(
+    core: Mapping[str, SettingSpec], cwd: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Resolve core's settings, declared by ``core``, from every source, later sources winning.
 
     Keys and ``KERNELTUNE_*`` variables that no core setting has are kept
     for the plugins' settings (:func:`resolve_declared`, which a
-    :class:`~kerneltune.core.Session` calls), and checked there.
+    :class:`~kerneltune.core.Session` calls), and checked there. Programs
+    call :func:`kerneltune.core.load_settings`, which passes core's specs.
 
+    :param core: core's settings by name, as their modules declare them.
     :param cwd: where to look for pyproject.toml and kerneltune.toml
         (default: the current directory).
     :param environ: the environment to read (default: ``os.environ``).
@@ -361,18 +322,16 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
     """
     cwd = Path.cwd() if cwd is None else cwd
     environ = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    given: list[tuple[str, Any, str, str]] = []
+    reading = _Reading(core, values={name: spec.default for name, spec in core.items()})
 
     pyproject = cwd / "pyproject.toml"
     if pyproject.is_file():
         table, prefix = _table(pyproject, "tool", "kerneltune")
-        _apply(values, sources, given, table, str(pyproject), prefix)
+        reading.apply(table, str(pyproject), prefix)
 
     local = cwd / "kerneltune.toml"
     if local.is_file():
-        _apply_file(values, sources, given, local)
+        _apply_file(reading, local)
 
     explicit = environ.get(CONFIG_VARIABLE)
     if explicit:
@@ -380,36 +339,32 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
         if not path.is_file():
             problem = "not a regular file" if path.exists() else "no such file"
             raise ConfigError(f"{CONFIG_VARIABLE}: {problem}: {path}")
-        _apply_file(values, sources, given, path)
+        _apply_file(reading, path)
 
-    for variable, field in ENV.items():
-        raw = environ.get(variable)
-        if raw is not None and raw != "":
-            values[field] = _FIELDS[field](raw, f"environment variable {variable}")
-            sources[field] = f"environment variable {variable}"
-    for variable, field in ENV_NEGATED.items():
-        raw = environ.get(variable)
-        if raw is not None and raw != "":
-            values[field] = not _FIELDS[field](raw, f"environment variable {variable}")
-            sources[field] = f"environment variable {variable}"
-
-    core = {CONFIG_VARIABLE, *ENV, *ENV_NEGATED}
+    reading.apply_environment(environ)
+    known = core_variables(core)
     environment = sorted(
         (name, value)
         for name, value in environ.items()
-        if name.startswith(PLUGIN_VARIABLE_PREFIX) and name not in core and value != ""
+        if name.startswith(PLUGIN_VARIABLE_PREFIX) and name not in known and value != ""
     )
     return Settings(
-        **values,
-        sources=tuple(sorted(sources.items())),
-        given=tuple(given),
+        **reading.values,
+        sources=tuple(sorted(reading.sources.items())),
+        given=tuple(reading.given),
         environment=tuple(environment),
     )
 
 
-def _apply_file(
-    values: dict[str, Any], sources: dict[str, str], given: list[tuple[str, Any, str, str]], path: Path
-) -> None:
+def core_variables(core: Mapping[str, SettingSpec]) -> dict[str, str]:
+    """Every variable core reads, and what it sets: a setting's name, or the config file."""
+    found = {CONFIG_VARIABLE: "the config file read last"}
+    for name, spec in core.items():
+        found.update(dict.fromkeys(spec.variables(), name))
+    return found
+
+
+def _apply_file(reading: _Reading, path: Path) -> None:
     """A kerneltune.toml or ``$KERNELTUNE_CONFIG``: keys at its top, ``[kerneltune]``, ``[tool.kerneltune]``.
 
     The two tables are what a file copied from a pyproject.toml or written
@@ -418,14 +373,14 @@ def _apply_file(
     """
     data = _read_toml(path)
     top = {key: value for key, value in data.items() if not isinstance(value, dict)}
-    _apply(values, sources, given, top, str(path), "")
+    reading.apply(top, str(path), "")
     for name, table in data.items():
         if not isinstance(table, dict):
             continue
         if name == "kerneltune":
-            _apply(values, sources, given, table, str(path), "kerneltune.")
+            reading.apply(table, str(path), "kerneltune.")
         elif name == "tool" and set(table) == {"kerneltune"} and isinstance(table["kerneltune"], dict):
-            _apply(values, sources, given, table["kerneltune"], str(path), "tool.kerneltune.")
+            reading.apply(table["kerneltune"], str(path), "tool.kerneltune.")
         else:
             other = next((f"tool.{key}" for key in table if key != "kerneltune"), "tool")
             raise ConfigError(
@@ -434,7 +389,9 @@ def _apply_file(
             )
 
 
-def resolve_declared(settings: Settings, declared: DeclaredSettings) -> Settings:
+def resolve_declared(
+    settings: Settings, declared: DeclaredSettings, core: Mapping[str, SettingSpec]
+) -> Settings:
     """``settings`` with every declared setting's value: its default, then the files', then its variable's.
 
     :raises ConfigError: for a key of the files that neither core nor any
@@ -446,26 +403,29 @@ def resolve_declared(settings: Settings, declared: DeclaredSettings) -> Settings
     for field, raw, where, key in settings.given:
         spec = declared.specs.get(field)
         if spec is None:
-            known = ", ".join(sorted({*_FIELDS, *declared.specs}))
+            known = ", ".join(sorted({*core, *declared.specs}))
             raise ConfigError(f"{where}: unknown key '{key}' (known: {known})")
         values[field] = spec.parse(raw, f"{where}: key '{key}'")
         sources[field] = f"{where} (key '{key}')"
     environment = dict(settings.environment)
     for name, spec in declared.specs.items():
-        for variable in spec.env:
+        for variable, negated in spec.variables().items():
             if variable in environment:
-                values[name] = spec.parse(environment[variable], f"environment variable {variable}")
+                value = spec.parse(environment[variable], f"environment variable {variable}")
+                values[name] = not value if negated else value
                 sources[name] = f"environment variable {variable}"
                 break
-    _warn_unknown_variables(environment, declared)
+    _warn_unknown_variables(environment, declared, core)
     return attrs.evolve(
         settings, declared=tuple(sorted(values.items())), sources=tuple(sorted(sources.items()))
     )
 
 
-def _warn_unknown_variables(environment: Mapping[str, str], declared: DeclaredSettings) -> None:
+def _warn_unknown_variables(
+    environment: Mapping[str, str], declared: DeclaredSettings, core: Mapping[str, SettingSpec]
+) -> None:
     """One warning per process for each ``KERNELTUNE_*`` variable no setting reads: most are misspelt."""
-    known = {CONFIG_VARIABLE, *ENV, *ENV_NEGATED, *(v for spec in declared.specs.values() for v in spec.env)}
+    known = {*core_variables(core), *(v for spec in declared.specs.values() for v in spec.variables())}
     for variable in sorted(set(environment) - known):
         close = difflib.get_close_matches(variable, sorted(known), n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
@@ -483,4 +443,4 @@ def setting_sources(settings: Settings) -> dict[str, str]:
     read there, or ``"environment variable NAME"``.
     """
     given = dict(settings.sources)
-    return {field: given.get(field, "default") for field in _FIELDS}
+    return {field: given.get(field, "default") for field in core_fields()}

@@ -12,7 +12,7 @@ see the same for the function-level tuner (the host function) and the
 contextual tuner (each kernel it tunes, where Triton's own autotuner never
 gets to print), with the pick's time added. ``search_params`` kernels print
 their own version, which also says how much of the space was measured
-(:mod:`kerneltune.plugins.triton.search_run`). As with Triton, a pick served
+(:mod:`kerneltune.plugins.triton.search_params.summary`). As with Triton, a pick served
 from a cache prints nothing, and every rank prints.
 """
 

@@ -6,12 +6,14 @@ checked against :data:`LAYOUTS` (the attributes touched are listed above
 it); the rest of kerneltune, the contextual interceptor, search_params and
 :mod:`~kerneltune.plugins.triton.isolated` included, calls the functions
 here. docs/architecture.md ("The Triton adapter and its version table") and
-docs/contextual.md ("Triton versions") describe the rows.
+docs/contextual.md ("Triton versions") describe the rows. What kerneltune
+uses of Triton's public parts, the same in every row, is elsewhere:
+``triton.Config`` in :mod:`~kerneltune.plugins.triton.configs`,
+``triton.autotune`` itself in :mod:`~kerneltune.plugins.triton.autotune`.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib.metadata
 import inspect
@@ -468,175 +470,11 @@ def changes_in_place(tuner: Any) -> bool:
     return bool(getattr(tuner, "restore_value", None) or getattr(tuner, "user_defined_post_hook", False))
 
 
-def config_label(config: Any) -> str:
-    """A short one-line form of a config: its kwargs, then the options that differ from the defaults.
-
-    ``triton.Config({"BLOCK_M": 64}, num_warps=8)`` reads ``"BLOCK_M=64,
-    num_warps=8"``; the defaults are those of ``type(config)({})``, so a
-    subclass with options of its own (triton-ascend's) is compared with its
-    own defaults. A config with nothing to say reads ``"defaults"``; anything
-    that is not a Config reads as ``str(config)``.
-    """
-    try:
-        defaults = type(config)({}).all_kwargs()
-        given = config.all_kwargs()
-        meta = config.kwargs
-    except Exception:
-        return str(config)
-    shown = {name: value for name, value in given.items() if name in meta or defaults.get(name) != value}
-    return ", ".join(f"{name}={value}" for name, value in shown.items()) or "defaults"
-
-
-def config_values(config: Any) -> dict[str, Any]:
-    """A config's kwargs and the plain options that differ from the defaults, as plain data.
-
-    ``triton.Config({"BLOCK_M": 64}, num_warps=8)`` gives ``{"kwargs":
-    {"BLOCK_M": 64}, "num_warps": 8}``; what is not plain (a ``pre_hook``)
-    is left out.
-    """
-
-    def plain(value: Any) -> bool:
-        return value is None or isinstance(value, bool | int | float | str)
-
-    defaults = type(config)({}).all_kwargs()
-    meta = dict(config.kwargs)
-    options = {
-        name: value
-        for name, value in config.all_kwargs().items()
-        if name not in meta and defaults.get(name) != value and plain(value)
-    }
-    return {"kwargs": {name: value for name, value in meta.items() if plain(value)}, **options}
-
-
 def interpreting() -> bool:
     """Whether kernels run in Triton's interpreter (``TRITON_INTERPRET=1``)."""
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
 
-def hints_parameter(autotune: Callable[..., Any]) -> str | None:
-    """Where a ``triton.autotune`` implementation takes ``hints``.
-
-    :returns: ``"positional"`` when it is an ordinary parameter (third on
-        triton-ascend 3.2: ``autotune(configs, key, hints, ...)``),
-        ``"keyword"`` when keyword-only (later triton-ascend), ``None`` when
-        the implementation has no ``hints`` (upstream Triton).
-    """
-    try:
-        parameter = inspect.signature(autotune).parameters.get("hints")
-    except (TypeError, ValueError):
-        return None
-    if parameter is None:
-        return None
-    return "keyword" if parameter.kind is inspect.Parameter.KEYWORD_ONLY else "positional"
-
-
-# -- search_params: the compiler, the device and ``triton.autotune`` itself ----
-#
-# The functions below serve the search_params plugin. They touch no Autotuner
-# attribute; they read Triton's driver (``driver.active``: the current target,
-# device and device properties), the backend's option dataclass, a compiled
-# kernel's ``metadata.shared``, and they replace the module attribute
-# ``triton.autotune``. All of these have the same shape in every row of
-# :data:`LAYOUTS`; a backend that lacks one (triton-ascend has no
-# ``max_shared_mem``) makes the function answer "unknown", never fail.
-
-#: Set on a ``triton.autotune`` replacement made here: the ``"module:function"`` that installs it.
-SEARCH_PARAMS_MARK = "__kerneltune_search_params__"
-
-
-def compile_target() -> Any:
-    """The :class:`kerneltune.core.values.profiles.CompileTarget` kernels compile for now.
-
-    Under the interpreter the backend is ``"interpreter"`` and the options are
-    the compile fields of ``triton.Config``, which the interpreter accepts and
-    ignores; otherwise the target and the option names come from the active
-    driver and its backend's option dataclass.
-    """
-    from kerneltune.core import CompileTarget
-
-    if interpreting():
-        return CompileTarget(backend="interpreter", arch="", warp_size=0, options=config_fields())
-    from triton.compiler import make_backend
-    from triton.runtime import driver
-
-    target = driver.active.get_current_target()
-    options = make_backend(target).parse_options({})
-    return CompileTarget(
-        backend=str(target.backend),
-        arch=target.arch,
-        warp_size=int(target.warp_size or 0),
-        options=frozenset(vars(options)),
-    )
-
-
-def config_fields() -> frozenset[str]:
-    """Compile options ``triton.Config`` takes as its own fields (``num_warps``, ...)."""
-    from triton import Config
-
-    parameters = inspect.signature(Config.__init__).parameters
-    return frozenset(name for name in parameters if name not in ("self", "kwargs", "pre_hook"))
-
-
-def make_config(kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
-    """A ``triton.Config`` of meta-parameters ``kwargs`` and compile ``options``.
-
-    Options that are ``Config`` fields (:func:`config_fields`) become fields;
-    any other (a backend's own option, such as triton-ascend's multibuffer)
-    joins the kwargs, where the launch passes it on.
-    """
-    from triton import Config
-
-    fields = config_fields()
-    own = {k: v for k, v in options.items() if k in fields}
-    extra = {k: v for k, v in options.items() if k not in fields}
-    return Config({**kwargs, **extra}, **own)
-
-
-def config_with_options(config: Any, options: Mapping[str, Any]) -> Any:
-    """A copy of ``config`` with compile ``options`` laid over it, as :func:`make_config` places them."""
-    fields = config_fields()
-    changed = copy.copy(config)
-    changed.kwargs = {**config.kwargs, **{k: v for k, v in options.items() if k not in fields}}
-    for name, value in options.items():
-        if name in fields:
-            setattr(changed, name, value)
-    return changed
-
-
 def run_function(fn: Any, args: Sequence[Any], *, grid: Any, warmup: bool, meta: Mapping[str, Any]) -> Any:
     """``fn.run``: launch (or with ``warmup``, only compile) a JIT function or its wrapper."""
     return fn.run(*args, grid=grid, warmup=warmup, **meta)
-
-
-def install_autotune(make: Callable[[Callable[..., Any]], Callable[..., Any]], installer: str) -> bool:
-    """Replace ``triton.autotune`` (and its aliases in ``triton.runtime``) with ``make(original)``.
-
-    Done once per process: when the current ``triton.autotune`` is already a
-    replacement made here, nothing changes. Kernels decorated before keep
-    what they got.
-
-    :param installer: ``"module:function"`` of what made this call, which
-        another process (the isolation worker) calls without arguments to
-        install the same replacement (:func:`autotune_installer`).
-    :returns: whether this call installed the replacement.
-    """
-    import triton
-    import triton.runtime
-    import triton.runtime.autotuner
-
-    current = triton.autotune
-    if getattr(current, SEARCH_PARAMS_MARK, False):
-        return False
-    replacement = make(current)
-    setattr(replacement, SEARCH_PARAMS_MARK, installer)
-    for owner in (triton, triton.runtime, triton.runtime.autotuner):
-        if getattr(owner, "autotune", None) is current:
-            owner.autotune = replacement
-    return True
-
-
-def autotune_installer() -> str | None:
-    """``"module:function"`` that installs the ``triton.autotune`` in force; ``None`` for Triton's own."""
-    import triton
-
-    return getattr(triton.autotune, SEARCH_PARAMS_MARK, None)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, ClassVar
 
 from kerneltune.core import CompileProcess, hookimpl
-from kerneltune.plugins.triton import adapter, compiler, isolated
+from kerneltune.plugins.triton import adapter, compiler, configs, isolated
 
 
 class TritonLaunch:
@@ -76,7 +76,7 @@ class TritonLaunch:
 
     def label(self, config: Any) -> str:
         """Triton's own text for a config."""
-        return adapter.config_label(config)
+        return configs.config_label(config)
 
     def run(self, config: Any, around: Callable[[adapter.Thunk], object] | None = None) -> Any:
         """Launch with ``config``, its hooks outside ``around``."""

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kerneltune.core import TURN_OFF, IsolationError, Target, copier, named_target
-from kerneltune.plugins.triton import adapter
+from kerneltune.plugins.triton import adapter, autotune
 
 #: What the worker imports to launch a kernel's candidates.
 RUNNER = f"{__name__}:kernel_runner"
@@ -56,7 +56,7 @@ def kernel_layers(tuner: Any) -> tuple[list[Any], Any]:
 
 def _prepare() -> tuple[str, ...]:
     """What the worker must do to import kernels as this process did: replace ``triton.autotune`` alike."""
-    installer = adapter.autotune_installer()
+    installer = autotune.autotune_installer()
     return () if installer is None else (installer,)
 
 

@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from kerneltune.core import hookimpl
-from kerneltune.plugins.triton import adapter
+from kerneltune.plugins.triton import configs
 
 
 @hookimpl
@@ -17,7 +17,7 @@ def kerneltune_describe_value(value: Any) -> str | None:
     config = getattr(triton, "Config", None)
     if config is None or not isinstance(value, config):
         return None
-    return adapter.config_label(value)
+    return configs.config_label(value)
 
 
 def _config_class() -> Any:
@@ -31,4 +31,4 @@ def kerneltune_plain_value(value: Any) -> dict[str, Any] | None:
     config = _config_class()
     if config is None or not isinstance(value, config):
         return None
-    return {"triton.Config": adapter.config_values(value)}
+    return {"triton.Config": configs.config_values(value)}

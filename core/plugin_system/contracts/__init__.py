@@ -6,7 +6,8 @@ asks ``is_available()`` before it constructs one, and lets ``auto`` choose by
 the optional class attribute ``auto_priority`` (an int, 0 where absent; see
 :meth:`kerneltune.core.plugin_system.registry.Registry.ranked` for the rule). Each protocol
 below is what an instance must provide. Optional parts are protocols of their
-own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`,
+own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`, :class:`ConfiguredCache`,
+:class:`LayeringCache`,
 :class:`GlobalRankReducer`, :class:`GatheringReducer`, :class:`RecordingInterceptor`,
 :class:`ForkingRecorder`, :class:`ForkingLaunch`, :class:`IsolatingLaunch`, :class:`InPlaceLaunch`,
 :class:`UnsupportedLaunch`,
@@ -48,11 +49,18 @@ from kerneltune.core.plugin_system.contracts.searching import (
     ProfileFamily,
     SearchStrategy,
 )
-from kerneltune.core.plugin_system.contracts.storing import Cache, ListingCache, RemoteStore
+from kerneltune.core.plugin_system.contracts.storing import (
+    Cache,
+    ConfiguredCache,
+    LayeringCache,
+    ListingCache,
+    RemoteStore,
+)
 
 __all__ = [
     "Cache",
     "CompileProcess",
+    "ConfiguredCache",
     "Device",
     "DeviceTimer",
     "Feature",
@@ -67,6 +75,7 @@ __all__ = [
     "IsolatedLaunch",
     "IsolatingLaunch",
     "KernelLaunch",
+    "LayeringCache",
     "ListingCache",
     "ProbingProfileFamily",
     "ProfileFamily",

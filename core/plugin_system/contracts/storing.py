@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from kerneltune.core.plugin_system.settings import Settings
@@ -100,4 +100,40 @@ class ListingCache(Cache, Protocol):
         ``load(namespace, digest)`` reads the record and ``path`` is the one
         file that holds it; the command removes a record by deleting ``path``.
         """
+        ...
+
+
+@runtime_checkable
+class ConfiguredCache(Cache, Protocol):
+    """A cache with settings of its own (optional part of :class:`Cache`).
+
+    It declares them through ``kerneltune_add_settings``, names them in
+    :attr:`reads_settings`, and is constructed with the session's settings
+    too, reading its own with :meth:`Settings.get`. It raises
+    ``kerneltune.core.ConfigError`` for a missing or bad one, and connects
+    to nothing yet.
+    """
+
+    #: The declared settings it reads; the engine refuses it where one of them is not declared.
+    reads_settings: ClassVar[tuple[str, ...]]
+
+    def __init__(self, root: Path, settings: Settings) -> None:
+        """:param root: as for :class:`Cache`. :param settings: the session's settings."""
+        ...
+
+
+@runtime_checkable
+class LayeringCache(Cache, Protocol):
+    """A cache over another registered cache (optional part of :class:`Cache`).
+
+    It is constructed with an instance of the cache registered as
+    :attr:`layers_over`, at the same ``root``, so that it can keep its
+    records there too without importing that plugin.
+    """
+
+    #: The registered name of the cache it is built over.
+    layers_over: ClassVar[str]
+
+    def __init__(self, root: Path, inner: Cache) -> None:
+        """:param root: as for :class:`Cache`. :param inner: the cache named by :attr:`layers_over`."""
         ...

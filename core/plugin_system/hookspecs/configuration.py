@@ -11,7 +11,7 @@ from kerneltune.core.plugin_system.hookspecs.markers import hookspec
 def kerneltune_add_settings(add: Callable[..., None]) -> None:
     """Declare the settings this plugin reads, as pytest's ``pytest_addoption`` declares options.
 
-    Call ``add(name, *, default, parse, help, env=(), display=None)`` once
+    Call ``add(name, *, default, parse, help, env=(), display=None, negated_env=())`` once
     per setting (the fields of :class:`kerneltune.core.plugin_system.settings.SettingSpec`):
 
     * ``name``: the key users write in ``[tool.kerneltune]`` of
@@ -21,16 +21,21 @@ def kerneltune_add_settings(add: Callable[..., None]) -> None:
     * ``parse(value, where)``: turns a TOML value, or a variable's text,
       into the value, and raises :class:`kerneltune.core.ConfigError` with
       ``where`` (the file and key, or the variable) in its message for one
-      it refuses; :func:`~kerneltune.core.plugin_system.settings.integer`,
-      :func:`~kerneltune.core.plugin_system.settings.boolean`,
-      :func:`~kerneltune.core.plugin_system.settings.one_of`,
-      :func:`~kerneltune.core.plugin_system.settings.seconds` and
-      :func:`~kerneltune.core.plugin_system.settings.text` are ready-made;
+      it refuses; :func:`~kerneltune.core.plugin_system.parsers.integer`,
+      :func:`~kerneltune.core.plugin_system.parsers.boolean`,
+      :func:`~kerneltune.core.plugin_system.parsers.one_of`,
+      :func:`~kerneltune.core.plugin_system.parsers.seconds` and
+      :func:`~kerneltune.core.plugin_system.parsers.text` are ready-made;
     * ``help``: one line for ``kerneltune plugins``;
     * ``env``: variables that set it, each beginning ``KERNELTUNE_``; the
       first one set wins over every file;
     * ``display``: what listings show for a value (say, a URL with its
-      password hidden); default ``str``-like JSON.
+      password hidden); default ``str``-like JSON;
+    * ``negated_env``: variables that set a boolean setting to the opposite
+      of their value.
+
+    Core declares its own settings through this hook too, in the
+    ``options`` module of each core package.
 
     Sources, later wins: ``default``, the files in the order core reads
     them, the variables. A plugin reads the value with

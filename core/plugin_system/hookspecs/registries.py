@@ -69,16 +69,18 @@ def kerneltune_register_caches(register: Callable[[type[Cache]], None]) -> None:
     optional :class:`~kerneltune.core.plugin_system.contracts.ListingCache` part): ``name``,
     ``is_available()``, an optional ``auto_priority`` (json 10, msgpack 5,
     memory 0), constructed with ``root`` (a :class:`pathlib.Path`,
-    the directory all functions share; it may not exist yet). A constructor
-    that also names a ``settings`` parameter receives the
-    :class:`kerneltune.core.Settings` in force (for the options it declares
-    through :func:`kerneltune_add_settings`, read with
+    the directory all functions share; it may not exist yet). A cache that
+    provides :class:`~kerneltune.core.plugin_system.contracts.ConfiguredCache`
+    (names the settings it reads in ``reads_settings``) is constructed with
+    the :class:`kerneltune.core.Settings` in force too (for the options it
+    declares through :func:`kerneltune_add_settings`, read with
     :meth:`~kerneltune.core.Settings.get`; raise
     :class:`kerneltune.core.ConfigError` for a missing or bad one, and
-    connect to nothing yet), and one that names ``caches``
-    receives the cache :class:`~kerneltune.core.plugin_system.registry.Registry`, so that
-    it can layer over another cache by its registered name
-    (``caches.get("json")``) without importing that plugin;
+    connect to nothing yet), and one that provides
+    :class:`~kerneltune.core.plugin_system.contracts.LayeringCache` (names
+    a registered cache in ``layers_over``) with ``inner``, an instance of
+    that cache at the same root, so that it can keep its records there too
+    without importing that plugin;
     :func:`kerneltune.core.plugin_system.session.make_cache` builds them. An instance
     provides ``load(namespace, digest)`` (the plain-data record or ``None``;
     an unreadable one raises :class:`kerneltune.core.CacheReadError`, which

@@ -3,17 +3,17 @@
 :func:`make_autotune` wraps Triton's ``autotune``: without the hint it calls
 the original untouched; with it, the kernel becomes a
 :class:`SearchParamsKernel`, whose candidates are generated
-(:mod:`~kerneltune.plugins.triton.search_space`) and searched in stages
-(:mod:`~kerneltune.plugins.triton.search_run`) instead of measured
-exhaustively.
+(:mod:`~kerneltune.plugins.triton.search_params.space`) and searched by the
+strategy in force (:mod:`~kerneltune.plugins.triton.search_params.run`)
+instead of measured exhaustively.
 
 Every measurement goes through kerneltune's engine: one adaptive
 :class:`~kerneltune.core.Tuning` per key over the whole space, so the timer,
 the reducer (MAX over ranks), the observers and the cache are the
 configured plugins, and the pick is remembered like any other. The kernel
 has the parts of Triton's ``Autotuner`` that the adapter's launch functions
-use (``fn``, ``arg_names``, ``pre_hook``, ``post_hook``), so it launches
-candidates through them as the contextual tuner does.
+use (:class:`~kerneltune.plugins.triton.search_params.decorated.DecoratedKernel`),
+so it launches candidates through them as the contextual tuner does.
 """
 
 from __future__ import annotations
@@ -22,17 +22,18 @@ import contextlib
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-import triton
 from kerneltune.core import SUBPROCESS, Screening, current_session, screener
 from kerneltune.plugins.triton import adapter
-from kerneltune.plugins.triton.classify import operator_class, python_function
-from kerneltune.plugins.triton.hints import SearchHints, check_params, parse_hints, wants_search
+from kerneltune.plugins.triton.autotune import hints_parameter
 from kerneltune.plugins.triton.isolated import KernelIsolation
-from kerneltune.plugins.triton.search_run import SearchRun, SearchSummary
-from kerneltune.plugins.triton.search_space import SearchSpace, build_space
+from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
+from kerneltune.plugins.triton.search_params.hints import wants_search
+from kerneltune.plugins.triton.search_params.run import SearchRun
+from kerneltune.plugins.triton.search_params.space import SearchSpace, build_space
+from kerneltune.plugins.triton.search_params.summary import SearchSummary
 
 #: ``triton.autotune`` arguments a search_params kernel honours; the rest must keep their defaults.
 SUPPORTED_ARGUMENTS = (
@@ -49,7 +50,7 @@ SUPPORTED_ARGUMENTS = (
 def make_autotune(original: Callable[..., Any]) -> Callable[..., Any]:
     """A ``triton.autotune`` that serves ``hints={"search_params": ...}`` and otherwise is ``original``."""
     signature = inspect.signature(original)
-    hints_where = adapter.hints_parameter(original)
+    hints_where = hints_parameter(original)
 
     @functools.wraps(original)
     def autotune(*args: Any, **kwargs: Any) -> Any:
@@ -80,63 +81,16 @@ def make_autotune(original: Callable[..., Any]) -> Callable[..., Any]:
     return autotune
 
 
-class SearchParamsKernel(triton.KernelInterface):
+class SearchParamsKernel(DecoratedKernel):
     """A Triton kernel whose tiles and compile options are searched per key.
 
     Launch it as any ``triton.autotune`` kernel, without the searched params;
     ``best_config`` is the config of the last launch.
     """
 
-    def __init__(
-        self,
-        fn: Any,
-        hints: Mapping[str, Any],
-        configs: Sequence[Any] | None,
-        key: Sequence[str] | None,
-        prune_configs_by: Mapping[str, Any] | None = None,
-        reset_to_zero: Sequence[str] | None = None,
-        restore_value: Sequence[str] | None = None,
-        pre_hook: Callable[..., Any] | None = None,
-        post_hook: Callable[..., Any] | None = None,
-    ) -> None:
-        base = python_function(fn)
-        if base is None or not hasattr(fn, "arg_names"):
-            raise TypeError(f"triton.autotune with search_params decorates a @triton.jit kernel, got {fn!r}")
-        self.fn = fn
-        self.base_fn = base
-        self.arg_names: list[str] = list(fn.arg_names)
-        self.__name__ = name = base.__name__
-        self.hints: SearchHints = parse_hints(hints, name)
-        check_params(self.hints, base, name)
-        self.keys: list[str] = list(key or ())
-        for what, names in (
-            ("key", self.keys),
-            ("reset_to_zero", reset_to_zero),
-            ("restore_value", restore_value),
-        ):
-            unknown = [n for n in names or () if n not in self.arg_names]
-            if unknown:
-                raise ValueError(
-                    f"{name}: {what} names {', '.join(unknown)}, which are not kernel arguments "
-                    f"(arguments: {', '.join(self.arg_names)})"
-                )
-        self.early_prune = self._pruner(prune_configs_by)
-        self.configs = list(configs or ())
-        self._given = bool(self.configs) and all(
-            all(p in c.kwargs for p in self.hints.params) for c in self.configs
-        )
-        partial = [] if self._given else self.configs
-        bases = [c for c in partial if c.kwargs and not any(p in c.kwargs for p in self.hints.params)]
-        if len(bases) > 1:
-            raise ValueError(
-                f"{name}: {len(bases)} configs give none of the search params; at most one may, as the "
-                "base that fixes the other meta-parameters of every generated candidate"
-            )
-        #: meta-parameters every generated candidate takes (from a config that gives no search param).
-        self._base: dict[str, Any] = dict(bases[0].kwargs) if bases else {}
-        self._seeds = [self._seed(c) for c in partial if c not in bases]
-        self.operator, self.operator_reason = operator_class(fn)
-        self._install_hooks(list(reset_to_zero or ()), list(restore_value or ()), pre_hook, post_hook)
+    def __init__(self, fn: Any, hints: Mapping[str, Any], *arguments: Any, **named: Any) -> None:
+        """Check the decoration (:class:`DecoratedKernel`); no key is tuned yet."""
+        super().__init__(fn, hints, *arguments, **named)
         self._arg_set = frozenset(self.arg_names)
         self._params = frozenset(self.hints.params)
         self._first_param = min(self.arg_names.index(p) for p in self.hints.params)
@@ -145,57 +99,6 @@ class SearchParamsKernel(triton.KernelInterface):
         self._picks: dict[Hashable, Any] = {}
         self._spaces: dict[tuple[tuple[str, Any], ...], SearchSpace] = {}
         self._spaces_lock = threading.Lock()
-
-    # -- decoration-time checks and hooks ------------------------------------
-
-    def _pruner(self, prune_configs_by: Mapping[str, Any] | None) -> Callable[..., Any] | None:
-        if not prune_configs_by:
-            return None
-        unsupported = sorted(set(prune_configs_by) - {"early_config_prune"})
-        if unsupported:
-            raise ValueError(
-                f"{self.__name__}: prune_configs_by {', '.join(unsupported)} cannot be combined with "
-                "search_params (the search decides what to measure); early_config_prune is supported"
-            )
-        return prune_configs_by.get("early_config_prune")
-
-    def _seed(self, config: Any) -> dict[str, int]:
-        others = sorted(set(config.kwargs) - set(self.hints.params))
-        if others:
-            raise ValueError(
-                f"{self.__name__}: a config that gives only some search params is a seed and may give "
-                f"nothing else, but one gives {', '.join(others)}; put those in a config that gives no "
-                "search param (the base), or pass them at launch"
-            )
-        return dict(config.kwargs)
-
-    def _install_hooks(
-        self,
-        reset_to_zero: list[str],
-        restore_value: list[str],
-        pre_hook: Callable[..., Any] | None,
-        post_hook: Callable[..., Any] | None,
-    ) -> None:
-        """Triton's hook semantics: a user hook replaces the reset/restore default."""
-        # Read by adapter.in_place_problem, as on Triton's own autotuner.
-        self.reset_to_zero, self.restore_value = reset_to_zero, restore_value
-        saved: dict[str, Any] = {}
-
-        def reset_and_save(named: dict[str, Any], reset_only: bool = False) -> None:
-            for name in reset_to_zero:
-                if named.get(name) is not None:
-                    named[name].zero_()
-            if not reset_only:
-                saved.clear()
-                saved.update({n: named[n].clone() for n in restore_value if named.get(n) is not None})
-
-        def restore(named: dict[str, Any], exception: BaseException | None) -> None:
-            for name, value in saved.items():
-                named[name].copy_(value)
-            saved.clear()
-
-        self.pre_hook: Callable[..., Any] = pre_hook or reset_and_save
-        self.post_hook: Callable[..., Any] = post_hook or restore
 
     # -- launch ---------------------------------------------------------------
 
@@ -258,6 +161,8 @@ class SearchParamsKernel(triton.KernelInterface):
                         screen_one = screener(screening, isolation.payload)
                     search = SearchRun(self, space, tuning, args, launch, grid, screen_one)
                     config = search.run().config
+                    if search.summary is not None:
+                        self.last_search = search.summary
                 named = {**dict(zip(self.arg_names, args, strict=False)), **launch, **config.all_kwargs()}
                 self.pre_hook(named, reset_only=True)
         self._picks[key] = config

@@ -4,8 +4,9 @@ times every compile-option profile of the family the operator classifier chooses
 :func:`build_space` makes the engine's :class:`~kerneltune.core.Space` for one
 set of compile options fixed at launch, with the geometry (axes, profiles,
 probes, seeds) a search strategy (:mod:`kerneltune.core.values.geometry`) walks.
-Configs are made through the adapter, which alone knows a
-``triton.Config``'s fields.
+Configs are made through :mod:`kerneltune.plugins.triton.configs`, which
+alone knows a ``triton.Config``'s fields. Hand-written configs that give
+every searched param make a space of their own: one axis, their indices.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from kerneltune.core import (
     family_profiles,
     unique_profiles,
 )
-from kerneltune.plugins.triton import adapter
+from kerneltune.plugins.triton import configs as triton_configs
 
 
 @attrs.frozen
@@ -35,9 +36,9 @@ class SearchSpace:
     """Everything one kernel searches for one set of fixed compile options."""
 
     tuner: Tuner
-    #: the searched params' names.
+    #: the searched params' names (for hand-written configs, :data:`GIVEN_AXIS`).
     params: tuple[str, ...]
-    #: the values of each searched param, ascending (empty for hand-written configs).
+    #: the values of each searched param, ascending (for hand-written configs, their indices).
     axes: tuple[tuple[int, ...], ...]
     #: compile-option profiles, fixed options applied; index 0 is the base.
     profiles: tuple[dict[str, Any], ...]
@@ -45,6 +46,7 @@ class SearchSpace:
     probes: tuple[int, ...]
     seeds: tuple[Shape, ...]
     family: str | None
+    #: the space is the hand-written configs, measured as they are (their sizes are no shapes).
     given: bool
 
     def index(self, point: Point) -> int:
@@ -52,14 +54,12 @@ class SearchSpace:
         shape, profile = point
         flat = 0
         for axis, position in enumerate(shape):
-            flat = flat * (len(self.axes[axis]) if self.axes else 1) + position
+            flat = flat * len(self.axes[axis]) + position
         return flat * len(self.profiles) + profile
 
     def point(self, index: int) -> Point:
         """The point of a candidate index (:meth:`index` undone)."""
         flat, profile = divmod(index, len(self.profiles))
-        if not self.axes:
-            return (flat,), profile
         positions = []
         for axis in reversed(self.axes):
             flat, position = divmod(flat, len(axis))
@@ -72,8 +72,12 @@ class SearchSpace:
 
     @property
     def geometry(self) -> SearchGeometry:
-        """What a search strategy sees of a generated space."""
+        """What a search strategy sees of the space."""
         return SearchGeometry(self.params, self.axes, self.profiles, self.probes, self.seeds, self.family)
+
+
+#: The one axis of a space of hand-written configs: each config's index.
+GIVEN_AXIS = "config"
 
 
 def candidate_label(shape: Mapping[str, int], profile: Mapping[str, Any]) -> str:
@@ -105,16 +109,16 @@ def build_space(
     """The space searched for launches that fix the compile options ``fixed``.
 
     :param given: hand-written configs giving every searched param: the
-        space is just them, with ``fixed`` laid over each.
+        space is just them, with ``fixed`` laid over each, along one axis.
     :param seeds: partial shapes (some searched params) measured first.
     :param base: meta-parameters every generated candidate takes.
     :param operator: ``"matrix"`` or ``"vector"``, for the profile family.
     """
     if given is not None:
-        configs = [adapter.config_with_options(c, fixed) for c in given]
+        configs = [triton_configs.config_with_options(c, fixed) for c in given]
         tuner = Tuner(Space.build(name, configs, source, label=_full_label))
-        return SearchSpace(tuner, tuple(params), (), ({},), (0,), (), None, True)
-    target = adapter.compile_target()
+        return SearchSpace(tuner, (GIVEN_AXIS,), (tuple(range(len(configs))),), ({},), (0,), (), None, True)
+    target = triton_configs.compile_target()
     family = choose_family(session, target, operator)
     offered = family_profiles(family, target) if family is not None else [{}]
     probed = family_probes(family, target, offered) if family is not None else offered
@@ -132,7 +136,7 @@ def build_space(
     for chosen in itertools.product(*axes):
         shape = dict(zip(params, chosen, strict=True))
         for profile in profiles:
-            config = adapter.make_config({**base, **shape}, profile)
+            config = triton_configs.make_config({**base, **shape}, profile)
             configs.append(config)
             labels[id(config)] = candidate_label(shape, profile)
     tuner = Tuner(Space.build(name, configs, source, label=lambda config: labels[id(config)]))

@@ -1,0 +1,340 @@
+"""``kerneltune cache``: list, show, clear, verify, export and import the stored records.
+
+Each subcommand reads the records through :mod:`kerneltune.loading`; ``show``
+prints a record with :mod:`kerneltune.views`, ``export`` and ``import``
+carry records in the archives of :mod:`kerneltune.archive`.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from kerneltune import views
+from kerneltune.archive import read_archive, write_archive
+from kerneltune.core import CacheReadError, format_ms
+from kerneltune.core.plugin_system.contracts import ListingCache, provides
+from kerneltune.core.plugin_system.session import make_cache
+from kerneltune.core.private_files import remove_private
+from kerneltune.core.values.records import iso_date
+from kerneltune.loading import (
+    Stored,
+    _Plugins,
+    cache_dir,
+    dir_option,
+    existing_cache_dir,
+    file_cache_names,
+    find_records,
+    readable,
+    stored_records,
+)
+
+
+@click.group()
+def cache() -> None:
+    """List, show, clear, export and import stored picks."""
+
+
+@cache.command("list")
+@click.argument("function", required=False)
+@dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+def list_records(function: str | None, directory: Path | None, as_json: bool) -> None:
+    """One row per stored record, optionally only FUNCTION's."""
+    loaded = _Plugins.load()
+    root = existing_cache_dir(directory, loaded)
+    found = readable(loaded.file_caches(root), function)
+    if as_json:
+        click.echo(json.dumps([_summary(stored) for stored in found], indent=2))
+        return
+    if not found:
+        click.echo(f"no records in {root}" + (f" for {function}" if function else ""))
+        return
+    rows = []
+    for stored in found:
+        record = stored.record
+        assert record is not None
+        rows.append(
+            [
+                record.function,
+                views.key_text(record.key),
+                views.clip(record.labels[record.best_index], 40),
+                format_ms(record.times[record.best_index]),
+                record.confidence or "-",
+                f"{views.measured(record)}/{len(record.times)}",
+                iso_date(record.created),
+                _relative(stored.path, root),
+            ]
+        )
+    click.echo(f"records in {root}:")
+    headers = ["function", "key", "pick", "time", "confidence", "measured", "date", "file"]
+    for line in views.table(headers, rows):
+        click.echo(line)
+
+
+def _relative(path: Path, root: Path) -> str:
+    """``path`` below ``root``, as the list prints it (the whole key fits beside a short file name)."""
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _summary(stored: Stored) -> dict[str, Any]:
+    record = stored.record
+    assert record is not None
+    best = record.times[record.best_index]
+    return {
+        "function": record.function,
+        "key": record.key,
+        "key_text": views.key_text(record.key),
+        "digest": stored.digest,
+        "pick": {"index": record.best_index, "label": record.labels[record.best_index]},
+        "time_ms": best if math.isfinite(best) else None,
+        "measured": views.measured(record),
+        "candidates": len(record.times),
+        "created_at": iso_date(record.created),
+        "measured_with": record.method.to_data(),
+        "warm_start": record.warm_start,
+        "carried": list(record.carried),
+        "confidence": record.confidence,
+        "rivals": list(record.rivals),
+        "rechecks": record.rechecks,
+        "recheck": record.recheck,
+        "file": str(stored.path),
+    }
+
+
+@cache.command()
+@click.argument("record_ref", metavar="RECORD")
+@dir_option
+def show(record_ref: str, directory: Path | None) -> None:
+    """Every candidate of a record, fastest first, with errors, and Python that hard-codes the pick.
+
+    RECORD is a record file's path, the start of its digest (the file name
+    without its suffix), or a function's name for every record of it, looked
+    up in the cache directory.
+    """
+    for number, stored in enumerate(find_records(_Plugins.load(), record_ref, directory)):
+        if number:
+            click.echo("")
+        _show_record(stored)
+
+
+def _show_record(stored: Stored) -> None:
+    record = stored.record
+    assert record is not None
+    header = [
+        ("file", str(stored.path)),
+        ("function", record.function),
+        ("key", views.key_text(record.key)),
+        ("digest", stored.digest),
+        ("date", iso_date(record.created)),
+        ("measured with", views.method_text(record)),
+        ("pick", f"[{record.best_index}] {record.labels[record.best_index]}"),
+        ("confidence", views.confidence_text(record)),
+        ("versions", ", ".join(f"{k} {v}" for k, v in sorted(record.versions.items()))),
+        ("hardware", ", ".join(f"{k} {v}" for k, v in sorted(record.hardware.items()))),
+    ]
+    for name, value in header:
+        click.echo(f"{name + ':':<15}{value}")
+    for line in views.history_lines(record):
+        click.echo(f"{'history:':<15}{line}")
+    for line in views.rank_lines(record):
+        click.echo(f"{'ranks:':<15}{line}")
+    click.echo("")
+    for line in views.candidate_lines(record):
+        click.echo(line)
+    click.echo("\nto hard-code the pick:")
+    for line in views.snippet_lines(record):
+        click.echo(f"  {line}")
+
+
+def _interactive() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+@cache.command()
+@click.argument("function", required=False)
+@dir_option
+@click.option("--yes", "-y", is_flag=True, help="Remove without asking.")
+def clear(function: str | None, directory: Path | None, yes: bool) -> None:
+    """Remove stored records: all of them, or FUNCTION's.
+
+    Only files that read back as records are removed, each through
+    :func:`~kerneltune.core.private_files.remove_private`: nothing reached
+    through a link, nothing that is not a regular file of this user's.
+    """
+    loaded = _Plugins.load()
+    root = existing_cache_dir(directory, loaded)
+    doomed = []
+    for stored in stored_records(loaded.file_caches(root), function):
+        if stored.record is None:
+            click.echo(f"kerneltune: not removing {stored.path}: {stored.problem}", err=True)
+        else:
+            doomed.append(stored)
+    what = f"{len(doomed)} record(s)" + (f" of {function}" if function else "") + f" in {root}"
+    if not doomed:
+        if function is not None:
+            raise click.ClickException(f"no records of {function} in {root}; nothing removed")
+        click.echo(f"nothing to remove: no records in {root}")
+        return
+    if not yes:
+        if not _interactive():
+            raise click.ClickException(f"not removing {what} without --yes: there is no terminal to ask")
+        click.confirm(f"Remove {what}?", abort=True)
+    removed = 0
+    folders = set()
+    for stored in doomed:
+        # The file caches keep a lock file beside each record.
+        for path in (stored.path, stored.path.with_name(stored.path.name + ".lock")):
+            try:
+                remove_private(root, path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                click.echo(f"kerneltune: not removing {path}: {exc.strerror or exc}", err=True)
+            else:
+                removed += path == stored.path
+                folders.add(path.parent)
+    for folder in folders:
+        try:
+            # rmdir never follows a link, and refuses a folder that still holds anything.
+            folder.rmdir()
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                click.echo(f"kerneltune: not removing {folder}: {exc.strerror or exc}", err=True)
+    if removed < len(doomed):
+        raise click.ClickException(f"removed {removed} of {what}; the others are named above")
+    click.echo(f"removed {what}")
+
+
+@cache.command()
+@click.argument("function", required=False)
+@dir_option
+def verify(function: str | None, directory: Path | None) -> None:
+    """Ask for the stored picks (all, or FUNCTION's) to be re-checked by the next process that loads them.
+
+    The command runs nothing itself (it has no arguments to run a tuned
+    function with): it marks each record, and the next process that loads
+    one times its pick head to head with its closest rivals and stores the
+    verdict, confident or uncertain, in place of the mark.
+    """
+    loaded = _Plugins.load()
+    root = existing_cache_dir(directory, loaded)
+    found = readable(loaded.file_caches(root), function)
+    if not found:
+        of = f" of {function}" if function else ""
+        raise click.ClickException(f"no records in {root}{of} to verify")
+    marked = 0
+    for stored in found:
+        stored.cache.store(stored.namespace, stored.digest, {**stored.data, "recheck": True})
+        marked += 1
+    click.echo(
+        f"marked {marked} record(s) in {root} for a re-check by the next process that loads each "
+        "(KERNELTUNE_RECHECK=0 or KERNELTUNE_TUNE=never there serve them unchecked)"
+    )
+
+
+@cache.command("export")
+@click.argument("archive", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("function", required=False)
+@dir_option
+@click.option("--force", "-f", is_flag=True, help="Replace ARCHIVE if it exists.")
+def export_records(archive: Path, function: str | None, directory: Path | None, force: bool) -> None:
+    """Write the stored records (all, or FUNCTION's) to ARCHIVE, one JSON file, for `cache import`."""
+    loaded = _Plugins.load()
+    root = existing_cache_dir(directory, loaded)
+    if archive.exists() and not force:
+        raise click.ClickException(f"{archive} exists; pass --force to replace it")
+    found = readable(loaded.file_caches(root), function)
+    if not found:
+        of = f" of {function}" if function else ""
+        raise click.ClickException(f"no records in {root}{of} to export")
+    count = write_archive(archive, [(stored.digest, stored.data) for stored in found])
+    click.echo(f"exported {count} record(s) from {root} to {archive}")
+
+
+@cache.command("import")
+@click.argument("archive", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path))
+@dir_option
+def import_records(archive: Path, directory: Path | None) -> None:
+    """Store the records of ARCHIVE that were made on hardware like this machine's.
+
+    ARCHIVE is a file, a pipe (``<(ssh host cat picks.json)``), or ``-`` for
+    standard input.
+
+    Every record is checked before any is written; an archive with one
+    damaged or invalid record is refused whole. Records of other hardware are
+    skipped with a message. A record that a lookup would reject (its pick is
+    not what SELECT makes of its own times) is skipped too, named on stderr,
+    and the command then exits 1: it never replaces a stored record. The
+    others are written with the configured cache.
+    """
+    loaded = _Plugins.load()
+    root = cache_dir(directory, loaded)
+    entries = read_archive(archive)
+    caches = loaded.registries.caches
+    if loaded.settings.cache in loaded.registries.remote_stores.classes:
+        raise click.ClickException(
+            f"cache {loaded.settings.cache!r} keeps no files; set cache to one of: {file_cache_names(loaded)}"
+        )
+    target = make_cache(caches.select(loaded.settings.cache), root, loaded.settings, caches)
+    if not provides(target, ListingCache):
+        raise click.ClickException(
+            f"cache {target.name!r} keeps no files; set cache to one of: {file_cache_names(loaded)}"
+        )
+    for entry in entries:
+        folder = target.directory(entry.record.function)
+        if folder is None:
+            raise click.ClickException(
+                f"cache {target.name!r} does not use its folder for {entry.record.function!r} under {root} "
+                "(a link, or a folder or root that another user could change; see above); nothing imported"
+            )
+        if folder.resolve().parent != root.resolve():
+            raise click.ClickException(
+                f"{archive}: function name {entry.record.function!r} would be stored outside {root}; "
+                "nothing imported"
+            )
+    here = _plain_data(loaded.hardware())
+    imported = rejected = 0
+    for entry in entries:
+        record = entry.record
+        try:
+            # What every lookup checks (stored.read_record): a record failing it would only be retuned.
+            record.check_pick()
+        except CacheReadError as exc:
+            click.echo(
+                f"kerneltune: not importing {record.function} {views.key_text(record.key)}: "
+                f"a lookup would reject it: {exc}",
+                err=True,
+            )
+            rejected += 1
+            continue
+        if _plain_data(record.hardware) != here:
+            differences = ", ".join(
+                f"{k} {record.hardware.get(k)!r} (here {here.get(k)!r})"
+                for k in sorted(set(record.hardware) | set(here))
+                if record.hardware.get(k) != here.get(k)
+            )
+            click.echo(
+                f"skipped {record.function} {views.key_text(record.key)}: other hardware: {differences}"
+            )
+            continue
+        target.store(record.function, entry.digest, entry.data)
+        imported += 1
+    click.echo(f"imported {imported} of {len(entries)} record(s) into {root}")
+    if rejected:
+        raise click.ClickException(
+            f"{archive}: {rejected} record(s) not imported: a lookup would reject them"
+        )
+
+
+def _plain_data(value: Any) -> Any:
+    # Live facts may hold tuples where a file read back holds lists.
+    return json.loads(json.dumps(value))

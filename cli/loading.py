@@ -1,0 +1,169 @@
+"""What the ``kerneltune`` commands read: the plugins for the settings here, and the stored records.
+
+:class:`_Plugins` loads the plugins and their registries without a Session
+(which needs a working cache and device). Records are read through the
+cache plugins that can enumerate their files (the optional ``entries``
+method of the cache contract, :class:`~kerneltune.core.plugin_system.contracts.ListingCache`),
+so a third-party file cache works here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import attrs
+import click
+import pluggy
+from kerneltune.core import CacheReadError, Settings, TuningRecord, load_settings
+from kerneltune.core.plugin_system.contracts import ListingCache, provides
+from kerneltune.core.plugin_system.loading import load_plugins
+from kerneltune.core.plugin_system.registry import Registries, Registry
+from kerneltune.core.plugin_system.session import hardware_facts, make_cache, resolve_devices
+from kerneltune.core.plugin_system.settings import DeclaredSettings
+
+
+@attrs.frozen
+class _Plugins:
+    """The plugins and registries for the settings here, without a Session (which needs a working cache)."""
+
+    settings: Settings
+    manager: pluggy.PluginManager
+    registries: Registries
+    declared: DeclaredSettings
+
+    @classmethod
+    def load(cls) -> _Plugins:
+        """Load the plugins as a Session does (:func:`kerneltune.core.plugin_system.loading.load_plugins`)."""
+        loaded = load_plugins(load_settings())
+        return cls(
+            settings=loaded.settings,
+            manager=loaded.manager,
+            registries=loaded.registries,
+            declared=loaded.declared,
+        )
+
+    def listed(self) -> tuple[Registry[Any], ...]:
+        """The registries ``kerneltune plugins`` lists, in its order."""
+        r = self.registries
+        return (r.timers, r.caches, r.reducers, r.devices, r.remote_stores, r.search_strategies)
+
+    def hardware(self) -> dict[str, Any]:
+        """The hardware facts a tuning here would key its picks by."""
+        return hardware_facts(self.manager, resolve_devices(self.registries, self.settings)[0])
+
+    def file_caches(self, root: Path) -> list[ListingCache]:
+        """One instance per cache that can enumerate its records."""
+        classes = self.registries.caches.classes
+        # provides() asked the class: its instances list their records too.
+        return [
+            cast(ListingCache, make_cache(classes[name], root, self.settings, self.registries.caches))
+            for name in sorted(classes)
+            if provides(classes[name], ListingCache)
+        ]
+
+
+@attrs.frozen
+class Stored:
+    """A record file and what reading it gave: a record, or the reason it could not."""
+
+    namespace: str
+    digest: str
+    path: Path
+    data: Any = attrs.field(repr=False)
+    record: TuningRecord | None
+    problem: str | None
+    #: the cache plugin instance that holds the file.
+    cache: ListingCache = attrs.field(repr=False)
+
+
+def stored_records(caches: Sequence[ListingCache], function: str | None) -> Iterator[Stored]:
+    """Every record file of ``caches`` (only ``function``'s, when given), read or not."""
+    for cache in caches:
+        for namespace, digest, path in cache.entries(function):
+            try:
+                data = cache.load(namespace, digest)
+                record = TuningRecord.from_data(data)
+            except CacheReadError as exc:
+                yield Stored(namespace, digest, path, None, None, str(exc), cache)
+                continue
+            if function is None or record.function == function:
+                yield Stored(namespace, digest, path, data, record, None, cache)
+
+
+def readable(caches: Sequence[ListingCache], function: str | None) -> list[Stored]:
+    """The records that read back, with a note on stderr for each file that did not."""
+    kept = []
+    for stored in stored_records(caches, function):
+        if stored.record is None:
+            click.echo(f"kerneltune: skipping {stored.path}: {stored.problem}", err=True)
+        else:
+            kept.append(stored)
+    return kept
+
+
+def find_records(loaded: _Plugins, reference: str, directory: Path | None) -> list[Stored]:
+    """The records a path, a digest prefix or a function name names; at least one, or a failure.
+
+    A path or a digest prefix names one record; a function name every record of that function.
+    """
+    given = Path(reference).expanduser()
+    if given.is_file():
+        path = given.resolve()
+        caches = loaded.file_caches(path.parent.parent)
+        matches = [s for s in stored_records(caches, None) if s.path.resolve() == path]
+        if not matches:
+            raise click.ClickException(
+                f"{reference}: not a record file of any cache ({file_cache_names(loaded)})"
+            )
+    else:
+        root = existing_cache_dir(directory, loaded)
+        matches = [
+            s for s in stored_records(loaded.file_caches(root), None) if s.digest.startswith(reference)
+        ]
+        if not matches:
+            named = readable(loaded.file_caches(root), reference)
+            if named:
+                return named
+            raise click.ClickException(
+                f"no record file, digest starting with {reference!r} or function named so in {root}"
+            )
+        if len(matches) > 1:
+            listed = ", ".join(s.digest for s in matches[:5])
+            raise click.ClickException(
+                f"{reference!r} matches {len(matches)} records ({listed}); give more digits"
+            )
+    if matches[0].record is None:
+        raise click.ClickException(f"{matches[0].path}: {matches[0].problem}")
+    return matches[:1]
+
+
+def file_cache_names(loaded: _Plugins) -> str:
+    """The caches whose records the commands can read, for messages."""
+    classes = loaded.registries.caches.classes
+    return ", ".join(name for name in sorted(classes) if provides(classes[name], ListingCache))
+
+
+def dir_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``--dir`` option of every command that reads or writes records."""
+    return click.option(
+        "--dir",
+        "directory",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="The cache directory (default: the configured cache_dir).",
+    )(command)
+
+
+def cache_dir(directory: Path | None, plugins: _Plugins) -> Path:
+    """The cache directory to work on: ``--dir``, else the configured one."""
+    return plugins.settings.cache_root if directory is None else directory.expanduser()
+
+
+def existing_cache_dir(directory: Path | None, plugins: _Plugins) -> Path:
+    """The cache directory to read; one given with ``--dir`` that does not exist is an error, not empty."""
+    root = cache_dir(directory, plugins)
+    if directory is not None and not root.is_dir():
+        raise click.ClickException(f"--dir {directory}: no such directory")
+    return root

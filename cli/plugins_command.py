@@ -1,0 +1,100 @@
+"""``kerneltune plugins``: what a tuning here would run with.
+
+The plugins loaded and where each comes from, every registered timer,
+cache, reducer, device, remote store and search strategy with the one
+``auto`` takes, the hardware facts, and the settings with their sources.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from kerneltune import __version__, views
+from kerneltune.core import KernelTuneError
+from kerneltune.core.plugin_system.settings import setting_sources
+from kerneltune.loading import _Plugins
+
+
+def _plugin_origin(plugins: _Plugins, name: str, plugin: object) -> str:
+    distributions = {id(p): dist for p, dist in plugins.manager.list_plugin_distinfo()}
+    dist = distributions.get(id(plugin))
+    if dist is not None:
+        return f"entry point, {dist.project_name} {dist.version}"
+    return f"built-in, kerneltune {__version__}" if name.startswith("kerneltune.plugins.") else "added"
+
+
+@click.command()
+def plugins() -> None:
+    """List the plugins loaded; the timers, caches, reducers, devices and search strategies; the settings."""
+    loaded = _Plugins.load()
+    click.echo("plugins loaded:")
+    named = [(name, plugin) for name, plugin in loaded.manager.list_name_plugin() if name != "hookspecs"]
+    for line in views.table(["  name", "from"], [[f"  {n}", _plugin_origin(loaded, n, p)] for n, p in named]):
+        click.echo(line)
+    if loaded.settings.block:
+        click.echo(f"  blocked: {', '.join(loaded.settings.block)}")
+    for registry in loaded.listed():
+        automatic = None
+        if registry is loaded.registries.remote_stores:
+            click.echo('\nremote stores (cache = "<name>" layers one under the json cache; never auto):')
+        else:
+            with contextlib.suppress(KernelTuneError):
+                automatic = registry.select("auto").name
+            click.echo(f"\n{_plural(registry.family)} (auto takes: {automatic or 'none available'}):")
+        rows = []
+        for name in registry.names():
+            available = "available" if registry.classes[name].is_available() else "not available here"
+            rows.append(
+                [f"  {name}", available + (", auto" if name == automatic else ""), registry.owners[name]]
+            )
+        for line in views.table([f"  {registry.family}", "here", "plugin"], rows):
+            click.echo(line)
+    hardware = loaded.hardware()
+    click.echo("\nhardware: " + ", ".join(f"{k} {v}" for k, v in sorted(hardware.items())))
+    click.echo("\nsettings:")
+    rows = [
+        [f"  {name}", json.dumps(_plain(getattr(loaded.settings, name))), where]
+        for name, where in setting_sources(loaded.settings).items()
+    ]
+    for line in views.table(["  setting", "value", "from"], rows):
+        click.echo(line)
+    _plugin_settings(loaded)
+
+
+def _plugin_settings(loaded: _Plugins) -> None:
+    """The settings the plugins declare: value, where it comes from, the plugin and what it does."""
+    if not loaded.declared.specs:
+        return
+    click.echo("\nsettings of plugins:")
+    rows = []
+    for name, spec in sorted(loaded.declared.specs.items()):
+        value = loaded.settings.get(name)
+        shown = spec.display(value) if spec.display is not None else _plain(value)
+        variables = f" ({', '.join(spec.env)})" if spec.env else ""
+        rows.append(
+            [
+                f"  {name}",
+                json.dumps(shown),
+                loaded.settings.source(name) or "default",
+                loaded.declared.owners[name],
+                spec.help + variables,
+            ]
+        )
+    for line in views.table(["  setting", "value", "from", "plugin", "about"], rows):
+        click.echo(line)
+
+
+def _plural(family: str) -> str:
+    return f"{family[:-1]}ies" if family.endswith("y") else f"{family}s"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value

@@ -1,0 +1,47 @@
+"""``kerneltune report``: every candidate of each stored key, sorted by time, with its spread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from kerneltune import views
+from kerneltune.core.values.records import iso_date
+from kerneltune.loading import _Plugins, dir_option, existing_cache_dir, readable
+
+
+@click.command()
+@click.argument("function", required=False)
+@dir_option
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also draw one bar chart per key into this PNG file (needs matplotlib).",
+)
+def report(function: str | None, directory: Path | None, plot: Path | None) -> None:
+    """Per stored key, every candidate sorted by time with the spread of its samples.
+
+    Where a record kept each rank's times, also the pick's time on every rank
+    and each candidate's slowest rank.
+    """
+    loaded = _Plugins.load()
+    root = existing_cache_dir(directory, loaded)
+    found = readable(loaded.file_caches(root), function)
+    if not found:
+        raise click.ClickException(f"no records in {root}" + (f" for {function}" if function else ""))
+    records = [stored.record for stored in found if stored.record is not None]
+    for number, record in enumerate(records):
+        if number:
+            click.echo("")
+        click.echo(f"{record.function} {views.key_text(record.key)}")
+        click.echo(f"  made {iso_date(record.created)}, measured with: {views.method_text(record)}")
+        pick = f"[{record.best_index}] {record.labels[record.best_index]}"
+        click.echo(f"  pick: {pick}, {views.confidence_text(record)}")
+        for line in [*views.history_lines(record), *views.rank_lines(record)]:
+            click.echo(f"  {line}")
+        for line in views.candidate_lines(record):
+            click.echo(line)
+    if plot is not None:
+        views.plot(records, plot)
+        click.echo(f"\nwrote {plot}")

@@ -1,0 +1,357 @@
+"""One fresh search_params tuning of one key: the strategy's rounds, then the finalists, through the engine.
+
+The search strategy in force (a plugin, :mod:`kerneltune.core.search.strategies`)
+decides what to measure; hand-written configs that give every searched
+param are measured whole by the ``exhaustive`` strategy. :class:`SearchRun`
+screens each round (:mod:`~kerneltune.plugins.triton.search_params.launcher`),
+measures it through the adaptive :class:`~kerneltune.core.Tuning`'s round
+API (``Tuning.round``: compiled on the engine's COMPILE stage, timed,
+agreed over ranks), and returns every rank's agreed times to the strategy.
+Whatever the strategy, the finalists it returns are then re-timed head to
+head in interleaved rounds on the same engine path, and ``reference_fn``
+applies (stage 3, :mod:`~kerneltune.plugins.triton.search_params.reference`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kerneltune.core import (
+    BudgetSpent,
+    Candidate,
+    NoValidConfigError,
+    PluginError,
+    Point,
+    RankMismatchError,
+    SearchBudget,
+    SearchStrategy,
+    Tuning,
+    describe_error,
+    format_ms,
+    verbose_line,
+)
+from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
+from kerneltune.plugins.triton.search_params.launcher import Launcher
+from kerneltune.plugins.triton.search_params.reference import ReferenceGate
+from kerneltune.plugins.triton.search_params.seam import StrategySeam
+from kerneltune.plugins.triton.search_params.space import SearchSpace
+from kerneltune.plugins.triton.search_params.summary import SearchSummary, print_autotuning
+
+#: Stage 3 times each finalist with this many times the configured repeats...
+PRECISE_REPEAT_FACTOR = 4
+#: ...in this many interleaved rounds (A B C A B C ...), so that clock and
+#: thermal drift during stage 3 lands on every finalist alike instead of on
+#: whichever ran last: on an H200 a block-after-block re-timing let a
+#: finalist 2.5% slower win on a landscape whose top configs lie within 2.5%.
+PRECISE_ROUNDS = 4
+#: The strategy that measures hand-written configs: every one of them.
+GIVEN_STRATEGY = "exhaustive"
+
+logger = logging.getLogger("kerneltune")
+
+
+class SearchRun:
+    """One fresh tuning of one key: the strategy's rounds and stage 3, driven through the engine."""
+
+    def __init__(
+        self,
+        kernel: DecoratedKernel,
+        space: SearchSpace,
+        tuning: Tuning,
+        args: tuple[Any, ...],
+        launch: dict[str, Any],
+        grid: Any,
+        screen_one: Callable[[Candidate], None] | None = None,
+    ) -> None:
+        """:param screen_one: runs one candidate in the isolation worker (``isolate = "subprocess"``)."""
+        self.kernel = kernel
+        self.space = space
+        self.tuning = tuning
+        self.screen_one = screen_one
+        self.hints = kernel.hints
+        self.started = time.perf_counter()
+        #: every candidate's latest agreed time (``inf``: failed or dropped), by index.
+        self.outcomes: dict[int, float] = {}
+        #: with several ranks and a wall-clock budget: the slowest rank's seconds at the last round.
+        self.agreed_elapsed = 0.0
+        self.timed = False
+        #: the run has measured the space's fallback points.
+        self.fell_back = False
+        #: what :meth:`run` did, for ``kernel.last_search``; ``None`` until a search ends (not a re-check).
+        self.summary: SearchSummary | None = None
+        self.launcher = Launcher(kernel, space, args, launch, grid, self.say)
+
+    def say(self, line: str) -> None:
+        # The tuning is verbose with the debug hint or the verbose setting.
+        if self.tuning.verbose:
+            verbose_line(f"{self.kernel.__name__}: {line}", source="search_params")
+
+    # -- the stages -----------------------------------------------------------
+
+    def run(self) -> Candidate:
+        """Search, re-time, gate, and finish the tuning; the pick."""
+        kernel = self.kernel
+        if self.tuning.rechecking:
+            return self.recheck()
+        if self.space.given:
+            count = self.space.geometry.space_size
+            self.say(f"{count} hand-written configs give every search param; measuring them as they are")
+            where = f"the hand-written configs of {kernel.__name__}"
+            strategy = self.tuning.strategy(GIVEN_STRATEGY, where)
+            budget = SearchBudget(finalists=self.hints.shape_final_top_k)
+            chosen = "given"
+        else:
+            family = self.space.family or "none (compile options left to Triton's defaults)"
+            self.say(f"operator class {kernel.operator} ({kernel.operator_reason}); profile family {family}")
+            strategy, budget = self.choose()
+            self.say(f"search strategy {strategy.name}: {budget.describe()}")
+            chosen = strategy.name
+        best = self.finalise(self.search(strategy, budget))
+        candidates = self.tuning.candidates
+        dropped = self.launcher.dropped
+        self.summary = SearchSummary(
+            key=self.tuning.key,
+            space=len(candidates),
+            measured=len(set(self.outcomes) - dropped),
+            dropped=len(dropped),
+            seconds=time.perf_counter() - self.started,
+            pick=best.label,
+            strategy=chosen,
+            times={
+                candidates[index].label: math.inf if index in dropped else value
+                for index, value in self.outcomes.items()
+            },
+        )
+        print_autotuning(
+            kernel.__name__, self.summary, best, candidates, self.outcomes, self.launcher.failures
+        )
+        return best
+
+    def choose(self) -> tuple[SearchStrategy, SearchBudget]:
+        """The strategy and budget in force: the hint's, else the settings'; every rank must agree.
+
+        With several ranks a wall-clock budget is read from the slowest
+        rank's elapsed time at the last round (:meth:`measure`), so every
+        rank stops at the same round.
+        """
+        hints = self.hints
+        distributed = self.tuning.world_size > 1
+        clock = (lambda: self.started + self.agreed_elapsed) if distributed else time.perf_counter
+        problem: str | None = None
+        try:
+            where = f"the search_params hint of {self.kernel.__name__}" if hints.strategy else None
+            strategy = self.tuning.strategy(hints.strategy, where)
+            budget = SearchBudget.resolve(
+                self.tuning.settings,
+                effort=hints.effort,
+                seconds=hints.budget_s,
+                max_points=hints.max_points,
+                finalists=hints.shape_final_top_k,
+                clock=clock,
+            )
+        except PluginError as exc:
+            if not distributed:
+                raise
+            problem = str(exc)
+        if not distributed:
+            return strategy, budget
+        self.timed = problem is None and budget.seconds is not None
+        mine = problem or repr((strategy.name, budget.effort, budget.max_points, budget.seconds))
+        everyone = self.tuning.gather(mine)
+        if len(set(everyone)) > 1:
+            lines = "; ".join(f"rank {rank}: {choice}" for rank, choice in enumerate(everyone))
+            raise RankMismatchError(
+                f"{self.kernel.__name__}: ranks disagree on the search strategy or its budget ({lines}); "
+                "set search_strategy, search_effort, search_budget_s and search_max_points alike everywhere"
+            )
+        if problem is not None:
+            raise PluginError(problem)
+        return strategy, budget
+
+    def search(self, strategy: SearchStrategy, budget: SearchBudget) -> list[Point]:
+        """The strategy's search, its budget bound at the measure it is handed; its finalists.
+
+        A strategy stopped by its budget (:class:`BudgetSpent`) ends with the
+        best points measured. One that raises anything else is a fault (one
+        warning naming it) and the search goes on without it: with several
+        ranks one ``max`` makes every rank go on alike. With no finalist
+        that ran, the run falls back to the space's fallback points (in
+        :meth:`finalise`).
+        """
+        seam = StrategySeam(
+            strategy, self.tuning, self.space.geometry, self.kernel.__name__, self.hints.shape_final_top_k
+        )
+        failure: BaseException | None = None
+        try:
+            found = strategy.search(seam.geometry, seam.bounded(self.measure, budget), budget, self.say)
+        except BudgetSpent as stop:
+            self.say(f"search strategy {strategy.name}: stopped: {stop}")
+            found = self.best_measured()
+        except PluginError:
+            raise
+        except Exception as exc:
+            failure = exc
+            found = []
+        if self.tuning.world_size > 1:
+            (anyone,) = self.tuning.agree([0.0 if failure is None else 1.0])
+            if anyone and failure is None:
+                failure = RuntimeError("it failed on another rank")
+                found = []
+        if failure is not None:
+            self.tuning.fault(
+                strategy,
+                f"search strategy {strategy.name!r} raised {type(failure).__name__}: {failure}",
+                f"{self.kernel.__name__} goes on with the best points measured",
+            )
+            found = self.best_measured()
+        return seam.checked(found)
+
+    def best_measured(self) -> list[Point]:
+        """The fastest points measured so far, as many as the finalists asked for."""
+        timed = [(value, index) for index, value in self.outcomes.items() if math.isfinite(value)]
+        return [self.space.point(index) for _, index in sorted(timed)[: self.hints.shape_final_top_k]]
+
+    def measure(self, points: list[Point]) -> dict[Point, float]:
+        """Measure a round through the engine; every rank's agreed time per point.
+
+        The round's candidates that may run are compiled by the engine's
+        COMPILE stage, in parallel, before any of them is measured. Candidates an
+        earlier search of this key measured, for a space that has changed
+        since, keep their stored times (``Tuning.reused``, alike on every
+        rank); stage 3 re-times the finalists whatever they hold.
+        """
+        stored = self.tuning.reused
+        known = {p: stored[self.space.index(p)] for p in points if self.space.index(p) in stored}
+        points = [p for p in points if p not in known]
+        if not points:
+            return known
+        candidates = [self.space.candidate(p) for p in points]
+        launcher = self.launcher
+        problems = launcher.screen(points, candidates)
+        self.isolate([c for c in candidates if c.index not in problems])
+        times = self.tuning.round(
+            candidates,
+            launcher.runner,
+            failed=problems,
+            compile_one=None if launcher.compile_config is None else launcher.build,
+            child=launcher.compile_process,
+        )
+        for candidate, value in zip(candidates, times, strict=True):
+            self.outcomes[candidate.index] = value
+        if self.timed:
+            # One number more per round: the slowest rank's clock, so that every rank's budget
+            # runs out at the same round (a rank stopping alone would leave the others waiting).
+            (self.agreed_elapsed,) = self.tuning.agree([time.perf_counter() - self.started])
+        return {**known, **dict(zip(points, times, strict=True))}
+
+    def isolate(self, candidates: list[Candidate]) -> None:
+        """ISOLATE for a round: those that crash or hang the worker on any rank fail unlaunched.
+
+        Every rank screens every round (one gather each), whatever it dropped.
+        """
+        if self.screen_one is None:
+            return
+        screened = self.tuning.isolate(self.screen_one, candidates)
+        everyone = self.tuning.candidates
+        for index, reason in sorted(screened.items()):
+            why = f"ScreenedOut: {reason}"
+            self.launcher.note(everyone[index], why)
+            self.say(f"screened out {everyone[index].label}: {why}")
+
+    def finalise(self, finalists: list[Point]) -> Candidate:
+        """Stage 3: re-time the finalists precisely, gate them, and pick.
+
+        Where no finalist is named, or every one fails in stage 3, the
+        space's fallback points (:meth:`SearchGeometry.fallback`) are
+        measured too, once, and the pick is made among everything that ran:
+        an empty plan never reaches SELECT. Where nothing ran at all, SELECT's
+        error names why each candidate measured failed.
+        """
+        if not finalists:
+            finalists = self.fall_back("the search named no finalist")
+        if not finalists:
+            return self.tuning.finish(among=[self.tuning.candidates[i] for i in sorted(self.outcomes)])
+        candidates = [self.space.candidate(p) for p in finalists]
+        per_round = max(1, self.tuning.settings.repeat * PRECISE_REPEAT_FACTOR // PRECISE_ROUNDS)
+        self.say(
+            f"stage 3: re-timing {len(candidates)} finalist(s), {per_round * PRECISE_ROUNDS} runs each "
+            f"in {PRECISE_ROUNDS} interleaved rounds"
+        )
+        # Every rank requests every finalist in every round, failed or not, so
+        # that the per-candidate barriers stay matched across ranks.
+        times = self.tuning.round(
+            candidates, self.launcher.runner, repeat=per_round, rounds=PRECISE_ROUNDS, purpose="stage 3"
+        )
+        for candidate, value in zip(candidates, times, strict=True):
+            self.outcomes[candidate.index] = value
+            self.say(f"stage 3: {candidate.label}: {format_ms(value)}")
+        if not any(math.isfinite(t) for t in times) and not self.fell_back:
+            self.fall_back("every finalist failed in stage 3")
+            ran = [self.tuning.candidates[i] for i, t in self.outcomes.items() if math.isfinite(t)]
+            if ran:
+                return self.tuning.finish(among=ran)
+        if self.hints.reference_fn is not None:
+            gate = ReferenceGate(self.hints.reference_fn, self.launcher)
+            gate.gate(candidates, times, alone=self.tuning.world_size == 1, reject=self.reject)
+        try:
+            return self.tuning.finish(among=candidates)
+        except NoValidConfigError as exc:
+            if self.hints.reference_fn is None:
+                raise
+            raise NoValidConfigError(
+                f"{self.kernel.__name__}: none of the {len(candidates)} finalists passed reference_fn\n{exc}"
+            ) from exc
+
+    def reject(self, candidate: Candidate, problem: BaseException) -> None:
+        """A finalist ``reference_fn`` rejected: failed here, and so at SELECT."""
+        self.launcher.note(candidate, describe_error(problem))
+        self.outcomes[candidate.index] = math.inf
+        self.tuning.fail(candidate, problem)
+
+    def recheck(self) -> Candidate:
+        """Re-time a stored pick the record asks to re-check, head to head with its rivals; pick among them.
+
+        The pick was uncertain (or ``kerneltune cache verify`` marked it):
+        instead of searching again, the pick and the rivals it could not be
+        told apart from are compiled and timed in interleaved rounds, and
+        SELECT's verdict replaces the stored one.
+        """
+        candidates = list(self.tuning.rechecking)
+        rounds = self.tuning.recheck_rounds
+        self.say(
+            f"re-checking the stored pick {candidates[0].label} against {len(candidates) - 1} rival(s) "
+            f"in {rounds} interleaved rounds"
+        )
+        launcher = self.launcher
+        self.tuning.round(
+            candidates,
+            launcher.runner,
+            compile_one=None if launcher.compile_config is None else launcher.build,
+            child=launcher.compile_process,
+            repeat=max(1, self.tuning.settings.repeat // 2),
+            rounds=rounds,
+            purpose="re-check",
+        )
+        return self.tuning.finish(among=candidates)
+
+    def fall_back(self, why: str) -> list[Point]:
+        """Measure the space's fallback points not measured yet, once; the best points that ran since.
+
+        Every rank reaches the same ``why`` from agreed times, so all fall back alike.
+        """
+        self.fell_back = True
+        todo = [p for p in self.space.geometry.fallback() if self.space.index(p) not in self.outcomes]
+        self.say(f"{why}; measuring {len(todo)} fallback point(s)")
+        logger.info(
+            "kerneltune: %s: key %r: %s; measuring its fallback points",
+            self.kernel.__name__,
+            self.tuning.key,
+            why,
+        )
+        if todo:
+            self.measure(todo)
+        return self.best_measured()

@@ -1,0 +1,70 @@
+"""What a fresh search leaves its user: ``kernel.last_search`` and the ``TRITON_PRINT_AUTOTUNING`` lines."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+from kerneltune.core import Candidate, format_ms
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+@attrs.frozen
+class SearchSummary:
+    """What the last fresh tuning of a kernel did (``SearchParamsKernel.last_search``)."""
+
+    key: Any
+    #: candidates in the space (every shape times every profile).
+    space: int
+    #: candidates launched and timed at least once.
+    measured: int
+    #: candidates dropped before launching (pruned, or too large for the device).
+    dropped: int
+    seconds: float
+    #: the pick's label.
+    pick: str
+    #: the search strategy's name; ``"given"`` for hand-written configs, which the ``exhaustive``
+    #: strategy measures as they are.
+    strategy: str
+    #: each measured candidate's time by label, ms: the search's last value for it (stage 3's where it
+    #: was re-timed); ``inf`` for one that failed to compile or launch, timed out, or was dropped.
+    times: dict[str, float] = attrs.field(factory=dict)
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+def print_autotuning(
+    kernel: str,
+    summary: SearchSummary,
+    best: Candidate,
+    candidates: Sequence[Candidate],
+    outcomes: Mapping[int, float],
+    failures: Mapping[int, str],
+) -> None:
+    """``TRITON_PRINT_AUTOTUNING``: the pick; ``..._TIMINGS``: every measured candidate too.
+
+    :param outcomes: each measured candidate's latest agreed time, by index (``inf``: failed or dropped).
+    :param failures: why a candidate failed or was dropped, by index.
+    """
+    if not _env_flag("TRITON_PRINT_AUTOTUNING"):
+        return
+    triton_key, fixed = summary.key
+    fixed_text = f" (fixed at launch: {', '.join(f'{k}={v}' for k, v in fixed)})" if fixed else ""
+    print(
+        f"Triton autotuning (kerneltune search_params) for function {kernel},\n"
+        f"with key as {triton_key!r}{fixed_text},\n"
+        f"finished after {summary.seconds:.2f}s, {summary.measured} of {summary.space} candidates "
+        f"measured ({summary.dropped} dropped),\n"
+        f"best config selected: {best.label} at {format_ms(outcomes[best.index])};",
+        flush=True,
+    )
+    if _env_flag("TRITON_PRINT_AUTOTUNING_TIMINGS"):
+        for index, value in sorted(outcomes.items(), key=lambda item: (item[1], item[0])):
+            outcome = failures.get(index) if not math.isfinite(value) else None
+            print(f"  {candidates[index].label}: {outcome or format_ms(value)}", flush=True)

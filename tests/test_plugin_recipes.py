@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import http.server
+import json
 import re
 import threading
 import types
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import attrs
 import pytest
+from click.testing import CliRunner
+from kerneltune import cli
 from kerneltune.core import PluginError, Session, Settings, Space, Tuner, load_settings
 from kerneltune.core.search.strategies import search_strategies
 from kerneltune.core.values.geometry import SearchBudget, SearchGeometry
@@ -155,12 +158,13 @@ def test_an_outside_package_written_from_the_docs_imports_only_kerneltune_core_a
     http_server, tmp_path, monkeypatch
 ):
     # A package as a plugin author writes it from docs/plugins.md alone: the
-    # register pattern's timer, the strategy and the remote store recipes,
-    # shipped through the entry-point group as an installed distribution is.
+    # register pattern's timer, the strategy, the remote store and the cache
+    # recipes, shipped through the entry-point group as an installed distribution is.
     modules = {
         "process_timer": _doc_block("## The register pattern"),
         "random_search": _doc_block("### A search strategy"),
         "http_store": _doc_block("### A cache backend: a remote store"),
+        "gzip_cache": _doc_block("### A cache: compressed record files"),
     }
     site = tmp_path / "site"
     package = site / "my_package"
@@ -191,14 +195,24 @@ def test_an_outside_package_written_from_the_docs_imports_only_kerneltune_core_a
 
     # The timer measures, the store keeps the pick on the server.
     space = Space.build("spin", [{"n": 200_000}, {"n": 2_000}], source="def spin(n): ...")
-    with Tuner(space).begin(session, 3) as tuning:
-        while (candidate := tuning.next_candidate()) is not None:
-            timer = session.make_timer()
-            for _ in range(3):
-                timer.sample(lambda n=candidate.config["n"]: sum(range(n)))
-            tuning.record(candidate, timer.collect())
-        assert tuning.finish().config == {"n": 2_000}
+    assert _tune_spin(session, space) == {"n": 2_000}
     assert [path for path in http_server.values if path.startswith("/picks/kerneltune%3Av1%3Aspin%3A")]
+
+    # The cache keeps the pick in a compressed file of its own; a new tuner reads it back,
+    # and the command lists it.
+    monkeypatch.setenv("KERNELTUNE_CACHE", "gzip")
+    monkeypatch.setenv("KERNELTUNE_TIMER", "process-time")
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CACHE_DIR", str(tmp_path / "gzipped"))
+    local = Session.create(load_settings())
+    assert type(local.cache).__module__ == "my_package.gzip_cache"
+    assert _tune_spin(local, space) == {"n": 2_000}
+    (stored,) = (tmp_path / "gzipped").rglob("*.json.gz")
+    with Tuner(space).begin(local, 3) as tuning:
+        assert tuning.hit and tuning.finish().config == {"n": 2_000}
+    listed = CliRunner().invoke(cli.main, ["cache", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert [row["function"] for row in json.loads(listed.output)] == ["spin"]
+    assert stored.stem.split(".")[0] in listed.output
 
     # The strategy searches a space through the measure function it is handed.
     strategy = session.registries.search_strategies.select("random")()
@@ -211,3 +225,14 @@ def test_an_outside_package_written_from_the_docs_imports_only_kerneltune_core_a
 
     finalists = strategy.search(geometry, measure, SearchBudget(finalists=1), lambda line: None)
     assert len(asked) == 4 and finalists == [min(asked, key=lambda point: sum(point[0]))]
+
+
+def _tune_spin(session: Session, space: Space) -> dict:
+    """Tune ``space`` (sums of ``n`` numbers) with the session's timer; the pick's config."""
+    with Tuner(space).begin(session, 3) as tuning:
+        while (candidate := tuning.next_candidate()) is not None:
+            timer = session.make_timer()
+            for _ in range(3):
+                timer.sample(lambda n=candidate.config["n"]: sum(range(n)))
+            tuning.record(candidate, timer.collect())
+        return dict(tuning.finish().config)

@@ -353,15 +353,13 @@ class ContextualCall:
         # failed collective) has none and must not read as "no valid config".
         assert state.space is not None
         self.session.observers.kernel_tuned(
-            KernelTuned(
-                kernel=state.name,
-                key=state.key,
+            tuning.header.make(
+                KernelTuned,
                 candidates=state.space.candidates,
                 means=tuple(state.means.get(c.index, float("inf")) for c in state.space.candidates),
                 errors=tuple(tuning.error(c) for c in state.space.candidates),
                 best=best,
-                world_size=tuning.reducer.world_size,
-                verbose=self.verbose,
+                world_size=tuning.world_size,
             ),
         )
 
@@ -450,17 +448,16 @@ class ContextualCall:
         time_ms: float | None,
         error: BaseException | None,
     ) -> None:
+        assert state.tuning is not None
         self.session.observers.launch_measured(
-            LaunchMeasured(
-                kernel=state.name,
-                key=state.key,
+            state.tuning.header.make(
+                LaunchMeasured,
                 candidate=candidate,
                 phase=phase,
                 round=round_,
                 rounds=rounds,
                 time_ms=time_ms,
                 error=None if error is None else describe_error(error),
-                verbose=self.verbose,
                 traceback=None if error is None else format_failure(error),
             ),
         )

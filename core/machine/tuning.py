@@ -87,6 +87,11 @@ class Tuning(Rounds):
 
     # -- context manager: the per-key lock is held from begin() to exit ------
 
+    @property
+    def header(self) -> Header:
+        """What every event of this tuning says about it: a driver's own events are made from it too."""
+        return self._header
+
     def __enter__(self) -> Tuning:
         return self
 

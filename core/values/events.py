@@ -25,9 +25,15 @@ class Header:
     driver: str = "function"
 
     def make(self, event: type[E], **fields: Any) -> E:
-        """An ``event`` with ``fields``, and those of its fields that name the tuning filled in from here."""
+        """An ``event`` with ``fields``, and those of its fields that name the tuning filled in from here.
+
+        A contextual tuning's events name the tuned kernel ``kernel``: the
+        header's ``function`` fills it.
+        """
         names = {field.name for field in attrs.fields(event)}
         about = {name: value for name, value in attrs.asdict(self, recurse=False).items() if name in names}
+        if "kernel" in names:
+            about["kernel"] = self.function
         return event(**about, **fields)
 
 

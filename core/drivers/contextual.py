@@ -18,9 +18,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kerneltune.core.drivers.contextual_call import STALL_LIMIT, ContextualCall
-from kerneltune.core.drivers.wrapping import FunctionWrapper
+from kerneltune.core.drivers.options import CONTEXTUAL_DISK
+from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
 from kerneltune.core.errors import TunerBusyError
 from kerneltune.core.plugin_system.contracts import Interceptor
+from kerneltune.core.plugin_system.loading import load_settings
 from kerneltune.core.plugin_system.session import current_session
 
 __all__ = ["STALL_LIMIT", "ContextualAutoTuner", "contextual_autotune"]
@@ -81,15 +83,19 @@ class ContextualAutoTuner(FunctionWrapper):
 
     def _tune_and_run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # The kernels' own caches hold the picks (and kernel_keys.py's tuners the engine's,
-        # per kernel object): no cache plugin shares them across kernel objects or
-        # processes, and without is_dist every rank tunes on its own.
-        overrides: dict[str, Any] = {"cache": "none", "shard": False}
+        # per kernel object); without is_dist every rank tunes on its own. Only with
+        # contextual_cache = "disk" does the cache plugin keep them for the next process,
+        # keyed by this function's source too: a kernel's best config depends on the
+        # work launched around it.
+        persist = load_settings().contextual_cache == CONTEXTUAL_DISK
+        overrides: dict[str, Any] = {"shard": False} if persist else {"cache": "none", "shard": False}
         if not self.is_dist:
             overrides["reducer"] = "local"
         session = current_session(**overrides)
         call = ContextualCall(
             self.__name__,
             session,
+            context=source_of(self.fn) if persist else "",
             is_dist=self.is_dist,
             verbose=self.verbose,
             warmup=self.n_warmup,

@@ -67,9 +67,13 @@ class ContextualCall:
         warmup: int,
         repeat: int,
         flush: bool,
+        context: str = "",
     ) -> None:
         self.name = name
         self.session = session
+        #: what a stored pick is keyed by besides each kernel's source: the outer function's
+        #: source where picks persist across processes (contextual_cache = "disk"), else nothing.
+        self.context = context
         self.verbose = verbose or session.settings.verbose
         self.distributed = is_dist and session.make_reducer(None).world_size > 1
         self.warmup = warmup
@@ -266,7 +270,7 @@ class ContextualCall:
             return state
         extra = [c for c in candidates if not _contains(configs, c)]
         listed = configs + extra
-        state.space = Space.build(launch.name, listed, launch.source, label=launch.label)
+        state.space = Space.build(launch.name, listed, launch.source + self.context, label=launch.label)
         state.kept = tuple(i for i, c in enumerate(listed) if _contains(candidates, c))
         if self.isolating and provides(launch, IsolatingLaunch):
             # Before any collective of this (kernel, key): every rank raises alike.

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
-from kerneltune.core.drivers.wrapping import FunctionWrapper
+from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.machine.compile import CompileProcesses
@@ -36,14 +36,6 @@ _CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "au
 def _label(config: Mapping[str, Any], session: Session) -> str:
     # Plugins name the values they know (a triton.Config by the options it sets).
     return ", ".join(f"{name}=<{session.describe_value(value) or value}>" for name, value in config.items())
-
-
-def _source(fn: Callable[..., Any]) -> str:
-    try:
-        return inspect.getsource(fn)
-    except (OSError, TypeError):
-        code = getattr(fn, "__code__", None)
-        return repr(code.co_code) if code is not None else fn.__qualname__
 
 
 def _accepted_keywords(fn: Callable[..., Any]) -> tuple[set[str], bool, list[str]]:
@@ -243,7 +235,7 @@ class AutoTuner(FunctionWrapper):
         with self._tuner_lock:
             if self._tuner is None:
                 space = Space.build(
-                    self.__name__, self.config_space, _source(self.fn), label=lambda c: _label(c, session)
+                    self.__name__, self.config_space, source_of(self.fn), label=lambda c: _label(c, session)
                 )
                 self._tuner = Tuner(space, picks=self._picks)
             return self._tuner

@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
+
+
+def source_of(fn: Callable[..., Any]) -> str:
+    """What a stored pick of ``fn`` is keyed by: its source, else its bytecode, else its name."""
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        return repr(code.co_code) if code is not None else fn.__qualname__
 
 
 class FunctionWrapper:

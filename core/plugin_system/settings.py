@@ -101,6 +101,8 @@ class Settings:
     warm_start_budget: int = 5
     # Re-check an uncertain stored pick (or one `kerneltune cache verify` marked) when a process loads it.
     recheck: bool = True
+    # Where contextual_autotune's picks live: this process only ("process"), or the cache on disk too.
+    contextual_cache: str = "process"
     # Keys of the files that are no core setting, as (field, raw value, file, key as written), in
     # reading order; and the KERNELTUNE_* variables no core setting reads: what plugins may have declared.
     given: tuple[tuple[str, Any, str, str], ...] = attrs.field(default=(), repr=False)

@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import math
 
-from kerneltune.core import TuningFinished, UncertainPickWarning, format_ms, hookimpl, warn_once
+from kerneltune.core import (
+    TuningFinished,
+    UncertainPickWarning,
+    format_ms,
+    hookimpl,
+    load_settings,
+    warn_once,
+)
 
 
 def _how_far(margin: float) -> str:
@@ -28,7 +35,7 @@ def kerneltune_tuning_finished(event: TuningFinished) -> None:
         return
     best = event.best
     rivals = ", ".join(f"[{i}] {event.candidates[i].label}" for i in event.rivals)
-    if event.driver == "contextual":
+    if event.driver == "contextual" and load_settings().contextual_cache != "disk":
         then = "contextual picks live in this process, and the next one tunes again"
     else:
         again = "re-checked, it stays uncertain" if event.recheck else "it is stored marked uncertain"

@@ -72,6 +72,15 @@ class TunerBusyError(KernelTuneError, RuntimeError):
     """A contextual tuner was entered while another one is active (nested or in another thread)."""
 
 
+class CompileMiss(KernelTuneError):
+    """A compile that the backend's on-disk cache cannot serve, raised instead of compiling while probing.
+
+    A :class:`~kerneltune.core.plugin_system.contracts.ProbingCompileProcess`
+    raises it from a compile run under its ``probing()``: COMPILE then forks
+    a compile process for that candidate, where a hit needed none.
+    """
+
+
 class StalledTuningError(KernelTuneError, RuntimeError):
     """A contextual tuning cannot finish: the outer function stopped launching what it measures.
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import triton
-from kerneltune.core import Space, Tuner, hookimpl, load_settings
+from kerneltune.core import CompileMiss, Space, Tuner, hookimpl, load_settings
 from kerneltune.core.errors import ConfigError
 from kerneltune.plugins.triton import compiler
 from rank_doubles import ThreadGroup, run_ranks
@@ -240,6 +240,70 @@ def test_each_compile_runs_in_a_forked_process_then_loads_here(monkeypatch, isol
     assert backend.compiled() == sorted([("child", n) for n in NAMES] + [("here", n) for n in NAMES])
     assert backend.readied == len(NAMES), "each fork waited for the compiler's set-up"
     assert all(error is None for _, error, _, _ in watch.finished)
+
+
+class ProbedCompiles(ForkedCompiles):
+    """A backend that can probe: under ``probing()`` a compile of a name not in ``cached`` is a miss."""
+
+    def __init__(self, log: Path, cached: set[str]) -> None:
+        super().__init__(log)
+        self.cached = cached
+        self.local = threading.local()
+
+    @contextlib.contextmanager
+    def probing(self):
+        self.local.probing = True
+        try:
+            yield
+        finally:
+            self.local.probing = False
+
+    def compile_one(self, candidate) -> None:
+        if getattr(self.local, "probing", False) and candidate.config["name"] not in self.cached:
+            raise CompileMiss(f"{candidate.config['name']} is not cached")
+        super().compile_one(candidate)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_a_program_the_cache_holds_is_loaded_here_and_only_a_miss_is_forked(monkeypatch, isolated, tmp_path):
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=2)
+    backend = ProbedCompiles(tmp_path / "compiled.log", cached={"a", "c"})
+    measured: list[str] = []
+    best = drive(session, clock, backend.compile_one, measured, child=backend)
+    assert best.config["name"] == "b" and set(measured) == set(NAMES)
+    # a and c load under the probe, no process forked; b and d compile in a child, then load here.
+    assert backend.compiled() == sorted(
+        [("here", "a"), ("here", "c"), ("child", "b"), ("here", "b"), ("child", "d"), ("here", "d")]
+    )
+    assert all(error is None for _, error, _, _ in watch.finished)
+
+
+def test_the_triton_probe_misses_before_compiling_and_loads_what_the_cache_holds(tmp_path, monkeypatch):
+    import kernels
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    # Under the interpreter @triton.jit gives an InterpretedFunction: compile the function itself.
+    kernel = kernels.scale_kernel
+    jitted = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel.fn)
+    source = ASTSource(
+        jitted,
+        signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "alpha": "fp32", "n": "i32", "BLOCK": "constexpr"},
+        constexprs={"BLOCK": 64},
+    )
+    target = GPUTarget("cuda", 90, 32)  # compiling for a GPU needs none: only launching does
+    process = compiler.TritonCompileProcess(driver=None, device=0, target=target)
+    with pytest.raises(CompileMiss, match="not in Triton's cache"), process.probing():
+        triton.compile(source, target=target)
+    assert not list((tmp_path / "triton").rglob("*.cubin")), "a miss compiles nothing"
+    compiled = triton.compile(source, target=target)  # what a compile process leaves in the cache
+    with process.probing():
+        loaded = triton.compile(source, target=target)
+    assert loaded.hash == compiled.hash
+    assert triton.compile(source, target=target).hash == compiled.hash, "outside a probe nothing changed"
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")

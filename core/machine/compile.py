@@ -18,14 +18,14 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
-from kerneltune.core.errors import describe_error
+from kerneltune.core.errors import CompileMiss, describe_error
 from kerneltune.core.notices import warn_once
-from kerneltune.core.plugin_system.contracts import CompileProcess
+from kerneltune.core.plugin_system.contracts import CompileProcess, ProbingCompileProcess, provides
 from kerneltune.core.values.events import CompileFinished, CompileStarted, Header
 from kerneltune.core.values.records import Candidate
 
@@ -101,6 +101,22 @@ class CompileProcesses:
         for part in self.parts:
             part.prepare()
 
+    @contextlib.contextmanager
+    def probing(self) -> Iterator[None]:
+        """Every part probing; only where every part can (:func:`probes`)."""
+        with contextlib.ExitStack() as stack:
+            for part in self.parts:
+                assert provides(part, ProbingCompileProcess)
+                stack.enter_context(part.probing())
+            yield
+
+
+def probes(child: CompileProcess) -> bool:
+    """Whether ``child`` can tell a cached program from one to compile: every part of it can."""
+    if isinstance(child, CompileProcesses):
+        return all(provides(part, ProbingCompileProcess) for part in child.parts)
+    return provides(child, ProbingCompileProcess)
+
 
 class CompileStage:
     """Compiles candidates on a pool; :meth:`wait` gives one's outcome.
@@ -119,6 +135,10 @@ class CompileStage:
         (threads share one interpreter lock for Triton's code generation:
         ``bench/compile_parallel.py``, BENCHMARKS.md); ``None``, or a
         platform without ``fork``, compiles on threads of this process.
+        Where it can probe (:class:`~kerneltune.core.plugin_system.contracts.ProbingCompileProcess`),
+        each candidate is first compiled here under its probe: a program the
+        on-disk cache holds (a restarted process) is loaded, and only a miss
+        is forked.
     :param header: the tuning, as its events name it.
     :param observers: told of each compile (:attr:`kerneltune.core.plugin_system.session.Session.observers`),
         from pool threads: ``compile_started`` and ``compile_finished``.
@@ -138,6 +158,7 @@ class CompileStage:
         #: how each candidate handed over compiles (a later :meth:`add` may bring its own).
         self._compilers: dict[int, Callable[[Candidate], object]] = {}
         self._child = child if can_fork() else None
+        self._probes = self._child is not None and probes(self._child)
         #: held while forking and while compiling here with children about, so
         #: that no child is forked while this process is inside the compiler.
         self._forking = threading.Lock()
@@ -203,7 +224,7 @@ class CompileStage:
         try:
             if self._child is None:
                 self._compilers[candidate.index](candidate)
-            else:
+            elif not self._loaded(candidate):
                 error = self._in_child(candidate, began)
                 if error is None:
                     with self._forking:
@@ -224,6 +245,25 @@ class CompileStage:
             ),
         )
         return error
+
+    def _loaded(self, candidate: Candidate) -> bool:
+        """Whether ``candidate`` compiled here from the backend's on-disk cache, under its probe.
+
+        A miss raises :class:`CompileMiss` before anything is compiled, and
+        the candidate goes to a compile process. The probe holds the fork
+        lock as any compile here does: no child is forked mid-compile.
+        """
+        if not self._probes:
+            return False
+        assert self._child is not None
+        self._child.ready()  # the probe needs the compiler's set-up (Triton's hash) as a compile does
+        with self._forking:
+            try:
+                with self._child.probing():  # type: ignore[attr-defined]
+                    self._compilers[candidate.index](candidate)
+            except CompileMiss:
+                return False
+        return True
 
     def _in_child(self, candidate: Candidate, began: float) -> BaseException | None:
         """Compile ``candidate`` in a forked process: ``None`` when it ended (compiled or raised)."""

@@ -6,7 +6,8 @@ compile through ``JITFunction.run(..., warmup=True)``, in forked processes
 where :func:`forked_compiles` allows; the driver facts compiling needs are
 here too. Like :mod:`kerneltune.plugins.triton.adapter`, this is the only
 module that touches what it touches: ``JITFunction.run`` (patched while a
-recording is open on any thread) and Triton's per-device kernel cache.
+recording is open on any thread), Triton's per-device kernel cache, and the
+compiler's ``get_cache_manager`` (wrapped for :meth:`TritonCompileProcess.probing`).
 README.md ("Compiling") and docs/architecture.md ("The stages", COMPILE)
 say how it fits in.
 """
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
+from kerneltune.core import CompileMiss
 from kerneltune.plugins.triton import adapter
 
 Thunk = Callable[[], object]
@@ -276,6 +278,25 @@ class TritonCompileProcess:
         if thread is not None:
             thread.join()
 
+    @contextlib.contextmanager
+    def probing(self) -> Iterator[None]:
+        """Within the block, this thread's compiles that Triton's on-disk cache cannot serve raise
+        :class:`~kerneltune.core.CompileMiss` before compiling; a hit loads as usual.
+
+        Triton's ``compile`` looks a program up by its cache key before it
+        compiles anything: the probe wraps that lookup (Triton's
+        ``get_cache_manager`` in its compiler module). Where a release has
+        no such lookup, every compile under the probe is a miss, and
+        compiles fork as they did without one.
+        """
+        if not _install_probe():
+            raise CompileMiss("this Triton release cannot be probed")
+        outer, _probe.active = _probe.active, True
+        try:
+            yield
+        finally:
+            _probe.active = outer
+
     def prepare(self) -> None:
         """Make the child compile for the parent's device and target without asking the device."""
         global _priming
@@ -284,6 +305,56 @@ class TritonCompileProcess:
         _child.forked = True
         _priming = threading.Lock()  # another thread of the parent may have held it at the fork
         driver.set_active(_ChildDriver(self.driver, self.device, self.target))
+
+
+class _Probe(threading.local):
+    #: this thread's compiles are probes (:meth:`TritonCompileProcess.probing`).
+    active = False
+
+
+_probe = _Probe()
+_probe_lock = threading.Lock()
+_probe_installed = False
+
+
+class _ProbedCacheManager:
+    """A cache manager whose lookup of a program that is not there raises :class:`CompileMiss`."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def get_group(self, filename: str) -> Any:
+        group = self._real.get_group(filename)
+        if not group or group.get(filename) is None:
+            raise CompileMiss(f"{filename} is not in Triton's cache")
+        return group
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def _install_probe() -> bool:
+    """Wrap the compiler's ``get_cache_manager`` once; outside a probe the wrapper is the same function."""
+    global _probe_installed
+    with _probe_lock:
+        if _probe_installed:
+            return True
+        try:
+            from triton.compiler import compiler as triton_compiler
+        except ImportError:
+            return False
+        original = getattr(triton_compiler, "get_cache_manager", None)
+        if original is None:
+            return False
+
+        @functools.wraps(original)
+        def get_cache_manager(key: str) -> Any:
+            manager = original(key)
+            return _ProbedCacheManager(manager) if _probe.active else manager
+
+        triton_compiler.get_cache_manager = get_cache_manager
+        _probe_installed = True
+        return True
 
 
 def forked_compiles() -> TritonCompileProcess | None:

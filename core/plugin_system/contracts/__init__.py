@@ -9,7 +9,8 @@ below is what an instance must provide. Optional parts are protocols of their
 own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`, :class:`ConfiguredCache`,
 :class:`LayeringCache`,
 :class:`GlobalRankReducer`, :class:`GatheringReducer`, :class:`RecordingInterceptor`,
-:class:`ForkingRecorder`, :class:`ForkingLaunch`, :class:`IsolatingLaunch`, :class:`InPlaceLaunch`,
+:class:`ForkingRecorder`, :class:`ProbingCompileProcess`, :class:`ForkingLaunch`,
+:class:`IsolatingLaunch`, :class:`InPlaceLaunch`,
 :class:`UnsupportedLaunch`,
 :class:`ProbingProfileFamily`, :class:`DeviceTimer`), runtime-checkable:
 the engine asks :func:`provides` whether an instance has one and does
@@ -32,6 +33,7 @@ from kerneltune.core.plugin_system.contracts.launches import (
     IsolatedLaunch,
     IsolatingLaunch,
     KernelLaunch,
+    ProbingCompileProcess,
     RecordingInterceptor,
     UnsupportedLaunch,
 )
@@ -77,6 +79,7 @@ __all__ = [
     "KernelLaunch",
     "LayeringCache",
     "ListingCache",
+    "ProbingCompileProcess",
     "ProbingProfileFamily",
     "ProfileFamily",
     "RecordingInterceptor",

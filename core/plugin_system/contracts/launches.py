@@ -31,6 +31,23 @@ class CompileProcess(Protocol):
         ...
 
 
+@runtime_checkable
+class ProbingCompileProcess(CompileProcess, Protocol):
+    """A compile process that can tell a cached program from one to compile (optional part).
+
+    A process restarted over a filled on-disk cache (Triton's) has every
+    program compiled already: forking a child to find that out costs more
+    than loading it. COMPILE first compiles each candidate here under
+    :meth:`probing`: a hit loads it, and no child is forked.
+    """
+
+    def probing(self) -> contextlib.AbstractContextManager[None]:
+        """Within the block, a compile on this thread that the on-disk cache cannot serve raises
+        :class:`kerneltune.core.CompileMiss` before compiling anything; a hit loads as usual.
+        """
+        ...
+
+
 class KernelLaunch(Protocol):
     """One intercepted launch, as an interceptor plugin describes it to the driver."""
 

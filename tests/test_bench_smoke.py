@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,54 @@ def test_noisy_smoke_judges_every_stored_pick_and_re_checks_the_uncertain_ones(t
     uncertain = [o for o in result["busy"] if o["confidence"] == "uncertain"]
     assert summary["rechecked"] == len(uncertain)
     assert all(o["rechecks"] == 0 or o["confidence"] == "uncertain" for o in result["rechecked"])
+
+
+def test_restart_fetches_only_the_peer_autotuner_and_loads_it_under_its_own_name(tmp_path):
+    """bench/restart.py's --fetch-peer on a stand-in wheel: one file out, its own name, never edited."""
+    bench = load_bench("restart")
+    wheel = tmp_path / "triton_dist-0.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("triton/__init__.py", "raise ImportError('the wheel must never be imported')\n")
+        archive.writestr("triton_dist/__init__.py", "")
+        archive.writestr(
+            bench.PEER_MEMBER, "import typing\n\ndef contextual_autotune():\n    return 'peer'\n"
+        )
+    peer_dir = tmp_path / ".peer"
+    bench.fetch_peer(wheel, peer_dir)
+    assert sorted(p.name for p in peer_dir.iterdir()) == ["SOURCE.json", f"{bench.PEER_MODULE}.py"]
+    try:
+        module = bench.load_peer(peer_dir)
+        assert module.__name__ == "peer_triton_dist_autotuner" and module.contextual_autotune() == "peer"
+        assert sys.modules.get("triton_dist") is not module
+    finally:
+        sys.modules.pop(bench.PEER_MODULE, None)
+    (peer_dir / f"{bench.PEER_MODULE}.py").write_text("def contextual_autotune():\n    return 'edited'\n")
+    with pytest.raises(SystemExit, match="differs"):
+        bench.load_peer(peer_dir)
+    # An autotuner that needs its package's other modules cannot be loaded alone: refused, named.
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(bench.PEER_MEMBER, "from triton_dist.utils import x\nfrom . import y\n")
+    with pytest.raises(SystemExit, match=r"imports \., triton_dist\.utils"):
+        bench.fetch_peer(wheel, tmp_path / "refused")
+
+
+def test_restart_reports_the_disk_sides_first_rep_apart_from_its_restarts():
+    bench = load_bench("restart")
+
+    def runs(*seconds, pick=0):
+        return [{"seconds": s, "pick": pick} for s in seconds]
+
+    oracle_ms = [0.25, 0.2]
+    results = {
+        "kerneltune-disk": runs(1.0, 0.2, 0.3, pick=1),
+        "triton-dist": runs(0.7, 0.8, 0.6),
+        "stock": runs(2.0, 2.0, 2.0, pick=1),
+    }
+    rows = {row["side"]: row for row in bench.summarise(results, oracle_ms)}
+    assert rows["kerneltune-disk, rep 1 (tunes, stores)"]["seconds"] == [1.0]
+    restart = rows["kerneltune-disk"]
+    assert restart["median_s"] == pytest.approx(0.25)
+    assert restart["over_triton-dist"] == pytest.approx(0.25 / 0.7)
+    assert restart["over_stock"] == pytest.approx(0.125)
+    assert rows["triton-dist"]["regrets"] == [pytest.approx(0.25)] * 3
+    assert restart["regrets"] == [0.0, 0.0]

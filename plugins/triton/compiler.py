@@ -6,8 +6,8 @@ compile through ``JITFunction.run(..., warmup=True)``, in forked processes
 where :func:`forked_compiles` allows; the driver facts compiling needs are
 here too. Like :mod:`kerneltune.plugins.triton.adapter`, this is the only
 module that touches what it touches: ``JITFunction.run`` (patched while a
-recording is open on any thread), Triton's per-device kernel cache, and the
-compiler's ``get_cache_manager`` (wrapped for :meth:`TritonCompileProcess.probing`).
+recording is open on any thread) and Triton's per-device kernel cache
+(:mod:`~kerneltune.plugins.triton.warm_cache` wraps what a filled cache saves).
 README.md ("Compiling") and docs/architecture.md ("The stages", COMPILE)
 say how it fits in.
 """
@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core import CompileMiss
-from kerneltune.plugins.triton import adapter
+from kerneltune.plugins.triton import adapter, warm_cache
 
 Thunk = Callable[[], object]
 
@@ -165,6 +164,7 @@ def _empty_kernel():
 def _hash_triton() -> None:
     """Triton's hash of its own sources and library, which every cache key holds (cached per process)."""
     try:
+        warm_cache.remember_triton_key()
         try:
             from triton.runtime.cache import triton_key  # 3.6 on
         except ImportError:
@@ -289,13 +289,8 @@ class TritonCompileProcess:
         no such lookup, every compile under the probe is a miss, and
         compiles fork as they did without one.
         """
-        if not _install_probe():
-            raise CompileMiss("this Triton release cannot be probed")
-        outer, _probe.active = _probe.active, True
-        try:
+        with warm_cache.probing():
             yield
-        finally:
-            _probe.active = outer
 
     def prepare(self) -> None:
         """Make the child compile for the parent's device and target without asking the device."""
@@ -305,56 +300,6 @@ class TritonCompileProcess:
         _child.forked = True
         _priming = threading.Lock()  # another thread of the parent may have held it at the fork
         driver.set_active(_ChildDriver(self.driver, self.device, self.target))
-
-
-class _Probe(threading.local):
-    #: this thread's compiles are probes (:meth:`TritonCompileProcess.probing`).
-    active = False
-
-
-_probe = _Probe()
-_probe_lock = threading.Lock()
-_probe_installed = False
-
-
-class _ProbedCacheManager:
-    """A cache manager whose lookup of a program that is not there raises :class:`CompileMiss`."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def get_group(self, filename: str) -> Any:
-        group = self._real.get_group(filename)
-        if not group or group.get(filename) is None:
-            raise CompileMiss(f"{filename} is not in Triton's cache")
-        return group
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-
-def _install_probe() -> bool:
-    """Wrap the compiler's ``get_cache_manager`` once; outside a probe the wrapper is the same function."""
-    global _probe_installed
-    with _probe_lock:
-        if _probe_installed:
-            return True
-        try:
-            from triton.compiler import compiler as triton_compiler
-        except ImportError:
-            return False
-        original = getattr(triton_compiler, "get_cache_manager", None)
-        if original is None:
-            return False
-
-        @functools.wraps(original)
-        def get_cache_manager(key: str) -> Any:
-            manager = original(key)
-            return _ProbedCacheManager(manager) if _probe.active else manager
-
-        triton_compiler.get_cache_manager = get_cache_manager
-        _probe_installed = True
-        return True
 
 
 def forked_compiles() -> TritonCompileProcess | None:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, ClassVar
 
 from kerneltune.core import CompileProcess, hookimpl
-from kerneltune.plugins.triton import adapter, compiler, configs, isolated
+from kerneltune.plugins.triton import adapter, compiler, configs, isolated, warm_cache
 
 
 class TritonLaunch:
@@ -142,6 +142,9 @@ class TritonInterceptor:
         if root is None and "triton" not in sys.modules:
             return
         adapter.register_key_types()
+        if root is None and not adapter.interpreting():
+            # Before this call compiles or loads a kernel: Triton's hash of itself, kept across processes.
+            warm_cache.remember_triton_key()
         owner = threading.get_ident()
         handling = False
 

@@ -1,0 +1,75 @@
+"""What a filled Triton cache saves a restarted process: Triton's hash of itself, kept beside its cache.
+
+The probe of Triton's program cache is tested with COMPILE in tests/test_compile.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import triton
+from kerneltune.plugins.triton import warm_cache
+
+
+def test_a_value_is_kept_and_served_while_nothing_under_its_root_changes(tmp_path):
+    root, store = tmp_path / "triton", tmp_path / "cache" / "key.json"
+    root.mkdir()
+    (root / "compiler.py").write_text("one")
+    computed: list[str] = []
+
+    def compute() -> str:
+        computed.append("key")
+        return f"key-{len(computed)}"
+
+    assert warm_cache.remembered(compute, root, store) == "key-1"
+    assert warm_cache.remembered(compute, root, store) == "key-1"
+    assert len(computed) == 1, "served from the store"
+    assert oct(store.parent.stat().st_mode & 0o777) == "0o700"
+
+    (root / "compiler.py").write_text("two, longer")  # an upgraded Triton
+    assert warm_cache.remembered(compute, root, store) == "key-2"
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "compiler.pyc").write_text("bytecode")  # written by imports: no change
+    assert warm_cache.remembered(compute, root, store) == "key-2"
+    assert len(computed) == 2
+
+
+@pytest.mark.parametrize("damage", ["not json", json.dumps({"fingerprint": "other", "key": "stale"}), "[]"])
+def test_a_damaged_or_stale_store_computes_again(tmp_path, damage):
+    root, store = tmp_path / "triton", tmp_path / "key.json"
+    root.mkdir()
+    store.write_text(damage)
+    assert warm_cache.remembered(lambda: "fresh", root, store) == "fresh"
+    assert json.loads(store.read_text())["key"] == "fresh"
+
+
+def test_a_store_that_cannot_be_written_leaves_the_value_computed(tmp_path):
+    root = tmp_path / "triton"
+    root.mkdir()
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the folder should be")
+    assert warm_cache.remembered(lambda: "value", root, blocker / "key.json") == "value"
+
+
+def test_tritons_own_key_is_served_from_the_file_beside_its_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    holders = [
+        module
+        for name, module in list(sys.modules.items())
+        if (name == "triton" or name.startswith("triton.")) and hasattr(module, "triton_key")
+    ]
+    original = next(sys.modules[name].triton_key for name in warm_cache.KEY_MODULES if name in sys.modules)
+    for module in holders:
+        monkeypatch.setattr(module, "triton_key", module.triton_key)  # restored after the test
+    monkeypatch.setattr(warm_cache, "_key_installed", False)
+
+    warm_cache.remember_triton_key()
+    patched = [module for module in holders if module.triton_key is not original]
+    assert patched, "every module holding Triton's triton_key now holds the remembering one"
+    assert patched[0].triton_key() == original()
+    kept = json.loads((tmp_path / "triton-cache" / warm_cache.KEY_FILE).read_text())
+    assert kept["key"] == original()
+    assert kept["fingerprint"] == warm_cache.fingerprint(Path(triton.__file__).parent)

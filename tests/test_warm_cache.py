@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,31 @@ def test_tritons_own_key_is_served_from_the_file_beside_its_cache(tmp_path, monk
     kept = json.loads((tmp_path / "triton-cache" / warm_cache.KEY_FILE).read_text())
     assert kept["key"] == original()
     assert kept["fingerprint"] == warm_cache.fingerprint(Path(triton.__file__).parent)
+
+
+def test_search_params_lets_a_probes_miss_through_without_dropping_the_candidate():
+    # A search's compile function drops a candidate whose compile fails; a miss under the probe
+    # is no failure: it must reach COMPILE, which forks a compile process for it instead.
+    from kerneltune.core import Candidate, CompileMiss
+    from kerneltune.plugins.triton.search_params.launcher import Launcher
+
+    launcher = object.__new__(Launcher)
+    launcher.noting, launcher.dropped, launcher.failures = threading.Lock(), set(), {}
+    launcher.say = lambda line: None
+    candidate = Candidate(index=3, config={"BLOCK": 64}, label="BLOCK=64", fingerprint="f")
+
+    def missing(config):
+        raise CompileMiss("not in Triton's cache")
+
+    launcher.compile_config = missing
+    with pytest.raises(CompileMiss):
+        launcher.build(candidate)
+    assert launcher.dropped == set() and launcher.failures == {}
+
+    def broken(config):
+        raise ValueError("bad IR")
+
+    launcher.compile_config = broken
+    with pytest.raises(ValueError):
+        launcher.build(candidate)
+    assert launcher.dropped == {3} and launcher.failures == {3: "ValueError: bad IR"}

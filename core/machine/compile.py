@@ -123,7 +123,9 @@ class CompileStage:
 
     :param compile_one: compiles one candidate; raises what makes it unusable.
         With ``child`` it runs first in a forked process, then here, where
-        it must find that process's work (the backend's on-disk cache).
+        it must find that process's work (the backend's on-disk cache). Under
+        a probe it must let :class:`~kerneltune.core.CompileMiss` through
+        untouched: that is no failure of the candidate, only a compile to fork.
     :param candidates: the candidates this rank compiles, in the order they
         will be measured (the pool starts them in that order).
     :param workers: how many compile at once.

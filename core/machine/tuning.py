@@ -289,7 +289,8 @@ class Tuning(Rounds):
         """COMPILE: compile candidates on a pool; measuring starts once none of them runs.
 
         :param compile_one: compiles one candidate without running it, on pool threads, raising what
-            makes it unusable (a compile error, a kernel too big for the device).
+            makes it unusable (a compile error, a kernel too big for the device); a
+            :class:`~kerneltune.core.CompileMiss` from the backend's probe must pass through it.
         :param candidates: what to compile, in the order it will be measured (default: every queued
             candidate); an adaptive driver calls this for each round. Ranks on one host each compile
             their share; the others load it from Triton's cache at their first run.

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kerneltune.core import Candidate, CandidateDropped, Point, Shape, describe_error
+from kerneltune.core import Candidate, CandidateDropped, CompileMiss, Point, Shape, describe_error
 from kerneltune.plugins.triton import adapter, compiler
 from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
 from kerneltune.plugins.triton.search_params.space import SearchSpace
@@ -108,10 +108,16 @@ class Launcher:
 
     def build(self, candidate: Candidate) -> None:
         """Compile one candidate (on a COMPILE pool thread); a failure drops it, and
-        a kernel out of resources rules out the shapes no smaller than it."""
+        a kernel out of resources rules out the shapes no smaller than it.
+
+        A probe's miss (:class:`~kerneltune.core.CompileMiss`) is no failure:
+        it passes through, and COMPILE forks a compile process instead.
+        """
         assert self.compile_config is not None
         try:
             self.compile_config(candidate.config)
+        except CompileMiss:
+            raise
         except Exception as exc:
             if compiler.in_compile_process():
                 raise  # a forked compile process: the parent compiles again and notes the failure

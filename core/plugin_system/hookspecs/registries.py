@@ -1,8 +1,9 @@
 """Registry hooks: the classes a plugin hands the engine, one family per hook.
 
-Each family's contract (what an instance provides) is its protocol in
-:mod:`kerneltune.core.plugin_system.contracts`; these docstrings say how a
-class is registered, constructed and chosen.
+Each family's contract (what a class and its instances provide, and the
+optional parts) is its protocol in :mod:`kerneltune.core.plugin_system.contracts`,
+and is stated there only; these docstrings say how a class is registered,
+constructed and chosen, and what the engine does with it.
 """
 
 from __future__ import annotations
@@ -39,9 +40,7 @@ def kerneltune_register_timers(register: Callable[[type[Timer]], None]) -> None:
     registered first: :meth:`kerneltune.core.plugin_system.registry.Registry.ranked`;
     default 0; built-ins use 0 for wallclock, 10 for cuda-event, 20 for
     npu-event, so a plugin that should never win ``auto`` uses a negative
-    value); it is constructed with no arguments. An instance provides
-    ``sample(fn, *, before=None)`` and ``collect()``, and optionally
-    ``flush()`` and ``hold(microseconds)``. A timer of one device's work
+    value); it is constructed with no arguments. A timer of one device's work
     (:class:`~kerneltune.core.plugin_system.contracts.DeviceTimer`) names that registered
     device in a class attribute ``device`` and is constructed with
     ``device=`` its instance instead; selecting the timer makes that device
@@ -81,15 +80,10 @@ def kerneltune_register_caches(register: Callable[[type[Cache]], None]) -> None:
     a registered cache in ``layers_over``) with ``inner``, an instance of
     that cache at the same root, so that it can keep its records there too
     without importing that plugin;
-    :func:`kerneltune.core.plugin_system.session.make_cache` builds them. An instance
-    provides ``load(namespace, digest)`` (the plain-data record or ``None``;
-    an unreadable one raises :class:`kerneltune.core.CacheReadError`, which
-    the engine turns into a logged miss), ``store(namespace, digest,
-    data)`` (atomically), ``directory(namespace)`` (a folder for log files,
-    or ``None``) and optionally ``entries(namespace=None)``: ``(namespace,
-    digest, path)`` per record, ``path`` the one file that holds it, which
-    the ``kerneltune`` command needs to list, show, export, import and
-    clear (it removes a record by deleting ``path``).
+    :func:`kerneltune.core.plugin_system.session.make_cache` builds them. The
+    engine turns a :class:`kerneltune.core.CacheReadError` from ``load`` into a
+    logged miss; the ``kerneltune`` command lists, shows, exports, imports
+    and clears only the records of caches that can list them.
 
     :param register: as for :func:`kerneltune_register_timers`.
 
@@ -108,9 +102,7 @@ def kerneltune_register_remote_stores(register: Callable[[type[RemoteStore]], No
     :class:`kerneltune.core.Settings`, from which it reads the settings it
     declared through :func:`kerneltune_add_settings`; raise
     :class:`kerneltune.core.ConfigError` for a missing or bad one, and
-    connect to nothing yet). An instance provides ``location`` (for
-    messages, secrets hidden), ``ttl`` (seconds a value lives, or
-    ``None``), ``get(key) -> bytes | None`` and ``put(key, value, ttl)``.
+    connect to nothing yet).
 
     Core layers it under the local cache registered as ``json``
     (:class:`kerneltune.core.plugin_system.layered_cache.LayeredCache`):
@@ -140,9 +132,7 @@ def kerneltune_register_reducers(register: Callable[[type[Reducer]], None]) -> N
     ``group`` (the ``autotune_pg`` a caller passed, or ``None`` for the
     default group) and must raise :class:`kerneltune.core.PluginError` when
     it cannot run its collectives over exactly that group, never fall back
-    to another. An instance provides ``rank`` and ``world_size``, optionally
-    ``global_rank``, and the collectives ``gather(obj)``, ``max(values)``
-    and ``barrier()``.
+    to another.
 
     :param register: as for :func:`kerneltune_register_timers`.
 
@@ -162,12 +152,7 @@ def kerneltune_register_devices(register: Callable[[type[Device]], None]) -> Non
     (built-ins: npu 20, cuda 10, cpu 0; a device that should never be chosen
     over them uses a negative value) and a class attribute ``shares_memory``
     (whether torch's inter-process sharing sends its tensors without a
-    copy). It is constructed with no arguments. An instance provides
-    ``owns(tensor)`` and ``index_of(tensor)`` (which device and unit hold a
-    tensor), ``in_use()``, ``current()`` and ``set_current(index)`` (the unit
-    this thread's work goes to), ``synchronize()``, ``check_health()`` (raise
-    when the device no longer works after a candidate), ``release()`` (hand
-    cached memory back) and ``facts()`` (plain data for the cache key).
+    copy). It is constructed with no arguments.
 
     The session's device (:attr:`kerneltune.core.Session.device`) is the one
     the selected timer names in its ``device`` attribute, otherwise the
@@ -192,15 +177,11 @@ def kerneltune_register_interceptors(register: Callable[[type[Interceptor]], Non
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Interceptor`:
     ``name``, a classmethod ``is_available() -> bool`` (its kernel library can
-    be imported; no side effects), constructed with no arguments. An instance
-    provides ``install(route)``, which routes every tunable launch made on the
-    calling thread to ``route`` as a
-    :class:`kerneltune.core.plugin_system.contracts.KernelLaunch` until ``uninstall()``,
-    which restores the library exactly as it was. Installing must cost
-    nothing once uninstalled, so patch on install, never at import.
-    Optionally (:class:`~kerneltune.core.plugin_system.contracts.RecordingInterceptor`) it
-    provides ``recording()``, with which the function-level tuner's COMPILE
-    stage turns a host launcher's launches into compiles.
+    be imported; no side effects), constructed with no arguments. It patches
+    its library on ``install``, never at import. One that can record
+    (:class:`~kerneltune.core.plugin_system.contracts.RecordingInterceptor`) lets the
+    function-level tuner's COMPILE stage turn a host launcher's launches into
+    compiles.
 
     :param register: as for :func:`kerneltune_register_timers`.
 
@@ -222,15 +203,7 @@ def kerneltune_register_profile_families(register: Callable[[type[ProfileFamily]
     default 0; where several families serve one backend and operator the
     highest wins, by :meth:`kerneltune.core.plugin_system.registry.Registry.ranked`, and a
     tie for first place is an error); and a classmethod ``is_available() ->
-    bool``. It is constructed with no arguments. An instance provides
-    ``profiles(target)``: given a
-    :class:`kerneltune.core.values.profiles.CompileTarget`, the profiles to search,
-    each a dict of compile options passed at launch, using only names in
-    ``target.options``; the first is the base profile
-    (:func:`kerneltune.core.values.profiles.option_grid` builds products). It may
-    also provide ``probe_profiles(target)``: a few of its profiles that the
-    shape search times every shape with, scoring a shape by the best of
-    them; the base is always a probe.
+    bool``. It is constructed with no arguments.
 
     :param register: as for :func:`kerneltune_register_timers`.
 
@@ -244,10 +217,8 @@ def kerneltune_register_features(register: Callable[[type[Feature]], None]) -> N
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Feature`: ``name``,
     a classmethod ``is_available() -> bool`` (whatever it needs can be
-    imported; no side effects), constructed with no arguments. An instance
-    provides ``enable() -> None``, which switches the feature on for the
-    whole process; calling it again, or after other code ran, changes
-    nothing. The facade's activation modules (such as
+    imported; no side effects), constructed with no arguments. The facade's
+    activation modules (such as
     ``triton_dist.autotune_hooks``) call
     :func:`kerneltune.core.plugin_system.features.enable_feature`, which calls it.
 
@@ -268,25 +239,8 @@ def kerneltune_register_search_strategies(register: Callable[[type[SearchStrateg
     class with the highest by :meth:`kerneltune.core.plugin_system.registry.Registry.ranked`;
     built-ins: pattern 10, staged 0, exhaustive -10, so a plugin that should
     only run when named uses a negative value). It is constructed with no
-    arguments, once per search, and provides ``search(geometry, measure,
-    budget, say)``:
-
-    * ``geometry``, a :class:`kerneltune.core.values.geometry.SearchGeometry`: the
-      sorted values of each searched parameter and the compile-option
-      profiles (the base first, the family's probes, the seeds);
-    * ``measure(points)``: measures a batch of ``(shape, profile)`` points
-      through the engine (compiled in parallel, timed, reduced over ranks)
-      and returns each one's agreed time in ms, ``inf`` for one that failed,
-      was dropped, ran out of resources or timed out. A strategy must take
-      its decisions from these times alone, so that every rank takes the
-      same ones;
-    * ``budget``, a :class:`kerneltune.core.values.geometry.SearchBudget`: the effort
-      asked for, a cap on distinct points and on seconds, which the strategy
-      honours (:class:`kerneltune.core.search.ledger.SearchLedger` does the
-      bookkeeping), and how many finalists to return;
-    * ``say(line)``: prints a line of progress when the kernel's hint has
-      ``debug``.
-
+    arguments, once per search. Every rank runs the same strategy on the
+    same agreed times, so every rank takes the same decisions.
     It returns up to ``budget.finalists`` measured points, fastest first;
     the caller re-times them head to head in interleaved rounds and applies
     ``reference_fn``. An empty list means no point ran.

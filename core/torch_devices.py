@@ -3,29 +3,71 @@
 The device plugins and the event timers both ask for it; it lives here, in
 the core, because a plugin never imports another plugin. Nothing is
 imported until it is asked for, and only what is installed.
+
+A package that is installed but cannot be imported (torch_npu without
+CANN's libraries on the loader's path: every torch_npu release needs
+``libhccl.so``, ``libascendcl.so`` and others) is not an error of the
+tuning: one warning per process names the missing library and the fix, the
+module reads as absent (the host's devices and timers take over), and
+:func:`device_module_problem` says why, for the message of a timer or
+device that was asked for by name.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 from typing import Any
+
+from kerneltune.core.notices import warn_once
 
 #: The package that gives torch a device type's module on import, where torch alone lacks it.
 REGISTERED_BY = {"npu": "torch_npu"}
+#: What makes an Ascend toolkit's libraries visible to the loader.
+CANN_ENVIRONMENT = "source CANN's set_env.sh (/usr/local/Ascend/ascend-toolkit/set_env.sh by default)"
+
+#: Why a device type's module is missing here, by device type, once asked.
+_problems: dict[str, str] = {}
 
 
 def torch_device_module(device_type: str) -> Any:
     """``torch.<device_type>``, or ``None`` where torch or the package registering it is missing.
 
     Looked up at each call, never kept, so a process (or a test) that
-    replaces the module is heard.
+    replaces the module is heard. A registering package that is installed
+    but fails to import warns once (naming a missing shared library and how
+    to load it) and reads as missing.
     """
     package = REGISTERED_BY.get(device_type, "torch")
     if importlib.util.find_spec(package) is None:
+        _problems[device_type] = f"{package} is not installed"
         return None
     import torch
 
     if package != "torch":
-        importlib.import_module(package)
+        try:
+            importlib.import_module(package)
+        except (ImportError, OSError) as exc:
+            _problems[device_type] = _import_problem(package, exc)
+            warn_once(
+                ("device module", device_type),
+                f"kerneltune: {_problems[device_type]}; its {device_type} timer and device are not "
+                "available, tuning runs with what the host has",
+            )
+            return None
+    _problems.pop(device_type, None)
     return getattr(torch, device_type, None)
+
+
+def device_module_problem(device_type: str) -> str | None:
+    """Why ``torch.<device_type>`` was missing the last time it was asked for; ``None`` if it was not."""
+    return _problems.get(device_type)
+
+
+def _import_problem(package: str, exc: BaseException) -> str:
+    library = re.search(r"lib[\w.+-]*\.so[\w.]*", str(exc))
+    if library is None:
+        return f"{package} is installed but failed to import ({type(exc).__name__}: {exc})"
+    hint = f"; {CANN_ENVIRONMENT} first" if package == "torch_npu" else ""
+    return f"{package} is installed but cannot load {library.group(0)} ({exc}){hint}"

@@ -73,8 +73,8 @@ def test_unknown_name_from_the_environment_fails_the_tuned_call(monkeypatch):
 def test_a_named_timer_that_cannot_run_here_says_so(cpu_host):
     with pytest.raises(
         PluginError,
-        match=r"timer 'cuda-event' \(from plugin kerneltune\.plugins\.timers\.events\) cannot run here; "
-        r"available: .*wallclock",
+        match=r"timer 'cuda-event' \(from plugin kerneltune\.plugins\.timers\.events\) cannot run here "
+        r"\(torch\.cuda\.is_available\(\) is false: .*\); available: .*wallclock",
     ):
         Session.create(_settings(timer="cuda-event"))
 

@@ -226,12 +226,27 @@ class Registry(Generic[P]):
             return available[0]
         cls = self.get(name, source)
         if not cls.is_available():
+            reason = _unavailable_reason(cls)
             raise PluginError(
-                f"{self.family} {name!r} (from plugin {self.owners[cls.name]}) cannot run here; "
+                f"{self.family} {name!r} (from plugin {self.owners[cls.name]}) cannot run here"
+                + (f" ({reason})" if reason else "")
+                + "; "
                 f"available: {', '.join(n for n, c in sorted(self.classes.items()) if c.is_available())}"
                 + _set_by(source)
             )
         return cls
+
+
+def _unavailable_reason(cls: type) -> str | None:
+    """Why a class cannot run here, by its optional ``unavailable_reason()``; ``None`` if it says nothing."""
+    explain = getattr(cls, "unavailable_reason", None)
+    if not callable(explain):
+        return None
+    try:
+        reason = explain()
+    except Exception:
+        return None  # the refusal stands; a reason that fails only leaves it unexplained
+    return reason if isinstance(reason, str) and reason else None
 
 
 def _set_by(source: str | None) -> str:

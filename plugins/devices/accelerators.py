@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from kerneltune.core import hookimpl, torch_device_module
+from kerneltune.core import device_module_problem, hookimpl, torch_device_module
 
 
 class TorchDevice:
@@ -35,6 +35,16 @@ class TorchDevice:
         """Whether the device module exists and sees a device (without starting one)."""
         module = cls.device_module()
         return module is not None and bool(module.is_available())
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """Why it cannot run here: its torch module is missing (and why), or sees no device."""
+        module = cls.device_module()
+        if module is None:
+            return device_module_problem(cls.device_type) or f"torch has no {cls.device_type} module"
+        if not module.is_available():
+            return f"torch.{cls.device_type}.is_available() is false: no device of the kind is visible"
+        return None
 
     @property
     def _module(self) -> Any:

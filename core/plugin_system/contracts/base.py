@@ -42,5 +42,10 @@ class Registrable(Protocol):
 
     @classmethod
     def is_available(cls) -> bool:
-        """Whether it can run in this process, checked without side effects."""
+        """Whether it can run in this process, checked without side effects.
+
+        A class may also have a classmethod ``unavailable_reason() -> str |
+        None`` (no protocol requires it): where it is asked for by name and
+        cannot run, the refusal quotes it (a missing library, no device).
+        """
         ...

@@ -9,6 +9,7 @@ so a third-party file cache works here too.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -162,8 +163,24 @@ def cache_dir(directory: Path | None, plugins: _Plugins) -> Path:
 
 
 def existing_cache_dir(directory: Path | None, plugins: _Plugins) -> Path:
-    """The cache directory to read; one given with ``--dir`` that does not exist is an error, not empty."""
+    """The cache directory to read.
+
+    One given with ``--dir`` that does not exist is an error, not empty; the
+    configured ``cache_dir`` may be missing (nothing tuned yet: no records),
+    but one that is not a directory or cannot be read is an error.
+    """
     root = cache_dir(directory, plugins)
-    if directory is not None and not root.is_dir():
+    if directory is not None and not root.exists():
         raise click.ClickException(f"--dir {directory}: no such directory")
+    where = f"--dir {directory}" if directory is not None else f"cache_dir {root}"
+    blocking = next((p for p in (root, *root.parents) if p.exists() or p.is_symlink()), None)
+    if blocking is not None and not blocking.is_dir():
+        named = "" if blocking == root else f" ({blocking} is a file)"
+        raise click.ClickException(f"{where}: not a directory{named}")
+    if root.is_dir():
+        try:
+            with os.scandir(root):
+                pass
+        except OSError as exc:
+            raise click.ClickException(f"{where}: cannot read it ({exc.strerror or exc})") from exc
     return root

@@ -28,6 +28,7 @@ from kerneltune.core.errors import (
     StalledTuningError,
     TunerBusyError,
     UncertainPickWarning,
+    UserFunctionError,
     describe_error,
 )
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
@@ -229,6 +230,7 @@ __all__ = [
     "StalledTuningError",
     "TunerBusyError",
     "UncertainPickWarning",
+    "UserFunctionError",
     "describe_error",
     "fault",
     "origin",

@@ -81,6 +81,26 @@ class CompileMiss(KernelTuneError):
     """
 
 
+class UserFunctionError(KernelTuneError, RuntimeError):
+    """A function the user handed to a tuner (``key_fn``, ``prune_fn``) raised.
+
+    The message names the role and the function (its qualified name); the
+    exception it raised is the ``__cause__``, and :attr:`role` and
+    :attr:`function` say which one it was.
+    """
+
+    def __init__(self, message: str, *, role: str = "", function: object = None) -> None:
+        super().__init__(message)
+        self.role = role
+        self.function = function
+
+    @property
+    def who(self) -> str:
+        """``role`` and the function's qualified name, as messages name them: ``key_fn my_key``."""
+        name = getattr(self.function, "__qualname__", None) or getattr(self.function, "__name__", None)
+        return f"{self.role} {name or self.function!r}"
+
+
 class StalledTuningError(KernelTuneError, RuntimeError):
     """A contextual tuning cannot finish: the outer function stopped launching what it measures.
 

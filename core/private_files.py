@@ -79,7 +79,11 @@ def make_private_dirs(folder: Path) -> None:
     # mkdir(parents=True) would give the parents default permissions, not 0700.
     if not folder.is_dir():
         make_private_dirs(folder.parent)
-        folder.mkdir(mode=0o700, exist_ok=True)
+        try:
+            folder.mkdir(mode=0o700, exist_ok=True)
+        except FileExistsError:
+            # A file (or a link to one) holds the name: say so, not "File exists".
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(folder)) from None
 
 
 def _open(path: Path, flags: int, mode: int = 0o600) -> int:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 
 import ascend_stand_in
 import pytest
+from leftover_processes import adopt_orphans, leftover_children
 
 #: Variables plugins read themselves, outside the settings they declare.
 _PLUGIN_VARIABLES = ("TRITON_PRINT_AUTOTUNING", "TRITON_PRINT_AUTOTUNING_TIMINGS")
@@ -69,6 +72,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_configure(config):
+    # A server whose wrapper a test ended would otherwise pass to init, out of the check below.
+    adopt_orphans()
     # Triton kernels in CPU tests run in the interpreter; set before triton is imported.
     if not _has_cuda():
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -84,3 +89,35 @@ def cpu_host(monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_outlives_the_run():
+    """Fail the run, as an error at the last test's teardown, when a process a test started
+    (or a process that one started, whose parent then ended) still runs after every other
+    fixture was torn down; end those processes, so that none outlives the run either way.
+    """
+    yield
+    left = leftover_children()
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, "processes left running by the tests (ended now):\n" + "\n".join(
+        f"  {pid}: {command}" for pid, command in left.items()
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """``@pytest.mark.expected_warning(Category, match=...)``: the test must issue that warning
+    (the test fails otherwise), and it is kept out of the run's summary; other warnings still show.
+
+    For tests that cause it on purpose (candidates failing, a fake timer that reads host work),
+    where it comes with what the test checks rather than being it. Always give ``match``: a mark
+    called with one class and nothing else decorates that class, and the test is not collected.
+    """
+    marks = list(item.iter_markers("expected_warning"))
+    with contextlib.ExitStack() as expected:
+        for mark in marks:
+            expected.enter_context(pytest.warns(*mark.args, **mark.kwargs))
+        return (yield)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from kerneltune.core import CacheReadError
+from kerneltune.core import CacheReadError, CandidateFailedWarning
 from kerneltune.plugins.caches.files import JsonCache, MsgpackCache
 from kerneltune.plugins.caches.memory import MemoryCache
 from tuning_doubles import load_file, only_record_file, record_files, stored_records
@@ -73,6 +73,7 @@ def test_a_second_process_hits_the_disk_cache(tmp_path, isolated):
 # -- what a record holds ----------------------------------------------------------------
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_record_holds_versions_hardware_key_and_every_candidate(cpu_host, isolated):
     import torch
     import triton
@@ -405,6 +406,7 @@ def test_a_tuning_creates_every_cache_directory_private(monkeypatch, tmp_path):
     assert record_files(base, "_work_body")
 
 
+@pytest.mark.expected_warning(RuntimeWarning, match="cannot write the tuning log")
 def test_an_unwritable_cache_keeps_the_pick_in_process_and_warns(monkeypatch, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import triton
-from kerneltune.core import CompileMiss, Space, Tuner, hookimpl, load_settings
+from kerneltune.core import CandidateFailedWarning, CompileMiss, Space, Tuner, hookimpl, load_settings
 from kerneltune.core.errors import ConfigError
 from kerneltune.plugins.triton import compiler
 from rank_doubles import ThreadGroup, run_ranks
@@ -101,6 +101,7 @@ def test_no_candidate_is_measured_while_a_compile_runs(monkeypatch, isolated):
     assert all(error is None for _, error, _, _ in watch.finished)
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_candidate_whose_compile_fails_fails_alone(monkeypatch, isolated):
     clock, watch = FakeClock(), Watch()
     session = engine_session(monkeypatch, clock, watch)
@@ -120,6 +121,7 @@ def test_a_candidate_whose_compile_fails_fails_alone(monkeypatch, isolated):
     ]
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_compile_that_outlasts_the_timeout_fails_that_candidate_only(monkeypatch, isolated):
     clock, watch = FakeClock(), Watch()
     session = engine_session(monkeypatch, clock, watch, compile_timeout=1)
@@ -307,6 +309,7 @@ def test_the_triton_probe_misses_before_compiling_and_loads_what_the_cache_holds
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_compile_that_crashes_its_process_fails_that_candidate_and_never_runs_here(
     monkeypatch, isolated, tmp_path
 ):
@@ -325,6 +328,7 @@ def test_a_compile_that_crashes_its_process_fails_that_candidate_and_never_runs_
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_compile_that_raises_in_its_process_raises_again_here_with_the_backends_error(
     monkeypatch, isolated, tmp_path
 ):
@@ -343,6 +347,7 @@ def test_a_compile_that_raises_in_its_process_raises_again_here_with_the_backend
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_compile_process_that_outlasts_the_timeout_is_killed(monkeypatch, isolated, tmp_path):
     clock, watch = FakeClock(), Watch()
     session = engine_session(monkeypatch, clock, watch, compile_timeout=1)

@@ -148,6 +148,7 @@ def test_triton_is_patched_only_while_active():
     assert Autotuner.__dict__["run"] is original
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_log_file_records_rounds_times_errors_and_pick(tmp_path):
     configs = [
         triton.Config({"BLOCK": BLOCK}, num_warps=4),
@@ -361,6 +362,7 @@ def test_prune_configs_by_is_respected(tmp_path):
     assert "config 1 timed" in log and "config 2 timed" in log
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_all_candidates_invalid_raises_and_leaves_no_state(tmp_path):
     bad = make_scale_kernel([triton.Config({"BLOCK": b}) for b in kernels.INVALID_BLOCKS])
 
@@ -768,6 +770,7 @@ class FaultAtCollectPlugin:
         register(FaultAtCollectTimer)
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_failure_when_collecting_times_is_logged(tmp_path, plugins, monkeypatch):
     plugins(FaultAtCollectPlugin())
     monkeypatch.setattr(FaultAtCollectTimer, "made", 0)
@@ -868,6 +871,7 @@ def test_a_key_holding_a_triton_dtype_is_tuned():
 
 @pytest.mark.parametrize("flush_cache", [True, False])
 @pytest.mark.parametrize("n_warmup", [0, 2])
+@pytest.mark.expected_warning(RuntimeWarning, match="runs on the host")
 def test_every_timed_launch_is_flushed_then_held_inside_the_timers_set_up(
     plugins, monkeypatch, flush_cache, n_warmup
 ):

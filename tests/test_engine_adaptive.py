@@ -6,7 +6,15 @@ import math
 
 import attrs
 import pytest
-from kerneltune.core import CandidateDropped, NoValidConfigError, Session, Space, Tuner, load_settings
+from kerneltune.core import (
+    CandidateDropped,
+    CandidateFailedWarning,
+    NoValidConfigError,
+    Session,
+    Space,
+    Tuner,
+    load_settings,
+)
 from rank_doubles import ThreadGroup, run_ranks
 from test_multirank import make_session, space
 from tuning_doubles import FakeClock, clock_plugin, stored_records
@@ -84,6 +92,7 @@ def test_finish_among_selects_only_from_the_given_candidates(session, clock):
         assert tuning.finish(among=[a, c]) is c
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_no_valid_candidate_among_reports_only_those(session, clock):
     tuner = make_tuner()
     a, b, *_ = tuner.space.candidates
@@ -106,6 +115,7 @@ def test_pruned_candidates_cannot_be_requested(session):
         tuning.request([a])
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_extended_records_add_samples_and_a_failure_stays(session, clock):
     tuner = make_tuner()
     a, b, c, d = tuner.space.candidates

@@ -15,7 +15,7 @@ import isolation_doubles
 import kerneltune_example_device as toy
 import pytest
 import torch
-from kerneltune.core import current_session
+from kerneltune.core import CandidateFailedWarning, current_session
 from tuning_doubles import stored_records
 
 from triton_dist.tune import autotune
@@ -49,6 +49,7 @@ def test_the_session_runs_on_the_device_its_timer_names(on_unit_1):
     assert session.registries.devices.owners["toy"] == "example-device"
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_tunes_screens_a_crash_and_a_device_fault_and_stores_the_pick(on_unit_1, isolated, tmp_path):
     log = tmp_path / "runs"
     x = torch.arange(4)

@@ -289,6 +289,7 @@ def test_ties_go_to_the_lower_index(clock, isolated):
 
 
 @pytest.mark.parametrize("failing_call", [1, WARMUP + 3], ids=["in-warmup", "in-timed-runs"])
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_failing_candidate_is_infinitely_slow_and_tuning_goes_on(clock, isolated, failing_call):
     counts = {"bad": 0}
 
@@ -476,6 +477,7 @@ def test_the_callers_tensor_ends_as_after_one_call_with_the_pick(option):
     assert acc[0] == 2.0, "a hit runs the function as it is: nothing reset, nothing copied"
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_restore_value_gives_every_run_the_callers_contents_even_after_a_run_that_raised():
     seen = []
 
@@ -674,6 +676,7 @@ def test_autotune_pg_reaches_the_reducer(monkeypatch):
 # -- verbose output and log files ---------------------------------------------------
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_verbose_prints_info_lines_and_tuning_writes_a_log_file(capsys, isolated):
     @autotune(config_space=[{"n": 1}, {"n": 0}], key_fn=lambda x: x)
     def work(x, n):

@@ -22,6 +22,7 @@ import pytest
 import rank_doubles
 import torch
 from kerneltune.core import (
+    CandidateFailedWarning,
     ConfigError,
     IsolationError,
     NoValidConfigError,
@@ -77,6 +78,7 @@ def errors(cache: Path) -> list[str | None]:
     return [candidate["error"] for candidate in record["candidates"]]
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_candidate_that_segfaults_is_failed_and_never_runs_here(isolate, isolated, tmp_path):
     log = tmp_path / "runs"
     assert tuned()(2, str(log), crash=128) == 2 * 256
@@ -120,6 +122,7 @@ def test_the_worker_serves_every_candidate_and_later_tunings(isolate, isolated, 
     assert len({pid for pid, _ in worker}) == 1, "one worker for both tunings"
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_candidate_that_hangs_is_failed_as_hung(isolate, isolated, tmp_path):
     log = tmp_path / "runs"
     assert tuned()(2, str(log), hang=128) == 2 * 256
@@ -127,6 +130,7 @@ def test_a_candidate_that_hangs_is_failed_as_hung(isolate, isolated, tmp_path):
     assert 128 not in [block for pid, block in runs(log) if pid == HERE]
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_candidate_that_raises_in_the_worker_fails_as_usual_here(isolate, isolated, tmp_path):
     log = tmp_path / "runs"
     assert tuned()(2, str(log), fail=128) == 2 * 256
@@ -183,6 +187,7 @@ def test_the_settings_and_their_variables():
         load_settings(environ={"KERNELTUNE_ISOLATE": "fork"})
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_crash_on_one_rank_fails_the_candidate_on_every_rank(isolate, isolated, tmp_path, monkeypatch):
     # Screening is serial through the one CPU worker and a crash restarts it: more than the double's default.
     monkeypatch.setattr(rank_doubles, "HANG_SECONDS", 30.0)
@@ -314,6 +319,7 @@ def test_the_worker_and_its_resource_tracker_end_with_a_killed_parent(tmp_path, 
 # -- the engine's stage, with screenings played in-process ------------------------------------------------
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_screened_out_candidates_are_failed_with_their_reason_and_never_compiled(monkeypatch, isolated):
     session = install_session(
         monkeypatch, extra=(scripted_timer_plugin(lambda fn: fn() or 1.0),), timer="scripted"
@@ -357,11 +363,23 @@ def test_a_tuner_that_does_not_screen_warns_once_that_isolation_is_not_applied(m
     ]
 
 
+# A device that fails in the worker fails the candidates screened on it (not so the one that cannot tell).
+FAILS_CANDIDATES = pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
+
+
 @pytest.mark.parametrize(
     ("fault", "why"),
     [
-        ("raise", r"set_current\(0\) raised RuntimeError: unit 0 is gone in the isolation worker"),
-        ("hang", r"set_current\(0\) in the isolation worker took longer than isolate_timeout = 1 s"),
+        pytest.param(
+            "raise",
+            r"set_current\(0\) raised RuntimeError: unit 0 is gone in the isolation worker",
+            marks=FAILS_CANDIDATES,
+        ),
+        pytest.param(
+            "hang",
+            r"set_current\(0\) in the isolation worker took longer than isolate_timeout = 1 s",
+            marks=FAILS_CANDIDATES,
+        ),
         ("owns", r"raised RuntimeError: cannot tell while the isolation worker's device was chosen"),
     ],
 )

@@ -21,7 +21,7 @@ import rank_doubles
 import torch
 import triton
 import triton.language as tl
-from kerneltune.core import IsolationError, add_plugin, remove_plugin
+from kerneltune.core import CandidateFailedWarning, IsolationError, add_plugin, remove_plugin
 from kerneltune.plugins.triton.isolated import KernelIsolation, fresh_descriptors
 from rank_doubles import ThreadGroup, act_as, run_ranks
 from tuning_doubles import stored_records
@@ -72,6 +72,7 @@ def doubled_by(kernel, n: int, **options) -> torch.Tensor:
 # -- contextual_autotune -------------------------------------------------------------------------------
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_contextual_a_config_that_segfaults_is_screened_out_and_never_runs_here(isolate):
     doubled_by(kernels.doubled, 64, CRASH=64)
     assert isolate.of("guarded_double", 64) == {16: None, 32: None, 64: CRASHED}
@@ -80,6 +81,7 @@ def test_contextual_a_config_that_segfaults_is_screened_out_and_never_runs_here(
     assert ran_in_the_worker() == [16, 32, 64]
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_contextual_a_kernel_waiting_for_its_turn_never_stands_in_with_a_crashing_config(isolate):
     x, w = torch.arange(40.0), torch.arange(24.0)
 
@@ -97,6 +99,7 @@ def test_contextual_a_kernel_waiting_for_its_turn_never_stands_in_with_a_crashin
     assert [block for pid, block in kernels.launches(24) if pid != HERE] == [16, 32, 64]
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_contextual_heuristics_and_the_grid_are_evaluated_here_and_launched_there(isolate):
     # At n = 96 a heuristic makes block 32 crash; the grid reads another heuristic's value.
     x = torch.arange(96.0)
@@ -180,6 +183,7 @@ def errors_in_record(cache, n: int) -> dict[int, str | None]:
     return {int(c["label"].split(",")[0].split("=")[1]): c["error"] for c in record["candidates"]}
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_search_params_a_config_that_segfaults_is_screened_out_and_never_runs_here(isolate, isolated):
     kernels.launch(searches.searched, torch.arange(48.0), CRASH=64)
     assert errors_in_record(isolated, 48) == {16: None, 32: None, 64: CRASHED}
@@ -188,6 +192,7 @@ def test_search_params_a_config_that_segfaults_is_screened_out_and_never_runs_he
     assert ran_in_the_worker() == [16, 32, 64]
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_search_params_a_generated_candidate_that_hangs_is_failed_as_hung(isolate, isolated):
     kernels.launch(searches.generated, torch.arange(40.0), HANG=32)
     assert errors_in_record(isolated, 40)[32] == "ScreenedOut: hung for more than 2 s in the isolation worker"
@@ -207,6 +212,7 @@ def test_search_params_a_kernel_decorated_in_a_function_is_a_clear_error(isolate
         kernels.launch(local_search, torch.arange(16.0))
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_search_params_a_crash_on_one_rank_fails_the_config_on_every_rank(isolate, isolated, monkeypatch):
     # Both thread-ranks screen through the one CPU worker, one after the other: more than the default wait.
     monkeypatch.setattr(rank_doubles, "HANG_SECONDS", 30.0)

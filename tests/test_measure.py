@@ -6,7 +6,7 @@ import math
 import types
 
 import pytest
-from kerneltune.core import Measurement, PickLoaded, hookimpl
+from kerneltune.core import CandidateFailedWarning, Measurement, PickLoaded, hookimpl
 from kerneltune.core.machine import measure
 from kerneltune.core.machine.measure import standard_error
 from kerneltune.core.machine.ties import near_ties
@@ -37,6 +37,7 @@ def two_configs():
 
 
 @pytest.mark.parametrize("warmup", [0, 3])
+@pytest.mark.expected_warning(RuntimeWarning, match="runs on the host")
 def test_function_level_timed_runs_are_flushed_then_held_then_started(monkeypatch, isolated, warmup):
     steps = []
     install_session(monkeypatch, extra=(steps_plugin(steps),), timer="steps", warmup=warmup, repeat=4)
@@ -189,6 +190,7 @@ def faulty_timer_plugin(bad: object) -> types.ModuleType:
     ],
     ids=["nan", "inf", "negative", "text", "bool", "count", "none"],
 )
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_timer_sample_that_is_not_a_time_fails_that_candidate_only(monkeypatch, isolated, bad, message):
     plugin = faulty_timer_plugin(bad)
     install_session(monkeypatch, extra=(plugin,), timer="faulty", warmup=0, repeat=3)
@@ -205,6 +207,7 @@ def test_a_timer_sample_that_is_not_a_time_fails_that_candidate_only(monkeypatch
     assert first["error"] == f"PluginError: timer 'faulty' {message}"
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_single_candidate_with_bad_samples_is_reported_with_the_timers_fault(monkeypatch, isolated):
     plugin = faulty_timer_plugin(lambda n: [math.nan] * n)
     install_session(monkeypatch, extra=(plugin,), timer="faulty", warmup=0, repeat=2)
@@ -352,6 +355,7 @@ def test_the_mean_leaves_out_a_fifth_of_the_samples_at_each_end():
     assert standard_error([1.0, 1.0, 1.0, 1.0, 90.0]) == 0.0
 
 
+@pytest.mark.expected_warning(RuntimeWarning, match="runs on the host")
 def test_shard_alone_measures_everything(monkeypatch, isolated):
     monkeypatch.setenv("KERNELTUNE_SHARD", "1")
     steps = []
@@ -363,6 +367,7 @@ def test_shard_alone_measures_everything(monkeypatch, isolated):
     assert record["measured_with"]["shards"] == 1
 
 
+@pytest.mark.expected_warning(RuntimeWarning, match="runs on the host")
 def test_verbose_lines_of_re_timing_rounds_say_which_round(isolated, capsys, monkeypatch):
     # Near ties re-timed in interleaved rounds: each line's mean covers every sample so far,
     # so an unlabelled line read as a new first measurement.

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from kerneltune.core import (
+    CandidateFailedWarning,
     NoStoredPickError,
     NoValidConfigError,
     PluginError,
@@ -107,6 +108,7 @@ def test_a_tuning_uses_two_collectives_besides_one_barrier_per_candidate(tmp_pat
 
 
 @pytest.mark.parametrize("size", [2, 4])
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_gathering_reducer_keeps_each_ranks_times_from_its_one_collective(tmp_path, size):
     group = ThreadGroup(size)
     failing = {1: 2}  # candidate 2 fails on rank 1 only
@@ -184,6 +186,7 @@ def test_the_slowest_rank_decides_even_where_every_rank_prefers_another(tmp_path
     assert [c["time_ms"] for c in record["candidates"]] == [8.0, 8.0, 5.0, 9.0]
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_candidate_failing_on_one_rank_is_infinite_for_all(tmp_path):
     group = ThreadGroup(3)
 
@@ -199,6 +202,7 @@ def test_a_candidate_failing_on_one_rank_is_infinite_for_all(tmp_path):
     assert zero["time_ms"] is None and zero["samples_ms"] == [1.0] and zero["error"] is None
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_candidates_failing_on_different_ranks_leave_nothing_valid_on_any(tmp_path):
     group = ThreadGroup(2)
     two = CONFIGS[:2]
@@ -539,6 +543,7 @@ def test_near_ties_are_re_timed_in_the_same_rounds_on_every_rank(tmp_path, size)
 
 
 @pytest.mark.parametrize("size", [2, 4])
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_sharded_verbose_shows_the_times_other_ranks_measured_once_gathered(tmp_path, size, caplog):
     group = ThreadGroup(size)
     configs = [{"block": 2**i} for i in range(5)]
@@ -569,6 +574,7 @@ def test_sharded_verbose_shows_the_times_other_ranks_measured_once_gathered(tmp_
 
 
 @pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_sharded_ranks_measure_a_share_each_and_gather_the_times_once(tmp_path, size):
     group = ThreadGroup(size)
     configs = [{"block": 2**i} for i in range(7)]

@@ -12,6 +12,7 @@ import pytest
 from kerneltune.core import (
     BUILTIN_PLUGINS,
     ENTRY_POINT_GROUP,
+    CandidateFailedWarning,
     CandidateMeasured,
     PluginError,
     Session,
@@ -311,6 +312,7 @@ class Recorder:
         self.events.append(event)
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_observer_hooks_fire_in_order_when_driving_the_engine(isolated):
     recorder = Recorder()
     session = Session.create(_settings(warmup=0, repeat=2), extra=(recorder,))
@@ -346,6 +348,7 @@ def test_observer_hooks_fire_in_order_when_driving_the_engine(isolated):
     assert recorder.events == [], "a hit is not a tuning"
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_observer_hooks_fire_for_the_function_tuner_and_on_total_failure(monkeypatch):
     recorder = Recorder()
     clock = FakeClock()

@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from kerneltune.core import Candidate, TuningStarted
+from kerneltune.core import Candidate, CandidateFailedWarning, TuningStarted
 from kerneltune.plugins.observers import progress
 from tuning_doubles import FakeClock, clock_plugin, install_session
 
@@ -45,6 +45,7 @@ def _tune(monkeypatch, stderr: io.StringIO) -> None:
     gemm(256)
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_long_tuning_draws_count_time_and_best_so_far(monkeypatch):
     # Every tuning here lasts past the threshold (a real one would have to sleep a second),
     # and every update is drawn, not only one per tenth of a second.
@@ -64,12 +65,14 @@ def test_a_long_tuning_draws_count_time_and_best_so_far(monkeypatch):
     assert progress._bars == {}
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_short_tuning_draws_nothing(monkeypatch):
     terminal = Terminal()
     _tune(monkeypatch, terminal)
     assert terminal.getvalue() == ""
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_nothing_is_drawn_into_a_pipe(monkeypatch):
     monkeypatch.setattr(progress, "DRAW_AFTER_S", 0.0)
     pipe = Pipe()
@@ -78,6 +81,7 @@ def test_nothing_is_drawn_into_a_pipe(monkeypatch):
 
 
 @pytest.mark.parametrize("how", ["variable", "file"])
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_progress_false_turns_it_off(monkeypatch, tmp_path, how):
     monkeypatch.setattr(progress, "DRAW_AFTER_S", 0.0)
     if how == "variable":

@@ -23,6 +23,7 @@ import triton
 from click.testing import CliRunner
 from kerneltune import cli
 from kerneltune.core import (
+    CandidateFailedWarning,
     Session,
     Settings,
     Space,
@@ -135,6 +136,7 @@ def test_a_stale_stored_time_never_beats_a_fresh_one(costs, isolated):
     assert costs.tuner([1, 2, 3, 4])(10) == 40, "the record reads back: its pick is SELECT's"
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_config_that_failed_stays_failed_and_one_pruned_before_is_new(costs, isolated):
     costs.costs[5] = -1.0
     costs.tuner([1, 2, 5])(10)

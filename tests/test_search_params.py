@@ -543,6 +543,7 @@ def sums_right(x, out, n):
     return bool(torch.isclose(out[0], x.sum()))
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_reference_fn_rejecting_the_fastest_makes_the_next_win(monkeypatch, capsys):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -568,6 +569,7 @@ def test_finalists_are_re_timed_in_interleaved_rounds(monkeypatch):
     assert script.seen("BLOCK") == one_way + (one_way + other_way) * 2
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_reference_fn_may_reject_by_raising(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -580,6 +582,7 @@ def test_reference_fn_may_reject_by_raising(monkeypatch):
     assert kernel.best_config.kwargs == {"BLOCK": 32}
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_no_finalist_passing_is_a_clear_error(monkeypatch):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
@@ -884,6 +887,7 @@ def test_a_strategy_that_raises_is_warned_about_and_the_best_measured_wins(monke
     assert kernel.best_config.kwargs["BLOCK"] == 64
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_finalists_that_all_fail_in_stage_3_fall_back(monkeypatch):
     costs = {**COSTS, 128: math.inf}
 

@@ -21,7 +21,14 @@ import kernels
 import pytest
 import torch
 import triton
-from kerneltune.core import Session, add_plugin, hookimpl, load_settings, remove_plugin
+from kerneltune.core import (
+    CandidateFailedWarning,
+    Session,
+    add_plugin,
+    hookimpl,
+    load_settings,
+    remove_plugin,
+)
 from kerneltune.core.drivers import contextual as contextual_module
 from kerneltune.plugins.triton import adapter, autotune, compiler
 from kerneltune.plugins.triton.interceptor import TritonInterceptor
@@ -302,6 +309,7 @@ COSTS = {8: 3.0, 16: 1.0, 32: 2.0, 64: None}
         ),
     ],
 )
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_contextual_tuning_on_each_release_shape(monkeypatch, tmp_path, make, root, config):
     clock = FakeClock()
     use_fakes(monkeypatch, clock, root)
@@ -331,6 +339,7 @@ def test_contextual_tuning_on_each_release_shape(monkeypatch, tmp_path, make, ro
     assert "best config 1 [BLOCK=16]" in log
 
 
+@pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_waiting_kernels_and_failed_candidates_run_with_a_working_stand_in(monkeypatch):
     clock = FakeClock()
     use_fakes(monkeypatch, clock, Autotuner32)

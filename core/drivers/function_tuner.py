@@ -10,21 +10,24 @@ function runs once more with the pick.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import inspect
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence, Set
 from typing import Any
 
 from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
+from kerneltune.core.errors import UserFunctionError, describe_error
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.machine.compile import CompileProcesses
 from kerneltune.core.machine.engine import Tuner, Tuning
 from kerneltune.core.machine.warm_start import MODES
+from kerneltune.core.notices import user_stacklevel
 from kerneltune.core.plugin_system.contracts import ForkingRecorder, RecordingInterceptor, provides
 from kerneltune.core.plugin_system.session import Session, current_session
 from kerneltune.core.values.records import Candidate
@@ -44,6 +47,36 @@ def _accepted_keywords(fn: Callable[..., Any]) -> tuple[set[str], bool, list[str
     open_ended = any(p.kind is p.VAR_KEYWORD for p in parameters)
     positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return keywords, open_ended, positional
+
+
+def _named(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _user_error(name: str, role: str, fn: Any, exc: BaseException) -> UserFunctionError:
+    """``exc``, raised by the user's ``key_fn`` or ``prune_fn``, as an error naming which one."""
+    return UserFunctionError(
+        f"{name}: {role} {_named(fn)} raised {describe_error(exc)}", role=role, function=fn
+    )
+
+
+def _check_arguments(name: str, role: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Refuse, naming ``role``, a ``fn`` whose signature cannot take ``args`` and ``kwargs``."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin without a signature: its own call reports a mismatch
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        shown = ["config"] if role == "prune_fn" else []
+        shown += [f"<{type(a).__name__}>" for a in args[len(shown) :]] + [f"{k}=..." for k in kwargs]
+        raise TypeError(
+            f"{name}: {role} {_named(fn)}{signature} cannot be called as {role}({', '.join(shown)}) "
+            f"({exc}); it is called as {role}("
+            + ("config, " if role == "prune_fn" else "")
+            + "*args, **kwargs) with the tuned function's arguments"
+        ) from exc
 
 
 class AutoTuner(FunctionWrapper):
@@ -132,6 +165,8 @@ class AutoTuner(FunctionWrapper):
             (positional.index(f) for f in fields if f in positional), default=sys.maxsize
         )
         self._positional = positional
+        self._keywords = frozenset(keywords)
+        self._open_ended = open_ended
         self._picks: dict[Hashable, Candidate] = {}
         # Built at the first tuning, when plugins can label the configs.
         self._tuner: Tuner | None = None
@@ -158,7 +193,13 @@ class AutoTuner(FunctionWrapper):
             if (
                 best is not None
                 and len(args) <= self._positional_limit
-                and (not kwargs or self._fields.isdisjoint(kwargs))
+                and (
+                    not kwargs
+                    or (
+                        self._fields.isdisjoint(kwargs)
+                        and (self._open_ended or kwargs.keys() <= self._keywords)
+                    )
+                )
             ):
                 return self.fn(*args, **kwargs, **best.config)
         return self._call(args, kwargs, autotune, autotune_verbose, autotune_allow_arg_overwrite, autotune_pg)
@@ -172,6 +213,7 @@ class AutoTuner(FunctionWrapper):
         allow_overwrite: bool,
         group: Any,
     ) -> Any:
+        self._refuse_unknown_controls(kwargs)
         if not autotune:
             return self.fn(*args, **self._merge(self.config_space[0], args, kwargs, allow_overwrite))
         self._merge(self.config_space[0], args, kwargs, allow_overwrite)
@@ -179,17 +221,12 @@ class AutoTuner(FunctionWrapper):
         key: Hashable = None
         inplace: InPlaceRuns | None = None
         try:
-            key = self.key_fn(*args, **kwargs)
+            key = self._key(args, kwargs)
             if self._inplace is not None:
                 inplace = self._inplace.bind(args, kwargs)
         except Exception as exc:
             failure = exc
-        keep = None
-        if self.prune_fn is not None:
-            prune_fn = self.prune_fn
-
-            def keep(candidate: Candidate) -> bool:
-                return bool(prune_fn(candidate.config, *args, **kwargs))
+        keep = None if self.prune_fn is None else self._keep(self.prune_fn, args, kwargs)
 
         session = current_session()
         verbose = verbose or session.settings.verbose
@@ -219,6 +256,49 @@ class AutoTuner(FunctionWrapper):
         if inplace is not None:
             inplace.finish()
         return self.fn(*args, **self._merge(best.config, args, kwargs, allow_overwrite))
+
+    def _refuse_unknown_controls(self, kwargs: dict[str, Any]) -> None:
+        """Refuse a misspelt call-time control before any candidate runs (unless the function takes it)."""
+        if self._open_ended:
+            return
+        for name in kwargs:
+            if name.startswith("autotune") and name not in self._keywords:
+                close = difflib.get_close_matches(name, _CONTROLS, n=1)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                raise TypeError(
+                    f"{self.__name__}: unknown call-time control {name}={kwargs[name]!r}{hint} "
+                    f"(the controls are {', '.join(_CONTROLS)}; {self.__name__} takes no parameter {name})"
+                )
+
+    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Hashable:
+        """KEY: the user's ``key_fn``; whatever it raises comes back naming it."""
+        try:
+            return self.key_fn(*args, **kwargs)
+        except Exception as exc:
+            _check_arguments(self.__name__, "key_fn", self.key_fn, args, kwargs)
+            raise _user_error(self.__name__, "key_fn", self.key_fn, exc) from exc
+
+    def _keep(
+        self, prune_fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Callable[[Candidate], bool]:
+        """PRUNE's predicate: the user's ``prune_fn``, its errors and wrong answers named as its own."""
+        name = self.__name__
+
+        def keep(candidate: Candidate) -> bool:
+            try:
+                answer = prune_fn(candidate.config, *args, **kwargs)
+            except Exception as exc:
+                _check_arguments(name, "prune_fn", prune_fn, (candidate.config, *args), kwargs)
+                raise _user_error(name, "prune_fn", prune_fn, exc) from exc
+            if answer is None or isinstance(answer, Sequence | Set | Mapping):
+                what = "None" if answer is None else f"a {type(answer).__name__}"
+                raise TypeError(
+                    f"{name}: prune_fn {_named(prune_fn)} returned {what} for config {candidate.config!r}; "
+                    "it judges one config at a time and must return True to keep it or False to drop it"
+                )
+            return bool(answer)
+
+        return keep
 
     def _screen(self, tuning: Tuning, screening: Screening, allow_overwrite: bool) -> None:
         """ISOLATE: run each queued candidate once in the isolation worker before measuring."""
@@ -310,7 +390,7 @@ class AutoTuner(FunctionWrapper):
                 f"{self.__name__}: your argument(s) {where} override the tuned config field(s); "
                 "those fields are not tuned for this call",
                 UserWarning,
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
         merged = {k: v for k, v in config.items() if k not in clashes}
         merged.update(kwargs)

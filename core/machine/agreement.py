@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import PluginError, RankMismatchError
+from kerneltune.core.notices import user_stacklevel
 from kerneltune.core.values.keys import digest
 
 
@@ -199,7 +200,7 @@ def agree(reducer: Any, vote: Vote, function: str) -> Verdict:
             f"({verdict.key_mismatch}); they stay in step only while all of them find or miss "
             "their key together, so keep ranks, pointers and other per-rank values out of key_fn",
             RuntimeWarning,
-            stacklevel=5,
+            stacklevel=user_stacklevel(),
         )
     return verdict
 

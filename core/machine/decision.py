@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
-from kerneltune.core.errors import NoStoredPickError, describe_error
+from kerneltune.core.errors import NoStoredPickError, UserFunctionError, describe_error
 from kerneltune.core.machine.agreement import Vote, agree, short_repr
 from kerneltune.core.machine.reuse import Plan, plan_recheck, plan_reuse
 from kerneltune.core.machine.stored import method_of, read_record
@@ -219,12 +219,16 @@ def _vote(
     global_rank: int,
 ) -> Vote:
     settings, space = setup.session.settings, setup.space
+    error = None if failure is None else f"{stage}: {describe_error(failure)}"
+    if isinstance(failure, UserFunctionError) and failure.__cause__ is not None:
+        # The stage says it was the key or the pruning; the line names what the user's function raised.
+        error = f"{stage}: {describe_error(failure.__cause__)} (raised by {failure.who})"
     return Vote(
         rank=setup.reducer.rank,
         global_rank=global_rank,
         host=socket.gethostname(),
         place=None if log_dir is None else str(log_dir.resolve()),
-        error=None if failure is None else f"{stage}: {describe_error(failure)}",
+        error=error,
         kept=tuple((i, space.candidates[i].fingerprint) for i in kept),
         key=None if failure is not None else digest(setup.encoded),
         key_label=short_repr(setup.key),

@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 from kerneltune.core.errors import CacheReadError
 from kerneltune.core.machine.schedule import Schedule
+from kerneltune.core.notices import user_stacklevel
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.keys import plain_config
 from kerneltune.core.values.records import STATISTIC, Measurement, Method, TuningRecord
@@ -64,7 +65,7 @@ def read_record(
             f"kerneltune: {name}: cached pick was tuned with other software ({detail}); using it "
             "anyway (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to retune)",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
     return record
 

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 import pluggy
 from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
-from kerneltune.core.notices import warn_once
+from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import (
     Cache,
     ConfiguredCache,
@@ -122,7 +122,7 @@ class Session:
                 f"kerneltune: {namespace}: {self.cache_plugin} failed to name its folder "
                 f"({type(exc).__name__}: {exc}); tuning without a log file",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
             return None
 
@@ -143,7 +143,7 @@ class Session:
                 f"kerneltune: {namespace}: {self.cache_plugin} failed to load a pick "
                 f"({type(exc).__name__}: {exc}); retuning",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
             return None
 
@@ -162,7 +162,7 @@ class Session:
                 f"{type(exc).__name__}: {exc}); it serves this process only and will be tuned again "
                 "by the next one",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
 
     def describe_value(self, value: Any) -> str | None:

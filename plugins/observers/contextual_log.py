@@ -17,7 +17,7 @@ import time
 import warnings
 from pathlib import Path
 
-from kerneltune.core import KernelTuned, LaunchMeasured, hookimpl
+from kerneltune.core import KernelTuned, LaunchMeasured, hookimpl, user_stacklevel
 
 LOG_DIR = Path(".autotune_logs")
 
@@ -46,7 +46,7 @@ def _append(text: str) -> None:
         warnings.warn(
             f"kerneltune: cannot write the contextual tuning log {path} ({exc}); tuning goes on without it",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core import in_place_problem as value_problem
-from kerneltune.core import register_key_encoder
+from kerneltune.core import register_key_encoder, user_stacklevel
 
 Thunk = Callable[[], object]
 
@@ -164,7 +164,7 @@ def release_layout() -> Layout:
         f"kerneltune: triton {label} is not in the adapter's version table; assuming the "
         f"{newest.name} layout",
         RuntimeWarning,
-        stacklevel=2,
+        stacklevel=user_stacklevel(),
     )
     return newest
 

@@ -110,7 +110,7 @@ from kerneltune.core.values.geometry import (
 )
 from kerneltune.core.values.keys import describe, digest, encode_key, register_key_encoder
 from kerneltune.core.values.profiles import OPERATORS, UNSET, CompileTarget, option_grid, unique_profiles
-from kerneltune.core.values.records import Candidate, Measurement, Method, TuningRecord
+from kerneltune.core.values.records import NOT_MEASURED, PRUNED, Candidate, Measurement, Method, TuningRecord
 from kerneltune.core.values.space import Space
 from kerneltune.core.values.target import Target
 from kerneltune.core.verbose import verbose_line
@@ -175,6 +175,8 @@ __all__ = [
     "LaunchMeasured",
     "Measurement",
     "Method",
+    "NOT_MEASURED",
+    "PRUNED",
     "PickLoaded",
     "Space",
     "TuningFinished",

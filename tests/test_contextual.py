@@ -223,7 +223,7 @@ def test_verbose_shows_each_candidate_and_the_pick(monkeypatch, capsys, how):
     out = capsys.readouterr().out.splitlines()
     key = "(64, 'torch.float32', 'torch.float32')"
     assert out[0] == f"[kerneltune] scale_kernel: tuning key {key}: 2 candidates (rank 0 of 1)"
-    assert out[1].startswith("[kerneltune] scale_kernel: [0] BLOCK=64") and ": mean " in out[1]
+    assert out[1].startswith("[kerneltune] scale_kernel: [0] BLOCK=64") and ": trimmed mean " in out[1]
     assert f"scale_kernel: key {key}: picked [" in out[-1]
 
 

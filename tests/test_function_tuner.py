@@ -687,14 +687,14 @@ def test_verbose_prints_info_lines_and_tuning_writes_a_log_file(capsys, isolated
     out = capsys.readouterr().out.splitlines()
     assert all(line.startswith("[kerneltune] work: ") for line in out), out
     assert "tuning key 6: 2 candidates" in out[0]
-    assert "[0] n=<1>: mean " in out[1]
+    assert "[0] n=<1>: trimmed mean " in out[1]
     assert "[1] n=<0>: ZeroDivisionError" in out[2]
     assert "picked [0] n=<1>" in out[3]
     assert len(out) == 4
 
     log = (isolated / "work" / "tune-rank0.log").read_text()
     assert "tuning key 6" in log
-    assert "[0] n=<1>: mean" in log
+    assert "[0] n=<1>: trimmed mean" in log
     assert "ZeroDivisionError" in log
     assert log.count("    sample ") == REPEAT
     assert "picked [0]" in log

@@ -241,16 +241,28 @@ def _vote(
     )
 
 
-def untuned_pick(settings: Settings, name: str, key: Hashable, kept: tuple[int, ...]) -> int:
+def untuned_pick(
+    settings: Settings, name: str, key: Hashable, kept: tuple[int, ...], driver: str = "function"
+) -> int:
     """The candidate a key with no stored pick runs under ``tune = "never"``: the first one kept.
 
+    :param driver: the tuner (``Setup.driver``); ``contextual_autotune`` keeps its picks in
+        the process unless ``contextual_cache = "disk"``, and the advice says so.
     :raises NoStoredPickError: under ``tune = "fail"``, naming where that setting came from.
     """
     if settings.tune == TUNE_FAIL:
         where = settings.source("tune") or "default"
+        # "disk" is core.drivers.options.CONTEXTUAL_DISK, named here as the setting's value.
+        if driver == "contextual" and settings.contextual_cache != "disk":
+            keep = (
+                "contextual picks live only in this process (contextual_cache = 'process'): tune this "
+                "key earlier in this process (tune = 'auto', the default), or set contextual_cache = "
+                "'disk' and keep its cache"
+            )
+        else:
+            keep = "tune this key where tuning is allowed (tune = 'auto', the default) and keep its cache"
         raise NoStoredPickError(
             f"{name}: no stored pick for key {key!r}, and tune = 'fail' ({where}) "
-            "forbids tuning it; tune this key where tuning is allowed (tune = 'auto', the default) "
-            "and keep its cache, or set tune = 'never' to run the first config untuned"
+            f"forbids tuning it; {keep}, or set tune = 'never' to run the first config untuned"
         )
     return kept[0]

@@ -187,7 +187,7 @@ class Tuning(Rounds):
         :class:`NoStoredPickError`. With several ranks this follows the
         agreement, whose verdict every rank shares, so all ranks do alike.
         """
-        first = untuned_pick(self.session.settings, self._space.name, self.key, kept)
+        first = untuned_pick(self.session.settings, self._space.name, self.key, kept, self.driver)
         self.best = self._space.candidates[first]
         self._picks[self.key] = self.best
         self._loaded("default")
@@ -458,6 +458,7 @@ class Tuning(Rounds):
                 best=None if best is None else candidates[best],
                 seconds=time.perf_counter() - self._started,
                 rank_times=reduced.rank_times,
+                errors=tuple(m.error for m in measurements),
                 measured_elsewhere=agreed.elsewhere,
                 recheck=self._plan.rechecked is not None,
                 **verdict_fields(verdict),

@@ -102,7 +102,9 @@ class TuningFinished:
     the lowest bound on a rival's lead, a fraction of the pick's time
     (negative: it may be faster); ``noise`` the tuning's noise (the median
     spread of its first pass); ``recheck`` whether this tuning re-checked a
-    stored pick.
+    stored pick. ``errors[i]`` is what this rank knows of candidate ``i``
+    without a time: ``"pruned"``, ``"not measured"`` or its error text
+    (``None`` where it was timed); empty from a driver that does not say.
     """
 
     function: str
@@ -116,6 +118,7 @@ class TuningFinished:
     log_dir: Path | None
     driver: str = "function"
     rank_times: tuple[tuple[float, ...], ...] = ()
+    errors: tuple[str | None, ...] = ()
     measured_elsewhere: tuple[tuple[int, int], ...] = ()
     confidence: str | None = None
     rivals: tuple[int, ...] = ()

@@ -6,7 +6,8 @@ by its traceback) and a summary per (kernel, key) with every candidate's
 mean time, why each that failed did (its compile, say, which has no launch
 line), and the best config. The rank
 is the process's global rank in torch.distributed, 0 without it, so ranks
-never write to one file.
+never write to one file. The file is created 0600, opened without following
+links, and must be this user's own regular file.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 import warnings
 from pathlib import Path
 
-from kerneltune.core import KernelTuned, LaunchMeasured, hookimpl, user_stacklevel
+from kerneltune.core import KernelTuned, LaunchMeasured, hookimpl, open_private_append, user_stacklevel
 
 LOG_DIR = Path(".autotune_logs")
 
@@ -37,7 +38,8 @@ def _append(text: str) -> None:
     path = LOG_DIR / f"rank-{_rank()}.log"
     try:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as handle:
+        # 0600, as the cache's files are: the log names the kernels and shapes this user runs.
+        with open_private_append(path) as handle:
             handle.write(lines)
     except OSError as exc:
         # The log records a tuning, it is not part of it: a read-only working

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 from kerneltune.core import (
+    NOT_MEASURED,
+    PRUNED,
     CandidateMeasured,
     PickLoaded,
     TuningFinished,
@@ -101,7 +103,8 @@ def kerneltune_pick_loaded(event: PickLoaded) -> None:
 @hookimpl
 def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
     measurement = event.measurement
-    outcome = measurement.error if measurement.error else f"mean {format_ms(measurement.mean)}"
+    # Measurement.mean is the trimmed mean (records.trimmed), the statistic SELECT compares.
+    outcome = measurement.error if measurement.error else f"trimmed mean {format_ms(measurement.mean)}"
     samples = "".join(f"    sample {i}: {s:.6f} ms\n" for i, s in enumerate(measurement.samples))
     # A candidate's first failure brings its traceback: the warning names the error, the log keeps where.
     trace = "".join(f"    {line}\n" for line in (event.traceback or "").splitlines())
@@ -125,12 +128,23 @@ def _verdict(event: TuningFinished) -> str:
     return f"{done}uncertain (not told apart from {rivals}; noise {event.noise:.0%})"
 
 
+def _time_or_why(event: TuningFinished, index: int) -> str:
+    """A candidate's time; without one, pruned or not measured as ``kerneltune report`` says, else failed."""
+    measured = event.times[index]
+    if math.isfinite(measured):
+        return format_ms(measured)
+    error = event.errors[index] if event.errors else None
+    # Measured on another rank (sharded), its local "not measured" is not why it has no time.
+    elsewhere = any(i == index for i, _ in event.measured_elsewhere)
+    return error if error in (PRUNED, NOT_MEASURED) and not elsewhere else "failed"
+
+
 @hookimpl
 def kerneltune_tuning_finished(event: TuningFinished) -> None:
     # Sharded, the other ranks' candidates were never measured here: their times come now, from REDUCE.
     for index, rank in event.measured_elsewhere:
         candidate, measured = event.candidates[index], event.times[index]
-        outcome = f"mean {format_ms(measured)}" if math.isfinite(measured) else "failed"
+        outcome = f"trimmed mean {format_ms(measured)}" if math.isfinite(measured) else "failed"
         _emit(
             f"{event.function}: [{index}] {candidate.label} (measured on rank {rank}): {outcome}",
             verbose=event.verbose,
@@ -145,6 +159,5 @@ def kerneltune_tuning_finished(event: TuningFinished) -> None:
             f"at {format_ms(event.times[event.best.index])} (tuned in {event.seconds:.2f} s); "
             f"{_verdict(event)}"
         )
-    rows = zip(event.candidates, event.times, strict=True)
-    table = "".join(f"    [{c.index}] {format_ms(t)}  {c.label}\n" for c, t in rows)
+    table = "".join(f"    [{c.index}] {_time_or_why(event, c.index)}  {c.label}\n" for c in event.candidates)
     _emit(line, verbose=event.verbose, log_dir=event.log_dir, rank=event.rank, detail=table)

@@ -1,0 +1,87 @@
+"""Issue 38's smaller items: contextual tune = 'fail' advice, pruned in the tuning log,
+"trimmed mean" in verbose lines, and a private contextual log file."""
+
+from __future__ import annotations
+
+import stat
+
+import kernels
+import pytest
+import torch
+import triton
+from kerneltune.core import NoStoredPickError
+
+from triton_dist.autotuner import contextual_autotune
+from triton_dist.tune import autotune
+
+BLOCK = 64
+
+
+def make_scale_kernel():
+    configs = [triton.Config({"BLOCK": BLOCK}, num_warps=w) for w in (4, 8)]
+    return triton.autotune(configs=configs, key=["n"])(kernels.scale_kernel)
+
+
+def launch_scale(kernel, x, alpha):
+    y = torch.empty_like(x)
+    kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, alpha, x.numel())
+    return y
+
+
+def test_contextual_tune_fail_advises_this_process_or_a_disk_cache(monkeypatch, isolated):
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def run_scale(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    monkeypatch.setenv("KERNELTUNE_TUNE", "fail")
+    with pytest.raises(NoStoredPickError) as info:
+        run_scale(torch.randn(64, device=kernels.DEVICE))
+    message = str(info.value)
+    assert "contextual picks live only in this process" in message
+    assert "tune this key earlier in this process" in message
+    assert "set contextual_cache = 'disk' and keep its cache" in message
+
+
+def test_function_tune_fail_still_advises_keeping_the_cache(monkeypatch, isolated):
+    @autotune(config_space=[{"n": 1}], key_fn=lambda x: x)
+    def work(x, n):
+        return x * n
+
+    monkeypatch.setenv("KERNELTUNE_TUNE", "fail")
+    with pytest.raises(NoStoredPickError, match="and keep its cache") as info:
+        work(3)
+    assert "contextual" not in str(info.value)
+
+
+def test_tuning_log_says_pruned_and_trimmed_mean(capsys, isolated):
+    @autotune(
+        config_space=[{"n": 1}, {"n": 2}],
+        key_fn=lambda x: x,
+        prune_fn=lambda config, x: config["n"] == 1,
+    )
+    def work(x, n):
+        return x * n
+
+    assert work(3, autotune_verbose=True) == 3
+    out = capsys.readouterr().out
+    assert "[0] n=<1>: trimmed mean " in out
+    assert ": mean " not in out
+    log = (isolated / "work" / "tune-rank0.log").read_text()
+    table = [line for line in log.splitlines() if line.startswith("    [")]
+    assert any(line.startswith("    [1] pruned ") for line in table), log
+    assert not any(" inf " in line for line in table), log
+
+
+def test_contextual_log_file_is_private(monkeypatch, isolated):
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def run_scale(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    run_scale(torch.randn(64, device=kernels.DEVICE))
+    log = isolated.parent / ".autotune_logs" / "rank-0.log"
+    assert log.exists()
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600

@@ -89,7 +89,7 @@ from kerneltune.core.private_files import (
 from kerneltune.core.search.families import choose_family, family_probes, family_profiles
 from kerneltune.core.search.ledger import SearchLedger
 from kerneltune.core.search.strategies import choose_strategy
-from kerneltune.core.torch_devices import device_module_problem, torch_device_module
+from kerneltune.core.torch_devices import device_unavailable_reason, torch_device_module
 from kerneltune.core.values.events import (
     CandidateMeasured,
     CompileFinished,
@@ -245,7 +245,7 @@ __all__ = [
     "open_private_append",
     "read_private",
     "remove_private",
-    "device_module_problem",
+    "device_unavailable_reason",
     "torch_device_module",
     "user_stacklevel",
     "verbose_line",

@@ -9,7 +9,7 @@ CANN's libraries on the loader's path: every torch_npu release needs
 ``libhccl.so``, ``libascendcl.so`` and others) is not an error of the
 tuning: one warning per process names the missing library and the fix, the
 module reads as absent (the host's devices and timers take over), and
-:func:`device_module_problem` says why, for the message of a timer or
+:func:`device_unavailable_reason` says why, for the message of a timer or
 device that was asked for by name.
 """
 
@@ -60,9 +60,16 @@ def torch_device_module(device_type: str) -> Any:
     return getattr(torch, device_type, None)
 
 
-def device_module_problem(device_type: str) -> str | None:
-    """Why ``torch.<device_type>`` was missing the last time it was asked for; ``None`` if it was not."""
-    return _problems.get(device_type)
+def device_unavailable_reason(device_type: str) -> str | None:
+    """Why ``torch.<device_type>`` cannot serve a device here: its module is missing (and why),
+    or it sees no device; ``None`` where it can. For a plugin's ``unavailable_reason()``.
+    """
+    module = torch_device_module(device_type)
+    if module is None:
+        return _problems.get(device_type) or f"torch has no {device_type} module"
+    if not module.is_available():
+        return f"torch.{device_type}.is_available() is false: no device of the kind is visible"
+    return None
 
 
 def _import_problem(package: str, exc: BaseException) -> str:

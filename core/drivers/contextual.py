@@ -64,6 +64,7 @@ class ContextualAutoTuner(FunctionWrapper):
         self.n_warmup = n_warmup
         self.flush_cache = bool(flush_cache)
         self.verbose = bool(verbose)
+        self._source_text: str | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Tune every inner kernel launch not tuned yet, then return a run with the picks."""
@@ -81,21 +82,28 @@ class ContextualAutoTuner(FunctionWrapper):
             _Active.name = _Active.thread = ""
             _Active.lock.release()
 
+    def _source(self) -> str:
+        """The outer function's source, read once: every later call that serves its picks needs it."""
+        if self._source_text is None:
+            self._source_text = source_of(self.fn)
+        return self._source_text
+
     def _tune_and_run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # The kernels' own caches hold the picks (and kernel_keys.py's tuners the engine's,
         # per kernel object); without is_dist every rank tunes on its own. Only with
         # contextual_cache = "disk" does the cache plugin keep them for the next process,
         # keyed by this function's source too: a kernel's best config depends on the
         # work launched around it.
-        persist = load_settings().contextual_cache == CONTEXTUAL_DISK
+        settings = load_settings()
+        persist = settings.contextual_cache == CONTEXTUAL_DISK
         overrides: dict[str, Any] = {"shard": False} if persist else {"cache": "none", "shard": False}
         if not self.is_dist:
             overrides["reducer"] = "local"
-        session = current_session(**overrides)
+        session = current_session(settings, **overrides)
         call = ContextualCall(
             self.__name__,
             session,
-            context=source_of(self.fn) if persist else "",
+            context=self._source() if persist else "",
             is_dist=self.is_dist,
             verbose=self.verbose,
             warmup=self.n_warmup,

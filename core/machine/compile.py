@@ -20,7 +20,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import attrs
 from kerneltune.core.errors import CompileMiss, describe_error
@@ -257,11 +257,11 @@ class CompileStage:
         """
         if not self._probes:
             return False
-        assert self._child is not None
-        self._child.ready()  # the probe needs the compiler's set-up (Triton's hash) as a compile does
+        child = cast(ProbingCompileProcess, self._child)  # probes() said so
+        child.ready()  # the probe needs the compiler's set-up (Triton's hash) as a compile does
         with self._forking:
             try:
-                with self._child.probing():  # type: ignore[attr-defined]
+                with child.probing():
                     self._compilers[candidate.index](candidate)
             except CompileMiss:
                 return False

@@ -412,9 +412,11 @@ def remove_plugin(plugin: object) -> None:
             _sessions.clear()
 
 
-def current_session(**overrides: Any) -> Session:
+def current_session(settings: Settings | None = None, **overrides: Any) -> Session:
     """The session for the settings in force now (files and environment).
 
+    :param settings: those settings, where the caller has just read them
+        (:func:`load_settings`) to decide its overrides; default: read here.
     :param overrides: settings fields a driver imposes over every source,
         e.g. the contextual tuner's ``cache="memory"``.
 
@@ -428,7 +430,8 @@ def current_session(**overrides: Any) -> Session:
         plugin that fails while the session is made.
     """
     try:
-        settings = load_settings()
+        if settings is None:
+            settings = load_settings()
         if overrides:
             settings = attrs.evolve(settings, **overrides)
         memo = (settings, _cache_root(settings))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kerneltune.core import device_module_problem, hookimpl, torch_device_module
+from kerneltune.core import device_unavailable_reason, hookimpl, torch_device_module
 
 if TYPE_CHECKING:
     from kerneltune.core import Device
@@ -58,12 +58,7 @@ class DeviceEventTimer:
     @classmethod
     def unavailable_reason(cls) -> str | None:
         """Why it cannot run here: its torch module is missing (and why), or sees no device."""
-        module = cls.device_module()
-        if module is None:
-            return device_module_problem(cls.device_type) or f"torch has no {cls.device_type} module"
-        if not module.is_available():
-            return f"torch.{cls.device_type}.is_available() is false: no device of the kind is visible"
-        return None
+        return device_unavailable_reason(cls.device_type)
 
     def __init__(self, device: Device) -> None:
         """:param device: the device plugin's instance, which synchronises and knows the current unit."""

@@ -63,8 +63,9 @@ def slowest_rank_decides(rank: int) -> dict:
     clock = FakeClock()
     plugins = (clock_plugin(clock), interceptor_plugin(Autotuner32))
 
-    def session(**overrides):
-        return Session.create(attrs.evolve(load_settings(), timer="scripted", **overrides), extra=plugins)
+    def session(settings=None, **overrides):  # current_session's signature
+        settings = settings or load_settings()
+        return Session.create(attrs.evolve(settings, timer="scripted", **overrides), extra=plugins)
 
     contextual_module.current_session = session
     # rank 0: 1 ms vs 5 ms; rank 1: 4 ms vs 2 ms. Max over ranks: 4 vs 5.

@@ -75,8 +75,8 @@ def use_fakes(monkeypatch, clock, root):
     plugins = (clock_plugin(clock), *(() if root is None else (interceptor_plugin(root),)))
     sessions = {}
 
-    def session(**overrides):
-        settings = attrs.evolve(load_settings(), timer="scripted", **overrides)
+    def session(settings=None, **overrides):  # current_session's signature
+        settings = attrs.evolve(settings or load_settings(), timer="scripted", **overrides)
         if settings not in sessions:
             sessions[settings] = Session.create(settings, extra=plugins)
         return sessions[settings]

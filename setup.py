@@ -9,18 +9,23 @@ finds it in, so it cannot produce ``kerneltune.plugins.timers`` from
 out of the wheel until someone remembered to add it. Here each folder under a
 root that holds an ``__init__.py`` is a package, named by its path below the
 root.
+
+The ``triton_dist`` facade is not among them: it is a distribution of its own
+(``facade/``), so that kerneltune installs beside the real Triton-distributed,
+whose ``triton_dist`` package it would otherwise overwrite.
 """
 
+import shutil
 from pathlib import Path
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
 
 #: Import name -> folder, relative to this file.
 ROOTS = {
     "kerneltune": "cli",
     "kerneltune.core": "core",
     "kerneltune.plugins": "plugins",
-    "triton_dist": "triton_dist",
 }
 
 
@@ -34,4 +39,25 @@ def find_packages(roots: dict[str, str], base: Path) -> list[str]:
     return found
 
 
-setup(package_dir=ROOTS, packages=find_packages(ROOTS, Path(__file__).resolve().parent))
+class BuildOnlyListedPackages(build_py):
+    """``build_py`` that first removes from ``build/lib`` the top-level packages this build no longer has.
+
+    setuptools keeps ``build/lib`` from one build to the next and packs all of
+    it into the wheel, so a package moved out of this distribution (as
+    ``triton_dist`` moved to facade/) would stay in the wheel of a clone that
+    had built one before, and overwrite the real Triton-distributed's files.
+    """
+
+    def run(self) -> None:
+        listed = {package.partition(".")[0] for package in self.packages or ()}
+        for entry in Path(self.build_lib).glob("*"):
+            if entry.is_dir() and entry.name not in listed:
+                shutil.rmtree(entry)
+        super().run()
+
+
+setup(
+    package_dir=ROOTS,
+    packages=find_packages(ROOTS, Path(__file__).resolve().parent),
+    cmdclass={"build_py": BuildOnlyListedPackages},
+)

@@ -5,9 +5,17 @@ The engine is :mod:`kerneltune.core`, the built-in plugins live in
 command, whose commands are the modules beside it (:mod:`kerneltune.plugins_command`,
 :mod:`kerneltune.cache_commands`, :mod:`kerneltune.report_command`, reading
 through :mod:`kerneltune.loading`). Importing this package loads none of them.
+
+:func:`use_with_triton_dist` (from :mod:`kerneltune.real_triton_dist`) makes
+the real Triton-distributed's tuning decorators run on kerneltune's engine;
+its module imports nothing of kerneltune's until it is called.
 """
 
 import importlib.metadata
+
+from kerneltune.real_triton_dist import use_with_triton_dist
+
+__all__ = ["__version__", "use_with_triton_dist"]
 
 try:
     __version__: str = importlib.metadata.version("kerneltune")

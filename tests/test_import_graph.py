@@ -124,7 +124,9 @@ def example_roots(base: Path) -> dict[str, str]:
 
 
 EXAMPLES = example_roots(ROOT)
-GRAPH = import_graph(project_modules(ROOT, {**package_roots(ROOT / "setup.py"), **EXAMPLES}))
+#: The triton_dist facade, a distribution of its own: import name -> folder.
+FACADE = {"triton_dist": "facade/src/triton_dist"}
+GRAPH = import_graph(project_modules(ROOT, {**package_roots(ROOT / "setup.py"), **FACADE, **EXAMPLES}))
 
 #: core's roles, lowest floor first: a module imports only from its own floor or below.
 FLOORS = (

@@ -1,0 +1,152 @@
+"""Run the real Triton-distributed's tuning decorators on kerneltune's engine.
+
+Triton-distributed (the ``triton-dist`` distribution) installs a top-level
+``triton_dist`` package, and so does kerneltune's facade (the
+``kerneltune-triton-dist`` distribution, in ``facade/``). Only one of them can
+own those files, so beside Triton-distributed kerneltune is installed without
+its facade, and :func:`use_with_triton_dist` points the real package's
+documented decorators at kerneltune's. It changes attributes of the imported
+modules, never a file. docs/guide.md ("Beside the real Triton-distributed") is
+the user's page.
+
+What this module relies on in the real package is only the documented API:
+the module and attribute names in :data:`DECORATORS`. Its private machinery
+(the real autotuner module replaces Triton's ``Autotuner.run`` when imported,
+and that replacement reads the module's own ``ContextualAutoTuner``) is left
+as it is: it passes every launch through to Triton's ``run`` while no real
+``ContextualAutoTuner`` is running, and after the call none is started by
+the documented decorator.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.metadata
+import importlib.util
+import sys
+import types
+import warnings
+from typing import NamedTuple
+
+PACKAGE = "triton_dist"
+#: The distributions that install a ``triton_dist`` package: Triton-distributed's and kerneltune's facade.
+REAL_DISTRIBUTION = "triton-dist"
+FACADE_DISTRIBUTION = "kerneltune-triton-dist"
+
+
+class Decorator(NamedTuple):
+    """One documented decorator and the kerneltune module that implements it."""
+
+    #: the ``triton_dist`` module the documented API puts it in
+    module: str
+    #: its name there
+    name: str
+    #: the kerneltune module whose attribute of the same name serves it
+    engine: str
+    #: what the module holds where the real package lacks it, as kerneltune's facade's module does
+    exports: tuple[str, ...]
+
+
+DECORATORS = (
+    Decorator(
+        "triton_dist.autotuner",
+        "contextual_autotune",
+        "kerneltune.core.drivers.contextual",
+        ("ContextualAutoTuner", "contextual_autotune"),
+    ),
+    Decorator(
+        "triton_dist.tune", "autotune", "kerneltune.core.drivers.function_tuner", ("AutoTuner", "autotune")
+    ),
+)
+
+
+def use_with_triton_dist() -> list[str]:
+    """Make the installed ``triton_dist`` package's tuning decorators run on kerneltune's engine.
+
+    For each documented decorator (``triton_dist.autotuner.contextual_autotune``
+    and ``triton_dist.tune.autotune``): where the package has the module,
+    kerneltune's decorator replaces the module's attribute; where it lacks
+    the module (the ``triton-dist`` 0.0.0 wheel has no ``tune``), kerneltune's
+    is put in its place for this process, holding what the facade's module
+    holds. No file is changed, and a second call changes nothing.
+
+    Call it before importing code that binds a decorator's name at import
+    (``from triton_dist.autotuner import contextual_autotune`` at the top of
+    a module): a name bound before the call keeps the real decorator. The
+    modules' other names, such as the real ``ContextualAutoTuner`` class,
+    stay the real ones.
+
+    :returns: what now runs on kerneltune that did not before, as dotted
+        names (``["triton_dist.autotuner.contextual_autotune",
+        "triton_dist.tune"]`` beside ``triton-dist`` 0.0.0); empty where
+        everything already did, as under kerneltune's own facade.
+    :raises ModuleNotFoundError: when no ``triton_dist`` package can be imported.
+    """
+    _import_package()
+    if _installed(REAL_DISTRIBUTION) and _installed(FACADE_DISTRIBUTION):
+        warnings.warn(
+            f"both {REAL_DISTRIBUTION} and {FACADE_DISTRIBUTION} are installed, and each installs the "
+            f"{PACKAGE} package: the one installed second overwrote the other's files. Beside "
+            f"Triton-distributed keep kerneltune without its facade: pip uninstall {FACADE_DISTRIBUTION}, "
+            f"then reinstall {REAL_DISTRIBUTION}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    served = []
+    for decorator in DECORATORS:
+        engine = importlib.import_module(decorator.engine)
+        ours = getattr(engine, decorator.name)
+        module = _module(decorator.module)
+        if module is None:
+            _put_in_place(decorator, engine)
+            served.append(decorator.module)
+        elif getattr(module, decorator.name, None) is not ours:
+            setattr(module, decorator.name, ours)
+            served.append(f"{decorator.module}.{decorator.name}")
+    return served
+
+
+def _import_package() -> None:
+    try:
+        importlib.import_module(PACKAGE)
+    except ModuleNotFoundError as exc:
+        if exc.name != PACKAGE:
+            raise
+        raise ModuleNotFoundError(
+            f"use_with_triton_dist: no {PACKAGE} package is installed. Install Triton-distributed "
+            f"({REAL_DISTRIBUTION}), or, without it, kerneltune's own {PACKAGE} "
+            f"({FACADE_DISTRIBUTION}: pip install ./facade in a clone), which needs no such call",
+            name=PACKAGE,
+        ) from exc
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _module(name: str) -> types.ModuleType | None:
+    """The package's module ``name``, imported; ``None`` where the package has no such module."""
+    if name in sys.modules:
+        return sys.modules[name]
+    if importlib.util.find_spec(name) is None:
+        return None
+    return importlib.import_module(name)
+
+
+def _put_in_place(decorator: Decorator, engine: types.ModuleType) -> None:
+    """Make ``decorator.module`` importable in this process, holding kerneltune's ``exports``."""
+    module = types.ModuleType(
+        decorator.module, f"``{decorator.module}``, served by kerneltune's {decorator.engine}."
+    )
+    module.__spec__ = importlib.machinery.ModuleSpec(decorator.module, None)
+    module.__all__ = list(decorator.exports)  # type: ignore[attr-defined]
+    for name in decorator.exports:
+        setattr(module, name, getattr(engine, name))
+    parent, _, child = decorator.module.rpartition(".")
+    sys.modules[decorator.module] = module
+    setattr(sys.modules[parent], child, module)

@@ -8,13 +8,17 @@ TORCH ?= torch==2.13.0
 # Triton-touching CPU tests against; CI runs it after `make test`.
 TRITONS ?= 3.4 3.5 3.9
 TRITON_TESTS ?= tests/test_contextual.py tests/test_contextual_dist.py tests/test_triton_adapter.py tests/test_accumulate.py \
-	tests/test_search_params.py tests/test_config_label.py tests/test_isolation_kernels.py
+	tests/test_search_params.py tests/test_config_label.py tests/test_isolation_kernels.py tests/test_twins.py
 # triton-ascend is the package `triton` too, so it cannot sit over the environment as the
 # releases above do: it gets a virtual environment of its own, with the same torch and
-# kerneltune. Without an NPU, tests/conftest.py stands in for its NPU driver only
-# (tests/ascend_stand_in.py says exactly how); docs/ascend.md lists what runs.
-TRITON_ASCEND ?= triton-ascend==3.2.0
+# kerneltune, holding the first release of TRITON_ASCENDS. Each later one goes alone into
+# build/triton-ascends/<release> and is put ahead of it on PYTHONPATH, as the releases above
+# are (a 160 MB wheel and one more test run, not a second venv). Without an NPU,
+# tests/conftest.py stands in for its NPU driver only (tests/ascend_stand_in.py says exactly
+# how); docs/ascend.md lists what runs.
+TRITON_ASCENDS ?= 3.2.0 3.2.0rc4
 ASCEND_VENV ?= build/venv-triton-ascend
+ASCEND_FIRST := $(firstword $(TRITON_ASCENDS))
 
 .PHONY: install demo test test-tritons test-triton-ascend
 
@@ -23,16 +27,16 @@ ASCEND_VENV ?= build/venv-triton-ascend
 # environment (its sys.prefix) and the list of modules (a new one needs linking),
 # and is older than the files that declare dependencies after a change to them.
 ENVIRONMENT := $(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:12])")
-MODULES := $(shell find core plugins cli triton_dist -name '*.py' | sort | cksum | cut -d' ' -f1)
+MODULES := $(shell find core plugins cli facade/src -name '*.py' | sort | cksum | cut -d' ' -f1)
 STAMP := build/installed-$(ENVIRONMENT)-$(MODULES)
-DECLARED := pyproject.toml setup.py examples/kerneltune-example-plugin/pyproject.toml \
+DECLARED := pyproject.toml setup.py facade/pyproject.toml examples/kerneltune-example-plugin/pyproject.toml \
 	examples/kerneltune-example-device/pyproject.toml
 
 # A strict editable install: a tree of links to the sources under build/, which
 # static tools (mypy, pyright, IDEs) resolve as kerneltune.*; the default mode
 # is an import hook they cannot follow. A module added later needs `make install`.
 install:
-	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test,plot]" -e examples/kerneltune-example-plugin -e examples/kerneltune-example-device \
+	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test,plot]" -e facade -e examples/kerneltune-example-plugin -e examples/kerneltune-example-device \
 		--config-settings editable_mode=strict
 	@mkdir -p build && touch $(STAMP)
 
@@ -61,8 +65,18 @@ test-tritons: $(STAMP) test-triton-ascend
 test-triton-ascend:
 	$(PYTHON) -m venv $(ASCEND_VENV)
 	$(ASCEND_VENV)/bin/python -m pip install -q --upgrade pip
-	$(ASCEND_VENV)/bin/python -m pip install -q "$(TORCH)" "$(TRITON_ASCEND)" pybind11 numpy pytest pytest-timeout \
-		-e . -e examples/kerneltune-example-plugin -e examples/kerneltune-example-device \
+	$(ASCEND_VENV)/bin/python -m pip install -q "$(TORCH)" "triton-ascend==$(ASCEND_FIRST)" \
+		pybind11 numpy pytest pytest-timeout \
+		-e . -e facade -e examples/kerneltune-example-plugin -e examples/kerneltune-example-device \
 		--config-settings editable_mode=strict
-	$(ASCEND_VENV)/bin/python -c "import triton; print('triton-ascend', triton.__version__)"
-	$(ASCEND_VENV)/bin/python -m pytest -q $(TRITON_TESTS)
+	set -e; for release in $(TRITON_ASCENDS); do \
+		over=; \
+		if [ "$$release" != "$(ASCEND_FIRST)" ]; then \
+			over=build/triton-ascends/$$release; \
+			$(ASCEND_VENV)/bin/python -m pip install -q --no-deps --upgrade --target $$over \
+				"triton-ascend==$$release"; \
+		fi; \
+		PYTHONPATH=$$over $(ASCEND_VENV)/bin/python -c \
+			"import importlib.metadata as m; print('triton-ascend', m.version('triton-ascend'))"; \
+		PYTHONPATH=$$over $(ASCEND_VENV)/bin/python -m pytest -q $(TRITON_TESTS); \
+	done

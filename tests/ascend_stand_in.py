@@ -100,13 +100,42 @@ class StandInNpuDriver:
         return 0
 
 
+def release() -> str | None:
+    """The installed triton-ascend's version (``3.2.0``, ``3.2.0rc4``), or ``None`` where there is none.
+
+    Its ``triton.__version__`` cannot tell: 3.2.0rc4's reads ``3.2.0`` too.
+    """
+    try:
+        return importlib.metadata.version("triton-ascend")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def installed() -> bool:
     """Whether the installed Triton is triton-ascend."""
-    try:
-        importlib.metadata.version("triton-ascend")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
+    return release() is not None
+
+
+#: Where each triton-ascend release's ``triton.autotune`` takes ``hints``: 3.2.0 third, 3.2.0rc4 not at
+#: all (its ``AutoTilingTuner`` comes from ``split_params`` and ``tiling_params``, with a list key).
+HINTS_BY_RELEASE = {"3.2.0": "positional", "3.2.0rc4": None}
+
+
+def auto_tiling_by_hints_missing() -> str | None:
+    """Why ``hints={"enable_ascend_autotune": True}`` makes no ``AutoTilingTuner`` here, or ``None``.
+
+    For a test's skip reason: no triton-ascend, or a release whose ``triton.autotune`` takes no hints.
+    """
+    version = release()
+    if version is None:
+        return "needs triton-ascend installed (make test-tritons runs it)"
+    if HINTS_BY_RELEASE.get(version) is None:
+        return (
+            f"triton-ascend {version}'s triton.autotune takes no hints: it makes its AutoTilingTuner from "
+            "split_params and tiling_params with a list key, which the adapter's version table does not "
+            "describe"
+        )
+    return None
 
 
 def wanted() -> bool:

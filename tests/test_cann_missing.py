@@ -17,6 +17,8 @@ from kerneltune import cli
 from kerneltune.core import PluginError, Session, load_settings, notices
 
 MISSING = "libhccl.so: cannot open shared object file: No such file or directory"
+#: The timers of torch.npu's work: events, and torch_npu's profiler.
+NPU_TIMERS = ("npu-event", "npu-profiler")
 
 
 @pytest.fixture
@@ -42,22 +44,33 @@ def test_a_tuning_session_warns_once_naming_the_library_and_runs_on_the_host(bro
     assert session.make_timer().name in ("wallclock", "cuda-event")
 
 
-def test_an_explicit_npu_event_timer_says_cann_is_why_it_cannot_run(broken_torch_npu, monkeypatch):
-    monkeypatch.setenv("KERNELTUNE_TIMER", "npu-event")
+def test_triton_bench_method_npu_changes_nothing_without_cann(broken_torch_npu, monkeypatch):
+    monkeypatch.setenv("TRITON_BENCH_METHOD", "npu")  # asks for the npu-profiler timer where an NPU is
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        session = Session.create(load_settings())
+    assert len([w for w in caught if "torch_npu" in str(w.message)]) == 1
+    assert session.make_timer().name in ("wallclock", "cuda-event")
+
+
+@pytest.mark.parametrize("timer", NPU_TIMERS)
+def test_an_explicit_npu_timer_says_cann_is_why_it_cannot_run(broken_torch_npu, monkeypatch, timer):
+    monkeypatch.setenv("KERNELTUNE_TIMER", timer)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(
             PluginError,
-            match=r"'npu-event' .* cannot run here \(torch_npu is installed but "
+            match=rf"'{timer}' .* cannot run here \(torch_npu is installed but "
             r"cannot load libhccl\.so .*set_env\.sh .*first\)",
         ):
             Session.create(load_settings())
 
 
-def test_an_explicit_npu_event_timer_without_torch_npu_says_it_is_not_installed(monkeypatch):
+@pytest.mark.parametrize("timer", NPU_TIMERS)
+def test_an_explicit_npu_timer_without_torch_npu_says_it_is_not_installed(monkeypatch, timer):
     if importlib.util.find_spec("torch_npu") is not None:
         pytest.skip("torch_npu is installed here")
-    monkeypatch.setenv("KERNELTUNE_TIMER", "npu-event")
+    monkeypatch.setenv("KERNELTUNE_TIMER", timer)
     with pytest.raises(PluginError, match=r"cannot run here \(torch_npu is not installed\)"):
         Session.create(load_settings())
 
@@ -66,6 +79,7 @@ def test_the_plugins_command_lists_with_one_warning(broken_torch_npu):
     result = CliRunner().invoke(cli.main, ["plugins"])
     assert result.exit_code == 0, result.output
     assert "npu-event        not available here" in result.output
+    assert "npu-profiler     not available here" in result.output
     # The command prints warnings as its own lines: one says what is missing and how to load it.
     about = [line for line in result.output.splitlines() if "torch_npu" in line]
     assert len(about) == 1 and "libhccl.so" in about[0] and "set_env.sh" in about[0], about

@@ -7,14 +7,21 @@ from kerneltune.plugins.triton.configs import config_label
 
 triton = pytest.importorskip("triton")
 
+#: A config with the installed release's defaults.
+DEFAULT = triton.Config({})
+
 
 @pytest.mark.parametrize(
     ("config", "label"),
     [
         (triton.Config({"BLOCK_M": 64, "BLOCK_N": 128}, num_warps=8), "BLOCK_M=64, BLOCK_N=128, num_warps=8"),
         (triton.Config({"BLOCK": 256}), "BLOCK=256"),
-        # The release's own defaults (num_stages 3 upstream, 2 on triton-ascend 3.2.0) read as nothing.
-        (triton.Config({"BLOCK": 256}, num_warps=4, num_stages=triton.Config({}).num_stages), "BLOCK=256"),
+        # The release's own defaults read as nothing: num_warps 4 and num_stages 3 upstream, 4 and 2
+        # on triton-ascend 3.2.0, None and None on 3.2.0rc4.
+        (
+            triton.Config({"BLOCK": 256}, num_warps=DEFAULT.num_warps, num_stages=DEFAULT.num_stages),
+            "BLOCK=256",
+        ),
         (triton.Config({"BLOCK": 32}, num_stages=1, maxnreg=128), "BLOCK=32, num_stages=1, maxnreg=128"),
         (triton.Config({}, num_ctas=2), "num_ctas=2"),
         (triton.Config({}), "defaults"),

@@ -114,7 +114,10 @@ def test_a_crash_in_one_ranks_isolation_worker_fails_the_config_on_every_rank(tm
     assert [r["worker"] for r in results] == [[16, 32, 64], [16, 32, 64]]
 
 
-@pytest.mark.skipif(not ascend_stand_in.installed(), reason="needs triton-ascend (make test-tritons runs it)")
+@pytest.mark.skipif(
+    ascend_stand_in.auto_tiling_by_hints_missing() is not None,
+    reason=ascend_stand_in.auto_tiling_by_hints_missing() or "",
+)
 def test_triton_ascends_auto_tiling_tuner_is_tuned_by_kerneltune_with_the_ranks_agreeing(tmp_path):
     results = run_ranks("autotiling", tmp_path)
     assert all("error" not in r for r in results), results

@@ -753,12 +753,9 @@ def test_print_autotuning_prints_tritons_lines_after_a_tuning_only(monkeypatch, 
 
     scale(4)
     out = capsys.readouterr().out
-    assert out.startswith(
-        "Triton autotuning (kerneltune autotune) for function scale,\n"
-        "with key as (4, 'f32'),\n"
-        "finished after "
-    )
-    assert out.endswith("s,\nbest config selected: cost=<1.0> at 1.0000 ms;\n")
+    # Stock Triton's message; the pick's time is kerneltune's detail, in the verbose lines.
+    assert out.startswith("Triton autotuning for function scale,\nwith key as (4, 'f32'),\nfinished after ")
+    assert out.endswith("s,\nbest config selected: cost=<1.0>;\n")
     scale(4)
     autotune(config_space=[{"cost": 3.0}, {"cost": 1.0}], key_fn=lambda x: (x, "f32"))(scale.fn)(4)
     assert capsys.readouterr().out == "", "a pick in process or from the cache prints nothing"

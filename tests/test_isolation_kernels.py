@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import threading
 
+import ascend_stand_in
 import isolation_kernels as kernels
 import pytest
 import rank_doubles
@@ -133,10 +134,16 @@ def test_what_the_worker_is_sent_for_a_launch_under_heuristics():
     assert clashing.payload(kernels.doubled.configs[0]) is None, "it raises here before launching"
 
 
+def installed_triton() -> str:
+    """The installed Triton as a reason names it: ``triton 3.3.1``, ``triton-ascend 3.2.0rc4``."""
+    ascend = ascend_stand_in.release()
+    return f"triton-ascend {ascend}" if ascend is not None else f"triton {triton.__version__}"
+
+
 def test_the_worker_copies_the_tensor_under_a_host_side_descriptor():
     TensorDescriptor = pytest.importorskip(
         "triton.tools.tensor_descriptor",
-        reason="host-side tensor descriptors came with Triton 3.4; triton-ascend 3.2.0 has none",
+        reason=f"host-side tensor descriptors came with Triton 3.4; {installed_triton()} has none",
     ).TensorDescriptor
 
     buffer = torch.arange(64.0).reshape(8, 8)

@@ -3,9 +3,10 @@
 triton 3.2, which cannot decorate a kernel without a GPU driver, is covered
 by the fake in tests/triton_fakes.py; the installed triton is checked for
 real. triton-ascend's rows run against the real triton-ascend 3.2.0 (its
-``Autotuner`` and ``AutoTilingTuner``, made by its ``triton.autotune``),
-where ``make test-tritons`` installs it with only the NPU driver stood in
-(tests/ascend_stand_in.py); elsewhere they skip. Kernels are
+``Autotuner`` and ``AutoTilingTuner``, made by its ``triton.autotune``) and
+3.2.0rc4 (its ``Autotuner``: its ``AutoTilingTuner`` is not made from
+hints), where ``make test-tritons`` installs them with only the NPU driver
+stood in (tests/ascend_stand_in.py); elsewhere they skip. Kernels are
 :class:`~triton_fakes.FakeKernel` objects, and a scripted clock makes every
 pick deterministic.
 """
@@ -51,6 +52,11 @@ TRITON_ASCEND = ascend_stand_in.installed()
 needs_triton_ascend = pytest.mark.skipif(
     not TRITON_ASCEND, reason="needs triton-ascend installed (make test-tritons runs it)"
 )
+#: ``hints={"enable_ascend_autotune": True}`` makes triton-ascend's ``AutoTilingTuner`` here.
+needs_tiling_by_hints = pytest.mark.skipif(
+    ascend_stand_in.auto_tiling_by_hints_missing() is not None,
+    reason=ascend_stand_in.auto_tiling_by_hints_missing() or "",
+)
 
 
 def ascend_tuner(kernel, configs, *, tiling=False):
@@ -95,18 +101,23 @@ def test_version_table_rows():
 
 
 @needs_triton_ascend
-def test_triton_ascend_autotuners_are_their_rows():
+def test_triton_ascends_autotuner_is_its_row():
     kernel = FakeKernel(FakeClock(), {})
-    configs = [triton.Config({"BLOCK": 1}), triton.Config({"BLOCK": 2})]
-    plain = ascend_tuner(kernel, configs)
+    plain = ascend_tuner(kernel, [triton.Config({"BLOCK": 1}), triton.Config({"BLOCK": 2})])
     assert type(plain).__name__ == "Autotuner" and plain.auto_profile_dir is None
     assert adapter.layout_of(plain).name == "triton-ascend-3.2"
+    assert adapter.release_layout().name == "triton-ascend-3.2"
+
+
+@needs_tiling_by_hints
+def test_triton_ascends_auto_tiling_tuner_is_its_row():
+    kernel = FakeKernel(FakeClock(), {})
+    configs = [triton.Config({"BLOCK": 1}), triton.Config({"BLOCK": 2})]
     tiling = ascend_tuner(kernel, configs, tiling=True)
     assert type(tiling).__name__ == "AutoTilingTuner"
     assert adapter.layout_of(tiling).name == "triton-ascend-3.2-autotiling"
     assert adapter.candidate_configs(tiling) == configs
     assert adapter.pruned_configs(tiling, (None, 8), {"grid": (1,), "warmup": False}) == configs
-    assert adapter.release_layout().name == "triton-ascend-3.2"
 
 
 def test_installed_triton_is_in_the_table(recwarn):
@@ -125,7 +136,7 @@ def test_tuning_key_list_and_axis_dict():
     assert adapter.tuning_key(plain, (x,), {"n": 7, "grid": (1,)}) == (7, "torch.float16")
 
 
-@needs_triton_ascend
+@needs_tiling_by_hints
 def test_tuning_key_of_the_auto_tiling_tuners_axis_dict():
     kernel = FakeKernel(FakeClock(), {})
     x = torch.zeros(4, dtype=torch.float16)
@@ -218,8 +229,9 @@ def test_store_config_is_what_triton_reads():
 
 
 def test_hints_parameter_per_release():
-    # triton-ascend 3.2.0 (the only release on the index) takes hints third; upstream has none.
-    assert autotune.hints_parameter(triton.autotune) == ("positional" if TRITON_ASCEND else None)
+    # Upstream takes no hints; a triton-ascend release missing from the table fails here.
+    expected = ascend_stand_in.HINTS_BY_RELEASE[ascend_stand_in.release()] if TRITON_ASCEND else None
+    assert autotune.hints_parameter(triton.autotune) == expected
     assert autotune.hints_parameter(later_ascend_autotune) == "keyword"
 
 
@@ -383,7 +395,7 @@ def test_single_candidate_after_pruning_is_stored_without_measuring(monkeypatch)
     assert tuner.cache == {(3,): configs[1]}
 
 
-@needs_triton_ascend
+@needs_tiling_by_hints
 def test_the_auto_tiling_tuner_is_tuned_over_its_generated_tiles_and_the_users_configs_after_pruning():
     pruned = []
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import inspect
+import math
 import os
 import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -46,6 +47,9 @@ class Layout:
     classes: tuple[str, ...] = ("triton.runtime.autotuner.Autotuner",)
     #: whether each launch generates its candidates (the user's configs are only some of them).
     generates: bool = False
+    #: whether ``TRITON_PRINT_AUTOTUNING``'s message names the key, on lines of their own (3.4 on),
+    #: or is the one line of earlier releases (:func:`autotuning_message`).
+    prints_key: bool = False
 
 
 # Triton promises none of the attributes below; they are stable in practice,
@@ -75,7 +79,8 @@ class Layout:
 # does), ``t.configs`` on the auto-tiling tuner (the generated candidates,
 # as its ``run`` sets them), ``t.cache[key]`` and ``t.best_config`` (the pick), and the class
 # attribute ``run`` of ``Autotuner`` and its subclasses while an interception
-# is installed (:func:`patch_runs`).
+# is installed (:func:`patch_runs`), and after a tuning ``t.configs_timings`` and ``t.bench_time``
+# (:func:`store_timings`), which every row's own ``run`` sets and none reads.
 LAYOUTS: tuple[Layout, ...] = (
     Layout(
         name="triton-3.2-3.3",
@@ -120,6 +125,7 @@ LAYOUTS: tuple[Layout, ...] = (
             "real 3.9.0 (CPU suite), 3.5.1 and 3.4.0 (Triton CPU tests in CI, make test-tritons), "
             "3.7.1 and 3.6.0 (CPU suite in throwaway venvs), 3.6.0 on H200"
         ),
+        prints_key=True,
     ),
 )
 
@@ -375,6 +381,66 @@ def store_config(tuner: Any, key: Hashable, config: Any) -> None:
     """
     tuner.cache[key] = config
     tuner.best_config = config
+
+
+def store_timings(tuner: Any, timings: Sequence[Any], seconds: float) -> None:
+    """Leave ``configs_timings`` and ``bench_time`` on the autotuner as its own tuning does.
+
+    ``configs_timings`` maps each config the tuning kept to three times in
+    ms, where Triton's benchmarker gives the median and the 20th and 80th
+    percentiles: the time the pick was chosen by (agreed over ranks), then
+    the 20th and 80th percentiles of this rank's samples; ``inf`` three
+    times for a config that failed. ``min(configs_timings,
+    key=configs_timings.get)`` is the pick, as after Triton's tuning.
+    ``bench_time`` is the tuning's seconds.
+
+    :param timings: :class:`kerneltune.core.CandidateTiming` of each kept config.
+    """
+    tuner.configs_timings = {t.config: _three_times(t.time, t.samples) for t in timings}
+    tuner.bench_time = seconds
+
+
+def _three_times(time: float, samples: Sequence[float]) -> list[float]:
+    if not math.isfinite(time) or not samples:
+        return [math.inf] * 3
+    return [time, _quantile(samples, 0.2), _quantile(samples, 0.8)]
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of sorted samples, interpolated linearly between the two nearest (as torch's)."""
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def prints_autotuning() -> bool:
+    """Whether the installed Triton prints its message after tuning (``TRITON_PRINT_AUTOTUNING``).
+
+    Asked as the release asks: ``triton.knobs.autotuning.print`` where Triton
+    has knobs (3.4 on), the variable being exactly ``"1"`` before.
+    """
+    try:
+        from triton import knobs
+    except ImportError:
+        return os.environ.get("TRITON_PRINT_AUTOTUNING") == "1"
+    return bool(knobs.autotuning.print)
+
+
+def autotuning_message(layout: Layout, name: str, key: Any, seconds: float, config: Any) -> str:
+    """What the release of ``layout`` prints after tuning kernel ``name`` for ``key`` (its own words).
+
+    ``config`` is shown as Triton shows it, by ``str``.
+    """
+    if layout.prints_key:
+        return (
+            f"Triton autotuning for function {name},\nwith key as {key},\n"
+            f"finished after {seconds:.2f}s,\nbest config selected: {config};"
+        )
+    return (
+        f"Triton autotuning for function {name} finished after {seconds:.2f}s; "
+        f"best config selected: {config};"
+    )
 
 
 def _call(thunk: Thunk) -> None:

@@ -5,17 +5,32 @@ isolation worker asks which replacement is in force
 (:func:`autotune_installer`) to install the same one. The module attribute
 ``triton.autotune`` and its aliases have the same shape in every row of the
 adapter's version table; where the decorator takes ``hints`` does not
-(:func:`hints_parameter`).
+(:func:`hints_parameter`), and no release in the table reads a dict
+``key`` as triton-ascend's auto-tiling tuners and DLCompiler document it
+(:func:`dict_key_arguments`).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 #: Set on a ``triton.autotune`` replacement made here: the ``"module:function"`` that installs it.
 SEARCH_PARAMS_MARK = "__kerneltune_search_params__"
+
+#: triton-ascend's axis names (``triton.runtime.utils.valid_axis_names`` in 3.2.0), in the order
+#: its auto-tiling tuner hands them to the arguments of a list ``key``; ``r``: a reduction axis.
+AXIS_NAMES = ("x", "y", "z", "w", "v", "t", "rx", "ry", "rz", "rw", "rv", "rt")
+
+#: The row of docs/ascend.md's porting table for a dict ``key``, its two cells, quoted where one
+#: is refused (tests/test_ascend_porting.py checks that the page holds it).
+DICT_KEY_ROW = (
+    '`key={"x": "n"}` (axis name -> argument name)',
+    'the same, or `key=["n"]`: picks are filed by the values of the arguments the dict names, in its '
+    "order; its axis names must be triton-ascend's (`x`, `y`, `z`, `w`, `v`, `t`, `rx`, `ry`, `rz`, "
+    "`rw`, `rv`, `rt`), with `enable_ascend_autotune` the first of them in that order",
+)
 
 
 def hints_parameter(autotune: Callable[..., Any]) -> str | None:
@@ -67,3 +82,43 @@ def autotune_installer() -> str | None:
     import triton
 
     return getattr(triton.autotune, SEARCH_PARAMS_MARK, None)
+
+
+def dict_key_arguments(key: object, *, ordered: bool = False) -> list[str] | None:
+    """The argument names a dict ``key`` (``{axis name: argument name}``) names, in its order.
+
+    triton-ascend's auto-tiling tuners and DLCompiler's take such a key and
+    file their picks by the values of the arguments it names, as a list key
+    does; upstream Triton and triton-ascend 3.2.0's own ``Autotuner`` would
+    read the axis names as argument names instead.
+
+    :param ordered: the axes must also be the first of :data:`AXIS_NAMES`,
+        in order: triton-ascend 3.2.0's auto-tiling tuner names the axes of a
+        list key so, and takes no other.
+    :returns: ``None`` for a key that is not a dict (a list is the ordinary key).
+    :raises ValueError: for an axis name triton-ascend does not have, an
+        argument name that is not a string, or (``ordered``) axes out of
+        that order; the message quotes :data:`DICT_KEY_ROW`.
+    """
+    if not isinstance(key, Mapping):
+        return None
+    axes, names = list(key), list(key.values())
+    problem = None
+    unknown = [repr(axis) for axis in axes if axis not in AXIS_NAMES]
+    if unknown:
+        problem = f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} no triton-ascend axis name"
+    elif not all(isinstance(name, str) for name in names):
+        problem = "its values must be argument names"
+    elif ordered and tuple(axes) != AXIS_NAMES[: len(axes)]:
+        wanted = AXIS_NAMES[: len(axes)]
+        named = f"the axes {', '.join(wanted)} in that order" if len(wanted) > 1 else f"the axis {wanted[0]}"
+        problem = (
+            f"with enable_ascend_autotune it must name {named}, as triton-ascend 3.2.0 names the "
+            "arguments of a list key"
+        )
+    if problem is not None:
+        raise ValueError(
+            f"triton.autotune(key={key!r}): {problem}. docs/ascend.md, Porting: {DICT_KEY_ROW[0]}: "
+            f"{DICT_KEY_ROW[1]}"
+        )
+    return names

@@ -5,8 +5,8 @@ values (what a record keeps of the pick) serve every Triton tuner; making a
 config from meta-parameters and compile options, and the compile target
 whose options a profile family offers, serve search_params. They read only
 what ``triton.Config`` offers in every release (``kwargs``, ``all_kwargs()``,
-its constructor's fields) and the active driver's target, which all rows of
-the adapter's version table share.
+its constructor's fields, the attributes a default one holds) and the
+active driver's target, which all rows of the adapter's version table share.
 """
 
 from __future__ import annotations
@@ -38,12 +38,20 @@ def config_label(config: Any) -> str:
     return ", ".join(f"{name}={value}" for name, value in shown.items()) or "defaults"
 
 
-def config_values(config: Any) -> dict[str, Any]:
-    """A config's kwargs and the plain options that differ from the defaults, as plain data.
+#: Compile options a config's plain values always name, default or not: every release's
+#: ``Config`` has them, and their defaults differ between releases and backends.
+PINNED_OPTIONS = ("num_warps", "num_stages")
+
+
+def config_values(config: Any) -> dict[str, Any] | None:
+    """A config's kwargs and compile options as plain data, for the snippet that hard-codes a pick.
 
     ``triton.Config({"BLOCK_M": 64}, num_warps=8)`` gives ``{"kwargs":
-    {"BLOCK_M": 64}, "num_warps": 8}``; what is not plain (a ``pre_hook``)
-    is left out.
+    {"BLOCK_M": 64}, "num_warps": 8, "num_stages": 3}``: the options of
+    :data:`PINNED_OPTIONS` always, the others where they differ from the
+    defaults. ``None`` for a config that plain data cannot say whole (a
+    ``pre_hook``, a kwarg or option that is an object): a snippet without
+    that part would make another config.
     """
 
     def plain(value: Any) -> bool:
@@ -51,60 +59,98 @@ def config_values(config: Any) -> dict[str, Any]:
 
     defaults = type(config)({}).all_kwargs()
     meta = dict(config.kwargs)
+    given = config.all_kwargs()
+    if getattr(config, "pre_hook", None) is not None or not all(plain(v) for v in given.values()):
+        return None
     options = {
         name: value
-        for name, value in config.all_kwargs().items()
-        if name not in meta and defaults.get(name) != value and plain(value)
+        for name, value in given.items()
+        if name not in meta and (name in PINNED_OPTIONS or defaults.get(name) != value)
     }
-    return {"kwargs": {name: value for name, value in meta.items() if plain(value)}, **options}
+    return {"kwargs": meta, **options}
 
 
 def config_fields() -> frozenset[str]:
-    """Compile options ``triton.Config`` takes as its own fields (``num_warps``, ...)."""
+    """Compile options ``triton.Config``'s constructor names as parameters (``num_warps``, ...)."""
     from triton import Config
 
     parameters = inspect.signature(Config.__init__).parameters
     return frozenset(name for name in parameters if name not in ("self", "kwargs", "pre_hook"))
 
 
+def config_attributes() -> frozenset[str]:
+    """Compile options a ``triton.Config`` holds as attributes of its own.
+
+    The constructor's fields (:func:`config_fields`) and the attributes a
+    release sets from its other keywords: triton-ascend 3.2's ``Config``
+    takes ``multibuffer``, ``tile_mix_vector_loop`` and the NPU's other
+    compile options through ``**bishengir_options``, keeps each as an
+    attribute (``None``: the compiler's default) and passes it to the launch
+    in ``all_kwargs()``.
+    """
+    from triton import Config
+
+    made = vars(Config({}))
+    extra = {name for name in made if not name.startswith("_") and name not in ("kwargs", "pre_hook")}
+    return config_fields() | frozenset(extra)
+
+
+def _lay_over(config: Any, options: Mapping[str, Any], attributes: frozenset[str]) -> Any:
+    """Set each option as ``config``'s attribute where it has one, else in its kwargs; ``config``.
+
+    An attribute that ``all_kwargs()`` would not pass on with the value goes
+    into the kwargs too, so every option reaches the launch whatever the
+    release does with its attributes.
+    """
+    extra: dict[str, Any] = {}
+    for name, value in options.items():
+        if name in attributes:
+            setattr(config, name, value)
+            if name in config.all_kwargs() and config.all_kwargs()[name] == value:
+                continue
+        extra[name] = value
+    if extra:
+        config.kwargs = {**config.kwargs, **extra}
+    return config
+
+
 def make_config(kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
     """A ``triton.Config`` of meta-parameters ``kwargs`` and compile ``options``.
 
-    Options that are ``Config`` fields (:func:`config_fields`) become fields;
-    any other (a backend's own option, such as triton-ascend's multibuffer)
-    joins the kwargs, where the launch passes it on.
+    Options that are ``Config`` fields (:func:`config_fields`) are passed to
+    its constructor; those it holds as attributes otherwise
+    (:func:`config_attributes`: triton-ascend's ``multibuffer``) are set as
+    attributes, so ``best_config.multibuffer`` reads the searched value; any
+    other (an option of the backend that this ``Config`` does not know) joins
+    the kwargs, where the launch passes it on.
     """
     from triton import Config
 
     fields = config_fields()
     own = {k: v for k, v in options.items() if k in fields}
-    extra = {k: v for k, v in options.items() if k not in fields}
-    return Config({**kwargs, **extra}, **own)
+    rest = {k: v for k, v in options.items() if k not in fields}
+    return _lay_over(Config(dict(kwargs), **own), rest, config_attributes())
 
 
 def config_with_options(config: Any, options: Mapping[str, Any]) -> Any:
     """A copy of ``config`` with compile ``options`` laid over it, as :func:`make_config` places them."""
-    fields = config_fields()
     changed = copy.copy(config)
-    changed.kwargs = {**config.kwargs, **{k: v for k, v in options.items() if k not in fields}}
-    for name, value in options.items():
-        if name in fields:
-            setattr(changed, name, value)
-    return changed
+    changed.kwargs = {k: v for k, v in config.kwargs.items() if k not in options}
+    return _lay_over(changed, options, config_attributes())
 
 
 def compile_target() -> Any:
     """The :class:`kerneltune.core.values.profiles.CompileTarget` kernels compile for now.
 
     Under the interpreter the backend is ``"interpreter"`` and the options are
-    the compile fields of ``triton.Config``, which the interpreter accepts and
-    ignores; otherwise the target and the option names come from the active
-    driver and its backend's option dataclass.
+    those ``triton.Config`` holds (:func:`config_attributes`), which the
+    interpreter accepts and ignores; otherwise the target and the option
+    names come from the active driver and its backend's option dataclass.
     """
     from kerneltune.core import CompileTarget
 
     if adapter.interpreting():
-        return CompileTarget(backend="interpreter", arch="", warp_size=0, options=config_fields())
+        return CompileTarget(backend="interpreter", arch="", warp_size=0, options=config_attributes())
     from triton.compiler import make_backend
     from triton.runtime import driver
 

@@ -14,8 +14,9 @@ class Timer(Registrable, Protocol):
 
     Constructed with no arguments. An instance measures one candidate: its
     warm-up and timed runs, then one :meth:`collect`. Built-in priorities:
-    wallclock 0, cuda-event 10, npu-event 20; a timer that should never win
-    ``auto`` uses a negative ``auto_priority``.
+    wallclock 0, cuda-event 10, npu-event 20, npu-profiler 30 where
+    ``TRITON_BENCH_METHOD=npu`` and -1 elsewhere; a timer that should never
+    win ``auto`` uses a negative ``auto_priority``.
     """
 
     def __init__(self) -> None: ...

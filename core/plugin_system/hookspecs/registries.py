@@ -39,7 +39,8 @@ def kerneltune_register_timers(register: Callable[[type[Timer]], None]) -> None:
     (``auto`` takes the available class with the highest, ties to the one
     registered first: :meth:`kerneltune.core.plugin_system.registry.Registry.ranked`;
     default 0; built-ins use 0 for wallclock, 10 for cuda-event, 20 for
-    npu-event, so a plugin that should never win ``auto`` uses a negative
+    npu-event, and 30 for npu-profiler where ``TRITON_BENCH_METHOD=npu``, -1
+    elsewhere; so a plugin that should never win ``auto`` uses a negative
     value); it is constructed with no arguments. A timer of one device's work
     (:class:`~kerneltune.core.plugin_system.contracts.DeviceTimer`) names that registered
     device in a class attribute ``device`` and is constructed with

@@ -27,7 +27,7 @@ from typing import Any
 
 from kerneltune.core import SUBPROCESS, Screening, current_session, screener
 from kerneltune.plugins.triton import adapter
-from kerneltune.plugins.triton.autotune import hints_parameter
+from kerneltune.plugins.triton.autotune import dict_key_arguments, hints_parameter
 from kerneltune.plugins.triton.isolated import KernelIsolation
 from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
 from kerneltune.plugins.triton.search_params.hints import wants_search
@@ -48,9 +48,20 @@ SUPPORTED_ARGUMENTS = (
 
 
 def make_autotune(original: Callable[..., Any]) -> Callable[..., Any]:
-    """A ``triton.autotune`` that serves ``hints={"search_params": ...}`` and otherwise is ``original``."""
+    """A ``triton.autotune`` that serves ``hints={"search_params": ...}`` and otherwise is ``original``.
+
+    A dict ``key`` (``{axis name: argument name}``, triton-ascend's and
+    DLCompiler's) is taken with their meaning, the arguments it names
+    (:func:`~kerneltune.plugins.triton.autotune.dict_key_arguments`): a
+    search_params kernel is keyed by them, and Triton's own decorator gets
+    them as a list. A decorator another library put in Triton's place gets
+    every key as given.
+    """
+    import triton.runtime.autotuner
+
     signature = inspect.signature(original)
     hints_where = hints_parameter(original)
+    tritons_own = original is triton.runtime.autotuner.autotune
 
     @functools.wraps(original)
     def autotune(*args: Any, **kwargs: Any) -> Any:
@@ -59,6 +70,8 @@ def make_autotune(original: Callable[..., Any]) -> Callable[..., Any]:
         else:
             hints = signature.bind_partial(*args, **kwargs).arguments.get("hints")
         if not wants_search(hints):
+            if tritons_own:
+                args, kwargs = _with_list_key(signature, args, kwargs, hints)
             return original(*args, **kwargs)
         plain = {k: v for k, v in kwargs.items() if k != "hints"} if hints_where is None else kwargs
         arguments = dict(signature.bind(*args, **plain).arguments)
@@ -72,6 +85,9 @@ def make_autotune(original: Callable[..., Any]) -> Callable[..., Any]:
                     f"supported arguments: {', '.join(SUPPORTED_ARGUMENTS)}"
                 )
         chosen = {k: v for k, v in arguments.items() if k in SUPPORTED_ARGUMENTS}
+        named = dict_key_arguments(chosen.get("key"))
+        if named is not None:
+            chosen["key"] = named
 
         def decorate(fn: Any) -> SearchParamsKernel:
             return SearchParamsKernel(fn, hints, **chosen)
@@ -79,6 +95,28 @@ def make_autotune(original: Callable[..., Any]) -> Callable[..., Any]:
         return decorate
 
     return autotune
+
+
+def _with_list_key(
+    signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any], hints: Any
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The decorator's arguments with a dict ``key`` made the list of the arguments it names.
+
+    With ``enable_ascend_autotune`` (triton-ascend 3.2.0's auto-tiling
+    tuner, which names a list key's axes itself) the dict's axes must be
+    the ones it would give. Arguments the decorator cannot take are left
+    for it to refuse.
+    """
+    try:
+        bound = signature.bind_partial(*args, **kwargs)
+    except TypeError:
+        return args, kwargs
+    tiles = isinstance(hints, Mapping) and bool(hints.get("enable_ascend_autotune"))
+    named = dict_key_arguments(bound.arguments.get("key"), ordered=tiles)
+    if named is None:
+        return args, kwargs
+    bound.arguments["key"] = named
+    return bound.args, bound.kwargs
 
 
 class SearchParamsKernel(DecoratedKernel):

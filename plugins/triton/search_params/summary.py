@@ -1,4 +1,4 @@
-"""What a fresh search leaves its user: ``kernel.last_search`` and the ``TRITON_PRINT_AUTOTUNING`` lines."""
+"""What a fresh search leaves its user: ``kernel.last_search``, its verbose account and Triton's message."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core import Candidate, format_ms
+from kerneltune.plugins.triton import adapter
 
 _TRUE = ("1", "true", "yes", "on")
 
@@ -39,6 +40,17 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in _TRUE
 
 
+def describe(summary: SearchSummary, best: Candidate, outcomes: Mapping[int, float]) -> str:
+    """kerneltune's own account of a search, for the verbose lines: what was measured, and the pick."""
+    _, fixed = summary.key
+    fixed_text = f"; fixed at launch: {', '.join(f'{k}={v}' for k, v in fixed)}" if fixed else ""
+    return (
+        f"searched in {summary.seconds:.2f}s ({summary.strategy}): {summary.measured} of {summary.space} "
+        f"candidates measured, {summary.dropped} dropped; picked {best.label} at "
+        f"{format_ms(outcomes[best.index])}{fixed_text}"
+    )
+
+
 def print_autotuning(
     kernel: str,
     summary: SearchSummary,
@@ -47,23 +59,21 @@ def print_autotuning(
     outcomes: Mapping[int, float],
     failures: Mapping[int, str],
 ) -> None:
-    """``TRITON_PRINT_AUTOTUNING``: the pick; ``..._TIMINGS``: every measured candidate too.
+    """``TRITON_PRINT_AUTOTUNING``: the running Triton's own message; ``..._TIMINGS``: each candidate too.
+
+    The message is the installed release's, as its autotuner prints it
+    after tuning (:func:`~kerneltune.plugins.triton.adapter.autotuning_message`),
+    with Triton's key (the fixed compile options are kerneltune's, in
+    :func:`describe`) and the pick's config as Triton shows it.
 
     :param outcomes: each measured candidate's latest agreed time, by index (``inf``: failed or dropped).
     :param failures: why a candidate failed or was dropped, by index.
     """
-    if not _env_flag("TRITON_PRINT_AUTOTUNING"):
+    if not adapter.prints_autotuning():
         return
-    triton_key, fixed = summary.key
-    fixed_text = f" (fixed at launch: {', '.join(f'{k}={v}' for k, v in fixed)})" if fixed else ""
-    print(
-        f"Triton autotuning (kerneltune search_params) for function {kernel},\n"
-        f"with key as {triton_key!r}{fixed_text},\n"
-        f"finished after {summary.seconds:.2f}s, {summary.measured} of {summary.space} candidates "
-        f"measured ({summary.dropped} dropped),\n"
-        f"best config selected: {best.label} at {format_ms(outcomes[best.index])};",
-        flush=True,
-    )
+    triton_key, _ = summary.key
+    layout = adapter.release_layout()
+    print(adapter.autotuning_message(layout, kernel, triton_key, summary.seconds, best.config), flush=True)
     if _env_flag("TRITON_PRINT_AUTOTUNING_TIMINGS"):
         for index, value in sorted(outcomes.items(), key=lambda item: (item[1], item[0])):
             outcome = failures.get(index) if not math.isfinite(value) else None

@@ -1,8 +1,9 @@
-"""``kerneltune cache``: list, show, clear, verify, export and import the stored records.
+"""``kerneltune cache``: list, show, clear, prune, verify, export and import the stored records.
 
 Each subcommand reads the records through :mod:`kerneltune.loading`; ``show``
 prints a record with :mod:`kerneltune.views`, ``export`` and ``import``
-carry records in the archives of :mod:`kerneltune.archive`.
+carry records in the archives of :mod:`kerneltune.archive`, and ``list``
+and ``prune`` ask :mod:`kerneltune.live` which records the current sources reach.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import errno
 import json
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
-from kerneltune import views
+from kerneltune import live, views
 from kerneltune.archive import read_archive, write_archive
 from kerneltune.core import CacheReadError, format_ms
 from kerneltune.core.plugin_system.contracts import ListingCache, provides
@@ -37,7 +39,7 @@ from kerneltune.loading import (
 
 @click.group()
 def cache() -> None:
-    """List, show, clear, export and import stored picks."""
+    """List, show, clear, prune, verify, export and import stored picks."""
 
 
 @cache.command("list")
@@ -48,16 +50,16 @@ def list_records(function: str | None, directory: Path | None, as_json: bool) ->
     """One row per stored record, optionally only FUNCTION's."""
     loaded = _Plugins.load()
     root = existing_cache_dir(directory, loaded)
-    found = readable(loaded.file_caches(root), function)
+    found = live.mark(readable(loaded.file_caches(root), function))
     if as_json:
-        click.echo(json.dumps([_summary(stored) for stored in found], indent=2))
+        click.echo(json.dumps([_summary(marked) for marked in found], indent=2))
         return
     if not found:
         click.echo(f"no records in {root}" + (f" for {function}" if function else ""))
         return
     rows = []
-    for stored in found:
-        record = stored.record
+    for marked in found:
+        record = marked.stored.record
         assert record is not None
         rows.append(
             [
@@ -68,11 +70,12 @@ def list_records(function: str | None, directory: Path | None, as_json: bool) ->
                 record.confidence or "-",
                 f"{views.measured(record)}/{len(record.times)}",
                 iso_date(record.created),
-                _relative(stored.path, root),
+                marked.status,
+                _relative(marked.stored.path, root),
             ]
         )
     click.echo(f"records in {root}:")
-    headers = ["function", "key", "pick", "time", "confidence", "measured", "date", "file"]
+    headers = ["function", "key", "pick", "time", "confidence", "measured", "date", "source", "file"]
     for line in views.table(headers, rows):
         click.echo(line)
 
@@ -85,7 +88,8 @@ def _relative(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _summary(stored: Stored) -> dict[str, Any]:
+def _summary(marked: live.Marked) -> dict[str, Any]:
+    stored = marked.stored
     record = stored.record
     assert record is not None
     best = record.times[record.best_index]
@@ -106,6 +110,10 @@ def _summary(stored: Stored) -> dict[str, Any]:
         "rivals": list(record.rivals),
         "rechecks": record.rechecks,
         "recheck": record.recheck,
+        "source": record.source,
+        "origin": None if record.origin is None else record.origin.to_data(),
+        "status": marked.status,
+        "live": marked.live,
         "file": str(stored.path),
     }
 
@@ -188,6 +196,19 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
         if not _interactive():
             raise click.ClickException(f"not removing {what} without --yes: there is no terminal to ask")
         click.confirm(f"Remove {what}?", abort=True)
+    removed = _remove(doomed, root)
+    if removed < len(doomed):
+        raise click.ClickException(f"removed {removed} of {what}; the others are named above")
+    click.echo(f"removed {what}")
+
+
+def _remove(doomed: Sequence[Stored], root: Path) -> int:
+    """Remove each record with its lock file, and each function folder left empty; how many records went.
+
+    Each through :func:`~kerneltune.core.private_files.remove_private`:
+    nothing reached through a link, nothing that is not a regular file of
+    this user's. A record that stays is named on stderr.
+    """
     removed = 0
     folders = set()
     for stored in doomed:
@@ -209,9 +230,58 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
         except OSError as exc:
             if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 click.echo(f"kerneltune: not removing {folder}: {exc.strerror or exc}", err=True)
-    if removed < len(doomed):
-        raise click.ClickException(f"removed {removed} of {what}; the others are named above")
-    click.echo(f"removed {what}")
+    return removed
+
+
+@cache.command()
+@click.argument("function", required=False)
+@dir_option
+@click.option("--dry-run", "-n", is_flag=True, help="List what would be dropped; remove nothing.")
+def prune(function: str | None, directory: Path | None, dry_run: bool) -> None:
+    """Drop the records no current source can reach: all stale ones, or FUNCTION's.
+
+    A record is stale when its function imports here (from the module it
+    was tuned in, with the current directory on the path) and its source
+    has changed since the record was made: no tuning looks it up again
+    unless the edit is undone. Records whose function cannot be imported
+    are kept, whatever their date.
+    """
+    loaded = _Plugins.load()
+    root = existing_cache_dir(directory, loaded)
+    found = live.mark(readable(loaded.file_caches(root), function))
+    if not found:
+        if function is not None:
+            raise click.ClickException(f"no records of {function} in {root}; nothing removed")
+        click.echo(f"nothing to drop: no records in {root}")
+        return
+    stale = [marked for marked in found if marked.status == live.STALE]
+    current = sum(marked.status == live.CURRENT for marked in found)
+    unknown = len(found) - len(stale) - current
+    kept = f"{len(found) - len(stale)} record(s): {current} of a current source"
+    if unknown:
+        kept += f", {unknown} whose source cannot be checked here (kept whatever their date)"
+    if not stale:
+        of = f" of {function}" if function else ""
+        click.echo(f"nothing to drop in {root}: no stale records{of}; kept {kept}")
+        return
+    click.echo(f"stale records in {root} (their function was edited after they were made):")
+    rows = []
+    for marked in stale:
+        record = marked.stored.record
+        assert record is not None
+        when = iso_date(record.created)
+        file = _relative(marked.stored.path, root)
+        rows.append([record.function, views.key_text(record.key), when, str(record.origin), file])
+    for line in views.table(["function", "key", "date", "defined as", "file"], rows):
+        click.echo(f"  {line}")
+    what = f"{len(stale)} stale record(s) of {len({m.stored.namespace for m in stale})} function(s)"
+    if dry_run:
+        click.echo(f"would drop {what} (--dry-run: nothing removed); would keep {kept}")
+        return
+    removed = _remove([marked.stored for marked in stale], root)
+    if removed < len(stale):
+        raise click.ClickException(f"dropped {removed} of {what}; the others are named above; kept {kept}")
+    click.echo(f"dropped {what}; kept {kept}")
 
 
 @cache.command()

@@ -3,7 +3,7 @@
 This module is the command group; each command is a module of its own.
 ``kerneltune plugins`` (:mod:`kerneltune.plugins_command`) shows what a
 tuning here would run with. ``kerneltune cache ...``
-(:mod:`kerneltune.cache_commands`) lists, shows, clears, verifies, exports
+(:mod:`kerneltune.cache_commands`) lists, shows, clears, prunes, verifies, exports
 and imports stored records, and ``kerneltune report``
 (:mod:`kerneltune.report_command`) compares every candidate of each stored
 key. They read the plugins and the records through :mod:`kerneltune.loading`.

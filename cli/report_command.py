@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from kerneltune import views
+from kerneltune import live, views
 from kerneltune.core.values.records import iso_date
 from kerneltune.loading import _Plugins, dir_option, existing_cache_dir, readable
 
@@ -22,20 +22,25 @@ from kerneltune.loading import _Plugins, dir_option, existing_cache_dir, readabl
 def report(function: str | None, directory: Path | None, plot: Path | None) -> None:
     """Per stored key, every candidate sorted by time with the spread of its samples.
 
-    Where a record kept each rank's times, also the pick's time on every rank
-    and each candidate's slowest rank.
+    Records come by function, key and date, each saying whether it is of its
+    function's current source. Where a record kept each rank's times, also
+    the pick's time on every rank and each candidate's slowest rank.
     """
     loaded = _Plugins.load()
     root = existing_cache_dir(directory, loaded)
-    found = readable(loaded.file_caches(root), function)
+    found = live.mark(readable(loaded.file_caches(root), function))
     if not found:
         raise click.ClickException(f"no records in {root}" + (f" for {function}" if function else ""))
-    records = [stored.record for stored in found if stored.record is not None]
-    for number, record in enumerate(records):
+    records = []
+    for number, marked in enumerate(found):
+        record = marked.stored.record
+        assert record is not None
+        records.append(record)
         if number:
             click.echo("")
         click.echo(f"{record.function} {views.key_text(record.key)}")
         click.echo(f"  made {iso_date(record.created)}, measured with: {views.method_text(record)}")
+        click.echo(f"  source: {live.describe(marked)}")
         pick = f"[{record.best_index}] {record.labels[record.best_index]}"
         click.echo(f"  pick: {pick}, {views.confidence_text(record)}")
         for line in [*views.history_lines(record), *views.rank_lines(record)]:

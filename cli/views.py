@@ -117,7 +117,16 @@ def slowest_rank(times: Sequence[float]) -> int:
 
 
 def rank_lines(record: TuningRecord) -> list[str]:
-    """The pick's time on each rank and which rank was slowest; nothing where the record kept none."""
+    """The pick's time on each rank and which rank was slowest; nothing where the record kept none.
+
+    Sharded, the rank that measured the pick, whose time it is.
+    """
+    best = record.best_index
+    if record.measured_on and record.measured_on[best] is not None:
+        return [
+            f"pick [{best}] measured on rank {record.measured_on[best]} of {record.method.shards}: "
+            f"{format_ms(record.times[best])} (sharded: each candidate was timed on one rank only)"
+        ]
     times = record.ranks_of(record.best_index)
     if not times:
         return []
@@ -134,9 +143,12 @@ def candidate_lines(record: TuningRecord) -> list[str]:
 
     Where the record kept each rank's times, two columns more: the slowest
     rank (whose time is the candidate's) and every rank's time, in rank order.
+    Where the ranks split the candidates (sharded), one: the rank that
+    measured each.
     """
     order = sorted(range(len(record.times)), key=lambda i: (record.times[i], i))
     ranked = bool(record.rank_times)
+    owners = record.measured_on
     rows = []
     for i in order:
         error = record.measurements[i].error
@@ -154,10 +166,14 @@ def candidate_lines(record: TuningRecord) -> list[str]:
             times = record.ranks_of(i)
             known = bool(times) and error not in (PRUNED, NOT_MEASURED)
             row += [str(slowest_rank(times)), " ".join(map(_rank_ms, times))] if known else ["", ""]
+        if owners:
+            row.append("" if owners[i] is None else str(owners[i]))
         rows.append([*row, detail])
     headers = ["", "candidate", "time"]
     if ranked:
         headers += ["slowest rank", "per rank (ms)"]
+    if owners:
+        headers.append("measured on rank")
     return ["  " + line for line in table([*headers, "spread or error"], rows)]
 
 
@@ -167,11 +183,20 @@ def _triton_config(value: Any) -> dict[str, Any] | None:
     return None
 
 
+#: The order ``triton.Config`` takes its compile options in; others follow by name.
+_OPTION_ORDER = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def _option_order(name: str) -> tuple[int, str]:
+    return (_OPTION_ORDER.index(name) if name in _OPTION_ORDER else len(_OPTION_ORDER), name)
+
+
 def python_text(value: Any) -> str:
     """A pick's stored plain values as the Python expression that makes them."""
     fields = _triton_config(value)
     if fields is not None:
-        options = "".join(f", {name}={python_text(v)}" for name, v in fields.items() if name != "kwargs")
+        names = sorted((name for name in fields if name != "kwargs"), key=_option_order)
+        options = "".join(f", {name}={python_text(fields[name])}" for name in names)
         return f"triton.Config({python_text(fields.get('kwargs', {}))}{options})"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k!r}: {python_text(v)}" for k, v in value.items()) + "}"
@@ -186,11 +211,14 @@ def snippet_lines(record: TuningRecord) -> list[str]:
     if values is None:
         return [
             f"# this record keeps no plain values of its pick (written before they were kept, or a "
-            f"config no plugin describes): [{record.best_index}] {record.labels[record.best_index]}"
+            f"config that plain data cannot say whole, such as one with a pre_hook or an object no "
+            f"plugin describes): [{record.best_index}] {record.labels[record.best_index]}"
         ]
     if _triton_config(values) is not None:
         return [
-            f"# {record.function}: the one config to keep, in @triton.autotune(configs=[...])",
+            f"# {record.function}: the one config to keep, so nothing is tuned: "
+            "@triton.autotune(configs=[...], ...)",
+            "# (a search_params kernel drops its hints too)",
             f"configs=[{python_text(values)}]",
         ]
     return [

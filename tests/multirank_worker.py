@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import functools
 import json
+import logging
 import os
 import sys
 import time
@@ -178,6 +179,33 @@ def light(x: int, *rest: Any, cfg: int) -> int:
     return x + cfg
 
 
+class VerboseLines(list[str]):
+    """The verbose lines shown while it is entered (INFO records of the ``kerneltune`` loggers)."""
+
+    def __enter__(self) -> VerboseLines:
+        self._handler = logging.Handler(logging.INFO)
+        self._handler.emit = lambda record: self.append(record.getMessage())  # type: ignore[method-assign]
+        logger = logging.getLogger("kerneltune")
+        self._level = logger.level
+        logger.setLevel(logging.INFO)
+        logger.addHandler(self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logger = logging.getLogger("kerneltune")
+        logger.removeHandler(self._handler)
+        logger.setLevel(self._level)
+
+
+def report_of(function: str) -> str:
+    """What ``kerneltune report FUNCTION`` prints for the scenario's cache directory."""
+    from click.testing import CliRunner
+    from kerneltune import cli
+
+    shown = CliRunner().invoke(cli.main, ["report", function], catch_exceptions=False)
+    return shown.stdout if shown.exit_code == 0 else f"exit {shown.exit_code}: {shown.output}"
+
+
 def tuned(fn: Callable[..., Any], configs: int, key_fn: Callable[..., Any] = by_size, **kw: Any) -> Any:
     """A fresh AutoTuner: every call of this makes one with its own in-process picks."""
     return autotune([{"cfg": i} for i in range(configs)], key_fn=key_fn, **kw)(fn)
@@ -211,21 +239,52 @@ def slowest_rank_decides(ctx: Rank) -> dict[str, Any]:
 
 
 def sharded(ctx: Rank) -> dict[str, Any]:
-    # Config 3 is the fastest on every rank; each rank measures every world-th config.
+    # Config 3 is the fastest on every rank; each rank measures every world-th config, so
+    # rank 3 % world (never rank 0, which writes the record) measures the pick.
     configs = 2 * ctx.world + 1
     delays = {c: 1.0 if c == 3 else 4.0 + c for c in range(configs)}
     calls: list[int] = []
     ctx.collectives.take()
-    pick = with_env("KERNELTUNE_SHARD", "1", lambda: tuned(sleepy, configs)(1, delays, calls))
+    with VerboseLines() as shown:
+        pick = with_env(
+            "KERNELTUNE_SHARD", "1", lambda: tuned(sleepy, configs)(1, delays, calls, autotune_verbose=True)
+        )
     collectives = ctx.collectives.take()
+    dist.barrier()
+    (record,) = ctx.records("sleepy")
+    # A new process's tuner: the stored pick serves it, on every rank, with nothing measured.
+    again: list[int] = []
+    with_env("KERNELTUNE_SHARD", "1", lambda: tuned(sleepy, configs)(1, delays, again))
+    dist.barrier()
+    return {
+        "pick": pick,
+        "calls": calls,
+        "again": again,
+        "collectives": collectives,
+        "shards": record["measured_with"]["shards"],
+        "finite": sum(1 for c in record["candidates"] if c["time_ms"] is not None),
+        "rows": [
+            {"error": c["error"], "samples": len(c["samples_ms"]), "measured_on": c.get("measured_on")}
+            for c in record["candidates"]
+        ],
+        "verbose": shown,
+        "report": report_of("sleepy") if ctx.rank == 0 else "",
+    }
+
+
+def verbose_under_max(ctx: Rank) -> dict[str, Any]:
+    # As in slowest_rank_decides: config r is fast on rank r alone, config `world` middling.
+    configs = ctx.world + 1
+    delays = {c: FAST_MS if c == ctx.rank else SLOW_MS for c in range(ctx.world)} | {ctx.world: MIDDLE_MS}
+    with VerboseLines() as shown:
+        pick = tuned(sleepy, configs)(1, delays, [], autotune_verbose=True)
     dist.barrier()
     (record,) = ctx.records("sleepy")
     return {
         "pick": pick,
-        "calls": calls,
-        "collectives": collectives,
-        "shards": record["measured_with"]["shards"],
-        "finite": sum(1 for c in record["candidates"] if c["time_ms"] is not None),
+        "verbose": shown,
+        "times": [c["time_ms"] for c in record["candidates"]],
+        "rank_times": [c["rank_times_ms"] for c in record["candidates"]],
     }
 
 
@@ -389,6 +448,7 @@ SCENARIOS: dict[str, Callable[[Rank], Any]] = {
     for fn in (
         slowest_rank_decides,
         sharded,
+        verbose_under_max,
         counts_per_tuning,
         disk_hit_on_one_rank,
         tune_switches,

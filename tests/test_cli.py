@@ -119,10 +119,18 @@ def test_list_has_one_row_per_record_and_filters_by_function(filled):
     assert table.exit_code == 0
     lines = table.stdout.splitlines()
     assert lines[0] == f"records in {filled}:"
-    assert lines[1].split() == ["function", "key", "pick", "time", "confidence", "measured", "date", "file"]
+    headers = ["function", "key", "pick", "time", "confidence", "measured", "date", "source", "file"]
+    assert lines[1].split() == headers
     assert len(lines) == 5
-    row = next(line for line in lines if "(64, 'float32')" in line)
-    assert "pause=<0.0>" in row and "3/4" in row and " matmul/" in row
+    # Sorted by function, then key by value: (64, ...) before (128, ...).
+    assert [line.split()[:2] for line in lines[2:]] == [
+        ["matmul", "(64,"],
+        ["matmul", "(128,"],
+        ["scale", "(1.5,)"],
+    ]
+    row = lines[2]
+    # Functions defined inside _fill cannot be imported: each key's one record is its newest.
+    assert "pause=<0.0>" in row and "3/4" in row and " newest " in row and " matmul/" in row
 
     only = json.loads(_invoke("cache", "list", "matmul", "--json").stdout)
     assert [row["function"] for row in only] == ["matmul", "matmul"]

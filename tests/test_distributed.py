@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -39,6 +40,7 @@ FAST_MS = 5.0
 SCENARIOS = [
     "slowest_rank_decides",
     "sharded",
+    "verbose_under_max",
     "counts_per_tuning",
     "disk_hit_on_one_rank",
     "tune_switches",
@@ -191,6 +193,57 @@ def test_the_slowest_rank_decides_for_all(runs, world):
         assert FAST_MS <= rank_times[c][c] < SLOW_MS
         assert all(t >= SLOW_MS for r, t in enumerate(rank_times[c]) if r != c)
     assert all(t == max(row) for t, row in zip(results[0]["times"], rank_times, strict=True))
+
+
+@WORLDS
+def test_verbose_lines_give_each_candidates_time_on_its_slowest_rank(runs, world):
+    results = values(runs(world), "verbose_under_max")
+    times, rank_times = results[0]["times"], results[0]["rank_times"]
+    for result in results:
+        shown = result["verbose"]
+        assert result["pick"] == world
+        # Each rank's own lines say what it measured; then, from REDUCE, the time SELECT
+        # compares for each candidate: its slowest rank's, with every rank's beside it.
+        for c, agreed in enumerate(times):
+            slowest = max(range(world), key=lambda r: (rank_times[c][r], -r))
+            each = ", ".join(f"rank {r} {t:.4f}" for r, t in enumerate(rank_times[c]))
+            line = (
+                f"sleepy: [{c}] cfg=<{c}> (slowest of {world} ranks: rank {slowest}): "
+                f"trimmed mean {agreed:.4f} ms; each rank (ms): {each}"
+            )
+            assert line in shown, shown
+        slowest = max(range(world), key=lambda r: (rank_times[world][r], -r))
+        picked = (
+            f"picked [{world}] cfg=<{world}> at {times[world]:.4f} ms on its slowest rank, "
+            f"rank {slowest} of {world} (tuned in "
+        )
+        assert any(picked in line for line in shown), shown
+
+
+@WORLDS
+def test_a_sharded_record_keeps_what_every_rank_measured_and_serves_the_next_tuning(runs, world):
+    results = values(runs(world), "sharded")
+    configs = 2 * world + 1
+    owner = 3 % world
+    for rank, result in enumerate(results):
+        # Rank 0 wrote the record, though another rank measured its pick: it still loads.
+        assert result["again"] == [3], "the stored pick is served without measuring"
+        assert [row["measured_on"] for row in result["rows"]] == [c % world for c in range(configs)]
+        assert all(row["error"] is None and row["samples"] == 3 for row in result["rows"])
+        # Each rank shows the times of the candidates the others measured, and where the pick was.
+        for c in range(configs):
+            if c % world != rank:
+                line = f"sleepy: [{c}] cfg=<{c}> (measured on rank {c % world}): trimmed mean "
+                assert any(shown.startswith(line) for shown in result["verbose"]), result["verbose"]
+        where = f"measured on rank {owner} of {world}"
+        assert any("picked [3] cfg=<3> at " in line and where in line for line in result["verbose"])
+    report = results[0]["report"]
+    assert "not measured" not in report, report
+    assert f"pick [3] measured on rank {owner} of {world}: " in report, report
+    assert "(sharded: each candidate was timed on one rank only)" in report, report
+    for c in range(configs):
+        row = rf"^\s+\*?\[{c}\]\s+cfg=<{c}>\s+\d+\.\d{{4}} ms\s+{c % world}\s"
+        assert re.search(row, report, re.M), report
 
 
 @WORLDS

@@ -181,6 +181,22 @@ def test_hostile_rank_times_are_a_cache_read_error(damage):
         TuningRecord.from_data(data)
 
 
+def test_sharded_owners_round_trip_and_older_records_load_without_them():
+    record = attrs.evolve(make_record(), measured_on=(0, 1, None))
+    data = record.to_data()
+    assert [c["measured_on"] for c in data["candidates"]] == [0, 1, None]
+    assert TuningRecord.from_data(data) == record
+    assert "measured_on" not in make_record().to_data()["candidates"][0]
+
+
+@pytest.mark.parametrize("value", [-1, 1.0, "1", True, [0]])
+def test_a_hostile_measuring_rank_is_a_cache_read_error(value):
+    data = attrs.evolve(make_record(), measured_on=(0, 1, 0)).to_data()
+    data["candidates"][1]["measured_on"] = value
+    with pytest.raises(CacheReadError, match=r"candidates\[1\]\.measured_on"):
+        TuningRecord.from_data(data)
+
+
 @pytest.mark.parametrize(
     ("times", "finalists", "best"),
     [

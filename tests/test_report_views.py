@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -114,7 +115,7 @@ def test_cache_show_prints_python_that_hard_codes_the_pick(isolated):
     shown = CliRunner().invoke(cli.main, ["cache", "show", "hard"], catch_exceptions=False)
     assert shown.exit_code == 0, shown.output
     line = (
-        "config_space=[{'block': 128, 'cfg': triton.Config({'BLOCK': 128}, num_stages=2, num_warps=8), "
+        "config_space=[{'block': 128, 'cfg': triton.Config({'BLOCK': 128}, num_warps=8, num_stages=2), "
         "'mode': 'slow'}]"
     )
     assert "to hard-code the pick:\n  # hard: one candidate left" in shown.stdout, shown.stdout
@@ -147,3 +148,87 @@ def test_a_triton_configs_snippet_is_a_triton_config_line():
     assert lines[-1] == "configs=[triton.Config({'BLOCK_M': 64, 'BLOCK_N': 32}, num_warps=8)]"
     made = eval(lines[-1].removeprefix("configs="), {"triton": triton})[0]
     assert made.kwargs == {"BLOCK_M": 64, "BLOCK_N": 32} and made.num_warps == 8
+
+
+def _snippet(function: str) -> str:
+    """The last line ``kerneltune cache show FUNCTION`` prints: the Python that hard-codes the pick."""
+    shown = CliRunner().invoke(cli.main, ["cache", "show", function], catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    assert "to hard-code the pick:" in shown.stdout, shown.stdout
+    return shown.stdout.rstrip("\n").splitlines()[-1].strip()
+
+
+def test_a_contextual_kernels_snippet_is_a_triton_config_naming_its_compile_options(monkeypatch):
+    import kernels
+    import torch
+    import triton
+
+    from triton_dist.autotuner import contextual_autotune
+
+    monkeypatch.setenv("KERNELTUNE_CONTEXTUAL_CACHE", "disk")
+    # Default compile options: a snippet must still name them, as releases' defaults differ.
+    kernel = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (32, 64)], key=["n"])(
+        kernels.scale_kernel
+    )
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def outer(x):
+        y = torch.empty_like(x)
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, 2.0, x.numel())
+        return y
+
+    outer(torch.randn(100, device=kernels.DEVICE))
+    line = _snippet("scale_kernel")
+    assert line.startswith("configs=[triton.Config({'BLOCK': "), line
+    assert "num_warps=" in line and "num_stages=" in line, line
+    (made,) = eval(line.removeprefix("configs="), {"triton": triton})
+    assert made.all_kwargs() == kernel.best_config.all_kwargs()
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="scripted interpreter search")
+def test_a_search_params_kernels_snippet_is_the_searched_pick_as_a_triton_config(monkeypatch):
+    import torch
+    import triton
+    import triton.language as tl
+    from search_doubles import Script, by_block, timer_plugin, use_session
+
+    import triton_dist.autotune_hooks  # noqa: F401
+
+    script = Script(by_block({16: 3.0, 32: 1.0, 64: 2.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script), cache="json")
+    hints = {"search_params": {"params": ["BLOCK"], "values": [16, 32, 64]}}
+
+    @triton.autotune(configs=[], key=["n"], hints=hints, pre_hook=script.hook)
+    @triton.jit
+    def doubled(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * 2, mask=mask)
+
+    x = torch.arange(64, dtype=torch.float32)
+    doubled[lambda meta: (triton.cdiv(64, meta["BLOCK"]),)](x, torch.empty_like(x), 64)
+    line = _snippet("doubled")
+    assert line.startswith("configs=[triton.Config({'BLOCK': 32}"), line
+    assert "num_warps=" in line and "num_stages=" in line, line
+    (made,) = eval(line.removeprefix("configs="), {"triton": triton})
+    assert made.all_kwargs() == doubled.best_config.all_kwargs()
+
+
+def test_a_config_with_a_pre_hook_has_no_snippet_rather_than_one_without_it(isolated):
+    import triton
+
+    def zero_out(named):
+        pass
+
+    @autotune(
+        config_space=[{"cfg": triton.Config({"BLOCK": b}, pre_hook=zero_out)} for b in (16, 32)],
+        key_fn=lambda: "k",
+    )
+    def hooked(cfg):
+        pass
+
+    hooked()
+    (record,) = (json.loads(p.read_text()) for p in (isolated / "hooked").glob("*.json"))
+    assert "values" not in record["best"]
+    line = _snippet("hooked")
+    assert line.startswith("# this record keeps no plain values of its pick"), line

@@ -32,11 +32,16 @@ class Agreed:
     :ivar reduced: each candidate's slowest-rank time (and each rank's, where known).
     :ivar evidence: what SELECT judges the pick by, the slowest rank's numbers.
     :ivar elsewhere: ``(candidate, rank)`` for candidates another rank measured (sharded).
+    :ivar owners: sharded, the rank that measured each candidate (``None``: none did); else empty.
+    :ivar measurements: sharded, each candidate's measurement from the rank that took it
+        (this rank's own where none did), for the record; else empty.
     """
 
     reduced: Reduced
     evidence: Evidence
     elsewhere: tuple[tuple[int, int], ...] = ()
+    owners: tuple[int | None, ...] = ()
+    measurements: tuple[Measurement, ...] = ()
 
 
 def agree(
@@ -55,7 +60,7 @@ def agree(
         evidence = Evidence(gathered.times, gathered.errors, gathered.spreads, ((),) * count)
         here = reducer.rank
         elsewhere = tuple((i, r) for i, r in enumerate(gathered.owners) if r is not None and r != here)
-        return Agreed(Reduced(gathered.times), evidence, elsewhere)
+        return Agreed(Reduced(gathered.times), evidence, elsewhere, gathered.owners, gathered.measurements)
     vector = Evidence.of(measurements, rounds).to_vector()
     reduced = reduce_times(reducer, vector[:count], vector[count:])
     return Agreed(reduced, Evidence.from_vector([*reduced.times, *reduced.extra], count))

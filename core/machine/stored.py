@@ -84,6 +84,7 @@ def new_record(
     carried: tuple[int, ...] = (),
     warm_start: dict[str, Any] | None = None,
     rank_times: tuple[tuple[float, ...], ...] = (),
+    measured_on: tuple[int | None, ...] = (),
 ) -> TuningRecord:
     """The record of a finished tuning: the pick, every candidate's time and how they were measured.
 
@@ -94,6 +95,7 @@ def new_record(
     :param carried: the candidates whose times and measurements an earlier tuning made.
     :param warm_start: where a warm start began, or ``None``.
     :param rank_times: each candidate's time on each rank, where REDUCE kept them.
+    :param measured_on: sharded, the rank that measured each candidate (``None``: none did).
     """
     return TuningRecord(
         function=space.name,
@@ -109,9 +111,11 @@ def new_record(
         method=attrs.evolve(method_of(session, schedule), shards=shards),
         finalists=finalists,
         source=space.source,
+        origin=space.origin,
         carried=carried,
         warm_start=warm_start,
         rank_times=rank_times,
+        measured_on=measured_on,
         pick_values=_pick_values(session, space.candidates[best].config),
     )
 

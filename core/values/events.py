@@ -88,7 +88,8 @@ class CandidateMeasured:
 class TuningFinished:
     """The end of a tuning; ``best`` is ``None`` when every candidate failed.
 
-    ``times`` are as the ranks agreed on them (the slowest rank's);
+    ``times`` are as the ranks agreed on them (the slowest rank's, or
+    sharded, the measuring rank's);
     ``rank_times[i][r]`` is rank ``r``'s own time of candidate ``i``, where
     REDUCE gathered them (empty otherwise). ``measured_elsewhere`` holds
     ``(candidate index, rank)`` for each candidate that another rank of the
@@ -105,6 +106,10 @@ class TuningFinished:
     stored pick. ``errors[i]`` is what this rank knows of candidate ``i``
     without a time: ``"pruned"``, ``"not measured"`` or its error text
     (``None`` where it was timed); empty from a driver that does not say.
+    ``world_size`` is the number of ranks that tuned together;
+    ``measured_on``, where they split the candidates (``shard = true``),
+    the rank (in the group) that measured each one, whose time is then its
+    time (``None``: no rank did); empty where every rank measured alike.
     """
 
     function: str
@@ -120,6 +125,8 @@ class TuningFinished:
     rank_times: tuple[tuple[float, ...], ...] = ()
     errors: tuple[str | None, ...] = ()
     measured_elsewhere: tuple[tuple[int, int], ...] = ()
+    world_size: int = 1
+    measured_on: tuple[int | None, ...] = ()
     confidence: str | None = None
     rivals: tuple[int, ...] = ()
     margin: float = math.inf

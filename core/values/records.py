@@ -122,6 +122,42 @@ class Method:
         )
 
 
+@attrs.frozen
+class Origin:
+    """Where a tuned function is defined: its module and qualified name, as it is imported again.
+
+    Kept in a record so that ``kerneltune cache list`` can import the function
+    and tell whether the record was made from its current source. A function
+    defined inside another (``<locals>`` in ``qualname``) or in a script run
+    as ``__main__`` has an origin that nothing else can import.
+    """
+
+    module: str
+    qualname: str
+
+    def to_data(self) -> dict[str, str]:
+        """Plain data for a record."""
+        return {"module": self.module, "qualname": self.qualname}
+
+    @classmethod
+    def from_data(cls, data: Any) -> Origin | None:
+        """Read :meth:`to_data`'s output; ``None`` (a record that names no origin) stays ``None``.
+
+        :raises CacheReadError: for a field that is missing or not a string, or a
+            module that is not a dotted name.
+        """
+        if data is None:
+            return None
+        given = _mapping(data, "origin")
+        module = _text(given["module"], "origin.module")
+        if not all(part.isidentifier() for part in module.split(".")):
+            raise CacheReadError(f"origin.module is {_show(module)}, not a dotted module name")
+        return cls(module=module, qualname=_text(given["qualname"], "origin.qualname"))
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.qualname}"
+
+
 def spread(samples: tuple[float, ...] | list[float]) -> float:
     """The relative spread of samples: the range of the trimmed samples over their median.
 
@@ -281,6 +317,15 @@ def _rank_times(rows: list[dict[str, Any]]) -> tuple[tuple[float, ...], ...]:
     return kept if any(kept) else ()
 
 
+def _measured_on(rows: list[dict[str, Any]]) -> tuple[int | None, ...]:
+    if not any("measured_on" in row for row in rows):
+        return ()
+    return tuple(
+        None if row.get("measured_on") is None else _count(row["measured_on"], f"candidates[{i}].measured_on")
+        for i, row in enumerate(rows)
+    )
+
+
 @attrs.frozen
 class TuningRecord:
     """What the cache stores for one (function, key, hardware) entry.
@@ -299,11 +344,17 @@ class TuningRecord:
     ``inf`` where it failed or was not measured there; an empty tuple for a
     candidate whose ranks' times are not known), or empty when the tuning
     kept none (one rank, sharded ranks, a reducer without ``gather_vector``,
-    or a record written before they were kept); ``pick_values`` the pick's
+    or a record written before they were kept); ``measured_on`` where the
+    ranks split the candidates (``shard = true``), the rank that measured
+    each one (``None`` for a candidate no rank measured), whose measurement
+    every rank's record keeps; empty otherwise; ``pick_values`` the pick's
     config as plain data (:func:`kerneltune.core.values.keys.plain_config`),
     for the snippet ``kerneltune cache show`` prints and nothing else: it is
     never turned back into a config. ``None`` where the config is not plain
-    data or the record was written before they were kept.
+    data or the record was written before they were kept. ``origin`` is
+    where the tuned function is defined (:class:`Origin`), for the
+    function-level tuner; ``None`` for other tuners' records and those
+    written before it was kept.
     """
 
     function: str
@@ -322,11 +373,13 @@ class TuningRecord:
     carried: tuple[int, ...] = ()
     warm_start: dict[str, Any] | None = None
     rank_times: tuple[tuple[float, ...], ...] = ()
+    measured_on: tuple[int | None, ...] = ()
     pick_values: Any = None
     confidence: str | None = None
     rivals: tuple[int, ...] = ()
     rechecks: int = 0
     recheck: bool = False
+    origin: Origin | None = None
     schema: int = SCHEMA
 
     def to_data(self) -> dict[str, Any]:
@@ -345,6 +398,7 @@ class TuningRecord:
             "created_at": iso_date(self.created),
             "measured_with": self.method.to_data(),
             "source": self.source,
+            "origin": None if self.origin is None else self.origin.to_data(),
             "carried": list(self.carried),
             "warm_start": None if self.warm_start is None else dict(self.warm_start),
             "confidence": self.confidence,
@@ -371,6 +425,8 @@ class TuningRecord:
         if self.rank_times:
             # Written only where kept, so a one-rank record reads as before.
             row["rank_times_ms"] = [None if math.isinf(t) else t for t in self.ranks_of(index)]
+        if self.measured_on:
+            row["measured_on"] = self.measured_on[index]
         return row
 
     def ranks_of(self, index: int) -> tuple[float, ...]:
@@ -381,9 +437,9 @@ class TuningRecord:
     def from_data(cls, data: Any) -> TuningRecord:
         """Rebuild a record from plain data, checking every field's type and range.
 
-        Records written before ``finalists``, ``source``, ``carried``,
-        ``warm_start``, ``rank_times_ms``, ``best.values``, ``rounds`` or
-        the confidence fields were kept load with their defaults.
+        Records written before ``finalists``, ``source``, ``origin``,
+        ``carried``, ``warm_start``, ``rank_times_ms``, ``measured_on``, ``best.values``,
+        ``rounds`` or the confidence fields were kept load with their defaults.
 
         :raises CacheReadError: when the data is not a record of this schema:
             a field missing or of the wrong type, a number that is not finite
@@ -445,11 +501,13 @@ class TuningRecord:
                 carried=_carried(data.get("carried", []), len(rows)),
                 warm_start=_warm_start(data.get("warm_start")),
                 rank_times=_rank_times(rows),
+                measured_on=_measured_on(rows),
                 pick_values=_plain(best.get("values"), "best.values"),
                 confidence=confidence,
                 rivals=rivals,
                 rechecks=rechecks,
                 recheck=recheck,
+                origin=Origin.from_data(data.get("origin")),
             )
         except KeyError as exc:
             raise CacheReadError(f"record has no field {exc}") from None

@@ -6,7 +6,9 @@ samples or error (with the traceback of its first failure), and the pick.
 Verbose (``autotune_verbose=True``, a tuner's own ``verbose``/``debug``, or
 the ``verbose`` setting) also shows the start, each candidate's time or
 error (sharded, those other ranks measured once their times are gathered,
-naming the rank), the pick, and a stored pick served, as INFO lines
+naming the rank; with ranks measuring alike, each candidate's time on its
+slowest rank once REDUCE has it, which is what SELECT compares), the pick
+with its time as SELECT compared it, and a stored pick served, as INFO lines
 (:mod:`kerneltune.core.verbose`); otherwise those lines are DEBUG records on
 the ``kerneltune`` logger. The log is opened without following links and
 must be this user's own regular file; a log that cannot be written is one
@@ -139,6 +141,59 @@ def _time_or_why(event: TuningFinished, index: int) -> str:
     return error if error in (PRUNED, NOT_MEASURED) and not elsewhere else "failed"
 
 
+def _rank_ms(value: float) -> str:
+    return f"{value:.4f}" if math.isfinite(value) else "failed"
+
+
+def _slowest(times: tuple[float, ...]) -> int:
+    """The rank whose time is the candidate's under MAX (the lowest of ties)."""
+    return max(range(len(times)), key=lambda r: (times[r], -r))
+
+
+def _agreed_lines(event: TuningFinished) -> list[str]:
+    """Each candidate's time as SELECT compares it, where the ranks measured alike: its slowest rank's.
+
+    This rank's own lines came as it measured; these come from REDUCE, with
+    every rank's time where the reducer gathered them. Candidates this rank
+    did not measure (pruned, or timed by an earlier tuning) have none.
+    """
+    if event.world_size <= 1 or event.measured_on:
+        return []
+    lines = []
+    for candidate in event.candidates:
+        index = candidate.index
+        if event.errors and event.errors[index] in (PRUNED, NOT_MEASURED):
+            continue
+        agreed = event.times[index]
+        each = event.rank_times[index] if event.rank_times else ()
+        if not math.isfinite(agreed):
+            failed = [str(r) for r, t in enumerate(each) if not math.isfinite(t)]
+            on = f"rank{'s' if len(failed) > 1 else ''} {', '.join(failed)}" if failed else "some rank"
+            where, outcome = f"of {event.world_size} ranks", f"failed on {on}"
+        else:
+            slowest = f": rank {_slowest(each)}" if each else ""
+            where = f"slowest of {event.world_size} ranks{slowest}"
+            outcome = f"trimmed mean {format_ms(agreed)}"
+        ranks = ", ".join(f"rank {r} {_rank_ms(t)}" for r, t in enumerate(each))
+        lines.append(
+            f"{event.function}: [{index}] {candidate.label} ({where}): {outcome}"
+            + (f"; each rank (ms): {ranks}" if ranks else "")
+        )
+    return lines
+
+
+def _pick_time(event: TuningFinished, index: int) -> str:
+    """The pick's time; with several ranks, also whose it is: its slowest rank's, or its measuring rank's."""
+    text = format_ms(event.times[index])
+    if event.world_size <= 1:
+        return text
+    if event.measured_on:
+        return f"{text}, measured on rank {event.measured_on[index]} of {event.world_size}"
+    each = event.rank_times[index] if event.rank_times else ()
+    slowest = f", rank {_slowest(each)} of {event.world_size}" if each else f" of {event.world_size}"
+    return f"{text} on its slowest rank{slowest}"
+
+
 @hookimpl
 def kerneltune_tuning_finished(event: TuningFinished) -> None:
     # Sharded, the other ranks' candidates were never measured here: their times come now, from REDUCE.
@@ -151,12 +206,15 @@ def kerneltune_tuning_finished(event: TuningFinished) -> None:
             log_dir=event.log_dir,
             rank=event.rank,
         )
+    # With ranks measuring alike, the times SELECT compares are the slowest rank's, not this rank's.
+    for agreed in _agreed_lines(event):
+        _emit(agreed, verbose=event.verbose, log_dir=event.log_dir, rank=event.rank)
     if event.best is None:
         line = f"{event.function}: key {event.key!r}: every candidate failed"
     else:
         line = (
             f"{event.function}: key {event.key!r}: picked [{event.best.index}] {event.best.label} "
-            f"at {format_ms(event.times[event.best.index])} (tuned in {event.seconds:.2f} s); "
+            f"at {_pick_time(event, event.best.index)} (tuned in {event.seconds:.2f} s); "
             f"{_verdict(event)}"
         )
     table = "".join(f"    [{c.index}] {_time_or_why(event, c.index)}  {c.label}\n" for c in event.candidates)

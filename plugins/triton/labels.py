@@ -27,8 +27,12 @@ def _config_class() -> Any:
 
 @hookimpl
 def kerneltune_plain_value(value: Any) -> dict[str, Any] | None:
-    """``{"triton.Config": {"kwargs": {...}, "num_warps": 8, ...}}``: kwargs and the options it changes."""
+    """``{"triton.Config": {"kwargs": {...}, "num_warps": 8, ...}}``: kwargs and compile options.
+
+    ``None`` for a config plain data cannot say whole (:func:`configs.config_values`).
+    """
     config = _config_class()
     if config is None or not isinstance(value, config):
         return None
-    return {"triton.Config": configs.config_values(value)}
+    values = configs.config_values(value)
+    return None if values is None else {"triton.Config": values}

@@ -3,11 +3,18 @@
 The plugins loaded and where each comes from, every registered timer,
 cache, reducer, device, remote store and search strategy with the one
 ``auto`` takes, the hardware facts, and the settings with their sources.
+
+It answers as a program that has not imported torch would be answered:
+``auto`` passes over the classes that wait for a module such a program has
+not imported (``auto_requires_import``), and so does the listing, which
+stays quick. ``--probe`` imports those modules first and asks every class,
+as in a program that uses torch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -28,9 +35,17 @@ def _plugin_origin(plugins: _Plugins, name: str, plugin: object) -> str:
 
 
 @click.command()
-def plugins() -> None:
+@click.option(
+    "--probe",
+    is_flag=True,
+    help="Import the modules auto waits for (torch) and ask every class, as in a program that uses torch.",
+)
+def plugins(probe: bool) -> None:
     """List the plugins loaded; the timers, caches, reducers, devices and search strategies; the settings."""
     loaded = _Plugins.load()
+    if probe:
+        _import_awaited(loaded)
+    waited: set[str] = set()
     click.echo("plugins loaded:")
     named = [(name, plugin) for name, plugin in loaded.manager.list_name_plugin() if name != "hookspecs"]
     for line in views.table(["  name", "from"], [[f"  {n}", _plugin_origin(loaded, n, p)] for n, p in named]):
@@ -47,12 +62,24 @@ def plugins() -> None:
             click.echo(f"\n{_plural(registry.family)} (auto takes: {automatic or 'none available'}):")
         rows = []
         for name in registry.names():
-            available = "available" if registry.classes[name].is_available() else "not available here"
+            cls = registry.classes[name]
+            awaited = registry.awaited_import(cls)
+            if awaited is not None:
+                waited.add(awaited)
+                available = f"not asked: waits for {awaited}"
+            else:
+                available = "available" if cls.is_available() else "not available here"
             rows.append(
                 [f"  {name}", available + (", auto" if name == automatic else ""), registry.owners[name]]
             )
         for line in views.table([f"  {registry.family}", "here", "plugin"], rows):
             click.echo(line)
+    if waited:
+        modules = " and ".join(sorted(waited))
+        click.echo(
+            f"\nnot asked: auto passes these over in a program that has not imported {modules}, as here; "
+            "kerneltune plugins --probe imports and asks"
+        )
     hardware = loaded.hardware()
     click.echo("\nhardware: " + ", ".join(f"{k} {v}" for k, v in sorted(hardware.items())))
     click.echo("\nsettings:")
@@ -63,6 +90,15 @@ def plugins() -> None:
     for line in views.table(["  setting", "value", "from"], rows):
         click.echo(line)
     _plugin_settings(loaded)
+
+
+def _import_awaited(loaded: _Plugins) -> None:
+    """Import every module some class waits for; one that fails is a note, and its classes stay unasked."""
+    for module in sorted(loaded.registries.awaited_imports()):
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            click.echo(f"kerneltune: --probe: cannot import {module} ({type(exc).__name__}: {exc})", err=True)
 
 
 def _plugin_settings(loaded: _Plugins) -> None:

@@ -2,7 +2,9 @@
 
 Prints one JSON line: the pick, the threads other than the main one that
 were alive during any candidate's run, whether Triton got imported, and
-each candidate's stored time. Run by tests/test_quiet_measure.py.
+each candidate's stored time. With ``--import-torch`` it imports torch
+first, as a program that also does torch work would: ``auto`` then asks the
+torch timers too. Run by tests/test_quiet_measure.py.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import sys
 import threading
 
 import numpy as np
+
+if "--import-torch" in sys.argv:
+    import torch  # noqa: F401
 
 from triton_dist.tune import autotune
 

@@ -45,7 +45,7 @@ def _settings(**values) -> Settings:
 @pytest.mark.parametrize(
     ("field", "family", "known"),
     [
-        ("timer", "timer", ["cuda-event", EXAMPLE, "npu-event", "toy-clock", "wallclock"]),
+        ("timer", "timer", ["cuda-event", EXAMPLE, "npu-event", "npu-profiler", "toy-clock", "wallclock"]),
         ("cache", "cache", ["json", "memory", "msgpack", "none", "redis"]),
         ("reducer", "reducer", ["local", "world-max"]),
     ],
@@ -205,7 +205,7 @@ def test_config_file_blocks_an_entry_point_plugin_by_name(tmp_path):
     with pytest.raises(
         PluginError,
         match=r"timer 'example-cputime' is not available "
-        r"\(installed: cuda-event, npu-event, toy-clock, wallclock\)",
+        r"\(installed: cuda-event, npu-event, npu-profiler, toy-clock, wallclock\)",
     ):
         Session.create(load_settings())
 
@@ -218,7 +218,8 @@ def test_disabling_autoload_skips_entry_point_plugins(monkeypatch, tmp_path):
     with pytest.raises(PluginError) as info:
         Session.create(load_settings())
     assert str(info.value) == (
-        "timer 'example-cputime' is not available (installed: cuda-event, npu-event, wallclock); "
+        "timer 'example-cputime' is not available "
+        "(installed: cuda-event, npu-event, npu-profiler, wallclock); "
         f"set by {tmp_path / 'kerneltune.toml'} (key 'timer')"
     )
     manager = make_plugin_manager(load_settings())

@@ -60,8 +60,10 @@ def test_numpy_work_picks_its_least_work_in_fresh_processes_with_nothing_beside_
 
 @pytest.mark.gpu
 def test_numpy_work_timed_by_the_gpus_events_is_told_it_runs_on_the_host():
+    """In a program that imported torch, ``auto`` takes the GPU's event timer, which reads host work as
+    nothing: the warning says so. (One that never imported torch gets the wall clock: the next test.)"""
     done = subprocess.run(
-        [sys.executable, "-W", "always::RuntimeWarning", str(WORKER)],
+        [sys.executable, "-W", "always::RuntimeWarning", str(WORKER), "--import-torch"],
         env=_fresh_environment(),
         capture_output=True,
         text=True,
@@ -70,6 +72,20 @@ def test_numpy_work_timed_by_the_gpus_events_is_told_it_runs_on_the_host():
     )
     assert "summed: every candidate's timed runs read about" in done.stderr, done.stderr
     assert 'objective = "wall"' in done.stderr
+
+
+def test_numpy_work_in_a_program_without_torch_is_timed_by_the_wall_clock_with_no_warning():
+    """``auto`` asks no torch timer where torch was never imported, GPU or not (issue 38, item 7)."""
+    done = subprocess.run(
+        [sys.executable, "-W", "always::RuntimeWarning", str(WORKER)],
+        env=_fresh_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "summed:" not in done.stderr, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["pick"] == 0
 
 
 @pytest.fixture

@@ -14,10 +14,12 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import itertools
+import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
 import queue
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -100,6 +102,19 @@ def _start(process: Any) -> None:
     started.result()
 
 
+def _spawn_context() -> Any:
+    """The ``spawn`` context: torch's, which sends tensors through shared memory, once torch is imported.
+
+    A program that never imported torch has no tensor to send, and the
+    standard library's context spares it torch's import.
+    """
+    if "torch" not in sys.modules:
+        return multiprocessing.get_context("spawn")
+    import torch.multiprocessing
+
+    return torch.multiprocessing.get_context("spawn")
+
+
 class _Worker:
     """One worker process, the parent's end of its pipe, and the lifeline it watches."""
 
@@ -109,13 +124,11 @@ class _Worker:
         :raises RuntimeError: when the process does not come up (a script without a main guard, most often).
         :raises PluginError: naming the device plugin, when its set-up raises or outlasts ``timeout``.
         """
-        import torch.multiprocessing
-
         name, _, unit = device.rpartition(":")
         session = current_session()
         plugin = session.registries.devices.get(name)
         owner = origin(session.manager, session.registries.devices.owners.get(plugin.name, name))
-        context = torch.multiprocessing.get_context("spawn")
+        context = _spawn_context()
         self._conn, child = context.Pipe()
         # Nothing is ever sent on it: the worker ends when it closes, that is when this process ends.
         watched, self._lifeline = context.Pipe(duplex=False)

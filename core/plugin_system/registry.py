@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.metadata
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -46,6 +47,7 @@ ENTRY_POINT_GROUP = "kerneltune"
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.timers.wallclock",
     "kerneltune.plugins.timers.events",
+    "kerneltune.plugins.timers.npu_profiler",
     "kerneltune.plugins.caches.files",
     "kerneltune.plugins.caches.memory",
     "kerneltune.plugins.caches.none",
@@ -173,12 +175,19 @@ class Registry(Generic[P]):
         (:data:`DEFAULT_PRIORITY` where a class has none), and among equal
         values the class registered first.
 
+        A class whose module named by ``auto_requires_import`` this process
+        has not imported (:meth:`awaited_import`) is passed over unasked.
+
         :param fits: which classes may be chosen; default: those whose
             ``is_available()`` is true.
         :param priority: the class attribute ranked by (``"priority"`` for
             profile families).
         """
-        accepted = [c for c in self.classes.values() if (c.is_available() if fits is None else fits(c))]
+        accepted = [
+            c
+            for c in self.classes.values()
+            if self.awaited_import(c) is None and (c.is_available() if fits is None else fits(c))
+        ]
         # sorted() is stable, so equal priorities keep registration order.
         return sorted(accepted, key=lambda cls: -self._priority(cls, priority))
 
@@ -194,6 +203,32 @@ class Registry(Generic[P]):
             )
             return DEFAULT_PRIORITY
         return value
+
+    def awaited_import(self, cls: type[P]) -> str | None:
+        """The module ``auto`` waits for before it may take ``cls``; ``None`` where it waits for none.
+
+        That is the class attribute ``auto_requires_import`` (``"torch"``,
+        ``"torch.distributed"``) while this process has not imported that
+        module: a program that never imported torch holds no torch tensor,
+        uses no torch device and has no process group, and asking the class
+        would cost torch's import, seconds. A class chosen by name is asked
+        whatever it names. A value that is not a module name is a fault
+        (one warning naming the plugin) and counts as absent.
+        """
+        module = getattr(cls, "auto_requires_import", None)
+        if module is None:
+            return None
+        if not isinstance(module, str) or not module:
+            owner = self.owners.get(getattr(cls, "name", ""), cls.__module__)
+            fault(
+                self.manager,
+                owner,
+                f"{self.family} {getattr(cls, 'name', cls)!r}: auto_requires_import is {module!r}, "
+                "not a module name",
+                "auto asks it whatever this process has imported",
+            )
+            return None
+        return None if module in sys.modules else module
 
     def get(self, name: str, source: str | None = None) -> type[P]:
         """The class registered as ``name``, compared without case (as every enumerated name is).
@@ -312,6 +347,15 @@ class Registries:
     profile_families: Registry[ProfileFamily]
     search_strategies: Registry[SearchStrategy]
     features: Registry[Feature]
+
+    def awaited_imports(self) -> frozenset[str]:
+        """The modules whose import would widen what ``auto`` may take (:meth:`Registry.awaited_import`)."""
+        awaited = (
+            registry.awaited_import(cls)
+            for registry in attrs.astuple(self, recurse=False)
+            for cls in registry.classes.values()
+        )
+        return frozenset(module for module in awaited if module is not None)
 
 
 def collect_registries(manager: pluggy.PluginManager) -> Registries:

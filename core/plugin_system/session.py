@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -54,6 +55,9 @@ class Session:
     placement: tuple[Device, ...]
     #: the observer hooks, one method each (``session.observers.candidate_measured(event)``).
     observers: Observers
+    #: the modules this process had not imported when ``auto`` chose, and whose import would
+    #: widen its choice (``"torch"``): :func:`current_session` makes a fresh session once one is.
+    awaiting: frozenset[str] = frozenset()
 
     @classmethod
     def create(cls, settings: Settings, extra: tuple[object, ...] = ()) -> Session:
@@ -86,10 +90,15 @@ class Session:
             versions={k: str(v) for k, v in merged_facts(manager, "kerneltune_software_versions").items()},
             placement=placement,
             observers=Observers(manager.hook),
+            awaiting=registries.awaited_imports(),
         )
         if settings.reducer != "auto":
             session.registries.reducers.get(settings.reducer, settings.source("reducer"))
         return session
+
+    def is_outdated(self) -> bool:
+        """Whether this process has since imported a module ``auto`` waited for (:attr:`awaiting`)."""
+        return any(module in sys.modules for module in self.awaiting)
 
     @property
     def device(self) -> Device:
@@ -422,7 +431,9 @@ def current_session(settings: Settings | None = None, **overrides: Any) -> Sessi
 
     Sessions are memoised per distinct :class:`Settings` and cache root, so
     changing a variable (``HOME`` included) between calls selects a fresh
-    plugin manager. Plugins added with :func:`add_plugin` are registered after
+    plugin manager; so does importing a module that ``auto`` waited for
+    (:attr:`Session.awaiting`: torch, imported after a first tuning of host
+    work). Plugins added with :func:`add_plugin` are registered after
     the built-ins and entry points.
 
     :raises ConfigError: for a bad file or variable, naming it.
@@ -436,10 +447,10 @@ def current_session(settings: Settings | None = None, **overrides: Any) -> Sessi
             settings = attrs.evolve(settings, **overrides)
         memo = (settings, _cache_root(settings))
         session = _sessions.get(memo)
-        if session is None:
+        if session is None or session.is_outdated():
             with _sessions_lock:
                 session = _sessions.get(memo)
-                if session is None:
+                if session is None or session.is_outdated():
                     session = _sessions[memo] = Session.create(settings, extra=tuple(_added))
     except (ConfigError, PluginError) as exc:
         # The message names the file, variable or plugin; the frames that read settings

@@ -23,6 +23,8 @@ class TorchDevice:
     auto_priority: ClassVar[int] = 0
     #: torch's device type (``tensor.device.type``, ``torch.ones(..., device=...)``).
     device_type: ClassVar[str] = ""
+    #: A program that never imported torch has no tensor on the device: ``auto`` does not ask.
+    auto_requires_import: ClassVar[str] = "torch"
     shares_memory: ClassVar[bool] = True
 
     @classmethod

@@ -37,6 +37,8 @@ class WorldMaxReducer:
 
     name: ClassVar[str] = "world-max"
     auto_priority = 10
+    #: No process group exists before torch.distributed is imported: ``auto`` does not ask.
+    auto_requires_import: ClassVar[str] = "torch.distributed"
 
     @classmethod
     def is_available(cls, group: Any = None) -> bool:

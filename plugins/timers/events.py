@@ -32,17 +32,17 @@ CALIBRATION_SPINS = 3
 FLUSH_BYTES = 256 * 1024 * 1024
 
 
-class DeviceEventTimer:
-    """Event pairs on the current stream of a torch device module."""
+class TorchDeviceTimer:
+    """What the timers of a torch device's work share: availability by its torch module, and the L2 flush.
 
-    name: ClassVar[str] = ""
-    auto_priority = 0
-    #: the registered device whose work it times; the session hands its instance to the constructor.
-    device: ClassVar[str] = ""
+    A subclass names ``device_type`` (torch's name) and keeps the device
+    plugin's instance as ``_device`` and a ``_flush_buffers`` dict (empty at first).
+    """
+
     #: torch's name for the device type (``torch.empty(..., device=device_type)``).
     device_type = ""
-    #: cycles of the device's spin per microsecond, by (timer, device index): the highest seen.
-    _cycles_per_us: ClassVar[dict[Any, float]] = {}
+    _device: Device
+    _flush_buffers: dict[int, Any]
 
     @classmethod
     def device_module(cls) -> Any:
@@ -59,6 +59,36 @@ class DeviceEventTimer:
     def unavailable_reason(cls) -> str | None:
         """Why it cannot run here: its torch module is missing (and why), or sees no device."""
         return device_unavailable_reason(cls.device_type)
+
+    def flush(self) -> None:
+        """Evict the device's L2 cache: write :data:`FLUSH_BYTES` on the current stream; no waiting.
+
+        The buffer is allocated on a unit's first flush and kept while the
+        timer lives (one candidate).
+        """
+        unit = self._device.current()
+        buffer = self._flush_buffers.get(unit)
+        if buffer is None:
+            buffer = self._flush_buffers[unit] = self._allocate(FLUSH_BYTES)
+        buffer.zero_()
+
+    def _allocate(self, nbytes: int) -> Any:
+        import torch
+
+        return torch.empty(nbytes, dtype=torch.uint8, device=self.device_type)
+
+
+class DeviceEventTimer(TorchDeviceTimer):
+    """Event pairs on the current stream of a torch device module."""
+
+    name: ClassVar[str] = ""
+    auto_priority = 0
+    #: the registered device whose work it times; the session hands its instance to the constructor.
+    device: ClassVar[str] = ""
+    #: A program that never imported torch has no device work to time: ``auto`` does not ask.
+    auto_requires_import: ClassVar[str] = "torch"
+    #: cycles of the device's spin per microsecond, by (timer, device index): the highest seen.
+    _cycles_per_us: ClassVar[dict[Any, float]] = {}
 
     def __init__(self, device: Device) -> None:
         """:param device: the device plugin's instance, which synchronises and knows the current unit."""
@@ -83,23 +113,6 @@ class DeviceEventTimer:
         fn()
         end.record()
         self._pairs.append((start, end))
-
-    def flush(self) -> None:
-        """Evict the device's L2 cache: write :data:`FLUSH_BYTES` on the current stream; no waiting.
-
-        The buffer is allocated on a device's first flush and kept while the
-        timer lives (one tuning).
-        """
-        device = self._device.current()
-        buffer = self._flush_buffers.get(device)
-        if buffer is None:
-            buffer = self._flush_buffers[device] = self._allocate(FLUSH_BYTES)
-        buffer.zero_()
-
-    def _allocate(self, nbytes: int) -> Any:
-        import torch
-
-        return torch.empty(nbytes, dtype=torch.uint8, device=self.device_type)
 
     def hold(self, microseconds: float) -> bool:
         """Enqueue a spin that keeps the device busy for about ``microseconds``; no waiting.

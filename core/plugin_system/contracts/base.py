@@ -35,7 +35,14 @@ def _added_members(part: Callable[..., object]) -> tuple[str, ...]:
 
 
 class Registrable(Protocol):
-    """What every registered class has, whatever its family."""
+    """What every registered class has, whatever its family.
+
+    Two optional class attributes steer ``auto`` (no protocol requires
+    them): ``auto_priority``, a number, and ``auto_requires_import``, the
+    name of a module (``"torch"``) that ``auto`` waits for: in a program
+    that has not imported it, the class is passed over without being asked
+    (:meth:`kerneltune.core.plugin_system.registry.Registry.awaited_import`).
+    """
 
     #: The name users select it by, unique within its family.
     name: ClassVar[str]

@@ -26,7 +26,11 @@ driver instead of beside it (``BENCH_WARMUP=serial``), and
 ``<tuner>-threads-race`` compiling on threads that do not wait for the
 warm-up's hash of Triton (``BENCH_HASH_WAIT=off``: each computes it again
 while it runs). The timeline
-(``--timeline``) notes when the warm-up ended (``warm``).
+(``--timeline``) notes when the warm-up ended (``warm``), when each compiled
+kernel was loaded onto the device (``load+``/``load-``) and each C stub
+Triton builds with the host compiler (``cc+``/``cc-``); with
+``BENCH_PROFILE=<folder>`` each tuning child writes its main thread's
+profile there.
 
 A separate warm process (the oracle) times every one of the 16 configs with
 interleaved ``do_bench`` rounds; a pick's regret is its oracle time over the
@@ -104,6 +108,12 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
     add_plugin(timeline)
     timeline.watch_warm_up()
     torch.cuda.synchronize()
+    profile = None
+    if os.environ.get("BENCH_PROFILE"):
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
     started = timeline.started = time.perf_counter()
     if mode == "stock":
         tuned = work.autotuned()
@@ -128,6 +138,14 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
         pick = tune_function(work, picks)
     torch.cuda.synchronize()
     seconds = time.perf_counter() - started
+    if profile is not None:
+        import pstats
+
+        profile.disable()
+        with open(Path(os.environ["BENCH_PROFILE"], f"{mode}-{os.getpid()}.txt"), "w") as out:
+            stats = pstats.Stats(profile, stream=out)
+            stats.sort_stats("cumulative").print_stats(45)
+            stats.sort_stats("tottime").print_stats(25)
     work.check()  # after the clock: a reference product is no part of the tuning
     if mode == "function-dist":
         dist.destroy_process_group()
@@ -159,6 +177,40 @@ class Timeline:
             self.note("warm", 0)
 
         compiler._compile_empty = noted  # type: ignore[assignment]
+        self.watch_loads()
+
+    def watch_loads(self) -> None:
+        """Note when a compiled kernel is loaded (``load+``/``load-``) and a C stub built (``cc``)."""
+        from triton.compiler import compiler as triton_compiler
+        from triton.runtime import build
+
+        init_handles = triton_compiler.CompiledKernel._init_handles
+        loads = iter(range(10**6))
+
+        def noted_init(kernel: Any) -> None:
+            if kernel.module is not None:
+                return init_handles(kernel)
+            n = next(loads)
+            self.note("load+", n)
+            try:
+                return init_handles(kernel)
+            finally:
+                self.note("load-", n)
+
+        triton_compiler.CompiledKernel._init_handles = noted_init  # type: ignore[method-assign]
+        if hasattr(build, "_build"):
+            real_build = build._build
+            builds = iter(range(10**6))
+
+            def noted_build(*args: Any, **kwargs: Any) -> Any:
+                n = next(builds)
+                self.note("cc+", n)
+                try:
+                    return real_build(*args, **kwargs)
+                finally:
+                    self.note("cc-", n)
+
+            build._build = noted_build
 
     @hookimpl
     def kerneltune_compile_started(self, event: Any) -> None:
@@ -179,8 +231,11 @@ def search_child() -> dict[str, Any]:
     from search_params import matmul_case
 
     kernel, grid, args, launch, fixed = matmul_case(4096)
+    timeline = Timeline()
+    add_plugin(timeline)
+    timeline.watch_warm_up()
     torch.cuda.synchronize()
-    started = time.perf_counter()
+    started = timeline.started = time.perf_counter()
     kernel[grid](*args, **launch, **fixed)
     torch.cuda.synchronize()
     seconds = time.perf_counter() - started
@@ -197,6 +252,7 @@ def search_child() -> dict[str, Any]:
         "pick_ms": pick_ms,
         "measured": summary.measured,
         "space": summary.space,
+        "timeline": timeline.events,
     }
 
 

@@ -12,8 +12,10 @@ tuned for 30 values of M from 1 to 16384, in increasing order, twice, each
 sweep with a cache directory of its own:
 
 * ``full``: every config measured for every M (``warm_start="off"``);
-* ``warm``: ``warm_start="nearest"`` with ``--budget`` configs (default 5);
-  the first M has no stored neighbour and is tuned in full.
+* ``warm``: ``warm_start="nearest"`` (``--mode screen``: ``"screen"``) with
+  ``--budget`` configs (default 5); the first M has no stored neighbour and
+  is tuned in full. ``--shuffles K`` warm starts M again in K shuffled
+  orders, each with a cache of its own, judged by the same oracle.
 
 Every config is compiled first (one full tuning per kind of M Triton
 specialises on: 1, a multiple of 16, any other), in a throwaway cache
@@ -49,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -91,6 +94,15 @@ def arguments() -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--budget", type=int, help="warm_start_budget (default 5; 2 with --smoke)")
+    parser.add_argument(
+        "--mode", default="nearest", choices=("nearest", "screen"), help="warm_start (default nearest)"
+    )
+    parser.add_argument(
+        "--shuffles",
+        type=int,
+        default=0,
+        help="also warm start M in this many shuffled orders (seeds 1, 2, ...), each its own cache",
+    )
     parser.add_argument("--oracle-rounds", type=int, default=3, help="interleaved oracle rounds (default 3)")
     parser.add_argument(
         "--oracle-rep-ms", type=float, default=5.0, help="do_bench's rep per call (default 5)"
@@ -108,6 +120,7 @@ def arguments() -> argparse.Namespace:
         "--refine-rounds", type=int, default=5, help="interleaved rounds when refining (default 5)"
     )
     parser.add_argument("--nk", type=int, default=4096, help="N = K (default 4096)")
+    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="inputs' dtype")
     parser.add_argument(
         "--cache-root",
         type=Path,
@@ -145,7 +158,7 @@ class Tunings:
 class Workload:
     """The matmul's operands at the largest M, its configs, and how to launch and time it."""
 
-    def __init__(self, smoke: bool, nk: int) -> None:
+    def __init__(self, smoke: bool, nk: int, dtype_name: str = "bfloat16") -> None:
         import torch
         from contextual_matmul import SIXTEEN_CONFIGS, config, launch_config, make_matmul
 
@@ -157,7 +170,7 @@ class Workload:
         self.configs = ([] if smoke else list(SIXTEEN_CONFIGS)) + [config(*shape) for shape in shapes]
         self.kernel = make_matmul(self.configs)
         self._launch_config = launch_config
-        dtype = torch.float16 if smoke else torch.bfloat16
+        dtype = torch.float16 if smoke else getattr(torch, dtype_name)
         nk = 32 if smoke else nk
         biggest = max(self.m_values)
         self.a = torch.randn((biggest, nk), device=self.device, dtype=dtype)
@@ -209,12 +222,15 @@ def tuned_launcher(work: Workload, **options: Any) -> Callable[..., None]:
     )(matmul_launch)
 
 
-def sweep(work: Workload, tunings: Tunings, cache: Path, **options: Any) -> list[dict[str, Any]]:
-    """Tune every M in order with a new tuner over ``cache``; per M the configs measured, seconds and pick."""
+def sweep(
+    work: Workload, tunings: Tunings, cache: Path, order: list[int] | None = None, **options: Any
+) -> list[dict[str, Any]]:
+    """Tune every M (in ``order``, default increasing) with a new tuner over ``cache``; per M the
+    configs measured, seconds and pick, in increasing M."""
     os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(cache)
     launcher = tuned_launcher(work, **options)
     rows = []
-    for m in work.m_values:
+    for m in order or work.m_values:
         tunings.reset()
         work.synchronize()
         started = time.perf_counter()
@@ -233,7 +249,27 @@ def sweep(work: Workload, tunings: Tunings, cache: Path, **options: Any) -> list
         starts[record["key"][0]] = record.get("warm_start")
     for row in rows:
         row["warm_start"] = starts.get(row["m"])
-    return rows
+    return sorted(rows, key=lambda row: row["m"])
+
+
+def shuffled_summary(
+    name: str, rows: list[dict[str, Any]], full: list[dict[str, Any]], judges: dict[int, dict[int, float]]
+) -> dict[str, Any]:
+    """One order's warm sweep against the oracle and against full tuning's time, key by key."""
+    regrets = {row["m"]: regret(judges[row["m"]], row["pick"]) for row in rows}
+    full_s = {row["m"]: row["seconds"] for row in full}
+    ratios = [row["seconds"] / full_s[row["m"]] for row in rows if row["warm_start"] is not None]
+    worst = max(regrets, key=regrets.__getitem__)
+    return {
+        "order": name,
+        "within_2pct": sum(r <= 0.02 for r in regrets.values()) / len(regrets),
+        "worst_m": worst,
+        "worst_regret": regrets[worst],
+        "warm_keys": len(ratios),
+        "key_time_ratio_median": statistics.median(ratios) if ratios else None,
+        "key_time_ratio_max": max(ratios) if ratios else None,
+        "picks": {str(row["m"]): row["pick"] for row in rows},
+    }
 
 
 def interleaved_ms(
@@ -365,7 +401,7 @@ def main() -> int:
         settings.write_text("warmup = 1\nrepeat = 2\ntie_rounds = 1\n")
         os.environ["KERNELTUNE_CONFIG"] = str(settings)
     torch.manual_seed(0)
-    work = Workload(options.smoke, options.nk)
+    work = Workload(options.smoke, options.nk, options.dtype)
     tunings = Tunings("matmul_launch")
     add_plugin(tunings)
     device = "cpu (interpreter)" if options.smoke else torch.cuda.get_device_name(0)
@@ -385,8 +421,15 @@ def main() -> int:
         work.synchronize()
     print("full tuning, M in order:", flush=True)
     full = sweep(work, tunings, root / "full", warm_start="off")
-    print(f"warm start (budget {options.budget}), M in order:", flush=True)
-    warm = sweep(work, tunings, root / "warm", warm_start="nearest", warm_start_budget=options.budget)
+    warm_options = {"warm_start": options.mode, "warm_start_budget": options.budget}
+    print(f"warm start {options.mode} (budget {options.budget}), M in order:", flush=True)
+    warm = sweep(work, tunings, root / "warm", **warm_options)
+    shuffles: dict[str, list[dict[str, Any]]] = {}
+    for seed in range(1, options.shuffles + 1):
+        order = list(work.m_values)
+        random.Random(seed).shuffle(order)
+        print(f"warm start {options.mode}, M shuffled (seed {seed}):", flush=True)
+        shuffles[f"shuffled-{seed}"] = sweep(work, tunings, root / f"warm-{seed}", order, **warm_options)
     print(f"oracle ({options.oracle_rounds} interleaved rounds per M):", flush=True)
     times = oracle(work, options.oracle_rounds, options.oracle_rep_ms)
     refined: dict[int, dict[int, float]] = {}
@@ -397,6 +440,9 @@ def main() -> int:
             flush=True,
         )
         picks = {f["m"]: {f["pick"], w["pick"]} for f, w in zip(full, warm, strict=True)}
+        for rows_of_order in shuffles.values():
+            for row in rows_of_order:
+                picks[row["m"]].add(row["pick"])
         refined = refine(work, times, picks, options.refine_top, options.refine_rounds, options.refine_rep_ms)
     for m, picked in ((work.m_values[0], warm[0]), (work.m_values[-1], warm[-1])):
         work.check(m, work.configs[picked["pick"]])
@@ -421,6 +467,10 @@ def main() -> int:
             }
         )
     totals = summary(rows, options.budget)
+    judges = {m: refined.get(m) or dict(enumerate(times[m])) for m in work.m_values}
+    orders = [shuffled_summary("increasing", warm, full, judges)]
+    orders += [shuffled_summary(name, rows_of, full, judges) for name, rows_of in shuffles.items()]
+    totals["orders"] = orders
     columns = f"{'n':>6} {'s':>7} {'regret':>7}"
     print(f"\n{'M':>6} {'best ms':>9} {'passes':>7} | full {columns} | warm {columns} {'vs full':>7}  from")
     for row in rows:
@@ -450,6 +500,17 @@ def main() -> int:
         f"bench wall time {time.perf_counter() - started:.0f} s",
         flush=True,
     )
+    print(
+        f"\nper order (warm_start = {options.mode!r}); a key's time over its full tuning's, warm keys only:"
+    )
+    for entry in orders:
+        print(
+            f"  {entry['order']:<12} within 2 %: {entry['within_2pct']:.0%}, "
+            f"worst {entry['worst_regret']:.2%} "
+            f"(M={entry['worst_m']}), key time / full: median {entry['key_time_ratio_median']:.2f}, "
+            f"max {entry['key_time_ratio_max']:.2f} over {entry['warm_keys']} keys",
+            flush=True,
+        )
     if options.out is not None:
         result = {
             "device": device,
@@ -459,6 +520,7 @@ def main() -> int:
             "dtype": str(work.a.dtype),
             "configs": [str(cfg) for cfg in work.configs],
             "budget": options.budget,
+            "mode": options.mode,
             "oracle_rounds": options.oracle_rounds,
             "refine": {
                 "top": options.refine_top,

@@ -8,7 +8,7 @@ Usage::
 bench/warm_start.py needs a GPU and judges one order (M increasing) once.
 This script takes the oracle table such a run recorded (every config's time
 at every M) and tunes the sweep again through kerneltune's own engine
-(``Tuner.begin`` with ``warm_start="nearest"``, the json cache, the
+(``Tuner.begin`` with ``warm_start="nearest"`` or ``"screen"``, the json cache, the
 head-to-head rounds), handing it the table's times with Gaussian noise
 instead of running kernels. So a change to the warm-start choice can be
 judged in seconds, over many noise seeds and key orders, before a GPU run
@@ -39,14 +39,29 @@ def parse_config(text: str) -> dict[str, int]:
 
 
 def replay(
-    table: dict[str, Any], order: list[int], noise: float, seed: int, budget: int
+    table: dict[str, Any],
+    order: list[int],
+    noise: float,
+    seed: int,
+    budget: int,
+    mode: str = "nearest",
+    tie_rounds: int = 4,
 ) -> list[dict[str, Any]]:
-    """Tune every M of ``table`` in ``order`` with warm start; each M's pick, regret and configs measured."""
+    """Tune every M of ``table`` in ``order`` with warm start (``mode``); each M's pick, regret, configs
+    measured and runs (untimed and timed, as the engine asked for them).
+
+    Each measurement is one sample: the table's time with Gaussian noise of ``noise`` over the
+    square root of the timed runs asked for (a mean of that many runs).
+    """
     rng = random.Random(seed)
     configs = [parse_config(text) for text in table["configs"]]
     space = Space.build("replayed", configs, source="def replayed(m, config): ...")
     settings = Settings(
-        reducer="local", cache="json", timer="wallclock", cache_dir=Path(tempfile.mkdtemp()), tie_rounds=0
+        reducer="local",
+        cache="json",
+        timer="wallclock",
+        cache_dir=Path(tempfile.mkdtemp()),
+        tie_rounds=tie_rounds,
     )
     session = Session.create(settings)
     tuner = Tuner(space)
@@ -55,12 +70,18 @@ def replay(
         row = table["rows"][index]
         times = row["oracle_ms"]
         measured = set()
-        with tuner.begin(session, row["m"], warm_start="nearest", warm_start_budget=budget) as tuning:
+        spent = 0
+        with tuner.begin(session, row["m"], warm_start=mode, warm_start_budget=budget) as tuning:
             while (candidate := tuning.next_candidate()) is not None:
                 measured.add(candidate.index)
-                tuning.record(candidate, [times[candidate.index] * (1 + rng.gauss(0, noise))])
+                runs = tuning.runs(candidate)
+                spent += runs.warmup + runs.repeat
+                sigma = noise / max(1, runs.repeat) ** 0.5
+                tuning.record(candidate, [times[candidate.index] * (1 + rng.gauss(0, sigma))])
             pick = tuning.finish().index
-        results.append({"m": row["m"], "regret": times[pick] / min(times) - 1, "measured": len(measured)})
+        results.append(
+            {"m": row["m"], "regret": times[pick] / min(times) - 1, "measured": len(measured), "runs": spent}
+        )
     return results
 
 
@@ -74,14 +95,19 @@ def main() -> None:
         "--noise", type=float, default=0.01, help="relative noise of a measurement (default 0.01)"
     )
     parser.add_argument("--budget", type=int, default=5, help="warm_start_budget (default 5)")
+    parser.add_argument("--mode", default="nearest", choices=["nearest", "screen"], help="warm_start mode")
+    parser.add_argument("--tie-rounds", type=int, default=4, help="tie_rounds, for every tuning (default 4)")
     parser.add_argument(
         "--orders", nargs="+", default=["up", "down", "shuffled"], choices=["up", "down", "shuffled"]
     )
     args = parser.parse_args()
     table = json.loads(args.table.read_text())
     count = len(table["rows"])
-    full = len(table["configs"]) * count
+    configs_times_keys = len(table["configs"]) * count
     print(f"{args.table}: {count} values of M, {len(table['configs'])} configs, {table.get('device', '?')}")
+    # What a full tuning of each M costs in runs, the engine's own schedule (one seed: it does not vary).
+    full = replay(table, list(range(count)), args.noise, 0, args.budget, "off", args.tie_rounds)
+    full_runs = sum(r["runs"] for r in full)
     for name in args.orders:
         runs = []
         for seed in range(args.seeds):
@@ -90,15 +116,17 @@ def main() -> None:
                 order.reverse()
             elif name == "shuffled":
                 random.Random(seed).shuffle(order)
-            runs.append(replay(table, order, args.noise, seed, args.budget))
+            runs.append(replay(table, order, args.noise, seed, args.budget, args.mode, args.tie_rounds))
         regrets = [r["regret"] for run in runs for r in run]
         worst = max((r for run in runs for r in run), key=lambda r: r["regret"])
         measured = statistics.mean(sum(r["measured"] for r in run) for run in runs)
+        spent = statistics.mean(sum(r["runs"] for r in run) for run in runs)
         print(
             f"{name:>8}: within 2% {sum(x <= 0.02 for x in regrets) / len(regrets):.0%}, "
             f"within 5% {sum(x <= 0.05 for x in regrets) / len(regrets):.0%}, "
             f"worst {worst['regret']:.1%} (M={worst['m']}), "
-            f"configs measured {measured / full:.2f} of full tuning's"
+            f"configs measured {measured / configs_times_keys:.2f} of full tuning's, "
+            f"runs {spent / full_runs:.2f}"
         )
 
 

@@ -60,10 +60,12 @@ from kerneltune.core.plugin_system.contracts import (
     ProbingCompileProcess,
     ProbingProfileFamily,
     ProfileFamily,
+    ProgramLaunch,
     RecordingInterceptor,
     Reducer,
     Registrable,
     RemoteStore,
+    ReportingLaunch,
     SearchStrategy,
     Timer,
     UnsupportedLaunch,
@@ -113,6 +115,7 @@ from kerneltune.core.values.profiles import OPERATORS, UNSET, CompileTarget, opt
 from kerneltune.core.values.records import NOT_MEASURED, PRUNED, Candidate, Measurement, Method, TuningRecord
 from kerneltune.core.values.space import Space
 from kerneltune.core.values.target import Target
+from kerneltune.core.values.timings import CandidateTiming
 from kerneltune.core.verbose import verbose_line
 
 __all__ = [
@@ -143,6 +146,7 @@ __all__ = [
     "Feature",
     "FlushingTimer",
     "ForkingLaunch",
+    "ProgramLaunch",
     "ForkingRecorder",
     "ConfiguredCache",
     "GatheringReducer",
@@ -162,6 +166,7 @@ __all__ = [
     "Reducer",
     "Registrable",
     "RemoteStore",
+    "ReportingLaunch",
     "SearchStrategy",
     "Timer",
     "UnsupportedLaunch",
@@ -169,6 +174,7 @@ __all__ = [
     # values: candidates, records, keys, events
     "Candidate",
     "CandidateMeasured",
+    "CandidateTiming",
     "CompileFinished",
     "CompileStarted",
     "KernelTuned",

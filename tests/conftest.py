@@ -23,8 +23,10 @@ def isolated(tmp_path, monkeypatch):
     run once more to record their launches for COMPILE (``precompile =
     false``; on a GPU machine it would run), and an uncertain stored pick is
     not re-checked when it is loaded (``recheck = false``: candidates timed
-    on the host's clock often tie within its noise), so that tests can count
-    a candidate's runs; the tests of those turn them on.
+    on the host's clock often tie within its noise), and twins are measured
+    each (``twins = false``: the interpreter ignores ``num_warps``, which
+    many tests vary), so that tests can count a candidate's runs; the tests
+    of those turn them on.
     """
     from kerneltune.core import notices
     from kerneltune.core.plugin_system import settings
@@ -41,6 +43,7 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "0")
     monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "0")
     monkeypatch.setenv("KERNELTUNE_RECHECK", "0")
+    monkeypatch.setenv("KERNELTUNE_TWINS", "0")
     monkeypatch.setattr(notices, "_issued", set())
     cache = tmp_path / "cache"
     monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CACHE_DIR", str(cache))

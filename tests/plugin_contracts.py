@@ -40,9 +40,11 @@ from kerneltune.core import (
     ListingCache,
     ProbingProfileFamily,
     ProfileFamily,
+    ProgramLaunch,
     RecordingInterceptor,
     Reducer,
     RemoteStore,
+    ReportingLaunch,
     SearchStrategy,
     Timer,
     UnsupportedLaunch,
@@ -61,6 +63,7 @@ from kerneltune.plugins.search.exhaustive import ExhaustiveStrategy
 from kerneltune.plugins.search.pattern import PatternStrategy
 from kerneltune.plugins.search.staged import StagedStrategy
 from kerneltune.plugins.timers.events import CudaEventTimer, NpuEventTimer
+from kerneltune.plugins.timers.npu_profiler import NpuProfilerTimer
 from kerneltune.plugins.timers.wallclock import WallclockTimer
 from kerneltune.plugins.triton.compiler import TritonCompileProcess
 from kerneltune.plugins.triton.interceptor import TritonInterceptor, TritonLaunch
@@ -72,10 +75,17 @@ from kerneltune_example_plugin.random_search import RandomSearch
 
 # -- the families, each by its kerneltune_register_* hook ---------------------
 
-TIMERS: list[type[Timer]] = [WallclockTimer, CudaEventTimer, NpuEventTimer, CpuTimeTimer, ToyTimer]
-FLUSHING_TIMERS: list[type[FlushingTimer]] = [CudaEventTimer, NpuEventTimer]
-HOLDING_TIMERS: list[type[HoldingTimer]] = [CudaEventTimer, NpuEventTimer]
-DEVICE_TIMERS: list[type[DeviceTimer]] = [CudaEventTimer, NpuEventTimer, ToyTimer]
+TIMERS: list[type[Timer]] = [
+    WallclockTimer,
+    CudaEventTimer,
+    NpuEventTimer,
+    NpuProfilerTimer,
+    CpuTimeTimer,
+    ToyTimer,
+]
+FLUSHING_TIMERS: list[type[FlushingTimer]] = [CudaEventTimer, NpuEventTimer, NpuProfilerTimer]
+HOLDING_TIMERS: list[type[HoldingTimer]] = [CudaEventTimer, NpuEventTimer, NpuProfilerTimer]
+DEVICE_TIMERS: list[type[DeviceTimer]] = [CudaEventTimer, NpuEventTimer, NpuProfilerTimer, ToyTimer]
 
 CACHES: list[type[Cache]] = [JsonCache, MsgpackCache, MemoryCache, NoCache]
 LISTING_CACHES: list[type[ListingCache]] = [JsonCache, MsgpackCache]
@@ -120,5 +130,7 @@ UNSUPPORTED_LAUNCHES: list[type[UnsupportedLaunch]] = [TritonLaunch]
 IN_PLACE_LAUNCHES: list[type[InPlaceLaunch]] = [TritonLaunch]
 ISOLATING_LAUNCHES: list[type[IsolatingLaunch]] = [TritonLaunch]
 FORKING_LAUNCHES: list[type[ForkingLaunch]] = [TritonLaunch]
+REPORTING_LAUNCHES: list[type[ReportingLaunch]] = [TritonLaunch]
+PROGRAM_LAUNCHES: list[type[ProgramLaunch]] = [TritonLaunch]
 ISOLATED_LAUNCHES: list[type[IsolatedLaunch]] = [KernelIsolation]
 COMPILE_PROCESSES: list[type[CompileProcess]] = [TritonCompileProcess]

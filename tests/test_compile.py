@@ -397,6 +397,56 @@ def test_a_stuck_compile_process_is_stopped_and_its_candidate_compiles_here(monk
     assert all(error is None for _, error, _, _ in watch.finished)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+@pytest.mark.expected_warning(CandidateFailedWarning, match="compile_deadline = 5 times the median")
+def test_a_compile_process_far_slower_than_its_siblings_is_stopped_at_the_deadline(
+    monkeypatch, isolated, tmp_path
+):
+    from kerneltune.core.machine import compile as compile_module
+
+    monkeypatch.setattr(compile_module, "DEADLINE_MIN_S", 0.5)
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=4, compile_deadline=5)
+    parent, pids = os.getpid(), tmp_path / "pids"
+
+    def compiling_for_minutes() -> None:
+        if os.getpid() != parent:  # busy, not stuck: only the deadline stops it
+            pids.write_text(str(os.getpid()))
+            while True:
+                pass
+
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"b": compiling_for_minutes})
+    started = time.monotonic()
+    best = drive(session, clock, backend.compile_one, [], child=backend)
+    assert time.monotonic() - started < 10
+    assert best.config["name"] == "c", "b failed; the fastest of the rest"
+    (record,) = stored_records(isolated, "work")
+    assert record["candidates"][1]["error"] == (
+        "CompileTimeout: compiling took longer than 0.5 s, compile_deadline = 5 times the median compile "
+        "of its siblings"
+    )
+    assert ("here", "b") not in backend.compiled(), "failed, not compiled again here"
+    deadline = time.monotonic() + 5
+    while _alive(int(pids.read_text())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(int(pids.read_text())), "the slow compile process was stopped"
+
+
+def test_the_deadline_waits_for_a_quorum_and_a_floor():
+    from kerneltune.core.machine import compile as compile_module
+
+    stage = compile_module.CompileStage.__new__(compile_module.CompileStage)
+    stage._deadline, stage._lock = 4.0, threading.Lock()
+    stage._child_seconds, stage._forked = [1.0, 2.0], 4
+    assert stage._past_deadline(100.0) is None, "two of four ended: no quorum yet"
+    stage._child_seconds = [1.0, 2.0, 3.0]
+    assert stage._past_deadline(8.0) is None and stage._past_deadline(8.5) == 8.0
+    stage._child_seconds = [0.1, 0.1, 0.1]
+    assert stage._past_deadline(4.9) is None, "never sooner than DEADLINE_MIN_S"
+    stage._deadline = 0
+    assert stage._past_deadline(1e9) is None, "compile_deadline = 0: none"
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc for a process's processor time")
 def test_a_slow_compile_process_that_keeps_a_processor_busy_is_not_taken_for_stuck(
     monkeypatch, isolated, tmp_path
@@ -802,3 +852,15 @@ def test_each_round_of_an_adaptive_tuning_compiles_with_its_own_function(monkeyp
         assert tuning.finish().config["name"] == "b"
     assert sorted(compiled) == [("round 0", "a"), ("round 0", "b"), ("round 1", "c"), ("round 1", "d")]
     assert all(error is None for _, error, _, _ in watch.finished)
+
+
+def test_the_pool_is_sized_for_later_rounds_not_by_the_first(monkeypatch):
+    """An adaptive driver's first round of 2 must not cap a later round of 16 at 2 compiles at once."""
+    from kerneltune.core.machine import compile as compile_module
+
+    monkeypatch.setattr(compile_module.os, "cpu_count", lambda: 16)
+    assert compile_module.worker_count(0) == 16
+    assert compile_module.worker_count(0, 2) == 2
+    assert compile_module.worker_count(3) == 3
+    monkeypatch.setattr(compile_module.os, "cpu_count", lambda: 64)
+    assert compile_module.worker_count(0) == compile_module.MAX_AUTO_WORKERS

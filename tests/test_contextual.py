@@ -34,6 +34,7 @@ from kerneltune.core import (
 from kerneltune.core.drivers.contextual import STALL_LIMIT, _Active
 from kerneltune.core.machine import measure
 from kerneltune.core.machine.engine import Tuning
+from kerneltune.plugins.triton import adapter
 from triton.runtime.autotuner import Autotuner
 from tuning_doubles import steps_plugin
 
@@ -150,10 +151,7 @@ def test_triton_is_patched_only_while_active():
 
 @pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_log_file_records_rounds_times_errors_and_pick(tmp_path):
-    configs = [
-        triton.Config({"BLOCK": BLOCK}, num_warps=4),
-        triton.Config({"BLOCK": INVALID}, num_warps=4),
-    ]
+    configs = [triton.Config({"BLOCK": BLOCK}), triton.Config({"BLOCK": INVALID})]
     scale_kernel = make_scale_kernel(configs)
 
     @contextual_autotune(n_repeat=2, n_warmup=1)
@@ -186,7 +184,7 @@ def test_log_file_records_rounds_times_errors_and_pick(tmp_path):
 
 
 def test_an_invalid_config_gives_one_warning_and_its_traceback_in_the_log(tmp_path):
-    configs = [triton.Config({"BLOCK": BLOCK}, num_warps=4), triton.Config({"BLOCK": INVALID}, num_warps=4)]
+    configs = [triton.Config({"BLOCK": BLOCK}), triton.Config({"BLOCK": INVALID})]
     scale_kernel = make_scale_kernel(configs)
 
     @contextual_autotune(n_repeat=2, n_warmup=1)
@@ -237,11 +235,20 @@ def test_print_autotuning_prints_tritons_lines_for_each_kernel_tuned(monkeypatch
 
     run_scale(randn(64))
     out = capsys.readouterr().out
-    assert out.startswith(
-        "Triton autotuning (kerneltune contextual_autotune) for function scale_kernel,\n"
-        "with key as (64, 'torch.float32', 'torch.float32'),\nfinished after "
-    )
-    assert "\nbest config selected: BLOCK=64" in out and out.endswith(" ms;\n")
+    # The running Triton's own message, word for word (3.4 on names the key; triton-ascend 3.2.0
+    # prints one line); kerneltune's detail is in the verbose lines only.
+    seconds, best = f"{scale_kernel.bench_time:.2f}", scale_kernel.best_config
+    if adapter.layout_of(scale_kernel).prints_key:
+        assert out == (
+            "Triton autotuning for function scale_kernel,\n"
+            "with key as (64, 'torch.float32', 'torch.float32'),\n"
+            f"finished after {seconds}s,\nbest config selected: {best};\n"
+        )
+    else:
+        assert out == (
+            f"Triton autotuning for function scale_kernel finished after {seconds}s; "
+            f"best config selected: {best};\n"
+        )
     run_scale(randn(64))
     assert capsys.readouterr().out == "", "a kernel's cached pick prints nothing"
 

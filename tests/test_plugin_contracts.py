@@ -30,7 +30,9 @@ from kerneltune.core import (
     LayeringCache,
     ListingCache,
     ProbingProfileFamily,
+    ProgramLaunch,
     RecordingInterceptor,
+    ReportingLaunch,
     UnsupportedLaunch,
     provides,
 )
@@ -137,6 +139,8 @@ def test_the_launch_lists_hold_every_optional_part_of_the_launch():
         InPlaceLaunch: contracts.IN_PLACE_LAUNCHES,
         IsolatingLaunch: contracts.ISOLATING_LAUNCHES,
         ForkingLaunch: contracts.FORKING_LAUNCHES,
+        ReportingLaunch: contracts.REPORTING_LAUNCHES,
+        ProgramLaunch: contracts.PROGRAM_LAUNCHES,
     }
     for part, listed in parts.items():
         assert names([cls for cls in contracts.KERNEL_LAUNCHES if provides(cls, part)]) == names(listed)

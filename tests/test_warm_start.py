@@ -525,3 +525,45 @@ def test_a_warm_start_whose_configs_all_fail_measures_the_rest_of_the_list(monke
         assert tuner()(128) == 8
     assert "every candidate the plan measured failed" in caplog.text
     assert warm_record(isolated, 128)["best"]["index"] == 7
+
+
+# -- a screened warm start ---------------------------------------------------------------------
+
+
+def test_a_screen_times_every_config_briefly_and_finds_a_best_the_neighbours_never_picked(
+    swept, isolated, caplog
+):
+    swept.tuner()(64)
+    swept.measured()
+    with caplog.at_level("INFO", logger="kerneltune"):
+        assert swept.tuner(warm_start="screen", warm_start_budget=3)(256) == 5
+    assert swept.measured() == set(NS), "the screen timed every config"
+    record = warm_record(isolated, 256)
+    where = record["warm_start"]
+    assert (where["from"], where["screen"], where["lead"]) == (64, True, 2), "64's pick: n = 3, index 2"
+    assert 4 in where["finalists"] and 2 in where["finalists"] and len(where["finalists"]) <= 3
+    assert record["finalists"] == sorted(where["finalists"])
+    samples = [len(row["samples_ms"]) for row in record["candidates"]]
+    screened_only = set(range(len(NS))) - set(where["finalists"])
+    assert all(samples[i] == 3 for i in screened_only), f"three timed runs each in the screen: {samples}"
+    assert "screening all 8 kept candidates, then re-timing the fastest with its pick [2]" in caplog.text
+
+
+def test_a_screen_with_nothing_stored_nearby_is_a_full_tuning(swept, isolated):
+    swept.tuner()(16)
+    swept.measured()
+    assert swept.tuner(warm_start="screen")(4096) == 9 - 1
+    assert warm_record(isolated, 4096)["warm_start"] is None
+
+
+def test_screen_finalists_take_the_fastest_the_noise_cannot_part_and_the_lead():
+    from kerneltune.core.machine.ties import Finalists
+    from kerneltune.core.machine.warm_start import screen_finalists
+
+    times = (5.0, 1.0, 1.01, 3.0, math.inf, 2.0)
+    chosen = screen_finalists(Finalists((1, 2), (), 0.01, times), lead=3, budget=5)
+    assert chosen.indices == (1, 2, 3)
+    assert screen_finalists(Finalists((), (), 0.0, times), lead=None, budget=5).indices == (1, 2)
+    # A budget too small for all: the lead keeps its place at the end.
+    assert screen_finalists(Finalists((1, 2, 5), (), 0.0, times), lead=0, budget=2).indices == (1, 0)
+    assert screen_finalists(Finalists((), (), 0.0, times), lead=4, budget=5).indices == (1, 2), "lead failed"

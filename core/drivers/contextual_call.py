@@ -31,6 +31,8 @@ from kerneltune.core.plugin_system.contracts import (
     InPlaceLaunch,
     IsolatingLaunch,
     KernelLaunch,
+    ProgramLaunch,
+    ReportingLaunch,
     UnsupportedLaunch,
     provides,
 )
@@ -38,6 +40,7 @@ from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.events import KernelTuned, LaunchMeasured
 from kerneltune.core.values.records import Candidate
 from kerneltune.core.values.space import Space
+from kerneltune.core.values.timings import CandidateTiming
 
 #: Executions in a row that may launch kernels waiting for a pick without
 #: measuring anything before a call gives up. An outer function that launches
@@ -324,6 +327,8 @@ class ContextualCall:
         compile_config = launch.compiler()
         if compile_config is not None:
             tuning.compile(lambda candidate: compile_config(candidate.config), child=child)
+        if provides(launch, ProgramLaunch):
+            tuning.twins(lambda c: launch.program(c.config), lambda c: launch.options(c.config))
         self._next_candidate(state, launch)
 
     def _next_candidate(self, state: KernelKey, launch: KernelLaunch) -> None:
@@ -351,6 +356,24 @@ class ContextualCall:
         self._tuned(state, tuning, best)
         launch.commit(best.config)
         state.done = True
+        if provides(launch, ReportingLaunch):
+            self._report(state, tuning, best, launch)
+
+    def _report(self, state: KernelKey, tuning: Tuning, best: Candidate, launch: ReportingLaunch) -> None:
+        """Tell the kernel what its tuning measured of the candidates its pruning kept.
+
+        A twin (a candidate launching the program of one measured before it) gets that one's times.
+        """
+        assert state.space is not None
+        if tuning.seconds is None:  # picked without measuring: nothing to tell
+            return
+        timings = []
+        for candidate in state.space.candidates:
+            if candidate.index in state.kept:
+                measured = tuning.measured_as(candidate)
+                samples = tuple(sorted(tuning.samples(measured)))
+                timings.append(CandidateTiming(candidate.config, tuning.agreed[measured.index], samples))
+        launch.report(best.config, timings, tuning.seconds)
 
     def _tuned(self, state: KernelKey, tuning: Tuning, best: Candidate | None) -> None:
         # Reported only with an outcome: a tuning cut short (an interrupt, a

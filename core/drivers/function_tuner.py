@@ -30,8 +30,8 @@ from kerneltune.core.machine.warm_start import MODES
 from kerneltune.core.notices import user_stacklevel
 from kerneltune.core.plugin_system.contracts import ForkingRecorder, RecordingInterceptor, provides
 from kerneltune.core.plugin_system.session import Session, current_session
-from kerneltune.core.values.records import Candidate
-from kerneltune.core.values.space import Space
+from kerneltune.core.values.records import Candidate, Origin
+from kerneltune.core.values.space import Space, source_digest
 
 _CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")
 
@@ -311,11 +311,32 @@ class AutoTuner(FunctionWrapper):
         with screening:
             tuning.isolate(screener(screening, payload))
 
+    @property
+    def origin(self) -> Origin | None:
+        """The wrapped function's module and qualified name, kept in its records; ``None`` if it has none."""
+        module = getattr(self.fn, "__module__", None)
+        qualname = getattr(self.fn, "__qualname__", None)
+        if not isinstance(module, str) or not isinstance(qualname, str):
+            return None
+        return Origin(module=module, qualname=qualname)
+
+    def source_digest(self) -> str:
+        """The digest of the wrapped function's source as it is now: the ``source`` its new records get.
+
+        Read afresh at each call, so a tool that imports the function can
+        tell a stored record of its current source from one of an earlier edit.
+        """
+        return source_digest(source_of(self.fn))
+
     def _tuner_for(self, session: Session) -> Tuner:
         with self._tuner_lock:
             if self._tuner is None:
                 space = Space.build(
-                    self.__name__, self.config_space, source_of(self.fn), label=lambda c: _label(c, session)
+                    self.__name__,
+                    self.config_space,
+                    source_of(self.fn),
+                    label=lambda c: _label(c, session),
+                    origin=self.origin,
                 )
                 self._tuner = Tuner(space, picks=self._picks)
             return self._tuner
@@ -434,11 +455,13 @@ def autotune(
     :param repeat: timed runs per candidate for this function (default:
         the ``repeat`` setting, 10).
     :param warm_start: ``"nearest"``: a key with no stored pick measures only
-        the best configs of the stored keys nearest to it
-        (:mod:`kerneltune.core.machine.warm_start`); ``"off"``: every config.
-        Default: the ``warm_start`` setting.
+        the best configs of the stored keys nearest to it; ``"screen"``: it
+        times every config briefly, then re-times the fastest with the
+        nearest key's pick (:mod:`kerneltune.core.machine.warm_start`);
+        ``"off"``: every config. Default: the ``warm_start`` setting.
     :param warm_start_budget: how many configs a warm start measures at
-        most. Default: the ``warm_start_budget`` setting.
+        most (``"screen"``: re-times head to head). Default: the
+        ``warm_start_budget`` setting.
     :raises ValueError: for a name in ``reset_to_zero`` or ``restore_value``
         that is not a parameter of the function (or is a config field), or
         a ``warmup`` below 0 or ``repeat`` below 1.

@@ -50,6 +50,10 @@ STALL_FACTOR = 5.0
 STALL_MIN_S = 15.0
 #: ...unless it has spent more than this share of its life on a processor.
 STUCK_CPU_SHARE = 0.05
+#: The ``compile_deadline`` never stops a compile sooner than this...
+DEADLINE_MIN_S = 5.0
+#: ...nor before this many siblings have ended.
+DEADLINE_QUORUM = 3
 
 
 class CompileTimeout(TimeoutError):
@@ -76,10 +80,11 @@ def can_fork() -> bool:
     return hasattr(os, "fork") and hasattr(os, "waitpid")
 
 
-def worker_count(setting: int, candidates: int) -> int:
-    """Threads for ``candidates`` compiles: the setting, or one per core (capped) when it is 0."""
+def worker_count(setting: int, candidates: int | None = None) -> int:
+    """Threads for ``candidates`` compiles (any number when ``None``): the setting, or one per core
+    (capped) when it is 0."""
     wanted = setting if setting > 0 else min(MAX_AUTO_WORKERS, os.cpu_count() or 1)
-    return max(1, min(wanted, candidates))
+    return max(1, wanted if candidates is None else min(wanted, candidates))
 
 
 @attrs.frozen
@@ -130,6 +135,10 @@ class CompileStage:
         will be measured (the pool starts them in that order).
     :param workers: how many compile at once.
     :param timeout: seconds a compile may take once started; 0 for no limit.
+    :param deadline: a compile process still running this many times longer than the median
+        of its siblings that ended (and at least ``DEADLINE_MIN_S``) is stopped, and its candidate
+        fails with :class:`CompileTimeout`, once at least half of the processes forked so far
+        (and three) have ended; 0 for none. Compiles on threads cannot be stopped and have none.
     :param child: the backend's part in compiling in forked processes: it
         makes the child compile without touching the device (a forked child
         cannot use a CUDA context) and holds the forks until the compiler's
@@ -154,6 +163,7 @@ class CompileStage:
         workers: int,
         timeout: float,
         header: Header,
+        deadline: float = 0.0,
         observers: Observers,
         child: CompileProcess | None = None,
     ) -> None:
@@ -168,6 +178,9 @@ class CompileStage:
         #: how long each compile process that ended took, seconds.
         self._child_seconds: list[float] = []
         self._timeout = timeout
+        self._deadline = deadline
+        #: compile processes forked so far.
+        self._forked = 0
         self._header = header
         self._observers = observers
         self._began: dict[int, float] = {}
@@ -193,8 +206,11 @@ class CompileStage:
         return cls(
             compile_one,
             candidates,
-            workers=worker_count(settings.compile_workers, len(candidates)),
+            # Not capped by this first batch: an adaptive driver's later rounds may hand over more
+            # (the pool starts a thread only for a compile no idle one takes).
+            workers=worker_count(settings.compile_workers),
             timeout=settings.compile_timeout,
+            deadline=settings.compile_deadline,
             header=header,
             observers=observers,
             child=child if settings.compile_pool == "processes" else None,
@@ -280,6 +296,8 @@ class CompileStage:
                 self._child_main(candidate)
             self._children.add(pid)
         forked = time.monotonic()
+        with self._lock:
+            self._forked += 1
         try:
             while True:
                 done, status = os.waitpid(pid, os.WNOHANG)
@@ -289,6 +307,13 @@ class CompileStage:
                 if self._timeout > 0 and now - began > self._timeout:
                     _kill(pid)
                     return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
+                limit = self._past_deadline(now - forked)
+                if limit is not None:
+                    _kill(pid)
+                    return CompileTimeout(
+                        f"compiling took longer than {limit:.1f} s, compile_deadline = {self._deadline:g} "
+                        "times the median compile of its siblings"
+                    )
                 if self._stuck(now - forked, pid):
                     _kill(pid)
                     warn_once(
@@ -313,6 +338,24 @@ class CompileStage:
         except ValueError:
             name = f"signal {number}"
         return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
+
+    def _past_deadline(self, seconds: float) -> float | None:
+        """The deadline a compile process running ``seconds`` is past, or ``None`` (see ``deadline``).
+
+        A compile far slower than its siblings is a config the search rarely
+        wants (a 256-wide tile at five stages, minutes on an H200's host,
+        where its siblings took a second), and a round waits for its slowest
+        compile. The median of those that ended judges it, once enough have.
+        """
+        if self._deadline <= 0:
+            return None
+        with self._lock:
+            ended = sorted(self._child_seconds)
+            forked = self._forked
+        if len(ended) < max(DEADLINE_QUORUM, (forked + 1) // 2):
+            return None
+        limit = max(DEADLINE_MIN_S, self._deadline * ended[len(ended) // 2])
+        return limit if seconds > limit else None
 
     def _stuck(self, seconds: float, pid: int) -> bool:
         """Whether compile process ``pid``, running ``seconds``, is stuck rather than slow.

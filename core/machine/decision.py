@@ -19,7 +19,7 @@ from kerneltune.core.errors import NoStoredPickError, UserFunctionError, describ
 from kerneltune.core.machine.agreement import Vote, agree, short_repr
 from kerneltune.core.machine.reuse import Plan, plan_recheck, plan_reuse
 from kerneltune.core.machine.stored import method_of, read_record
-from kerneltune.core.machine.warm_start import NEAREST, propose
+from kerneltune.core.machine.warm_start import NEAREST, SCREEN, propose
 from kerneltune.core.plugin_system.settings import TUNE_AUTO, TUNE_FAIL, Settings
 from kerneltune.core.values.keys import digest
 from kerneltune.core.values.records import Candidate, TuningRecord
@@ -187,7 +187,7 @@ def _prune(setup: Setup, keep: Callable[[Candidate], bool] | None) -> tuple[int,
 
 
 def _warm(setup: Setup) -> bool:
-    return setup.warm.mode == NEAREST and not setup.schedule.adaptive
+    return setup.warm.mode in (NEAREST, SCREEN) and not setup.schedule.adaptive
 
 
 def _plan(setup: Setup, record: TuningRecord | None, kept: tuple[int, ...], *, recheck: bool) -> Plan | None:
@@ -203,7 +203,8 @@ def _plan(setup: Setup, record: TuningRecord | None, kept: tuple[int, ...], *, r
                 return plan
         return plan_reuse(record, space, kept, method_of(session, schedule), adaptive=schedule.adaptive)
     if _warm(setup) and not session.settings.always_tune:
-        return propose(session, space, setup.encoded, kept, setup.records, setup.warm.budget)
+        screen = setup.warm.mode == SCREEN
+        return propose(session, space, setup.encoded, kept, setup.records, setup.warm.budget, screen)
     return None
 
 

@@ -77,7 +77,7 @@ class Tuner:
         :param flush: let the timer evict the device's caches before each timed run.
         :param driver: which tuner drives the tuning, as observers see it:
             ``"function"``, ``"contextual"``, ``"search_params"`` or a plugin's own.
-        :param warm_start: ``"nearest"`` or ``"off"`` (default: the ``warm_start`` setting).
+        :param warm_start: ``"nearest"``, ``"screen"`` or ``"off"`` (default: the ``warm_start`` setting).
         :param warm_start_budget: how many configs a warm start measures at most
             (default: the ``warm_start_budget`` setting).
         :param failure: an exception the driver met while computing the key;

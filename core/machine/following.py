@@ -49,6 +49,19 @@ class Following:
     warm_start: dict[str, Any] | None = None
     fell_back: bool = False
 
+    @property
+    def screening(self) -> int | None:
+        """For a screened warm start, the nearest key's pick (the lead; -1 where none); else ``None``."""
+        if self.warm_start is None or not self.warm_start.get("screen"):
+            return None
+        lead = self.warm_start.get("lead")
+        return lead if type(lead) is int else -1
+
+    def screened(self, finalists: Sequence[int]) -> None:
+        """Keep, for the record, which candidates the screen sent on to be re-timed."""
+        assert self.warm_start is not None
+        self.warm_start = {**self.warm_start, "finalists": list(finalists)}
+
     def follow(
         self, plan: Plan | None, shared: TuningRecord | None, kept: tuple[int, ...]
     ) -> tuple[Candidate, ...]:
@@ -123,12 +136,14 @@ class Following:
         allowed: frozenset[int] | None,
         shards: int,
         verdict: Confidence,
+        measured_on: Sequence[int | None] = (),
     ) -> TuningRecord:
         """PERSIST's record: what this tuning measured, the carried rows of what it did not, the verdict.
 
         :param times: every candidate's agreed time; ``rank_times`` each rank's, where REDUCE kept them.
         :param measurement: candidate ``i``'s measurement in this tuning.
-        :param measured: the candidates this tuning measured.
+        :param measured: the candidates this tuning measured (sharded: on any rank).
+        :param measured_on: sharded, the rank that measured each candidate (``None``: none did).
         :param allowed: the candidates SELECT chose among (``None``: all).
         """
         carried = self.stored(measured)
@@ -148,6 +163,7 @@ class Following:
             carried=tuple(sorted(carried)),
             warm_start=self.warm_start,
             rank_times=tuple(() if i in carried else t for i, t in enumerate(rank_times)),
+            measured_on=tuple(None if i in carried else r for i, r in enumerate(measured_on)),
         )
         # A re-check that leaves the pick uncertain counts; the next loading process re-checks again.
         rechecks = 0

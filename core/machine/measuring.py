@@ -43,6 +43,11 @@ class Measuring:
         """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
         return self._measurement(candidate.index).mean
 
+    def samples(self, candidate: Candidate) -> tuple[float, ...]:
+        """This rank's samples of ``candidate`` in milliseconds, in the order taken; empty if it failed."""
+        measurement = self._measurement(candidate.index)
+        return () if measurement.error is not None else measurement.samples
+
     def runs(self, candidate: Candidate) -> CandidateRuns:
         """The runs to take of ``candidate``, the one :meth:`next_candidate` handed out.
 

@@ -23,15 +23,16 @@ def kerneltune_add_settings(add: Callable[..., None]) -> None:
     add(
         "warm_start",
         default="off",
-        parse=one_of("off", "nearest"),
-        help="nearest: a new key measures the best configs of the stored keys nearest to it",
+        parse=one_of("off", "nearest", "screen"),
+        help="nearest: a new key measures the best configs of the stored keys nearest to it; "
+        "screen: it times every config briefly, then re-times the fastest and the nearest key's pick",
         env=("KERNELTUNE_WARM_START",),
     )
     add(
         "warm_start_budget",
         default=5,
         parse=integer(1),
-        help="how many distinct configs a warm start measures at most",
+        help="how many distinct configs a warm start measures at most (screen: re-times at most)",
         env=("KERNELTUNE_WARM_START_BUDGET",),
     )
 
@@ -72,6 +73,13 @@ def _measuring(add: Callable[..., None]) -> None:
         help="with several ranks, each measures its share of the candidates, then one gather",
         env=("KERNELTUNE_SHARD",),
     )
+    add(
+        "twins",
+        default=True,
+        parse=boolean,
+        help="measure once configs that compile to the same program (one rank)",
+        env=("KERNELTUNE_TWINS",),
+    )
 
 
 def _compiling(add: Callable[..., None]) -> None:
@@ -88,6 +96,14 @@ def _compiling(add: Callable[..., None]) -> None:
         parse=integer(0),
         help="seconds one candidate's compile may take before it fails; 0: no limit",
         env=("KERNELTUNE_COMPILE_TIMEOUT",),
+    )
+    add(
+        "compile_deadline",
+        default=5,
+        parse=integer(0),
+        help="a compile process this many times slower than the median of its siblings (and over 5 s) "
+        "is stopped and its candidate fails; 0: no deadline",
+        env=("KERNELTUNE_COMPILE_DEADLINE",),
     )
     add(
         "compile_pool",

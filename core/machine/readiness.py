@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
 from kerneltune.core.machine.compile import CompileStage
 from kerneltune.core.machine.shard import share
+from kerneltune.core.machine.twins import Twins
 from kerneltune.core.plugin_system.contracts import CompileProcess, Reducer
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.events import Header
@@ -37,6 +38,8 @@ class Readiness:
         self._screened: dict[int, ScreenedOut] | None = None
         #: sharded, every rank's compiles have ended (:meth:`settle`).
         self._quiet = False
+        #: the programs measured so far, where the backend tells them (:meth:`twins`).
+        self.twins: Twins | None = None
 
     @property
     def screened(self) -> dict[int, ScreenedOut]:
@@ -85,12 +88,16 @@ class Readiness:
             self._reducer.barrier()
 
     def problem(self, candidate: Candidate) -> BaseException | None:
-        """What keeps ``candidate`` from running: its compile error, or why it screened out; else ``None``.
+        """What keeps ``candidate`` from running: its compile error, why it screened out, or that an
+        earlier candidate launches its program (a twin); else ``None``.
 
         Waits for its compile to end first.
         """
         problem = None if self._compiling is None else self._compiling.wait(candidate)
-        return self.screened.get(candidate.index, problem)
+        problem = self.screened.get(candidate.index, problem)
+        if problem is None and self.twins is not None:
+            problem = self.twins.twin_of(candidate)
+        return problem
 
     def close(self) -> None:
         """End the compiles still running."""

@@ -212,6 +212,17 @@ def explain(
             measuring - 1,
             rounds,
         )
+    elif warm_start is not None and warm_start.get("screen"):
+        logger.info(
+            "kerneltune: %s: key %r: warm start from the stored key %s (distance %.3g): screening all %d "
+            "kept candidates, then re-timing the fastest with its pick [%s] head to head",
+            name,
+            key,
+            warm_start["from"],
+            warm_start["distance"],
+            kept,
+            warm_start.get("lead"),
+        )
     elif warm_start is not None:
         logger.info(
             "kerneltune: %s: key %r: warm start from the stored key %s (distance %.3g): "

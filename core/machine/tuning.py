@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TypeVar
 
@@ -31,6 +31,8 @@ from kerneltune.core.machine.schedule import Setup
 from kerneltune.core.machine.select import agree, choose, verdict_fields, warn_if_idle
 from kerneltune.core.machine.shard import share
 from kerneltune.core.machine.ties import NearTies, agreed_finalists
+from kerneltune.core.machine.twins import Twins
+from kerneltune.core.machine.warm_start import SCREEN_REPEAT, SCREEN_WARMUP, screen_finalists
 from kerneltune.core.plugin_system.contracts import CompileProcess, GlobalRankReducer, HoldingTimer, provides
 from kerneltune.core.plugin_system.settings import TUNE_AUTO
 from kerneltune.core.values.events import Header, PickLoaded, TuningFinished, TuningStarted
@@ -84,6 +86,11 @@ class Tuning(Rounds):
         self._writers: frozenset[int] = frozenset({reducer.rank})
         self._verify_pick = False
         self.best: Candidate | None = None
+        #: set by :meth:`finish` once it has reduced what was measured: each candidate's time as the
+        #: ranks agreed on it (``inf``: failed, pruned or not measured), and the seconds from the
+        #: tuning's start to then; empty and ``None`` for a pick found without measuring.
+        self.agreed: tuple[float, ...] = ()
+        self.seconds: float | None = None
 
     # -- context manager: the per-key lock is held from begin() to exit ------
 
@@ -172,6 +179,10 @@ class Tuning(Rounds):
                 )
         elif follow.scope is not None:
             self._queue.head_to_head(measured)
+        elif follow.screening is not None:
+            self._queue.request(
+                measured, warmup=SCREEN_WARMUP, repeat=SCREEN_REPEAT, purpose="warm-start screen"
+            )
         elif not self._schedule.adaptive:
             self._first_pass(measured)
         self._measurements.prune(self._space.candidates, kept)
@@ -301,6 +312,35 @@ class Tuning(Rounds):
             return
         self._ready.compile(compile_one, self.queued() if candidates is None else list(candidates), child)
 
+    def twins(
+        self,
+        program_of: Callable[[Candidate], Hashable | None],
+        options: Callable[[Candidate], Mapping[str, object]] | None = None,
+    ) -> None:
+        """Measure each program once: a candidate whose program (``program_of``, once compiled) an
+        earlier one launches is dropped as its twin (:mod:`kerneltune.core.machine.twins`).
+
+        On one rank only, and where the ``twins`` setting is on: with several ranks, each rank's
+        own answer could split them (agreeing on it would cost a collective), and each candidate
+        is measured as before.
+
+        :param options: a candidate's options by name, for the notice naming what twins differ in.
+        """
+        if self.best is None and self.session.settings.twins and self.reducer.world_size == 1:
+            self._ready.twins = Twins(self._space.name, program_of, options)
+
+    def measured_as(self, candidate: Candidate) -> Candidate:
+        """The candidate measured for ``candidate``: itself, or the one it is a twin of."""
+        twins = self._ready.twins
+        index = candidate.index if twins is None else twins.dropped.get(candidate.index, candidate.index)
+        return self._space.candidates[index]
+
+    @property
+    def twin_of(self) -> dict[int, int]:
+        """Each candidate dropped as a twin so far -> the candidate measured for it."""
+        twins = self._ready.twins
+        return {} if twins is None else dict(twins.dropped)
+
     def isolate(
         self, screen_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None
     ) -> dict[int, str]:
@@ -404,7 +444,7 @@ class Tuning(Rounds):
         check = (
             follow.scope is not None and not follow.fell_back and not schedule.adaptive and not schedule.shard
         )
-        if not ties and not check:
+        if not ties and not check and follow.screening is None:
             return
         measurements = [self._measurement(c.index) for c in candidates]
         chosen = agreed_finalists(measurements, self.reducer)
@@ -414,7 +454,15 @@ class Tuning(Rounds):
         if rest:
             self._ties_planned = False  # planned once the rest is measured
             return
-        if ties and (finalists := self._ties.take(chosen, candidates)):
+        if follow.screening is not None and len(self._measurements) >= 2:
+            # A screened warm start: its fastest and the neighbours' pick, head to head.
+            chosen = screen_finalists(chosen, follow.screening, self._setup.warm.budget)
+            follow.screened(chosen.indices)
+            finalists = self._ties.take(chosen, candidates)
+            if len(finalists) > 1:  # warmed up by the screen: a tie round's warm-up is enough
+                noisy = self._ties.noisy
+                self._queue.interleave(finalists, 2, purpose="warm-start finalists", one_by_one=noisy)
+        elif ties and (finalists := self._ties.take(chosen, candidates)):
             noisy = self._ties.noisy
             self._queue.interleave(finalists, rounds, purpose="near-tie re-timing", one_by_one=noisy)
 
@@ -440,6 +488,8 @@ class Tuning(Rounds):
             sharded = self._measurements.measured()
         agreed = agree(self.reducer, measurements, rounds=self._queue.rounds, sharded=sharded)
         reduced, times = agreed.reduced, agreed.reduced.times
+        seconds = time.perf_counter() - self._started
+        self.agreed, self.seconds = tuple(times), seconds
         if among is None:
             among = self._ties.finalists
         choice = choose(
@@ -456,10 +506,12 @@ class Tuning(Rounds):
                 candidates=candidates,
                 times=times,
                 best=None if best is None else candidates[best],
-                seconds=time.perf_counter() - self._started,
+                seconds=seconds,
                 rank_times=reduced.rank_times,
                 errors=tuple(m.error for m in measurements),
                 measured_elsewhere=agreed.elsewhere,
+                world_size=self.reducer.world_size,
+                measured_on=agreed.owners,
                 recheck=self._plan.rechecked is not None,
                 **verdict_fields(verdict),
             )
@@ -473,18 +525,22 @@ class Tuning(Rounds):
         if self._verify_pick:
             check_picks(self.reducer, best, self._space.name)
         assert verdict is not None
+        # Sharded, every rank's record keeps each candidate's measurement from the rank that took it.
+        taken = agreed.measurements or tuple(measurements)
+        on_some_rank = {i for i, r in enumerate(agreed.owners) if r is not None}
         record = self._plan.record(
             self.session,
             self._encoded,
             best,
             times,
             reduced.rank_times,
-            self._measurement,
-            self._measurements,
+            taken.__getitem__,
+            {*self._measurements.by_index, *on_some_rank},
             self._schedule,
             allowed=allowed,
             shards=self.reducer.world_size if self._schedule.shard else 1,
             verdict=verdict,
+            measured_on=agreed.owners,
         )
         self._adopt(best, record, store=True)
         return candidates[best]

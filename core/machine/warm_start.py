@@ -1,9 +1,13 @@
 """Warm start: a new key measures the configs that won for the stored keys nearest to it.
 
-Opt-in (``warm_start = "nearest"``). :func:`propose` makes the
+Opt-in. ``warm_start = "nearest"``: :func:`propose` makes the
 :class:`~kerneltune.core.machine.reuse.Plan`, :func:`choose` picks the
-configs within ``warm_start_budget``. docs/guide.md ("Warm start for a new
-key") explains how it chooses and when not to use it.
+configs within ``warm_start_budget``. ``warm_start = "screen"``: every kept
+config is timed briefly (a screen), and the screen's fastest, with the
+nearest key's pick, are re-timed head to head (:func:`screen_finalists`):
+where the best config changes between keys, the neighbours never timed the
+new one, and only a screen finds it. docs/guide.md ("Warm start for a new
+key") explains how each chooses and when not to use it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 import attrs
 from kerneltune.core.errors import CacheReadError
 from kerneltune.core.machine.reuse import Plan, rows_by_fingerprint
+from kerneltune.core.machine.ties import Finalists
 from kerneltune.core.plugin_system.contracts import ListingCache, provides
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.keys import describe, digest
@@ -27,7 +32,14 @@ logger = logging.getLogger("kerneltune")
 
 OFF = "off"
 NEAREST = "nearest"
-MODES = (OFF, NEAREST)
+SCREEN = "screen"
+MODES = (OFF, NEAREST, SCREEN)
+#: A screen times each kept candidate with this many untimed runs...
+SCREEN_WARMUP = 1
+#: ...and this many timed ones, then re-times its finalists head to head.
+SCREEN_REPEAT = 3
+#: At least this many of the screen's fastest are finalists, whatever its noise says.
+SCREEN_TOP = 2
 #: How many of the nearest stored keys give their evidence.
 NEAREST_KEYS = 2
 #: Stored keys farther than this (in :func:`default_distance`'s steps: about 4x
@@ -321,8 +333,12 @@ def propose(
     kept: tuple[int, ...],
     known: dict[str, dict[str, Any]],
     budget: int,
+    screen: bool = False,
 ) -> Plan | None:
     """The warm start for ``key``, or ``None`` to tune every kept candidate.
+
+    :param screen: screen every kept candidate (``warm_start = "screen"``) instead of measuring
+        the budget's few.
 
     :param key: the new key, encoded.
     :param known: the records this process made or read, by entry (see :func:`stored_records`).
@@ -344,6 +360,30 @@ def propose(
             key,
         )
         return None
-    chosen = choose(space, kept, neighbours, budget, key)
     start = neighbours[0]
+    if screen:
+        lead = next(r for r in (ranked(n.record, space, allowed) for n in neighbours) if r)[0]
+        where = {"from": start.record.key, "distance": start.distance, "screen": True, "lead": lead}
+        return Plan(measure=(), warm_start=where)
+    chosen = choose(space, kept, neighbours, budget, key)
     return Plan(measure=chosen, warm_start={"from": start.record.key, "distance": start.distance})
+
+
+def screen_finalists(screened: Finalists, lead: int | None, budget: int) -> Finalists:
+    """The candidates a screened warm start re-times head to head, at most ``budget`` (and 2).
+
+    The screen's near ties and rivals within its noise (``screened``, as
+    every rank agrees on them), its :data:`SCREEN_TOP` fastest whatever the
+    noise says (three samples can mislead), and the nearest key's pick
+    (``lead``) where the screen timed it; the screen's fastest first.
+    """
+    times = screened.times
+    timed = sorted((i for i, t in enumerate(times) if math.isfinite(t)), key=lambda i: (times[i], i))
+    wanted = [*screened.indices, *timed[:SCREEN_TOP]]
+    if lead is not None and 0 <= lead < len(times) and math.isfinite(times[lead]):
+        wanted.append(lead)
+    chosen = sorted(dict.fromkeys(wanted), key=lambda i: (times[i], i))
+    keep = max(2, budget)
+    if lead in chosen[keep:]:
+        chosen = [*chosen[: keep - 1], lead]  # the neighbours' word gets its re-timing
+    return Finalists(tuple(chosen[:keep]), (), screened.noise, times)

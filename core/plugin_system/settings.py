@@ -69,8 +69,10 @@ class Settings:
     repeat: int = 10
     objective: str = "device"
     tie_rounds: int = 4
+    twins: bool = True
     compile_workers: int = 0
     compile_timeout: int = 600
+    compile_deadline: int = 5
     compile_pool: str = "processes"
     precompile: bool = True
     shard: bool = False

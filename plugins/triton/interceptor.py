@@ -17,10 +17,10 @@ import functools
 import importlib.util
 import sys
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, ClassVar
 
-from kerneltune.core import CompileProcess, hookimpl
+from kerneltune.core import CandidateTiming, CompileProcess, hookimpl
 from kerneltune.plugins.triton import adapter, compiler, configs, isolated, warm_cache
 
 
@@ -42,6 +42,7 @@ class TritonLaunch:
         self._kwargs = kwargs
         self._unsupported = unsupported
         self._configs: tuple[list[Any], list[Any]] | None = None
+        self._program: Callable[[Any], Hashable | None] | None = None
 
     @property
     def name(self) -> str:
@@ -102,6 +103,16 @@ class TritonLaunch:
         """How this launch's configs compile in forked processes (:func:`compiler.forked_compiles`)."""
         return compiler.forked_compiles()
 
+    def program(self, config: Any) -> Hashable | None:
+        """Which program ``config`` launches with this launch's arguments (:func:`compiler.program_of`)."""
+        if self._program is None:
+            self._program = compiler.program_of(self.kernel, self._args, self._kwargs)
+        return self._program(config)
+
+    def options(self, config: Any) -> dict[str, object]:
+        """``config``'s meta-parameters and options by name."""
+        return dict(config.all_kwargs())
+
     def isolation(self) -> isolated.KernelIsolation:
         """How the isolation worker repeats this launch; raises ``IsolationError`` where it cannot."""
         return isolated.KernelIsolation(self.kernel, self._args, self._kwargs)
@@ -113,6 +124,17 @@ class TritonLaunch:
     def commit(self, config: Any) -> None:
         """Store the pick in the autotuner's cache and ``best_config``."""
         adapter.store_config(self.kernel, self.key, config)
+
+    def report(self, config: Any, timings: Sequence[CandidateTiming], seconds: float) -> None:
+        """After a tuning that measured, what Triton's own leaves: its timings, and its message.
+
+        ``configs_timings`` and ``bench_time`` (:func:`adapter.store_timings`);
+        with ``TRITON_PRINT_AUTOTUNING`` the running release's own message.
+        """
+        adapter.store_timings(self.kernel, timings, seconds)
+        if adapter.prints_autotuning():
+            layout = adapter.layout_of(self.kernel)
+            print(adapter.autotuning_message(layout, self.name, self.key, seconds, config), flush=True)
 
 
 class TritonInterceptor:

@@ -9,9 +9,9 @@ below is what an instance must provide. Optional parts are protocols of their
 own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`, :class:`ConfiguredCache`,
 :class:`LayeringCache`,
 :class:`GlobalRankReducer`, :class:`GatheringReducer`, :class:`RecordingInterceptor`,
-:class:`ForkingRecorder`, :class:`ProbingCompileProcess`, :class:`ForkingLaunch`,
+:class:`ForkingRecorder`, :class:`ProbingCompileProcess`, :class:`ForkingLaunch`, :class:`ProgramLaunch`,
 :class:`IsolatingLaunch`, :class:`InPlaceLaunch`,
-:class:`UnsupportedLaunch`,
+:class:`UnsupportedLaunch`, :class:`ReportingLaunch`,
 :class:`ProbingProfileFamily`, :class:`DeviceTimer`), runtime-checkable:
 the engine asks :func:`provides` whether an instance has one and does
 without it where it is missing.
@@ -34,7 +34,9 @@ from kerneltune.core.plugin_system.contracts.launches import (
     IsolatingLaunch,
     KernelLaunch,
     ProbingCompileProcess,
+    ProgramLaunch,
     RecordingInterceptor,
+    ReportingLaunch,
     UnsupportedLaunch,
 )
 from kerneltune.core.plugin_system.contracts.measuring import (
@@ -68,6 +70,7 @@ __all__ = [
     "Feature",
     "FlushingTimer",
     "ForkingLaunch",
+    "ProgramLaunch",
     "ForkingRecorder",
     "GatheringReducer",
     "GlobalRankReducer",
@@ -86,6 +89,7 @@ __all__ = [
     "Reducer",
     "Registrable",
     "RemoteStore",
+    "ReportingLaunch",
     "SearchStrategy",
     "Thunk",
     "Timer",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from kerneltune.core.values.target import Target
+    from kerneltune.core.values.timings import CandidateTiming
 from kerneltune.core.plugin_system.contracts.base import Registrable, Thunk
 
 
@@ -145,6 +146,26 @@ class InPlaceLaunch(KernelLaunch, Protocol):
         ...
 
 
+@runtime_checkable
+class ReportingLaunch(KernelLaunch, Protocol):
+    """A launch whose kernel keeps what its tuning measured (optional part of :class:`KernelLaunch`).
+
+    Stock tuners leave their timings on the kernel (Triton: ``configs_timings``
+    and ``bench_time``); a launch with this part is told them after each
+    tuning the contextual tuner measured, right after :meth:`commit`. A pick
+    found without measuring (a cache hit) tells it nothing.
+    """
+
+    def report(self, config: Any, timings: Sequence[CandidateTiming], seconds: float) -> None:
+        """Keep what the tuning that picked ``config`` measured.
+
+        :param timings: one entry per candidate the tuning kept (after the
+            kernel's own pruning), in the kernel's order.
+        :param seconds: how long the tuning took, from its start to its pick.
+        """
+        ...
+
+
 class IsolatedLaunch(Protocol):
     """One launch as the isolation worker repeats it, once per candidate (see :class:`IsolatingLaunch`)."""
 
@@ -240,6 +261,29 @@ class ForkingLaunch(KernelLaunch, Protocol):
         process does not find it when it compiles the same config. A launch
         without this method compiles on threads.
         """
+        ...
+
+
+@runtime_checkable
+class ProgramLaunch(KernelLaunch, Protocol):
+    """A launch that can tell which configs launch the same program (optional part of :class:`KernelLaunch`).
+
+    Twins (configs the backend compiles to one program, such as ``num_warps``
+    variants under an interpreter) are measured once
+    (:mod:`kerneltune.core.machine.twins`).
+    """
+
+    def program(self, config: Any) -> Hashable | None:
+        """An identity of the program ``config`` launches with this launch's arguments: equal for two
+        configs exactly when their launches run the same code with the same launch settings; ``None``
+        where the backend cannot tell.
+
+        Called on the launching thread once COMPILE has compiled ``config``.
+        """
+        ...
+
+    def options(self, config: Any) -> Mapping[str, object]:
+        """``config``'s options by name, to say which ones twins differ in."""
         ...
 
 

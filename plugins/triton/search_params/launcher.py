@@ -11,7 +11,7 @@ drop (part of searching), anything else a failure.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from kerneltune.core import Candidate, CandidateDropped, CompileMiss, Point, Shape, describe_error
@@ -51,6 +51,15 @@ class Launcher:
         # Compile processes first: asking for them starts the compiler's warm-up beside the driver's build.
         self.compile_process = compiler.forked_compiles()
         self.compile_config = compiler.config_compiler(kernel, args, {**launch, "grid": grid})
+        self.program_of = compiler.program_of(kernel, args, {**launch, "grid": grid})
+
+    def program(self, candidate: Candidate) -> Hashable | None:
+        """Which program ``candidate`` launches (:func:`~kerneltune.plugins.triton.compiler.program_of`)."""
+        return self.program_of(candidate.config)
+
+    def options(self, candidate: Candidate) -> dict[str, object]:
+        """``candidate``'s meta-parameters and options by name."""
+        return dict(candidate.config.all_kwargs())
 
     def kwargs(self) -> dict[str, Any]:
         """The launch's keyword arguments as a candidate's run takes them."""

@@ -39,7 +39,7 @@ from kerneltune.plugins.triton.search_params.launcher import Launcher
 from kerneltune.plugins.triton.search_params.reference import ReferenceGate
 from kerneltune.plugins.triton.search_params.seam import StrategySeam
 from kerneltune.plugins.triton.search_params.space import SearchSpace
-from kerneltune.plugins.triton.search_params.summary import SearchSummary, print_autotuning
+from kerneltune.plugins.triton.search_params.summary import SearchSummary, describe, print_autotuning
 
 #: Stage 3 times each finalist with this many times the configured repeats...
 PRECISE_REPEAT_FACTOR = 4
@@ -110,9 +110,10 @@ class SearchRun:
             strategy, budget = self.choose()
             self.say(f"search strategy {strategy.name}: {budget.describe()}")
             chosen = strategy.name
+        self.tuning.twins(self.launcher.program, self.launcher.options)
         best = self.finalise(self.search(strategy, budget))
         candidates = self.tuning.candidates
-        dropped = self.launcher.dropped
+        dropped = self.launcher.dropped | set(self.tuning.twin_of)
         self.summary = SearchSummary(
             key=self.tuning.key,
             space=len(candidates),
@@ -126,6 +127,7 @@ class SearchRun:
                 for index, value in self.outcomes.items()
             },
         )
+        self.say(describe(self.summary, best, self.outcomes))
         print_autotuning(
             kernel.__name__, self.summary, best, candidates, self.outcomes, self.launcher.failures
         )
@@ -240,6 +242,7 @@ class SearchRun:
             compile_one=None if launcher.compile_config is None else launcher.build,
             child=launcher.compile_process,
         )
+        times = self.twin_times(candidates, times)
         for candidate, value in zip(candidates, times, strict=True):
             self.outcomes[candidate.index] = value
         if self.timed:
@@ -247,6 +250,18 @@ class SearchRun:
             # runs out at the same round (a rank stopping alone would leave the others waiting).
             (self.agreed_elapsed,) = self.tuning.agree([time.perf_counter() - self.started])
         return {**known, **dict(zip(points, times, strict=True))}
+
+    def twin_times(self, candidates: list[Candidate], times: list[float]) -> list[float]:
+        """``times`` with each twin's (a candidate dropped because another launches its program) the
+        time of the candidate measured for it: the strategy reads the same program as equally fast."""
+        twin_of = self.tuning.twin_of
+        if not twin_of:
+            return times
+        here = {c.index: t for c, t in zip(candidates, times, strict=True)}
+        return [
+            here.get(twin_of[c.index], self.outcomes.get(twin_of[c.index], t)) if c.index in twin_of else t
+            for c, t in zip(candidates, times, strict=True)
+        ]
 
     def isolate(self, candidates: list[Candidate]) -> None:
         """ISOLATE for a round: those that crash or hang the worker on any rank fail unlaunched.
@@ -271,6 +286,9 @@ class SearchRun:
         an empty plan never reaches SELECT. Where nothing ran at all, SELECT's
         error names why each candidate measured failed.
         """
+        twin_of = self.tuning.twin_of
+        # Distinct programs only: a twin's program is its first config's, re-timed once.
+        finalists = [p for p in finalists if self.space.index(p) not in twin_of]
         if not finalists:
             finalists = self.fall_back("the search named no finalist")
         if not finalists:

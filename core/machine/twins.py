@@ -1,0 +1,85 @@
+"""Twins: candidates that launch the same program, measured once.
+
+Two configs can compile to one program: Triton's interpreter ignores
+``num_warps`` and ``num_stages``; on an H200, a row sum at 1, 2 and 3
+stages is one binary; triton-ascend's compiler ignores ``num_warps``
+outside SIMT mode. Measuring each twin costs a measurement and picks
+between them on noise. The backend says what program a candidate launches
+(:class:`~kerneltune.core.plugin_system.contracts.ProgramLaunch`); the first
+candidate of each program, in the order they are measured, is measured, and
+each later twin is dropped with :class:`TwinDropped`, naming the candidate
+that stands for it. README.md ("Twins") says what a user sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+
+from kerneltune.core.errors import CandidateDropped
+from kerneltune.core.notices import warn_once
+from kerneltune.core.values.records import Candidate
+
+#: What a backend answers for a candidate: its program's identity, or ``None`` where it cannot tell.
+ProgramOf = Callable[[Candidate], "Hashable | None"]
+
+
+class TwinDropped(CandidateDropped):
+    """A candidate left out because an earlier one launches the same program (its ``twin``)."""
+
+    def __init__(self, message: str, twin: int) -> None:
+        super().__init__(message)
+        #: the index of the candidate measured for both.
+        self.twin = twin
+
+
+class Twins:
+    """One tuning's programs so far: which candidate stands for each.
+
+    :param name: the tuned function's name, for the notice.
+    :param program_of: the backend's answer for a candidate; an exception counts as ``None``.
+    :param labels: a candidate's options by name, to say which ones the twins differ in.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        program_of: ProgramOf,
+        labels: Callable[[Candidate], Mapping[str, object]] | None = None,
+    ) -> None:
+        self._name = name
+        self._program_of = program_of
+        self._labels = labels
+        self._first: dict[Hashable, Candidate] = {}
+        #: each dropped twin's index -> the index measured for it.
+        self.dropped: dict[int, int] = {}
+
+    def twin_of(self, candidate: Candidate) -> TwinDropped | None:
+        """Why ``candidate`` is not measured (an earlier candidate launches its program), or ``None``.
+
+        The first candidate of a program is kept for it; asking again about
+        a kept candidate (a later round) keeps it.
+        """
+        try:
+            program = self._program_of(candidate)
+        except Exception:
+            program = None
+        if program is None:
+            return None
+        first = self._first.setdefault(program, candidate)
+        if first.index == candidate.index:
+            return None
+        self.dropped[candidate.index] = first.index
+        differs = self._differences(first, candidate)
+        options = ", ".join(differs) if differs else "nothing the launch passes"
+        warn_once(
+            ("twins", self._name, differs),
+            f"kerneltune: {self._name}: configs that differ only in {options} compile to the same program "
+            "here; each program is measured once, for the first of its configs",
+        )
+        return TwinDropped(f"the same program as [{first.index}] (differs only in {options})", first.index)
+
+    def _differences(self, first: Candidate, other: Candidate) -> tuple[str, ...]:
+        if self._labels is None:
+            return ()
+        a, b = self._labels(first), self._labels(other)
+        return tuple(sorted(name for name in {*a, *b} if a.get(name) != b.get(name)))

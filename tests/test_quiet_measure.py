@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from kerneltune.plugins.triton import compiler
+
 from triton_dist.tune import autotune
 
 WORKER = Path(__file__).with_name("quiet_worker.py")

@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import functools
 import os
+import re
 import threading
 import time
 import warnings
@@ -864,3 +865,19 @@ def test_the_pool_is_sized_for_later_rounds_not_by_the_first(monkeypatch):
     assert compile_module.worker_count(3) == 3
     monkeypatch.setattr(compile_module.os, "cpu_count", lambda: 64)
     assert compile_module.worker_count(0) == compile_module.MAX_AUTO_WORKERS
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_the_tuning_log_says_how_long_compile_took(monkeypatch, isolated, tmp_path):
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=2)
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"c": lambda: time.sleep(0.2)})
+    drive(session, clock, backend.compile_one, [], child=backend)
+    (log,) = (isolated / "work").glob("tune-rank0.log")
+    (line,) = [line for line in log.read_text().splitlines() if "compiled" in line]
+    match = re.search(
+        r"work: key 'key': compiled 4 candidate\(s\) in ([0-9.]+) s \(the slowest \[(\d)\] ([0-9.]+) s\)$",
+        line,
+    )
+    assert match is not None, line
+    assert float(match[1]) >= float(match[3]) >= 0.2 and match[2] == "2"

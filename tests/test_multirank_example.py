@@ -41,5 +41,9 @@ def test_the_documented_torchrun_command_tunes_on_two_ranks_and_then_hits(tmp_pa
     assert picks == [("0", "65536"), ("1", "65536")], first
     assert "tuning key" in first
     second = run()
-    assert "tuning key" not in second, "the second run measures nothing"
+    # It measures nothing; only a pick the first run stored as uncertain (a loaded host: the
+    # suite runs beside other work) is re-checked once, head to head, as README.md says.
+    measured = [line for line in second.splitlines() if "trimmed mean" in line]
+    assert all("(re-check" in line for line in measured), second
+    assert ("tuning key" in second) == bool(measured), second
     assert sorted(re.findall(r"rank (\d) of 2: picked chunk=(\d+)", second)) == picks

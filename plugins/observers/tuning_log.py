@@ -1,7 +1,9 @@
 """Tuning logs: verbose INFO lines when asked, DEBUG lines otherwise, and a detailed file per rank.
 
 Every real tuning appends to ``<cache dir>/<function folder>/tune-rank<rank>.log``
-(caches without a directory write no file): the start, each candidate's
+(caches without a directory write no file): the start, how long COMPILE
+took (once the compiles handed over have all ended: how many, the wall
+time from the first start, the slowest, how many failed), each candidate's
 samples or error (with the traceback of its first failure), and the pick.
 Verbose (``autotune_verbose=True``, a tuner's own ``verbose``/``debug``, or
 the ``verbose`` setting) also shows the start, each candidate's time or
@@ -19,13 +21,17 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from pathlib import Path
 
+import attrs
 from kerneltune.core import (
     NOT_MEASURED,
     PRUNED,
     CandidateMeasured,
+    CompileFinished,
+    CompileStarted,
     PickLoaded,
     TuningFinished,
     TuningStarted,
@@ -74,6 +80,50 @@ def kerneltune_tuning_started(event: TuningStarted) -> None:
     _emit(
         f"{event.function}: tuning key {event.key!r}: {len(event.candidates)} candidates "
         f"(rank {event.rank} of {event.world_size})",
+        verbose=event.verbose,
+        log_dir=event.log_dir,
+        rank=event.rank,
+    )
+
+
+@attrs.define
+class _Compiling:
+    """One tuning's compiles under way: since when, the slowest so far, how many failed."""
+
+    began: float
+    slowest: tuple[float, int] = (0.0, -1)
+    failed: int = 0
+
+
+#: By tuning (function, key, rank); compile events come from COMPILE's pool threads.
+_compiling: dict[tuple[str, str, int], _Compiling] = {}
+_compiling_lock = threading.Lock()
+
+
+@hookimpl
+def kerneltune_compile_started(event: CompileStarted) -> None:
+    tuning = (event.function, repr(event.key), event.rank)
+    with _compiling_lock:
+        _compiling.setdefault(tuning, _Compiling(time.monotonic()))
+
+
+@hookimpl
+def kerneltune_compile_finished(event: CompileFinished) -> None:
+    tuning = (event.function, repr(event.key), event.rank)
+    with _compiling_lock:
+        phase = _compiling.get(tuning)
+        if phase is None:
+            return
+        phase.slowest = max(phase.slowest, (event.seconds, event.candidate.index))
+        phase.failed += event.error is not None
+        if event.done < event.total:
+            return
+        del _compiling[tuning]
+    seconds, slowest = phase.slowest
+    failed = f", {phase.failed} failed" if phase.failed else ""
+    _emit(
+        f"{event.function}: key {event.key!r}: compiled {event.total} candidate(s) in "
+        f"{time.monotonic() - phase.began:.2f} s (the slowest [{slowest}] {seconds:.2f} s{failed})",
         verbose=event.verbose,
         log_dir=event.log_dir,
         rank=event.rank,

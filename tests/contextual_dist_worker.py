@@ -218,6 +218,50 @@ def unknown_tuner_class_refused(rank: int) -> dict:
     return {"tuned": True}
 
 
+def twins_on_every_rank(rank: int, split: bool = False) -> dict:
+    """Eight configs that are four programs under the interpreter (num_warps ignored), is_dist=True.
+
+    With ``split``, rank 1's backend tells every config apart, as a rank whose
+    binaries differed would: the ranks must then measure every config, alike.
+    """
+    import triton
+    from kernels import scale_kernel as scale_body
+    from kerneltune.core import add_plugin, hookimpl
+    from kerneltune.plugins.triton import compiler
+
+    from triton_dist.autotuner import contextual_autotune
+
+    os.environ["KERNELTUNE_TWINS"] = "1"
+    if split and rank == 1:
+        compiler.program_of = lambda tuner, args, kwargs: lambda config: ("own", id(config))
+    measured: list[int] = []
+    dropped: list[int] = []
+
+    class Measured:
+        @hookimpl
+        def kerneltune_candidate_measured(self, event):
+            (measured if event.measurement.error is None else dropped).append(event.candidate.index)
+
+    add_plugin(Measured())
+    configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (32, 64, 128, 256) for w in (4, 8)]
+    scale_kernel = triton.autotune(configs=configs, key=["n"])(scale_body)
+
+    @contextual_autotune(is_dist=True, n_repeat=2, n_warmup=1)
+    def run_scale(x):
+        y = torch.empty_like(x)
+        scale_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, 2.0, x.numel())
+        return y
+
+    x = torch.arange(256, dtype=torch.float32)
+    y = run_scale(x)
+    return {
+        "correct": bool(torch.allclose(y, 2.0 * x)),
+        "measured": sorted(measured),
+        "dropped": sorted(dropped),
+        "pick": scale_kernel.configs.index(scale_kernel.best_config),
+    }
+
+
 SCENARIOS = {
     "seed": seed_example,
     "slowest": slowest_rank_decides,
@@ -226,6 +270,8 @@ SCENARIOS = {
     "isolated": crash_on_one_rank_screened_out_on_both,
     "autotiling": auto_tiled_on_two_ranks,
     "unknown_tuner": unknown_tuner_class_refused,
+    "twins": twins_on_every_rank,
+    "twins_split": lambda rank: twins_on_every_rank(rank, split=True),
 }
 
 

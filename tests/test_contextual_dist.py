@@ -137,3 +137,20 @@ def test_an_autotuner_class_the_adapter_does_not_know_is_refused_on_every_rank(t
             "KernelTuneError: contextual_autotune(is_dist=True): outer launched"
         )
         assert "FirstConfigTuner has a run() of its own" in result["error"]
+
+
+def test_twins_are_dropped_alike_on_every_rank(tmp_path):
+    results = run_ranks("twins", tmp_path)
+    assert all("error" not in r for r in results), results
+    assert all(r["correct"] for r in results)
+    assert [r["measured"] for r in results] == [[0, 2, 4, 6]] * WORLD
+    assert [r["dropped"] for r in results] == [[1, 3, 5, 7]] * WORLD
+    assert results[0]["pick"] == results[1]["pick"]
+
+
+def test_a_rank_that_sees_no_twins_has_every_rank_measure_them_all_without_hanging(tmp_path):
+    results = run_ranks("twins_split", tmp_path)
+    assert all("error" not in r for r in results), results
+    assert [r["measured"] for r in results] == [list(range(8))] * WORLD
+    assert [r["dropped"] for r in results] == [[]] * WORLD
+    assert results[0]["pick"] == results[1]["pick"]

@@ -77,7 +77,7 @@ def _measuring(add: Callable[..., None]) -> None:
         "twins",
         default=True,
         parse=boolean,
-        help="measure once configs that compile to the same program (one rank)",
+        help="measure once configs that compile to the same program (every rank alike; not sharded)",
         env=("KERNELTUNE_TWINS",),
     )
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
 from kerneltune.core.machine.compile import CompileStage
 from kerneltune.core.machine.shard import share
-from kerneltune.core.machine.twins import Twins
+from kerneltune.core.machine.twins import TwinDropped, Twins
 from kerneltune.core.plugin_system.contracts import CompileProcess, Reducer
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.events import Header
@@ -98,6 +98,31 @@ class Readiness:
         if problem is None and self.twins is not None:
             problem = self.twins.twin_of(candidate)
         return problem
+
+    def agree_twin(
+        self, candidate: Candidate, problem: BaseException | None, reducer: Reducer
+    ) -> BaseException | None:
+        """The barrier ranks measuring alike take before each candidate, carrying the twin verdict.
+
+        Without twins, a barrier. With them, one ``max`` of each rank's
+        verdict (the index of the candidate that stands for this one, or
+        none): it is a twin only where every rank says so, standing for the
+        lowest index any rank named; a rank that alone took it for a twin
+        measures it after all.
+        """
+        if self.twins is None:
+            reducer.barrier()
+            return problem
+        mine = problem.twin if isinstance(problem, TwinDropped) else -1
+        # max of the negated verdicts: any rank's -1 (measure it) wins; else the lowest index named.
+        (negated,) = reducer.max([-float(mine)])
+        agreed = int(-negated)
+        if not isinstance(problem, TwinDropped):
+            return problem
+        if agreed < 0:
+            self.twins.keep(candidate)
+            return None
+        return problem if agreed == problem.twin else self.twins.stands_for(candidate, agreed)
 
     def close(self) -> None:
         """End the compiles still running."""

@@ -282,9 +282,10 @@ class Tuning(Rounds):
             job = self._queue.pop()
             problem = self._ready.problem(job.candidate)
             # After the wait: a rank that compiled a candidate for its host holds
-            # the others here until Triton's cache has it.
+            # the others here until Triton's cache has it. With twins, the barrier
+            # carries each rank's verdict, so that every rank drops alike.
             if self.reducer.world_size > 1 and not self._schedule.shard:
-                self.reducer.barrier()
+                problem = self._ready.agree_twin(job.candidate, problem, self.reducer)
             self._job = job
             if problem is None:
                 return job.candidate
@@ -320,13 +321,14 @@ class Tuning(Rounds):
         """Measure each program once: a candidate whose program (``program_of``, once compiled) an
         earlier one launches is dropped as its twin (:mod:`kerneltune.core.machine.twins`).
 
-        On one rank only, and where the ``twins`` setting is on: with several ranks, each rank's
-        own answer could split them (agreeing on it would cost a collective), and each candidate
-        is measured as before.
+        Where the ``twins`` setting is on. With several ranks measuring alike, the
+        barrier before each candidate becomes a ``max`` that carries each rank's verdict: a
+        twin is dropped only where every rank's backend says so, so ranks never split. Sharded
+        ranks (``shard``) measure every candidate: a twin's first config may be another rank's.
 
         :param options: a candidate's options by name, for the notice naming what twins differ in.
         """
-        if self.best is None and self.session.settings.twins and self.reducer.world_size == 1:
+        if self.best is None and self.session.settings.twins and not self._schedule.shard:
             self._ready.twins = Twins(self._space.name, program_of, options)
 
     def measured_as(self, candidate: Candidate) -> Candidate:

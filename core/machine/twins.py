@@ -8,7 +8,9 @@ between them on noise. The backend says what program a candidate launches
 (:class:`~kerneltune.core.plugin_system.contracts.ProgramLaunch`); the first
 candidate of each program, in the order they are measured, is measured, and
 each later twin is dropped with :class:`TwinDropped`, naming the candidate
-that stands for it. README.md ("Twins") says what a user sees.
+that stands for it. With several ranks, every rank drops alike
+(:meth:`~kerneltune.core.machine.readiness.Readiness.agree_twin`). README.md
+("Twins") says what a user sees.
 """
 
 from __future__ import annotations
@@ -77,6 +79,15 @@ class Twins:
             "here; each program is measured once, for the first of its configs",
         )
         return TwinDropped(f"the same program as [{first.index}] (differs only in {options})", first.index)
+
+    def keep(self, candidate: Candidate) -> None:
+        """Measure ``candidate`` after all (another rank's backend sees a program of its own)."""
+        self.dropped.pop(candidate.index, None)
+
+    def stands_for(self, candidate: Candidate, twin: int) -> TwinDropped:
+        """``candidate`` dropped for candidate ``twin``, the one the ranks agreed on."""
+        self.dropped[candidate.index] = twin
+        return TwinDropped(f"the same program as [{twin}] (on every rank)", twin)
 
     def _differences(self, first: Candidate, other: Candidate) -> tuple[str, ...]:
         if self._labels is None:

@@ -125,21 +125,39 @@ def show(record_ref: str, directory: Path | None) -> None:
     """Every candidate of a record, fastest first, with errors, and Python that hard-codes the pick.
 
     RECORD is a record file's path, the start of its digest (the file name
-    without its suffix), or a function's name for every record of it, looked
-    up in the cache directory.
+    without its suffix), or a function's name for every record of it (by
+    key and date), looked up in the cache directory. Each says where its
+    function is defined and whether it is of the current source, as
+    ``cache list`` does.
     """
-    for number, stored in enumerate(find_records(_Plugins.load(), record_ref, directory)):
+    loaded = _Plugins.load()
+    # In cache list's order: by function, key and date.
+    for number, marked in enumerate(live.mark(find_records(loaded, record_ref, directory))):
         if number:
             click.echo("")
-        _show_record(stored)
+        _show_record(marked.stored, _source(loaded, marked.stored))
 
 
-def _show_record(stored: Stored) -> None:
+def _source(loaded: _Plugins, stored: Stored) -> str:
+    """Whether ``stored`` is of its function's current source, as ``cache list`` and ``report`` say."""
+    record = stored.record
+    assert record is not None
+    # The cache folder holds a folder per function; the record's siblings decide "newest" by date.
+    siblings = readable(loaded.file_caches(stored.path.parent.parent), record.function)
+    for marked in live.mark(siblings):
+        if marked.stored.path == stored.path:
+            return live.describe(marked)
+    return "unknown (the record is not among its function's records in that folder)"
+
+
+def _show_record(stored: Stored, source: str) -> None:
     record = stored.record
     assert record is not None
     header = [
         ("file", str(stored.path)),
         ("function", record.function),
+        ("defined as", "-" if record.origin is None else str(record.origin)),
+        ("source", source),
         ("key", views.key_text(record.key)),
         ("digest", stored.digest),
         ("date", iso_date(record.created)),

@@ -124,6 +124,18 @@ def test_report_says_which_source_each_record_is_of(edited):
     assert f"  source: current ({MODULE}.gemm as it is now)" in blocks[1]
 
 
+def test_show_says_where_the_function_is_defined_and_which_source_each_record_is_of(edited, isolated):
+    shown = _invoke("cache", "show", "gemm")
+    assert shown.exit_code == 0, shown.output
+    sources = [line for line in shown.stdout.splitlines() if line.startswith("source:")]
+    assert [line.split()[1] for line in sources] == ["stale", "current"]
+    assert shown.stdout.count(f"defined as:    {MODULE}.gemm") == 2
+    # One record named by its file still says how it stands among its function's records.
+    stale = min(record_files(isolated, "gemm"), key=lambda path: json.loads(path.read_text())["created"])
+    one = _invoke("cache", "show", str(stale))
+    assert f"source:        stale ({MODULE}.gemm was edited since" in one.stdout
+
+
 def test_prune_dry_run_lists_the_stale_record_and_removes_nothing(edited, isolated):
     before = record_files(isolated, "gemm")
     (stale,) = [row for row in _listed() if row["status"] == "stale"]

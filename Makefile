@@ -49,7 +49,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m mypy
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -q
 
 # Each release goes alone into build/tritons/<release> (no dependencies: they
 # are the environment's) and is put ahead of the environment's own Triton on

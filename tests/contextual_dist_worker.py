@@ -227,13 +227,13 @@ def twins_on_every_rank(rank: int, split: bool = False) -> dict:
     import triton
     from kernels import scale_kernel as scale_body
     from kerneltune.core import add_plugin, hookimpl
-    from kerneltune.plugins.triton import compiler
+    from kerneltune.plugins.triton import programs
 
     from triton_dist.autotuner import contextual_autotune
 
     os.environ["KERNELTUNE_TWINS"] = "1"
     if split and rank == 1:
-        compiler.program_of = lambda tuner, args, kwargs: lambda config: ("own", id(config))
+        programs.program_of = lambda tuner, args, kwargs: lambda config: ("own", id(config))
     measured: list[int] = []
     dropped: list[int] = []
 

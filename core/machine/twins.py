@@ -52,6 +52,7 @@ class Twins:
         self._program_of = program_of
         self._labels = labels
         self._first: dict[Hashable, Candidate] = {}
+        self._programs: dict[int, Hashable | None] = {}
         #: each dropped twin's index -> the index measured for it.
         self.dropped: dict[int, int] = {}
 
@@ -61,10 +62,12 @@ class Twins:
         The first candidate of a program is kept for it; asking again about
         a kept candidate (a later round) keeps it.
         """
-        try:
-            program = self._program_of(candidate)
-        except Exception:
-            program = None
+        if candidate.index not in self._programs:  # asked once: a later round asks again
+            try:
+                self._programs[candidate.index] = self._program_of(candidate)
+            except Exception:
+                self._programs[candidate.index] = None
+        program = self._programs[candidate.index]
         if program is None:
             return None
         first = self._first.setdefault(program, candidate)

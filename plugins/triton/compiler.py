@@ -17,23 +17,15 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import functools
-import hashlib
 import importlib
 import os
-import tempfile
 import threading
 import weakref
-import zlib
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import attrs
-from kerneltune.plugins.triton import adapter, warm_cache
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows compiles on threads, with no launcher built ahead
-    fcntl = None  # type: ignore[assignment]
+from kerneltune.plugins.triton import adapter, programs, warm_cache
 
 Thunk = Callable[[], object]
 
@@ -95,7 +87,8 @@ def device_binding() -> Callable[[], None]:
 class _Child:
     #: this process is a compile process forked by COMPILE (:func:`forked_compiles`).
     forked = False
-    #: a file descriptor the compile processes of one parent lock ranges of (:func:`_build_launcher`).
+    #: a file descriptor the compile processes of one parent lock ranges of
+    #: (:func:`~kerneltune.plugins.triton.programs.build_launcher`).
     launcher_lock: int | None = None
 
 
@@ -335,53 +328,7 @@ def forked_compiles() -> TritonCompileProcess | None:
         device, target = active.get_current_device(), active.get_current_target()
     except Exception:
         return None  # no device here: compiling will say so in this process
-    return TritonCompileProcess(active, device, target, _launcher_lock())
-
-
-_launcher_file: int | None = None
-
-
-def _launcher_lock() -> int | None:
-    """This process's launcher lock file (made once, removed from the folder at once), ``None`` where
-    a system has no ``fcntl`` locks."""
-    global _launcher_file
-    if _launcher_file is None and fcntl is not None:
-        with contextlib.suppress(OSError):
-            descriptor, path = tempfile.mkstemp(prefix="kerneltune-launchers-")
-            os.unlink(path)
-            _launcher_file = descriptor
-    return _launcher_file
-
-
-#: Byte ranges of the launcher lock file, one per kernel name (by its checksum).
-LAUNCHER_SLOTS = 1 << 16
-
-
-def _build_launcher(compiled: Any) -> None:
-    """In a compile process: build the host-side launcher the parent's first launch would build.
-
-    Releases before 3.7 build a small C module per kernel signature with the
-    host's C compiler at a kernel's first launch (0.3 s on an H200's host),
-    kept in Triton's cache. Measuring would start with that build, after
-    every compile has ended; the first compile process of each kernel to
-    finish builds it instead, beside its siblings' compiles, and the
-    parent's first launch finds it in the cache. A lock (``lockf``, held
-    until the process exits) makes the others skip it while one builds; one
-    after it finds the cache filled. Best effort: on any error the first
-    launch builds it as before.
-    """
-    descriptor = _child.launcher_lock
-    if descriptor is None or fcntl is None:
-        return
-    with contextlib.suppress(Exception):
-        name = str(getattr(compiled.metadata, "name", ""))
-        slot = zlib.crc32(name.encode()) % LAUNCHER_SLOTS
-        fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, slot)
-        from triton.runtime import driver
-
-        launcher_cls = getattr(driver.active, "launcher_cls", None)
-        if launcher_cls is not None:
-            launcher_cls(compiled.src, compiled.metadata)
+    return TritonCompileProcess(active, device, target, programs.launcher_lock())
 
 
 class CannotRun(RuntimeError):
@@ -451,7 +398,7 @@ def _compile(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
 
 def _check(compiled: Any) -> None:
     if _child.forked:
-        _build_launcher(compiled)
+        programs.build_launcher(compiled, _child.launcher_lock)
         return  # the parent checks what it loads; a forked process asks the device nothing
     problem = shared_memory_problem(compiled)
     if problem is not None:
@@ -478,52 +425,6 @@ def config_compiler(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> 
         _compile(fn, args, {**kwargs, **config.all_kwargs()})
 
     return compile_config
-
-
-#: Launch settings in a compiled kernel's metadata that change how its binary runs.
-LAUNCH_METADATA = ("num_warps", "num_ctas", "shared", "cluster_dims", "launch_cooperative_grid", "launch_pdl")
-
-
-def _plain(value: Any) -> Hashable:
-    """``value`` as a hashable, for a program's identity."""
-    try:
-        hash(value)
-    except TypeError:
-        return repr(value)
-    return cast(Hashable, value)
-
-
-def program_of(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Callable[[Any], Hashable | None]:
-    """A function telling which program a config of ``tuner`` launches with this launch's arguments.
-
-    Compiled: the binary (its digest) with the launch settings in its
-    metadata (warps, CTAs, shared memory, ...), the config's meta-parameters
-    (the grid may read them) and its pre-hook; the compile is found in the
-    kernel's in-process cache after COMPILE. Under Triton's interpreter,
-    which ignores ``num_warps``, ``num_stages`` and the NPU's compile
-    options, the meta-parameters and pre-hook alone. ``None`` where there
-    is no binary to compare.
-    """
-    fn = tuner.fn
-
-    def config_part(config: Any) -> Hashable:
-        meta = tuple(sorted((name, _plain(value)) for name, value in config.kwargs.items()))
-        return meta, _plain(getattr(config, "pre_hook", None))
-
-    if adapter.interpreting():
-        return lambda config: ("interpreted", config_part(config))
-
-    def program(config: Any) -> Hashable | None:
-        compiled = fn.run(*args, **{**kwargs, **config.all_kwargs(), "warmup": True})
-        binary = getattr(compiled, "kernel", None)
-        if not isinstance(binary, (bytes, str)):
-            return None
-        digest = hashlib.sha256(binary.encode() if isinstance(binary, str) else binary).hexdigest()
-        metadata = getattr(compiled, "metadata", None)
-        launch = tuple((name, _plain(getattr(metadata, name, None))) for name in LAUNCH_METADATA)
-        return digest, launch, config_part(config)
-
-    return program
 
 
 class _Recording(threading.local):

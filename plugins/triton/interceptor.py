@@ -21,7 +21,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, ClassVar
 
 from kerneltune.core import CandidateTiming, CompileProcess, hookimpl
-from kerneltune.plugins.triton import adapter, compiler, configs, isolated, warm_cache
+from kerneltune.plugins.triton import adapter, compiler, configs, isolated, programs, warm_cache
 
 
 class TritonLaunch:
@@ -104,9 +104,9 @@ class TritonLaunch:
         return compiler.forked_compiles()
 
     def program(self, config: Any) -> Hashable | None:
-        """Which program ``config`` launches with this launch's arguments (:func:`compiler.program_of`)."""
+        """Which program ``config`` launches with this launch's arguments (:func:`programs.program_of`)."""
         if self._program is None:
-            self._program = compiler.program_of(self.kernel, self._args, self._kwargs)
+            self._program = programs.program_of(self.kernel, self._args, self._kwargs)
         return self._program(config)
 
     def options(self, config: Any) -> dict[str, object]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from kerneltune.core import Candidate, CandidateDropped, CompileMiss, Point, Shape, describe_error
-from kerneltune.plugins.triton import adapter, compiler
+from kerneltune.plugins.triton import adapter, compiler, programs
 from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
 from kerneltune.plugins.triton.search_params.space import SearchSpace
 
@@ -51,10 +51,10 @@ class Launcher:
         # Compile processes first: asking for them starts the compiler's warm-up beside the driver's build.
         self.compile_process = compiler.forked_compiles()
         self.compile_config = compiler.config_compiler(kernel, args, {**launch, "grid": grid})
-        self.program_of = compiler.program_of(kernel, args, {**launch, "grid": grid})
+        self.program_of = programs.program_of(kernel, args, {**launch, "grid": grid})
 
     def program(self, candidate: Candidate) -> Hashable | None:
-        """Which program ``candidate`` launches (:func:`~kerneltune.plugins.triton.compiler.program_of`)."""
+        """Which program ``candidate`` launches (:func:`~kerneltune.plugins.triton.programs.program_of`)."""
         return self.program_of(candidate.config)
 
     def options(self, candidate: Candidate) -> dict[str, object]:

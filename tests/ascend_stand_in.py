@@ -117,7 +117,7 @@ def installed() -> bool:
 
 
 #: Where each triton-ascend release's ``triton.autotune`` takes ``hints``: 3.2.0 third, 3.2.0rc4 not at
-#: all (its ``AutoTilingTuner`` comes from ``split_params`` and ``tiling_params``, with a list key).
+#: all (its ``AutoTilingTuner`` comes from ``split_params`` and ``tiling_params``, with a dict key).
 HINTS_BY_RELEASE = {"3.2.0": "positional", "3.2.0rc4": None}
 
 
@@ -132,8 +132,28 @@ def auto_tiling_by_hints_missing() -> str | None:
     if HINTS_BY_RELEASE.get(version) is None:
         return (
             f"triton-ascend {version}'s triton.autotune takes no hints: it makes its AutoTilingTuner from "
-            "split_params and tiling_params with a list key, which the adapter's version table does not "
-            "describe"
+            "split_params and tiling_params (the tests of auto_tiling_by_params_missing())"
+        )
+    return None
+
+
+def auto_tiling_by_params_missing() -> str | None:
+    """Why ``triton.autotune(..., split_params=..., tiling_params=...)`` makes no ``AutoTilingTuner`` here.
+
+    ``None`` where it makes one (3.2.0rc4); for a test's skip reason otherwise. Asked of the release's
+    own decorator, under any replacement the search_params hooks made.
+    """
+    version = release()
+    if version is None:
+        return "needs triton-ascend installed (make test-tritons runs it)"
+    import inspect
+
+    import triton
+
+    if "split_params" not in inspect.signature(inspect.unwrap(triton.autotune)).parameters:
+        return (
+            f"triton-ascend {version}'s triton.autotune takes no split_params: it makes its AutoTilingTuner "
+            "from hints (the tests of auto_tiling_by_hints_missing())"
         )
     return None
 
@@ -206,6 +226,12 @@ SITE = Path(__file__).resolve().parent / "ascend_site"
 
 
 def reach_spawned_processes() -> None:
-    """Put :data:`SITE` ahead on ``PYTHONPATH``, so that processes this one starts install the stand-in."""
-    paths = [str(SITE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    """Put :data:`SITE` ahead on ``PYTHONPATH``, so that processes this one starts install the stand-in.
+
+    The entries already there are made absolute: ``make test-tritons`` puts a later triton-ascend
+    release (``build/triton-ascends/<release>``) there as a relative path, which a rank or worker
+    started in a test's own directory would not find, importing the venv's release instead.
+    """
+    given = filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))
+    paths = [str(SITE), *(os.path.abspath(path) for path in given)]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))

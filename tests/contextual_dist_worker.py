@@ -168,13 +168,17 @@ def crash_on_one_rank_screened_out_on_both(rank: int) -> dict:
         }
 
 
-def auto_tiled_on_two_ranks(rank: int) -> dict:
-    """triton-ascend's auto-tiling tuner under is_dist=True: kerneltune tunes its generated tiles."""
+def auto_tiled_on_two_ranks(rank: int, by_params: bool = False) -> dict:
+    """triton-ascend's auto-tiling tuner under is_dist=True: kerneltune tunes its generated tiles.
+
+    :param by_params: declared as 3.2.0rc4 declares it (``split_params``, ``tiling_params`` and a
+        dict key), not from hints as 3.2.0 does.
+    """
     import kernels
 
     from triton_dist.autotuner import contextual_autotune
 
-    kernel = kernels.auto_tiled_add()
+    kernel = kernels.auto_tiled_by_params() if by_params else kernels.auto_tiled_add()
     measured = []
 
     @contextual_autotune(is_dist=True, n_repeat=2, n_warmup=1)
@@ -269,6 +273,7 @@ SCENARIOS = {
     "stalled": key_changes_every_execution,
     "isolated": crash_on_one_rank_screened_out_on_both,
     "autotiling": auto_tiled_on_two_ranks,
+    "autotiling_by_params": lambda rank: auto_tiled_on_two_ranks(rank, by_params=True),
     "unknown_tuner": unknown_tuner_class_refused,
     "twins": twins_on_every_rank,
     "twins_split": lambda rank: twins_on_every_rank(rank, split=True),

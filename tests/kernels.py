@@ -1,5 +1,8 @@
 """Triton kernels shared by the tests: one definition each, wrapped as each test needs."""
 
+import copy
+import inspect
+
 import torch
 import triton
 import triton.language as tl
@@ -42,6 +45,24 @@ def auto_tiled_add(configs=(), **options):
     """``add_kernel`` under triton-ascend's auto-tiling tuner (``enable_ascend_autotune``)."""
     hints = {"enable_ascend_autotune": True}
     return triton.autotune(configs=list(configs), key=["n"], hints=hints, **options)(add_kernel)
+
+
+#: What triton-ascend 3.2.0's auto-tiling tuner finds in ``add_kernel`` by parsing it (``BLOCK`` splits
+#: axis ``x`` across programs, nothing tiles inside one, ``x`` is the low dim), and what 3.2.0rc4's, which
+#: parses nothing, is given by its decorator instead.
+ADD_TILING = {"split_params": {"x": "BLOCK"}, "tiling_params": {}, "low_dims": ["x"]}
+
+
+def auto_tiled_by_params(fn=add_kernel, configs=(), key=None, **options):
+    """``fn`` (by default ``add_kernel``) under triton-ascend 3.2.0rc4's auto-tiling tuner, declared its way.
+
+    rc4's own ``triton.autotune``, reached under any replacement the search_params hooks made (which
+    would turn a dict key into a list), with ``split_params``, ``tiling_params`` and ``low_dims``
+    (:data:`ADD_TILING`) and ``key``: by default the axis dict rc4 documents, ``{"x": "n"}``.
+    """
+    autotune = inspect.unwrap(triton.autotune)
+    key = {"x": "n"} if key is None else key
+    return autotune(configs=list(configs), key=key, **copy.deepcopy(ADD_TILING), **options)(fn)
 
 
 def launch_add(kernel, x, y):

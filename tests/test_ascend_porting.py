@@ -125,6 +125,25 @@ def test_the_auto_tiling_tuner_gets_a_dict_key_only_in_the_axis_order_it_gives_a
     assert make_autotune(lambda configs, key, **options: key)(configs=[], key={"rx": "N"}) == {"rx": "N"}
 
 
+def test_the_auto_tiling_tuner_made_from_split_params_keeps_its_dict_key(monkeypatch):
+    received = []
+
+    def rc4_autotune(
+        configs, key, prune_configs_by=None, split_params=None, tiling_params=None, low_dims=None
+    ):
+        """triton-ascend 3.2.0rc4's decorator, as far as the key goes: it reads a dict, axis by name."""
+        received.append(key)
+        return lambda fn: fn
+
+    monkeypatch.setattr(triton.runtime.autotuner, "autotune", rc4_autotune)
+    autotune = make_autotune(rc4_autotune)
+    autotune([], {"y": "M", "x": "N"}, split_params={"x": "BLOCK"}, tiling_params={}, low_dims=["x"])
+    autotune(configs=[], key={"x": "N"}, tiling_params={"x": "SUB"})
+    # Without either, the dict is the list of the arguments it names, as for Triton's own Autotuner.
+    autotune(configs=[], key={"x": "N"})
+    assert received == [{"y": "M", "x": "N"}, {"x": "N"}, ["N"]]
+
+
 def test_dict_key_arguments_leaves_a_list_key_alone():
     assert dict_key_arguments(["n"]) is None
     assert dict_key_arguments({"x": "M", "rx": "N"}) == ["M", "N"]

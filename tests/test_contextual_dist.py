@@ -114,12 +114,22 @@ def test_a_crash_in_one_ranks_isolation_worker_fails_the_config_on_every_rank(tm
     assert [r["worker"] for r in results] == [[16, 32, 64], [16, 32, 64]]
 
 
-@pytest.mark.skipif(
-    ascend_stand_in.auto_tiling_by_hints_missing() is not None,
-    reason=ascend_stand_in.auto_tiling_by_hints_missing() or "",
+def where_made(scenario: str, missing: str | None, id: str):
+    """``scenario``, skipped with why where this triton-ascend cannot make that tuner (``missing``)."""
+    return pytest.param(scenario, marks=pytest.mark.skipif(missing is not None, reason=missing or ""), id=id)
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        where_made("autotiling", ascend_stand_in.auto_tiling_by_hints_missing(), id="from-hints"),
+        where_made(
+            "autotiling_by_params", ascend_stand_in.auto_tiling_by_params_missing(), id="from-split-params"
+        ),
+    ],
 )
-def test_triton_ascends_auto_tiling_tuner_is_tuned_by_kerneltune_with_the_ranks_agreeing(tmp_path):
-    results = run_ranks("autotiling", tmp_path)
+def test_triton_ascends_auto_tiling_tuner_is_tuned_by_kerneltune_with_the_ranks_agreeing(tmp_path, scenario):
+    results = run_ranks(scenario, tmp_path)
     assert all("error" not in r for r in results), results
     assert all(r["correct"] for r in results)
     # Its own tiles for this launch, generated alike on both ranks, and one pick for both.

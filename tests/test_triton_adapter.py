@@ -2,17 +2,19 @@
 
 triton 3.2, which cannot decorate a kernel without a GPU driver, is covered
 by the fake in tests/triton_fakes.py; the installed triton is checked for
-real. triton-ascend's rows run against the real triton-ascend 3.2.0 (its
-``Autotuner`` and ``AutoTilingTuner``, made by its ``triton.autotune``) and
-3.2.0rc4 (its ``Autotuner``: its ``AutoTilingTuner`` is not made from
-hints), where ``make test-tritons`` installs them with only the NPU driver
-stood in (tests/ascend_stand_in.py); elsewhere they skip. Kernels are
-:class:`~triton_fakes.FakeKernel` objects, and a scripted clock makes every
-pick deterministic.
+real. triton-ascend's rows run against the real triton-ascend 3.2.0 and
+3.2.0rc4 (their ``Autotuner`` and ``AutoTilingTuner``, made by their
+``triton.autotune``: 3.2.0's tiling tuner from ``hints``, 3.2.0rc4's from
+``split_params`` and ``tiling_params``), where ``make test-tritons`` installs
+them with only the NPU driver stood in (tests/ascend_stand_in.py); elsewhere
+they skip. Kernels are :class:`~triton_fakes.FakeKernel` objects, and a
+scripted clock makes every pick deterministic, but in the tests of the
+auto-tiling tuners' generated tiles, which run a real kernel.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 import types
 
@@ -57,6 +59,15 @@ needs_tiling_by_hints = pytest.mark.skipif(
     ascend_stand_in.auto_tiling_by_hints_missing() is not None,
     reason=ascend_stand_in.auto_tiling_by_hints_missing() or "",
 )
+
+#: ``split_params`` and ``tiling_params`` make triton-ascend's ``AutoTilingTuner`` here (3.2.0rc4).
+needs_tiling_by_params = pytest.mark.skipif(
+    ascend_stand_in.auto_tiling_by_params_missing() is not None,
+    reason=ascend_stand_in.auto_tiling_by_params_missing() or "",
+)
+#: The keys 3.2.0rc4's auto-tiling tuner meets: the axis dict it documents, and a list, which its own
+#: ``run`` cannot read (a key written as 3.2.0 takes it).
+RC4_KEYS = (pytest.param({"x": "n"}, id="dict-key"), pytest.param(["n"], id="list-key"))
 
 
 def ascend_tuner(kernel, configs, *, tiling=False):
@@ -118,6 +129,36 @@ def test_triton_ascends_auto_tiling_tuner_is_its_row():
     assert adapter.layout_of(tiling).name == "triton-ascend-3.2-autotiling"
     assert adapter.candidate_configs(tiling) == configs
     assert adapter.pruned_configs(tiling, (None, 8), {"grid": (1,), "warmup": False}) == configs
+
+
+@needs_tiling_by_params
+@pytest.mark.parametrize("key", RC4_KEYS)
+def test_triton_ascend_rc4s_auto_tiling_tuner_is_its_row(key):
+    kernel = FakeKernel(FakeClock(), {})
+    configs = [triton.Config({"BLOCK": 1}), triton.Config({"BLOCK": 2})]
+    tiling = kernels.auto_tiled_by_params(kernel, configs, key)
+    assert type(tiling).__name__ == "AutoTilingTuner" and tiling.keys == key
+    assert adapter.layout_of(tiling).name == "triton-ascend-3.2rc4-autotiling"
+    assert adapter.understood(type(tiling))
+    assert adapter.tunable(tiling)
+    assert adapter.candidate_configs(tiling) == configs
+    assert adapter.tiling_axes(tiling) == {"x": "n"}
+    x = torch.zeros(4, dtype=torch.float16)
+    assert adapter.tuning_key(tiling, (x, 9), {"grid": (1,)}) == (9, "torch.float16")
+
+
+@needs_tiling_by_params
+def test_a_list_key_of_rc4s_auto_tiling_tuner_becomes_the_axis_dict_its_run_reads():
+    configs = [triton.Config({"BLOCK": 1}), triton.Config({"BLOCK": 2})]
+    tiling = kernels.auto_tiled_by_params(FakeKernel(FakeClock(), {}), configs, ["n"])
+    adapter.name_list_key_axes(tiling)
+    assert tiling.keys == {"x": "n"}
+    plain = ascend_tuner(FakeKernel(FakeClock(), {}), configs)
+    adapter.name_list_key_axes(plain)
+    assert plain.keys == ["n"], "a plain Autotuner's list key is its own"
+    tiling.keys = [f"a{i}" for i in range(len(autotune.AXIS_NAMES) + 1)]
+    with pytest.raises(ValueError, match=r"names 13 arguments; .* has 12 axes"):
+        adapter.name_list_key_axes(tiling)
 
 
 def test_installed_triton_is_in_the_table(recwarn):
@@ -395,19 +436,24 @@ def test_single_candidate_after_pruning_is_stored_without_measuring(monkeypatch)
     assert tuner.cache == {(3,): configs[1]}
 
 
-@needs_tiling_by_hints
-def test_the_auto_tiling_tuner_is_tuned_over_its_generated_tiles_and_the_users_configs_after_pruning():
-    pruned = []
+def drop_1639(pruned):
+    """An ``early_config_prune`` dropping the generated ``BLOCK`` 1639, counting the drops in ``pruned``."""
 
-    def drop_1639(configs, named_args, **kwargs):
+    def prune(configs, named_args, **kwargs):
         kept = [c for c in configs if c.kwargs.get("BLOCK") != 1639]
         pruned.append(len(configs) - len(kept))
         return kept
 
-    kernel = kernels.auto_tiled_add(
-        [triton.Config({"BLOCK": 4096}), triton.Config({"BLOCK": 512})],
-        prune_configs_by={"early_config_prune": drop_1639},
-    )
+    return prune
+
+
+def tune_auto_tiled_add(kernel, pruned):
+    """Tune ``kernel`` (``add_kernel`` under an auto-tiling tuner with :func:`drop_1639`) in context.
+
+    Checks the sum, that the tuner's candidates were its generated tiles (2048, 1639), then the user's
+    configs (4096, 512), that its pruning ran once and every kept one (no other) was measured, and
+    that the pick is one of them, filed under the tuner's own key.
+    """
     assert type(kernel).__name__ == "AutoTilingTuner"
     measured = []
 
@@ -435,3 +481,51 @@ def test_the_auto_tiling_tuner_is_tuned_over_its_generated_tiles_and_the_users_c
     assert kernel.best_config.kwargs["BLOCK"] in (512, 2048, 4096)
     key = (kernels.AUTO_TILED_N, "torch.float32", "torch.float32", "torch.float32")
     assert kernel.cache == {key: kernel.best_config}
+    return outer, x
+
+
+def users_configs():
+    """The configs the user lists beside the generated tiles."""
+    return [triton.Config({"BLOCK": 4096}), triton.Config({"BLOCK": 512})]
+
+
+@needs_tiling_by_hints
+def test_the_auto_tiling_tuner_is_tuned_over_its_generated_tiles_and_the_users_configs_after_pruning():
+    pruned = []
+    kernel = kernels.auto_tiled_add(
+        users_configs(), prune_configs_by={"early_config_prune": drop_1639(pruned)}
+    )
+    tune_auto_tiled_add(kernel, pruned)
+
+
+@needs_tiling_by_params
+@pytest.mark.parametrize("key", RC4_KEYS)
+def test_rc4s_auto_tiling_tuner_is_tuned_over_its_generated_tiles_and_the_users_configs(key):
+    pruned = []
+    kernel = kernels.auto_tiled_by_params(
+        configs=users_configs(), key=key, prune_configs_by={"early_config_prune": drop_1639(pruned)}
+    )
+    outer, x = tune_auto_tiled_add(kernel, pruned)
+    pick = kernel.best_config
+    # Later launches, in context and out of it, are the tuner's own run's cache hits, whatever key
+    # it was declared with: nothing is generated, pruned or measured again.
+    torch.testing.assert_close(outer(x, x), 2 * x)
+    torch.testing.assert_close(kernels.launch_add(kernel, x, x), 2 * x)
+    assert kernel.best_config is pick and pruned == [1]
+
+
+@needs_tiling_by_params
+def test_rc4s_auto_tiling_tuner_declared_through_the_hooks_keeps_its_axis_dict():
+    # triton_dist.autotune_hooks stands in Triton's triton.autotune: a dict key with split_params
+    # reaches rc4's decorator as the dict it reads, so its own run works before any tuning.
+    import triton_dist.autotune_hooks  # noqa: F401
+
+    kernel = triton.autotune(configs=users_configs(), key={"x": "n"}, **copy.deepcopy(kernels.ADD_TILING))(
+        kernels.add_kernel
+    )
+    assert kernel.keys == {"x": "n"}
+    assert adapter.layout_of(kernel).name == "triton-ascend-3.2rc4-autotiling"
+    # Its own run reads the key and gets as far as benchmarking, which the stand-in cannot do.
+    x = torch.arange(4096, dtype=torch.float32)
+    with pytest.raises(ascend_stand_in.StandInDriverError, match="cannot benchmark"):
+        kernels.launch_add(kernel, x, x)

@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 from kerneltune.core import in_place_problem as value_problem
 from kerneltune.core import register_key_encoder, user_stacklevel
+from kerneltune.plugins.triton.autotune import AXIS_NAMES
 
 Thunk = Callable[[], object]
 
@@ -47,6 +48,9 @@ class Layout:
     classes: tuple[str, ...] = ("triton.runtime.autotuner.Autotuner",)
     #: whether each launch generates its candidates (the user's configs are only some of them).
     generates: bool = False
+    #: whether a generating tuner parses its kernel for the split and tiling parameters (triton-ascend
+    #: 3.2.0), or takes them as the decorator was given them (3.2.0rc4).
+    parses_kernel: bool = False
     #: whether ``TRITON_PRINT_AUTOTUNING``'s message names the key, on lines of their own (3.4 on),
     #: or is the one line of earlier releases (:func:`autotuning_message`).
     prints_key: bool = False
@@ -62,12 +66,15 @@ class Layout:
 #   launches it), ``t.base_fn`` (the Python function), ``t.arg_names``;
 # * ``t.configs`` (candidates; ``t.user_configs`` on triton-ascend's
 #   auto-tiling tuner), ``t.keys`` (argument names: a list, or on the
-#   auto-tiling tuner a dict from axis name to argument name);
+#   auto-tiling tuner a dict from axis name to argument name, which
+#   3.2.0rc4's may also hold as a list);
 # * on the auto-tiling tuner, the steps its ``run`` takes before it
-#   benchmarks (:func:`generated_configs`): ``autoparse_ptr_nums``,
+#   benchmarks (:func:`generated_configs`): on 3.2.0 ``autoparse_ptr_nums``,
 #   ``autoparse_low_dims``, ``autoparse_split_params``,
 #   ``autoparse_tiling_params`` (and the ``input_ptr_nums``, ``low_dims``,
-#   ``split_params``, ``tiling_params`` they fill), ``_gen_tile_configs``;
+#   ``split_params``, ``tiling_params`` they fill); on both releases
+#   ``_gen_tile_configs``, which reads ``split_params``, ``tiling_params``
+#   and ``low_dims``;
 # * ``t.prune_configs(kwargs)``, which reads ``t.nargs``;
 # * ``t.pre_hook(nargs)`` / ``t.post_hook(nargs, exception=)`` (reset_to_zero
 #   and restore_value live there; ``t.pre_hook(nargs, reset_only=True)`` as
@@ -77,10 +84,13 @@ class Layout:
 #
 # Written: ``t.nargs`` (set for pruning, then cleared, as ``Autotuner.run``
 # does), ``t.configs`` on the auto-tiling tuner (the generated candidates,
-# as its ``run`` sets them), ``t.cache[key]`` and ``t.best_config`` (the pick), and the class
-# attribute ``run`` of ``Autotuner`` and its subclasses while an interception
-# is installed (:func:`patch_runs`), and after a tuning ``t.configs_timings`` and ``t.bench_time``
-# (:func:`store_timings`), which every row's own ``run`` sets and none reads.
+# as its ``run`` sets them), ``t.keys`` on 3.2.0rc4's auto-tiling tuner
+# given a list key (the axis dict its ``run`` reads: :func:`name_list_key_axes`),
+# ``t.cache[key]`` and ``t.best_config`` (the pick), and the class attribute
+# ``run`` of ``Autotuner`` and its subclasses while an interception is
+# installed (:func:`patch_runs`), and after a tuning ``t.configs_timings``
+# and ``t.bench_time`` (:func:`store_timings`), which every row's own ``run``
+# sets and none reads.
 LAYOUTS: tuple[Layout, ...] = (
     Layout(
         name="triton-3.2-3.3",
@@ -100,8 +110,8 @@ LAYOUTS: tuple[Layout, ...] = (
         candidates_attr="configs",
         prunes=True,
         verified=(
-            "real triton-ascend 3.2.0, NPU driver stood in (make test-tritons): its Autotuner over a fake "
-            "kernel; its interpreter cannot launch a Config"
+            "real triton-ascend 3.2.0 and 3.2.0rc4, NPU driver stood in (make test-tritons): their Autotuner "
+            "over a fake kernel, and with real kernels in their interpreters, taught the NPU's option names"
         ),
     ),
     Layout(
@@ -112,6 +122,20 @@ LAYOUTS: tuple[Layout, ...] = (
         verified=(
             "real triton-ascend 3.2.0's AutoTilingTuner over a fake kernel, as the row above, and with "
             "real interpreted kernels whose tiles it generates, on one rank and two (make test-tritons)"
+        ),
+        classes=("triton.runtime.autotiling_tuner.AutoTilingTuner",),
+        generates=True,
+        parses_kernel=True,
+    ),
+    Layout(
+        name="triton-ascend-3.2rc4-autotiling",
+        releases=((3, 2),),
+        candidates_attr="user_configs",
+        prunes=True,
+        verified=(
+            "real triton-ascend 3.2.0rc4's AutoTilingTuner, made from split_params and tiling_params with "
+            "a dict key and with a list key, over a fake kernel and with real interpreted kernels whose "
+            "tiles it generates, on one rank, and with the dict key on two (make test-tritons)"
         ),
         classes=("triton.runtime.autotiling_tuner.AutoTilingTuner",),
         generates=True,
@@ -178,12 +202,16 @@ def release_layout() -> Layout:
 def layout_of(tuner: Any) -> Layout:
     """The version-table row that describes ``tuner``.
 
-    Shape decides first (a dict of keys is triton-ascend's auto-tiling
-    tuner; an ``auto_profile_dir`` attribute is triton-ascend's autotuner),
-    then the installed release (:func:`release_layout`).
+    Shape decides first: a dict of keys or a tile generator
+    (``_gen_tile_configs``) is triton-ascend's auto-tiling tuner, 3.2.0's
+    where it parses its kernel (``autoparse_split_params``), else
+    3.2.0rc4's; an ``auto_profile_dir`` attribute is triton-ascend's
+    autotuner. Then the installed release (:func:`release_layout`).
     """
-    if isinstance(getattr(tuner, "keys", None), dict):
-        return _BY_NAME["triton-ascend-3.2-autotiling"]
+    if isinstance(getattr(tuner, "keys", None), dict) or hasattr(tuner, "_gen_tile_configs"):
+        if hasattr(tuner, "autoparse_split_params"):
+            return _BY_NAME["triton-ascend-3.2-autotiling"]
+        return _BY_NAME["triton-ascend-3.2rc4-autotiling"]
     if hasattr(tuner, "auto_profile_dir"):
         return _BY_NAME["triton-ascend-3.2"]
     return release_layout()
@@ -324,21 +352,23 @@ def generated_configs(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -
     """triton-ascend's auto-tiling tuner: the tiles it generates for this launch and the user's configs.
 
     The steps of its ``run`` before it benchmarks, through its own methods
-    and in its order: parse the kernel for its split and tiling parameters
-    (once per tuner, as it does), generate the tiles for the key's axis sizes
-    and the widest dtype, append the user's configs (``configs`` becomes
-    that list, as in its ``run``), then ``prune_configs_by``.
+    and in its order: on 3.2.0, parse the kernel for its split and tiling
+    parameters (once per tuner, as it does; 3.2.0rc4's were given to the
+    decorator), generate the tiles for the key's axis sizes
+    (:func:`tiling_axes`) and the widest dtype, append the user's configs
+    (``configs`` becomes that list, as in its ``run``), then
+    ``prune_configs_by``.
 
     :returns: every candidate, and those left after pruning.
-    :raises ValueError: for kernel arguments neither passed nor tunable, as its ``run`` raises.
-    :raises NotImplementedError: for a launch without tensor arguments, likewise.
+    :raises ValueError: for kernel arguments neither passed nor tunable, as 3.2.0's ``run`` raises.
+    :raises NotImplementedError: for a launch without tensor arguments, as its ``run`` raises.
     """
     from triton.runtime.utils import get_byte_per_numel
 
     named = dict(zip(tuner.arg_names, args, strict=False))
     given = {**named, **kwargs}
     values = {k: v for k, v in given.items() if k in tuner.arg_names}
-    axes = {axis: values[name] for axis, name in tuner.keys.items() if name in values}
+    axes = {axis: values[name] for axis, name in tiling_axes(tuner).items() if name in values}
     dtype = None
     for value in values.values():
         if hasattr(value, "dtype") and get_byte_per_numel(value.dtype) >= get_byte_per_numel(dtype):
@@ -347,25 +377,69 @@ def generated_configs(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -
         raise NotImplementedError("Not support for non-Tensor inputs")
     tuner.nargs = named
     try:
-        missing = [name for name in tuner.arg_names if name not in given]
-        tuner.input_ptr_nums = tuner.autoparse_ptr_nums(missing)
-        if not tuner.low_dims:
-            tuner.low_dims = tuner.autoparse_low_dims()
-        if not tuner.split_params:
-            tuner.split_params = tuner.autoparse_split_params(missing)
-        missing = [name for name in missing if name not in tuner.split_params.values()]
-        if not tuner.tiling_params:
-            tuner.tiling_params = tuner.autoparse_tiling_params(missing)
-        missing = [name for name in missing if name not in tuner.tiling_params.values()]
-        if missing:
-            raise ValueError(
-                f"Missing required arguments: {missing}. These arguments must be explicitly provided and "
-                "cannot be automatically tuned."
-            )
+        if layout_of(tuner).parses_kernel:
+            _parse_tiling_parameters(tuner, given)
         tuner.configs = tuner._gen_tile_configs(axes, dtype)
         return list(tuner.configs), list(tuner.prune_configs(kwargs))
     finally:
         tuner.nargs = None
+
+
+def tiling_axes(tuner: Any) -> dict[str, str]:
+    """The auto-tiling tuner's axes, each with the argument whose value is its size.
+
+    Its ``keys`` where they are a dict (axis name to argument name, as
+    triton-ascend 3.2.0's tuner always holds them and 3.2.0rc4's documents
+    them); a list key's arguments take the axis names in triton-ascend's
+    order (:data:`~kerneltune.plugins.triton.autotune.AXIS_NAMES`: ``x``,
+    ``y``, ...), as 3.2.0's tuner names them. 3.2.0rc4's own ``run`` cannot
+    read a list (:func:`name_list_key_axes`).
+
+    :raises ValueError: for a list of more arguments than there are axes, as 3.2.0's tuner raises.
+    """
+    keys = tuner.keys
+    if isinstance(keys, Mapping):
+        return dict(keys)
+    if len(keys) > len(AXIS_NAMES):
+        raise ValueError(
+            f"key {list(keys)!r} names {len(keys)} arguments; triton-ascend's auto-tiling tuner has "
+            f"{len(AXIS_NAMES)} axes to give them"
+        )
+    return dict(zip(AXIS_NAMES, keys, strict=False))
+
+
+def name_list_key_axes(tuner: Any) -> None:
+    """Give an auto-tiling tuner holding a list ``key`` the axis dict its own ``run`` reads.
+
+    triton-ascend 3.2.0rc4's tuner keeps its key as the decorator got it,
+    and its ``run``, cache hits included, reads it as a dict from axis name
+    to argument name: a list (written as 3.2.0 takes it) fails there with
+    ``AttributeError: 'list' object has no attribute 'items'``. The list's
+    arguments take the axis names in order (:func:`tiling_axes`), as 3.2.0's
+    constructor names them; :func:`tuning_key` is the same either way. Any
+    other autotuner is left as it is.
+    """
+    if layout_of(tuner).generates and not isinstance(tuner.keys, Mapping):
+        tuner.keys = tiling_axes(tuner)
+
+
+def _parse_tiling_parameters(tuner: Any, given: Mapping[str, Any]) -> None:
+    """What triton-ascend 3.2.0's auto-tiling ``run`` parses from its kernel, through its own methods."""
+    missing = [name for name in tuner.arg_names if name not in given]
+    tuner.input_ptr_nums = tuner.autoparse_ptr_nums(missing)
+    if not tuner.low_dims:
+        tuner.low_dims = tuner.autoparse_low_dims()
+    if not tuner.split_params:
+        tuner.split_params = tuner.autoparse_split_params(missing)
+    missing = [name for name in missing if name not in tuner.split_params.values()]
+    if not tuner.tiling_params:
+        tuner.tiling_params = tuner.autoparse_tiling_params(missing)
+    missing = [name for name in missing if name not in tuner.tiling_params.values()]
+    if missing:
+        raise ValueError(
+            f"Missing required arguments: {missing}. These arguments must be explicitly provided and "
+            "cannot be automatically tuned."
+        )
 
 
 def cached_config(tuner: Any, key: Hashable) -> Any | None:

@@ -192,6 +192,7 @@ class TritonInterceptor:
                     return original(tuner, *args, **kwargs)
                 handling = True
                 try:
+                    adapter.name_list_key_axes(tuner)
                     return route(TritonLaunch(tuner, original, args, kwargs, unsupported))
                 finally:
                     handling = False

@@ -104,12 +104,16 @@ def _with_list_key(
 
     With ``enable_ascend_autotune`` (triton-ascend 3.2.0's auto-tiling
     tuner, which names a list key's axes itself) the dict's axes must be
-    the ones it would give. Arguments the decorator cannot take are left
-    for it to refuse.
+    the ones it would give. A decorator given ``split_params`` or
+    ``tiling_params`` (triton-ascend 3.2.0rc4's auto-tiling tuner) reads the
+    dict itself, axis by name, and keeps it. Arguments the decorator cannot
+    take are left for it to refuse.
     """
     try:
         bound = signature.bind_partial(*args, **kwargs)
     except TypeError:
+        return args, kwargs
+    if bound.arguments.get("split_params") or bound.arguments.get("tiling_params"):
         return args, kwargs
     tiles = isinstance(hints, Mapping) and bool(hints.get("enable_ascend_autotune"))
     named = dict_key_arguments(bound.arguments.get("key"), ordered=tiles)

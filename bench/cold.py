@@ -30,7 +30,8 @@ while it runs). The timeline
 kernel was loaded onto the device (``load+``/``load-``) and each C stub
 Triton builds with the host compiler (``cc+``/``cc-``); with
 ``BENCH_PROFILE=<folder>`` each tuning child writes its main thread's
-profile there.
+profile there. A search's compiles handed over ahead of the round that asks
+for them (``compile_ahead``) show as ``ahead+``/``ahead-``.
 
 A separate warm process (the oracle) times every one of the 16 configs with
 interleaved ``do_bench`` rounds; a pick's regret is its oracle time over the
@@ -214,11 +215,11 @@ class Timeline:
 
     @hookimpl
     def kerneltune_compile_started(self, event: Any) -> None:
-        self.note("compile+", event.candidate.index)
+        self.note("ahead+" if getattr(event, "ahead", False) else "compile+", event.candidate.index)
 
     @hookimpl
     def kerneltune_compile_finished(self, event: Any) -> None:
-        self.note("compile-", event.candidate.index)
+        self.note("ahead-" if getattr(event, "ahead", False) else "compile-", event.candidate.index)
 
     @hookimpl
     def kerneltune_candidate_measured(self, event: Any) -> None:

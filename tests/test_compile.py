@@ -433,19 +433,25 @@ def test_a_compile_process_far_slower_than_its_siblings_is_stopped_at_the_deadli
     assert not _alive(int(pids.read_text())), "the slow compile process was stopped"
 
 
-def test_the_deadline_waits_for_a_quorum_and_a_floor():
+def test_the_deadline_waits_for_a_quorum_and_a_floor_and_judges_by_processor_time(monkeypatch):
     from kerneltune.core.machine import compile as compile_module
 
+    busy = {"seconds": 1e9}
+    monkeypatch.setattr(compile_module, "processor_seconds", lambda pid: busy["seconds"])
     stage = compile_module.CompileStage.__new__(compile_module.CompileStage)
     stage._deadline, stage._lock = 4.0, threading.Lock()
     stage._child_seconds, stage._forked = [1.0, 2.0], 4
-    assert stage._past_deadline(100.0) is None, "two of four ended: no quorum yet"
+    assert stage._past_deadline(100.0, 1) is None, "two of four ended: no quorum yet"
     stage._child_seconds = [1.0, 2.0, 3.0]
-    assert stage._past_deadline(8.0) is None and stage._past_deadline(8.5) == 8.0
+    assert stage._past_deadline(8.0, 1) is None and stage._past_deadline(8.5, 1) == 8.0
+    busy["seconds"] = 6.0
+    assert stage._past_deadline(8.5, 1) is None, "past it on the clock, but it waited for a core"
+    busy["seconds"] = None
+    assert stage._past_deadline(8.5, 1) == 8.0, "where the system does not say, the clock decides"
     stage._child_seconds = [0.1, 0.1, 0.1]
-    assert stage._past_deadline(4.9) is None, "never sooner than DEADLINE_MIN_S"
+    assert stage._past_deadline(4.9, 1) is None, "never sooner than DEADLINE_MIN_S"
     stage._deadline = 0
-    assert stage._past_deadline(1e9) is None, "compile_deadline = 0: none"
+    assert stage._past_deadline(1e9, 1) is None, "compile_deadline = 0: none"
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc for a process's processor time")
@@ -881,3 +887,147 @@ def test_the_tuning_log_says_how_long_compile_took(monkeypatch, isolated, tmp_pa
     )
     assert match is not None, line
     assert float(match[1]) >= float(match[3]) >= 0.2 and match[2] == "2"
+
+
+# -- compiles ahead: what an adaptive driver expects to ask for next ----------------------------------
+
+
+class AheadWatch:
+    """Observer of the compile events' ``ahead`` flag, by candidate index."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[int, bool]] = []
+        self.finished: list[tuple[int, bool, int, int]] = []
+        self.lock = threading.Lock()
+
+    @hookimpl
+    def kerneltune_compile_started(self, event):
+        with self.lock:
+            self.started.append((event.candidate.index, event.ahead))
+
+    @hookimpl
+    def kerneltune_compile_finished(self, event):
+        with self.lock:
+            self.finished.append((event.candidate.index, event.ahead, event.done, event.total))
+
+
+def beating(folder: Path, seconds: float, parent: int):
+    """A compile that, in a compile process, writes its niceness, then a heartbeat for ``seconds``."""
+
+    def compile_c() -> None:
+        if os.getpid() == parent:
+            return
+        (folder / "nice").write_text(str(os.nice(0)))
+        (folder / "pid").write_text(str(os.getpid()))
+        beats, end = 0, time.monotonic() + seconds
+        while time.monotonic() < end:
+            beats += 1
+            (folder / "beat").write_text(str(beats))
+            time.sleep(0.005)
+        (folder / "done").write_text("")
+
+    return compile_c
+
+
+def by_name(tuning_space, names):
+    return [c for c in tuning_space.candidates if c.config["name"] in names]
+
+
+def adaptive_rounds(session, clock, backend, rounds, on_run=lambda name: None):
+    """Each of ``rounds`` is (names to measure, names expected next); the pick."""
+    tuner = Tuner(Space.build("work", [{"name": n} for n in NAMES], "def work(name): ..."))
+    with tuner.begin(session, "key", adaptive=True) as tuning:
+        for names, later in rounds:
+
+            def run(candidate):
+                name = candidate.config["name"]
+
+                def thunk():
+                    on_run(name)
+                    clock.advance(COSTS[name])
+
+                return thunk
+
+            tuning.round(
+                by_name(tuner.space, names),
+                run,
+                compile_one=backend.compile_one,
+                child=backend,
+                ahead=by_name(tuner.space, later),
+            )
+        return tuning.finish()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists() or not hasattr(os, "fork"), reason="needs fork")
+def test_a_compile_ahead_runs_niced_unwaited_stopped_while_measuring_and_is_not_redone(
+    monkeypatch, isolated, tmp_path
+):
+    clock, watch = FakeClock(), AheadWatch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=4)
+    parent = os.getpid()
+
+    def slow_a() -> None:  # round 1's compile outlasts the start of c's, ahead
+        if os.getpid() != parent:
+            time.sleep(0.5)
+
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"a": slow_a, "c": beating(tmp_path, 1.0, parent)})
+    seen: list[tuple[str, bool, str, str]] = []
+
+    def on_run(name: str) -> None:
+        if name in ("a", "b") and name not in [n for n, *_ in seen]:
+            before = (tmp_path / "beat").read_text()
+            time.sleep(0.2)  # a heartbeat every 5 ms, were the process let run
+            seen.append((name, (tmp_path / "done").exists(), before, (tmp_path / "beat").read_text()))
+
+    best = adaptive_rounds(session, clock, backend, [(["a", "b"], ["c", "d"]), (["c", "d"], [])], on_run)
+    assert best.config["name"] == "b"
+    assert [name for name, *_ in seen] == ["a", "b"]
+    assert not any(done for _, done, _, _ in seen), "round 1 was measured before c's compile ahead ended"
+    assert all(before == after for _, _, before, after in seen), f"c's compile ran beside a timed run: {seen}"
+    assert (tmp_path / "done").exists(), "resumed once round 2 asked for it"
+    assert int((tmp_path / "nice").read_text()) >= min(19, os.nice(0) + 1), "ahead at a lower priority"
+    compiled = backend.compiled()
+    assert compiled.count(("child", "c")) == 1 and compiled.count(("child", "d")) == 1, "not compiled twice"
+    assert sorted(watch.started) == [(0, False), (1, False), (2, True), (3, True)]
+    # The counts are of compiles a round waits for: a compile ahead counts once a round asks for it.
+    round_one = [f for f in watch.finished if f[0] in (0, 1)]
+    assert {(done, total) for _, _, done, total in round_one} <= {
+        (1, 2),
+        (2, 2),
+        (1, 3),
+        (2, 3),
+        (1, 4),
+        (2, 4),
+    }
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists() or not hasattr(os, "fork"), reason="needs fork")
+def test_a_compile_ahead_no_round_asks_for_is_stopped_when_the_tuning_ends(monkeypatch, isolated, tmp_path):
+    clock, watch = FakeClock(), AheadWatch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=4)
+    parent = os.getpid()
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"c": beating(tmp_path, 60.0, parent)})
+    started = time.monotonic()
+    best = adaptive_rounds(session, clock, backend, [(["a", "b"], ["c"]), (["d"], [])])
+    assert best.config["name"] == "b" and time.monotonic() - started < 30
+    deadline = time.monotonic() + 5
+    while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int((tmp_path / "pid").read_text())
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "the compile ahead was stopped with the tuning"
+    assert ("here", "c") not in backend.compiled(), "never loaded here: no round asked for it"
+
+
+@pytest.mark.parametrize("settings", [{"compile_ahead": False}, {"compile_pool": "threads"}], ids=str)
+def test_nothing_compiles_ahead_when_compile_ahead_is_off_or_compiles_run_on_threads(
+    monkeypatch, isolated, tmp_path, settings
+):
+    clock, watch = FakeClock(), AheadWatch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=2, **settings)
+    backend = ForkedCompiles(tmp_path / "compiled.log")
+    best = adaptive_rounds(session, clock, backend, [(["a", "b"], ["c", "d"]), (["d"], [])])
+    assert best.config["name"] == "b"
+    assert {name for _, name in backend.compiled()} == {"a", "b", "d"}
+    assert not any(ahead for _, ahead in watch.started)

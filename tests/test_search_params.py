@@ -891,6 +891,23 @@ def test_a_strategy_measuring_no_point_of_the_space_is_a_plugin_error(monkeypatc
         search_with(monkeypatch, wrong)
 
 
+def test_a_strategy_may_say_ahead_what_it_measures_next_and_is_held_to_points_of_its_space(monkeypatch):
+    def foreseeing(geometry, measure, budget):
+        measure.ahead([((2,), 0), ((3,), 0)])  # in the interpreter nothing compiles: no effect
+        measure([((1,), 0), ((2,), 0)])
+        return [((2,), 0)]
+
+    kernel, _ = search_with(monkeypatch, foreseeing)
+    assert kernel.best_config.kwargs["BLOCK"] == 64
+
+    def wrong(geometry, measure, budget):
+        measure.ahead([((9,), 0)])
+        return []
+
+    with pytest.raises(PluginError, match=r"search strategy 'odd' asked double_kernel to compile ahead"):
+        search_with(monkeypatch, wrong)
+
+
 def test_a_strategy_that_raises_is_warned_about_and_the_best_measured_wins(monkeypatch):
     def broken(geometry, measure, budget):
         measure([((1,), 0), ((2,), 0)])
@@ -910,6 +927,33 @@ def test_finalists_that_all_fail_in_stage_3_fall_back(monkeypatch):
 
     kernel, _ = search_with(monkeypatch, finalists, costs=costs)
     assert kernel.best_config.kwargs["BLOCK"] == 64
+
+
+@pytest.mark.expected_warning(RuntimeWarning, match="differ only in num_warps compile to the same program")
+def test_twins_count_against_no_point_cap(monkeypatch):
+    """2 block sizes x 4 warp counts, 2 programs under the interpreter: a cap of 2 measures both programs."""
+    monkeypatch.setenv("KERNELTUNE_TWINS", "1")
+    script = Script(lambda meta: {16: 2.0, 32: 1.0}[meta["BLOCK"]])
+    family = interpreter_family("test-vector", "vector", [{"num_warps": w} for w in (4, 1, 2, 8)])
+    seen = []
+
+    def one_by_one(geometry, measure, budget):
+        for point in [((0,), 0), ((0,), 1), ((0,), 2), ((1,), 0), ((1,), 1)]:
+            seen.append(point)
+            measure([point])
+        return [((1,), 0)]
+
+    use_session(monkeypatch, timer_plugin(script), family_plugin(family), strategy_plugin(one_by_one))
+    kernel = make_double(
+        search(params=["BLOCK"], values=[16, 32], strategy="odd", max_points=2), pre_hook=script.hook
+    )
+    launch_double(kernel, n=32)
+    assert seen == [((0,), 0), ((0,), 1), ((0,), 2), ((1,), 0), ((1,), 1)], (
+        "twins left the cap room for BLOCK=32"
+    )
+    summary = kernel.last_search
+    assert (summary.measured, summary.dropped) == (2, 2), "the fifth point is past the cap"
+    assert kernel.best_config.kwargs["BLOCK"] == 32
 
 
 @pytest.mark.expected_warning(RuntimeWarning, match="differ only in num_warps compile to the same program")

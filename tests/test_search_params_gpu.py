@@ -6,11 +6,13 @@ Runs on the GPU machine only (``-m gpu``); the conftest skips it elsewhere.
 from __future__ import annotations
 
 import math
+import threading
 
 import pytest
 import torch
 import triton
 import triton.language as tl
+from kerneltune.core import add_plugin, hookimpl, remove_plugin
 
 import triton_dist.autotune_hooks  # noqa: F401
 
@@ -122,3 +124,33 @@ def test_attention_with_a_correctness_gate_and_a_fixed_option():
     assert checked
     assert kernel.best_config.num_stages == 2
     torch.testing.assert_close(out, reference(q, k, v), atol=2e-2, rtol=2e-2)
+
+
+class CompileEvents:
+    """Each compile started, with whether it was handed over ahead of the round that asks for it."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[int, bool]] = []
+        self.lock = threading.Lock()
+
+    @hookimpl
+    def kerneltune_compile_started(self, event):
+        with self.lock:
+            self.started.append((event.candidate.index, event.ahead))
+
+
+def test_the_walk_compiles_its_next_poll_ahead_and_each_point_once(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_COMPILE_AHEAD", "1")
+    events = CompileEvents()
+    add_plugin(events)
+    try:
+        kernel = make_attention(ATTENTION_SEARCH_HINTS)
+        q, k, v, out = inputs(n_ctx=320)
+        launch(kernel, q, k, v, out)
+    finally:
+        remove_plugin(events)
+    torch.testing.assert_close(out, reference(q, k, v), atol=2e-2, rtol=2e-2)
+    indexes = [index for index, _ in events.started]
+    assert len(indexes) == len(set(indexes)), "no point compiled twice"
+    assert any(ahead for _, ahead in events.started), "the walk's next poll compiled ahead"
+    assert kernel.last_search.measured <= len(indexes)

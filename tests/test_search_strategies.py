@@ -139,6 +139,68 @@ def test_the_ledger_measures_each_point_once_and_stops_at_the_cap():
     assert ledger.best() == points[0] and ledger.ranked(points[1:3]) == points[1:3]
 
 
+class Foreseen(Landscape):
+    """A landscape whose measure function also takes the points the strategy expects next (``ahead``)."""
+
+    def __init__(self, cost):
+        super().__init__(cost)
+        self.expected = []
+
+    def ahead(self, points):
+        self.expected.append((len(self.rounds), list(points)))
+
+
+def test_the_ledger_passes_on_what_is_expected_next_less_the_measured_and_past_the_cap():
+    landscape = Foreseen(lambda p: float(p[0][0]))
+    ledger = SearchLedger(landscape, SearchBudget(), cap=4)
+    points = [((i,), 0) for i in range(6)]
+    ledger.measure(points[:2])
+    ledger.ahead(points[1:] + points[1:])
+    ledger.ahead(points[:2])  # all measured: nothing to say
+    assert landscape.expected == [(1, points[2:4])], "two points are left under the cap"
+    ledger.measure(points[2:4])
+    ledger.ahead(points[4:])
+    assert len(landscape.expected) == 1, "the cap is reached: nothing more will be measured"
+    SearchLedger(Landscape(lambda p: 1.0), SearchBudget()).ahead(points)  # a plain function ignores it
+
+
+class WithTwins(Landscape):
+    """A landscape where odd profiles launch the program of the profile below: twins, as a run names them."""
+
+    def __init__(self, cost):
+        super().__init__(cost)
+        self.twins = set()
+
+    def __call__(self, points):
+        self.twins.update(p for p in points if p[1] % 2)
+        return super().__call__(points)
+
+
+def test_twins_count_against_no_cap_and_leave_room_for_more_points():
+    landscape = WithTwins(lambda p: float(p[0][0]))
+    ledger = SearchLedger(landscape, SearchBudget(), cap=3)
+    points = [((i,), profile) for i in range(4) for profile in (0, 1)]
+    assert ledger.measure(points) == points[:5], "three programs, and the twins met on the way"
+    assert ledger.counted == 3 and ledger.spent
+    assert landscape.rounds == [points[:3], points[3:4], points[4:5]]
+
+
+def test_pattern_says_ahead_what_its_walk_polls_next():
+    geometry = SearchGeometry(("A", "B", "C"), ((1, 2, 3, 4, 5, 6, 7, 8),) * 3, MATRIX[:9])
+    landscape = Foreseen(smooth(((5, 2, 3), 4)))
+    finalists = PatternStrategy().search(geometry, landscape, SearchBudget(), lambda line: None)
+    assert finalists[0] == ((5, 2, 3), 4), "the walk is unchanged"
+    assert landscape.expected, "the walk said what it would poll next"
+    rounds = [set(r) for r in landscape.rounds]
+    for at, expected in landscape.expected:
+        assert not set(expected) & set().union(*rounds[:at]), "nothing measured already"
+    # Where the poll before gained nothing, the next round is the points expected.
+    foreseen = [
+        at for at, expected in landscape.expected if at + 1 < len(rounds) and set(expected) == rounds[at + 1]
+    ]
+    assert foreseen, landscape.expected
+
+
 def test_with_a_time_budget_the_ledger_measures_in_rounds_and_starts_none_late():
     now = [0.0]
     landscape = Landscape(lambda p: 1.0)

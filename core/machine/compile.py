@@ -3,9 +3,12 @@
 A :class:`CompileStage` compiles on a pool of forked processes (where the
 backend offers a :class:`~kerneltune.core.plugin_system.contracts.CompileProcess`
 and ``compile_pool = "processes"``) or of threads; MEASURE waits until every
-compile handed over has ended (:meth:`CompileStage.settle`). README.md
-("Compiling") says what a user sees and why; docs/architecture.md ("The
-stages", COMPILE) where each part is.
+compile handed over has ended (:meth:`CompileStage.settle`). An adaptive
+driver may also hand over, ahead, the candidates it expects to ask for next
+(:meth:`CompileStage.ahead`): those compile in processes at a lower priority,
+no wait is for them, and they are stopped while anything is measured.
+README.md ("Compiling") says what a user sees and why; docs/architecture.md
+("The stages", COMPILE) where each part is.
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ STUCK_CPU_SHARE = 0.05
 DEADLINE_MIN_S = 5.0
 #: ...nor before this many siblings have ended.
 DEADLINE_QUORUM = 3
+#: How much a compile process handed over ahead lowers its priority (``nice``), so that the
+#: compiles a round waits for keep the cores they need.
+AHEAD_NICENESS = 10
 
 
 class CompileTimeout(TimeoutError):
@@ -184,12 +190,25 @@ class CompileStage:
         self._header = header
         self._observers = observers
         self._began: dict[int, float] = {}
-        self._done = 0
+        #: the candidates whose compile has ended.
+        self._finished: set[int] = set()
         self._lock = threading.Lock()
         self._workers = workers
         #: made when compiles are handed over, shut down when they have all ended (:meth:`wait`).
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._futures: dict[int, concurrent.futures.Future[BaseException | None]] = {}
+        #: compiles handed over ahead (:meth:`ahead`) that no round has asked for yet, and their pool.
+        self._ahead: set[int] = set()
+        self._ahead_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        #: the compile process of each candidate compiling in one now.
+        self._pids: dict[int, int] = {}
+        #: set while compiles ahead may run; cleared while candidates are measured (:meth:`pause`).
+        self._running = threading.Event()
+        self._running.set()
+        #: seconds compiles ahead have been stopped so far, and since when they are stopped now.
+        self._paused_s = 0.0
+        self._paused_at: float | None = None
+        self._closed = False
         self.add(candidates, compile_one)
 
     @classmethod
@@ -219,25 +238,132 @@ class CompileStage:
     def add(self, candidates: Sequence[Candidate], compile_one: Callable[[Candidate], object]) -> None:
         """Compile these too, with ``compile_one``, after those handed over before.
 
-        One already handed over is not redone. Each batch keeps its own
-        ``compile_one``: an adaptive driver's function for a round knows only
-        that round's candidates.
+        One already handed over is not redone; one handed over ahead
+        (:meth:`ahead`) becomes one that :meth:`settle` waits for, and starts
+        now if it had not. Each batch keeps its own ``compile_one``: an
+        adaptive driver's function for a round knows only that round's
+        candidates.
         """
+        self.resume()
         with self._lock:
             for candidate in candidates:
-                if candidate.index not in self._futures:
-                    self._compilers[candidate.index] = compile_one
-                    if self._pool is None:
-                        self._pool = concurrent.futures.ThreadPoolExecutor(
-                            max_workers=self._workers, thread_name_prefix="kerneltune-compile"
-                        )
-                    self._futures[candidate.index] = self._pool.submit(self._run, candidate)
+                index = candidate.index
+                if index in self._ahead:
+                    self._ahead.discard(index)
+                    if not self._futures[index].cancel():
+                        self._hurry(index)
+                        continue
+                elif index in self._futures:
+                    continue
+                self._compilers[index] = compile_one
+                if self._pool is None:
+                    self._pool = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=self._workers, thread_name_prefix="kerneltune-compile"
+                    )
+                self._futures[index] = self._pool.submit(self._run, candidate)
+
+    def ahead(self, candidates: Sequence[Candidate], compile_one: Callable[[Candidate], object]) -> None:
+        """Compile these in the background: candidates an adaptive driver expects to ask for next.
+
+        Only in compile processes (they can be stopped; threads cannot):
+        without them this does nothing. Each runs at a lower priority
+        (``AHEAD_NICENESS``), no :meth:`settle` waits for it, and every one is
+        stopped while candidates are measured (:meth:`pause`). A later
+        :meth:`add` of one makes it a compile like any other; one never asked
+        for is stopped by :meth:`close`. One handed over before is not redone.
+        """
+        if self._child is None:
+            return
+        self.resume()
+        with self._lock:
+            for candidate in candidates:
+                index = candidate.index
+                if index in self._futures:
+                    continue
+                self._compilers[index] = compile_one
+                if self._ahead_pool is None:
+                    self._ahead_pool = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=self._workers, thread_name_prefix="kerneltune-compile-ahead"
+                    )
+                self._ahead.add(index)
+                self._futures[index] = self._ahead_pool.submit(self._run, candidate)
+
+    def _is_ahead(self, index: int) -> bool:
+        with self._lock:
+            return index in self._ahead
+
+    def _hurry(self, index: int) -> None:
+        """A compile ahead that a round now waits for: its process back at the usual priority.
+
+        Raising a priority needs the privilege to (root, or ``RLIMIT_NICE``);
+        without it the process keeps the lower one.
+        """
+        pid = self._pids.get(index)
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, 0))
+
+    def pause(self) -> None:
+        """Stop every compile ahead (``SIGSTOP``) and start no other until :meth:`resume`.
+
+        Called before a candidate is measured: what runs beside a timed run
+        takes the host's cores and memory bandwidth from it.
+        """
+        with self._forking, self._lock:
+            if not self._running.is_set() or not self._ahead:
+                return
+            self._running.clear()
+            self._paused_at = time.monotonic()
+            for index in self._ahead:
+                pid = self._pids.get(index)
+                if pid is not None:
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let the compiles ahead go on (``SIGCONT``)."""
+        with self._lock:
+            if self._running.is_set():
+                return
+            assert self._paused_at is not None
+            self._paused_s += time.monotonic() - self._paused_at
+            self._paused_at = None
+            for pid in self._pids.values():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGCONT)
+            self._running.set()
+
+    def _paused_seconds(self) -> float:
+        """Seconds the compiles ahead have spent stopped so far, the present stop included."""
+        with self._lock:
+            now = 0.0 if self._paused_at is None else time.monotonic() - self._paused_at
+            return self._paused_s + now
+
+    @contextlib.contextmanager
+    def _quiet(self, index: int) -> Iterator[None]:
+        """Hold the fork lock: for a compile ahead, only while compiles ahead may run."""
+        while True:
+            if self._is_ahead(index):
+                self._running.wait()
+            self._forking.acquire()
+            if self._running.is_set() or not self._is_ahead(index):
+                break
+            self._forking.release()
+        try:
+            yield
+        finally:
+            self._forking.release()
 
     def _run(self, candidate: Candidate) -> BaseException | None:
+        if self._is_ahead(candidate.index):
+            self._running.wait()
+            if self._closed:
+                return None
         began = time.monotonic()
         with self._lock:
             self._began[candidate.index] = began
-        self._observers.compile_started(self._header.make(CompileStarted, candidate=candidate))
+            ahead = candidate.index in self._ahead
+        self._observers.compile_started(self._header.make(CompileStarted, candidate=candidate, ahead=ahead))
         error: BaseException | None = None
         try:
             if self._child is None:
@@ -245,13 +371,15 @@ class CompileStage:
             elif not self._loaded(candidate):
                 error = self._in_child(candidate, began)
                 if error is None:
-                    with self._forking:
+                    with self._quiet(candidate.index):
                         self._compilers[candidate.index](candidate)
         except Exception as exc:
             error = exc
         with self._lock:
-            self._done += 1
-            done, total = self._done, len(self._futures)
+            self._finished.add(candidate.index)
+            ahead = candidate.index in self._ahead
+            done = len(self._finished - self._ahead)
+            total = len(self._futures) - len(self._ahead)
         self._observers.compile_finished(
             self._header.make(
                 CompileFinished,
@@ -260,6 +388,7 @@ class CompileStage:
                 error=None if error is None else describe_error(error),
                 done=done,
                 total=total,
+                ahead=ahead,
             ),
         )
         return error
@@ -275,7 +404,7 @@ class CompileStage:
             return False
         child = cast(ProbingCompileProcess, self._child)  # probes() said so
         child.ready()  # the probe needs the compiler's set-up (Triton's hash) as a compile does
-        with self._forking:
+        with self._quiet(candidate.index):
             try:
                 with child.probing():
                     self._compilers[candidate.index](candidate)
@@ -287,15 +416,21 @@ class CompileStage:
         """Compile ``candidate`` in a forked process: ``None`` when it ended (compiled or raised)."""
         assert self._child is not None
         self._child.ready()
-        with self._forking, warnings.catch_warnings():
+        index = candidate.index
+        with self._quiet(index), warnings.catch_warnings():
             # Python 3.12 warns about forking a process with threads: the child
             # runs only the compile, on this thread's copy, and exits.
             warnings.simplefilter("ignore", DeprecationWarning)
+            behind = self._is_ahead(index)
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the child's coverage is not collected
-                self._child_main(candidate)
+                self._child_main(candidate, behind)
             self._children.add(pid)
+            with self._lock:
+                self._pids[index] = pid
         forked = time.monotonic()
+        # A compile ahead is judged by the time it was let run: stops while measuring do not count.
+        stopped = self._paused_seconds()
         with self._lock:
             self._forked += 1
         try:
@@ -303,18 +438,22 @@ class CompileStage:
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
                     break
-                now = time.monotonic()
+                if not self._running.is_set() and self._is_ahead(index):
+                    time.sleep(CHILD_POLL_S)
+                    continue
+                now = time.monotonic() - (self._paused_seconds() - stopped)
                 if self._timeout > 0 and now - began > self._timeout:
                     _kill(pid)
                     return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
-                limit = self._past_deadline(now - forked)
+                limit = self._past_deadline(now - forked, pid)
                 if limit is not None:
                     _kill(pid)
                     return CompileTimeout(
                         f"compiling took longer than {limit:.1f} s, compile_deadline = {self._deadline:g} "
                         "times the median compile of its siblings"
                     )
-                if self._stuck(now - forked, pid):
+                # One ahead waits for cores at its lower priority: using none is no sign of a stuck one.
+                if not self._is_ahead(index) and self._stuck(now - forked, pid):
                     _kill(pid)
                     warn_once(
                         ("compile-process-stuck", os.getpid()),
@@ -327,9 +466,12 @@ class CompileStage:
                 time.sleep(CHILD_POLL_S)
         finally:
             self._children.discard(pid)
-        if not os.WIFSIGNALED(status):
             with self._lock:
-                self._child_seconds.append(time.monotonic() - forked)
+                self._pids.pop(index, None)
+        if not os.WIFSIGNALED(status):
+            took = time.monotonic() - forked - (self._paused_seconds() - stopped)
+            with self._lock:
+                self._child_seconds.append(took)
             return None  # compiled, or raised: compiling here loads it, or raises the error itself
         # The compiler crashed: compiling it here would crash this process, so the candidate fails.
         number = os.WTERMSIG(status)
@@ -339,13 +481,16 @@ class CompileStage:
             name = f"signal {number}"
         return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
 
-    def _past_deadline(self, seconds: float) -> float | None:
-        """The deadline a compile process running ``seconds`` is past, or ``None`` (see ``deadline``).
+    def _past_deadline(self, seconds: float, pid: int) -> float | None:
+        """The deadline compile process ``pid``, running ``seconds``, is past, or ``None`` (see ``deadline``).
 
         A compile far slower than its siblings is a config the search rarely
         wants (a 256-wide tile at five stages, minutes on an H200's host,
         where its siblings took a second), and a round waits for its slowest
         compile. The median of those that ended judges it, once enough have.
+        Past it on the clock, the process's processor time decides, where the
+        system tells it: a compile that waited for a core (one ahead, at a
+        lower priority) is not slow.
         """
         if self._deadline <= 0:
             return None
@@ -355,7 +500,10 @@ class CompileStage:
         if len(ended) < max(DEADLINE_QUORUM, (forked + 1) // 2):
             return None
         limit = max(DEADLINE_MIN_S, self._deadline * ended[len(ended) // 2])
-        return limit if seconds > limit else None
+        if seconds <= limit:
+            return None
+        busy = processor_seconds(pid)
+        return limit if busy is None or busy > limit else None
 
     def _stuck(self, seconds: float, pid: int) -> bool:
         """Whether compile process ``pid``, running ``seconds``, is stuck rather than slow.
@@ -377,11 +525,14 @@ class CompileStage:
         busy = processor_seconds(pid)
         return busy is None or busy < STUCK_CPU_SHARE * seconds
 
-    def _child_main(self, candidate: Candidate) -> None:  # pragma: no cover - runs in the child
+    def _child_main(self, candidate: Candidate, ahead: bool) -> None:  # pragma: no cover - in the child
         code = _RAISED
         # A crash here fails the candidate with its signal; no traceback dump over the user's output.
         faulthandler.disable()
         try:
+            if ahead:
+                with contextlib.suppress(OSError):
+                    os.nice(AHEAD_NICENESS)
             assert self._child is not None
             self._child.prepare()
             self._compilers[candidate.index](candidate)
@@ -398,8 +549,9 @@ class CompileStage:
         does, or it was never handed over) has no error of its own here.
         """
         self.settle()
+        self.pause()
         future = self._futures.get(candidate.index)
-        if future is None:
+        if future is None or self._is_ahead(candidate.index):
             return None
         return future.result() if future.done() else self._expired(candidate.index)
 
@@ -413,12 +565,13 @@ class CompileStage:
         timeout is given up: its process is killed; a thread cannot be, and
         finishes in the background.
         """
-        for index in list(self._futures):
+        waited = [index for index in list(self._futures) if not self._is_ahead(index)]
+        for index in waited:
             self._settle(index)
         pool, self._pool = self._pool, None
         if pool is not None:
             # Idle threads are joined; one still in a timed-out compile ends when it returns.
-            pool.shutdown(wait=all(future.done() for future in self._futures.values()))
+            pool.shutdown(wait=all(self._futures[index].done() for index in waited))
 
     def _settle(self, index: int) -> None:
         """Wait until compile ``index`` has ended or outlasted its timeout."""
@@ -436,8 +589,11 @@ class CompileStage:
 
     def close(self) -> None:
         """Drop compiles not started, stop compile processes; compiles on threads finish in the background."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._closed = True
+        for pool in (self._pool, self._ahead_pool):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        self.resume()
         for pid in list(self._children):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)

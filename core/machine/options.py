@@ -112,6 +112,14 @@ def _compiling(add: Callable[..., None]) -> None:
         help="compile in processes forked from this one, or on threads of it",
         env=("KERNELTUNE_COMPILE_POOL",),
     )
+    add(
+        "compile_ahead",
+        default=True,
+        parse=boolean,
+        help="a search compiles, in processes and at a lower priority, the points it expects to measure "
+        "next while its round compiles; they are stopped while anything is measured",
+        env=("KERNELTUNE_COMPILE_AHEAD",),
+    )
 
 
 def _stored_picks(add: Callable[..., None]) -> None:

@@ -62,6 +62,22 @@ class Readiness:
         settings, observers = self._session.settings, self._session.observers
         self._compiling = CompileStage.configured(settings, observers, compile_one, mine, self._header, child)
 
+    def ahead(
+        self,
+        compile_one: Callable[[Candidate], object],
+        listed: list[Candidate],
+        child: CompileProcess | None,
+    ) -> None:
+        """This rank's share of ``listed`` compiled ahead where ``compile_ahead`` is on (``Tuning.round``)."""
+        if not listed or not self._session.settings.compile_ahead:
+            return
+        if self._compiling is None:
+            self.compile(compile_one, [], child)
+        assert self._compiling is not None
+        rank = self._reducer.rank
+        group = (rank,) if self._sharded else self.neighbours
+        self._compiling.ahead(share(listed, group.index(rank), len(group)), compile_one)
+
     def isolate(
         self, screen_one: Callable[[Candidate], object], listed: Iterable[Candidate]
     ) -> dict[int, str]:

@@ -405,6 +405,7 @@ class Tuning(Rounds):
         repeat: int | None = None,
         rounds: int = 1,
         purpose: str = "",
+        ahead: Sequence[Candidate] = (),
     ) -> list[float]:
         """Measure a batch now (an adaptive driver's round); every rank's agreed time of each, in order.
 
@@ -417,6 +418,10 @@ class Tuning(Rounds):
         candidates, as :meth:`request` asks.
 
         :param failed: candidates known not to run, by index, with why: they fail unlaunched.
+        :param ahead: candidates the driver expects to ask for in a later round: with ``compile_one``
+            and compile processes, and where ``compile_ahead`` is on, they compile while this round's
+            compiles do, at a lower priority and stopped while anything is measured
+            (:meth:`~kerneltune.core.machine.compile.CompileStage.ahead`); nothing waits for them.
         """
         listed = list(candidates)
         failed = failed or {}
@@ -424,6 +429,10 @@ class Tuning(Rounds):
         if compile_one is not None:
             skip = {*failed, *self._ready.screened}
             self.compile(compile_one, [c for c in listed if c.index not in skip], child=child)
+            if self.best is None:
+                here = {c.index for c in listed}
+                later = [c for c in ahead if c.index not in here and c.index not in self._ready.screened]
+                self._ready.ahead(compile_one, later, child)
         while (candidate := self.next_candidate()) is not None:
             problem = failed.get(candidate.index)
             if problem is not None:

@@ -74,6 +74,7 @@ class Settings:
     compile_timeout: int = 600
     compile_deadline: int = 5
     compile_pool: str = "processes"
+    compile_ahead: bool = True
     precompile: bool = True
     shard: bool = False
     block: tuple[str, ...] = ()

@@ -47,9 +47,20 @@ class SearchLedger:
         return point in self.times
 
     @property
+    def counted(self) -> int:
+        """Points measured that count against the cap: every one but the twins.
+
+        A twin (a point that launches the program of one measured before it)
+        got that point's time and cost no measurement; the measure function
+        kerneltune hands a strategy names them in its ``twins``.
+        """
+        twins = getattr(self._measure, "twins", ())
+        return len(self.times) - sum(1 for p in twins if p in self.times)
+
+    @property
     def left(self) -> int | None:
         """Points the cap still allows (``None``: no cap)."""
-        return None if self.cap is None else max(0, self.cap - len(self.times))
+        return None if self.cap is None else max(0, self.cap - self.counted)
 
     @property
     def spent(self) -> bool:
@@ -68,24 +79,52 @@ class SearchLedger:
         """Measure those of ``points`` not measured yet, in their order; the points measured.
 
         Repeats and known points are skipped; past the cap the rest are
-        left out, so a strategy lists the points it wants most first.
+        left out, so a strategy lists the points it wants most first. Twins
+        (:attr:`counted`) leave room under the cap for more of the points.
         With a wall-clock budget the batch goes in rounds of at most
         :data:`TIMED_ROUND` points and no round starts once it is spent.
         """
         todo = [p for p in dict.fromkeys(points) if p not in self.times]
-        left = self.left
-        if left is not None:
-            todo = todo[:left]
         measured: list[Point] = []
+        while todo:
+            # Twins found in a batch leave room under the cap: the rest of the points go in another.
+            left = self.left
+            batch_todo = todo if left is None else todo[:left]
+            todo = todo[len(batch_todo) :]
+            if not batch_todo or not self._take(batch_todo, measured):
+                break
+        return measured
+
+    def _take(self, todo: list[Point], measured: list[Point]) -> bool:
+        """Measure ``todo`` in rounds into :attr:`times`, adding them to ``measured``; whether all were."""
         for batch in self._rounds(todo):
             if self.budget.expired():
-                break
+                return False
             result = self._measure(batch)
             self.rounds += 1
             for point in batch:
                 self.times[point] = float(result.get(point, math.inf))
             measured.extend(batch)
-        return measured
+        return True
+
+    def ahead(self, points: Iterable[Point]) -> None:
+        """Say which points the strategy expects to measure after the next :meth:`measure`.
+
+        Call it just before that :meth:`measure`: the run may compile these
+        while that batch compiles, and a later batch that holds them waits
+        less. Nothing is measured or counted against the cap; points measured
+        already and those past the cap are left out. A measure function
+        without ``ahead`` (one a test hands in) ignores it.
+        """
+        tell = getattr(self._measure, "ahead", None)
+        if tell is None or self.spent:
+            return
+        todo = [p for p in dict.fromkeys(points) if p not in self.times]
+        left = self.left
+        if left is not None:
+            todo = todo[:left]
+        if todo:
+            tell(todo)
 
     def _rounds(self, todo: list[Point]) -> Iterator[list[Point]]:
         if not todo:

@@ -136,20 +136,26 @@ class TuningFinished:
 
 @attrs.frozen
 class CompileStarted:
-    """COMPILE began compiling one candidate, on a pool thread (observers must be thread-safe)."""
+    """COMPILE began compiling one candidate, on a pool thread (observers must be thread-safe).
+
+    ``ahead``: a compile no round waits for yet (``CompileStage.ahead``).
+    """
 
     function: str
     key: object
     candidate: Candidate
     rank: int
     verbose: bool
+    ahead: bool = False
 
 
 @attrs.frozen
 class CompileFinished:
     """One candidate's compile ended, on a pool thread; ``error`` names its failure, if any.
 
-    ``done`` and ``total`` count this rank's compiles in the tuning so far.
+    ``done`` and ``total`` count this rank's compiles in the tuning so far
+    that a round waits for (not those ahead). ``ahead``: this one is a
+    compile no round waits for yet (``CompileStage.ahead``).
     """
 
     function: str
@@ -162,6 +168,7 @@ class CompileFinished:
     rank: int
     verbose: bool
     log_dir: Path | None
+    ahead: bool = False
 
 
 @attrs.frozen

@@ -22,7 +22,10 @@ import attrs
 Shape = tuple[int, ...]
 #: A shape and the index of a compile-option profile (0 is the base profile).
 Point = tuple[Shape, int]
-#: Takes a batch of points, returns each one's agreed time in ms (``inf``: no usable time).
+#: Takes a batch of points, returns each one's agreed time in ms (``inf``: no usable time). The one
+#: kerneltune hands a strategy also has ``ahead(points)``: the points it expects to measure next, which
+#: the run may compile while the next batch is compiled (:meth:`SearchLedger.ahead
+#: <kerneltune.core.search.ledger.SearchLedger.ahead>` calls it where it exists).
 Measure = Callable[[list[Point]], Mapping[Point, float]]
 
 

@@ -102,6 +102,8 @@ _compiling_lock = threading.Lock()
 
 @hookimpl
 def kerneltune_compile_started(event: CompileStarted) -> None:
+    if event.ahead:  # no round waits for it: the phase is the rounds' compiles
+        return
     tuning = (event.function, repr(event.key), event.rank)
     with _compiling_lock:
         _compiling.setdefault(tuning, _Compiling(time.monotonic()))
@@ -109,6 +111,8 @@ def kerneltune_compile_started(event: CompileStarted) -> None:
 
 @hookimpl
 def kerneltune_compile_finished(event: CompileFinished) -> None:
+    if event.ahead:
+        return
     tuning = (event.function, repr(event.key), event.rank)
     with _compiling_lock:
         phase = _compiling.get(tuning)

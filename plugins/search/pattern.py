@@ -242,7 +242,11 @@ class PatternSearch:
                 polls.append(("the last move again", [repeated]))
         polls.append(("single moves", self.moves.singles(current)))
         polls.append(("pairs of moves", self.moves.pairs(current)))
-        for kind, points in polls:
+        # Each poll's points compile ahead while the one before compiles; after the last, the final pass's.
+        later = [points for _, points in polls[1:]]
+        later.append(self.moves.option_pairs(current) if self.effort.final_pass else [])
+        for (kind, points), following in zip(polls, later, strict=True):
+            self.ledger.ahead(following)
             new = self._measure(points)
             better = self._better(points, current)
             if new:

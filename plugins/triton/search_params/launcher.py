@@ -87,6 +87,15 @@ class Launcher:
                 self.drop(candidate, problem)
         return problems
 
+    def worth_compiling(self, points: list[Point], candidates: list[Candidate]) -> list[Candidate]:
+        """Those of ``candidates`` that :meth:`screen` would let compile, with nothing noted or dropped."""
+        pruned = self.pruned([c.config for c in candidates])
+        return [
+            candidate
+            for point, candidate in zip(points, candidates, strict=True)
+            if candidate.config not in pruned and self.dominated(point) is None
+        ]
+
     def drop(self, candidate: Candidate, problem: BaseException) -> None:
         with self.noting:
             self.dropped.add(candidate.index)

@@ -83,6 +83,10 @@ class SearchRun:
         self.fell_back = False
         #: what :meth:`run` did, for ``kernel.last_search``; ``None`` until a search ends (not a re-check).
         self.summary: SearchSummary | None = None
+        #: the points the strategy expects to measure after its next round (``ahead``), to compile then.
+        self.expected: list[Point] = []
+        #: the points measured as twins of one measured before (they count against no point cap).
+        self.twin_points: set[Point] = set()
         self.launcher = Launcher(kernel, space, args, launch, grid, self.say)
 
     def say(self, line: str) -> None:
@@ -189,7 +193,8 @@ class SearchRun:
         )
         failure: BaseException | None = None
         try:
-            found = strategy.search(seam.geometry, seam.bounded(self.measure, budget), budget, self.say)
+            measure = seam.bounded(self.measure, budget, self.expect, self.twin_points)
+            found = strategy.search(seam.geometry, measure, budget, self.say)
         except BudgetSpent as stop:
             self.say(f"search strategy {strategy.name}: stopped: {stop}")
             found = self.best_measured()
@@ -226,6 +231,7 @@ class SearchRun:
         since, keep their stored times (``Tuning.reused``, alike on every
         rank); stage 3 re-times the finalists whatever they hold.
         """
+        expected, self.expected = self.expected, []
         stored = self.tuning.reused
         known = {p: stored[self.space.index(p)] for p in points if self.space.index(p) in stored}
         points = [p for p in points if p not in known]
@@ -241,8 +247,11 @@ class SearchRun:
             failed=problems,
             compile_one=None if launcher.compile_config is None else launcher.build,
             child=launcher.compile_process,
+            ahead=self.likely(points, expected),
         )
         times = self.twin_times(candidates, times)
+        twin_of = self.tuning.twin_of
+        self.twin_points.update(p for p, c in zip(points, candidates, strict=True) if c.index in twin_of)
         for candidate, value in zip(candidates, times, strict=True):
             self.outcomes[candidate.index] = value
         if self.timed:
@@ -250,6 +259,24 @@ class SearchRun:
             # runs out at the same round (a rank stopping alone would leave the others waiting).
             (self.agreed_elapsed,) = self.tuning.agree([time.perf_counter() - self.started])
         return {**known, **dict(zip(points, times, strict=True))}
+
+    def expect(self, points: list[Point]) -> None:
+        """The strategy's word on what it will measure after its next round (its measure's ``ahead``)."""
+        self.expected = points
+
+    def likely(self, points: list[Point], expected: list[Point]) -> list[Candidate]:
+        """What to compile ahead of this round of ``points``: those ``expected`` next, less those
+        measured, in this round, or ruled out before compiling (pruned, too big)."""
+        stored = self.tuning.reused
+        here = set(points)
+        later = [
+            p
+            for p in expected
+            if p not in here
+            and self.space.index(p) not in self.outcomes
+            and self.space.index(p) not in stored
+        ]
+        return self.launcher.worth_compiling(later, [self.space.candidate(p) for p in later])
 
     def twin_times(self, candidates: list[Candidate], times: list[float]) -> list[float]:
         """``times`` with each twin's (a candidate dropped because another launches its program) the

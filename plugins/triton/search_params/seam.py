@@ -40,6 +40,29 @@ def is_point(point: Any) -> bool:
     )
 
 
+class BoundedMeasure:
+    """What a strategy calls to measure (``measure(points)``) and to say what it will ask next (``ahead``).
+
+    :ivar twins: the points measured so far that launch the program of a point measured before them
+        (``Tuning.twins``): each got that point's time, and none counts against a point cap.
+    """
+
+    def __init__(
+        self,
+        measure: Callable[[Any], dict[Point, float]],
+        ahead: Callable[[Any], None],
+        twins: set[Point],
+    ) -> None:
+        self._measure = measure
+        #: takes the points the strategy expects to measure next (``SearchLedger.ahead`` calls it).
+        self.ahead = ahead
+        self.twins = twins
+
+    def __call__(self, points: Any) -> dict[Point, float]:
+        """Every rank's agreed time of each of ``points`` (see :meth:`StrategySeam.bounded`)."""
+        return self._measure(points)
+
+
 class StrategySeam:
     """One strategy's calls into one run of ``kernel``, over ``geometry``.
 
@@ -60,38 +83,61 @@ class StrategySeam:
         """``plugin NAME (...): search strategy 'NAME'``, for errors."""
         return f"{self.tuning.origin(self.strategy)}: search strategy {self.strategy.name!r}"
 
-    def bounded(self, measure: RoundMeasure, budget: SearchBudget) -> Callable[[Any], dict[Point, float]]:
+    def bounded(
+        self,
+        measure: RoundMeasure,
+        budget: SearchBudget,
+        ahead: Callable[[list[Point]], None] = lambda points: None,
+        twins: set[Point] | None = None,
+    ) -> BoundedMeasure:
         """The measure function the strategy is handed: points checked, the budget bound, repeats not re-run.
 
+        Its ``ahead(points)`` hands ``ahead`` the points the strategy expects to measure next, checked.
+
+        :param twins: filled by ``measure`` with the points that were twins (see :class:`BoundedMeasure`):
+            the point cap counts the others.
         :raises PluginError: for something that is no list of points of the space.
         :raises BudgetSpent: once the point cap or the wall-clock budget allows nothing more.
         """
-        geometry = self.geometry
         known: dict[Point, float] = {}
+        twins = set() if twins is None else twins
 
         def measure_points(points: Any) -> dict[Point, float]:
-            listed = list(points) if isinstance(points, list | tuple) else None
-            if listed is None or not all(is_point(p) and geometry.holds(p) for p in listed):
-                raise PluginError(
-                    f"{self.named()} asked {self.kernel} to measure {points!r}, which is not a "
-                    "list of (shape, profile) points of its space"
-                )
+            listed = self.points(points, "measure")
+            counted = len(known) - len(twins)
             # Once nothing more may be measured, every call stops the strategy, a call for points it
             # has already had too: a strategy that never looks at its budget must still end.
-            if budget.max_points is not None and len(known) >= budget.max_points:
+            if budget.max_points is not None and counted >= budget.max_points:
                 raise BudgetSpent(f"point cap of {budget.max_points} reached")
             if budget.expired():
                 raise BudgetSpent(f"wall-clock budget of {budget.seconds:g} s spent")
-            if len(known) == geometry.space_size:
+            if len(known) == self.geometry.space_size:
                 raise BudgetSpent("every point of the space is measured")
             fresh = [p for p in dict.fromkeys(listed) if p not in known]
             if budget.max_points is not None:
-                fresh = fresh[: budget.max_points - len(known)]
+                fresh = fresh[: budget.max_points - counted]
             if fresh:
                 known.update(measure(fresh))
             return {p: known[p] for p in listed if p in known}
 
-        return measure_points
+        def expect(points: Any) -> None:
+            listed = self.points(points, "compile ahead")
+            ahead([p for p in dict.fromkeys(listed) if p not in known])
+
+        return BoundedMeasure(measure_points, expect, twins)
+
+    def points(self, points: Any, asked: str) -> list[Point]:
+        """``points`` as a list, each a point of the space.
+
+        :raises PluginError: naming the strategy's plugin and what it ``asked``, for anything else.
+        """
+        listed = list(points) if isinstance(points, list | tuple) else None
+        if listed is None or not all(is_point(p) and self.geometry.holds(p) for p in listed):
+            raise PluginError(
+                f"{self.named()} asked {self.kernel} to {asked} {points!r}, which is not a "
+                "list of (shape, profile) points of its space"
+            )
+        return listed
 
     def checked(self, finalists: Any) -> list[Point]:
         """The strategy's finalists, each once, at most as many as asked for.

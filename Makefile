@@ -8,7 +8,8 @@ TORCH ?= torch==2.13.0
 # Triton-touching CPU tests against; CI runs it after `make test`.
 TRITONS ?= 3.4 3.5 3.9
 TRITON_TESTS ?= tests/test_contextual.py tests/test_contextual_dist.py tests/test_triton_adapter.py tests/test_accumulate.py \
-	tests/test_search_params.py tests/test_config_label.py tests/test_isolation_kernels.py tests/test_twins.py
+	tests/test_search_params.py tests/test_config_label.py tests/test_isolation_kernels.py tests/test_twins.py \
+	tests/test_seed_003_examples.py
 # triton-ascend is the package `triton` too, so it cannot sit over the environment as the
 # releases above do: it gets a virtual environment of its own, with the same torch and
 # kerneltune, holding the first release of TRITON_ASCENDS. Each later one goes alone into

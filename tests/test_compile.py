@@ -1031,3 +1031,28 @@ def test_nothing_compiles_ahead_when_compile_ahead_is_off_or_compiles_run_on_thr
     assert best.config["name"] == "b"
     assert {name for _, name in backend.compiled()} == {"a", "b", "d"}
     assert not any(ahead for _, ahead in watch.started)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_drivers_new_word_on_what_comes_next_drops_the_earlier_compiles_ahead_not_started(
+    monkeypatch, isolated, tmp_path
+):
+    clock, watch = FakeClock(), AheadWatch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=1)
+    parent = os.getpid()
+
+    def slow(seconds: float):
+        def compile_slowly() -> None:
+            if os.getpid() != parent:
+                time.sleep(seconds)
+
+        return compile_slowly
+
+    # b is the one compile ahead at a time while c waits its turn; b ends while round 2's d compiles.
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"b": slow(0.2), "d": slow(0.8)})
+    rounds = [(["a"], ["b", "c"]), (["d"], ["b"]), (["b", "c"], [])]
+    best = adaptive_rounds(session, clock, backend, rounds)
+    assert best.config["name"] == "b"
+    assert backend.compiled().count(("child", "c")) == 1
+    assert (2, False) in watch.started and (2, True) not in watch.started, "c was dropped before it started"
+    assert (1, True) in watch.started, "b, started ahead, went on"

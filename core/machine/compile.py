@@ -271,11 +271,19 @@ class CompileStage:
         stopped while candidates are measured (:meth:`pause`). A later
         :meth:`add` of one makes it a compile like any other; one never asked
         for is stopped by :meth:`close`. One handed over before is not redone.
+        The driver's word replaces its last: those handed over ahead before,
+        not among these and not started yet, are dropped (they may be handed
+        over again).
         """
         if self._child is None:
             return
         self.resume()
+        wanted = {candidate.index for candidate in candidates}
         with self._lock:
+            for index in sorted(self._ahead - wanted):
+                if self._futures[index].cancel():
+                    self._ahead.discard(index)
+                    del self._futures[index]
             for candidate in candidates:
                 index = candidate.index
                 if index in self._futures:

@@ -8,6 +8,8 @@ import ctypes
 import functools
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -282,31 +284,56 @@ def test_a_program_the_cache_holds_is_loaded_here_and_only_a_miss_is_forked(monk
     assert all(error is None for _, error, _, _ in watch.finished)
 
 
-def test_the_triton_probe_misses_before_compiling_and_loads_what_the_cache_holds(tmp_path, monkeypatch):
-    import kernels
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
+PROBE_CHECK = """
+import sys
+from pathlib import Path
 
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
-    # Under the interpreter @triton.jit gives an InterpretedFunction: compile the function itself.
-    kernel = kernels.scale_kernel
-    jitted = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel.fn)
-    source = ASTSource(
-        jitted,
-        signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "alpha": "fp32", "n": "i32", "BLOCK": "constexpr"},
-        constexprs={"BLOCK": 64},
+import pytest
+import triton
+from kerneltune.core import CompileMiss
+from kerneltune.plugins.triton import compiler
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.jit import JITFunction
+
+sys.path.insert(0, sys.argv[1])
+import kernels
+
+cache = Path(sys.argv[2])
+# Under the interpreter @triton.jit gives an InterpretedFunction: compile the function itself.
+kernel = kernels.scale_kernel
+jitted = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel.fn)
+source = ASTSource(
+    jitted,
+    signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "alpha": "fp32", "n": "i32", "BLOCK": "constexpr"},
+    constexprs={"BLOCK": 64},
+)
+target = GPUTarget("cuda", 90, 32)  # compiling for a GPU needs none: only launching does
+process = compiler.TritonCompileProcess(driver=None, device=0, target=target)
+with pytest.raises(CompileMiss, match="not in Triton's cache"), process.probing():
+    triton.compile(source, target=target)
+assert not list(cache.rglob("*.cubin")), "a miss compiles nothing"
+compiled = triton.compile(source, target=target)  # what a compile process leaves in the cache
+with process.probing():
+    loaded = triton.compile(source, target=target)
+assert loaded.hash == compiled.hash
+assert triton.compile(source, target=target).hash == compiled.hash, "outside a probe nothing changed"
+"""
+
+
+def test_the_triton_probe_misses_before_compiling_and_loads_what_the_cache_holds(tmp_path):
+    # In a process of its own: Triton's interpreter patches triton.language for a device function
+    # called from an interpreted kernel (tl.sum, say) and never puts it back, and a real compile
+    # after that in the same process fails ('value' object has no attribute 'dtype').
+    cache = tmp_path / "triton"
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE_CHECK, str(Path(__file__).parent), str(cache)],
+        env={**os.environ, "TRITON_CACHE_DIR": str(cache)},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
-    target = GPUTarget("cuda", 90, 32)  # compiling for a GPU needs none: only launching does
-    process = compiler.TritonCompileProcess(driver=None, device=0, target=target)
-    with pytest.raises(CompileMiss, match="not in Triton's cache"), process.probing():
-        triton.compile(source, target=target)
-    assert not list((tmp_path / "triton").rglob("*.cubin")), "a miss compiles nothing"
-    compiled = triton.compile(source, target=target)  # what a compile process leaves in the cache
-    with process.probing():
-        loaded = triton.compile(source, target=target)
-    assert loaded.hash == compiled.hash
-    assert triton.compile(source, target=target).hash == compiled.hash, "outside a probe nothing changed"
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")

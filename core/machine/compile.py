@@ -205,9 +205,8 @@ class CompileStage:
         #: set while compiles ahead may run; cleared while candidates are measured (:meth:`pause`).
         self._running = threading.Event()
         self._running.set()
-        #: seconds compiles ahead have been stopped so far, and since when they are stopped now.
-        self._paused_s = 0.0
-        self._paused_at: float | None = None
+        #: when a round asked for each compile that had begun ahead: its clock starts there.
+        self._promoted: dict[int, float] = {}
         self._closed = False
         self.add(candidates, compile_one)
 
@@ -251,6 +250,7 @@ class CompileStage:
                 if index in self._ahead:
                     self._ahead.discard(index)
                     if not self._futures[index].cancel():
+                        self._promoted[index] = time.monotonic()
                         self._hurry(index)
                         continue
                 elif index in self._futures:
@@ -321,7 +321,6 @@ class CompileStage:
             if not self._running.is_set() or not self._ahead:
                 return
             self._running.clear()
-            self._paused_at = time.monotonic()
             for index in self._ahead:
                 pid = self._pids.get(index)
                 if pid is not None:
@@ -333,19 +332,10 @@ class CompileStage:
         with self._lock:
             if self._running.is_set():
                 return
-            assert self._paused_at is not None
-            self._paused_s += time.monotonic() - self._paused_at
-            self._paused_at = None
             for pid in self._pids.values():
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGCONT)
             self._running.set()
-
-    def _paused_seconds(self) -> float:
-        """Seconds the compiles ahead have spent stopped so far, the present stop included."""
-        with self._lock:
-            now = 0.0 if self._paused_at is None else time.monotonic() - self._paused_at
-            return self._paused_s + now
 
     @contextlib.contextmanager
     def _quiet(self, index: int) -> Iterator[None]:
@@ -437,35 +427,40 @@ class CompileStage:
             with self._lock:
                 self._pids[index] = pid
         forked = time.monotonic()
-        # A compile ahead is judged by the time it was let run: stops while measuring do not count.
-        stopped = self._paused_seconds()
-        with self._lock:
-            self._forked += 1
+        if not behind:
+            with self._lock:
+                self._forked += 1
         try:
             while True:
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
                     break
-                if not self._running.is_set() and self._is_ahead(index):
-                    time.sleep(CHILD_POLL_S)
+                if self._is_ahead(index):
+                    # Not judged while ahead (niced, stopped while measuring); blocked, not polling,
+                    # while stopped, so that no thread of ours wakes beside a timed run.
+                    if self._running.is_set():
+                        time.sleep(CHILD_POLL_S)
+                    else:
+                        self._running.wait()
                     continue
-                now = time.monotonic() - (self._paused_seconds() - stopped)
-                if self._timeout > 0 and now - began > self._timeout:
+                # One that began ahead is judged from when a round asked for it.
+                since = max(forked, self._promoted.get(index, forked))
+                now = time.monotonic()
+                if self._timeout > 0 and now - max(began, since) > self._timeout:
                     _kill(pid)
                     return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
-                limit = self._past_deadline(now - forked, pid)
+                limit = self._past_deadline(now - since)
                 if limit is not None:
                     _kill(pid)
                     return CompileTimeout(
                         f"compiling took longer than {limit:.1f} s, compile_deadline = {self._deadline:g} "
                         "times the median compile of its siblings"
                     )
-                # One ahead waits for cores at its lower priority: using none is no sign of a stuck one.
-                if not self._is_ahead(index) and self._stuck(now - forked, pid):
+                if self._stuck(now - since, pid):
                     _kill(pid)
                     warn_once(
                         ("compile-process-stuck", os.getpid()),
-                        f"kerneltune: a compile process ran {now - forked:.0f} s, {STALL_FACTOR:g} times its "
+                        f"kerneltune: a compile process ran {now - since:.0f} s, {STALL_FACTOR:g} times its "
                         "slowest sibling; it was stopped and that candidate compiled in this process instead "
                         "(a child forked while another thread held a lock it needs; compile_pool = 'threads' "
                         "avoids forking)",
@@ -477,9 +472,9 @@ class CompileStage:
             with self._lock:
                 self._pids.pop(index, None)
         if not os.WIFSIGNALED(status):
-            took = time.monotonic() - forked - (self._paused_seconds() - stopped)
-            with self._lock:
-                self._child_seconds.append(took)
+            if not behind:  # one begun ahead ran niced and stopped: its time says nothing of its siblings'
+                with self._lock:
+                    self._child_seconds.append(time.monotonic() - forked)
             return None  # compiled, or raised: compiling here loads it, or raises the error itself
         # The compiler crashed: compiling it here would crash this process, so the candidate fails.
         number = os.WTERMSIG(status)
@@ -489,16 +484,15 @@ class CompileStage:
             name = f"signal {number}"
         return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
 
-    def _past_deadline(self, seconds: float, pid: int) -> float | None:
-        """The deadline compile process ``pid``, running ``seconds``, is past, or ``None`` (see ``deadline``).
+    def _past_deadline(self, seconds: float) -> float | None:
+        """The deadline a compile process running ``seconds`` is past, or ``None`` (see ``deadline``).
 
         A compile far slower than its siblings is a config the search rarely
         wants (a 256-wide tile at five stages, minutes on an H200's host,
         where its siblings took a second), and a round waits for its slowest
-        compile. The median of those that ended judges it, once enough have.
-        Past it on the clock, the process's processor time decides, where the
-        system tells it: a compile that waited for a core (one ahead, at a
-        lower priority) is not slow.
+        compile. The median of those that ended judges it, once enough have
+        (compiles begun ahead count in neither: their clocks ran niced and
+        stopped).
         """
         if self._deadline <= 0:
             return None
@@ -508,10 +502,7 @@ class CompileStage:
         if len(ended) < max(DEADLINE_QUORUM, (forked + 1) // 2):
             return None
         limit = max(DEADLINE_MIN_S, self._deadline * ended[len(ended) // 2])
-        if seconds <= limit:
-            return None
-        busy = processor_seconds(pid)
-        return limit if busy is None or busy > limit else None
+        return limit if seconds > limit else None
 
     def _stuck(self, seconds: float, pid: int) -> bool:
         """Whether compile process ``pid``, running ``seconds``, is stuck rather than slow.

@@ -419,7 +419,8 @@ def name_list_key_axes(tuner: Any) -> None:
     constructor names them; :func:`tuning_key` is the same either way. Any
     other autotuner is left as it is.
     """
-    if layout_of(tuner).generates and not isinstance(tuner.keys, Mapping):
+    # Every launch routed under contextual_autotune asks: the cheap test first.
+    if not isinstance(tuner.keys, Mapping) and layout_of(tuner).generates:
         tuner.keys = tiling_axes(tuner)
 
 

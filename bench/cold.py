@@ -29,6 +29,8 @@ while it runs). The timeline
 (``--timeline``) notes when the warm-up ended (``warm``), when each compiled
 kernel was loaded onto the device (``load+``/``load-``) and each C stub
 Triton builds with the host compiler (``cc+``/``cc-``); with
+``session+``/``session-`` when kerneltune made its session (plugins, settings,
+device) and ``tuning`` when a tuning started; with
 ``BENCH_PROFILE=<folder>`` each tuning child writes its main thread's
 profile there. A search's compiles handed over ahead of the round that asks
 for them (``compile_ahead``) show as ``ahead+``/``ahead-``.
@@ -179,6 +181,22 @@ class Timeline:
 
         compiler._compile_empty = noted  # type: ignore[assignment]
         self.watch_loads()
+        self.watch_session()
+
+    def watch_session(self) -> None:
+        """Note when kerneltune's session (its plugins, settings and device) was made (``session+``/``-``)."""
+        from kerneltune.core.plugin_system import session
+
+        create = session.Session.create.__func__  # type: ignore[attr-defined]
+
+        def noted(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            self.note("session+", 0)
+            try:
+                return create(cls, *args, **kwargs)
+            finally:
+                self.note("session-", 0)
+
+        session.Session.create = classmethod(noted)  # type: ignore[method-assign, assignment]
 
     def watch_loads(self) -> None:
         """Note when a compiled kernel is loaded (``load+``/``load-``) and a C stub built (``cc``)."""
@@ -224,6 +242,10 @@ class Timeline:
     @hookimpl
     def kerneltune_candidate_measured(self, event: Any) -> None:
         self.note("measured", event.candidate.index)
+
+    @hookimpl
+    def kerneltune_tuning_started(self, event: Any) -> None:
+        self.note("tuning", 0)
 
 
 def search_child() -> dict[str, Any]:

@@ -28,16 +28,22 @@ tuned by
   (the wheel is never installed: its own ``triton`` package would replace
   Triton's). It logs every step under ``torch.distributed.get_rank()``, so its
   processes start a one-rank gloo group first, untimed;
-* ``stock``: ``triton.autotune`` (its own do_bench tuning), for reference.
+* ``stock``: ``triton.autotune`` (its own do_bench tuning), for reference;
+* ``kerneltune-before``: the ``kerneltune`` side with kerneltune imported from
+  the folder ``BENCH_BEFORE`` names (an earlier tree, installed there with
+  ``pip install --target``), for a before-and-after in one run.
 
 First one cold process per tuner (stock, then kerneltune) fills a new
 ``TRITON_CACHE_DIR`` with every program either compiles; a separate warm
 process (the oracle) times every config with bench/regret.py's interleaved
 ``do_bench`` rounds; then ``--reps`` rounds, each running every side once in
 turn in a fresh process on that Triton cache. A pick's regret is its oracle
-time over the fastest's, minus one.
+time over the fastest's, minus one. ``--timeline`` prints, per process, when
+each kernel was loaded onto the device (``load+``/``load-``) and, for
+kerneltune, when each candidate was measured; with ``BENCH_PROFILE=<folder>``
+(an absolute path) each child writes its main thread's profile there.
 
-    python3 bench/restart.py [--reps 4] [--sides ...] [--oracle-rounds 5] [--json FILE]
+    python3 bench/restart.py [--reps 4] [--sides ...] [--oracle-rounds 5] [--json FILE] [--timeline]
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ DISK = "KERNELTUNE_CONTEXTUAL_CACHE"
 SIDES: dict[str, tuple[str, dict[str, str]]] = {
     "kerneltune": ("kerneltune", {}),
     "kerneltune-disk": ("kerneltune", {DISK: "disk"}),
+    "kerneltune-before": ("kerneltune", {}),
     "triton-dist": ("triton-dist", {}),
     "stock": ("stock", {}),
 }
@@ -201,19 +208,33 @@ def child(mode: str, oracle_rounds: int) -> dict[str, Any]:
         for config in work.configs:
             work.launch(config)
         return {"oracle_ms": regret.oracle(work, oracle_rounds)}
+    from cold import Timeline  # bench/ is on the path where this runs as a script
+
     result: dict[str, Any] = {}
+    timeline = Timeline()
+    if mode == "kerneltune":
+        timeline.watch_warm_up()  # and the loads, and the session
+    else:
+        timeline.watch_loads()
     if mode == "kerneltune":
         from triton_dist.autotuner import contextual_autotune
 
         tunings = Tunings()
         add_plugin(tunings)
+        add_plugin(timeline)
     elif mode == "triton-dist":
         import torch.distributed as dist
 
         contextual_autotune = load_peer().contextual_autotune
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     torch.cuda.synchronize()
-    started = time.perf_counter()
+    profile = None
+    if os.environ.get("BENCH_PROFILE"):
+        import cProfile
+
+        profile = cProfile.Profile()
+        profile.enable()
+    started = timeline.started = time.perf_counter()
     tuned = work.autotuned()
     if mode == "stock":
         work.launch_autotuned(tuned)
@@ -226,6 +247,15 @@ def child(mode: str, oracle_rounds: int) -> dict[str, Any]:
         outer()
     torch.cuda.synchronize()
     result["seconds"] = time.perf_counter() - started
+    if profile is not None:
+        import pstats
+
+        profile.disable()
+        with open(Path(os.environ["BENCH_PROFILE"], f"{mode}-{os.getpid()}.txt"), "w") as out:
+            stats = pstats.Stats(profile, stream=out)
+            stats.sort_stats("cumulative").print_stats(60)
+            stats.sort_stats("tottime").print_stats(30)
+    result["timeline"] = timeline.events
     best = getattr(tuned, "best_config", None)
     result["pick"] = work.configs.index(best) if best is not None else None
     work.check()  # after the clock: a reference product is no part of the tuning
@@ -248,6 +278,8 @@ def spawn(side: str, triton_cache: str, picks: str, oracle_rounds: int = 0) -> d
     mode, extra = SIDES.get(side, (side, {}))
     env = {k: v for k, v in os.environ.items() if k != DISK}
     env.update(extra, TRITON_CACHE_DIR=triton_cache, TRITON_DIST_AUTOTUNE_CACHE_DIR=picks)
+    if side == "kerneltune-before":
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (before_tree(), env.get("PYTHONPATH"))))
     cwd = Path(fresh("child"))
     command = [
         sys.executable,
@@ -263,6 +295,16 @@ def spawn(side: str, triton_cache: str, picks: str, oracle_rounds: int = 0) -> d
     if done.returncode != 0:
         raise SystemExit(f"{side}: the child failed with exit status {done.returncode} (its error is above)")
     return json.loads((cwd / "result.json").read_text()) | {"cwd": str(cwd)}
+
+
+def before_tree() -> str:
+    """Where the ``kerneltune-before`` side imports kerneltune from: ``BENCH_BEFORE``."""
+    before = os.environ.get("BENCH_BEFORE", "")
+    if not before:
+        raise SystemExit(
+            "the kerneltune-before side needs BENCH_BEFORE: the folder an earlier tree is installed in"
+        )
+    return before
 
 
 def fresh(what: str) -> str:
@@ -326,6 +368,9 @@ def main() -> None:
     parser.add_argument("--oracle-rounds", type=int, default=5)
     parser.add_argument("--json", help="write every number here")
     parser.add_argument(
+        "--timeline", action="store_true", help="print when each kernel loaded and was measured"
+    )
+    parser.add_argument(
         "--fetch-peer", metavar="WHEEL", help=f"unpack {PEER_MEMBER} from this triton-dist wheel into .peer/"
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -343,6 +388,8 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown sides {unknown}: choose from {', '.join(SIDES)}")
     peer = peer_source() if "triton-dist" in sides else None  # a missing or edited copy stops the run here
+    if "kerneltune-before" in sides:
+        before_tree()
     import torch
     import triton
 
@@ -368,6 +415,10 @@ def main() -> None:
                 f"  rep {rep} {side:<16} {result['seconds']:7.3f} s  pick {result['pick']}{measured}",
                 flush=True,
             )
+            if args.timeline and result.get("timeline"):
+                print(
+                    "    " + " ".join(f"{s:.3f}:{what}{i}" for s, what, i in result["timeline"]), flush=True
+                )
     rows = summarise(results, oracle_ms)
     print_table(rows, oracle_ms)
     if args.json:

@@ -281,6 +281,7 @@ def test_a_program_the_cache_holds_is_loaded_here_and_only_a_miss_is_forked(monk
     assert backend.compiled() == sorted(
         [("here", "a"), ("here", "c"), ("child", "b"), ("here", "b"), ("child", "d"), ("here", "d")]
     )
+    assert backend.readied == 2, "only a fork waits for the compiler's set-up; a probe does not ask for it"
     assert all(error is None for _, error, _, _ in watch.finished)
 
 
@@ -545,9 +546,37 @@ def test_triton_compiles_stay_on_threads_where_nothing_is_compiled_or_the_cache_
     assert compiler.forked_compiles() is None, "a custom cache may not reach another process"
 
 
+def test_the_shared_memory_check_asks_each_driver_helper_once_per_device(monkeypatch):
+    class Utils:
+        def __init__(self, limit):
+            self.limit, self.asked = limit, 0
+
+        def get_device_properties(self, device):
+            self.asked += 1
+            return {"max_shared_mem": self.limit}
+
+    class Driver:
+        def __init__(self, utils):
+            self.utils, self.device = utils, 0
+
+        def get_current_device(self):
+            return self.device
+
+    monkeypatch.setattr(compiler, "_shared_limits", {})
+    first, second = Driver(Utils(1000)), Driver(Utils(4000))
+    assert [compiler._shared_memory_limit(first) for _ in range(3)] == [1000] * 3
+    assert first.utils.asked == 1, "one query per process and device, not one per candidate"
+    first.device = 1
+    first.utils.limit = 2000
+    assert compiler._shared_memory_limit(first) == 2000 and first.utils.asked == 2, "each device its own"
+    assert compiler._shared_memory_limit(second) == 4000, "a new driver's limit, not the old one's"
+    assert second.utils.asked == 1
+
+
 def test_the_warm_up_compiles_once_off_the_calling_thread_and_forks_wait_for_it(monkeypatch):
     monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
     monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
+    monkeypatch.setattr(compiler.warm_cache, "holds_triton_key", lambda: False)  # a cache never used
     order = []
     hashing = threading.Thread(target=lambda: None)
     bind = lambda: None  # noqa: E731
@@ -573,6 +602,61 @@ def test_the_warm_up_compiles_once_off_the_calling_thread_and_forks_wait_for_it(
     waiting.join(timeout=10)
     assert not waiting.is_alive() and compiled == ["kerneltune-warm-up"], "once, off the calling thread"
     assert order == ["hash", "driver"], "Triton hashes itself while the driver is built"
+
+
+def test_the_hash_a_contextual_call_starts_is_the_one_the_warm_up_waits_for(monkeypatch):
+    monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
+    monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
+    monkeypatch.setattr(compiler.warm_cache, "holds_triton_key", lambda: True)
+    monkeypatch.setattr(compiler, "_device_binding_or_none", lambda: None)
+    started = []
+    hashing = threading.Thread(target=lambda: None)
+    monkeypatch.setattr(compiler, "_start_hashing", lambda: started.append(hashing) or hashing)
+    compiler.start_hashing()
+    compiler.start_hashing()
+    compiler.warm_up()
+    assert started == [hashing] and compiler._warm.hashing is hashing, "one hash per process"
+
+
+def test_over_a_used_triton_cache_the_warm_up_waits_for_the_first_fork(monkeypatch):
+    # A restart finds its programs in the cache: loading them needs the hash and the
+    # driver, not the code generators' imports and the empty kernel a fork inherits.
+    monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
+    monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
+    monkeypatch.setattr(compiler.warm_cache, "holds_triton_key", lambda: True)
+    hashed = threading.Event()
+    hashing = threading.Thread(target=hashed.wait, args=(10,))
+    hashing.start()
+    bind = lambda: None  # noqa: E731
+    monkeypatch.setattr(compiler, "_start_hashing", lambda: hashing)
+    monkeypatch.setattr(compiler, "_device_binding_or_none", lambda: bind)
+    release, compiled = threading.Event(), []
+
+    def compile_empty(binding):
+        assert binding.result(timeout=10) is bind
+        release.wait(timeout=10)
+        compiled.append(threading.current_thread().name)
+
+    monkeypatch.setattr(compiler, "_compile_empty", compile_empty)
+    compiler.warm_up()
+    assert compiler._warm.thread is None, "nothing compiles until a fork needs it"
+    probe = threading.Thread(target=compiler._warmed)
+    probe.start()
+    probe.join(timeout=0.2)
+    assert probe.is_alive(), "a probe's compile waits for the hash"
+    hashed.set()
+    probe.join(timeout=10)
+    assert not probe.is_alive() and compiler._warm.thread is None, "and only for the hash"
+    process = compiler.TritonCompileProcess(driver=None, device=0, target=None)
+    forks = [threading.Thread(target=process.ready) for _ in range(3)]
+    for fork in forks:
+        fork.start()
+    forks[0].join(timeout=0.2)
+    assert all(fork.is_alive() for fork in forks), "the first forks start the warm-up and wait for it"
+    release.set()
+    for fork in forks:
+        fork.join(timeout=10)
+    assert compiled == ["kerneltune-warm-up"], "once, off the calling thread"
 
 
 def test_the_warm_up_imports_at_once_and_compiles_after_the_hash_and_the_driver(monkeypatch):

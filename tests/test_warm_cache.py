@@ -67,6 +67,7 @@ def test_tritons_own_key_is_served_from_the_file_beside_its_cache(tmp_path, monk
         monkeypatch.setattr(module, "triton_key", module.triton_key)  # restored after the test
     monkeypatch.setattr(warm_cache, "_key_installed", False)
 
+    assert not warm_cache.holds_triton_key(), "a cache never used keeps no record"
     warm_cache.remember_triton_key()
     patched = [module for module in holders if module.triton_key is not original]
     assert patched, "every module holding Triton's triton_key now holds the remembering one"
@@ -74,6 +75,7 @@ def test_tritons_own_key_is_served_from_the_file_beside_its_cache(tmp_path, monk
     kept = json.loads((tmp_path / "triton-cache" / warm_cache.KEY_FILE).read_text())
     assert kept["key"] == original()
     assert kept["fingerprint"] == warm_cache.fingerprint(Path(triton.__file__).parent)
+    assert warm_cache.holds_triton_key(), "the record says this install has used the cache"
 
 
 def test_search_params_lets_a_probes_miss_through_without_dropping_the_candidate():

@@ -401,7 +401,6 @@ class CompileStage:
         if not self._probes:
             return False
         child = cast(ProbingCompileProcess, self._child)  # probes() said so
-        child.ready()  # the probe needs the compiler's set-up (Triton's hash) as a compile does
         with self._quiet(candidate.index):
             try:
                 with child.probing():

@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-import filelock
 import msgpack
 from kerneltune.core import (
     CacheReadError,
@@ -141,6 +140,10 @@ class FileCache:
             return
         path = self._path(folder, digest)
         payload = self.encode(data)
+        # Imported here, not with the module: every session loads this plugin, and most
+        # never store (contextual picks live in the process); filelock is dozens of modules.
+        import filelock
+
         # An explicit mode, as every other file here has: filelock would otherwise take the umask's.
         with filelock.FileLock(str(path) + ".lock", mode=0o600):
             self._remove_stale_temporaries(folder)

@@ -43,13 +43,30 @@ def shared_memory_problem(compiled: Any) -> str | None:
     try:
         from triton.runtime import driver
 
-        properties = driver.active.utils.get_device_properties(driver.active.get_current_device())
+        limit = _shared_memory_limit(driver.active)
     except Exception:
         return None
-    limit = properties.get("max_shared_mem") if isinstance(properties, dict) else None
-    if isinstance(limit, int) and shared > limit:
+    if limit is not None and shared > limit:
         return f"needs {shared} bytes of shared memory, the device has {limit}"
     return None
+
+
+#: Each device's shared memory limit and the driver helper that said it, asked once
+#: per helper and device: the query takes about 1 ms, and every compiled candidate is checked.
+_shared_limits: dict[int, tuple[Any, int | None]] = {}
+
+
+def _shared_memory_limit(active: Any) -> int | None:
+    """The shared memory per block, in bytes, of the device that ``active`` (Triton's driver) is on;
+    ``None`` if the driver does not say."""
+    device = active.get_current_device()
+    utils = active.utils
+    known = _shared_limits.get(device)
+    if known is None or known[0] is not utils:  # another driver since (tests swap them)
+        properties = utils.get_device_properties(device)
+        limit = properties.get("max_shared_mem") if isinstance(properties, dict) else None
+        known = _shared_limits[device] = (utils, limit if isinstance(limit, int) else None)
+    return known[1]
 
 
 def out_of_resources(exc: BaseException) -> bool:
@@ -149,9 +166,14 @@ class _WarmUp:
     """The compiler's one-time set-up in this process, on a background thread (:func:`warm_up`)."""
 
     def __init__(self) -> None:
+        #: the thread importing the code generators and compiling an empty kernel, once started.
         self.thread: threading.Thread | None = None
         #: the thread hashing Triton (:func:`_hash_triton`), once started.
         self.hashing: threading.Thread | None = None
+        #: the driver's binding for the warm-up thread, set once the driver is built.
+        self.binding: concurrent.futures.Future[Thunk | None] | None = None
+        #: the warm-up thread waits for the first compile process (:meth:`TritonCompileProcess.ready`).
+        self.deferred = False
         #: :func:`warm_up` ran here (once is enough).
         self.tried = False
         self.lock = threading.Lock()
@@ -175,6 +197,21 @@ def _hash_triton() -> None:
         triton_key()
     except Exception:
         pass  # best effort: the first compile hashes instead
+
+
+def start_hashing() -> None:
+    """Start Triton's hash of itself on a thread of its own, once per process.
+
+    Every compile and every load of a Triton kernel needs it: the Triton
+    interceptor starts it as soon as a ``contextual_autotune`` call begins,
+    ahead of the launches it will intercept, and :func:`warm_up` waits for
+    this one instead of starting another.
+    """
+    if _warm.hashing is not None or adapter.interpreting():
+        return
+    with _warm.lock:
+        if _warm.hashing is None:
+            _warm.hashing = _start_hashing()
 
 
 def _start_hashing() -> threading.Thread | None:
@@ -236,6 +273,14 @@ def warm_up() -> None:
     on a cache hit, which compiles nothing, nor for work that launches no
     kernel. Every compile waits for it to end (:func:`_warmed`), so none of
     it outlives the compiles and runs beside a measurement.
+
+    Where Triton's cache already keeps kerneltune's record of Triton's hash
+    (:func:`warm_cache.holds_triton_key`), the cache has served this install
+    before and a restarted tuning usually finds every program there: then
+    only the hash and the driver start here, and the warm-up thread waits
+    for the first compile that has to fork (:meth:`TritonCompileProcess.ready`).
+    A tuning whose programs are all cached loads them without importing the
+    code generators or compiling the empty kernel.
     """
     if _warm.tried or adapter.interpreting():
         return  # every recorded launch makes this check: no lock on the way
@@ -245,17 +290,28 @@ def warm_up() -> None:
         _warm.tried = True
         # Three things at once: Triton reads and hashes its files, the warm-up
         # thread imports, and this thread has the C compiler build the driver.
-        _warm.hashing = _start_hashing()
-        binding: concurrent.futures.Future[Thunk | None] = concurrent.futures.Future()
-        _warm.thread = threading.Thread(
-            target=_compile_empty, args=(binding,), name="kerneltune-warm-up", daemon=True
-        )
-        _warm.thread.start()
+        if _warm.hashing is None:
+            _warm.hashing = _start_hashing()
+        _warm.binding = concurrent.futures.Future()
+        _warm.deferred = warm_cache.holds_triton_key()
+        if not _warm.deferred:
+            _start_warm_up_thread()
         bind = None
         try:
             bind = _device_binding_or_none()
         finally:
-            binding.set_result(bind)  # whatever happens here: the warm-up thread waits for it
+            _warm.binding.set_result(bind)  # whatever happens here: the warm-up thread waits for it
+
+
+def _start_warm_up_thread() -> None:
+    """Start the thread that imports the code generators and compiles an empty kernel.
+
+    The caller holds ``_warm.lock``.
+    """
+    _warm.thread = threading.Thread(
+        target=_compile_empty, args=(_warm.binding,), name="kerneltune-warm-up", daemon=True
+    )
+    _warm.thread.start()
 
 
 @attrs.frozen
@@ -277,8 +333,13 @@ class TritonCompileProcess:
         Only once it is over: a child forked while the warm-up thread imports
         a module inherits that module's import lock, held by a thread the
         child does not have, and hangs at its own import of it (seen on an
-        H200 when forks waited only for the hash).
+        H200 when forks waited only for the hash). A warm-up that
+        :func:`warm_up` deferred starts here, for the first fork.
         """
+        if _warm.deferred and _warm.thread is None:
+            with _warm.lock:
+                if _warm.thread is None and _warm.binding is not None:
+                    _start_warm_up_thread()
         thread = _warm.thread
         if thread is not None:
             thread.join()
@@ -292,7 +353,8 @@ class TritonCompileProcess:
         compiles anything: the probe wraps that lookup (Triton's
         ``get_cache_manager`` in its compiler module). Where a release has
         no such lookup, every compile under the probe is a miss, and
-        compiles fork as they did without one.
+        compiles fork as they did without one. A lookup needs Triton's hash
+        of itself: the probe's compile waits for it (:func:`_warmed`).
         """
         with warm_cache.probing():
             yield
@@ -369,7 +431,7 @@ def _hashed() -> None:
 
 
 def _warmed() -> None:
-    """Wait for the whole warm-up, where one is under way.
+    """Wait for the whole warm-up, where one is under way: the hash, and the warm-up thread if started.
 
     A compile needs the hash for its cache key, and Triton does not share
     one under way: each compile on a pool thread that came before it would
@@ -378,6 +440,7 @@ def _warmed() -> None:
     compiles have ended no thread of the warm-up is left running beside a
     measurement.
     """
+    _hashed()
     thread = _warm.thread
     if thread is not None:
         thread.join()

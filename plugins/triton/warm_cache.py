@@ -171,6 +171,16 @@ def _triton_cache_dir() -> Path | None:
     return Path(folder) if folder else None
 
 
+def holds_triton_key() -> bool:
+    """Whether Triton's cache folder keeps a record of Triton's hash: a cache this install has used.
+
+    Only a hint of what the cache holds (the record may be stale, the
+    programs gone), read without reading the record.
+    """
+    cache = _triton_cache_dir()
+    return cache is not None and (cache / KEY_FILE).is_file()
+
+
 def remember_triton_key() -> None:
     """Serve Triton's hash of itself from the file kept beside its cache, where nothing of Triton changed.
 

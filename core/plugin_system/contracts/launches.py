@@ -45,6 +45,11 @@ class ProbingCompileProcess(CompileProcess, Protocol):
     def probing(self) -> contextlib.AbstractContextManager[None]:
         """Within the block, a compile on this thread that the on-disk cache cannot serve raises
         :class:`kerneltune.core.CompileMiss` before compiling anything; a hit loads as usual.
+
+        COMPILE probes before :meth:`ready`: a probe's compile waits for
+        what a lookup needs (Triton: its hash of itself), not for the whole
+        set-up a fork needs, which a tuning whose programs are all cached
+        never starts.
         """
         ...
 

@@ -111,12 +111,7 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
     add_plugin(timeline)
     timeline.watch_warm_up()
     torch.cuda.synchronize()
-    profile = None
-    if os.environ.get("BENCH_PROFILE"):
-        import cProfile
-
-        profile = cProfile.Profile()
-        profile.enable()
+    profile = start_profile()
     started = timeline.started = time.perf_counter()
     if mode == "stock":
         tuned = work.autotuned()
@@ -141,18 +136,35 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
         pick = tune_function(work, picks)
     torch.cuda.synchronize()
     seconds = time.perf_counter() - started
-    if profile is not None:
-        import pstats
-
-        profile.disable()
-        with open(Path(os.environ["BENCH_PROFILE"], f"{mode}-{os.getpid()}.txt"), "w") as out:
-            stats = pstats.Stats(profile, stream=out)
-            stats.sort_stats("cumulative").print_stats(45)
-            stats.sort_stats("tottime").print_stats(25)
+    write_profile(profile, mode)
     work.check()  # after the clock: a reference product is no part of the tuning
     if mode == "function-dist":
         dist.destroy_process_group()
     return {"seconds": seconds, "pick": pick, "configs": len(MATMUL_CONFIGS), "timeline": timeline.events}
+
+
+def start_profile() -> Any:
+    """A running profile of this thread where ``BENCH_PROFILE`` names a folder, else ``None``."""
+    if not os.environ.get("BENCH_PROFILE"):
+        return None
+    import cProfile
+
+    profile = cProfile.Profile()
+    profile.enable()
+    return profile
+
+
+def write_profile(profile: Any, mode: str) -> None:
+    """Stop ``profile`` (from :func:`start_profile`) and write it to BENCH_PROFILE/<mode>-<pid>.txt."""
+    if profile is None:
+        return
+    import pstats
+
+    profile.disable()
+    with open(Path(os.environ["BENCH_PROFILE"], f"{mode}-{os.getpid()}.txt"), "w") as out:
+        stats = pstats.Stats(profile, stream=out)
+        stats.sort_stats("cumulative").print_stats(60)
+        stats.sort_stats("tottime").print_stats(30)
 
 
 class Timeline:

@@ -208,7 +208,7 @@ def child(mode: str, oracle_rounds: int) -> dict[str, Any]:
         for config in work.configs:
             work.launch(config)
         return {"oracle_ms": regret.oracle(work, oracle_rounds)}
-    from cold import Timeline  # bench/ is on the path where this runs as a script
+    from cold import Timeline, start_profile, write_profile  # bench/ is on the path as a script
 
     result: dict[str, Any] = {}
     timeline = Timeline()
@@ -228,12 +228,7 @@ def child(mode: str, oracle_rounds: int) -> dict[str, Any]:
         contextual_autotune = load_peer().contextual_autotune
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     torch.cuda.synchronize()
-    profile = None
-    if os.environ.get("BENCH_PROFILE"):
-        import cProfile
-
-        profile = cProfile.Profile()
-        profile.enable()
+    profile = start_profile()
     started = timeline.started = time.perf_counter()
     tuned = work.autotuned()
     if mode == "stock":
@@ -247,14 +242,7 @@ def child(mode: str, oracle_rounds: int) -> dict[str, Any]:
         outer()
     torch.cuda.synchronize()
     result["seconds"] = time.perf_counter() - started
-    if profile is not None:
-        import pstats
-
-        profile.disable()
-        with open(Path(os.environ["BENCH_PROFILE"], f"{mode}-{os.getpid()}.txt"), "w") as out:
-            stats = pstats.Stats(profile, stream=out)
-            stats.sort_stats("cumulative").print_stats(60)
-            stats.sort_stats("tottime").print_stats(30)
+    write_profile(profile, mode)
     result["timeline"] = timeline.events
     best = getattr(tuned, "best_config", None)
     result["pick"] = work.configs.index(best) if best is not None else None

@@ -41,9 +41,14 @@ def test_the_documented_torchrun_command_tunes_on_two_ranks_and_then_hits(tmp_pa
     assert picks == [("0", "65536"), ("1", "65536")], first
     assert "tuning key" in first
     second = run()
-    # It measures nothing; only a pick the first run stored as uncertain (a loaded host: the
-    # suite runs beside other work) is re-checked once, head to head, as README.md says.
+    # It tunes nothing from scratch; only a pick the first run stored as uncertain (a loaded
+    # host: the suite runs beside other work) is re-checked once, head to head, as README.md
+    # says. A re-check on a noisy host may go on to re-time its near ties, and each
+    # candidate's time across the ranks is reported: those lines come with the re-check.
     measured = [line for line in second.splitlines() if "trimmed mean" in line]
-    assert all("(re-check" in line for line in measured), second
+    assert not measured or "(re-check" in measured[0], second
+    assert all(re.search(r"\((re-check|near-tie re-timing|slowest of 2 ranks)", line) for line in measured), (
+        second
+    )
     assert ("tuning key" in second) == bool(measured), second
     assert sorted(re.findall(r"rank (\d) of 2: picked chunk=(\d+)", second)) == picks

@@ -604,20 +604,6 @@ def test_the_warm_up_compiles_once_off_the_calling_thread_and_forks_wait_for_it(
     assert order == ["hash", "driver"], "Triton hashes itself while the driver is built"
 
 
-def test_the_hash_a_contextual_call_starts_is_the_one_the_warm_up_waits_for(monkeypatch):
-    monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
-    monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
-    monkeypatch.setattr(compiler.warm_cache, "holds_triton_key", lambda: True)
-    monkeypatch.setattr(compiler, "_device_binding_or_none", lambda: None)
-    started = []
-    hashing = threading.Thread(target=lambda: None)
-    monkeypatch.setattr(compiler, "_start_hashing", lambda: started.append(hashing) or hashing)
-    compiler.start_hashing()
-    compiler.start_hashing()
-    compiler.warm_up()
-    assert started == [hashing] and compiler._warm.hashing is hashing, "one hash per process"
-
-
 def test_over_a_used_triton_cache_the_warm_up_waits_for_the_first_fork(monkeypatch):
     # A restart finds its programs in the cache: loading them needs the hash and the
     # driver, not the code generators' imports and the empty kernel a fork inherits.

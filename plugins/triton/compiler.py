@@ -199,21 +199,6 @@ def _hash_triton() -> None:
         pass  # best effort: the first compile hashes instead
 
 
-def start_hashing() -> None:
-    """Start Triton's hash of itself on a thread of its own, once per process.
-
-    Every compile and every load of a Triton kernel needs it: the Triton
-    interceptor starts it as soon as a ``contextual_autotune`` call begins,
-    ahead of the launches it will intercept, and :func:`warm_up` waits for
-    this one instead of starting another.
-    """
-    if _warm.hashing is not None or adapter.interpreting():
-        return
-    with _warm.lock:
-        if _warm.hashing is None:
-            _warm.hashing = _start_hashing()
-
-
 def _start_hashing() -> threading.Thread | None:
     """Start :func:`_hash_triton` on a thread of its own, to overlap the driver's build."""
     thread = threading.Thread(target=_hash_triton, name="kerneltune-hash", daemon=True)
@@ -290,8 +275,7 @@ def warm_up() -> None:
         _warm.tried = True
         # Three things at once: Triton reads and hashes its files, the warm-up
         # thread imports, and this thread has the C compiler build the driver.
-        if _warm.hashing is None:
-            _warm.hashing = _start_hashing()
+        _warm.hashing = _start_hashing()
         _warm.binding = concurrent.futures.Future()
         _warm.deferred = warm_cache.holds_triton_key()
         if not _warm.deferred:

@@ -165,10 +165,8 @@ class TritonInterceptor:
             return
         adapter.register_key_types()
         if root is None and not adapter.interpreting():
-            # Before this call compiles or loads a kernel: Triton's hash of itself, kept across
-            # processes, and computed (or read back) on a thread from now on.
+            # Before this call compiles or loads a kernel: Triton's hash of itself, kept across processes.
             warm_cache.remember_triton_key()
-            compiler.start_hashing()
         owner = threading.get_ident()
         handling = False
 

@@ -290,12 +290,14 @@ def warm_up() -> None:
 def _start_warm_up_thread() -> None:
     """Start the thread that imports the code generators and compiles an empty kernel.
 
-    The caller holds ``_warm.lock``.
+    The caller holds ``_warm.lock``. The thread is published once started:
+    others read ``_warm.thread`` without the lock and join it.
     """
-    _warm.thread = threading.Thread(
+    thread = threading.Thread(
         target=_compile_empty, args=(_warm.binding,), name="kerneltune-warm-up", daemon=True
     )
-    _warm.thread.start()
+    thread.start()
+    _warm.thread = thread
 
 
 @attrs.frozen

@@ -176,6 +176,17 @@ def test_auto_on_an_npu_keeps_npu_event_unless_triton_bench_method_asks_for_the_
     assert type(Session.create(load_settings()).make_timer()) is NpuEventTimer
 
 
+def test_a_session_follows_triton_bench_method_set_after_it_was_made(npu, monkeypatch):
+    # The session chooses its timer once, but the variable changes the choice's priorities.
+    monkeypatch.delenv("TRITON_BENCH_METHOD", raising=False)
+    session = Session.create(load_settings())
+    assert type(session.make_timer()) is NpuEventTimer
+    monkeypatch.setenv("TRITON_BENCH_METHOD", "npu")
+    assert type(session.make_timer()) is NpuProfilerTimer
+    monkeypatch.setenv("TRITON_BENCH_METHOD", "default")
+    assert type(session.make_timer()) is NpuEventTimer
+
+
 def test_triton_bench_method_without_an_npu_leaves_auto_as_it_was(npu, monkeypatch, cpu_host):
     npu.available = False
     monkeypatch.setenv("TRITON_BENCH_METHOD", "npu")

@@ -335,6 +335,16 @@ def test_auto_prefers_the_npu_when_both_are_present(fake_cuda, fake_npu):
     assert type(Session.create(load_settings()).make_timer()) is NpuEventTimer
 
 
+def test_a_session_chooses_its_timer_once(fake_cuda, monkeypatch):
+    # Every measurement makes a timer: asking each timer whether it can run, each time, cost 0.1 ms.
+    session = Session.create(load_settings())
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: asked.append(1) or True)
+    timers = [session.make_timer() for _ in range(3)]
+    assert [type(t) for t in timers] == [CudaEventTimer] * 3 and len({id(t) for t in timers}) == 3
+    assert session.timer is CudaEventTimer and not asked
+
+
 # -- a whole tuning on the fake NPU --------------------------------------------------------------
 
 

@@ -136,7 +136,7 @@ def method_of(session: Session, schedule: Schedule) -> Method:
     return Method(
         objective=settings.objective,
         statistic=STATISTIC,
-        timer=session.registries.timers.select(settings.timer).name,
+        timer=session.timer.name,
         warmup=schedule.warmup,
         repeat=schedule.repeat,
     )

@@ -220,7 +220,7 @@ class Tuning(Rounds):
     def _host_clock(self) -> bool:
         """Whether samples are host time: the ``wall`` objective, or a timer without ``hold``."""
         settings = self.session.settings
-        timer = self.session.registries.timers.select(settings.timer)
+        timer = self.session.timer
         return settings.objective == WALL or not provides(timer, HoldingTimer)
 
     @property

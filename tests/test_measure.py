@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import types
 
 import pytest
@@ -353,6 +354,17 @@ def test_the_mean_leaves_out_a_fifth_of_the_samples_at_each_end():
     assert Measurement(0, samples=ten).mean == pytest.approx(39.2333, abs=1e-3), "two high ones left out"
     assert trimmed([3.0, 1.0, 2.0, 50.0]) == [1.0, 2.0, 3.0, 50.0], "fewer than five: all kept"
     assert standard_error([1.0, 1.0, 1.0, 1.0, 90.0]) == 0.0
+
+
+def test_the_standard_error_is_the_trimmed_samples_stdev_over_the_root_of_their_count():
+    samples = [0.1375, 0.1391, 0.1402, 0.1388, 0.1379, 0.1413, 0.1386, 0.1397, 0.1381, 0.2]
+    kept = trimmed(samples)
+    assert len(kept) == 6
+    expected = statistics.stdev(kept) / math.sqrt(len(kept))
+    assert standard_error(samples) == pytest.approx(expected, rel=1e-12)
+    assert standard_error([1e9 + 1, 1e9 + 2, 1e9 + 3]) == pytest.approx(1 / math.sqrt(3), rel=1e-9)
+    assert standard_error([2.0]) == math.inf
+    assert standard_error([2.0, math.inf]) == math.inf
 
 
 @pytest.mark.expected_warning(RuntimeWarning, match="runs on the host")

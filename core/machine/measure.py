@@ -88,9 +88,13 @@ def format_ms(value: float) -> str:
 def standard_error(samples: Sequence[float]) -> float:
     """The standard error of the trimmed samples' mean; ``inf`` with fewer than two."""
     kept = trimmed(list(samples))
-    if len(kept) < 2 or not all(math.isfinite(s) for s in kept):
+    count = len(kept)
+    if count < 2 or not all(math.isfinite(s) for s in kept):
         return math.inf
-    return statistics.stdev(kept) / math.sqrt(len(kept))
+    # In floats: statistics.stdev is exact, through fractions, and took 30 us a call here.
+    mean = math.fsum(kept) / count
+    variance = math.fsum((s - mean) ** 2 for s in kept) / (count - 1)
+    return math.sqrt(variance / count)
 
 
 class IdleDevice:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable
 from pathlib import Path
@@ -30,11 +31,21 @@ class Header:
         A contextual tuning's events name the tuned kernel ``kernel``: the
         header's ``function`` fills it.
         """
-        names = {field.name for field in attrs.fields(event)}
-        about = {name: value for name, value in attrs.asdict(self, recurse=False).items() if name in names}
+        names = _field_names(event)
+        about = {name: getattr(self, name) for name in _HEADER_FIELDS if name in names}
         if "kernel" in names:
             about["kernel"] = self.function
         return event(**about, **fields)
+
+
+#: The fields of :class:`Header`, in order.
+_HEADER_FIELDS = tuple(field.name for field in attrs.fields(Header))
+
+
+@functools.cache
+def _field_names(event: type[attrs.AttrsInstance]) -> frozenset[str]:
+    # Asked once per event class: the contextual tuner makes an event per launch.
+    return frozenset(field.name for field in attrs.fields(event))
 
 
 @attrs.frozen

@@ -32,6 +32,7 @@ from kerneltune.core import (
     hookimpl,
     remove_plugin,
 )
+from kerneltune.core.machine import warm_start
 from kerneltune.core.machine.warm_start import (
     choose,
     config_distance,
@@ -166,6 +167,18 @@ def test_keys_tuned_in_order_follow_the_drift_measuring_the_budget_each(swept, i
     for m in (32, 64, 128, 256, 512, 1024):
         assert tuned(m) == math.log2(m) - 3
         assert len(swept.measured()) <= 5
+    assert warm_record(isolated, 1024)["warm_start"]["from"] == 512
+
+
+def test_a_sweep_parses_each_stored_record_once(swept, isolated, monkeypatch):
+    parsed = []
+    parse = warm_start._parse
+    monkeypatch.setattr(warm_start, "_parse", lambda data: parsed.append(data) or parse(data))
+    tuned = swept.tuner(warm_start="nearest")
+    for m in (16, 32, 64, 128, 256, 512, 1024):
+        tuned(m)
+    # Each key's record is parsed by the next key's warm start, and read from memory by the later ones.
+    assert sorted(data["key"] for data in parsed) == [16, 32, 64, 128, 256, 512]
     assert warm_record(isolated, 1024)["warm_start"]["from"] == 512
 
 

@@ -204,7 +204,8 @@ def _plan(setup: Setup, record: TuningRecord | None, kept: tuple[int, ...], *, r
         return plan_reuse(record, space, kept, method_of(session, schedule), adaptive=schedule.adaptive)
     if _warm(setup) and not session.settings.always_tune:
         screen = setup.warm.mode == SCREEN
-        return propose(session, space, setup.encoded, kept, setup.records, setup.warm.budget, screen)
+        known = setup.records
+        return propose(session, space, setup.encoded, kept, known, setup.warm.budget, screen, setup.parsed)
     return None
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from kerneltune.core.machine.schedule import Schedule, Setup
 from kerneltune.core.machine.tuning import Tuning
-from kerneltune.core.machine.warm_start import MODES, WarmStart
+from kerneltune.core.machine.warm_start import MODES, Parsed, WarmStart
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.keys import digest, encode_key
 from kerneltune.core.values.records import Candidate
@@ -45,6 +45,8 @@ class Tuner:
         self.space = space
         self.picks: dict[Hashable, Candidate] = {} if picks is None else picks
         self.records: dict[str, dict[str, Any]] = {} if records is None else records
+        #: ``records`` parsed, by entry, as warm starts read them (:func:`.warm_start.stored_records`).
+        self.parsed: Parsed = {}
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -142,6 +144,7 @@ class Tuner:
                 driver=driver,
                 legacy_entry=legacy,
                 warm=warm,
+                parsed=self.parsed,
             )
             tuning = Tuning(setup)
             tuning.prepare(keep, failure)

@@ -7,7 +7,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from kerneltune.core.machine.warm_start import WarmStart
+from kerneltune.core.machine.warm_start import Parsed, WarmStart
 from kerneltune.core.values.records import Candidate
 from kerneltune.core.values.space import Space
 
@@ -86,3 +86,5 @@ class Setup:
     legacy_entry: str | None = None
     #: whether a key without a record warm starts, and within what budget.
     warm: WarmStart = attrs.field(factory=WarmStart)
+    #: the records a warm start read before, parsed, by entry (:func:`~.warm_start.stored_records`).
+    parsed: Parsed = attrs.field(factory=dict)

@@ -183,11 +183,21 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def stored_records(session: Session, space: Space, known: dict[str, dict[str, Any]]) -> list[TuningRecord]:
+#: Records parsed from their plain data, by entry: the data, and its record (``None``: unreadable).
+Parsed = dict[str, tuple[dict[str, Any], TuningRecord | None]]
+
+
+def stored_records(
+    session: Session, space: Space, known: dict[str, dict[str, Any]], parsed: Parsed | None = None
+) -> list[TuningRecord]:
     """The records of ``space``'s function that this process knows or the cache lists.
 
     :param known: the records this process made or read, by entry; the
         listed ones read here are added to it, so each is read once.
+    :param parsed: what earlier calls parsed, by entry; each entry's data is
+        parsed again only once it is other data (a new record stored under
+        it). A sweep of 30 keys would otherwise parse 29 records for its
+        last key, at 0.14 ms each.
     """
     cache = session.cache
     if provides(cache, ListingCache):
@@ -208,15 +218,25 @@ def stored_records(session: Session, space: Space, known: dict[str, dict[str, An
                 continue
             if data is not None:
                 known[entry] = data
+    parsed = {} if parsed is None else parsed
     records = []
-    for data in list(known.values()):
-        try:
-            record = TuningRecord.from_data(data)
-            record.check_pick()
-        except CacheReadError:
-            continue
-        records.append(record)
+    for entry, data in list(known.items()):
+        held = parsed.get(entry)
+        if held is None or held[0] is not data:
+            held = parsed[entry] = (data, _parse(data))
+        if held[1] is not None:
+            records.append(held[1])
     return records
+
+
+def _parse(data: dict[str, Any]) -> TuningRecord | None:
+    """The record ``data`` holds, checked; ``None`` for one that does not read."""
+    try:
+        record = TuningRecord.from_data(data)
+        record.check_pick()
+    except CacheReadError:
+        return None
+    return record
 
 
 def nearest(
@@ -334,6 +354,7 @@ def propose(
     known: dict[str, dict[str, Any]],
     budget: int,
     screen: bool = False,
+    parsed: Parsed | None = None,
 ) -> Plan | None:
     """The warm start for ``key``, or ``None`` to tune every kept candidate.
 
@@ -342,11 +363,12 @@ def propose(
 
     :param key: the new key, encoded.
     :param known: the records this process made or read, by entry (see :func:`stored_records`).
+    :param parsed: the records parsed before, by entry (see :func:`stored_records`).
     :raises PluginError: for a ``kerneltune_key_distance`` answer that is not a distance.
     """
     if len(kept) <= budget:
         return None
-    records = stored_records(session, space, known)
+    records = stored_records(session, space, known, parsed)
     allowed = dict.fromkeys(kept)
     # The nearest keys that timed any of the kept candidates.
     found = nearest(session, space, key, records, session.settings.objective)

@@ -10,6 +10,7 @@ import pytest
 import torch
 import triton
 from kerneltune.core import NoStoredPickError
+from kerneltune.plugins.observers import contextual_log
 
 from triton_dist.autotuner import contextual_autotune
 from triton_dist.tune import autotune
@@ -85,3 +86,21 @@ def test_contextual_log_file_is_private(monkeypatch, isolated):
     log = isolated.parent / ".autotune_logs" / "rank-0.log"
     assert log.exists()
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
+def test_the_contextual_log_is_opened_once_per_kernel_tuned_and_closed_after(monkeypatch, isolated):
+    opened = []
+    real = contextual_log.open_private_append
+    monkeypatch.setattr(contextual_log, "open_private_append", lambda path: opened.append(path) or real(path))
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run_scale(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    run_scale(torch.randn(64, device=kernels.DEVICE))
+    assert len(opened) == 1 and not contextual_log._open
+    lines = (isolated.parent / ".autotune_logs" / "rank-0.log").read_text().splitlines()
+    configs = len(scale_kernel.configs)
+    assert sum(" round " in line for line in lines) == 3 * configs, "a line per launch, all written"
+    assert sum(" mean " in line for line in lines) == configs and "best config" in lines[-1]

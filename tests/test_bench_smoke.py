@@ -19,11 +19,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_bench(script: str, *arguments: str, tmp_path: Path) -> dict:
-    out = tmp_path / "out.json"
+def run_script(script: str, *arguments: str, tmp_path: Path) -> str:
+    """Run bench/``script`` with ``arguments`` in ``tmp_path`` under the interpreter; its output."""
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / script), "--smoke", f"--out={out}", *arguments],
+        [sys.executable, str(ROOT / "bench" / script), *arguments],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -32,6 +32,12 @@ def run_bench(script: str, *arguments: str, tmp_path: Path) -> dict:
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def run_bench(script: str, *arguments: str, tmp_path: Path) -> dict:
+    out = tmp_path / "out.json"
+    run_script(script, "--smoke", f"--out={out}", *arguments, tmp_path=tmp_path)
     return json.loads(out.read_text())
 
 
@@ -263,3 +269,15 @@ def test_restart_reports_the_disk_sides_first_rep_apart_from_its_restarts():
     assert restart["over_stock"] == pytest.approx(0.125)
     assert rows["triton-dist"]["regrets"] == [pytest.approx(0.25)] * 3
     assert restart["regrets"] == [0.0, 0.0]
+
+
+def test_the_overhead_bench_measures_every_workload(tmp_path):
+    out = tmp_path / "out.json"
+    printed = run_script("overhead.py", "--keys", "3", "--reps", "1", "--json", str(out), tmp_path=tmp_path)
+    result = json.loads(out.read_text())
+    assert set(result) == {"function after", "screen after", "contextual after"}
+    for row in result.values():
+        # A process's first tuning pays imports and is left out; every later one costs something.
+        assert len(row["overhead_s"]) == len(row["per_run_s"]) == 2
+        assert all(0 < seconds < 5 for seconds in row["overhead_s"])
+    assert [line.split()[0] for line in printed.splitlines()[1:]] == ["function", "screen", "contextual"]

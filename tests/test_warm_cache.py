@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -55,18 +56,23 @@ def test_a_store_that_cannot_be_written_leaves_the_value_computed(tmp_path):
     assert warm_cache.remembered(lambda: "value", root, blocker / "key.json") == "value"
 
 
-def test_tritons_own_key_is_served_from_the_file_beside_its_cache(tmp_path, monkeypatch):
+@pytest.fixture
+def holders(tmp_path, monkeypatch):
+    """Triton's modules that hold its ``triton_key``, restored after the test; a fresh cache folder."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
-    holders = [
+    found = [
         module
         for name, module in list(sys.modules.items())
         if (name == "triton" or name.startswith("triton.")) and hasattr(module, "triton_key")
     ]
-    original = next(sys.modules[name].triton_key for name in warm_cache.KEY_MODULES if name in sys.modules)
-    for module in holders:
-        monkeypatch.setattr(module, "triton_key", module.triton_key)  # restored after the test
+    for module in found:
+        monkeypatch.setattr(module, "triton_key", module.triton_key)
     monkeypatch.setattr(warm_cache, "_key_installed", False)
+    return found
 
+
+def test_tritons_own_key_is_served_from_the_file_beside_its_cache(tmp_path, holders):
+    original = next(sys.modules[name].triton_key for name in warm_cache.KEY_MODULES if name in sys.modules)
     assert not warm_cache.holds_triton_key(), "a cache never used keeps no record"
     warm_cache.remember_triton_key()
     patched = [module for module in holders if module.triton_key is not original]
@@ -104,3 +110,29 @@ def test_search_params_lets_a_probes_miss_through_without_dropping_the_candidate
     with pytest.raises(ValueError):
         launcher.build(candidate)
     assert launcher.dropped == {3} and launcher.failures == {3: "ValueError: bad IR"}
+
+
+def test_threads_asking_for_tritons_key_at_once_compute_it_once(holders, monkeypatch):
+    computed, started = [], threading.Barrier(4)
+
+    def slow_key() -> str:
+        computed.append(threading.current_thread().name)
+        time.sleep(0.2)  # Triton's own hash: a third of a second on an H200's host
+        return "the key"
+
+    for module in holders:
+        module.triton_key = slow_key  # the fixture restores Triton's own
+    warm_cache.remember_triton_key()
+    patched = next(module.triton_key for module in holders if module.triton_key is not slow_key)
+    answers = []
+
+    def ask() -> None:
+        started.wait()
+        answers.append(patched())
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert answers == ["the key"] * 4 and len(computed) == 1

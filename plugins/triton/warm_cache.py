@@ -209,10 +209,16 @@ def remember_triton_key() -> None:
             return
         root = Path(triton.__file__).parent
         store = cache / KEY_FILE
+        kept: list[str] = []
+        computing = threading.Lock()
 
-        @functools.cache
         def triton_key() -> str:
-            return remembered(original, root, store)
+            # Compiles on several threads ask at once: one computes, the others wait for it.
+            if not kept:
+                with computing:
+                    if not kept:
+                        kept.append(remembered(original, root, store))
+            return kept[0]
 
         for name, module in list(sys.modules.items()):
             if (name == "triton" or name.startswith("triton.")) and getattr(

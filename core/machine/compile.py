@@ -255,12 +255,7 @@ class CompileStage:
                         continue
                 elif index in self._futures:
                     continue
-                self._compilers[index] = compile_one
-                if self._pool is None:
-                    self._pool = concurrent.futures.ThreadPoolExecutor(
-                        max_workers=self._workers, thread_name_prefix="kerneltune-compile"
-                    )
-                self._futures[index] = self._pool.submit(self._run, candidate)
+                self._submit(candidate, compile_one, ahead=False)
 
     def ahead(self, candidates: Sequence[Candidate], compile_one: Callable[[Candidate], object]) -> None:
         """Compile these in the background: candidates an adaptive driver expects to ask for next.
@@ -288,13 +283,26 @@ class CompileStage:
                 index = candidate.index
                 if index in self._futures:
                     continue
-                self._compilers[index] = compile_one
-                if self._ahead_pool is None:
-                    self._ahead_pool = concurrent.futures.ThreadPoolExecutor(
-                        max_workers=self._workers, thread_name_prefix="kerneltune-compile-ahead"
-                    )
                 self._ahead.add(index)
-                self._futures[index] = self._ahead_pool.submit(self._run, candidate)
+                self._submit(candidate, compile_one, ahead=True)
+
+    def _submit(
+        self, candidate: Candidate, compile_one: Callable[[Candidate], object], *, ahead: bool
+    ) -> None:
+        """Hand ``candidate`` to the pool of the compiles waited for, or of those ``ahead``; under the lock.
+
+        Each pool is made by its first compile.
+        """
+        self._compilers[candidate.index] = compile_one
+        pool = self._ahead_pool if ahead else self._pool
+        if pool is None:
+            prefix = "kerneltune-compile-ahead" if ahead else "kerneltune-compile"
+            pool = concurrent.futures.ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix=prefix)
+            if ahead:
+                self._ahead_pool = pool
+            else:
+                self._pool = pool
+        self._futures[candidate.index] = pool.submit(self._run, candidate)
 
     def _is_ahead(self, index: int) -> bool:
         with self._lock:

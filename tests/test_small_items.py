@@ -104,3 +104,21 @@ def test_the_contextual_log_is_opened_once_per_kernel_tuned_and_closed_after(mon
     configs = len(scale_kernel.configs)
     assert sum(" round " in line for line in lines) == 3 * configs, "a line per launch, all written"
     assert sum(" mean " in line for line in lines) == configs and "best config" in lines[-1]
+
+
+def test_a_contextual_log_removed_while_open_is_written_anew(monkeypatch, isolated):
+    # A tuning cut short (an interrupt) leaves its log open; the folder is then removed by hand.
+    contextual_log._append("kernel k key 1 config 0 warmup round 1/1: done")
+    folder = isolated.parent / ".autotune_logs"
+    assert contextual_log._open
+    (folder / "rank-0.log").unlink()
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def run_scale(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    run_scale(torch.randn(64, device=kernels.DEVICE))
+    lines = (folder / "rank-0.log").read_text().splitlines()
+    assert sum(" round " in line for line in lines) == len(scale_kernel.configs)
+    assert "best config" in lines[-1]

@@ -8,9 +8,10 @@ line), and the best config. The rank
 is the process's global rank in torch.distributed, 0 without it, so ranks
 never write to one file. The file is created 0600, opened without following
 links, and must be this user's own regular file. While a kernel is
-tuned the file stays open, each line written through at once; it is closed
-with the kernel's summary (opening it for each of a tuning's launches, 128
-for 16 configs, cost about 20 us a launch on a CPU host).
+tuned the file stays open, each line written through at once (a file
+removed meanwhile is created again); it is closed with the kernel's
+summary (opening it for each of a tuning's launches, 128 for 16 configs,
+cost about 20 us a launch on a CPU host).
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ def _write(rank: int, lines: str) -> None:
     """Write ``lines`` to ``rank``'s open log, opening it first where it is not; the caller holds the lock."""
     where = (os.getcwd(), rank)
     handle = _open.get(where)
+    if handle is not None and os.fstat(handle.fileno()).st_nlink == 0:
+        # Removed since it was opened (a tuning cut short left it open): write a new one.
+        del _open[where]
+        with contextlib.suppress(OSError):
+            handle.close()
+        handle = None
     if handle is None:
         LOG_DIR.mkdir(parents=True, exist_ok=True)
         # 0600, as the cache's files are: the log names the kernels and shapes this user runs.

@@ -35,7 +35,10 @@ refined time, minus one (over the first pass's times with
 
 Printed: a row per M, then the share of M whose warm pick is within 2 % and
 5 % of the oracle's best (full's beside it), the most configs a warm start
-measured, the total tuning time of warm over full, and the worst M. Two
+measured, the total tuning time of warm over full (with what a measured
+candidate costs on average in each: where a warm start's few runs per
+candidate leave that near full tuning's, its time goes per candidate, not
+per run), and the worst M. Two
 figures separate what warm start loses from what the oracle cannot settle:
 the warm pick's time over full tuning's pick's (``vs full``: full tuning
 measured every config with the same timer, so this is the price of
@@ -50,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import statistics
@@ -134,20 +138,23 @@ def arguments() -> argparse.Namespace:
 
 
 class Tunings:
-    """Observer: per tuning of the launcher, the distinct configs measured and the pick."""
+    """Observer: per tuning of the launcher, the distinct configs measured, the measurements, the pick."""
 
     def __init__(self, function: str) -> None:
         self.function = function
         self.measured: set[int] = set()
+        #: measurements reported (a candidate re-timed in rounds reports each round's).
+        self.measurements = 0
         self.pick: int | None = None
 
     def reset(self) -> None:
-        self.measured, self.pick = set(), None
+        self.measured, self.measurements, self.pick = set(), 0, None
 
     @hookimpl
     def kerneltune_candidate_measured(self, event: Any) -> None:
         if event.function == self.function:
             self.measured.add(event.candidate.index)
+            self.measurements += 1
 
     @hookimpl
     def kerneltune_tuning_finished(self, event: Any) -> None:
@@ -238,7 +245,15 @@ def sweep(
         work.synchronize()
         seconds = time.perf_counter() - started
         assert tunings.pick is not None, f"M={m}: no tuning happened (a stale cache in {cache}?)"
-        rows.append({"m": m, "measured": len(tunings.measured), "seconds": seconds, "pick": tunings.pick})
+        rows.append(
+            {
+                "m": m,
+                "measured": len(tunings.measured),
+                "measurements": tunings.measurements,
+                "seconds": seconds,
+                "pick": tunings.pick,
+            }
+        )
         print(
             f"  M={m:<6} {len(tunings.measured):>3} configs {seconds:8.3f} s  pick [{tunings.pick}]",
             flush=True,
@@ -343,6 +358,12 @@ def summary(rows: list[dict[str, Any]], budget: int) -> dict[str, Any]:
     worst_vs_full = max(rows, key=lambda row: row["warm"]["against_full"])
     full_s = sum(row["full"]["seconds"] for row in rows)
     warm_s = sum(row["warm"]["seconds"] for row in rows)
+    later = rows[1:]  # the first M warm starts from nothing
+
+    def per_measurement(kind: str) -> float:
+        count = sum(row[kind]["measurements"] for row in later)
+        return 1e3 * sum(row[kind]["seconds"] for row in later) / count if count else math.nan
+
     return {
         "warm_within_2pct": share("warm", 0.02),
         "warm_within_5pct": share("warm", 0.05),
@@ -354,6 +375,12 @@ def summary(rows: list[dict[str, Any]], budget: int) -> dict[str, Any]:
         "full_seconds": full_s,
         "warm_seconds": warm_s,
         "time_ratio": warm_s / full_s,
+        # What a measured candidate costs on average, runs and all: where a warm start's fewer runs
+        # per candidate leave this near full tuning's, the cost is per candidate, not per run.
+        "full_ms_per_measurement": per_measurement("full"),
+        "warm_ms_per_measurement": per_measurement("warm"),
+        "measurements_ratio": sum(r["warm"]["measurements"] for r in later)
+        / max(1, sum(r["full"]["measurements"] for r in later)),
         "worst_m": worst["m"],
         "worst_regret": worst["warm"]["regret"],
         "warm_vs_full_within_2pct": share("warm", 0.02, "against_full"),
@@ -490,7 +517,9 @@ def main() -> int:
         f"first M (budget {options.budget}; the first M, with nothing stored, measured "
         f"{warm[0]['measured']})\n"
         f"tuning time: warm {totals['warm_seconds']:.2f} s, full {totals['full_seconds']:.2f} s, "
-        f"ratio {totals['time_ratio']:.3f}\n"
+        f"ratio {totals['time_ratio']:.3f}; per measured candidate: warm "
+        f"{totals['warm_ms_per_measurement']:.2f} ms, full {totals['full_ms_per_measurement']:.2f} ms "
+        f"(measurements: warm / full {totals['measurements_ratio']:.2f})\n"
         f"worst M: {totals['worst_m']} (warm regret {totals['worst_regret']:.2%})\n"
         f"warm pick against full tuning's pick: within 2 % at {totals['warm_vs_full_within_2pct']:.0%} of M, "
         f"within 5 % at {totals['warm_vs_full_within_5pct']:.0%} (worst M={totals['worst_vs_full_m']}, "

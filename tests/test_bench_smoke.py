@@ -58,6 +58,12 @@ def test_warm_start_smoke_refines_every_pick_it_judges(tmp_path):
         assert row["oracle_disagreement"] == pytest.approx(max(ratios) / min(ratios) - 1)
     summary = result["summary"]
     assert summary["warm_vs_full_within_5pct"] >= summary["warm_vs_full_within_2pct"]
+    later = result["rows"][1:]
+    for kind in ("full", "warm"):
+        spent = sum(row[kind]["seconds"] for row in later)
+        counted = sum(row[kind]["measurements"] for row in later)
+        assert counted >= sum(row[kind]["measured"] for row in later) > 0
+        assert summary[f"{kind}_ms_per_measurement"] == pytest.approx(1e3 * spent / counted)
     for m in summary["undecided_m"]:
         row = next(row for row in result["rows"] if row["m"] == m)
         assert 0.02 < max(row["warm"]["regret"], row["full"]["regret"]) <= row["oracle_disagreement"]

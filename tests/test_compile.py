@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ import torch
 import triton
 from kerneltune.core import CandidateFailedWarning, CompileMiss, Space, Tuner, hookimpl, load_settings
 from kerneltune.core.errors import ConfigError
+from kerneltune.core.machine.compile import CompileStage
 from kerneltune.plugins.triton import compiler
 from rank_doubles import ThreadGroup, run_ranks
 from test_multirank import make_session, space
@@ -283,6 +285,128 @@ def test_a_program_the_cache_holds_is_loaded_here_and_only_a_miss_is_forked(monk
     )
     assert backend.readied == 2, "only a fork waits for the compiler's set-up; a probe does not ask for it"
     assert all(error is None for _, error, _, _ in watch.finished)
+
+
+def held_session(monkeypatch, clock, watch, **settings):
+    """A session whose timer holds the device, as the cuda-event timer does."""
+    settings = {"timer": "held", "warmup": 1, "repeat": 2} | settings
+    return install_session(monkeypatch, extra=(clock_plugin(clock, "held", holds=True), watch), **settings)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_where_the_timer_holds_the_device_the_cached_programs_load_beside_the_measuring(
+    monkeypatch, isolated, tmp_path
+):
+    clock, watch = FakeClock(), Watch()
+    # One worker loads a, b, c, d in turn: with two, d could take the fork lock ahead of a.
+    session = held_session(monkeypatch, clock, watch, compile_workers=1)
+    backend = ProbedCompiles(tmp_path / "compiled.log", cached=set(NAMES))
+    measuring, d_loaded = threading.Event(), threading.Event()
+
+    def load_d_once_a_is_measured() -> None:
+        measuring.wait(10)
+        d_loaded.set()
+
+    # A load may go on beside a candidate's warm-up runs, never beside its timed runs.
+    timing = threading.Event()
+    begin, done = CompileStage.timing_begins, CompileStage._done_measuring
+    monkeypatch.setattr(CompileStage, "timing_begins", lambda stage: (begin(stage), timing.set()))
+    monkeypatch.setattr(CompileStage, "_done_measuring", lambda stage: (timing.clear(), done(stage)))
+    loaded_while_timed: list[bool] = []
+
+    def load(seconds: float) -> Callable[[], None]:
+        def loading() -> None:
+            loaded_while_timed.append(timing.is_set())
+            time.sleep(seconds)
+            loaded_while_timed.append(timing.is_set())
+
+        return loading
+
+    backend.behave = {"b": load(0.05), "c": load(0.05), "d": load_d_once_a_is_measured}
+    measured: list[str] = []
+    beside: list[str] = []
+
+    def on_run(name):
+        measuring.set()
+        if not d_loaded.is_set():
+            beside.append(name)
+        time.sleep(0.02)  # runs that take time, so that a load beside them would overlap a timed one
+
+    best = drive(session, clock, backend.compile_one, measured, on_run=on_run, child=backend)
+    assert best.config["name"] == "b" and set(measured) == set(NAMES)
+    assert "a" in beside and "d" not in beside, "a was measured while d loaded; d once it had"
+    assert loaded_while_timed and not any(loaded_while_timed), "no load beside a timed run"
+    assert backend.compiled() == sorted(("here", name) for name in NAMES), "every program loaded, none forked"
+    assert all(error is None for _, error, _, _ in watch.finished)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_once_a_program_must_be_compiled_in_a_process_nothing_compiles_beside_the_measuring(
+    monkeypatch, isolated, tmp_path
+):
+    clock, watch = FakeClock(), Watch()
+    session = held_session(monkeypatch, clock, watch, compile_workers=2)
+    # a, the first measured, goes to a compile process: before it is measured the stage settles.
+    backend = ProbedCompiles(tmp_path / "compiled.log", cached={"c", "d"})
+    running: set[str] = set()
+    beside: list[set[str]] = []
+    lock = threading.Lock()
+
+    def slow(name: str) -> Callable[[], None]:
+        def compiling() -> None:
+            with lock:
+                running.add(name)
+            time.sleep(0.2)
+            with lock:
+                running.discard(name)
+
+        return compiling
+
+    backend.behave = {name: slow(name) for name in NAMES}
+    measured: list[str] = []
+
+    def on_run(name):
+        with lock:
+            beside.append(set(running))
+
+    best = drive(session, clock, backend.compile_one, measured, on_run=on_run, child=backend)
+    assert best.config["name"] == "b" and set(measured) == set(NAMES)
+    assert beside and not any(beside), "a and b go to compile processes: the stage settles as before"
+    assert ("child", "a") in backend.compiled() and ("child", "b") in backend.compiled()
+
+
+class LateMiss(ProbedCompiles):
+    """A probe of a program not cached that finds out only once ``found`` is set."""
+
+    def __init__(self, log: Path, cached: set[str], found: threading.Event) -> None:
+        super().__init__(log, cached)
+        self.found = found
+
+    def compile_one(self, candidate) -> None:
+        if getattr(self.local, "probing", False) and candidate.config["name"] not in self.cached:
+            self.found.wait(10)
+        super().compile_one(candidate)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_no_compile_process_is_forked_while_a_candidate_is_measured(monkeypatch, isolated, tmp_path):
+    clock, watch = FakeClock(), Watch()
+    session = held_session(monkeypatch, clock, watch, compile_workers=1)  # a's load, then b's probe
+    measuring = threading.Event()
+    backend = LateMiss(tmp_path / "compiled.log", cached={"a", "c", "d"}, found=measuring)
+    forked_while_measuring: list[str] = []
+
+    def on_run(name):
+        if name == "a" and not measuring.is_set():
+            measuring.set()  # b's probe misses now, and wants a compile process
+            time.sleep(0.3)
+            forked_while_measuring.extend(n for where, n in backend.compiled() if where == "child")
+
+    measured: list[str] = []
+    best = drive(session, clock, backend.compile_one, measured, on_run=on_run, child=backend)
+    assert best.config["name"] == "b" and set(measured) == set(NAMES)
+    assert forked_while_measuring == [], "b's compile process waited until a was measured"
+    assert ("child", "b") in backend.compiled()
 
 
 PROBE_CHECK = """

@@ -40,12 +40,18 @@ class FakeClock:
 
 
 def scripted_timer_plugin(
-    time_of: Callable[[Callable[[], object]], float], name: str = "scripted", module: str | None = None
+    time_of: Callable[[Callable[[], object]], float],
+    name: str = "scripted",
+    module: str | None = None,
+    *,
+    holds: bool = False,
 ) -> types.ModuleType:
     """A plugin module registering the timer ``name``, whose sample of ``fn`` is ``time_of(fn)``.
 
     ``time_of`` runs ``fn`` and says how many milliseconds it took. The timer
     never wins ``auto``; ``module`` names the plugin (default: from ``name``).
+    With ``holds``, it has a ``hold`` that holds nothing but says it did, as
+    a device event timer's does.
     """
 
     class ScriptedTimer:
@@ -68,6 +74,8 @@ def scripted_timer_plugin(
             return samples
 
     ScriptedTimer.name = name
+    if holds:
+        ScriptedTimer.hold = lambda self, microseconds: True  # type: ignore[attr-defined]
     plugin = types.ModuleType(module or f"tests_{name.replace('-', '_')}_timer")
 
     @hookimpl
@@ -78,15 +86,15 @@ def scripted_timer_plugin(
     return plugin
 
 
-def clock_plugin(clock: FakeClock, name: str = "scripted") -> types.ModuleType:
-    """A plugin module registering a timer that reads ``clock``."""
+def clock_plugin(clock: FakeClock, name: str = "scripted", *, holds: bool = False) -> types.ModuleType:
+    """A plugin module registering a timer that reads ``clock`` (with ``holds``, one that holds)."""
 
     def time_of(fn: Callable[[], object]) -> float:
         start = clock.now
         fn()
         return clock.now - start
 
-    return scripted_timer_plugin(time_of, name)
+    return scripted_timer_plugin(time_of, name, holds=holds)
 
 
 def steps_plugin(

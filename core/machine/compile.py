@@ -3,7 +3,10 @@
 A :class:`CompileStage` compiles on a pool of forked processes (where the
 backend offers a :class:`~kerneltune.core.plugin_system.contracts.CompileProcess`
 and ``compile_pool = "processes"``) or of threads; MEASURE waits until every
-compile handed over has ended (:meth:`CompileStage.settle`). An adaptive
+compile handed over has ended (:meth:`CompileStage.settle`). Where the timer
+holds the device and every program so far came from the backend's on-disk
+cache, MEASURE waits only for the next candidate's, and the other loads go
+on beside its measurement (:meth:`CompileStage.wait`). An adaptive
 driver may also hand over, ahead, the candidates it expects to ask for next
 (:meth:`CompileStage.ahead`): those compile in processes at a lower priority,
 no wait is for them, and they are stopped while anything is measured.
@@ -172,11 +175,23 @@ class CompileStage:
         deadline: float = 0.0,
         observers: Observers,
         child: CompileProcess | None = None,
+        beside: bool = False,
     ) -> None:
         #: how each candidate handed over compiles (a later :meth:`add` may bring its own).
         self._compilers: dict[int, Callable[[Candidate], object]] = {}
         self._child = child if can_fork() else None
         self._probes = self._child is not None and probes(self._child)
+        #: loads from the backend's cache may go on while a candidate is measured (:meth:`wait`).
+        self._beside = beside and self._probes
+        #: a compile went to a compile process: from then on :meth:`wait` waits for every compile.
+        self._missed = False
+        #: held by the measuring thread from one :meth:`wait` to the next, where loads go on
+        #: beside a measurement: no compile process is forked while a candidate is measured.
+        self._measuring = threading.Lock()
+        self._measuring_held = False
+        #: the measuring thread holds the fork lock from a candidate's first timed run to the next
+        #: :meth:`wait`: loads go on beside its warm-up, not its timed runs (:meth:`timing_begins`).
+        self._timing_held = False
         #: held while forking and while compiling here with children about, so
         #: that no child is forked while this process is inside the compiler.
         self._forking = threading.Lock()
@@ -219,8 +234,12 @@ class CompileStage:
         candidates: Sequence[Candidate],
         header: Header,
         child: CompileProcess | None,
+        beside: bool = False,
     ) -> CompileStage:
-        """A stage under the ``compile_workers``, ``compile_timeout`` and ``compile_pool`` settings."""
+        """A stage under the ``compile_workers``, ``compile_timeout`` and ``compile_pool`` settings.
+
+        :param beside: the timer holds the device, so loads may go on beside a measurement (:meth:`wait`).
+        """
         return cls(
             compile_one,
             candidates,
@@ -232,6 +251,7 @@ class CompileStage:
             header=header,
             observers=observers,
             child=child if settings.compile_pool == "processes" else None,
+            beside=beside,
         )
 
     def add(self, candidates: Sequence[Candidate], compile_one: Callable[[Candidate], object]) -> None:
@@ -325,6 +345,9 @@ class CompileStage:
         Called before a candidate is measured: what runs beside a timed run
         takes the host's cores and memory bandwidth from it.
         """
+        with self._lock:
+            if not self._ahead:
+                return  # without taking the fork lock, which a load beside the measurement may hold
         with self._forking, self._lock:
             if not self._running.is_set() or not self._ahead:
                 return
@@ -375,6 +398,7 @@ class CompileStage:
             if self._child is None:
                 self._compilers[candidate.index](candidate)
             elif not self._loaded(candidate):
+                self._missed = True
                 error = self._in_child(candidate, began)
                 if error is None:
                     with self._quiet(candidate.index):
@@ -422,7 +446,8 @@ class CompileStage:
         assert self._child is not None
         self._child.ready()
         index = candidate.index
-        with self._quiet(index), warnings.catch_warnings():
+        # Not measuring, then the fork lock: the measuring thread takes them in that order too.
+        with self._not_measuring(), self._quiet(index), warnings.catch_warnings():
             # Python 3.12 warns about forking a process with threads: the child
             # runs only the compile, on this thread's copy, and exits.
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -549,17 +574,73 @@ class CompileStage:
             os._exit(code)
 
     def wait(self, candidate: Candidate) -> BaseException | None:
-        """:meth:`settle`, then why ``candidate`` cannot run, or ``None``.
+        """:meth:`settle`, then why ``candidate`` cannot run, or ``None``; the measuring thread calls it
+        before each candidate.
 
         A candidate this rank does not compile (another rank on the host
         does, or it was never handed over) has no error of its own here.
+
+        Where the stage may load beside a measurement (``beside``: the timer
+        holds the device, so host work beside a timed run stays out of its
+        device time) and every compile so far was a load from the backend's
+        on-disk cache, it waits for ``candidate``'s alone: the other loads
+        go on while it is measured (a restart that finds every program
+        cached measures the first while the rest load), beside its warm-up
+        runs but not its timed runs (:meth:`timing_begins`). Once a compile has
+        gone to a compile process, it waits for every one again, as
+        :meth:`settle` says; and no compile process is forked while a
+        candidate is measured.
         """
-        self.settle()
+        self._done_measuring()
+        index = candidate.index
+        if self._beside and not self._missed:
+            if index in self._futures and not self._is_ahead(index):
+                self._settle(index)
+            if self._missed:  # a load missed meanwhile: compiles are under way in processes
+                self.settle()
+        else:
+            self.settle()
         self.pause()
-        future = self._futures.get(candidate.index)
-        if future is None or self._is_ahead(candidate.index):
-            return None
-        return future.result() if future.done() else self._expired(candidate.index)
+        future = self._futures.get(index)
+        if future is None or self._is_ahead(index):
+            problem = None
+        else:
+            problem = future.result() if future.done() else self._expired(index)
+        if self._beside:
+            self._measuring.acquire()
+            self._measuring_held = True
+        return problem
+
+    def timing_begins(self) -> None:
+        """A candidate's timed runs begin: no load runs beside them, until the next :meth:`wait`.
+
+        A load holds the interpreter lock for milliseconds at a time, longer
+        than a hold keeps the device busy: beside a timed run it would put
+        host time into the device's. So the measuring thread takes the fork
+        lock, which every load holds (a load under way ends first), and
+        loads go on only beside warm-up runs and between candidates.
+        """
+        if self._beside and self._measuring_held and not self._timing_held:
+            self._forking.acquire()
+            self._timing_held = True
+
+    def _done_measuring(self) -> None:
+        """The measuring thread is between candidates: loads go on, compile processes may be forked."""
+        if self._timing_held:
+            self._timing_held = False
+            self._forking.release()
+        if self._measuring_held:
+            self._measuring_held = False
+            self._measuring.release()
+
+    @contextlib.contextmanager
+    def _not_measuring(self) -> Iterator[None]:
+        """Hold off, where loads go on beside a measurement, until no candidate is being measured."""
+        if not self._beside:
+            yield
+            return
+        with self._measuring:
+            yield
 
     def settle(self) -> None:
         """Block until no compile handed over is running, and the pool's threads have ended.
@@ -567,7 +648,8 @@ class CompileStage:
         Every compile, not only the next candidate's: a compile beside a
         timed run takes the host's cores and memory bandwidth from it (see
         BENCHMARKS.md, "Figures behind choices in the code"), so nothing of the
-        stage may run while a candidate is measured. A compile past its
+        stage may run while a candidate is measured (but loads, where
+        :meth:`wait` lets them). A compile past its
         timeout is given up: its process is killed; a thread cannot be, and
         finishes in the background.
         """
@@ -596,6 +678,7 @@ class CompileStage:
     def close(self) -> None:
         """Drop compiles not started, stop compile processes; compiles on threads finish in the background."""
         self._closed = True
+        self._done_measuring()
         for pool in (self._pool, self._ahead_pool):
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)

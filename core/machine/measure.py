@@ -151,6 +151,8 @@ class CandidateRuns:
         objective, timers with ``flush``).
     :param idle: the tuning's :class:`IdleDevice`, told each candidate's
         median where the device is held before its runs.
+    :param before_timing: called once, before the first timed run (COMPILE
+        then keeps its loads out of the timed runs).
     """
 
     def __init__(
@@ -163,6 +165,7 @@ class CandidateRuns:
         flush: bool = True,
         host_us: deque[float] | None = None,
         idle: IdleDevice | None = None,
+        before_timing: Callable[[], object] | None = None,
     ) -> None:
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -175,6 +178,7 @@ class CandidateRuns:
         self._flush = timer.flush if device and flush and provides(timer, FlushingTimer) else None
         self._hold = timer.hold if device and provides(timer, HoldingTimer) else None
         self._idle = idle
+        self._before_timing = before_timing
         #: every hold so far kept the device busy (a timer's ``hold`` returns ``False`` where it cannot).
         self._held = True
 
@@ -202,6 +206,8 @@ class CandidateRuns:
         if self.finished:
             raise RuntimeError("every run of this candidate has been taken")
         timed = self.phase == TIMED
+        if timed and self.done == self.warmup and self._before_timing is not None:
+            self._before_timing()
         self.done += 1
         return work(self._timed if timed else self._hosted)
 

@@ -67,7 +67,11 @@ class Measuring:
             # The first pass alone: interleaved re-timing rounds size the hold from other
             # candidates' host times, so host work can outlast it and leak into device time.
             idle=self._idle if job.stage is None else None,
+            before_timing=self._timing_begins,
         )
+
+    def _timing_begins(self) -> None:
+        """A candidate's timed runs begin; the tuning keeps COMPILE's loads out of them."""
 
     def _current(self, candidate: Candidate) -> Job:
         job = self._job

@@ -27,8 +27,13 @@ class Readiness:
     :ivar neighbours: the ranks on this rank's host, which split the compiling (LOOKUP sets them).
     """
 
-    def __init__(self, session: Session, reducer: Reducer, header: Header, *, sharded: bool) -> None:
+    def __init__(
+        self, session: Session, reducer: Reducer, header: Header, *, sharded: bool, beside: bool = False
+    ) -> None:
+        """:param beside: the timer holds the device: loads may go on beside a measurement
+        (:meth:`~kerneltune.core.machine.compile.CompileStage.wait`)."""
         self._session = session
+        self._beside = beside
         self._reducer = reducer
         self._header = header
         self._sharded = sharded
@@ -60,7 +65,9 @@ class Readiness:
         if self._compiling is not None:
             return self._compiling.add(mine, compile_one)
         settings, observers = self._session.settings, self._session.observers
-        self._compiling = CompileStage.configured(settings, observers, compile_one, mine, self._header, child)
+        self._compiling = CompileStage.configured(
+            settings, observers, compile_one, mine, self._header, child, beside=self._beside
+        )
 
     def ahead(
         self,
@@ -102,6 +109,11 @@ class Readiness:
             if self._compiling is not None:
                 self._compiling.settle()
             self._reducer.barrier()
+
+    def timing_begins(self) -> None:
+        """A candidate's timed runs begin: no load beside them (:meth:`CompileStage.timing_begins`)."""
+        if self._compiling is not None:
+            self._compiling.timing_begins()
 
     def problem(self, candidate: Candidate) -> BaseException | None:
         """What keeps ``candidate`` from running: its compile error, why it screened out, or that an

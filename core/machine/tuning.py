@@ -77,7 +77,9 @@ class Tuning(Rounds):
             self._space.name, self.key, self._global_rank, self.verbose, log_dir, self.driver
         )
         super().__init__(session, reducer, self._space, setup.schedule, self._header)
-        self._ready = Readiness(session, reducer, self._header, sharded=setup.schedule.shard)
+        self._ready = Readiness(
+            session, reducer, self._header, sharded=setup.schedule.shard, beside=not self._host_clock()
+        )
         self._plan = Following(setup.space)
         self._queue = MeasureQueue(setup.schedule)
         self._ties_planned = setup.schedule.adaptive
@@ -259,6 +261,9 @@ class Tuning(Rounds):
             self.session.cache_store(self._space.name, self._entry, data)
 
     # -- MEASURE -----------------------------------------------------------------
+
+    def _timing_begins(self) -> None:
+        self._ready.timing_begins()
 
     def next_candidate(self) -> Candidate | None:
         """The next candidate to measure, or ``None`` when there is none left.

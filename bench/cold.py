@@ -25,7 +25,8 @@ the search compiling one candidate at a time on one thread,
 driver instead of beside it (``BENCH_WARMUP=serial``), and
 ``<tuner>-threads-race`` compiling on threads that do not wait for the
 warm-up's hash of Triton (``BENCH_HASH_WAIT=off``: each computes it again
-while it runs). The timeline
+while it runs). ``BENCH_LOAD_BESIDE=off`` (for bench/restart.py's
+``kerneltune-settled`` side) has measuring wait for every load again. The timeline
 (``--timeline``) notes when the warm-up ended (``warm``), when each compiled
 kernel was loaded onto the device (``load+``/``load-``) and each C stub
 Triton builds with the host compiler (``cc+``/``cc-``); with
@@ -185,6 +186,16 @@ class Timeline:
             compiler._start_hashing = lambda: None  # type: ignore[assignment]
         if os.environ.get("BENCH_HASH_WAIT") == "off":
             compiler._hashed = lambda: None  # type: ignore[assignment]
+        if os.environ.get("BENCH_LOAD_BESIDE") == "off":
+            # Measuring waits for every load again, as before session 17.
+            from kerneltune.core.machine import readiness
+
+            readiness_init = readiness.Readiness.__init__
+
+            def no_beside(self: Any, *args: Any, **kwargs: Any) -> None:
+                readiness_init(self, *args, **{**kwargs, "beside": False})
+
+            readiness.Readiness.__init__ = no_beside  # type: ignore[method-assign]
         compile_empty = compiler._compile_empty
 
         def noted(*args: Any) -> None:

@@ -29,6 +29,8 @@ tuned by
   Triton's). It logs every step under ``torch.distributed.get_rank()``, so its
   processes start a one-rank gloo group first, untimed;
 * ``stock``: ``triton.autotune`` (its own do_bench tuning), for reference;
+* ``kerneltune-settled``: the ``kerneltune`` side with measuring waiting for
+  every program to load first, as before session 17 (``BENCH_LOAD_BESIDE=off``);
 * ``kerneltune-before``: the ``kerneltune`` side with kerneltune imported from
   the folder ``BENCH_BEFORE`` names (an earlier tree, installed there with
   ``pip install --target``), for a before-and-after in one run.
@@ -78,6 +80,7 @@ SIDES: dict[str, tuple[str, dict[str, str]]] = {
     "kerneltune": ("kerneltune", {}),
     "kerneltune-disk": ("kerneltune", {DISK: "disk"}),
     "kerneltune-before": ("kerneltune", {}),
+    "kerneltune-settled": ("kerneltune", {"BENCH_LOAD_BESIDE": "off"}),
     "triton-dist": ("triton-dist", {}),
     "stock": ("stock", {}),
 }

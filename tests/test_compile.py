@@ -1227,6 +1227,28 @@ def test_a_compile_ahead_runs_niced_unwaited_stopped_while_measuring_and_is_not_
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists() or not hasattr(os, "fork"), reason="needs fork")
+def test_loads_beside_measuring_and_compiles_ahead_in_processes_go_together(monkeypatch, isolated, tmp_path):
+    # Round 1's programs are cached and load beside its measuring; the two its strategy names next
+    # miss and compile ahead in processes, stopped while candidates are measured. Nothing waits forever.
+    clock, watch = FakeClock(), AheadWatch()
+    session = held_session(monkeypatch, clock, watch, compile_workers=4)
+    backend = ProbedCompiles(tmp_path / "compiled.log", cached={"a", "b"})
+    outcome: list[object] = []
+
+    def tune() -> None:
+        rounds = [(["a", "b"], ["c", "d"]), (["c", "d"], [])]
+        outcome.append(adaptive_rounds(session, clock, backend, rounds, lambda name: time.sleep(0.01)))
+
+    tuning = threading.Thread(target=tune, daemon=True)
+    tuning.start()
+    tuning.join(timeout=60)
+    assert not tuning.is_alive(), "the tuning hung"
+    (best,) = outcome
+    assert best.config["name"] == "b"
+    assert ("here", "a") in backend.compiled() and ("child", "c") in backend.compiled()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists() or not hasattr(os, "fork"), reason="needs fork")
 def test_a_compile_ahead_no_round_asks_for_is_stopped_when_the_tuning_ends(monkeypatch, isolated, tmp_path):
     clock, watch = FakeClock(), AheadWatch()
     session = engine_session(monkeypatch, clock, watch, compile_workers=4)

@@ -185,10 +185,10 @@ class CompileStage:
         self._beside = beside and self._probes
         #: a compile went to a compile process: from then on :meth:`wait` waits for every compile.
         self._missed = False
-        #: held by the measuring thread from one :meth:`wait` to the next, where loads go on
-        #: beside a measurement: no compile process is forked while a candidate is measured.
-        self._measuring = threading.Lock()
-        self._measuring_held = False
+        #: set while the measuring thread is between candidates (in :meth:`wait`), cleared under the
+        #: fork lock while it measures one: a fork starts only while it is set (:meth:`_in_child`).
+        self._between = threading.Event()
+        self._between.set()
         #: the measuring thread holds the fork lock from a candidate's first timed run to the next
         #: :meth:`wait`: loads go on beside its warm-up, not its timed runs (:meth:`timing_begins`).
         self._timing_held = False
@@ -446,18 +446,23 @@ class CompileStage:
         assert self._child is not None
         self._child.ready()
         index = candidate.index
-        # Not measuring, then the fork lock: the measuring thread takes them in that order too.
-        with self._not_measuring(), self._quiet(index), warnings.catch_warnings():
-            # Python 3.12 warns about forking a process with threads: the child
-            # runs only the compile, on this thread's copy, and exits.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            behind = self._is_ahead(index)
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the child's coverage is not collected
-                self._child_main(candidate, behind)
-            self._children.add(pid)
-            with self._lock:
-                self._pids[index] = pid
+        while True:
+            with self._quiet(index), warnings.catch_warnings():
+                # Not while a candidate is measured (where loads go on beside one): the
+                # measuring thread clears the flag under the fork lock held here.
+                if self._between.is_set():
+                    # Python 3.12 warns about forking a process with threads: the child
+                    # runs only the compile, on this thread's copy, and exits.
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    behind = self._is_ahead(index)
+                    pid = os.fork()
+                    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+                        self._child_main(candidate, behind)
+                    self._children.add(pid)
+                    with self._lock:
+                        self._pids[index] = pid
+                    break
+            self._between.wait()
         forked = time.monotonic()
         if not behind:
             with self._lock:
@@ -607,8 +612,8 @@ class CompileStage:
         else:
             problem = future.result() if future.done() else self._expired(index)
         if self._beside:
-            self._measuring.acquire()
-            self._measuring_held = True
+            with self._forking:  # a fork under way ends first; none starts until the next wait
+                self._between.clear()
         return problem
 
     def timing_begins(self) -> None:
@@ -620,7 +625,7 @@ class CompileStage:
         lock, which every load holds (a load under way ends first), and
         loads go on only beside warm-up runs and between candidates.
         """
-        if self._beside and self._measuring_held and not self._timing_held:
+        if self._beside and not self._between.is_set() and not self._timing_held:
             self._forking.acquire()
             self._timing_held = True
 
@@ -629,18 +634,7 @@ class CompileStage:
         if self._timing_held:
             self._timing_held = False
             self._forking.release()
-        if self._measuring_held:
-            self._measuring_held = False
-            self._measuring.release()
-
-    @contextlib.contextmanager
-    def _not_measuring(self) -> Iterator[None]:
-        """Hold off, where loads go on beside a measurement, until no candidate is being measured."""
-        if not self._beside:
-            yield
-            return
-        with self._measuring:
-            yield
+        self._between.set()
 
     def settle(self) -> None:
         """Block until no compile handed over is running, and the pool's threads have ended.

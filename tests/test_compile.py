@@ -21,6 +21,7 @@ import torch
 import triton
 from kerneltune.core import CandidateFailedWarning, CompileMiss, Space, Tuner, hookimpl, load_settings
 from kerneltune.core.errors import ConfigError
+from kerneltune.core.machine import siblings
 from kerneltune.core.machine.compile import CompileStage
 from kerneltune.plugins.triton import compiler
 from rank_doubles import ThreadGroup, run_ranks
@@ -527,9 +528,7 @@ def test_a_compile_process_that_outlasts_the_timeout_is_killed(monkeypatch, isol
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
 def test_a_stuck_compile_process_is_stopped_and_its_candidate_compiles_here(monkeypatch, isolated, tmp_path):
-    from kerneltune.core.machine import compile as compile_module
-
-    monkeypatch.setattr(compile_module, "STALL_MIN_S", 0.5)
+    monkeypatch.setattr(siblings, "STALL_MIN_S", 0.5)
     clock, watch = FakeClock(), Watch()
     session = engine_session(monkeypatch, clock, watch, compile_workers=4)
     parent, pids = os.getpid(), tmp_path / "pids"
@@ -555,9 +554,7 @@ def test_a_stuck_compile_process_is_stopped_and_its_candidate_compiles_here(monk
 def test_a_compile_process_far_slower_than_its_siblings_is_stopped_at_the_deadline(
     monkeypatch, isolated, tmp_path
 ):
-    from kerneltune.core.machine import compile as compile_module
-
-    monkeypatch.setattr(compile_module, "DEADLINE_MIN_S", 0.5)
+    monkeypatch.setattr(siblings, "DEADLINE_MIN_S", 0.5)
     clock, watch = FakeClock(), Watch()
     session = engine_session(monkeypatch, clock, watch, compile_workers=4, compile_deadline=5)
     parent, pids = os.getpid(), tmp_path / "pids"
@@ -586,27 +583,25 @@ def test_a_compile_process_far_slower_than_its_siblings_is_stopped_at_the_deadli
 
 
 def test_the_deadline_waits_for_a_quorum_and_a_floor():
-    from kerneltune.core.machine import compile as compile_module
-
-    stage = compile_module.CompileStage.__new__(compile_module.CompileStage)
-    stage._deadline, stage._lock = 4.0, threading.Lock()
-    stage._child_seconds, stage._forked = [1.0, 2.0], 4
-    assert stage._past_deadline(100.0) is None, "two of four ended: no quorum yet"
-    stage._child_seconds = [1.0, 2.0, 3.0]
-    assert stage._past_deadline(8.0) is None and stage._past_deadline(8.5) == 8.0
-    stage._child_seconds = [0.1, 0.1, 0.1]
-    assert stage._past_deadline(4.9) is None, "never sooner than DEADLINE_MIN_S"
-    stage._deadline = 0
-    assert stage._past_deadline(1e9) is None, "compile_deadline = 0: none"
+    judge = siblings.Siblings(deadline=4.0)
+    for _ in range(4):
+        judge.started()
+    for seconds in (1.0, 2.0):
+        judge.ended(seconds)
+    assert judge.past_deadline(100.0) is None, "two of four ended: no quorum yet"
+    judge.ended(3.0)
+    assert judge.past_deadline(8.0) is None and judge.past_deadline(8.5) == 8.0
+    judge.seconds = [0.1, 0.1, 0.1]
+    assert judge.past_deadline(4.9) is None, "never sooner than DEADLINE_MIN_S"
+    judge.deadline = 0
+    assert judge.past_deadline(1e9) is None, "compile_deadline = 0: none"
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc for a process's processor time")
 def test_a_slow_compile_process_that_keeps_a_processor_busy_is_not_taken_for_stuck(
     monkeypatch, isolated, tmp_path
 ):
-    from kerneltune.core.machine import compile as compile_module
-
-    monkeypatch.setattr(compile_module, "STALL_MIN_S", 0.5)
+    monkeypatch.setattr(siblings, "STALL_MIN_S", 0.5)
     clock, watch = FakeClock(), Watch()
     session = engine_session(monkeypatch, clock, watch, compile_workers=4)
     parent = os.getpid()
@@ -627,11 +622,9 @@ def test_a_slow_compile_process_that_keeps_a_processor_busy_is_not_taken_for_stu
 
 
 def test_processor_seconds_reads_this_process_or_says_it_cannot():
-    from kerneltune.core.machine.compile import processor_seconds
-
-    busy = processor_seconds(os.getpid())
+    busy = siblings.processor_seconds(os.getpid())
     assert busy is None or busy > 0
-    assert processor_seconds(2**22 + 1) is None, "no such process"
+    assert siblings.processor_seconds(2**22 + 1) is None, "no such process"
 
 
 def _alive(pid: int) -> bool:
@@ -1302,9 +1295,7 @@ def test_a_drivers_new_word_on_what_comes_next_drops_the_earlier_compiles_ahead_
 def test_a_compile_begun_ahead_meets_the_deadline_from_when_a_round_asks_for_it(
     monkeypatch, isolated, tmp_path
 ):
-    from kerneltune.core.machine import compile as compile_module
-
-    monkeypatch.setattr(compile_module, "DEADLINE_MIN_S", 0.5)
+    monkeypatch.setattr(siblings, "DEADLINE_MIN_S", 0.5)
     clock, watch = FakeClock(), AheadWatch()
     session = engine_session(monkeypatch, clock, watch, compile_workers=4, compile_deadline=5)
     parent = os.getpid()

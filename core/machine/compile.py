@@ -25,11 +25,11 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import attrs
 from kerneltune.core.errors import CompileMiss, describe_error
+from kerneltune.core.machine.siblings import STALL_FACTOR, Siblings
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import CompileProcess, ProbingCompileProcess, provides
 from kerneltune.core.values.events import CompileFinished, CompileStarted, Header
@@ -50,16 +50,6 @@ CHILD_POLL_S = 0.005
 #: A compile process's exit status when the compile raised (0: it compiled); the
 #: candidate then compiles again in this process, so the error is the backend's own.
 _RAISED = 3
-#: A compile process still running this many times longer than the slowest
-#: sibling that ended (and at least ``STALL_MIN_S``) is taken for stuck.
-STALL_FACTOR = 5.0
-STALL_MIN_S = 15.0
-#: ...unless it has spent more than this share of its life on a processor.
-STUCK_CPU_SHARE = 0.05
-#: The ``compile_deadline`` never stops a compile sooner than this...
-DEADLINE_MIN_S = 5.0
-#: ...nor before this many siblings have ended.
-DEADLINE_QUORUM = 3
 #: How much a compile process handed over ahead lowers its priority (``nice``), so that the
 #: compiles a round waits for keep the cores they need.
 AHEAD_NICENESS = 10
@@ -71,17 +61,6 @@ class CompileTimeout(TimeoutError):
 
 class CompilerCrashed(RuntimeError):
     """A candidate's compile killed the process compiling it (a signal)."""
-
-
-def processor_seconds(pid: int) -> float | None:
-    """Processor seconds process ``pid`` has used; ``None`` where the system does not say (no ``/proc``)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        # Fields after the command name, which may hold spaces: state is the first, utime the 12th.
-        fields = stat[stat.rindex(")") + 2 :].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def can_fork() -> bool:
@@ -145,9 +124,10 @@ class CompileStage:
     :param workers: how many compile at once.
     :param timeout: seconds a compile may take once started; 0 for no limit.
     :param deadline: a compile process still running this many times longer than the median
-        of its siblings that ended (and at least ``DEADLINE_MIN_S``) is stopped, and its candidate
-        fails with :class:`CompileTimeout`, once at least half of the processes forked so far
-        (and three) have ended; 0 for none. Compiles on threads cannot be stopped and have none.
+        of its siblings that ended (and at least :data:`~.siblings.DEADLINE_MIN_S`) is stopped,
+        and its candidate fails with :class:`CompileTimeout`, once at least half of the processes
+        forked so far (and three) have ended; 0 for none. Compiles on threads cannot be stopped
+        and have none (:class:`~.siblings.Siblings`).
     :param child: the backend's part in compiling in forked processes: it
         makes the child compile without touching the device (a forked child
         cannot use a CUDA context) and holds the forks until the compiler's
@@ -196,12 +176,9 @@ class CompileStage:
         #: that no child is forked while this process is inside the compiler.
         self._forking = threading.Lock()
         self._children: set[int] = set()
-        #: how long each compile process that ended took, seconds.
-        self._child_seconds: list[float] = []
         self._timeout = timeout
-        self._deadline = deadline
-        #: compile processes forked so far.
-        self._forked = 0
+        #: the compile processes forked, those that ended, and the rules that judge one running.
+        self._siblings = Siblings(deadline)
         self._header = header
         self._observers = observers
         self._began: dict[int, float] = {}
@@ -465,8 +442,7 @@ class CompileStage:
             self._between.wait()
         forked = time.monotonic()
         if not behind:
-            with self._lock:
-                self._forked += 1
+            self._siblings.started()
         try:
             while True:
                 done, status = os.waitpid(pid, os.WNOHANG)
@@ -486,14 +462,15 @@ class CompileStage:
                 if self._timeout > 0 and now - max(began, since) > self._timeout:
                     _kill(pid)
                     return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
-                limit = self._past_deadline(now - since)
+                limit = self._siblings.past_deadline(now - since)
                 if limit is not None:
                     _kill(pid)
+                    deadline = self._siblings.deadline
                     return CompileTimeout(
-                        f"compiling took longer than {limit:.1f} s, compile_deadline = {self._deadline:g} "
+                        f"compiling took longer than {limit:.1f} s, compile_deadline = {deadline:g} "
                         "times the median compile of its siblings"
                     )
-                if self._stuck(now - since, pid):
+                if self._siblings.stuck(now - since, pid):
                     _kill(pid)
                     warn_once(
                         ("compile-process-stuck", os.getpid()),
@@ -510,8 +487,7 @@ class CompileStage:
                 self._pids.pop(index, None)
         if not os.WIFSIGNALED(status):
             if not behind:  # one begun ahead ran niced and stopped: its time says nothing of its siblings'
-                with self._lock:
-                    self._child_seconds.append(time.monotonic() - forked)
+                self._siblings.ended(time.monotonic() - forked)
             return None  # compiled, or raised: compiling here loads it, or raises the error itself
         # The compiler crashed: compiling it here would crash this process, so the candidate fails.
         number = os.WTERMSIG(status)
@@ -520,46 +496,6 @@ class CompileStage:
         except ValueError:
             name = f"signal {number}"
         return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
-
-    def _past_deadline(self, seconds: float) -> float | None:
-        """The deadline a compile process running ``seconds`` is past, or ``None`` (see ``deadline``).
-
-        A compile far slower than its siblings is a config the search rarely
-        wants (a 256-wide tile at five stages, minutes on an H200's host,
-        where its siblings took a second), and a round waits for its slowest
-        compile. The median of those that ended judges it, once enough have
-        (compiles begun ahead count in neither: their clocks ran niced and
-        stopped).
-        """
-        if self._deadline <= 0:
-            return None
-        with self._lock:
-            ended = sorted(self._child_seconds)
-            forked = self._forked
-        if len(ended) < max(DEADLINE_QUORUM, (forked + 1) // 2):
-            return None
-        limit = max(DEADLINE_MIN_S, self._deadline * ended[len(ended) // 2])
-        return limit if seconds > limit else None
-
-    def _stuck(self, seconds: float, pid: int) -> bool:
-        """Whether compile process ``pid``, running ``seconds``, is stuck rather than slow.
-
-        A child can inherit a lock that another thread of this process held
-        at the fork (an import in progress, say) and wait for it forever,
-        using no processor time. Judged against the siblings that ended;
-        with none yet, only the timeout stops it. A child that keeps a
-        processor busy is compiling, however long it takes (a 256-wide
-        matmul tile with five stages took minutes on an H200's host): taken
-        for stuck, it would compile again here, alone and with no timeout.
-        Where the system does not tell a process's processor time (no
-        ``/proc``), the time rule alone decides.
-        """
-        with self._lock:
-            slowest = max(self._child_seconds, default=None)
-        if slowest is None or seconds <= max(STALL_MIN_S, STALL_FACTOR * slowest):
-            return False
-        busy = processor_seconds(pid)
-        return busy is None or busy < STUCK_CPU_SHARE * seconds
 
     def _child_main(self, candidate: Candidate, ahead: bool) -> None:  # pragma: no cover - in the child
         code = _RAISED

@@ -1,0 +1,102 @@
+"""How long a COMPILE stage's compile processes took, and the rules that judge one still running.
+
+A compile process is judged by its siblings that ended: one far slower
+than their median is past the ``compile_deadline`` (:meth:`Siblings.past_deadline`),
+and one that runs on without using a processor is stuck
+(:meth:`Siblings.stuck`). :class:`~kerneltune.core.machine.compile.CompileStage`
+keeps one :class:`Siblings` and asks it while it waits for each process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+#: A compile process still running this many times longer than the slowest
+#: sibling that ended (and at least ``STALL_MIN_S``) is taken for stuck...
+STALL_FACTOR = 5.0
+STALL_MIN_S = 15.0
+#: ...unless it has spent more than this share of its life on a processor.
+STUCK_CPU_SHARE = 0.05
+#: The ``compile_deadline`` never stops a compile sooner than this...
+DEADLINE_MIN_S = 5.0
+#: ...nor before this many siblings have ended.
+DEADLINE_QUORUM = 3
+
+
+def processor_seconds(pid: int) -> float | None:
+    """Processor seconds process ``pid`` has used; ``None`` where the system does not say (no ``/proc``)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        # Fields after the command name, which may hold spaces: state is the first, utime the 12th.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Siblings:
+    """The compile processes a stage forked, and how long those that ended took.
+
+    Compiles begun ahead count in neither: their clocks ran niced and
+    stopped, and say nothing of their siblings'.
+
+    :param deadline: the ``compile_deadline`` setting (0: none).
+    """
+
+    def __init__(self, deadline: float = 0.0) -> None:
+        self.deadline = deadline
+        #: how long each compile process that ended took, seconds.
+        self.seconds: list[float] = []
+        #: compile processes forked so far.
+        self.forked = 0
+        self._lock = threading.Lock()
+
+    def started(self) -> None:
+        """One more compile process was forked."""
+        with self._lock:
+            self.forked += 1
+
+    def ended(self, seconds: float) -> None:
+        """A compile process ended after ``seconds``."""
+        with self._lock:
+            self.seconds.append(seconds)
+
+    def past_deadline(self, seconds: float) -> float | None:
+        """The deadline a compile process running ``seconds`` is past, or ``None`` (see ``deadline``).
+
+        A compile far slower than its siblings is a config the search rarely
+        wants (a 256-wide tile at five stages, minutes on an H200's host,
+        where its siblings took a second), and a round waits for its slowest
+        compile. The median of those that ended judges it, once enough have.
+        """
+        if self.deadline <= 0:
+            return None
+        with self._lock:
+            ended = sorted(self.seconds)
+            forked = self.forked
+        if len(ended) < max(DEADLINE_QUORUM, (forked + 1) // 2):
+            return None
+        limit = max(DEADLINE_MIN_S, self.deadline * ended[len(ended) // 2])
+        return limit if seconds > limit else None
+
+    def stuck(self, seconds: float, pid: int) -> bool:
+        """Whether compile process ``pid``, running ``seconds``, is stuck rather than slow.
+
+        A child can inherit a lock that another thread of this process held
+        at the fork (an import in progress, say) and wait for it forever,
+        using no processor time. Judged against the siblings that ended;
+        with none yet, only the timeout stops it. A child that keeps a
+        processor busy is compiling, however long it takes (a 256-wide
+        matmul tile with five stages took minutes on an H200's host): taken
+        for stuck, it would compile again here, alone and with no timeout.
+        Where the system does not tell a process's processor time (no
+        ``/proc``), the time rule alone decides.
+        """
+        with self._lock:
+            slowest = max(self.seconds, default=None)
+        if slowest is None or seconds <= max(STALL_MIN_S, STALL_FACTOR * slowest):
+            return False
+        busy = processor_seconds(pid)
+        return busy is None or busy < STUCK_CPU_SHARE * seconds

@@ -34,6 +34,7 @@ from kerneltune.core.errors import (
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import TURN_OFF, named_target
 from kerneltune.core.isolation.worker import copier
+from kerneltune.core.machine.confidence import TOLERANCE
 from kerneltune.core.machine.engine import Tuner, Tuning
 from kerneltune.core.machine.measure import format_ms
 from kerneltune.core.notices import user_stacklevel, warn_once
@@ -193,6 +194,7 @@ __all__ = [
     "encode_key",
     "register_key_encoder",
     # the tuning machine
+    "TOLERANCE",
     "Tuner",
     "Tuning",
     "format_ms",

@@ -19,6 +19,7 @@ from kerneltune import cli
 from kerneltune.core import Tuner, UncertainPickWarning
 from kerneltune.core.machine.confidence import (
     CONFIDENT,
+    TOLERANCE,
     UNCERTAIN,
     Evidence,
     first_pass_lead,
@@ -86,6 +87,14 @@ def test_judge_names_the_rivals_not_told_apart_and_keeps_ties_within_the_toleran
     flipped = evidence([1.0, 1.1], rounds=[(1.0, 1.5, 1.0), (1.1, 1.4, 1.12)])
     assert judge(flipped, 0, [0, 1], noise=0.0).rivals == (1,)
     assert judge(evidence([1.0, 2.0]), 0, [0, 1], noise=0.0, left_out=[1]).rivals == (1,), "left out"
+    # A rival the cap left out of the rounds bounds the margin by its first pass, though the
+    # finalists' rounds show the pick ahead of every one of them.
+    capped = evidence(
+        [1.0, 1.5, 1.01], errors=[0.05, 0.0, 0.05], rounds=[(1.0, 1.0), (1.5, 1.5), (math.inf, math.inf)]
+    )
+    verdict = judge(capped, 0, [0, 1], noise=0.0, left_out=[2])
+    assert verdict.rivals == (2,) and verdict.margin < -TOLERANCE
+    assert verdict.margin == pytest.approx(first_pass_lead(1.0, 1.01, (0.05, 0.05), 0.0))
 
 
 def test_a_noisy_first_pass_sends_every_rival_within_reach_to_the_rounds():
@@ -310,3 +319,14 @@ def test_on_the_hosts_clock_the_first_pass_takes_two_rounds_so_a_slow_spell_cann
     (record,) = stored_records(isolated, "work")
     assert pick == 1 or record["confidence"] == "uncertain", "right, or not confident"
     assert pick == 1, "its second round, beside the others', sent it to the near-tie rounds"
+
+
+def test_the_warning_says_how_far_rivals_may_lead_and_when_only_the_cap_left_them_undecided():
+    from kerneltune.plugins.observers.uncertain import how_far
+
+    assert how_far(-0.05) == "by up to 5.0%"
+    assert how_far(math.inf) == "by any amount"
+    # Only rivals the cap kept out of the rounds: never "by up to -0.3%", as the warning once said.
+    capped = how_far(0.003)
+    assert capped.startswith("by up to 0.0% by the first pass") and "cap" in capped
+    assert how_far(-0.009).startswith("by up to 0.9% by the first pass")

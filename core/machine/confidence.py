@@ -208,7 +208,9 @@ def judge(
     :param noise: the first pass's noise, for rivals measured apart.
     :param left_out: rivals within reach that were not re-timed (a cap), which stay undecided.
     """
-    leads = {j: evidence.lead(best, j, noise) for j in compared if j != best}
-    rivals = sorted({j for j, lead in leads.items() if lead < -TOLERANCE} | set(left_out))
+    capped = set(left_out)
+    # A rival the cap left out is bounded by its first pass: the margin must cover it too.
+    leads = {j: evidence.lead(best, j, noise) for j in {*compared, *capped} if j != best}
+    rivals = sorted({j for j, lead in leads.items() if lead < -TOLERANCE} | capped)
     margin = min(leads.values(), default=math.inf)
     return Confidence(UNCERTAIN if rivals else CONFIDENT, tuple(rivals), margin, noise)

@@ -23,6 +23,7 @@ from kerneltune.core import CandidateFailedWarning, CompileMiss, Space, Tuner, h
 from kerneltune.core.errors import ConfigError
 from kerneltune.core.machine import siblings
 from kerneltune.core.machine.compile import CompileStage
+from kerneltune.core.machine.turns import LoadTurns
 from kerneltune.plugins.triton import compiler
 from rank_doubles import ThreadGroup, run_ranks
 from test_multirank import make_session, space
@@ -288,6 +289,16 @@ def test_a_program_the_cache_holds_is_loaded_here_and_only_a_miss_is_forked(monk
     assert all(error is None for _, error, _, _ in watch.finished)
 
 
+def watch_timing(monkeypatch) -> tuple[threading.Event, list[bool]]:
+    """An event set from a candidate's first timed run until they are all launched, and a list for
+    the loads to note whether it was set (a load beside a timed run)."""
+    timing = threading.Event()
+    begin, end = CompileStage.timing_begins, CompileStage.timing_ends
+    monkeypatch.setattr(CompileStage, "timing_begins", lambda stage: (begin(stage), timing.set()))
+    monkeypatch.setattr(CompileStage, "timing_ends", lambda stage: (timing.clear(), end(stage)))
+    return timing, []
+
+
 def held_session(monkeypatch, clock, watch, **settings):
     """A session whose timer holds the device, as the cuda-event timer does."""
     settings = {"timer": "held", "warmup": 1, "repeat": 2} | settings
@@ -309,11 +320,7 @@ def test_where_the_timer_holds_the_device_the_cached_programs_load_beside_the_me
         d_loaded.set()
 
     # A load may go on beside a candidate's warm-up runs, never beside its timed runs.
-    timing = threading.Event()
-    begin, done = CompileStage.timing_begins, CompileStage._done_measuring
-    monkeypatch.setattr(CompileStage, "timing_begins", lambda stage: (begin(stage), timing.set()))
-    monkeypatch.setattr(CompileStage, "_done_measuring", lambda stage: (timing.clear(), done(stage)))
-    loaded_while_timed: list[bool] = []
+    timing, loaded_while_timed = watch_timing(monkeypatch)
 
     def load(seconds: float) -> Callable[[], None]:
         def loading() -> None:
@@ -339,6 +346,63 @@ def test_where_the_timer_holds_the_device_the_cached_programs_load_beside_the_me
     assert loaded_while_timed and not any(loaded_while_timed), "no load beside a timed run"
     assert backend.compiled() == sorted(("here", name) for name in NAMES), "every program loaded, none forked"
     assert all(error is None for _, error, _, _ in watch.finished)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_cached_programs_load_in_turn_and_the_measuring_thread_goes_before_the_loads_waiting(
+    monkeypatch, isolated, tmp_path
+):
+    # Four threads start their loads at once. Each load holds the fork lock, which the measuring
+    # thread needs too: queued behind every load, it measured nothing until all had loaded (an
+    # H200's restart: sixteen loads, then the first measurement).
+    clock, watch = FakeClock(), Watch()
+    session = held_session(monkeypatch, clock, watch, compile_workers=4)
+    backend = ProbedCompiles(tmp_path / "compiled.log", cached=set(NAMES))
+    timing, loaded_while_timed = watch_timing(monkeypatch)
+    events: list[tuple[str, str]] = []
+
+    def load(name: str) -> Callable[[], None]:
+        def loading() -> None:
+            loaded_while_timed.append(timing.is_set())
+            time.sleep(0.08)
+            loaded_while_timed.append(timing.is_set())
+            events.append(("loaded", name))
+
+        return loading
+
+    backend.behave = {name: load(name) for name in NAMES}
+    measured: list[str] = []
+    on_run = lambda name: events.append(("run", name))  # noqa: E731
+    best = drive(session, clock, backend.compile_one, measured, on_run=on_run, child=backend)
+    assert best.config["name"] == "b" and set(measured) == set(NAMES)
+    assert [name for kind, name in events if kind == "loaded"] == NAMES, "loaded in the order handed over"
+    assert events.index(("run", "a")) < events.index(("loaded", "d")), "a was measured before d loaded"
+    assert loaded_while_timed and not any(loaded_while_timed), "no load beside a timed run"
+    assert backend.compiled() == sorted(("here", name) for name in NAMES), "every program loaded, none forked"
+
+
+def test_load_turns_go_by_ticket_and_wait_while_the_measuring_thread_wants_the_lock():
+    turns = LoadTurns()
+    tickets = [turns.ticket() for _ in range(4)]
+    order: list[int] = []
+    turns.measuring()
+
+    def load(ticket: int) -> None:
+        with turns.turn(ticket):
+            order.append(ticket)
+
+    threads = [threading.Thread(target=load, args=(t,)) for t in reversed(tickets[1:])]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.1)
+    assert order == [], "no load begins while the measuring thread wants the fork lock"
+    turns.measured()
+    time.sleep(0.1)
+    assert order == [], "every load waits for the first ticket, which has not ended"
+    turns.done(tickets[0])  # ended without a turn (a compile on a thread, say)
+    for thread in threads:
+        thread.join(5)
+    assert order == tickets[1:], "the earliest handed over loads first"
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
@@ -595,6 +659,12 @@ def test_the_deadline_waits_for_a_quorum_and_a_floor():
     assert judge.past_deadline(4.9) is None, "never sooner than DEADLINE_MIN_S"
     judge.deadline = 0
     assert judge.past_deadline(1e9) is None, "compile_deadline = 0: none"
+    # Compiles begun ahead (most of a search's) count once ended: they bring the quorum.
+    ahead = siblings.Siblings(deadline=4.0)
+    ahead.started()
+    for seconds in (1.0, 1.0, 2.0):
+        ahead.ended(seconds, ahead=True)
+    assert ahead.forked == 4 and ahead.past_deadline(8.5) == 5.0
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc for a process's processor time")
@@ -1183,6 +1253,14 @@ def test_a_compile_ahead_runs_niced_unwaited_stopped_while_measuring_and_is_not_
     clock, watch = FakeClock(), AheadWatch()
     session = engine_session(monkeypatch, clock, watch, compile_workers=4)
     parent = os.getpid()
+    ended: list[bool] = []
+    end = siblings.Siblings.ended
+
+    def note(judge: siblings.Siblings, seconds: float, ahead: bool = False) -> None:
+        ended.append(ahead)
+        end(judge, seconds, ahead=ahead)
+
+    monkeypatch.setattr(siblings.Siblings, "ended", note)
 
     def slow_a() -> None:  # round 1's compile outlasts the start of c's, ahead
         if os.getpid() != parent:
@@ -1207,6 +1285,8 @@ def test_a_compile_ahead_runs_niced_unwaited_stopped_while_measuring_and_is_not_
     compiled = backend.compiled()
     assert compiled.count(("child", "c")) == 1 and compiled.count(("child", "d")) == 1, "not compiled twice"
     assert sorted(watch.started) == [(0, False), (1, False), (2, True), (3, True)]
+    # c and d began ahead: once ended they count among the siblings (by their processor time).
+    assert sorted(ended) == [False, False, True, True]
     # The counts are of compiles a round waits for: a compile ahead counts once a round asks for it.
     round_one = [f for f in watch.finished if f[0] in (0, 1)]
     assert {(done, total) for _, _, done, total in round_one} <= {

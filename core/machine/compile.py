@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, cast
 import attrs
 from kerneltune.core.errors import CompileMiss, describe_error
 from kerneltune.core.machine.siblings import STALL_FACTOR, Siblings
+from kerneltune.core.machine.turns import LoadTurns
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import CompileProcess, ProbingCompileProcess, provides
 from kerneltune.core.values.events import CompileFinished, CompileStarted, Header
@@ -175,6 +176,9 @@ class CompileStage:
         #: held while forking and while compiling here with children about, so
         #: that no child is forked while this process is inside the compiler.
         self._forking = threading.Lock()
+        #: loads take the fork lock one at a time, in the order handed over, after the measuring thread.
+        self._turns = LoadTurns()
+        self._tickets: dict[int, int] = {}
         self._children: set[int] = set()
         self._timeout = timeout
         #: the compile processes forked, those that ended, and the rules that judge one running.
@@ -291,6 +295,8 @@ class CompileStage:
         Each pool is made by its first compile.
         """
         self._compilers[candidate.index] = compile_one
+        if self._probes and not ahead:
+            self._tickets[candidate.index] = self._turns.ticket()
         pool = self._ahead_pool if ahead else self._pool
         if pool is None:
             prefix = "kerneltune-compile-ahead" if ahead else "kerneltune-compile"
@@ -382,6 +388,10 @@ class CompileStage:
                         self._compilers[candidate.index](candidate)
         except Exception as exc:
             error = exc
+        finally:
+            ticket = self._tickets.get(candidate.index)
+            if ticket is not None:
+                self._turns.done(ticket)
         with self._lock:
             self._finished.add(candidate.index)
             ahead = candidate.index in self._ahead
@@ -405,12 +415,17 @@ class CompileStage:
 
         A miss raises :class:`CompileMiss` before anything is compiled, and
         the candidate goes to a compile process. The probe holds the fork
-        lock as any compile here does: no child is forked mid-compile.
+        lock as any compile here does: no child is forked mid-compile. One
+        a round waits for takes its turn first (:class:`LoadTurns`).
         """
         if not self._probes:
             return False
         child = cast(ProbingCompileProcess, self._child)  # probes() said so
-        with self._quiet(candidate.index):
+        index = candidate.index
+        # One begun ahead has no turn: it waits in _quiet while compiles ahead are stopped.
+        ticket = self._tickets.get(index)
+        turn = contextlib.nullcontext() if ticket is None else self._turns.turn(ticket)
+        with turn, self._quiet(index):
             try:
                 with child.probing():
                     self._compilers[candidate.index](candidate)
@@ -445,7 +460,7 @@ class CompileStage:
             self._siblings.started()
         try:
             while True:
-                done, status = os.waitpid(pid, os.WNOHANG)
+                done, status, usage = os.wait4(pid, os.WNOHANG)
                 if done:
                     break
                 if self._is_ahead(index):
@@ -486,7 +501,9 @@ class CompileStage:
             with self._lock:
                 self._pids.pop(index, None)
         if not os.WIFSIGNALED(status):
-            if not behind:  # one begun ahead ran niced and stopped: its time says nothing of its siblings'
+            if behind:  # niced and stopped while measuring: what it used of a processor, ptxas included
+                self._siblings.ended(usage.ru_utime + usage.ru_stime, ahead=True)
+            else:
                 self._siblings.ended(time.monotonic() - forked)
             return None  # compiled, or raised: compiling here loads it, or raises the error itself
         # The compiler crashed: compiling it here would crash this process, so the candidate fails.
@@ -535,12 +552,19 @@ class CompileStage:
         self._done_measuring()
         index = candidate.index
         if self._beside and not self._missed:
-            if index in self._futures and not self._is_ahead(index):
-                self._settle(index)
-            if self._missed:  # a load missed meanwhile: compiles are under way in processes
-                self.settle()
-        else:
-            self.settle()
+            # Loads after this candidate's wait until it is measured (beside its warm-up, at the latest).
+            with self._turns.waiting_for(self._tickets.get(index)):
+                if index in self._futures and not self._is_ahead(index):
+                    self._settle(index)
+                if not self._missed:
+                    return self._ready(index)
+            # A load missed meanwhile: compiles are under way in processes.
+        self.settle()
+        return self._ready(index)
+
+    def _ready(self, index: int) -> BaseException | None:
+        """Candidate ``index``'s compile has ended (or its timeout passed): stop the compiles ahead,
+        fork nothing until the next :meth:`wait`, and say why it cannot run (``None``: it can)."""
         self.pause()
         future = self._futures.get(index)
         if future is None or self._is_ahead(index):
@@ -562,14 +586,26 @@ class CompileStage:
         loads go on only beside warm-up runs and between candidates.
         """
         if self._beside and not self._between.is_set() and not self._timing_held:
+            self._turns.measuring()
             self._forking.acquire()
             self._timing_held = True
 
-    def _done_measuring(self) -> None:
-        """The measuring thread is between candidates: loads go on, compile processes may be forked."""
+    def timing_ends(self) -> None:
+        """A candidate's timed runs are all launched: loads go on while the device runs them.
+
+        The host's part of every timed run is done, so a load cannot delay
+        one; the measuring thread only waits for the device from here (its
+        timer's ``collect``). No compile process is forked until the next
+        :meth:`wait`.
+        """
         if self._timing_held:
             self._timing_held = False
             self._forking.release()
+            self._turns.measured()
+
+    def _done_measuring(self) -> None:
+        """The measuring thread is between candidates: loads go on, compile processes may be forked."""
+        self.timing_ends()
         self._between.set()
 
     def settle(self) -> None:

@@ -153,6 +153,8 @@ class CandidateRuns:
         median where the device is held before its runs.
     :param before_timing: called once, before the first timed run (COMPILE
         then keeps its loads out of the timed runs).
+    :param after_timing: called once, when the samples are collected: every
+        timed run is launched, and the host only waits for the device.
     """
 
     def __init__(
@@ -166,6 +168,7 @@ class CandidateRuns:
         host_us: deque[float] | None = None,
         idle: IdleDevice | None = None,
         before_timing: Callable[[], object] | None = None,
+        after_timing: Callable[[], object] | None = None,
     ) -> None:
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -179,6 +182,7 @@ class CandidateRuns:
         self._hold = timer.hold if device and provides(timer, HoldingTimer) else None
         self._idle = idle
         self._before_timing = before_timing
+        self._after_timing = after_timing
         #: every hold so far kept the device busy (a timer's ``hold`` returns ``False`` where it cannot).
         self._held = True
 
@@ -217,6 +221,9 @@ class CandidateRuns:
         :raises PluginError: when the timer returns other than one finite,
             non-negative number per timed run; it names the timer.
         """
+        if self._after_timing is not None:
+            after, self._after_timing = self._after_timing, None
+            after()
         samples = self.timer.collect()
         name = getattr(self.timer, "name", type(self.timer).__name__)
         if not isinstance(samples, list | tuple) or len(samples) != self.repeat:

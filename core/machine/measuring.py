@@ -68,10 +68,14 @@ class Measuring:
             # candidates' host times, so host work can outlast it and leak into device time.
             idle=self._idle if job.stage is None else None,
             before_timing=self._timing_begins,
+            after_timing=self._timing_ends,
         )
 
     def _timing_begins(self) -> None:
         """A candidate's timed runs begin; the tuning keeps COMPILE's loads out of them."""
+
+    def _timing_ends(self) -> None:
+        """A candidate's timed runs are launched; the tuning lets COMPILE's loads go on."""
 
     def _current(self, candidate: Candidate) -> Job:
         job = self._job

@@ -115,6 +115,11 @@ class Readiness:
         if self._compiling is not None:
             self._compiling.timing_begins()
 
+    def timing_ends(self) -> None:
+        """A candidate's timed runs are launched: loads go on (:meth:`CompileStage.timing_ends`)."""
+        if self._compiling is not None:
+            self._compiling.timing_ends()
+
     def problem(self, candidate: Candidate) -> BaseException | None:
         """What keeps ``candidate`` from running: its compile error, why it screened out, or that an
         earlier candidate launches its program (a twin); else ``None``.

@@ -39,8 +39,11 @@ def processor_seconds(pid: int) -> float | None:
 class Siblings:
     """The compile processes a stage forked, and how long those that ended took.
 
-    Compiles begun ahead count in neither: their clocks ran niced and
-    stopped, and say nothing of their siblings'.
+    A compile begun ahead counts once it has ended, by the processor time it
+    and its compiler's child processes used (``ptxas``): its clock ran niced
+    and stopped while candidates were measured. In a ``search_params``
+    search most compiles begin ahead; left out, they kept the deadline from
+    ever having its quorum.
 
     :param deadline: the ``compile_deadline`` setting (0: none).
     """
@@ -58,10 +61,12 @@ class Siblings:
         with self._lock:
             self.forked += 1
 
-    def ended(self, seconds: float) -> None:
-        """A compile process ended after ``seconds``."""
+    def ended(self, seconds: float, *, ahead: bool = False) -> None:
+        """A compile process ended after ``seconds``; ``ahead``: one begun ahead, not counted when forked."""
         with self._lock:
             self.seconds.append(seconds)
+            if ahead:
+                self.forked += 1
 
     def past_deadline(self, seconds: float) -> float | None:
         """The deadline a compile process running ``seconds`` is past, or ``None`` (see ``deadline``).

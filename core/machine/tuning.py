@@ -265,6 +265,9 @@ class Tuning(Rounds):
     def _timing_begins(self) -> None:
         self._ready.timing_begins()
 
+    def _timing_ends(self) -> None:
+        self._ready.timing_ends()
+
     def next_candidate(self) -> Candidate | None:
         """The next candidate to measure, or ``None`` when there is none left.
 

@@ -1,0 +1,127 @@
+"""Where a tuning's time goes on a GPU: device time by kernel against the wall, under torch.profiler.
+
+Usage (needs a CUDA device; about a minute on one H200)::
+
+    python3 bench/key_profile.py
+    python3 bench/key_profile.py --nk 2048
+
+Three tunings, every program already compiled and loaded, so that only
+measuring is left:
+
+* the function-level tuner of ``bench/warm_start.py`` (the bf16 matmul,
+  N = K = ``--nk``, 24 configs) tuning one small M and one large M in full;
+* the same tuner with ``warm_start = "screen"``, a new M after two stored ones;
+* ``contextual_autotune`` around the 16-config 4096^3 matmul of
+  tests/contextual_matmul.py (a new kernel object each time, so each tunes).
+
+Each is timed once unprofiled, then once under the profiler, which prints
+the kernels with the most device time (the L2 flush is ``fill_``, the hold
+is the ``spin`` kernel), the host calls with the most time (a synchronise
+is where the host waits for the device), and the device's busy time against
+the wall. What the wall holds beyond the device's time is the host's work
+between a candidate's synchronise and its next launch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path[:0] = [str(BENCH), str(BENCH.parent / "tests")]
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nk", type=int, default=4096, help="the warm start matmul's N = K (default 4096)")
+    parser.add_argument("--small-m", type=int, default=32, help="the small M tuned in full (default 32)")
+    parser.add_argument("--large-m", type=int, default=4096, help="the large M tuned in full (default 4096)")
+    return parser.parse_args()
+
+
+def profiled(label: str, tune: Callable[[], object], synchronize: Callable[[], object]) -> None:
+    """Tune once under torch.profiler; print the top kernels and host calls and the device's busy time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    synchronize()
+    started = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as run:
+        tune()
+        synchronize()
+    wall = time.perf_counter() - started
+    rows = run.key_averages()
+    busy_ms = sum(row.self_device_time_total for row in rows) / 1000
+    print(f"== {label}, profiled: wall {wall * 1000:.1f} ms, device busy {busy_ms:.1f} ms", flush=True)
+    print(rows.table(sort_by="self_device_time_total", row_limit=6, max_name_column_width=40))
+    print(rows.table(sort_by="self_cpu_time_total", row_limit=6, max_name_column_width=40), flush=True)
+
+
+def timed(label: str, tune: Callable[[], object], synchronize: Callable[[], object]) -> None:
+    synchronize()
+    started = time.perf_counter()
+    tune()
+    synchronize()
+    print(f"== {label}: wall {(time.perf_counter() - started) * 1000:.1f} ms", flush=True)
+
+
+def main() -> int:
+    args = arguments()
+    import torch
+    import warm_start
+    from contextual_matmul import SIXTEEN_CONFIGS, launch_matmul, make_matmul
+
+    from triton_dist.autotuner import contextual_autotune
+
+    if not torch.cuda.is_available():
+        print("bench/key_profile.py needs a CUDA device", file=sys.stderr)
+        return 2
+    work = warm_start.Workload(False, args.nk)
+    sync = work.synchronize
+    folder = Path(tempfile.mkdtemp(prefix="key_profile_"))
+
+    def tuner(name: str, **options: Any) -> Callable[..., None]:
+        os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(folder / name)
+        return warm_start.tuned_launcher(work, **options)
+
+    tuner("compile")(*work.operands(16))  # compiles and loads every config
+    sync()
+    for m in (args.small_m, args.large_m):
+        timed(f"full tuning, M={m}", lambda m=m: tuner(f"full{m}")(*work.operands(m)), sync)
+        profiled(f"full tuning, M={m}", lambda m=m: tuner(f"full{m}p")(*work.operands(m)), sync)
+    screened = tuner("screen", warm_start="screen")
+    for m in (args.small_m // 2, args.small_m):
+        screened(*work.operands(m))
+    profiled(
+        f"screened warm start, M={args.small_m + args.small_m // 2}",
+        lambda: screened(*work.operands(args.small_m + args.small_m // 2)),
+        sync,
+    )
+
+    a = torch.randn((4096, 4096), device="cuda", dtype=torch.bfloat16)
+    b = torch.randn((4096, 4096), device="cuda", dtype=torch.bfloat16)
+
+    def contextual() -> None:
+        kernel = make_matmul(SIXTEEN_CONFIGS)
+
+        @contextual_autotune()
+        def outer() -> None:
+            launch_matmul(kernel, a, b)
+
+        outer()
+
+    timed("contextual tuning, first kernel object", contextual, sync)
+    timed("contextual tuning", contextual, sync)
+    profiled("contextual tuning", contextual, sync)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -4,6 +4,7 @@ Usage (needs a CUDA device; about a minute on one H200)::
 
     python3 bench/key_profile.py
     python3 bench/key_profile.py --nk 2048
+    python3 bench/key_profile.py --smoke   # the host's side only, under TRITON_INTERPRET=1 on the CPU
 
 Three tunings, every program already compiled and loaded, so that only
 measuring is left:
@@ -44,16 +45,24 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--nk", type=int, default=4096, help="the warm start matmul's N = K (default 4096)")
     parser.add_argument("--small-m", type=int, default=32, help="the small M tuned in full (default 32)")
     parser.add_argument("--large-m", type=int, default=4096, help="the large M tuned in full (default 4096)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="bench/warm_start.py's CPU workload, host activity only, no contextual",
+    )
     return parser.parse_args()
 
 
-def profiled(label: str, tune: Callable[[], object], synchronize: Callable[[], object]) -> None:
+def profiled(
+    label: str, tune: Callable[[], object], synchronize: Callable[[], object], device: bool = True
+) -> None:
     """Tune once under torch.profiler; print the top kernels and host calls and the device's busy time."""
     from torch.profiler import ProfilerActivity, profile
 
     synchronize()
     started = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as run:
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if device else [])]
+    with profile(activities=activities) as run:
         tune()
         synchronize()
     wall = time.perf_counter() - started
@@ -80,11 +89,13 @@ def main() -> int:
 
     from triton_dist.autotuner import contextual_autotune
 
-    if not torch.cuda.is_available():
-        print("bench/key_profile.py needs a CUDA device", file=sys.stderr)
+    if not args.smoke and not torch.cuda.is_available():
+        print("bench/key_profile.py needs a CUDA device (or --smoke)", file=sys.stderr)
         return 2
-    work = warm_start.Workload(False, args.nk)
+    device = not args.smoke
+    work = warm_start.Workload(args.smoke, args.nk)
     sync = work.synchronize
+    small, large = (8, 32) if args.smoke else (args.small_m, args.large_m)
     folder = Path(tempfile.mkdtemp(prefix="key_profile_"))
 
     def tuner(name: str, **options: Any) -> Callable[..., None]:
@@ -93,17 +104,16 @@ def main() -> int:
 
     tuner("compile")(*work.operands(16))  # compiles and loads every config
     sync()
-    for m in (args.small_m, args.large_m):
+    for m in (small, large):
         timed(f"full tuning, M={m}", lambda m=m: tuner(f"full{m}")(*work.operands(m)), sync)
-        profiled(f"full tuning, M={m}", lambda m=m: tuner(f"full{m}p")(*work.operands(m)), sync)
+        profiled(f"full tuning, M={m}", lambda m=m: tuner(f"full{m}p")(*work.operands(m)), sync, device)
     screened = tuner("screen", warm_start="screen")
-    for m in (args.small_m // 2, args.small_m):
+    for m in (small // 2, small):
         screened(*work.operands(m))
-    profiled(
-        f"screened warm start, M={args.small_m + args.small_m // 2}",
-        lambda: screened(*work.operands(args.small_m + args.small_m // 2)),
-        sync,
-    )
+    new = small + small // 2
+    profiled(f"screened warm start, M={new}", lambda: screened(*work.operands(new)), sync, device)
+    if args.smoke:
+        return 0
 
     a = torch.randn((4096, 4096), device="cuda", dtype=torch.bfloat16)
     b = torch.randn((4096, 4096), device="cuda", dtype=torch.bfloat16)

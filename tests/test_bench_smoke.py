@@ -287,3 +287,10 @@ def test_the_overhead_bench_measures_every_workload(tmp_path):
         assert len(row["overhead_s"]) == len(row["per_run_s"]) == 2
         assert all(0 < seconds < 5 for seconds in row["overhead_s"])
     assert [line.split()[0] for line in printed.splitlines()[1:]] == ["function", "screen", "contextual"]
+
+
+def test_the_key_profile_runs_every_tuning_under_the_profiler(tmp_path):
+    out = run_script("key_profile.py", "--smoke", tmp_path=tmp_path)
+    for label in ("full tuning, M=8", "full tuning, M=32", "screened warm start, M=12"):
+        assert f"== {label}, profiled: wall " in out, out[-2000:]
+    assert "Self CPU time total" in out

@@ -21,6 +21,7 @@ import torch
 import triton
 from kerneltune.core import CandidateFailedWarning, CompileMiss, Space, Tuner, hookimpl, load_settings
 from kerneltune.core.errors import ConfigError
+from kerneltune.core.machine import compile as compiling
 from kerneltune.core.machine import siblings
 from kerneltune.core.machine.compile import CompileStage
 from kerneltune.core.machine.turns import LoadTurns
@@ -689,6 +690,26 @@ def test_a_slow_compile_process_that_keeps_a_processor_busy_is_not_taken_for_stu
     assert best.config["name"] == "b"
     assert backend.compiled().count(("child", "b")) == 1, "compiled in its process, not stopped"
     assert all(error is None for _, error, _, _ in watch.finished)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc for a process's processor time")
+def test_tree_processor_seconds_counts_the_children_still_running():
+    # A shell (the compile process) waiting for a busy child (its ptxas): the shell uses no processor.
+    busy = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass"
+    shell = subprocess.Popen(["/bin/sh", "-c", f'{sys.executable} -c "{busy}"'])
+    try:
+        deadline = time.monotonic() + 30
+        tree = 0.0
+        while shell.poll() is None and time.monotonic() < deadline:
+            tree = siblings.tree_processor_seconds(shell.pid) or tree
+            own = siblings.processor_seconds(shell.pid)
+            if tree >= 0.3:
+                break
+            time.sleep(0.02)
+        assert tree >= 0.3 and own is not None and own < 0.1, (tree, own)
+    finally:
+        shell.wait(30)
+    assert siblings.tree_processor_seconds(2**22 + 1) is None, "no such process"
 
 
 def test_processor_seconds_reads_this_process_or_says_it_cannot():
@@ -1371,7 +1392,27 @@ def test_a_drivers_new_word_on_what_comes_next_drops_the_earlier_compiles_ahead_
     assert (1, True) in watch.started, "b, started ahead, went on"
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_a_compile_begun_ahead_meets_the_deadline_by_the_processor_time_it_used_ahead(
+    monkeypatch, isolated, tmp_path
+):
+    # As below, but d used (as the system says) 100 s of processor time before round 2 asked for it:
+    # judged from the ask alone it would have the deadline over again; it fails at once.
+    monkeypatch.setattr(siblings, "DEADLINE_MIN_S", 0.5)
+    monkeypatch.setattr(compiling, "tree_processor_seconds", lambda pid: 100.0)
+    clock, watch = FakeClock(), AheadWatch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=4, compile_deadline=5)
+    parent = os.getpid()
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"a": slow(parent, 0.7), "d": slow(parent, 1.0)})
+    with pytest.warns(CandidateFailedWarning, match="compile_deadline"):
+        best = adaptive_rounds(session, clock, backend, [(["a", "b", "c"], ["d"]), (["d"], [])])
+    assert best.config["name"] == "b"
+    (record,) = stored_records(isolated, "work")
+    assert "compile_deadline" in (record["candidates"][3]["error"] or ""), record["candidates"][3]
+    assert ("here", "d") not in backend.compiled(), "stopped before it ended"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
 def test_a_compile_begun_ahead_meets_the_deadline_from_when_a_round_asks_for_it(
     monkeypatch, isolated, tmp_path
 ):

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, cast
 
 import attrs
 from kerneltune.core.errors import CompileMiss, describe_error
-from kerneltune.core.machine.siblings import STALL_FACTOR, Siblings
+from kerneltune.core.machine.siblings import STALL_FACTOR, Siblings, tree_processor_seconds
 from kerneltune.core.machine.turns import LoadTurns
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import CompileProcess, ProbingCompileProcess, provides
@@ -477,7 +477,7 @@ class CompileStage:
                 if self._timeout > 0 and now - max(began, since) > self._timeout:
                     _kill(pid)
                     return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
-                limit = self._siblings.past_deadline(now - since)
+                limit = self._siblings.past_deadline(self._age(now - since, pid, behind))
                 if limit is not None:
                     _kill(pid)
                     deadline = self._siblings.deadline
@@ -513,6 +513,22 @@ class CompileStage:
         except ValueError:
             name = f"signal {number}"
         return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
+
+    @staticmethod
+    def _age(seconds: float, pid: int, ahead: bool) -> float:
+        """How long compile process ``pid``, asked for ``seconds`` ago, has compiled, for the deadline.
+
+        One begun ``ahead`` also compiled before a round asked for it: that
+        counts by the processor time it and its children (``ptxas``) used,
+        which leaves out the time it waited for a core at its lower priority
+        and the time it was stopped. A search begins most of its compiles
+        ahead; judged from the ask alone, a slow one had the deadline over
+        again, and the round waited for it.
+        """
+        if not ahead:
+            return seconds
+        busy = tree_processor_seconds(pid)
+        return seconds if busy is None else max(seconds, busy)
 
     def _child_main(self, candidate: Candidate, ahead: bool) -> None:  # pragma: no cover - in the child
         code = _RAISED

@@ -9,6 +9,7 @@ keeps one :class:`Siblings` and asks it while it waits for each process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -34,6 +35,26 @@ def processor_seconds(pid: int) -> float | None:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
+
+
+def tree_processor_seconds(pid: int) -> float | None:
+    """Processor seconds process ``pid`` and its descendants have used: its own, its children's that
+    ended, and those still running (a compile's ``ptxas``); ``None`` where ``/proc`` does not say."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        # utime, stime, cutime, cstime: the 12th to 15th fields after the command name.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        ticks = sum(int(field) for field in fields[11:15])
+        children: list[str] = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                children += (task / "children").read_text().split()
+    except (OSError, ValueError, IndexError):
+        return None
+    seconds = ticks / os.sysconf("SC_CLK_TCK")
+    for child in children:
+        seconds += tree_processor_seconds(int(child)) or 0.0
+    return seconds
 
 
 class Siblings:

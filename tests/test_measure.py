@@ -88,6 +88,54 @@ def test_an_idle_device_learns_what_an_empty_run_reads_once_and_is_idle_only_if_
     assert not unknown.idle, "without a floor, nothing is called idle"
 
 
+class HoldingTimer:
+    """A timer that flushes and holds, noting each call in ``events``."""
+
+    name = "noted"
+
+    def __init__(self, events: list[str]) -> None:
+        self.events, self.count = events, 0
+
+    def flush(self) -> None:
+        pass
+
+    def hold(self, microseconds: float) -> bool:
+        return True
+
+    def sample(self, fn, *, before=None) -> None:
+        if before is not None:
+            before()
+        fn()
+        self.events.append("sample")
+        self.count += 1
+
+    def collect(self) -> list[float]:
+        self.events.append("collect")
+        count, self.count = self.count, 0
+        return [0.01] * count
+
+
+def test_loads_may_go_on_once_the_timed_runs_are_launched_but_not_beside_the_empty_runs():
+    events: list[str] = []
+    idle = measure.IdleDevice()
+
+    def take(runs: measure.CandidateRuns) -> None:
+        for _ in range(runs.warmup + runs.repeat):
+            runs.run(lambda wrap: wrap(lambda: None))
+        runs.samples()
+
+    for _ in range(2):
+        events.append("candidate")
+        runs = measure.CandidateRuns(
+            HoldingTimer(events), warmup=1, repeat=2, idle=idle, after_timing=lambda: events.append("after")
+        )
+        take(runs)
+    probes = ["sample"] * measure.IDLE_PROBES
+    first = ["candidate", "sample", "sample", "collect", *probes, "collect", "after"]
+    # The first candidate's empty runs learn the floor: loads wait until they are over too.
+    assert events == [*first, "candidate", "sample", "sample", "after", "collect"]
+
+
 def test_host_work_timed_by_device_marks_warns_that_the_pick_is_noise(monkeypatch, isolated):
     # The steps timer reads the same for every run, empty ones included: the device did nothing.
     install_session(monkeypatch, extra=(steps_plugin([]),), timer="steps", warmup=0, repeat=2)

@@ -154,7 +154,8 @@ class CandidateRuns:
     :param before_timing: called once, before the first timed run (COMPILE
         then keeps its loads out of the timed runs).
     :param after_timing: called once, when the samples are collected: every
-        timed run is launched, and the host only waits for the device.
+        timed run is launched, and the host only waits for the device (after
+        the empty runs, where this candidate takes them for ``idle``).
     """
 
     def __init__(
@@ -221,9 +222,9 @@ class CandidateRuns:
         :raises PluginError: when the timer returns other than one finite,
             non-negative number per timed run; it names the timer.
         """
-        if self._after_timing is not None:
-            after, self._after_timing = self._after_timing, None
-            after()
+        # The first candidate's empty runs (IdleDevice) are timed runs too: nothing beside them.
+        if self._idle is None or self._idle.floor_ms is not None:
+            self._timing_over()
         samples = self.timer.collect()
         name = getattr(self.timer, "name", type(self.timer).__name__)
         if not isinstance(samples, list | tuple) or len(samples) != self.repeat:
@@ -237,7 +238,14 @@ class CandidateRuns:
         # kernel can read as little: only held runs tell an idle device apart.
         if self._idle is not None and self._hold is not None and self._held and checked:
             self._idle.observe(statistics.median(checked), self._empty_runs)
+        self._timing_over()
         return checked
+
+    def _timing_over(self) -> None:
+        """Call ``after_timing``, once."""
+        if self._after_timing is not None:
+            after, self._after_timing = self._after_timing, None
+            after()
 
     def _empty_runs(self) -> list[float]:
         """:data:`IDLE_PROBES` timed runs with nothing between the marks, set up as every timed run is."""

@@ -26,13 +26,18 @@ DEADLINE_MIN_S = 5.0
 DEADLINE_QUORUM = 3
 
 
+def _stat_ticks(pid: int, fields: slice) -> int:
+    """The sum of ``fields`` of ``/proc/PID/stat``, counted after the command name (which may hold
+    spaces); raises ``OSError``, ``ValueError`` or ``IndexError`` where it cannot be read."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return sum(int(field) for field in stat[stat.rindex(")") + 2 :].split()[fields])
+
+
 def processor_seconds(pid: int) -> float | None:
     """Processor seconds process ``pid`` has used; ``None`` where the system does not say (no ``/proc``)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        # Fields after the command name, which may hold spaces: state is the first, utime the 12th.
-        fields = stat[stat.rindex(")") + 2 :].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        # State is the first field, utime the 12th, stime the 13th.
+        return _stat_ticks(pid, slice(11, 13)) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return None
 
@@ -41,10 +46,7 @@ def tree_processor_seconds(pid: int) -> float | None:
     """Processor seconds process ``pid`` and its descendants have used: its own, its children's that
     ended, and those still running (a compile's ``ptxas``); ``None`` where ``/proc`` does not say."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        # utime, stime, cutime, cstime: the 12th to 15th fields after the command name.
-        fields = stat[stat.rindex(")") + 2 :].split()
-        ticks = sum(int(field) for field in fields[11:15])
+        ticks = _stat_ticks(pid, slice(11, 15))  # utime, stime, cutime, cstime
         children: list[str] = []
         for task in Path(f"/proc/{pid}/task").iterdir():
             with contextlib.suppress(OSError):

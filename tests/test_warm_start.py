@@ -562,6 +562,86 @@ def test_a_screen_times_every_config_briefly_and_finds_a_best_the_neighbours_nev
     assert "screening all 8 kept candidates, then re-timing the fastest with its pick [2]" in caplog.text
 
 
+class NotingTimer:
+    """A timer on ``clock`` that can flush and hold, noting in ``steps`` which instance did what."""
+
+    name = "noting"
+    auto_priority = -100
+    clock: FakeClock
+    steps: list[tuple[str, int]]
+
+    @classmethod
+    def is_available(cls) -> bool:
+        return True
+
+    def __init__(self) -> None:
+        self._samples: list[float] = []
+
+    def flush(self) -> None:
+        self.steps.append(("flush", id(self)))
+
+    def hold(self, microseconds: float) -> bool:
+        self.steps.append(("hold", id(self)))
+        return True
+
+    def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
+        if before is not None:
+            before()
+        start = self.clock.now
+        fn()
+        self._samples.append(self.clock.now - start)
+
+    def collect(self) -> list[float]:
+        self.steps.append(("collect", id(self)))
+        samples, self._samples = self._samples, []
+        return samples
+
+
+def test_a_screen_launches_every_config_before_it_waits_for_the_device_once(monkeypatch, isolated):
+    clock, steps = FakeClock(), []
+    noting = type("Noting", (NotingTimer,), {"clock": clock, "steps": steps})
+    timers = types.SimpleNamespace(kerneltune_register_timers=hookimpl(lambda register: register(noting)))
+    install_session(monkeypatch, extra=(timers,), timer="noting", warmup=0, repeat=1)
+
+    def swept(m: int, n: int) -> int:
+        steps.append(("run", n))
+        clock.advance(cost(m, n))
+        return n
+
+    def tuner():
+        return autotune(config_space=[{"n": n} for n in NS], key_fn=lambda m: m, warm_start="screen")(swept)
+
+    assert tuner()(64) == 3
+    steps.clear()
+    assert tuner()(256) == 5
+    first_wait = steps.index(next(step for step in steps if step[0] == "collect"))
+    screened = [n for what, n in steps[:first_wait] if what == "run"]
+    assert sorted(set(screened)) == NS and len(screened) == len(NS) * 4, "each config's 1 + 3 runs, unwaited"
+    devices = {who for what, who in steps[:first_wait] if what in ("flush", "hold")}
+    assert len(devices) == 1, "one timer flushes and holds for the whole screen: one flush buffer"
+    assert [what for what, _ in steps[:first_wait]].count("hold") == len(NS) * 3, "every timed run is held"
+    record = warm_record(isolated, 256)
+    samples = [row["samples_ms"] for row in record["candidates"]]
+    assert all(set(samples[n - 1]) == {cost(256, n)} for n in NS), f"each config its own samples: {samples}"
+
+
+def test_a_config_that_raises_in_the_screen_fails_alone(monkeypatch, isolated):
+    swept = landscape(monkeypatch)
+    assert swept.tuner()(64) == 3
+    real = swept.clock.advance
+
+    def advance(ms: float) -> None:
+        if swept.calls and swept.calls[-1] == 4:
+            raise RuntimeError("n=4 runs out of memory at m=256")
+        real(ms)
+
+    monkeypatch.setattr(swept.clock, "advance", advance)
+    with pytest.warns(Warning, match="runs out of memory"):
+        assert swept.tuner(warm_start="screen")(256) == 5
+    rows = warm_record(isolated, 256)["candidates"]
+    assert [len(row["samples_ms"]) > 0 for row in rows] == [n != 4 for n in NS]
+
+
 def test_a_screen_with_nothing_stored_nearby_is_a_full_tuning(swept, isolated):
     swept.tuner()(16)
     swept.measured()

@@ -156,6 +156,9 @@ class CandidateRuns:
     :param after_timing: called once, when the samples are collected: every
         timed run is launched, and the host only waits for the device (after
         the empty runs, where this candidate takes them for ``idle``).
+    :param device_work: the timer whose ``flush`` and ``hold`` go ahead of
+        each timed run (default: ``timer``). A batch of candidates launched
+        without waiting shares its first one's, and so one flush buffer.
     """
 
     def __init__(
@@ -170,6 +173,7 @@ class CandidateRuns:
         idle: IdleDevice | None = None,
         before_timing: Callable[[], object] | None = None,
         after_timing: Callable[[], object] | None = None,
+        device_work: Timer | None = None,
     ) -> None:
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -179,8 +183,9 @@ class CandidateRuns:
         self.done = 0
         self.host_us = host_times() if host_us is None else host_us
         device = objective == DEVICE
-        self._flush = timer.flush if device and flush and provides(timer, FlushingTimer) else None
-        self._hold = timer.hold if device and provides(timer, HoldingTimer) else None
+        work = timer if device_work is None else device_work
+        self._flush = work.flush if device and flush and provides(work, FlushingTimer) else None
+        self._hold = work.hold if device and provides(work, HoldingTimer) else None
         self._idle = idle
         self._before_timing = before_timing
         self._after_timing = after_timing

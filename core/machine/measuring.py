@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from kerneltune.core.machine.measure import CandidateRuns, IdleDevice, Wrap, host_times
 from kerneltune.core.machine.samples import Samples
 from kerneltune.core.machine.schedule import Job, Schedule
-from kerneltune.core.plugin_system.contracts import Reducer
+from kerneltune.core.plugin_system.contracts import Reducer, Timer
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.events import CandidateMeasured, Header
 from kerneltune.core.values.records import Candidate, Measurement
@@ -38,6 +38,10 @@ class Measuring:
         self._job: Job | None = None
         self._host_us = host_times()
         self._idle = IdleDevice()
+        #: batched jobs whose runs are launched and whose samples are not yet collected, in order.
+        self._parked: list[tuple[Job, CandidateRuns]] = []
+        #: the timer of the parked batch's first job: its flush and hold serve the whole batch.
+        self._batch_timer: Timer | None = None
 
     def mean(self, candidate: Candidate) -> float:
         """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
@@ -56,9 +60,12 @@ class Measuring:
         :meth:`fail`). Each measurement gets a timer of its own, so nothing
         a failed one sampled can reach the next.
         """
-        job = self._current(candidate)
+        self.settle()
+        return self._runs(self._current(candidate), self.session.make_timer())
+
+    def _runs(self, job: Job, timer: Timer, device_work: Timer | None = None) -> CandidateRuns:
         return CandidateRuns(
-            self.session.make_timer(),
+            timer,
             warmup=job.warmup,
             repeat=job.repeat,
             objective=self.session.settings.objective,
@@ -69,6 +76,7 @@ class Measuring:
             idle=self._idle if job.stage is None else None,
             before_timing=self._timing_begins,
             after_timing=self._timing_ends,
+            device_work=device_work,
         )
 
     def _timing_begins(self) -> None:
@@ -133,20 +141,60 @@ class Measuring:
         Any exception from ``run`` or the timer, and samples the timer got
         wrong, mark the candidate failed.
 
+        A batched job (:attr:`~kerneltune.core.machine.schedule.Job.batched`,
+        a warm start's screen) does not wait for the device: its runs are
+        launched, and its samples collected by :meth:`settle`, with the
+        rest of its batch, once the batch's last job is launched. Each run
+        is still flushed and held ahead of its start mark, as every timed
+        run is; what the batch saves is a synchronise, and the idle device
+        behind it, per candidate.
+
         :param around: called as ``around(wrap, run)`` for each run instead
             of ``wrap(run)``; it must call ``wrap(run)`` once, and what it
             does before and after (resetting in-place arguments) is not timed.
         """
-        runs = self.runs(candidate)
+        job = self._current(candidate)
+        timer = self.session.make_timer()
+        if not job.batched:
+            self.settle()
+            runs = self._runs(job, timer)
+        else:
+            self._batch_timer = self._batch_timer or timer
+            runs = self._runs(job, timer, self._batch_timer)
         take = (lambda wrap: wrap(run)) if around is None else (lambda wrap: around(wrap, run))
         try:
             while not runs.finished:
                 runs.run(take)
+            if job.batched:
+                self._parked.append((job, runs))
+                return
             samples = runs.samples()
         except Exception as exc:
+            self.settle()  # a batch's earlier jobs are recorded first, in order
             self.fail(candidate, exc)
         else:
             self.record(candidate, samples)
+
+    def settle(self) -> None:
+        """Collect and record the samples of the batched jobs launched so far, in order.
+
+        One wait for the device serves them all (the first timer's
+        ``collect``). A tuning settles before it hands out a job that is not
+        batched, and before it decides anything from the measurements.
+        """
+        parked, self._parked, self._batch_timer = self._parked, [], None
+        if not parked:
+            return
+        current = self._job
+        for job, runs in parked:
+            self._job = job
+            try:
+                samples = runs.samples()
+            except Exception as exc:
+                self.fail(job.candidate, exc)
+            else:
+                self.record(job.candidate, samples)
+        self._job = current
 
     def _finish_candidate(self, measurement: Measurement, traceback: str | None = None) -> None:
         self._measurements.put(measurement)

@@ -36,6 +36,10 @@ class MeasureQueue:
         """The next job, taken off the queue."""
         return self.jobs.pop(0)
 
+    def batched_next(self) -> bool:
+        """Whether the next job is batched (:attr:`Job.batched`)."""
+        return bool(self.jobs) and self.jobs[0].batched
+
     def candidates(self, out: Container[int] = ()) -> list[Candidate]:
         """The candidates waiting, each once, in order, but those whose index is in ``out``."""
         return list(dict.fromkeys(job.candidate for job in self.jobs if job.candidate.index not in out))
@@ -48,11 +52,14 @@ class MeasureQueue:
         repeat: int | None = None,
         rounds: int = 1,
         purpose: str = "",
+        batched: bool = False,
     ) -> None:
         """Queue ``listed`` in order, in ``rounds`` rounds each starting one candidate further on.
 
         The later rounds add to the first round's samples; see
-        :meth:`~kerneltune.core.machine.tuning.Tuning.request`.
+        :meth:`~kerneltune.core.machine.tuning.Tuning.request`. ``batched``:
+        the jobs are launched one after another without waiting for the
+        device (:attr:`~kerneltune.core.machine.schedule.Job.batched`).
         """
         warmup = self.schedule.warmup if warmup is None else warmup
         repeat = self.schedule.repeat if repeat is None else repeat
@@ -62,7 +69,9 @@ class MeasureQueue:
             shift = round_ % len(listed) if listed else 0
             said = f"{purpose}, round {round_ + 1} of {rounds}" if purpose and rounds > 1 else purpose
             for candidate in [*listed[shift:], *listed[:shift]]:
-                self.jobs.append(Job(candidate, warmup, repeat, extend=round_ > 0, purpose=said))
+                self.jobs.append(
+                    Job(candidate, warmup, repeat, extend=round_ > 0, purpose=said, batched=batched)
+                )
 
     def first_pass(self, candidates: Sequence[Candidate], *, split: bool) -> None:
         """Queue the first pass: each candidate's runs together, or, with ``split``, in two rounds.

@@ -53,6 +53,10 @@ class Job:
     #: whether the observers hear of the measurement when this job is done; the jobs of an
     #: interleaved round but its candidate's last take one sample each and report nothing.
     reports: bool = True
+    #: launched without waiting for the device after the batched job before it: the samples of a
+    #: run of such jobs are collected once the last is launched (a warm start's screen; see
+    #: :meth:`~kerneltune.core.machine.measuring.Measuring.measure`).
+    batched: bool = False
 
     @property
     def stage(self) -> str | None:

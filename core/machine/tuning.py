@@ -183,7 +183,11 @@ class Tuning(Rounds):
             self._queue.head_to_head(measured)
         elif follow.screening is not None:
             self._queue.request(
-                measured, warmup=SCREEN_WARMUP, repeat=SCREEN_REPEAT, purpose="warm-start screen"
+                measured,
+                warmup=SCREEN_WARMUP,
+                repeat=SCREEN_REPEAT,
+                purpose="warm-start screen",
+                batched=True,
             )
         elif not self._schedule.adaptive:
             self._first_pass(measured)
@@ -282,6 +286,8 @@ class Tuning(Rounds):
             return None
         self._ready.begin_measuring(self._space.name)
         while True:
+            if not self._queue.batched_next():
+                self.settle()
             if not self._queue and not self._ties_planned:
                 self._ties_planned = True
                 self._after_first_pass()
@@ -498,6 +504,7 @@ class Tuning(Rounds):
         """
         if self.best is not None and not self._measurements:
             return self.best
+        self.settle()
         if self._queue:
             raise RuntimeError(f"finish() with {len(self._queue)} candidates still unmeasured")
         candidates = self._space.candidates

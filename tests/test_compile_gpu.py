@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 from contextual_matmul import SIX_CONFIGS, launch_config, launch_matmul, make_matmul
+from kerneltune.core import add_plugin, hookimpl, remove_plugin
 
 from triton_dist.autotuner import contextual_autotune
 from triton_dist.tune import autotune
@@ -85,3 +86,36 @@ def test_function_level_precompiles_in_forked_processes(compiles_here, monkeypat
     torch.testing.assert_close(product(a, b), expected, atol=0.5, rtol=0.02)
     assert len(compiles_here) >= len(SIX_CONFIGS)
     assert all(compiles_here), f"compiled here, not loaded: {compiles_here}"
+
+
+def test_a_new_key_whose_programs_this_process_has_loaded_starts_no_compile(compiles_here, monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "1")
+    a, b, expected = operands()
+    kernel = make_matmul(SIX_CONFIGS)
+    started: list[int] = []
+
+    class Compiles:
+        @hookimpl
+        def kerneltune_compile_started(self, event):
+            started.append(event.candidate.index)
+
+    @autotune(config_space=[{"cfg": cfg} for cfg in SIX_CONFIGS], key_fn=lambda a, b: a.shape)
+    def product(a, b, cfg):
+        out = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=torch.float16)
+        launch_config(kernel, cfg, a, b, out)
+        return out
+
+    watch = Compiles()
+    add_plugin(watch)
+    try:
+        torch.testing.assert_close(product(a, b), expected, atol=0.5, rtol=0.02)
+        assert sorted(started) == list(range(len(SIX_CONFIGS))), "the first key compiles every config"
+        started.clear()
+        half = a[: SIZE // 2]  # another M, the same specialisation (a multiple of 16)
+        torch.testing.assert_close(product(half, b), expected[: SIZE // 2], atol=0.5, rtol=0.02)
+        assert started == [], "every program of the second key was loaded here already"
+        odd = a[: SIZE // 2 + 1]  # an M Triton specialises apart: new programs to compile
+        torch.testing.assert_close(product(odd, b), expected[: SIZE // 2 + 1], atol=0.5, rtol=0.02)
+        assert sorted(started) == list(range(len(SIX_CONFIGS)))
+    finally:
+        remove_plugin(watch)

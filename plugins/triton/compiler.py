@@ -491,10 +491,39 @@ def _recording_run(fn: Any, *args: Any, **kwargs: Any) -> Any:
     assert _original_run is not None
     if compiles is None or kwargs.get("warmup"):
         return _original_run(fn, *args, **kwargs)
+    if _loaded(fn, args, kwargs):
+        return None  # nothing to compile: a new key of a specialisation this process has run
     warm_up()  # a launch to compile: only now is the compiler's set-up worth starting
     _prime(fn)
     compiles.append(functools.partial(_compile_recorded, device_binding(), fn, args, kwargs))
     return None
+
+
+def _loaded(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether this process has the program of a recorded launch loaded already, and it can run.
+
+    Only a kernel with programs loaded on this device is asked, so Triton's
+    hash of itself is known by then: a warm-up launch under
+    :func:`warm_cache.peeking` finds a loaded program without compiling and
+    raises, before looking anything up, for one that is not. A new key of a
+    specialisation the process has run (a warm start's next M) then records
+    nothing, and the tuning starts no COMPILE for it.
+    """
+    assert _original_run is not None
+    caches = getattr(fn, "device_caches", None)
+    if not caches:
+        return False
+    from triton.runtime import driver
+
+    try:
+        kernels = caches.get(driver.active.get_current_device())
+        if not kernels or not kernels[0]:
+            return False
+        with warm_cache.peeking():
+            compiled = _original_run(fn, *args, **{**kwargs, "warmup": True})
+    except Exception:  # not loaded, or anything else: the recorded compile will say
+        return False
+    return compiled is not None and shared_memory_problem(compiled) is None
 
 
 def _compile_recorded(bind: Thunk, fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:

@@ -5,7 +5,9 @@ Triton's on-disk cache already holds what they produce:
 
 * :func:`probing`: a compile that stops at Triton's own cache lookup, so
   that COMPILE loads a cached program here instead of forking a process to
-  find it there (:class:`~kerneltune.core.ProbingCompileProcess`);
+  find it there (:class:`~kerneltune.core.ProbingCompileProcess`), and
+  :func:`peeking`, one that stops before it, so that a launch this process
+  has loaded already starts no COMPILE at all;
 * :func:`remember_triton_key`: Triton's hash of its own sources and library,
   part of every program's cache key (0.3-0.4 s on an H200's host), kept in a
   file beside Triton's cache and served again while no file of the
@@ -43,6 +45,8 @@ KEY_MODULES = ("triton.runtime.cache", "triton.compiler.compiler")
 class _Probe(threading.local):
     #: this thread's compiles are probes (:func:`probing`).
     active = False
+    #: this thread's compiles are peeks (:func:`peeking`).
+    peek = False
 
 
 _probe = _Probe()
@@ -83,6 +87,8 @@ def _install_probe() -> bool:
 
         @functools.wraps(original)
         def get_cache_manager(key: str) -> Any:
+            if _probe.peek:
+                raise CompileMiss("not loaded in this process")
             manager = original(key)
             return _ProbedCacheManager(manager) if _probe.active else manager
 
@@ -92,7 +98,19 @@ def _install_probe() -> bool:
 
 
 @contextlib.contextmanager
-def probing() -> Iterator[None]:
+def _flagged(flag: str) -> Iterator[None]:
+    """Within the block, this thread's ``_probe.<flag>`` is set (the cache manager wrapped first)."""
+    if not _install_probe():
+        raise CompileMiss("this Triton release cannot be probed")
+    outer = getattr(_probe, flag)
+    setattr(_probe, flag, True)
+    try:
+        yield
+    finally:
+        setattr(_probe, flag, outer)
+
+
+def probing() -> contextlib.AbstractContextManager[None]:
     """Within the block, this thread's compiles that Triton's on-disk cache cannot serve raise
     :class:`~kerneltune.core.CompileMiss` before compiling; a hit loads as usual.
 
@@ -100,13 +118,15 @@ def probing() -> Iterator[None]:
     compiles anything: the probe wraps that lookup. Where a release has no
     such lookup, every compile under the probe is a miss.
     """
-    if not _install_probe():
-        raise CompileMiss("this Triton release cannot be probed")
-    outer, _probe.active = _probe.active, True
-    try:
-        yield
-    finally:
-        _probe.active = outer
+    return _flagged("active")
+
+
+def peeking() -> contextlib.AbstractContextManager[None]:
+    """Within the block, every compile on this thread raises :class:`~kerneltune.core.CompileMiss`
+    before it looks anything up: a warm-up launch under it answers only from the programs this
+    process has loaded (Triton's JIT finds those without compiling).
+    """
+    return _flagged("peek")
 
 
 def fingerprint(root: Path) -> str:

@@ -27,7 +27,9 @@ driver instead of beside it (``BENCH_WARMUP=serial``), and
 warm-up's hash of Triton (``BENCH_HASH_WAIT=off``: each computes it again
 while it runs). ``BENCH_LOAD_BESIDE=off`` (for bench/restart.py's
 ``kerneltune-settled`` side) has measuring wait for every load again. The timeline
-(``--timeline``) notes when the warm-up ended (``warm``), when each compiled
+(``--timeline``) notes when the warm-up ended (``warm``), each probe of
+Triton's cache (``probe+``/``probe-``) and compile process forked
+(``fork``), when each compiled
 kernel was loaded onto the device (``load+``/``load-``) and each C stub
 Triton builds with the host compiler (``cc+``/``cc-``); with
 ``session+``/``session-`` when kerneltune made its session (plugins, settings,
@@ -54,6 +56,7 @@ still from scratch), and prints the ratios.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -61,6 +64,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +209,37 @@ class Timeline:
         compiler._compile_empty = noted  # type: ignore[assignment]
         self.watch_loads()
         self.watch_session()
+        self.watch_forks()
+
+    def watch_forks(self) -> None:
+        """Note each probe of Triton's cache (``probe+``/``probe-``) and compile process forked (``fork``)."""
+        from kerneltune.plugins.triton import compiler
+
+        probing = compiler.TritonCompileProcess.probing
+        probes = iter(range(10**6))
+
+        @contextlib.contextmanager
+        def noted_probing(process: Any) -> Iterator[None]:
+            n = next(probes)
+            self.note("probe+", n)
+            try:
+                with probing(process):
+                    yield
+            finally:
+                self.note("probe-", n)
+
+        compiler.TritonCompileProcess.probing = noted_probing  # type: ignore[method-assign, assignment]
+        fork = os.fork
+        forks = iter(range(10**6))
+
+        def noted_fork() -> int:
+            n = next(forks)
+            pid = fork()
+            if pid:
+                self.note("fork", n)
+            return pid
+
+        os.fork = noted_fork  # type: ignore[assignment]
 
     def watch_session(self) -> None:
         """Note when kerneltune's session (its plugins, settings and device) was made (``session+``/``-``)."""

@@ -46,7 +46,9 @@ measuring five), and per M how far the oracle's two passes disagree
 (``passes``: the spread of refined over first-pass times among the configs
 both timed). A miss smaller than that spread is listed as undecided: the
 oracle ranks those configs differently depending on how long it times them.
-``--out`` writes every number as JSON.
+``--out`` writes every number as JSON. ``--screen-warmup`` and
+``--screen-repeat`` try a screen with other run counts (an experiment: the
+engine has no setting for them).
 """
 
 from __future__ import annotations
@@ -122,6 +124,16 @@ def arguments() -> argparse.Namespace:
     )
     parser.add_argument(
         "--refine-rounds", type=int, default=5, help="interleaved rounds when refining (default 5)"
+    )
+    parser.add_argument(
+        "--screen-warmup",
+        type=int,
+        help="a screen's untimed runs per config, for trying another value (default: the engine's, 1)",
+    )
+    parser.add_argument(
+        "--screen-repeat",
+        type=int,
+        help="a screen's timed runs per config, for trying another value (default: the engine's, 3)",
     )
     parser.add_argument("--nk", type=int, default=4096, help="N = K (default 4096)")
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="inputs' dtype")
@@ -396,6 +408,22 @@ def summary(rows: list[dict[str, Any]], budget: int) -> dict[str, Any]:
     }
 
 
+def screen_runs(warmup: int | None, repeat: int | None) -> dict[str, int]:
+    """Give a screen ``warmup`` untimed and ``repeat`` timed runs per config (``None``: the engine's);
+    the counts in force.
+
+    An experiment, not a setting: it replaces the engine's constants in
+    this process, so that a lease can weigh fewer runs against the picks.
+    """
+    from kerneltune.core.machine import tuning
+
+    if warmup is not None:
+        tuning.SCREEN_WARMUP = warmup
+    if repeat is not None:
+        tuning.SCREEN_REPEAT = repeat
+    return {"warmup": tuning.SCREEN_WARMUP, "repeat": tuning.SCREEN_REPEAT}
+
+
 def main() -> int:
     options = arguments()
     if options.smoke:
@@ -414,6 +442,8 @@ def main() -> int:
         return 1
     if options.budget is None:
         options.budget = 2 if options.smoke else 5
+    runs = screen_runs(options.screen_warmup, options.screen_repeat)
+    print(f"screen: {runs['warmup']} untimed and {runs['repeat']} timed runs per config")
     root = Path(tempfile.mkdtemp(prefix="warm-start-")) if options.cache_root is None else options.cache_root
     if any((root / kind).exists() for kind in ("compile", "full", "warm")):
         print(
@@ -550,6 +580,7 @@ def main() -> int:
             "configs": [str(cfg) for cfg in work.configs],
             "budget": options.budget,
             "mode": options.mode,
+            "screen_runs": screen_runs(options.screen_warmup, options.screen_repeat),
             "oracle_rounds": options.oracle_rounds,
             "refine": {
                 "top": options.refine_top,

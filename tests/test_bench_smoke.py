@@ -69,6 +69,20 @@ def test_warm_start_smoke_refines_every_pick_it_judges(tmp_path):
         assert 0.02 < max(row["warm"]["regret"], row["full"]["regret"]) <= row["oracle_disagreement"]
 
 
+def test_warm_start_smoke_screens_with_the_run_counts_asked_for(tmp_path):
+    root = tmp_path / "caches"
+    arguments = ("--mode=screen", "--screen-warmup=0", "--screen-repeat=2", f"--cache-root={root}")
+    result = run_bench("warm_start.py", *arguments, tmp_path=tmp_path)
+    assert result["screen_runs"] == {"warmup": 0, "repeat": 2}
+    records = [json.loads(path.read_text()) for path in (root / "warm" / "matmul_launch").glob("*.json")]
+    screened = [record for record in records if record.get("warm_start")]
+    assert screened and all(record["warm_start"]["screen"] for record in screened)
+    for record in screened:
+        finalists = set(record["warm_start"]["finalists"])
+        counts = {len(row["samples_ms"]) for i, row in enumerate(record["candidates"]) if i not in finalists}
+        assert counts <= {0, 2}, f"two timed runs per screened config: {counts}"
+
+
 #: A kernel looping over a runtime int argument, as the smoke's row sum does.
 LOOP_PROBE = """
 import torch, triton, triton.language as tl

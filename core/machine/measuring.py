@@ -38,10 +38,9 @@ class Measuring:
         self._job: Job | None = None
         self._host_us = host_times()
         self._idle = IdleDevice()
-        #: batched jobs whose runs are launched and whose samples are not yet collected, in order.
+        #: batched jobs whose runs are launched and whose samples are not yet collected, in order;
+        #: the first one's timer flushes and holds for the whole batch.
         self._parked: list[tuple[Job, CandidateRuns]] = []
-        #: the timer of the parked batch's first job: its flush and hold serve the whole batch.
-        self._batch_timer: Timer | None = None
 
     def mean(self, candidate: Candidate) -> float:
         """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
@@ -157,10 +156,7 @@ class Measuring:
         timer = self.session.make_timer()
         if not job.batched:
             self.settle()
-            runs = self._runs(job, timer)
-        else:
-            self._batch_timer = self._batch_timer or timer
-            runs = self._runs(job, timer, self._batch_timer)
+        runs = self._runs(job, timer, self._parked[0][1].timer if job.batched and self._parked else None)
         take = (lambda wrap: wrap(run)) if around is None else (lambda wrap: around(wrap, run))
         try:
             while not runs.finished:
@@ -182,7 +178,7 @@ class Measuring:
         ``collect``). A tuning settles before it hands out a job that is not
         batched, and before it decides anything from the measurements.
         """
-        parked, self._parked, self._batch_timer = self._parked, [], None
+        parked, self._parked = self._parked, []
         if not parked:
             return
         current = self._job

@@ -441,6 +441,47 @@ def test_once_a_program_must_be_compiled_in_a_process_nothing_compiles_beside_th
     assert ("child", "a") in backend.compiled() and ("child", "b") in backend.compiled()
 
 
+class CompilesNoted(ProbedCompiles):
+    """A cache that holds nothing. Each compile process notes when its compile began and ended; the
+    first candidate's probe misses only after a pause, by which the measuring thread waits for it."""
+
+    def __init__(self, log: Path, times: Path) -> None:
+        super().__init__(log, cached=set())
+        self.times, self.parent = times, os.getpid()
+
+    def compile_one(self, candidate) -> None:
+        name = candidate.config["name"]
+        if getattr(self.local, "probing", False) and name == NAMES[0]:
+            time.sleep(0.1)
+        super().compile_one(candidate)
+        if os.getpid() != self.parent:
+            began = time.monotonic()
+            time.sleep(0.3)
+            with self.times.open("a") as out:
+                out.write(f"{name} {began} {time.monotonic()}\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_compiles_that_miss_the_cache_go_to_their_processes_together(monkeypatch, isolated, tmp_path):
+    # The measuring thread waits for the first candidate's load, and other loads wait behind it; once
+    # that load missed, they waited for its whole compile, and the next compiles began only then (an
+    # H200's search: one compile, then seven).
+    clock, watch = FakeClock(), Watch()
+    session = held_session(monkeypatch, clock, watch, compile_workers=len(NAMES))
+    backend = CompilesNoted(tmp_path / "compiled.log", tmp_path / "times.log")
+    measured: list[str] = []
+    best = drive(session, clock, backend.compile_one, measured, child=backend)
+    assert best.config["name"] == "b" and set(measured) == set(NAMES)
+    spans = {
+        name: (float(began), float(ended))
+        for name, began, ended in (line.split() for line in (tmp_path / "times.log").read_text().splitlines())
+    }
+    assert sorted(spans) == sorted(NAMES), "every candidate compiled in a process"
+    assert max(b for b, _ in spans.values()) < min(e for _, e in spans.values()), (
+        f"one after another: {spans}"
+    )
+
+
 class LateMiss(ProbedCompiles):
     """A probe of a program not cached that finds out only once ``found`` is set."""
 

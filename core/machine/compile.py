@@ -382,6 +382,7 @@ class CompileStage:
                 self._compilers[candidate.index](candidate)
             elif not self._loaded(candidate):
                 self._missed = True
+                self._turns.missed()
                 error = self._in_child(candidate, began)
                 if error is None:
                     with self._quiet(candidate.index):

@@ -10,7 +10,8 @@ H200: sixteen loads 2 ms apart, then the first measurement).
 :class:`LoadTurns` lets one load at a time queue for the fork lock, the
 earliest handed over first, and lets none begin while the measuring thread
 wants the lock (:meth:`LoadTurns.measuring`), or waits for a candidate's
-load (:meth:`LoadTurns.waiting_for`) but that one and those before it.
+load (:meth:`LoadTurns.waiting_for`) but that one and those before it, until
+a load misses (:meth:`LoadTurns.missed`) and compiles go to processes.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class LoadTurns:
         self._measuring = 0
         #: while the measuring thread waits for a candidate: its ticket (loads up to it may begin).
         self._wanted: int | None = None
+        #: a load missed (:meth:`missed`): loads no longer wait for the measuring thread's candidate.
+        self._missed = False
         self._numbers = itertools.count()
 
     def ticket(self) -> int:
@@ -67,7 +70,7 @@ class LoadTurns:
         if self._loading or self._pending[0] != ticket:
             return False
         wanted = self._wanted
-        return not self._measuring or (wanted is not None and ticket <= wanted)
+        return not self._measuring or (wanted is not None and (self._missed or ticket <= wanted))
 
     @contextlib.contextmanager
     def waiting_for(self, ticket: int | None) -> Iterator[None]:
@@ -83,6 +86,20 @@ class LoadTurns:
                 self._measuring -= 1
                 self._wanted = None
                 self._changed.notify_all()
+
+    def missed(self) -> None:
+        """A load missed, and its candidate compiles in a process: from now on, while the measuring
+        thread waits for a candidate (:meth:`waiting_for`), every load may begin in its turn.
+
+        The measuring thread then waits for every compile, not only its
+        candidate's, so the loads after it hold it up no longer; and each
+        of them may be a miss, whose compile process should start now, not
+        once the first candidate's compile has ended (eight compiles of an
+        H200's search ran one, then seven: half a second).
+        """
+        with self._changed:
+            self._missed = True
+            self._changed.notify_all()
 
     def done(self, ticket: int) -> None:
         """``ticket`` ended without a turn (or after its turn: then nothing changes)."""

@@ -88,10 +88,9 @@ def test_function_level_precompiles_in_forked_processes(compiles_here, monkeypat
     assert all(compiles_here), f"compiled here, not loaded: {compiles_here}"
 
 
-def test_a_new_key_whose_programs_this_process_has_loaded_starts_no_compile(compiles_here, monkeypatch):
-    monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "1")
-    a, b, expected = operands()
-    kernel = make_matmul(SIX_CONFIGS)
+@pytest.fixture
+def compiles_started():
+    """The candidate index of every compile the tuning machine starts, in order."""
     started: list[int] = []
 
     class Compiles:
@@ -99,23 +98,50 @@ def test_a_new_key_whose_programs_this_process_has_loaded_starts_no_compile(comp
         def kerneltune_compile_started(self, event):
             started.append(event.candidate.index)
 
+    watch = Compiles()
+    add_plugin(watch)
+    yield started
+    remove_plugin(watch)
+
+
+def keys_of_loaded_programs(product, a, b, expected, started):
+    """Tune ``product`` for a key, another M of its specialisation, then an M Triton specialises apart."""
+    torch.testing.assert_close(product(a, b), expected, atol=0.5, rtol=0.02)
+    assert sorted(started) == list(range(len(SIX_CONFIGS))), "the first key compiles every config"
+    started.clear()
+    half = a[: SIZE // 2]  # another M, the same specialisation (a multiple of 16)
+    torch.testing.assert_close(product(half, b), expected[: SIZE // 2], atol=0.5, rtol=0.02)
+    assert started == [], "every program of the second key was loaded here already"
+    odd = a[: SIZE // 2 + 1]  # an M Triton specialises apart: new programs to compile
+    torch.testing.assert_close(product(odd, b), expected[: SIZE // 2 + 1], atol=0.5, rtol=0.02)
+    assert sorted(started) == list(range(len(SIX_CONFIGS)))
+
+
+def test_a_new_key_whose_programs_this_process_has_loaded_starts_no_compile(
+    compiles_here, compiles_started, monkeypatch
+):
+    monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "1")
+    a, b, expected = operands()
+    kernel = make_matmul(SIX_CONFIGS)
+
     @autotune(config_space=[{"cfg": cfg} for cfg in SIX_CONFIGS], key_fn=lambda a, b: a.shape)
     def product(a, b, cfg):
         out = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=torch.float16)
         launch_config(kernel, cfg, a, b, out)
         return out
 
-    watch = Compiles()
-    add_plugin(watch)
-    try:
-        torch.testing.assert_close(product(a, b), expected, atol=0.5, rtol=0.02)
-        assert sorted(started) == list(range(len(SIX_CONFIGS))), "the first key compiles every config"
-        started.clear()
-        half = a[: SIZE // 2]  # another M, the same specialisation (a multiple of 16)
-        torch.testing.assert_close(product(half, b), expected[: SIZE // 2], atol=0.5, rtol=0.02)
-        assert started == [], "every program of the second key was loaded here already"
-        odd = a[: SIZE // 2 + 1]  # an M Triton specialises apart: new programs to compile
-        torch.testing.assert_close(product(odd, b), expected[: SIZE // 2 + 1], atol=0.5, rtol=0.02)
-        assert sorted(started) == list(range(len(SIX_CONFIGS)))
-    finally:
-        remove_plugin(watch)
+    keys_of_loaded_programs(product, a, b, expected, compiles_started)
+
+
+def test_a_contextual_key_whose_programs_this_process_has_loaded_starts_no_compile(
+    compiles_here, compiles_started
+):
+    a, b, expected = operands()
+    kernel = make_matmul(SIX_CONFIGS)
+
+    @contextual_autotune(n_repeat=5, n_warmup=2)
+    def product(a, b):
+        return launch_matmul(kernel, a, b)
+
+    keys_of_loaded_programs(product, a, b, expected, compiles_started)
+    assert len(kernel.cache) == 3, "each of the three keys was tuned"

@@ -499,17 +499,29 @@ def _recording_run(fn: Any, *args: Any, **kwargs: Any) -> Any:
     return None
 
 
+def all_loaded(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any], configs: Sequence[Any]) -> bool:
+    """Whether this process has every config's program for this launch of ``tuner`` loaded, each able to run.
+
+    Asked as :func:`_loaded` asks, config by config, stopping at the first
+    that is not. A contextual tuning's next key of a specialisation the
+    process has run (another M) then needs no COMPILE.
+    """
+    fn = tuner.fn
+    return bool(configs) and all(_loaded(fn, args, {**kwargs, **config.all_kwargs()}) for config in configs)
+
+
 def _loaded(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
-    """Whether this process has the program of a recorded launch loaded already, and it can run.
+    """Whether this process has the program of a launch loaded already, and it can run.
 
     Only a kernel with programs loaded on this device is asked, so Triton's
     hash of itself is known by then: a warm-up launch under
     :func:`warm_cache.peeking` finds a loaded program without compiling and
     raises, before looking anything up, for one that is not. A new key of a
     specialisation the process has run (a warm start's next M) then records
-    nothing, and the tuning starts no COMPILE for it.
+    nothing, and the tuning starts no COMPILE for it. The warm-up launch goes
+    through ``fn.run``: where :func:`recording` has replaced it, a warm-up
+    passes through to Triton's own.
     """
-    assert _original_run is not None
     caches = getattr(fn, "device_caches", None)
     if not caches:
         return False
@@ -520,7 +532,7 @@ def _loaded(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
         if not kernels or not kernels[0]:
             return False
         with warm_cache.peeking():
-            compiled = _original_run(fn, *args, **{**kwargs, "warmup": True})
+            compiled = fn.run(*args, **{**kwargs, "warmup": True})
     except Exception:  # not loaded, or anything else: the recorded compile will say
         return False
     return compiled is not None and shared_memory_problem(compiled) is None

@@ -96,7 +96,13 @@ class TritonLaunch:
         return adapter.changes_in_place(self.kernel)
 
     def compiler(self) -> Callable[[Any], None] | None:
-        """Compiles configs for this launch's arguments on any thread; ``None`` under the interpreter."""
+        """Compiles configs for this launch's arguments on any thread.
+
+        ``None`` under the interpreter, and where this process has every
+        candidate's program loaded already (:func:`compiler.all_loaded`).
+        """
+        if compiler.all_loaded(self.kernel, self._args, self._kwargs, self.candidates()):
+            return None
         return compiler.config_compiler(self.kernel, self._args, self._kwargs)
 
     def compile_process(self) -> CompileProcess | None:

@@ -102,7 +102,8 @@ class KernelLaunch(Protocol):
 
         Made on the launching thread, called on COMPILE's pool threads; it
         raises what the launch would. ``None`` where nothing is compiled
-        ahead (an interpreter).
+        ahead: an interpreter, or every config's program already loaded
+        in this process.
         """
 
 

@@ -35,6 +35,7 @@ FLUSH_BYTES = 256 * 1024 * 1024
 #: shortest flush timed on that device: the flush already keeps the device busy while the host
 #: launches (on an H200 a 256 MB flush takes about 75 us, and a hold 2x the host's run time about
 #: 95 us; a hold 60 us shorter made tunings 3-17% faster with the same picks, BENCHMARKS.md, session 20).
+#: Never more than half the hold (:meth:`DeviceEventTimer.hold`).
 FLUSH_CREDIT = 0.75
 
 
@@ -165,15 +166,19 @@ class DeviceEventTimer(TorchDeviceTimer):
 
         Right after this timer's :meth:`flush`, the device is busy with
         the flush already: the spin is :data:`FLUSH_CREDIT` of the shortest
-        flush timed on the device shorter, and none at all where that
-        covers the hold.
+        flush timed on the device shorter, but never under half the hold
+        asked for. A spin always comes right before the start mark, then, as
+        in the empty runs by which :class:`~kerneltune.core.machine.measure.IdleDevice`
+        tells host work apart: on an H200, host work with no spin there (a
+        flush that covered the whole hold) no longer read as an empty run.
         """
         spin = getattr(self._module, "_sleep", None)
         if spin is None:
             return False
         device = (self.name, self._device.current())
         if self._flushed == device:
-            microseconds -= FLUSH_CREDIT * self._flush_us.get(device, 0.0)
+            credit = FLUSH_CREDIT * self._flush_us.get(device, 0.0)
+            microseconds = max(microseconds - credit, microseconds / 2)
         self._flushed = None
         if microseconds <= 0:
             return True

@@ -18,7 +18,6 @@ from kerneltune.plugins.timers.events import (
     CALIBRATION_CYCLES,
     CALIBRATION_SPINS,
     FLUSH_BYTES,
-    FLUSH_CREDIT,
     CudaEventTimer,
     DeviceEventTimer,
     NpuEventTimer,
@@ -133,7 +132,6 @@ def on_its_device(cls: type[DeviceEventTimer]) -> DeviceEventTimer:
 def clock(monkeypatch):
     # Spin rates are learnt once per process; every test starts with none learnt.
     monkeypatch.setattr(DeviceEventTimer, "_cycles_per_us", {})
-    monkeypatch.setattr(DeviceEventTimer, "_flush_us", {})
     return FakeClock()
 
 
@@ -283,44 +281,11 @@ def test_a_hold_given_as_before_stays_outside_the_timed_region(fake_cuda, clock)
     assert timer.collect() == [pytest.approx(0.04)]
 
 
-def test_a_hold_right_after_a_flush_spins_less_by_most_of_the_shortest_flush_timed(fake_cuda, clock):
-    timer = on_its_device(CudaEventTimer)
-    timer.hold(1.0)  # calibrates the spin
-    timer.flush()
-    timer.hold(100.0)
-    assert fake_cuda.spins[-1] == 100 * SPIN_CYCLES_PER_US, "no flush timed yet: the whole hold"
-    timer.collect()  # learns the flush: 60 us on the fake device
-    credit = FLUSH_CREDIT * 60
-    timer.flush()  # a timer times only its first flush on a device
-    timer.hold(100.0)
-    assert fake_cuda.spins[-1] == round((100 - credit) * SPIN_CYCLES_PER_US)
-    timer.hold(100.0)
-    assert fake_cuda.spins[-1] == 100 * SPIN_CYCLES_PER_US, "no flush right before it"
-    timer.flush()
-    timer.hold(credit)
-    assert fake_cuda.spins[-1] == round(credit / 2 * SPIN_CYCLES_PER_US), "never under half the hold"
-    timer.sample(lambda: None, before=timer.flush)
-    timer.hold(100.0)
-    assert fake_cuda.spins[-1] == 100 * SPIN_CYCLES_PER_US, "a start mark came between"
-    timer.collect()
-    # A later timer's first flush is timed too, and a shorter one lowers what is counted.
-    later = on_its_device(CudaEventTimer)
-    buffer = later._allocate(FLUSH_BYTES)
-    buffer.zero_ = lambda: clock.advance(0.02)
-    later._flush_buffers[0] = buffer
-    later.flush()
-    later.collect()
-    later.flush()
-    later.hold(100.0)
-    assert fake_cuda.spins[-1] == round((100 - FLUSH_CREDIT * 20) * SPIN_CYCLES_PER_US)
-
-
 def test_a_device_module_without_a_spin_kernel_holds_nothing(fake_npu, clock):
     assert not hasattr(fake_npu, "_sleep")
     timer = on_its_device(NpuEventTimer)
-    timer.flush()
     assert timer.hold(100.0) is False, "it says it could not hold"
-    assert fake_npu.spins == [] and fake_npu.events == [], "nor does it time a flush, which only a hold needs"
+    assert fake_npu.spins == [] and fake_npu.events == []
 
 
 def test_wallclock_runs_before_off_the_clock():

@@ -14,7 +14,6 @@ plugin they ask for.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,12 +30,6 @@ CALIBRATION_SPINS = 3
 #: such cache (an H200 has 60 MB, an Ascend 910B 192 MB), as much as Triton's
 #: own benchmarker writes.
 FLUSH_BYTES = 256 * 1024 * 1024
-#: A hold enqueued right after a flush spins this much less than it is asked, as a share of the
-#: shortest flush timed on that device: the flush already keeps the device busy while the host
-#: launches (on an H200 a 256 MB flush takes about 75 us, and a hold 2x the host's run time about
-#: 95 us; a hold 60 us shorter made tunings 3-17% faster with the same picks, BENCHMARKS.md, session 20).
-#: Never more than half the hold (:meth:`DeviceEventTimer.hold`).
-FLUSH_CREDIT = 0.75
 
 
 class TorchDeviceTimer:
@@ -96,8 +89,6 @@ class DeviceEventTimer(TorchDeviceTimer):
     auto_requires_import: ClassVar[str] = "torch"
     #: cycles of the device's spin per microsecond, by (timer, device index): the highest seen.
     _cycles_per_us: ClassVar[dict[Any, float]] = {}
-    #: how long a flush keeps the device busy, in microseconds, by (timer, device index): the shortest seen.
-    _flush_us: ClassVar[dict[Any, float]] = {}
 
     def __init__(self, device: Device) -> None:
         """:param device: the device plugin's instance, which synchronises and knows the current unit."""
@@ -106,12 +97,6 @@ class DeviceEventTimer(TorchDeviceTimer):
         self._pairs: list[tuple[Any, Any]] = []
         self._holds: list[tuple[tuple[str, int], int, Any, Any]] = []
         self._flush_buffers: dict[int, Any] = {}
-        #: flushes timed and not yet collected, to learn how long one takes...
-        self._flushes: list[tuple[tuple[str, int], Any, Any]] = []
-        #: ...this timer's first on each device.
-        self._flush_timed: set[tuple[str, int]] = set()
-        #: the device whose flush was enqueued last, until the next hold or start mark.
-        self._flushed: tuple[str, int] | None = None
 
     def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
         """Record an event pair around one call, without waiting for it.
@@ -124,30 +109,10 @@ class DeviceEventTimer(TorchDeviceTimer):
         start, end = self._event_pair()
         if before is not None:
             before()
-        self._flushed = None
         start.record()
         fn()
         end.record()
         self._pairs.append((start, end))
-
-    def flush(self) -> None:
-        """Evict the device's L2 (:meth:`TorchDeviceTimer.flush`); a hold right after it spins less.
-
-        Where the device can hold (a spin kernel), this timer's first flush on
-        each device is timed, so that :meth:`hold` knows how long a flush
-        keeps the device busy.
-        """
-        device = (self.name, self._device.current())
-        if device not in self._flush_timed and getattr(self._module, "_sleep", None) is not None:
-            self._flush_timed.add(device)
-            start, end = self._event_pair()
-            start.record()
-            super().flush()
-            end.record()
-            self._flushes.append((device, start, end))
-        else:
-            super().flush()
-        self._flushed = device
 
     def hold(self, microseconds: float) -> bool:
         """Enqueue a spin that keeps the device busy for about ``microseconds``; no waiting.
@@ -163,25 +128,13 @@ class DeviceEventTimer(TorchDeviceTimer):
         hold too short. So the first hold on a device spins
         :data:`CALIBRATION_SPINS` times and times the last, and every hold is
         timed as well: ``collect`` keeps the highest rate seen.
-
-        Right after this timer's :meth:`flush`, the device is busy with
-        the flush already: the spin is :data:`FLUSH_CREDIT` of the shortest
-        flush timed on the device shorter, but never under half the hold
-        asked for. A spin always comes right before the start mark, then, as
-        in the empty runs by which :class:`~kerneltune.core.machine.measure.IdleDevice`
-        tells host work apart: on an H200, host work with no spin there (a
-        flush that covered the whole hold) no longer read as an empty run.
         """
         spin = getattr(self._module, "_sleep", None)
         if spin is None:
             return False
-        device = (self.name, self._device.current())
-        if self._flushed == device:
-            credit = FLUSH_CREDIT * self._flush_us.get(device, 0.0)
-            microseconds = max(microseconds - credit, microseconds / 2)
-        self._flushed = None
         if microseconds <= 0:
             return True
+        device = (self.name, self._device.current())
         if device not in self._cycles_per_us:
             self._calibrate(device, spin)
         cycles = max(1, round(microseconds * self._cycles_per_us[device]))
@@ -213,14 +166,10 @@ class DeviceEventTimer(TorchDeviceTimer):
         """Synchronise once and return each pair's elapsed milliseconds."""
         pairs, self._pairs = self._pairs, []
         holds, self._holds = self._holds, []
-        flushes, self._flushes = self._flushes, []
-        if pairs or holds or flushes:
+        if pairs or holds:
             self._device.synchronize()
         for device, cycles, start, end in holds:
             self._learn(device, cycles, start.elapsed_time(end))
-        for device, start, end in flushes:
-            microseconds = start.elapsed_time(end) * 1000.0
-            self._flush_us[device] = min(microseconds, self._flush_us.get(device, math.inf))
         return [float(start.elapsed_time(end)) for start, end in pairs]
 
 

@@ -41,7 +41,8 @@ process (the oracle) times every config with bench/regret.py's interleaved
 ``do_bench`` rounds; then ``--reps`` rounds, each running every side once in
 turn in a fresh process on that Triton cache. A pick's regret is its oracle
 time over the fastest's, minus one. ``--timeline`` prints, per process, when
-each kernel was loaded onto the device (``load+``/``load-``) and, for
+each kernel was loaded onto the device (``load+``/``load-``), each full
+collection of Python's garbage collector (``gc+``/``gc-``) and, for
 kerneltune, when each candidate was measured; with ``BENCH_PROFILE=<folder>``
 (an absolute path) each child writes its main thread's profile there.
 

@@ -19,11 +19,9 @@ from typing import Any
 import pluggy
 from kerneltune.core.errors import PluginError
 from kerneltune.core.notices import warn_once
+from kerneltune.core.values.checked import MAX_DEPTH  # plain data from a plugin nests as a record may
 
 logger = logging.getLogger("kerneltune")
-
-#: How deeply plain data from a plugin may nest, as a record may (``records._MAX_DEPTH``).
-MAX_DEPTH = 100
 
 
 class PluginFaultWarning(RuntimeWarning):

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import CacheReadError
+from kerneltune.core.values import checked
 
 SCHEMA = 1
 
@@ -112,13 +113,13 @@ class Method:
         if not isinstance(data, dict):
             raise CacheReadError(f"measured_with is a {type(data).__name__}, not a mapping")
         return cls(
-            objective=_text(data["objective"], "measured_with.objective"),
-            statistic=_text(data["statistic"], "measured_with.statistic"),
-            timer=_text(data["timer"], "measured_with.timer"),
-            warmup=_count(data["warmup"], "measured_with.warmup"),
-            repeat=_count(data["repeat"], "measured_with.repeat"),
+            objective=checked.text(data["objective"], "measured_with.objective"),
+            statistic=checked.text(data["statistic"], "measured_with.statistic"),
+            timer=checked.text(data["timer"], "measured_with.timer"),
+            warmup=checked.count(data["warmup"], "measured_with.warmup"),
+            repeat=checked.count(data["repeat"], "measured_with.repeat"),
             # Records made before sharding existed were never sharded.
-            shards=_count(data.get("shards", 1), "measured_with.shards"),
+            shards=checked.count(data.get("shards", 1), "measured_with.shards"),
         )
 
 
@@ -148,11 +149,11 @@ class Origin:
         """
         if data is None:
             return None
-        given = _mapping(data, "origin")
-        module = _text(given["module"], "origin.module")
+        given = checked.mapping(data, "origin")
+        module = checked.text(given["module"], "origin.module")
         if not all(part.isidentifier() for part in module.split(".")):
-            raise CacheReadError(f"origin.module is {_show(module)}, not a dotted module name")
-        return cls(module=module, qualname=_text(given["qualname"], "origin.qualname"))
+            raise CacheReadError(f"origin.module is {checked.show(module)}, not a dotted module name")
+        return cls(module=module, qualname=checked.text(given["qualname"], "origin.qualname"))
 
     def __str__(self) -> str:
         return f"{self.module}.{self.qualname}"
@@ -177,97 +178,21 @@ def iso_date(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-# Validators for data read back from a file that anyone might have edited. Each takes the value
-# and a readable place ("candidates[2].samples_ms[0]") and raises CacheReadError naming both.
-
-# The last second of the year 9999: later dates cannot be written as ISO-8601 by iso_date.
-_LATEST = 253402300799.0
-# Encoded keys and hardware facts are a few levels deep; a file nesting thousands of levels
-# is hostile, and rejecting it early keeps comparisons from recursing.
-_MAX_DEPTH = 100
-
-
-def _show(value: Any) -> str:
-    return f"{reprlib.repr(value)} ({type(value).__name__})"
-
-
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise CacheReadError(f"{where} is {_show(value)}, not a string")
-    return value
-
-
-def _count(value: Any, where: str) -> int:
-    # bool is an int to Python; a stored 0.9 or true is not a count.
-    if type(value) is not int or value < 0:
-        raise CacheReadError(f"{where} is {_show(value)}, not an integer >= 0")
-    return value
-
-
-def _index(value: Any, size: int, where: str) -> int:
-    if type(value) is not int or not 0 <= value < size:
-        raise CacheReadError(f"{where} is {_show(value)}, not an index below {size}")
-    return value
-
-
-def _finite(value: Any, where: str, low: float = 0.0, high: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CacheReadError(f"{where} is {_show(value)}, not a number")
-    try:
-        number = float(value)
-    except OverflowError:
-        raise CacheReadError(f"{where} is an integer too large for a float") from None
-    if not (math.isfinite(number) and low <= number <= high):
-        raise CacheReadError(f"{where} is {_show(value)}, not a finite number in [{low}, {high}]")
-    return number
-
-
-def _time_or_inf(value: Any, where: str) -> float:
-    return math.inf if value is None else _finite(value, where)
-
-
-def _rows(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise CacheReadError(f"{where} is a {type(value).__name__}, not a list")
-    return value
-
-
-def _mapping(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise CacheReadError(f"{where} is a {type(value).__name__}, not a mapping")
-    return value
-
-
-def _plain(value: Any, where: str) -> Any:
-    """``value`` itself once it is checked to be shallow plain data: what a cache can round-trip."""
-    pending = [(value, where, 0)]
-    while pending:
-        item, place, depth = pending.pop()
-        if depth > _MAX_DEPTH:
-            raise CacheReadError(f"{place} is nested more than {_MAX_DEPTH} levels deep")
-        if isinstance(item, list):
-            pending.extend((v, f"{place}[{i}]", depth + 1) for i, v in enumerate(item))
-        elif isinstance(item, dict):
-            for k, v in item.items():
-                pending.append((v, f"{place}.{_text(k, f'a key in {place}')}", depth + 1))
-        elif isinstance(item, float):
-            _finite(item, place, -math.inf)
-        elif item is not None and not isinstance(item, str | int):
-            raise CacheReadError(f"{place} is a {type(item).__name__}, not plain data")
-    return value
-
-
 def _finalists(value: Any, size: int) -> tuple[int, ...] | None:
     if value is None:
         return None
-    indices = tuple(_index(v, size, f"finalists[{i}]") for i, v in enumerate(_rows(value, "finalists")))
+    indices = tuple(
+        checked.index(v, size, f"finalists[{i}]") for i, v in enumerate(checked.rows(value, "finalists"))
+    )
     if not indices or list(indices) != sorted(set(indices)):
         raise CacheReadError("finalists are not a non-empty, ascending list of distinct indices")
     return indices
 
 
 def _carried(value: Any, size: int) -> tuple[int, ...]:
-    indices = tuple(_index(v, size, f"carried[{i}]") for i, v in enumerate(_rows(value, "carried")))
+    indices = tuple(
+        checked.index(v, size, f"carried[{i}]") for i, v in enumerate(checked.rows(value, "carried"))
+    )
     if list(indices) != sorted(set(indices)):
         raise CacheReadError("carried is not an ascending list of distinct indices")
     return indices
@@ -276,17 +201,17 @@ def _carried(value: Any, size: int) -> tuple[int, ...]:
 def _warm_start(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
-    given = _mapping(value, "warm_start")
+    given = checked.mapping(value, "warm_start")
     return {
-        "from": _plain(given["from"], "warm_start.from"),
-        "distance": _finite(given["distance"], "warm_start.distance"),
+        "from": checked.plain(given["from"], "warm_start.from"),
+        "distance": checked.finite(given["distance"], "warm_start.distance"),
     }
 
 
 def _rounds(value: Any, count: int, where: str) -> tuple[int, ...]:
     if value is None:
         return ()
-    sizes = tuple(_count(v, f"{where}[{i}]") for i, v in enumerate(_rows(value, where)))
+    sizes = tuple(checked.count(v, f"{where}[{i}]") for i, v in enumerate(checked.rows(value, where)))
     if len(sizes) < 2 or sum(sizes) != count or 0 in sizes:
         raise CacheReadError(f"{where} are not two or more positive counts adding up to the {count} samples")
     return sizes
@@ -295,20 +220,24 @@ def _rounds(value: Any, count: int, where: str) -> tuple[int, ...]:
 def _confidence(data: dict[str, Any], size: int) -> tuple[str | None, tuple[int, ...], int, bool]:
     level = data.get("confidence")
     if level is not None and level not in CONFIDENCE_LEVELS:
-        raise CacheReadError(f"confidence is {_show(level)}, not one of {', '.join(CONFIDENCE_LEVELS)}")
-    listed = _rows(data.get("rivals", []), "rivals")
-    rivals = tuple(_index(v, size, f"rivals[{i}]") for i, v in enumerate(listed))
+        raise CacheReadError(
+            f"confidence is {checked.show(level)}, not one of {', '.join(CONFIDENCE_LEVELS)}"
+        )
+    listed = checked.rows(data.get("rivals", []), "rivals")
+    rivals = tuple(checked.index(v, size, f"rivals[{i}]") for i, v in enumerate(listed))
     recheck = data.get("recheck", False)
     if not isinstance(recheck, bool):
-        raise CacheReadError(f"recheck is {_show(recheck)}, not true or false")
-    return level, rivals, _count(data.get("rechecks", 0), "rechecks"), recheck
+        raise CacheReadError(f"recheck is {checked.show(recheck)}, not true or false")
+    return level, rivals, checked.count(data.get("rechecks", 0), "rechecks"), recheck
 
 
 def _rank_times(rows: list[dict[str, Any]]) -> tuple[tuple[float, ...], ...]:
     kept = tuple(
         tuple(
-            _time_or_inf(t, f"candidates[{i}].rank_times_ms[{r}]")
-            for r, t in enumerate(_rows(row.get("rank_times_ms", []), f"candidates[{i}].rank_times_ms"))
+            checked.time_or_inf(t, f"candidates[{i}].rank_times_ms[{r}]")
+            for r, t in enumerate(
+                checked.rows(row.get("rank_times_ms", []), f"candidates[{i}].rank_times_ms")
+            )
         )
         for i, row in enumerate(rows)
     )
@@ -321,7 +250,9 @@ def _measured_on(rows: list[dict[str, Any]]) -> tuple[int | None, ...]:
     if not any("measured_on" in row for row in rows):
         return ()
     return tuple(
-        None if row.get("measured_on") is None else _count(row["measured_on"], f"candidates[{i}].measured_on")
+        None
+        if row.get("measured_on") is None
+        else checked.count(row["measured_on"], f"candidates[{i}].measured_on")
         for i, row in enumerate(rows)
     )
 
@@ -446,63 +377,69 @@ class TuningRecord:
             (or, for times and samples, negative), an index that is not an
             integer in range, or data nested too deep. Nothing else.
         """
-        data = _mapping(data, "record")
+        data = checked.mapping(data, "record")
         schema = data.get("schema")
         if type(schema) is not int or schema != SCHEMA:
             raise CacheReadError(f"record schema {reprlib.repr(schema)}, expected {SCHEMA}")
         try:
             rows = [
-                _mapping(row, f"candidates[{i}]")
-                for i, row in enumerate(_rows(data["candidates"], "candidates"))
+                checked.mapping(row, f"candidates[{i}]")
+                for i, row in enumerate(checked.rows(data["candidates"], "candidates"))
             ]
             measurements = []
             for i, row in enumerate(rows):
-                _index(row["index"], len(rows), f"candidates[{i}].index")
+                checked.index(row["index"], len(rows), f"candidates[{i}].index")
                 if row["index"] != i:
                     raise CacheReadError("candidate rows are not in index order")
                 error = row["error"]
                 if error is not None:
-                    _text(error, f"candidates[{i}].error")
-                samples = _rows(row["samples_ms"], f"candidates[{i}].samples_ms")
+                    checked.text(error, f"candidates[{i}].error")
+                samples = checked.rows(row["samples_ms"], f"candidates[{i}].samples_ms")
                 measurements.append(
                     Measurement(
                         index=i,
                         samples=tuple(
-                            _finite(s, f"candidates[{i}].samples_ms[{j}]") for j, s in enumerate(samples)
+                            checked.finite(s, f"candidates[{i}].samples_ms[{j}]")
+                            for j, s in enumerate(samples)
                         ),
                         error=error,
                         rounds=_rounds(row.get("rounds"), len(samples), f"candidates[{i}].rounds"),
                     )
                 )
-            best = _mapping(data["best"], "best")
-            best_index = _index(best["index"], len(rows), "best.index")
-            labels = tuple(_text(row["label"], f"candidates[{i}].label") for i, row in enumerate(rows))
-            versions = _mapping(data["versions"], "versions")
-            created = _finite(data["created"], "created", high=_LATEST)
+            best = checked.mapping(data["best"], "best")
+            best_index = checked.index(best["index"], len(rows), "best.index")
+            labels = tuple(checked.text(row["label"], f"candidates[{i}].label") for i, row in enumerate(rows))
+            versions = checked.mapping(data["versions"], "versions")
+            created = checked.finite(data["created"], "created", high=checked.LATEST)
             confidence, rivals, rechecks, recheck = _confidence(data, len(rows))
             return cls(
-                function=_text(data["function"], "function"),
-                key=_plain(data["key"], "key"),
+                function=checked.text(data["function"], "function"),
+                key=checked.plain(data["key"], "key"),
                 fingerprints=tuple(
-                    _text(row["fingerprint"], f"candidates[{i}].fingerprint") for i, row in enumerate(rows)
+                    checked.text(row["fingerprint"], f"candidates[{i}].fingerprint")
+                    for i, row in enumerate(rows)
                 ),
                 labels=labels,
                 best_index=best_index,
                 times=tuple(
-                    _time_or_inf(row["time_ms"], f"candidates[{i}].time_ms") for i, row in enumerate(rows)
+                    checked.time_or_inf(row["time_ms"], f"candidates[{i}].time_ms")
+                    for i, row in enumerate(rows)
                 ),
                 measurements=tuple(measurements),
-                versions={_text(k, "a versions key"): _text(v, f"versions.{k}") for k, v in versions.items()},
-                hardware=_plain(_mapping(data["hardware"], "hardware"), "hardware"),
+                versions={
+                    checked.text(k, "a versions key"): checked.text(v, f"versions.{k}")
+                    for k, v in versions.items()
+                },
+                hardware=checked.plain(checked.mapping(data["hardware"], "hardware"), "hardware"),
                 created=created,
                 method=Method.from_data(data.get("measured_with")),
                 finalists=_finalists(data.get("finalists"), len(rows)),
-                source=None if data.get("source") is None else _text(data["source"], "source"),
+                source=None if data.get("source") is None else checked.text(data["source"], "source"),
                 carried=_carried(data.get("carried", []), len(rows)),
                 warm_start=_warm_start(data.get("warm_start")),
                 rank_times=_rank_times(rows),
                 measured_on=_measured_on(rows),
-                pick_values=_plain(best.get("values"), "best.values"),
+                pick_values=checked.plain(best.get("values"), "best.values"),
                 confidence=confidence,
                 rivals=rivals,
                 rechecks=rechecks,

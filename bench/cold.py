@@ -23,7 +23,9 @@ warm-up, one after another, as before COMPILE existed), ``search-seq``
 the search compiling one candidate at a time on one thread,
 ``<tuner>-serial`` the compiler's warm-up hashing Triton after building the
 driver instead of beside it (``BENCH_WARMUP=serial``),
-``<tuner>-largest`` handing the configs over largest first (tile volume
+``search-tight`` the search under a tighter compile deadline (3 times
+the median of a compile's siblings and over 2 s, ``BENCH_DEADLINE_MIN_S``
+standing in for the floor of 5 s), ``<tuner>-largest`` handing the configs over largest first (tile volume
 times stages, ``BENCH_ORDER=largest``: do the slowest compiles, forked
 first, end sooner?), and ``<tuner>-threads-race`` compiling on threads that do not wait for the
 warm-up's hash of Triton (``BENCH_HASH_WAIT=off``: each computes it again
@@ -92,6 +94,7 @@ TUNERS: dict[str, tuple[str, dict[str, str]]] = {
     "search": ("search", {}),
     "search-threads": ("search", {"KERNELTUNE_COMPILE_POOL": "threads"}),
     "search-seq": ("search", {"KERNELTUNE_COMPILE_POOL": "threads", "KERNELTUNE_COMPILE_WORKERS": "1"}),
+    "search-tight": ("search", {"KERNELTUNE_COMPILE_DEADLINE": "3", "BENCH_DEADLINE_MIN_S": "2"}),
 }
 
 
@@ -102,8 +105,18 @@ def compile_size(config: Any) -> int:
     return meta["BLOCK_M"] * meta["BLOCK_N"] * meta["BLOCK_K"] * meta["num_stages"]
 
 
+def apply_deadline_floor() -> None:
+    """``BENCH_DEADLINE_MIN_S``: the compile deadline's floor (seconds) for this process's tunings."""
+    floor = os.environ.get("BENCH_DEADLINE_MIN_S")
+    if floor:
+        from kerneltune.core.machine import siblings
+
+        siblings.DEADLINE_MIN_S = float(floor)
+
+
 def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
     """One fresh process's measurement (the environment already holds its caches and settings)."""
+    apply_deadline_floor()
     if world > 1 or mode == "function-dist":
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("BENCH_PORT", "29533"))
     import torch

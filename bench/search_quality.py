@@ -159,8 +159,10 @@ def build(kind: str, smoke: bool, strategy: str | None = None) -> tuple[Any, Any
 
 def search_child(kind: str, strategy: str, smoke: bool) -> dict[str, Any]:
     """One cold search: the first launch on the wall clock, what it measured and picked."""
+    from cold import apply_deadline_floor
     from search_params import staged
 
+    apply_deadline_floor()
     kernel, grid, args, launch, fixed = build(kind, smoke, strategy)
     return summary_of(kernel, staged(kernel, grid, args, launch, fixed))
 
@@ -361,6 +363,14 @@ def child(
         return json.loads(result.read_text())
 
 
+def search_deadline(options: argparse.Namespace) -> dict[str, str]:
+    """The environment that gives a search child ``--search-deadline`` (empty without one)."""
+    if not options.search_deadline:
+        return {}
+    factor, floor = (float(part) for part in options.search_deadline.split(","))
+    return {"KERNELTUNE_COMPILE_DEADLINE": f"{factor:g}", "BENCH_DEADLINE_MIN_S": f"{floor:g}"}
+
+
 def regret(table: dict[str, float | None], pick: str) -> float:
     best = min(t for t in table.values() if t is not None)
     mine = table.get(pick)
@@ -455,6 +465,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         help="write every number here (JSON), after each run too, so a cut run keeps its part",
     )
+    parser.add_argument(
+        "--search-deadline",
+        metavar="FACTOR,FLOOR",
+        help="the searches' compile deadline: FACTOR times a compile's siblings' median, over FLOOR "
+        "seconds (default: the engine's, 5 and 5 s); the oracle keeps the engine's",
+    )
     parser.add_argument("--logs", type=Path, help="keep each search process's verbose log in this folder")
     parser.add_argument(
         "--smoke",
@@ -500,7 +516,13 @@ def main(argv: list[str] | None = None) -> int:
             print("bench/search_quality.py needs a CUDA device (or --smoke)", file=sys.stderr)
             return 2
     started = time.perf_counter()
-    results: dict[str, Any] = {"smoke": options.smoke, "kernels": {}}
+    results: dict[str, Any] = {
+        "smoke": options.smoke,
+        "kernels": {},
+        "search_deadline": options.search_deadline,
+    }
+    if options.search_deadline:
+        print(f"searches under compile deadline {options.search_deadline} (factor, floor in s)", flush=True)
     rows: list[dict[str, Any]] = []
     for kind in options.kernels:
         oracles: list[dict[str, Any]] = []
@@ -543,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
                     run = oracle["search"]  # the oracle's own cold search was exhaustive
                 else:
                     cold = number < options.cold_runs
-                    env = {"KERNELTUNE_COMPILE_TIMEOUT": str(ORACLE_COMPILE_S)}
+                    env = {"KERNELTUNE_COMPILE_TIMEOUT": str(ORACLE_COMPILE_S), **search_deadline(options)}
                     if not cold:
                         env["BENCH_TRITON_CACHE_DIR"] = oracle["triton_cache"]
                     run = child(

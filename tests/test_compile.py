@@ -698,7 +698,8 @@ def test_the_deadline_waits_for_a_quorum_and_a_floor():
     judge.ended(3.0)
     assert judge.past_deadline(8.0) is None and judge.past_deadline(8.5) == 8.0
     judge.seconds = [0.1, 0.1, 0.1]
-    assert judge.past_deadline(4.9) is None, "never sooner than DEADLINE_MIN_S"
+    assert judge.past_deadline(siblings.DEADLINE_MIN_S - 0.1) is None, "never sooner than DEADLINE_MIN_S"
+    assert judge.past_deadline(siblings.DEADLINE_MIN_S + 0.1) == siblings.DEADLINE_MIN_S
     judge.deadline = 0
     assert judge.past_deadline(1e9) is None, "compile_deadline = 0: none"
     # Compiles begun ahead (most of a search's) count once ended: they bring the quorum.
@@ -706,7 +707,7 @@ def test_the_deadline_waits_for_a_quorum_and_a_floor():
     ahead.started()
     for seconds in (1.0, 1.0, 2.0):
         ahead.ended(seconds, ahead=True)
-    assert ahead.forked == 4 and ahead.past_deadline(8.5) == 5.0
+    assert ahead.forked == 4 and ahead.past_deadline(3.9) is None and ahead.past_deadline(4.1) == 4.0
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc for a process's processor time")
@@ -715,7 +716,8 @@ def test_a_slow_compile_process_that_keeps_a_processor_busy_is_not_taken_for_stu
 ):
     monkeypatch.setattr(siblings, "STALL_MIN_S", 0.5)
     clock, watch = FakeClock(), Watch()
-    session = engine_session(monkeypatch, clock, watch, compile_workers=4)
+    # The stall rule alone: past the deadline's floor (2 s), the deadline would stop it.
+    session = engine_session(monkeypatch, clock, watch, compile_workers=4, compile_deadline=0)
     parent = os.getpid()
 
     def compiling_slowly() -> None:

@@ -99,9 +99,9 @@ def _compiling(add: Callable[..., None]) -> None:
     )
     add(
         "compile_deadline",
-        default=5,
+        default=3,
         parse=integer(0),
-        help="a compile process this many times slower than the median of its siblings (and over 5 s) "
+        help="a compile process this many times slower than the median of its siblings (and over 2 s) "
         "is stopped and its candidate fails; 0: no deadline",
         env=("KERNELTUNE_COMPILE_DEADLINE",),
     )

@@ -20,8 +20,11 @@ STALL_FACTOR = 5.0
 STALL_MIN_S = 15.0
 #: ...unless it has spent more than this share of its life on a processor.
 STUCK_CPU_SHARE = 0.05
-#: The ``compile_deadline`` never stops a compile sooner than this...
-DEADLINE_MIN_S = 5.0
+#: The ``compile_deadline`` never stops a compile sooner than this (seconds)...
+#: At 5 s an H200's ``search_params`` matmul waited 3-4 s per round for
+#: compiles of 2-warp 128- and 256-wide tiles, 7-26 times slower to run than
+#: the best point, or too slow to compile at all (BENCHMARKS.md, session 21).
+DEADLINE_MIN_S = 2.0
 #: ...nor before this many siblings have ended.
 DEADLINE_QUORUM = 3
 

@@ -72,7 +72,7 @@ class Settings:
     twins: bool = True
     compile_workers: int = 0
     compile_timeout: int = 600
-    compile_deadline: int = 5
+    compile_deadline: int = 3
     compile_pool: str = "processes"
     compile_ahead: bool = True
     precompile: bool = True

@@ -70,6 +70,7 @@ from kerneltune.core.plugin_system.contracts import (
     SearchStrategy,
     Timer,
     UnsupportedLaunch,
+    WeighingCompileProcess,
     provides,
 )
 from kerneltune.core.plugin_system.hookspecs import hookimpl, hookspec
@@ -171,6 +172,7 @@ __all__ = [
     "SearchStrategy",
     "Timer",
     "UnsupportedLaunch",
+    "WeighingCompileProcess",
     "provides",
     # values: candidates, records, keys, events
     "Candidate",

@@ -38,6 +38,7 @@ from kerneltune.core import (
     KernelLaunch,
     LayeringCache,
     ListingCache,
+    ProbingCompileProcess,
     ProbingProfileFamily,
     ProfileFamily,
     ProgramLaunch,
@@ -48,6 +49,7 @@ from kerneltune.core import (
     SearchStrategy,
     Timer,
     UnsupportedLaunch,
+    WeighingCompileProcess,
 )
 from kerneltune.plugins.caches.files import JsonCache, MsgpackCache
 from kerneltune.plugins.caches.memory import MemoryCache
@@ -134,3 +136,5 @@ REPORTING_LAUNCHES: list[type[ReportingLaunch]] = [TritonLaunch]
 PROGRAM_LAUNCHES: list[type[ProgramLaunch]] = [TritonLaunch]
 ISOLATED_LAUNCHES: list[type[IsolatedLaunch]] = [KernelIsolation]
 COMPILE_PROCESSES: list[type[CompileProcess]] = [TritonCompileProcess]
+PROBING_COMPILE_PROCESSES: list[type[ProbingCompileProcess]] = [TritonCompileProcess]
+WEIGHING_COMPILE_PROCESSES: list[type[WeighingCompileProcess]] = [TritonCompileProcess]

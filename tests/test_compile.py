@@ -406,6 +406,30 @@ def test_load_turns_go_by_ticket_and_wait_while_the_measuring_thread_wants_the_l
     assert order == tickets[1:], "the earliest handed over loads first"
 
 
+def test_once_a_load_missed_the_turn_goes_to_the_waiting_ticket_of_highest_effort():
+    turns = LoadTurns()
+    efforts = [1.0, 2.0, 8.0, 0.0, 8.0]
+    tickets = [turns.ticket(effort) for effort in efforts]
+    order: list[int] = []
+    started = threading.Barrier(len(tickets))
+
+    def load(ticket: int) -> None:
+        started.wait(5)
+        with turns.turn(ticket):
+            order.append(ticket)
+            if ticket == tickets[0]:
+                time.sleep(0.1)  # the others wait for their turns meanwhile
+                turns.missed()  # before this turn ends, as a probe that missed calls it
+
+    threads = [threading.Thread(target=load, args=(t,)) for t in tickets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    # The first goes first (no miss yet); then effort, ties to the earliest, none (0) last.
+    assert order == [tickets[0], tickets[2], tickets[4], tickets[1], tickets[3]]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
 def test_once_a_program_must_be_compiled_in_a_process_nothing_compiles_beside_the_measuring(
     monkeypatch, isolated, tmp_path
@@ -480,6 +504,59 @@ def test_compiles_that_miss_the_cache_go_to_their_processes_together(monkeypatch
     assert max(b for b, _ in spans.values()) < min(e for _, e in spans.values()), (
         f"one after another: {spans}"
     )
+
+
+class WeighedCompiles(ProbedCompiles):
+    """A cache that holds nothing and a guess at each compile's length; each probe is noted, in order."""
+
+    def __init__(self, log: Path) -> None:
+        super().__init__(log, cached=set())
+        self.probed: list[str] = []
+        self.efforts = {"a": 1.0, "b": 4.0, "c": 9.0, "d": 0.0}
+
+    def effort(self, config) -> float:
+        return self.efforts[config["name"]]
+
+    def compile_one(self, candidate) -> None:
+        name = candidate.config["name"]
+        if getattr(self.local, "probing", False):
+            self.probed.append(name)
+            if name == NAMES[0]:
+                time.sleep(0.1)  # every other probe waits for its turn by now
+        super().compile_one(candidate)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_after_a_miss_the_longest_compiles_are_probed_and_forked_first(monkeypatch, isolated, tmp_path):
+    clock, watch = FakeClock(), Watch()
+    session = held_session(monkeypatch, clock, watch, compile_workers=len(NAMES))
+    backend = WeighedCompiles(tmp_path / "compiled.log")
+    measured: list[str] = []
+    best = drive(session, clock, backend.compile_one, measured, child=backend)
+    assert best.config["name"] == "b" and set(measured) == set(NAMES)
+    # a's probe, the first handed over, finds the cache cold; then the longest first.
+    assert backend.probed == ["a", "c", "b", "d"]
+    assert sorted(n for where, n in backend.compiled() if where == "child") == sorted(NAMES)
+
+
+def test_a_guess_that_raises_or_is_not_a_number_counts_as_none():
+    class Guessing(ForkedCompiles):
+        def __init__(self, answer) -> None:
+            super().__init__(Path("unused"))
+            self.answer = answer
+
+        def effort(self, config):
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    assert compiling.effort(Guessing(3), {}) == 3.0
+    assert compiling.effort(Guessing(RuntimeError("no guess")), {}) == 0.0
+    assert compiling.effort(Guessing(float("nan")), {}) == 0.0
+    assert compiling.effort(Guessing("many"), {}) == 0.0
+    assert compiling.effort(ForkedCompiles(Path("unused")), {}) == 0.0, "no effort(): no guess"
+    both = compiling.CompileProcesses((Guessing(2.0), ForkedCompiles(Path("unused")), Guessing(5)))
+    assert compiling.effort(both, {}) == 7.0
 
 
 class LateMiss(ProbedCompiles):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from kerneltune.plugins.triton.configs import config_label
+from kerneltune.plugins.triton.configs import compile_effort, config_label
 
 triton = pytest.importorskip("triton")
 
@@ -55,3 +55,17 @@ def test_function_level_labels_name_a_config_by_what_it_sets(isolated):
     (record,) = stored_records(isolated, "launcher")
     labels = [row["label"] for row in record["candidates"]]
     assert labels == ["cfg=<BLOCK=256, num_warps=8>", "cfg=<BLOCK=512>"]
+
+
+def test_the_compile_effort_grows_with_the_tile_and_its_stages():
+    small = triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, num_stages=2)
+    large = triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, num_stages=3)
+    assert compile_effort(small) == 32 * 32 * 32 * 2
+    assert compile_effort(large) == 128 * 256 * 64 * 3
+    # A function-level candidate: a mapping of the launcher's arguments, a config among them or not.
+    assert compile_effort({"config": large, "name": "mm"}) == compile_effort(large)
+    assert compile_effort({"BLOCK_SIZE": 1024, "num_stages": 4}) == 4096
+    # Nothing to go by: no guess, and those keep the order handed over.
+    assert compile_effort(triton.Config({"GROUP_M": 8}, num_stages=3)) == 0
+    assert compile_effort({"BLOCK": True, "block": "wide"}) == 0
+    assert compile_effort(["BLOCK", 64]) == 0

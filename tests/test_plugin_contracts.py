@@ -29,11 +29,13 @@ from kerneltune.core import (
     IsolatingLaunch,
     LayeringCache,
     ListingCache,
+    ProbingCompileProcess,
     ProbingProfileFamily,
     ProgramLaunch,
     RecordingInterceptor,
     ReportingLaunch,
     UnsupportedLaunch,
+    WeighingCompileProcess,
     provides,
 )
 
@@ -144,6 +146,15 @@ def test_the_launch_lists_hold_every_optional_part_of_the_launch():
     }
     for part, listed in parts.items():
         assert names([cls for cls in contracts.KERNEL_LAUNCHES if provides(cls, part)]) == names(listed)
+
+
+def test_the_compile_process_lists_hold_every_optional_part_of_a_compile_process():
+    parts = {
+        ProbingCompileProcess: contracts.PROBING_COMPILE_PROCESSES,
+        WeighingCompileProcess: contracts.WEIGHING_COMPILE_PROCESSES,
+    }
+    for part, listed in parts.items():
+        assert names([cls for cls in contracts.COMPILE_PROCESSES if provides(cls, part)]) == names(listed)
 
 
 def test_mypy_checks_the_contracts_module():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import faulthandler
+import math
 import os
 import signal
 import threading
@@ -32,7 +33,12 @@ from kerneltune.core.errors import CompileMiss, describe_error
 from kerneltune.core.machine.siblings import STALL_FACTOR, Siblings, tree_processor_seconds
 from kerneltune.core.machine.turns import LoadTurns
 from kerneltune.core.notices import warn_once
-from kerneltune.core.plugin_system.contracts import CompileProcess, ProbingCompileProcess, provides
+from kerneltune.core.plugin_system.contracts import (
+    CompileProcess,
+    ProbingCompileProcess,
+    WeighingCompileProcess,
+    provides,
+)
 from kerneltune.core.values.events import CompileFinished, CompileStarted, Header
 from kerneltune.core.values.records import Candidate
 
@@ -104,6 +110,25 @@ class CompileProcesses:
                 stack.enter_context(part.probing())
             yield
 
+    def effort(self, config: object) -> float:
+        """The sum of the parts' guesses (:func:`effort`)."""
+        return sum(effort(part, config) for part in self.parts)
+
+
+def effort(child: CompileProcess, config: object) -> float:
+    """``child``'s guess at how long ``config`` takes to compile (``WeighingCompileProcess``).
+
+    0 where it makes none, raises, or answers with anything but a finite
+    number: a hint never fails a tuning.
+    """
+    if not provides(child, WeighingCompileProcess):
+        return 0.0
+    try:
+        guess = float(child.effort(config))
+    except Exception:
+        return 0.0
+    return guess if math.isfinite(guess) else 0.0
+
 
 def probes(child: CompileProcess) -> bool:
     """Whether ``child`` can tell a cached program from one to compile: every part of it can."""
@@ -139,7 +164,10 @@ class CompileStage:
         Where it can probe (:class:`~kerneltune.core.plugin_system.contracts.ProbingCompileProcess`),
         each candidate is first compiled here under its probe: a program the
         on-disk cache holds (a restarted process) is loaded, and only a miss
-        is forked.
+        is forked. Probes take turns in the order handed over until one
+        misses; from then on, where the child can guess how long each
+        compile takes (:class:`~kerneltune.core.plugin_system.contracts.WeighingCompileProcess`),
+        the longest compiles are probed and forked first (:class:`LoadTurns`).
     :param header: the tuning, as its events name it.
     :param observers: told of each compile (:attr:`kerneltune.core.plugin_system.session.Session.observers`),
         from pool threads: ``compile_started`` and ``compile_finished``.
@@ -296,7 +324,8 @@ class CompileStage:
         """
         self._compilers[candidate.index] = compile_one
         if self._probes and not ahead:
-            self._tickets[candidate.index] = self._turns.ticket()
+            assert self._child is not None
+            self._tickets[candidate.index] = self._turns.ticket(effort(self._child, candidate.config))
         pool = self._ahead_pool if ahead else self._pool
         if pool is None:
             prefix = "kerneltune-compile-ahead" if ahead else "kerneltune-compile"
@@ -431,6 +460,9 @@ class CompileStage:
                 with child.probing():
                     self._compilers[candidate.index](candidate)
             except CompileMiss:
+                # Before the turn ends: the next goes to the costliest compile waiting (LoadTurns).
+                self._missed = True
+                self._turns.missed()
                 return False
         return True
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.plugins.triton import adapter, programs, warm_cache
+from kerneltune.plugins.triton import adapter, configs, programs, warm_cache
 
 Thunk = Callable[[], object]
 
@@ -304,7 +304,8 @@ def _start_warm_up_thread() -> None:
 class TritonCompileProcess:
     """Triton's part in compiling in forked processes.
 
-    A :class:`kerneltune.core.plugin_system.contracts.CompileProcess`.
+    A :class:`kerneltune.core.plugin_system.contracts.CompileProcess` that
+    probes Triton's cache and guesses which configs compile longest.
     """
 
     driver: Any
@@ -344,6 +345,10 @@ class TritonCompileProcess:
         """
         with warm_cache.probing():
             yield
+
+    def effort(self, config: Any) -> float:
+        """How long ``config`` is guessed to compile, to fork the longest first (``compile_effort``)."""
+        return configs.compile_effort(config)
 
     def prepare(self) -> None:
         """Make the child compile for the parent's device and target without asking the device."""

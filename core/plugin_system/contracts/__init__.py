@@ -9,7 +9,8 @@ below is what an instance must provide. Optional parts are protocols of their
 own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`, :class:`ConfiguredCache`,
 :class:`LayeringCache`,
 :class:`GlobalRankReducer`, :class:`GatheringReducer`, :class:`RecordingInterceptor`,
-:class:`ForkingRecorder`, :class:`ProbingCompileProcess`, :class:`ForkingLaunch`, :class:`ProgramLaunch`,
+:class:`ForkingRecorder`, :class:`ProbingCompileProcess`, :class:`WeighingCompileProcess`,
+:class:`ForkingLaunch`, :class:`ProgramLaunch`,
 :class:`IsolatingLaunch`, :class:`InPlaceLaunch`,
 :class:`UnsupportedLaunch`, :class:`ReportingLaunch`,
 :class:`ProbingProfileFamily`, :class:`DeviceTimer`), runtime-checkable:
@@ -38,6 +39,7 @@ from kerneltune.core.plugin_system.contracts.launches import (
     RecordingInterceptor,
     ReportingLaunch,
     UnsupportedLaunch,
+    WeighingCompileProcess,
 )
 from kerneltune.core.plugin_system.contracts.measuring import (
     Device,
@@ -94,5 +96,6 @@ __all__ = [
     "Thunk",
     "Timer",
     "UnsupportedLaunch",
+    "WeighingCompileProcess",
     "provides",
 ]

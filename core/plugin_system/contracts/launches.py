@@ -54,6 +54,27 @@ class ProbingCompileProcess(CompileProcess, Protocol):
         ...
 
 
+@runtime_checkable
+class WeighingCompileProcess(CompileProcess, Protocol):
+    """A compile process that can guess which compiles take longest (optional part).
+
+    Where a stage's compiles go to forked processes, one is forked after
+    another (about 13 ms each on an H200's host), and the stage ends with its
+    slowest compile: forked first, it ends sooner. Once a probe has missed,
+    COMPILE forks the candidates whose :meth:`effort` is highest first; loads
+    from the on-disk cache keep the order of measuring.
+    """
+
+    def effort(self, config: Any) -> float:
+        """A guess at how long ``config`` (a candidate's live config) takes to compile, only to order
+        the forks: higher first, ties in the order handed over; 0 where there is no guess.
+
+        Called on the tuning's thread as candidates are handed over; it must not compile anything.
+        An exception or a value that is not a finite number counts as 0.
+        """
+        ...
+
+
 class KernelLaunch(Protocol):
     """One intercepted launch, as an interceptor plugin describes it to the driver."""
 

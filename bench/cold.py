@@ -23,11 +23,13 @@ warm-up, one after another, as before COMPILE existed), ``search-seq``
 the search compiling one candidate at a time on one thread,
 ``<tuner>-serial`` the compiler's warm-up hashing Triton after building the
 driver instead of beside it (``BENCH_WARMUP=serial``),
-``search-tight`` the search under a tighter compile deadline (3 times
-the median of a compile's siblings and over 2 s, ``BENCH_DEADLINE_MIN_S``
-standing in for the floor of 5 s), ``<tuner>-largest`` handing the configs over largest first (tile volume
-times stages, ``BENCH_ORDER=largest``: do the slowest compiles, forked
-first, end sooner?), and ``<tuner>-threads-race`` compiling on threads that do not wait for the
+``search-tight`` the search under a compile deadline of 3 times the
+median of a compile's siblings and over 2 s (``BENCH_DEADLINE_MIN_S`` sets
+the floor; the engine's default since ``4fef775``, kept for older trees),
+``<tuner>-largest`` handing the configs over largest first (tile volume
+times stages, ``BENCH_ORDER=largest``; since ``1cf6fc6`` the engine forks
+the longest compiles first by itself, and this changes the order of
+measuring too), and ``<tuner>-threads-race`` compiling on threads that do not wait for the
 warm-up's hash of Triton (``BENCH_HASH_WAIT=off``: each computes it again
 while it runs). ``BENCH_LOAD_BESIDE=off`` (for bench/restart.py's
 ``kerneltune-settled`` side) has measuring wait for every load again. The timeline

@@ -65,8 +65,9 @@ class LoadTurns:
 
     @contextlib.contextmanager
     def turn(self, ticket: int) -> Iterator[None]:
-        """Wait until every earlier ticket has ended, no load is under way and the measuring thread
-        neither wants nor holds the fork lock; then load (take the fork lock inside)."""
+        """Wait until ``ticket``'s turn (every earlier ticket ended or, after a miss, no waiting one of
+        higher effort), with no load under way and the measuring thread neither wanting nor holding
+        the fork lock; then load (take the fork lock inside)."""
         with self._changed:
             self._waiting.add(ticket)
             try:

@@ -45,7 +45,10 @@ device) and ``tuning`` when a tuning started; with
 profile there. A search's compiles handed over ahead of the round that asks
 for them (``compile_ahead``) show as ``ahead+``/``ahead-``.
 
-A separate warm process (the oracle) times every one of the 16 configs with
+``--configs 48`` gives the matmul 48 candidates: each of the 16 also at
+twice its warps and at one stage more (picks are indexes into that list).
+
+A separate warm process (the oracle) times every one of the configs with
 interleaved ``do_bench`` rounds; a pick's regret is its oracle time over the
 fastest's, minus one (the search's generated configs have no oracle row: its
 pick's do_bench time is printed instead).
@@ -116,6 +119,22 @@ def apply_deadline_floor() -> None:
         siblings.DEADLINE_MIN_S = float(floor)
 
 
+def matmul_configs(count: int) -> list[Any]:
+    """The matmul's candidates: regret.py's 16 (``count`` 16), or 48: each of those at its warps and
+    stages, at twice its warps, and at one stage more (``--configs 48``)."""
+    from regret import MATMUL_CONFIGS, cfg
+
+    if count == len(MATMUL_CONFIGS):
+        return list(MATMUL_CONFIGS)
+    if count != 3 * len(MATMUL_CONFIGS):
+        raise SystemExit(f"--configs must be {len(MATMUL_CONFIGS)} or {3 * len(MATMUL_CONFIGS)}, got {count}")
+    wider = []
+    for config in MATMUL_CONFIGS:
+        meta, warps, stages = config.kwargs, config.num_warps, config.num_stages
+        wider += [cfg(warps, stages, **meta), cfg(2 * warps, stages, **meta), cfg(warps, stages + 1, **meta)]
+    return wider
+
+
 def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
     """One fresh process's measurement (the environment already holds its caches and settings)."""
     apply_deadline_floor()
@@ -123,7 +142,7 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("BENCH_PORT", "29533"))
     import torch
     import torch.distributed as dist
-    from regret import MATMUL_CONFIGS, matmul
+    from regret import matmul
 
     if mode == "function-dist":
         torch.cuda.set_device(rank)
@@ -133,6 +152,7 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
     if mode == "search":
         return search_child()
     work = matmul(4096, 4096, 4096)
+    work.configs = listed = matmul_configs(int(os.environ.get("BENCH_CONFIGS", "16")))
     if os.environ.get("BENCH_ORDER") == "largest":
         work.configs = sorted(work.configs, key=compile_size, reverse=True)
     if mode == "oracle":
@@ -150,7 +170,7 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
     if mode == "stock":
         tuned = work.autotuned()
         work.launch_autotuned(tuned)
-        pick = MATMUL_CONFIGS.index(tuned.best_config)
+        pick = listed.index(tuned.best_config)
     elif mode == "contextual":
         from triton_dist.autotuner import contextual_autotune
 
@@ -161,20 +181,20 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
             work.launch_autotuned(tuned)
 
         outer()
-        pick = MATMUL_CONFIGS.index(tuned.best_config)
+        pick = listed.index(tuned.best_config)
     else:
         from regret import Picks, tune_function
 
         picks = Picks()
         add_plugin(picks)
-        pick = MATMUL_CONFIGS.index(work.configs[tune_function(work, picks)])
+        pick = listed.index(work.configs[tune_function(work, picks)])
     torch.cuda.synchronize()
     seconds = time.perf_counter() - started
     write_profile(profile, mode)
     work.check()  # after the clock: a reference product is no part of the tuning
     if mode == "function-dist":
         dist.destroy_process_group()
-    return {"seconds": seconds, "pick": pick, "configs": len(MATMUL_CONFIGS), "timeline": timeline.events}
+    return {"seconds": seconds, "pick": pick, "configs": len(listed), "timeline": timeline.events}
 
 
 def start_profile() -> Any:
@@ -470,6 +490,12 @@ def main() -> None:
     )
     parser.add_argument("--tuners", default=",".join(TUNERS), help=f"of {', '.join(TUNERS)}")
     parser.add_argument("--timeline", action="store_true", help="print when each compile ran, per tuning")
+    parser.add_argument(
+        "--configs",
+        type=int,
+        default=16,
+        help="the matmul's candidates: 16, or 48 (each also at 2x warps, +1 stage)",
+    )
     parser.add_argument("--json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
@@ -480,6 +506,8 @@ def main() -> None:
         result = child(args.child, args.rank, args.world, args.store)
         Path(args.store, f"rank{args.rank}.json").write_text(json.dumps(result))
         return
+    matmul_configs(args.configs)  # a wrong count fails here, before any child
+    os.environ["BENCH_CONFIGS"] = str(args.configs)  # the children's candidates, the oracle's included
     import torch
     import triton
 
@@ -518,7 +546,7 @@ def main() -> None:
         else:
             detail = ", ".join(f"[{r['pick']}] {r['regret']:.2%}" for r in runs)
         print(f"{mode:<15} {seconds:>15.2f} {seconds / stock:>8.3f}  {detail}")
-    print(f"(oracle's fastest of the 16 configs: {fastest * 1000:.1f} us)")
+    print(f"(oracle's fastest of the {len(oracle)} configs: {fastest * 1000:.1f} us)")
     if args.ranks > 1:
         results["ranks"] = [compare_ranks(args.ranks, args.reps)]
     if args.json:

@@ -308,3 +308,23 @@ def test_the_key_profile_runs_every_tuning_under_the_profiler(tmp_path):
     for label in ("full tuning, M=8", "full tuning, M=32", "screened warm start, M=12"):
         assert f"== {label}, profiled: wall " in out, out[-2000:]
     assert "Self CPU time total" in out
+
+
+def test_the_cold_bench_widens_the_matmul_to_48_configs_and_the_searches_take_a_deadline(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    cold = load_bench("cold")
+    base = cold.matmul_configs(16)
+    wider = cold.matmul_configs(48)
+
+    def shape(config):
+        return tuple(sorted(config.kwargs.items())), config.num_warps, config.num_stages
+
+    assert len(base) == 16 and [shape(c) for c in wider[::3]] == [shape(c) for c in base], "the 16 first"
+    assert len({shape(c) for c in wider}) == 48, "48 distinct configs"
+    assert [(c.num_warps, c.num_stages) for c in wider[:3]] == [(2, 2), (4, 2), (2, 3)]
+    with pytest.raises(SystemExit, match="16 or 48"):
+        cold.matmul_configs(20)
+    quality = load_bench("search_quality")
+    assert quality.search_deadline(quality.parse([])) == {}
+    deadline = quality.search_deadline(quality.parse(["--search-deadline", "3,2"]))
+    assert deadline == {"KERNELTUNE_COMPILE_DEADLINE": "3", "BENCH_DEADLINE_MIN_S": "2"}

@@ -103,13 +103,6 @@ TUNERS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
-def compile_size(config: Any) -> int:
-    """A matmul config's tile volume times its stages: on the H200 the larger compiled the longer
-    (16 configs in 16 processes, session 20: 0.21 s for 32x32x32 at 2 stages, 0.61 s for 128x256x64 at 3)."""
-    meta = config.all_kwargs()
-    return meta["BLOCK_M"] * meta["BLOCK_N"] * meta["BLOCK_K"] * meta["num_stages"]
-
-
 def apply_deadline_floor() -> None:
     """``BENCH_DEADLINE_MIN_S``: the compile deadline's floor (seconds) for this process's tunings."""
     floor = os.environ.get("BENCH_DEADLINE_MIN_S")
@@ -154,7 +147,9 @@ def child(mode: str, rank: int, world: int, store: str) -> dict[str, Any]:
     work = matmul(4096, 4096, 4096)
     work.configs = listed = matmul_configs(int(os.environ.get("BENCH_CONFIGS", "16")))
     if os.environ.get("BENCH_ORDER") == "largest":
-        work.configs = sorted(work.configs, key=compile_size, reverse=True)
+        from kerneltune.plugins.triton.configs import compile_effort  # the engine's own guess
+
+        work.configs = sorted(work.configs, key=compile_effort, reverse=True)
     if mode == "oracle":
         from regret import oracle
 

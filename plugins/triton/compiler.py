@@ -504,7 +504,7 @@ def _recording_run(fn: Any, *args: Any, **kwargs: Any) -> Any:
     return None
 
 
-def all_loaded(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any], configs: Sequence[Any]) -> bool:
+def all_loaded(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any], candidates: Sequence[Any]) -> bool:
     """Whether this process has every config's program for this launch of ``tuner`` loaded, each able to run.
 
     Asked as :func:`_loaded` asks, config by config, stopping at the first
@@ -512,7 +512,9 @@ def all_loaded(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any], configs:
     process has run (another M) then needs no COMPILE.
     """
     fn = tuner.fn
-    return bool(configs) and all(_loaded(fn, args, {**kwargs, **config.all_kwargs()}) for config in configs)
+    return bool(candidates) and all(
+        _loaded(fn, args, {**kwargs, **config.all_kwargs()}) for config in candidates
+    )
 
 
 def _loaded(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:

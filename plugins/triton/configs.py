@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import inspect
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from kerneltune.plugins.triton import adapter
 
@@ -184,13 +184,13 @@ def compile_effort(config: Any) -> float:
     if not blocks:
         return 0.0
     stages = meta.get("num_stages")
-    volume = float(stages) if isinstance(stages, int) and _positive(stages) else 1.0
+    volume = float(stages) if _positive(stages) else 1.0
     for size in blocks:
         volume *= size
     return volume
 
 
-def _positive(value: Any) -> bool:
+def _positive(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 

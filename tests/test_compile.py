@@ -275,18 +275,17 @@ class ProbedCompiles(ForkedCompiles):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
-def test_a_program_the_cache_holds_is_loaded_here_and_only_a_miss_is_forked(monkeypatch, isolated, tmp_path):
+def test_a_program_the_cache_holds_is_loaded_here_until_a_probe_misses(monkeypatch, isolated, tmp_path):
     clock, watch = FakeClock(), Watch()
-    session = engine_session(monkeypatch, clock, watch, compile_workers=2)
+    session = engine_session(monkeypatch, clock, watch, compile_workers=1)
     backend = ProbedCompiles(tmp_path / "compiled.log", cached={"a", "c"})
     measured: list[str] = []
     best = drive(session, clock, backend.compile_one, measured, child=backend)
     assert best.config["name"] == "b" and set(measured) == set(NAMES)
-    # a and c load under the probe, no process forked; b and d compile in a child, then load here.
-    assert backend.compiled() == sorted(
-        [("here", "a"), ("here", "c"), ("child", "b"), ("here", "b"), ("child", "d"), ("here", "d")]
-    )
-    assert backend.readied == 2, "only a fork waits for the compiler's set-up; a probe does not ask for it"
+    # a loads under its probe, no process forked; b misses, so the cache is taken for cold: c and d
+    # go to compile processes unprobed (c, cached after all, is only loaded there), then load here.
+    assert backend.compiled() == sorted([*(("here", n) for n in NAMES), *(("child", n) for n in "bcd")])
+    assert backend.readied == 3, "only a fork waits for the compiler's set-up; a probe does not ask for it"
     assert all(error is None for _, error, _, _ in watch.finished)
 
 
@@ -527,15 +526,27 @@ class WeighedCompiles(ProbedCompiles):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
-def test_after_a_miss_the_longest_compiles_are_probed_and_forked_first(monkeypatch, isolated, tmp_path):
+def test_after_a_miss_every_compile_begun_is_forked_at_once_unprobed_the_longest_first(
+    monkeypatch, isolated, tmp_path
+):
     clock, watch = FakeClock(), Watch()
     session = held_session(monkeypatch, clock, watch, compile_workers=len(NAMES))
     backend = WeighedCompiles(tmp_path / "compiled.log")
+    batches: list[list[str]] = []
+    fork_queued = CompileStage._fork_queued
+
+    def noted(stage) -> None:
+        batches.append([stage._candidates[index].config["name"] for index in stage._unforked])
+        fork_queued(stage)
+
+    monkeypatch.setattr(CompileStage, "_fork_queued", noted)
     measured: list[str] = []
     best = drive(session, clock, backend.compile_one, measured, child=backend)
     assert best.config["name"] == "b" and set(measured) == set(NAMES)
-    # a's probe, the first handed over, finds the cache cold; then the longest first.
-    assert backend.probed == ["a", "c", "b", "d"]
+    # a's probe, the first handed over, finds the cache cold: no other is probed, and every compile
+    # the pool has begun goes to one brood of compile processes, the longest first.
+    assert backend.probed == ["a"]
+    assert batches == [["c", "b", "a", "d"]]
     assert sorted(n for where, n in backend.compiled() if where == "child") == sorted(NAMES)
 
 

@@ -26,10 +26,12 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NoReturn, cast
 
 import attrs
 from kerneltune.core.errors import CompileMiss, describe_error
+from kerneltune.core.machine import brood
+from kerneltune.core.machine.brood import Forked, Hatchling
 from kerneltune.core.machine.siblings import STALL_FACTOR, Siblings, tree_processor_seconds
 from kerneltune.core.machine.turns import LoadTurns
 from kerneltune.core.notices import warn_once
@@ -165,9 +167,10 @@ class CompileStage:
         each candidate is first compiled here under its probe: a program the
         on-disk cache holds (a restarted process) is loaded, and only a miss
         is forked. Probes take turns in the order handed over until one
-        misses; from then on, where the child can guess how long each
-        compile takes (:class:`~kerneltune.core.plugin_system.contracts.WeighingCompileProcess`),
-        the longest compiles are probed and forked first (:class:`LoadTurns`).
+        misses; then every compile the pool has begun is queued for a
+        process unprobed, the longest first where the child can guess how
+        long each takes (:class:`~kerneltune.core.plugin_system.contracts.WeighingCompileProcess`),
+        and forked at once as a :mod:`~kerneltune.core.machine.brood`.
     :param header: the tuning, as its events name it.
     :param observers: told of each compile (:attr:`kerneltune.core.plugin_system.session.Session.observers`),
         from pool threads: ``compile_started`` and ``compile_finished``.
@@ -207,7 +210,15 @@ class CompileStage:
         #: loads take the fork lock one at a time, in the order handed over, after the measuring thread.
         self._turns = LoadTurns()
         self._tickets: dict[int, int] = {}
+        #: the compile processes forked as children of this process, and the broods (:mod:`.brood`).
         self._children: set[int] = set()
+        self._broods: list[brood.Brood] = []
+        #: each candidate's compile process, once queued for one (:meth:`_spawn`); those not forked yet.
+        self._spawned: dict[int, concurrent.futures.Future[Forked | Hatchling]] = {}
+        self._unforked: list[int] = []
+        #: the candidates handed over, and the backend's guess at how long each compiles.
+        self._candidates: dict[int, Candidate] = {}
+        self._efforts: dict[int, float] = {}
         self._timeout = timeout
         #: the compile processes forked, those that ended, and the rules that judge one running.
         self._siblings = Siblings(deadline)
@@ -323,9 +334,12 @@ class CompileStage:
         Each pool is made by its first compile.
         """
         self._compilers[candidate.index] = compile_one
+        self._candidates[candidate.index] = candidate
         if self._probes and not ahead:
             assert self._child is not None
-            self._tickets[candidate.index] = self._turns.ticket(effort(self._child, candidate.config))
+            guess = effort(self._child, candidate.config)
+            self._efforts[candidate.index] = guess
+            self._tickets[candidate.index] = self._turns.ticket(guess)
         pool = self._ahead_pool if ahead else self._pool
         if pool is None:
             prefix = "kerneltune-compile-ahead" if ahead else "kerneltune-compile"
@@ -446,7 +460,12 @@ class CompileStage:
         A miss raises :class:`CompileMiss` before anything is compiled, and
         the candidate goes to a compile process. The probe holds the fork
         lock as any compile here does: no child is forked mid-compile. One
-        a round waits for takes its turn first (:class:`LoadTurns`).
+        a round waits for takes its turn first (:class:`LoadTurns`). Once a
+        probe has missed, the cache is taken for cold: the rest go to compile
+        processes unprobed, in their turns (the longest compiles first), and
+        are forked together (:meth:`_spawn`); a program the cache held after
+        all is loaded by its compile process and then here, at the cost of a
+        fork in a brood.
         """
         if not self._probes:
             return False
@@ -454,16 +473,19 @@ class CompileStage:
         index = candidate.index
         # One begun ahead has no turn: it waits in _quiet while compiles ahead are stopped.
         ticket = self._tickets.get(index)
-        turn = contextlib.nullcontext() if ticket is None else self._turns.turn(ticket)
-        with turn, self._quiet(index):
-            try:
-                with child.probing():
-                    self._compilers[candidate.index](candidate)
-            except CompileMiss:
-                # Before the turn ends: the next goes to the costliest compile waiting (LoadTurns).
-                self._missed = True
-                self._turns.missed()
+        with contextlib.nullcontext() if ticket is None else self._turns.turn(ticket):
+            if self._missed:
                 return False
+            with self._quiet(index):
+                try:
+                    with child.probing():
+                        self._compilers[candidate.index](candidate)
+                except CompileMiss:
+                    # Before the turn ends: the next goes to the costliest compile waiting (LoadTurns).
+                    self._missed = True
+                    self._turns.missed()
+                    self._queue_begun()
+                    return False
         return True
 
     def _in_child(self, candidate: Candidate, began: float) -> BaseException | None:
@@ -471,55 +493,40 @@ class CompileStage:
         assert self._child is not None
         self._child.ready()
         index = candidate.index
-        while True:
-            with self._quiet(index), warnings.catch_warnings():
-                # Not while a candidate is measured (where loads go on beside one): the
-                # measuring thread clears the flag under the fork lock held here.
-                if self._between.is_set():
-                    # Python 3.12 warns about forking a process with threads: the child
-                    # runs only the compile, on this thread's copy, and exits.
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    behind = self._is_ahead(index)
-                    pid = os.fork()
-                    if pid == 0:  # pragma: no cover - the child's coverage is not collected
-                        self._child_main(candidate, behind)
-                    self._children.add(pid)
-                    with self._lock:
-                        self._pids[index] = pid
-                    break
-            self._between.wait()
+        behind = self._is_ahead(index)
+        process = self._spawn(candidate, behind)
         forked = time.monotonic()
         if not behind:
             self._siblings.started()
         try:
-            while True:
-                done, status, usage = os.wait4(pid, os.WNOHANG)
-                if done:
-                    break
+            while not process.ended(CHILD_POLL_S):
+                pid = process.pid
+                if pid is None:
+                    continue  # a brood's forker has yet to fork it: it says so in milliseconds
+                with self._lock:
+                    self._pids[index] = pid
                 if self._is_ahead(index):
                     # Not judged while ahead (niced, stopped while measuring); blocked, not polling,
                     # while stopped, so that no thread of ours wakes beside a timed run.
-                    if self._running.is_set():
-                        time.sleep(CHILD_POLL_S)
-                    else:
+                    if not self._running.is_set():
                         self._running.wait()
                     continue
                 # One that began ahead is judged from when a round asked for it.
                 since = max(forked, self._promoted.get(index, forked))
                 now = time.monotonic()
                 if self._timeout > 0 and now - max(began, since) > self._timeout:
-                    _kill(pid)
+                    process.kill()
                     return CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
                 limit = self._siblings.past_deadline(self._age(now - since, pid, behind))
                 if limit is not None:
-                    _kill(pid)
+                    process.kill()
                     deadline = self._siblings.deadline
                     return CompileTimeout(
                         f"compiling took longer than {limit:.1f} s, compile_deadline = {deadline:g} "
                         "times the median compile of its siblings"
                     )
                 if self._siblings.stuck(now - since, pid):
-                    _kill(pid)
+                    process.kill()
                     warn_once(
                         ("compile-process-stuck", os.getpid()),
                         f"kerneltune: a compile process ran {now - since:.0f} s, {STALL_FACTOR:g} times its "
@@ -528,14 +535,16 @@ class CompileStage:
                         "avoids forking)",
                     )
                     return None
-                time.sleep(CHILD_POLL_S)
         finally:
-            self._children.discard(pid)
+            process.release()
             with self._lock:
                 self._pids.pop(index, None)
+                if isinstance(process, Forked):
+                    self._children.discard(process.pid)
+        status = process.status
         if not os.WIFSIGNALED(status):
             if behind:  # niced and stopped while measuring: what it used of a processor, ptxas included
-                self._siblings.ended(usage.ru_utime + usage.ru_stime, ahead=True)
+                self._siblings.ended(process.processor_seconds, ahead=True)
             else:
                 self._siblings.ended(time.monotonic() - forked)
             return None  # compiled, or raised: compiling here loads it, or raises the error itself
@@ -546,6 +555,93 @@ class CompileStage:
         except ValueError:
             name = f"signal {number}"
         return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
+
+    def _spawn(self, candidate: Candidate, behind: bool) -> Forked | Hatchling:
+        """Fork ``candidate``'s compile process, with those of every other candidate queued for one.
+
+        Never while a candidate is measured (where loads go on beside one):
+        the measuring thread clears the flag under the fork lock held here.
+        One handed over ahead is forked alone, a child of this process (it is
+        niced, stopped and resumed by its pid). The others are queued, here
+        or, at the first miss, by the thread that missed (:meth:`_queue_begun`):
+        the thread that next holds the fork lock forks every one queued at
+        once, as a :mod:`~kerneltune.core.machine.brood` where there are several.
+        """
+        index = candidate.index
+        if behind:
+            spawned: concurrent.futures.Future[Forked | Hatchling] = concurrent.futures.Future()
+        else:
+            with self._lock:
+                if index not in self._spawned:
+                    self._queue(index)
+                spawned = self._spawned[index]
+        while not spawned.done():
+            with self._quiet(index), warnings.catch_warnings():
+                if not spawned.done() and self._between.is_set():
+                    # Python 3.12 warns about forking a process with threads: the child runs
+                    # only the compile (or forks the brood's), on this thread's copy, and exits.
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    if behind:
+                        spawned.set_result(self._fork(candidate, ahead=True))
+                    else:
+                        self._fork_queued()
+            if not spawned.done():
+                self._between.wait()
+        return spawned.result()
+
+    def _queue(self, index: int) -> None:
+        """Queue candidate ``index`` for a compile process; under the lock."""
+        self._spawned[index] = concurrent.futures.Future()
+        self._unforked.append(index)
+
+    def _queue_begun(self) -> None:
+        """At the first miss: queue every compile the pool has begun and not yet forked, the longest first.
+
+        Their threads wait for their turns; each would queue itself after
+        the fork under way, and one fork holds the interpreter lock for
+        10-20 ms with torch and CUDA loaded: queued now, one brood forks them
+        all. Compiles the pool has not begun (more candidates than
+        ``compile_workers``) queue themselves when they begin.
+        """
+        with self._lock:
+            begun = [
+                index
+                for index in self._began
+                if index not in self._finished and index not in self._spawned and index not in self._ahead
+            ]
+            for index in sorted(begun, key=lambda index: -self._efforts.get(index, 0.0)):
+                self._queue(index)
+
+    def _fork(self, candidate: Candidate, ahead: bool) -> Forked:
+        """Fork one compile process, a child of this process; under the fork lock."""
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child's coverage is not collected
+            self._child_main(candidate, ahead)
+        with self._lock:
+            self._children.add(pid)
+            self._pids[candidate.index] = pid
+        return Forked(pid)
+
+    def _fork_queued(self) -> None:
+        """Fork the compile process of every candidate queued for one; under the fork lock."""
+        with self._lock:
+            indexes, self._unforked = self._unforked, []
+            batch = [self._candidates[index] for index in indexes]
+            waiting = [self._spawned[index] for index in indexes]
+        try:
+            if len(batch) == 1:
+                processes: list[Forked | Hatchling] = [self._fork(batch[0], ahead=False)]
+            else:
+                made, hatchlings = brood.hatch(len(batch), lambda i: self._child_main(batch[i], False))
+                with self._lock:
+                    self._broods.append(made)
+                processes = list(hatchlings)
+        except Exception as exc:
+            for spawned in waiting:
+                spawned.set_exception(exc)
+            return
+        for spawned, process in zip(waiting, processes, strict=True):
+            spawned.set_result(process)
 
     @staticmethod
     def _age(seconds: float, pid: int, ahead: bool) -> float:
@@ -563,7 +659,7 @@ class CompileStage:
         busy = tree_processor_seconds(pid)
         return seconds if busy is None else max(seconds, busy)
 
-    def _child_main(self, candidate: Candidate, ahead: bool) -> None:  # pragma: no cover - in the child
+    def _child_main(self, candidate: Candidate, ahead: bool) -> NoReturn:  # pragma: no cover - in the child
         code = _RAISED
         # A crash here fails the candidate with its signal; no traceback dump over the user's output.
         faulthandler.disable()
@@ -698,13 +794,10 @@ class CompileStage:
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
         self.resume()
-        for pid in list(self._children):
+        with self._lock:
+            children, broods = list(self._children), list(self._broods)
+        for pid in children:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-
-
-def _kill(pid: int) -> None:
-    """Stop a compile process and reap it."""
-    with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        for made in broods:
+            made.kill()

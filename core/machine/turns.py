@@ -13,8 +13,9 @@ wants the lock (:meth:`LoadTurns.measuring`), or waits for a candidate's
 load (:meth:`LoadTurns.waiting_for`) but that one and those before it, until
 a load misses (:meth:`LoadTurns.missed`) and compiles go to processes. From
 then on the turn goes to the waiting ticket with the highest effort (the
-backend's guess of how long its compile takes): a miss forks next, and the
-slowest compiles, forked first, end sooner.
+backend's guess of how long its compile takes); COMPILE no longer probes
+then, and its turns only keep compiles that queue themselves for a process
+in that order.
 """
 
 from __future__ import annotations

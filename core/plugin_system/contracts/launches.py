@@ -58,11 +58,11 @@ class ProbingCompileProcess(CompileProcess, Protocol):
 class WeighingCompileProcess(CompileProcess, Protocol):
     """A compile process that can guess which compiles take longest (optional part).
 
-    Where a stage's compiles go to forked processes, one is forked after
-    another (about 13 ms each on an H200's host), and the stage ends with its
-    slowest compile: forked first, it ends sooner. Once a probe has missed,
-    COMPILE forks the candidates whose :meth:`effort` is highest first; loads
-    from the on-disk cache keep the order of measuring.
+    A stage ends with its slowest compile: begun first, it ends sooner. Once
+    a probe has missed, COMPILE queues the compiles the pool has begun for
+    their processes with the highest :meth:`effort` first, and a brood forks
+    them in that order; loads from the on-disk cache keep the order of
+    measuring.
     """
 
     def effort(self, config: Any) -> float:

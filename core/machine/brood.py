@@ -1,0 +1,237 @@
+"""Compile processes forked as a tree: the tuning process forks once for a whole batch.
+
+Forking copies the forking process's page tables. With torch and a CUDA
+context loaded that took 10-20 ms per fork on an H200's host, and COMPILE
+forked a stage's sixteen compile processes one after another: the last
+compile began 0.37 s after the first (BENCHMARKS.md, session 21), and a
+stage ends with its last compile. A :func:`hatch` forks one *forker* for a
+batch. A forker holding more than two compiles hands the upper half to a
+forker it forks, until it holds two or fewer; then it forks their compile
+processes, waits for them, and reports each through that compile's pipe:
+its pid once forked, then how it ended (its wait status and the processor
+time it and its children used, ``ptxas`` included). Sixteen compiles begin
+after six forks one after another, not sixteen, and the tuning process's
+own thread forks once.
+
+The tuning process reads each pipe through a :class:`Hatchling`, which
+answers as :class:`Forked` does for a compile process it forked itself.
+The root forker leads a process group of its own: :meth:`Brood.kill` stops
+every process of the tree at once (the tuning's end), and the root forker
+is reaped once every compile of its brood is done with (:meth:`Brood.release`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import struct
+import time
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+#: One message on a compile's pipe: ``P`` and the compile process's pid, or ``E``, its wait status
+#: and the processor seconds it and its children used. Shorter than ``PIPE_BUF``: each write is whole.
+_MESSAGE = struct.Struct("<cqd")
+#: A forker forks the compile processes itself once it holds this many or fewer.
+FORKER_HOLDS = 2
+
+#: What a forker holds: for each of its compiles, the index and the write end of its pipe.
+_Held = Sequence[tuple[int, int]]
+#: Runs compile ``i`` in its process, and exits.
+_Compile = Callable[[int], NoReturn]
+
+
+class Forked:
+    """A compile process this process forked: :meth:`ended` asks the system (``wait4``)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid: int | None = pid
+        #: its wait status, once ended.
+        self.status = 0
+        #: processor seconds it and its children used, once ended.
+        self.processor_seconds = 0.0
+
+    def ended(self, timeout: float) -> bool:
+        """Whether it has ended (and is reaped); if not, return after ``timeout`` seconds."""
+        assert self.pid is not None
+        pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+        if pid:
+            self.status, self.processor_seconds = status, usage.ru_utime + usage.ru_stime
+            return True
+        time.sleep(timeout)
+        return False
+
+    def kill(self) -> None:
+        """Stop it (``SIGKILL``) and reap it."""
+        if self.pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+
+    def release(self) -> None:
+        """Nothing to give back: :meth:`ended` or :meth:`kill` reaped it."""
+
+
+class Hatchling:
+    """A compile process of a :class:`Brood`, read from its pipe; its pid comes once it is forked."""
+
+    def __init__(self, brood: Brood, fd: int) -> None:
+        self.pid: int | None = None
+        self.status = 0
+        self.processor_seconds = 0.0
+        self._brood, self._fd = brood, fd
+        self._unread = b""
+        self._closed = False
+
+    def ended(self, timeout: float) -> bool:
+        """Whether it has ended; if not, return once ``timeout`` seconds pass or a message comes.
+
+        A pipe that closes without saying how its compile ended (its
+        forker was killed) reads as a compile process killed.
+        """
+        if self._closed:
+            return True
+        ready, _, _ = select.select([self._fd], [], [], timeout)
+        if not ready:
+            return False
+        chunk = os.read(self._fd, 4096)
+        if not chunk:
+            self.status = signal.SIGKILL  # a wait status: killed by that signal
+            self._close()
+            return True
+        self._unread += chunk
+        while len(self._unread) >= _MESSAGE.size:
+            kind, value, seconds = _MESSAGE.unpack_from(self._unread)
+            self._unread = self._unread[_MESSAGE.size :]
+            if kind == b"P":
+                self.pid = value
+            else:
+                self.status, self.processor_seconds = value, seconds
+                self._close()
+                return True
+        return False
+
+    def kill(self) -> None:
+        """Stop its compile process (``SIGKILL``); its forker reaps it."""
+        if self.pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def release(self) -> None:
+        """Done with it: close its pipe and tell the brood (the last one reaps the root forker)."""
+        self._close()
+        self._brood.release()
+
+    def _close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self._fd)
+
+
+class Brood:
+    """One batch of compile processes forked as a tree (:func:`hatch`)."""
+
+    def __init__(self, size: int) -> None:
+        #: the root forker, which leads the brood's process group.
+        self.root = 0
+        self._left = size
+        self._reaped = False
+
+    def release(self) -> None:
+        """One compile of the brood is done with; after the last, reap the root forker."""
+        self._left -= 1
+        if self._left == 0:
+            self._reap()
+
+    def kill(self) -> None:
+        """Stop every process of the brood (its forkers, its compiles and theirs), then reap the root."""
+        if self._reaped:
+            return
+        for stop in (os.killpg, os.kill):  # the group; the root, should it not lead one yet
+            with contextlib.suppress(OSError):
+                stop(self.root, signal.SIGKILL)
+        self._reap()
+
+    def _reap(self) -> None:
+        if not self._reaped:
+            self._reaped = True
+            with contextlib.suppress(OSError):
+                os.waitpid(self.root, 0)
+
+
+def hatch(size: int, compile_one: Callable[[int], NoReturn]) -> tuple[Brood, list[Hatchling]]:
+    """Fork ``size`` compile processes as a tree; the ``i``-th runs ``compile_one(i)``, which must exit.
+
+    Called under the lock that keeps forks apart from compiles in this
+    process (the caller's). Returns the brood and a :class:`Hatchling` for
+    each compile, in order.
+    """
+    pipes = [os.pipe() for _ in range(size)]
+    brood = Brood(size)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the forker's coverage is not collected
+        for read, _ in pipes:
+            os.close(read)
+        _forker(list(enumerate(write for _, write in pipes)), compile_one)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)  # also done by the root itself: whichever runs first
+    brood.root = pid
+    for _, write in pipes:
+        os.close(write)
+    return brood, [Hatchling(brood, read) for read, _ in pipes]
+
+
+def _forker(held: _Held, compile_one: _Compile) -> NoReturn:  # pragma: no cover - in the forkers
+    """The brood's root forker: leads the brood's process group, forks the tree, never returns."""
+    code = 1
+    try:
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)  # the brood's group, which the forkers and compiles below inherit
+        _split(held, compile_one)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _split(held: _Held, compile_one: _Compile) -> None:  # pragma: no cover - in the forkers
+    forkers = 0
+    while len(held) > FORKER_HOLDS:
+        middle = len(held) // 2
+        lower, upper = held[:middle], held[middle:]
+        if os.fork() == 0:
+            _close(lower)
+            held, forkers = upper, 0
+        else:
+            _close(upper)
+            held, forkers = lower, forkers + 1
+    compiles: dict[int, int] = {}
+    for index, write in held:
+        pid = os.fork()
+        if pid == 0:
+            _close(held)
+            compile_one(index)
+        compiles[pid] = write
+        _say(write, b"P", pid, 0.0)
+    while compiles or forkers:
+        try:
+            pid, status, usage = os.wait4(-1, 0)
+        except ChildProcessError:
+            break
+        if pid not in compiles:
+            forkers -= 1  # a forker below this one, done
+            continue
+        write = compiles.pop(pid)
+        _say(write, b"E", status, usage.ru_utime + usage.ru_stime)
+        os.close(write)
+
+
+def _say(write: int, kind: bytes, value: int, seconds: float) -> None:  # pragma: no cover
+    with contextlib.suppress(OSError):  # the tuning process gave up on this compile
+        os.write(write, _MESSAGE.pack(kind, value, seconds))
+
+
+def _close(held: _Held) -> None:  # pragma: no cover
+    for _, write in held:
+        os.close(write)

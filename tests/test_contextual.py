@@ -896,7 +896,7 @@ def test_every_timed_launch_is_flushed_then_held_inside_the_timers_set_up(
 
     # Every timed launch, and after the first config the empty runs of measure.IdleDevice.
     timed = 3 * len(scale_kernel.configs) + measure.IDLE_PROBES
-    expected = ["flush", "hold", "start"] if flush_cache else ["hold", "start"]
+    expected = ["hold", "flush", "start"] if flush_cache else ["hold", "start"]
     assert [name for name, _ in steps] == expected * timed
     holds = [us for name, us in steps if name == "hold"]
     assert all(0.0 < us <= measure.HOLD_CAP_US for us in holds)

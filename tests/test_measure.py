@@ -26,7 +26,7 @@ def test_the_hold_is_twice_the_median_recent_host_time_capped():
     assert measure.hold_microseconds([5e5] * 3) == measure.HOLD_CAP_US
 
 
-# -- the function-level path: flush, hold, start --------------------------------------------------
+# -- the function-level path: hold, flush, start --------------------------------------------------
 
 
 def two_configs():
@@ -45,7 +45,7 @@ def test_function_level_timed_runs_are_flushed_then_held_then_started(monkeypatc
     assert two_configs()(5) == 5
     # Two candidates of four timed runs, and after the first the empty runs that learn what
     # a run with no device work reads (measure.IdleDevice), each set up the same way.
-    assert [name for name, _ in steps] == ["flush", "hold", "start"] * (2 * 4 + measure.IDLE_PROBES)
+    assert [name for name, _ in steps] == ["hold", "flush", "start"] * (2 * 4 + measure.IDLE_PROBES)
     holds = [us for name, us in steps if name == "hold"]
     assert all(0.0 < us <= measure.HOLD_CAP_US for us in holds)
     # Sized from host times measured on the spot: the warm-ups', or the default

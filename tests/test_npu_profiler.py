@@ -43,11 +43,11 @@ def make_timer() -> NpuProfilerTimer:
 
 
 def flushed(timer: NpuProfilerTimer):
-    """The set-up the engine gives a timed run under the device objective: the flush, then the hold."""
+    """The set-up the engine gives a timed run under the device objective: the hold, then the flush."""
 
     def before() -> None:
-        timer.flush()
         timer.hold(200.0)
+        timer.flush()
 
     return before
 

@@ -10,10 +10,10 @@ The ``objective`` says what is compared:
 
 * ``"device"``: the device time of the work, what a program that keeps the
   device busy sees. Before each timed run the timer evicts the device's
-  caches (``flush``, where it can) and then keeps the device busy
+  caches (``flush``, where it can), after keeping the device busy
   (``hold``, where it can) for twice the host time the candidate's recent
   runs took, so that the host's launch work, and its jitter, land while the
-  device spins rather than inside the timed region.
+  device spins and flushes rather than inside the timed region.
 * ``"wall"``: host-inclusive time per call, for launchers whose host work
   is the cost. Timed runs follow each other with nothing between them, so
   a sample includes whatever the host spent before the device got the work.
@@ -276,23 +276,28 @@ class CandidateRuns:
             self.timer.sample(fn, before=before)
 
     def _before(self) -> Thunk | None:
-        """What the timer runs right before its start mark: the flush, then the hold.
+        """What the timer runs right before its start mark: the hold, then the flush.
 
         Both go inside the timer's set-up: enqueued earlier, the device could
         finish them before the host had launched the work and sit idle
         inside the timed region. The flush alone covers only a quick host: a
         launch can take the host longer than the flush keeps the device busy
         (BENCHMARKS.md, "Host time inside the timed region, and the hold").
+        The flush comes last, right before the start mark, as in Triton's
+        ``do_bench``: a spin between them let the device write the flush's
+        dirty cache lines back before the work began, and near-tie configs
+        of a matmul then ranked otherwise than under ``do_bench``
+        (BENCHMARKS.md, session 22).
         """
         flush, hold = self._flush, self._hold
         if hold is not None:
             microseconds = hold_microseconds(self.host_us)
 
-            def flush_then_hold() -> None:
-                if flush is not None:
-                    flush()
+            def hold_then_flush() -> None:
                 if hold(microseconds) is False:
                     self._held = False
+                if flush is not None:
+                    flush()
 
-            return flush_then_hold
+            return hold_then_flush
         return flush

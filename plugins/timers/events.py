@@ -117,8 +117,8 @@ class DeviceEventTimer(TorchDeviceTimer):
     def hold(self, microseconds: float) -> bool:
         """Enqueue a spin that keeps the device busy for about ``microseconds``; no waiting.
 
-        Given as part of ``before`` (after :meth:`flush`), it lets the host finish launching ``fn``
-        while the device is still spinning, so the host's launch work does not
+        Given as part of ``before`` (before :meth:`flush`), it lets the host finish launching ``fn``
+        while the device is still spinning or flushing, so the host's launch work does not
         land between the start mark and the work. It uses the device module's ``_sleep(cycles)``
         spin kernel (``torch.cuda`` has one), which counts clock cycles; with a
         module that has none it holds nothing and returns ``False``.

@@ -48,9 +48,9 @@ def kerneltune_register_timers(register: Callable[[type[Timer]], None]) -> None:
     the session's.
 
     With the ``device`` objective, the engine's MEASURE step
-    (:mod:`kerneltune.core.machine.measure`) passes ``before`` as the flush then a
-    hold sized to cover the host's work in ``fn``, so the device reaches the
-    start mark no sooner than the work. Timers of host clocks, or of devices
+    (:mod:`kerneltune.core.machine.measure`) passes ``before`` as a hold sized to
+    cover the host's work in ``fn``, then the flush, so the device reaches the
+    start mark no sooner than the work, right after the flush. Timers of host clocks, or of devices
     with no way to do either, leave them out. A timer instance measures one
     candidate (its warm-up and timed runs, one ``collect``).
 

@@ -328,3 +328,13 @@ def test_the_cold_bench_widens_the_matmul_to_48_configs_and_the_searches_take_a_
     assert quality.search_deadline(quality.parse([])) == {}
     deadline = quality.search_deadline(quality.parse(["--search-deadline", "3,2"]))
     assert deadline == {"KERNELTUNE_COMPILE_DEADLINE": "3", "BENCH_DEADLINE_MIN_S": "2"}
+
+
+def test_the_cold_bench_judges_picks_by_a_refined_oracle_of_its_fastest_configs_and_every_pick():
+    cold = load_bench("cold")
+    coarse = [float(10 + i) for i in range(20)]
+    coarse[15] = 1.0  # the fastest of the first rounds
+    contenders = cold.contenders_of(coarse, picks=[19, 3, 99])
+    assert contenders == [0, 1, 2, 3, 4, 5, 6, 15, 19], "the eight fastest and every pick (99 is none)"
+    times = cold.judged({"oracle_ms": coarse, "refined_ms": {"15": 2.0, "19": 12.5}})
+    assert times[15] == 2.0 and times[19] == 12.5 and times[0] == 10.0

@@ -289,6 +289,28 @@ def test_a_program_the_cache_holds_is_loaded_here_until_a_probe_misses(monkeypat
     assert all(error is None for _, error, _, _ in watch.finished)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_a_program_loaded_just_before_the_first_miss_is_not_forked_again(monkeypatch, isolated, tmp_path):
+    # a's probe loads it; before its compile has ended here, b's probe misses and queues every compile
+    # begun for a process: a, loaded already, must not be among them.
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=len(NAMES))
+    backend = ProbedCompiles(tmp_path / "compiled.log", cached={"a"})
+    done, slowed = LoadTurns.done, []
+
+    def slow_first_done(self, ticket: int) -> None:
+        if not slowed:
+            slowed.append(ticket)
+            time.sleep(0.3)
+        done(self, ticket)
+
+    monkeypatch.setattr(LoadTurns, "done", slow_first_done)
+    best = drive(session, clock, backend.compile_one, [], child=backend)
+    assert best.config["name"] == "b"
+    forked = [(where, name) for name in "bcd" for where in ("child", "here")]
+    assert backend.compiled() == sorted([("here", "a"), *forked])
+
+
 def watch_timing(monkeypatch) -> tuple[threading.Event, list[bool]]:
     """An event set from a candidate's first timed run until they are all launched, and a list for
     the loads to note whether it was set (a load beside a timed run)."""

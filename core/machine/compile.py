@@ -216,6 +216,8 @@ class CompileStage:
         #: each candidate's compile process, once queued for one (:meth:`_spawn`); those not forked yet.
         self._spawned: dict[int, concurrent.futures.Future[Forked | Hatchling]] = {}
         self._unforked: list[int] = []
+        #: the candidates whose probe has run (a hit among them is loaded, never queued for a process).
+        self._probed: set[int] = set()
         #: the candidates handed over, and the backend's guess at how long each compiles.
         self._candidates: dict[int, Candidate] = {}
         self._efforts: dict[int, float] = {}
@@ -476,6 +478,8 @@ class CompileStage:
         with contextlib.nullcontext() if ticket is None else self._turns.turn(ticket):
             if self._missed:
                 return False
+            with self._lock:
+                self._probed.add(index)
             with self._quiet(index):
                 try:
                     with child.probing():
@@ -484,7 +488,7 @@ class CompileStage:
                     # Before the turn ends: the next goes to the costliest compile waiting (LoadTurns).
                     self._missed = True
                     self._turns.missed()
-                    self._queue_begun()
+                    self._queue_begun(index)
                     return False
         return True
 
@@ -594,20 +598,25 @@ class CompileStage:
         self._spawned[index] = concurrent.futures.Future()
         self._unforked.append(index)
 
-    def _queue_begun(self) -> None:
-        """At the first miss: queue every compile the pool has begun and not yet forked, the longest first.
+    def _queue_begun(self, missed: int) -> None:
+        """At the first miss (``missed``'s probe): queue it and every compile the pool has begun and not
+        probed, the longest first.
 
         Their threads wait for their turns; each would queue itself after
         the fork under way, and one fork holds the interpreter lock for
         10-20 ms with torch and CUDA loaded: queued now, one brood forks them
-        all. Compiles the pool has not begun (more candidates than
-        ``compile_workers``) queue themselves when they begin.
+        all. One whose probe found its program has loaded it; compiles the
+        pool has not begun (more candidates than ``compile_workers``) queue
+        themselves when they begin.
         """
         with self._lock:
             begun = [
                 index
                 for index in self._began
-                if index not in self._finished and index not in self._spawned and index not in self._ahead
+                if (index == missed or index not in self._probed)
+                and index not in self._finished
+                and index not in self._spawned
+                and index not in self._ahead
             ]
             for index in sorted(begun, key=lambda index: -self._efforts.get(index, 0.0)):
                 self._queue(index)

@@ -140,3 +140,28 @@ def test_a_pipe_closed_without_an_ending_reads_as_killed():
     assert hatchling.ended(1.0)
     assert os.WIFSIGNALED(hatchling.status) and os.WTERMSIG(hatchling.status) == signal.SIGKILL
     hatchling.release()
+
+
+def test_a_pipe_numbered_past_selects_limit_is_still_read():
+    # A process with many files open (a training job) hands out descriptors past select's 1024.
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip(f"this host allows {hard} open files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    try:
+        read, write = os.pipe()
+        high = os.dup2(read, 1500)
+        os.close(read)
+        os.write(write, brood._MESSAGE.pack(b"E", 3 << 8, 0.5))
+        made = brood.Brood(1)
+        made._reaped = True  # no root forker to reap in this test
+        hatchling = brood.Hatchling(made, high)
+        assert hatchling.ended(1.0)
+        assert os.WIFEXITED(hatchling.status) and os.WEXITSTATUS(hatchling.status) == 3
+        assert hatchling.processor_seconds == 0.5
+        hatchling.release()
+        os.close(write)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

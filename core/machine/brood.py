@@ -1,10 +1,11 @@
 """Compile processes forked as a tree: the tuning process forks once for a whole batch.
 
 Forking copies the forking process's page tables. With torch and a CUDA
-context loaded that took 10-20 ms per fork on an H200's host, and COMPILE
-forked a stage's sixteen compile processes one after another: the last
-compile began 0.37 s after the first (BENCHMARKS.md, session 21), and a
-stage ends with its last compile. A :func:`hatch` forks one *forker* for a
+context loaded that took 5-20 ms per fork on an H200's host, and COMPILE
+forked a stage's compile processes one after another (sixteen, each after
+its probe, in 0.37 s: BENCHMARKS.md, session 21), and a stage ends with
+its last compile. Forking 48 as a brood took 97 ms there against 252 ms
+one after another (``bench/fork_tree.py``, session 22). A :func:`hatch` forks one *forker* for a
 batch. A forker holding more than two compiles hands the upper half to a
 forker it forks, until it holds two or fewer; then it forks their compile
 processes, waits for them, and reports each through that compile's pipe:
@@ -27,6 +28,7 @@ import os
 import select
 import signal
 import struct
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -82,6 +84,9 @@ class Hatchling:
         self.status = 0
         self.processor_seconds = 0.0
         self._brood, self._fd = brood, fd
+        # poll, not select: a process may hold more than select's 1024 descriptors.
+        self._poll = select.poll()
+        self._poll.register(fd, select.POLLIN)
         self._unread = b""
         self._closed = False
 
@@ -93,8 +98,7 @@ class Hatchling:
         """
         if self._closed:
             return True
-        ready, _, _ = select.select([self._fd], [], [], timeout)
-        if not ready:
+        if not self._poll.poll(timeout * 1000):
             return False
         chunk = os.read(self._fd, 4096)
         if not chunk:
@@ -138,27 +142,34 @@ class Brood:
         self.root = 0
         self._left = size
         self._reaped = False
+        self._lock = threading.Lock()
 
     def release(self) -> None:
-        """One compile of the brood is done with; after the last, reap the root forker."""
-        self._left -= 1
-        if self._left == 0:
+        """One compile of the brood is done with (each pool thread its own); after the last, reap the
+        root forker, which exits once its forkers and compiles have."""
+        with self._lock:
+            self._left -= 1
+            last = self._left == 0
+        if last:
             self._reap()
 
     def kill(self) -> None:
         """Stop every process of the brood (its forkers, its compiles and theirs), then reap the root."""
-        if self._reaped:
-            return
+        with self._lock:
+            if self._reaped:
+                return
         for stop in (os.killpg, os.kill):  # the group; the root, should it not lead one yet
             with contextlib.suppress(OSError):
                 stop(self.root, signal.SIGKILL)
         self._reap()
 
     def _reap(self) -> None:
-        if not self._reaped:
+        with self._lock:
+            if self._reaped:
+                return
             self._reaped = True
-            with contextlib.suppress(OSError):
-                os.waitpid(self.root, 0)
+        with contextlib.suppress(OSError):
+            os.waitpid(self.root, 0)
 
 
 def hatch(size: int, compile_one: Callable[[int], NoReturn]) -> tuple[Brood, list[Hatchling]]:

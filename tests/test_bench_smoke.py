@@ -338,3 +338,13 @@ def test_the_cold_bench_judges_picks_by_a_refined_oracle_of_its_fastest_configs_
     assert contenders == [0, 1, 2, 3, 4, 5, 6, 15, 19], "the eight fastest and every pick (99 is none)"
     times = cold.judged({"oracle_ms": coarse, "refined_ms": {"15": 2.0, "19": 12.5}})
     assert times[15] == 2.0 and times[19] == 12.5 and times[0] == 10.0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the bench forks")
+def test_the_fork_tree_bench_times_both_ways_of_forking(tmp_path):
+    out = run_script("fork_tree.py", "--n", "3,5", "--reps", "1", tmp_path=tmp_path)
+    rows = [line.split() for line in out.splitlines() if line.split() and line.split()[0] in ("3", "5")]
+    assert [row[0] for row in rows] == ["3", "5"]
+    for _, serial, brood, ratio in rows:
+        assert float(serial) > 0 and float(brood) > 0
+        assert float(ratio) == pytest.approx(float(brood) / float(serial), rel=0.05, abs=0.01)

@@ -1,4 +1,4 @@
-"""How long until N compile processes have all begun: forked one after another, or as a brood.
+"""How long until N compile processes have all begun: forked one after another, or as a tree.
 
 COMPILE forks a compile process per candidate; forking copies the forking
 process's page tables, so each fork of a process holding torch (and, on a
@@ -6,8 +6,8 @@ GPU, a CUDA context) takes milliseconds. This script times, side by side in
 one process, alternating:
 
 * ``serial``: N forks one after another from this process (COMPILE before
-  the brood);
-* ``brood``: one :func:`kerneltune.core.machine.brood.hatch` of N, until
+  session 22);
+* ``tree``: one :func:`kerneltune.core.machine.fork_tree.fork` of N, until
   every compile process has reported its pid.
 
 Each child exits at once, so the figure is the forking alone. It prints the
@@ -25,7 +25,7 @@ import os
 import statistics
 import time
 
-from kerneltune.core.machine import brood
+from kerneltune.core.machine import fork_tree
 
 
 def _exit_now(index: int) -> None:
@@ -47,18 +47,18 @@ def serial(n: int) -> float:
     return took
 
 
-def hatched(n: int) -> float:
-    """Seconds until all ``n`` compile processes of a brood have said they began."""
+def as_tree(n: int) -> float:
+    """Seconds until all ``n`` compile processes of a tree have said they began."""
     began = time.perf_counter()
-    _, hatchlings = brood.hatch(n, _exit_now)  # type: ignore[arg-type]
-    for hatchling in hatchlings:
-        while hatchling.pid is None and not hatchling.ended(0.001):
+    _, compiles = fork_tree.fork(n, _exit_now)  # type: ignore[arg-type]
+    for compile in compiles:
+        while compile.pid is None and not compile.ended(0.001):
             pass
     took = time.perf_counter() - began
-    for hatchling in hatchlings:
-        while not hatchling.ended(0.01):
+    for compile in compiles:
+        while not compile.ended(0.01):
             pass
-        hatchling.release()
+        compile.release()
     return took
 
 
@@ -81,13 +81,13 @@ def main() -> None:
     except ImportError:
         pass
     print(f"device {device}, {os.cpu_count()} cores, ballast {args.ballast} MB")
-    print(f"{'n':>4} {'serial ms':>10} {'brood ms':>9} {'brood/serial':>13}")
+    print(f"{'n':>4} {'serial ms':>10} {'tree ms':>9} {'tree/serial':>13}")
     for n in (int(word) for word in args.n.split(",")):
-        runs: dict[str, list[float]] = {"serial": [], "brood": []}
+        runs: dict[str, list[float]] = {"serial": [], "tree": []}
         for _ in range(args.reps):
             runs["serial"].append(serial(n))
-            runs["brood"].append(hatched(n))
-        s, b = (statistics.median(runs[name]) for name in ("serial", "brood"))
+            runs["tree"].append(as_tree(n))
+        s, b = (statistics.median(runs[name]) for name in ("serial", "tree"))
         print(f"{n:>4} {s * 1e3:>10.1f} {b * 1e3:>9.1f} {b / s:>13.2f}")
 
 

@@ -345,6 +345,6 @@ def test_the_fork_tree_bench_times_both_ways_of_forking(tmp_path):
     out = run_script("fork_tree.py", "--n", "3,5", "--reps", "1", tmp_path=tmp_path)
     rows = [line.split() for line in out.splitlines() if line.split() and line.split()[0] in ("3", "5")]
     assert [row[0] for row in rows] == ["3", "5"]
-    for _, serial, brood, ratio in rows:
-        assert float(serial) > 0 and float(brood) > 0
-        assert float(ratio) == pytest.approx(float(brood) / float(serial), rel=0.05, abs=0.01)
+    for _, serial, tree, ratio in rows:
+        assert float(serial) > 0 and float(tree) > 0
+        assert float(ratio) == pytest.approx(float(tree) / float(serial), rel=0.05, abs=0.01)

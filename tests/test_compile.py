@@ -566,7 +566,7 @@ def test_after_a_miss_every_compile_begun_is_forked_at_once_unprobed_the_longest
     best = drive(session, clock, backend.compile_one, measured, child=backend)
     assert best.config["name"] == "b" and set(measured) == set(NAMES)
     # a's probe, the first handed over, finds the cache cold: no other is probed, and every compile
-    # the pool has begun goes to one brood of compile processes, the longest first.
+    # the pool has begun goes to one tree of compile processes, the longest first.
     assert backend.probed == ["a"]
     assert batches == [["c", "b", "a", "d"]]
     assert sorted(n for where, n in backend.compiled() if where == "child") == sorted(NAMES)

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, NoReturn, cast
 
 import attrs
 from kerneltune.core.errors import CompileMiss, describe_error
-from kerneltune.core.machine import brood
-from kerneltune.core.machine.brood import Forked, Hatchling
+from kerneltune.core.machine import fork_tree
+from kerneltune.core.machine.fork_tree import ChildCompile, TreeCompile
 from kerneltune.core.machine.siblings import STALL_FACTOR, Siblings, tree_processor_seconds
 from kerneltune.core.machine.turns import LoadTurns
 from kerneltune.core.notices import warn_once
@@ -170,7 +170,7 @@ class CompileStage:
         misses; then every compile the pool has begun is queued for a
         process unprobed, the longest first where the child can guess how
         long each takes (:class:`~kerneltune.core.plugin_system.contracts.WeighingCompileProcess`),
-        and forked at once as a :mod:`~kerneltune.core.machine.brood`.
+        and forked at once as a :mod:`~kerneltune.core.machine.fork_tree`.
     :param header: the tuning, as its events name it.
     :param observers: told of each compile (:attr:`kerneltune.core.plugin_system.session.Session.observers`),
         from pool threads: ``compile_started`` and ``compile_finished``.
@@ -210,11 +210,11 @@ class CompileStage:
         #: loads take the fork lock one at a time, in the order handed over, after the measuring thread.
         self._turns = LoadTurns()
         self._tickets: dict[int, int] = {}
-        #: the compile processes forked as children of this process, and the broods (:mod:`.brood`).
+        #: the compile processes forked as children of this process, and the trees (:mod:`.fork_tree`).
         self._children: set[int] = set()
-        self._broods: list[brood.Brood] = []
+        self._trees: list[fork_tree.ForkTree] = []
         #: each candidate's compile process, once queued for one (:meth:`_spawn`); those not forked yet.
-        self._spawned: dict[int, concurrent.futures.Future[Forked | Hatchling]] = {}
+        self._spawned: dict[int, concurrent.futures.Future[ChildCompile | TreeCompile]] = {}
         self._unforked: list[int] = []
         #: the candidates whose probe has run (a hit among them is loaded, never queued for a process).
         self._probed: set[int] = set()
@@ -467,7 +467,7 @@ class CompileStage:
         processes unprobed, in their turns (the longest compiles first), and
         are forked together (:meth:`_spawn`); a program the cache held after
         all is loaded by its compile process and then here, at the cost of a
-        fork in a brood.
+        fork in a tree.
         """
         if not self._probes:
             return False
@@ -506,7 +506,7 @@ class CompileStage:
             while not process.ended(CHILD_POLL_S):
                 pid = process.pid
                 if pid is None:
-                    continue  # a brood's forker has yet to fork it: it says so in milliseconds
+                    continue  # a tree's forker has yet to fork it: it says so in milliseconds
                 with self._lock:
                     self._pids[index] = pid
                 if self._is_ahead(index):
@@ -543,7 +543,7 @@ class CompileStage:
             process.release()
             with self._lock:
                 self._pids.pop(index, None)
-                if isinstance(process, Forked):
+                if isinstance(process, ChildCompile):
                     self._children.discard(process.pid)
         status = process.status
         if not os.WIFSIGNALED(status):
@@ -560,7 +560,7 @@ class CompileStage:
             name = f"signal {number}"
         return CompilerCrashed(f"the compiler crashed ({name}) in a compile process")
 
-    def _spawn(self, candidate: Candidate, behind: bool) -> Forked | Hatchling:
+    def _spawn(self, candidate: Candidate, behind: bool) -> ChildCompile | TreeCompile:
         """Fork ``candidate``'s compile process, with those of every other candidate queued for one.
 
         Never while a candidate is measured (where loads go on beside one):
@@ -569,11 +569,11 @@ class CompileStage:
         niced, stopped and resumed by its pid). The others are queued, here
         or, at the first miss, by the thread that missed (:meth:`_queue_begun`):
         the thread that next holds the fork lock forks every one queued at
-        once, as a :mod:`~kerneltune.core.machine.brood` where there are several.
+        once, as a :mod:`~kerneltune.core.machine.fork_tree` where there are several.
         """
         index = candidate.index
         if behind:
-            spawned: concurrent.futures.Future[Forked | Hatchling] = concurrent.futures.Future()
+            spawned: concurrent.futures.Future[ChildCompile | TreeCompile] = concurrent.futures.Future()
         else:
             with self._lock:
                 if index not in self._spawned:
@@ -583,7 +583,7 @@ class CompileStage:
             with self._quiet(index), warnings.catch_warnings():
                 if not spawned.done() and self._between.is_set():
                     # Python 3.12 warns about forking a process with threads: the child runs
-                    # only the compile (or forks the brood's), on this thread's copy, and exits.
+                    # only the compile (or forks the tree's), on this thread's copy, and exits.
                     warnings.simplefilter("ignore", DeprecationWarning)
                     if behind:
                         spawned.set_result(self._fork(candidate, ahead=True))
@@ -604,7 +604,7 @@ class CompileStage:
 
         Their threads wait for their turns; each would queue itself after
         the fork under way, and one fork holds the interpreter lock for
-        10-20 ms with torch and CUDA loaded: queued now, one brood forks them
+        10-20 ms with torch and CUDA loaded: queued now, one tree forks them
         all. One whose probe found its program has loaded it; compiles the
         pool has not begun (more candidates than ``compile_workers``) queue
         themselves when they begin.
@@ -621,7 +621,7 @@ class CompileStage:
             for index in sorted(begun, key=lambda index: -self._efforts.get(index, 0.0)):
                 self._queue(index)
 
-    def _fork(self, candidate: Candidate, ahead: bool) -> Forked:
+    def _fork(self, candidate: Candidate, ahead: bool) -> ChildCompile:
         """Fork one compile process, a child of this process; under the fork lock."""
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child's coverage is not collected
@@ -629,7 +629,7 @@ class CompileStage:
         with self._lock:
             self._children.add(pid)
             self._pids[candidate.index] = pid
-        return Forked(pid)
+        return ChildCompile(pid)
 
     def _fork_queued(self) -> None:
         """Fork the compile process of every candidate queued for one; under the fork lock."""
@@ -639,12 +639,12 @@ class CompileStage:
             waiting = [self._spawned[index] for index in indexes]
         try:
             if len(batch) == 1:
-                processes: list[Forked | Hatchling] = [self._fork(batch[0], ahead=False)]
+                processes: list[ChildCompile | TreeCompile] = [self._fork(batch[0], ahead=False)]
             else:
-                made, hatchlings = brood.hatch(len(batch), lambda i: self._child_main(batch[i], False))
+                tree, compiles = fork_tree.fork(len(batch), lambda i: self._child_main(batch[i], False))
                 with self._lock:
-                    self._broods.append(made)
-                processes = list(hatchlings)
+                    self._trees.append(tree)
+                processes = list(compiles)
         except Exception as exc:
             for spawned in waiting:
                 spawned.set_exception(exc)
@@ -804,9 +804,9 @@ class CompileStage:
                 pool.shutdown(wait=False, cancel_futures=True)
         self.resume()
         with self._lock:
-            children, broods = list(self._children), list(self._broods)
+            children, trees = list(self._children), list(self._trees)
         for pid in children:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        for made in broods:
-            made.kill()
+        for tree in trees:
+            tree.kill()

@@ -60,7 +60,7 @@ class WeighingCompileProcess(CompileProcess, Protocol):
 
     A stage ends with its slowest compile: begun first, it ends sooner. Once
     a probe has missed, COMPILE queues the compiles the pool has begun for
-    their processes with the highest :meth:`effort` first, and a brood forks
+    their processes with the highest :meth:`effort` first, and a tree forks
     them in that order; loads from the on-disk cache keep the order of
     measuring.
     """

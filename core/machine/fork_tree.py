@@ -4,21 +4,23 @@ Forking copies the forking process's page tables. With torch and a CUDA
 context loaded that took 5-20 ms per fork on an H200's host, and COMPILE
 forked a stage's compile processes one after another (sixteen, each after
 its probe, in 0.37 s: BENCHMARKS.md, session 21), and a stage ends with
-its last compile. Forking 48 as a brood took 97 ms there against 252 ms
-one after another (``bench/fork_tree.py``, session 22). A :func:`hatch` forks one *forker* for a
-batch. A forker holding more than two compiles hands the upper half to a
-forker it forks, until it holds two or fewer; then it forks their compile
-processes, waits for them, and reports each through that compile's pipe:
+its last compile. Forking 48 as a tree took 97 ms there against 252 ms
+one after another (``bench/fork_tree.py``, session 22).
+
+:func:`fork` forks one *forker* for a batch. A forker holding more than
+two compiles hands the upper half to a forker it forks, until it holds two
+or fewer; then it forks their compile processes, waits for them, and
+reports each through that compile's pipe:
 its pid once forked, then how it ended (its wait status and the processor
 time it and its children used, ``ptxas`` included). Sixteen compiles begin
 after six forks one after another, not sixteen, and the tuning process's
 own thread forks once.
 
-The tuning process reads each pipe through a :class:`Hatchling`, which
-answers as :class:`Forked` does for a compile process it forked itself.
-The root forker leads a process group of its own: :meth:`Brood.kill` stops
+The tuning process reads each pipe through a :class:`TreeCompile`, which
+answers as :class:`ChildCompile` does for a compile process it forked itself.
+The root forker leads a process group of its own: :meth:`ForkTree.kill` stops
 every process of the tree at once (the tuning's end), and the root forker
-is reaped once every compile of its brood is done with (:meth:`Brood.release`).
+is reaped once every compile of its tree is done with (:meth:`ForkTree.release`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ _Held = Sequence[tuple[int, int]]
 _Compile = Callable[[int], NoReturn]
 
 
-class Forked:
+class ChildCompile:
     """A compile process this process forked: :meth:`ended` asks the system (``wait4``)."""
 
     def __init__(self, pid: int) -> None:
@@ -76,14 +78,14 @@ class Forked:
         """Nothing to give back: :meth:`ended` or :meth:`kill` reaped it."""
 
 
-class Hatchling:
-    """A compile process of a :class:`Brood`, read from its pipe; its pid comes once it is forked."""
+class TreeCompile:
+    """A compile process of a :class:`ForkTree`, read from its pipe; its pid comes once it is forked."""
 
-    def __init__(self, brood: Brood, fd: int) -> None:
+    def __init__(self, tree: ForkTree, fd: int) -> None:
         self.pid: int | None = None
         self.status = 0
         self.processor_seconds = 0.0
-        self._brood, self._fd = brood, fd
+        self._tree, self._fd = tree, fd
         # poll, not select: a process may hold more than select's 1024 descriptors.
         self._poll = select.poll()
         self._poll.register(fd, select.POLLIN)
@@ -124,9 +126,9 @@ class Hatchling:
                 os.kill(self.pid, signal.SIGKILL)
 
     def release(self) -> None:
-        """Done with it: close its pipe and tell the brood (the last one reaps the root forker)."""
+        """Done with it: close its pipe and tell the tree (the last one reaps the root forker)."""
         self._close()
-        self._brood.release()
+        self._tree.release()
 
     def _close(self) -> None:
         if not self._closed:
@@ -134,18 +136,18 @@ class Hatchling:
             os.close(self._fd)
 
 
-class Brood:
-    """One batch of compile processes forked as a tree (:func:`hatch`)."""
+class ForkTree:
+    """One batch of compile processes forked as a tree (:func:`fork`)."""
 
     def __init__(self, size: int) -> None:
-        #: the root forker, which leads the brood's process group.
+        #: the root forker, which leads the tree's process group.
         self.root = 0
         self._left = size
         self._reaped = False
         self._lock = threading.Lock()
 
     def release(self) -> None:
-        """One compile of the brood is done with (each pool thread its own); after the last, reap the
+        """One compile of the tree is done with (each pool thread its own); after the last, reap the
         root forker, which exits once its forkers and compiles have."""
         with self._lock:
             self._left -= 1
@@ -154,7 +156,7 @@ class Brood:
             self._reap()
 
     def kill(self) -> None:
-        """Stop every process of the brood (its forkers, its compiles and theirs), then reap the root."""
+        """Stop every process of the tree (its forkers, its compiles and theirs), then reap the root."""
         with self._lock:
             if self._reaped:
                 return
@@ -172,15 +174,15 @@ class Brood:
             os.waitpid(self.root, 0)
 
 
-def hatch(size: int, compile_one: Callable[[int], NoReturn]) -> tuple[Brood, list[Hatchling]]:
+def fork(size: int, compile_one: Callable[[int], NoReturn]) -> tuple[ForkTree, list[TreeCompile]]:
     """Fork ``size`` compile processes as a tree; the ``i``-th runs ``compile_one(i)``, which must exit.
 
     Called under the lock that keeps forks apart from compiles in this
-    process (the caller's). Returns the brood and a :class:`Hatchling` for
+    process (the caller's). Returns the tree and a :class:`TreeCompile` for
     each compile, in order.
     """
     pipes = [os.pipe() for _ in range(size)]
-    brood = Brood(size)
+    tree = ForkTree(size)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the forker's coverage is not collected
         for read, _ in pipes:
@@ -188,18 +190,18 @@ def hatch(size: int, compile_one: Callable[[int], NoReturn]) -> tuple[Brood, lis
         _forker(list(enumerate(write for _, write in pipes)), compile_one)
     with contextlib.suppress(OSError):
         os.setpgid(pid, pid)  # also done by the root itself: whichever runs first
-    brood.root = pid
+    tree.root = pid
     for _, write in pipes:
         os.close(write)
-    return brood, [Hatchling(brood, read) for read, _ in pipes]
+    return tree, [TreeCompile(tree, read) for read, _ in pipes]
 
 
 def _forker(held: _Held, compile_one: _Compile) -> NoReturn:  # pragma: no cover - in the forkers
-    """The brood's root forker: leads the brood's process group, forks the tree, never returns."""
+    """The tree's root forker: leads the tree's process group, forks the tree, never returns."""
     code = 1
     try:
         with contextlib.suppress(OSError):
-            os.setpgid(0, 0)  # the brood's group, which the forkers and compiles below inherit
+            os.setpgid(0, 0)  # the tree's group, which the forkers and compiles below inherit
         _split(held, compile_one)
         code = 0
     finally:

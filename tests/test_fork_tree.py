@@ -1,4 +1,4 @@
-"""A brood: compile processes forked as a tree, each reported through its own pipe."""
+"""A fork tree: compile processes forked as a tree, each reported through its own pipe."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from kerneltune.core.machine import brood
+from kerneltune.core.machine import fork_tree
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="a brood needs fork")
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="a tree needs fork")
 
 
 def _open_fds() -> set[int]:
@@ -33,9 +33,9 @@ def _dead(pid: int, limit: float = 5.0) -> bool:
     return False
 
 
-def _wait_all(hatchlings: list[brood.Hatchling], limit: float = 20.0) -> None:
+def _wait_all(compiles: list[fork_tree.TreeCompile], limit: float = 20.0) -> None:
     deadline = time.monotonic() + limit
-    pending = list(hatchlings)
+    pending = list(compiles)
     while pending:
         assert time.monotonic() < deadline, "a compile process never said it ended"
         pending = [h for h in pending if not h.ended(0.01)]
@@ -53,17 +53,17 @@ def test_each_compile_runs_in_its_own_process_forked_below_this_one_and_says_how
                 pass
         os._exit(i % 3)
 
-    _, hatchlings = brood.hatch(9, compile_one)
-    _wait_all(hatchlings)
-    for i, hatchling in enumerate(hatchlings):
+    _, compiles = fork_tree.fork(9, compile_one)
+    _wait_all(compiles)
+    for i, process in enumerate(compiles):
         pid, forker = (int(word) for word in (tmp_path / f"{i}").read_text().split())
-        assert hatchling.pid == pid
-        assert forker not in (parent, pid), "forked by a forker of the brood, not by this process"
-        assert os.WIFEXITED(hatchling.status) and os.WEXITSTATUS(hatchling.status) == i % 3
-    assert hatchlings[3].processor_seconds >= 0.15
+        assert process.pid == pid
+        assert forker not in (parent, pid), "forked by a forker of the tree, not by this process"
+        assert os.WIFEXITED(process.status) and os.WEXITSTATUS(process.status) == i % 3
+    assert compiles[3].processor_seconds >= 0.15
     assert len({int((tmp_path / f"{i}").read_text().split()[1]) for i in range(9)}) >= 4, "a tree of forkers"
-    for hatchling in hatchlings:
-        hatchling.release()
+    for process in compiles:
+        process.release()
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # the root forker reaped: no child left behind
     assert _open_fds() == before, "every pipe closed"
@@ -76,12 +76,12 @@ def test_a_compile_that_crashes_is_reported_with_its_signal():
             ctypes.string_at(0)
         os._exit(0)
 
-    _, hatchlings = brood.hatch(3, compile_one)
-    _wait_all(hatchlings)
-    assert os.WIFSIGNALED(hatchlings[1].status) and os.WTERMSIG(hatchlings[1].status) == signal.SIGSEGV
-    assert all(os.WIFEXITED(hatchlings[i].status) for i in (0, 2))
-    for hatchling in hatchlings:
-        hatchling.release()
+    _, compiles = fork_tree.fork(3, compile_one)
+    _wait_all(compiles)
+    assert os.WIFSIGNALED(compiles[1].status) and os.WTERMSIG(compiles[1].status) == signal.SIGSEGV
+    assert all(os.WIFEXITED(compiles[i].status) for i in (0, 2))
+    for process in compiles:
+        process.release()
 
 
 def test_a_compile_killed_from_here_ends_killed_and_its_siblings_go_on(tmp_path):
@@ -92,54 +92,54 @@ def test_a_compile_killed_from_here_ends_killed_and_its_siblings_go_on(tmp_path)
         (tmp_path / f"{i}").touch()
         os._exit(0)
 
-    _, hatchlings = brood.hatch(4, compile_one)
+    _, compiles = fork_tree.fork(4, compile_one)
     deadline = time.monotonic() + 10
-    while hatchlings[0].pid is None:
+    while compiles[0].pid is None:
         assert time.monotonic() < deadline
-        hatchlings[0].ended(0.01)
-    hatchlings[0].kill()
-    _wait_all(hatchlings)
-    assert os.WIFSIGNALED(hatchlings[0].status) and os.WTERMSIG(hatchlings[0].status) == signal.SIGKILL
+        compiles[0].ended(0.01)
+    compiles[0].kill()
+    _wait_all(compiles)
+    assert os.WIFSIGNALED(compiles[0].status) and os.WTERMSIG(compiles[0].status) == signal.SIGKILL
     assert sorted(path.name for path in tmp_path.iterdir()) == ["1", "2", "3"]
-    for hatchling in hatchlings:
-        hatchling.release()
+    for process in compiles:
+        process.release()
 
 
-def test_killing_the_brood_stops_every_process_of_it(tmp_path):
+def test_killing_the_tree_stops_every_process_of_it(tmp_path):
     def compile_one(i: int):
         time.sleep(60)
         os._exit(0)
 
-    made, hatchlings = brood.hatch(6, compile_one)
+    tree, compiles = fork_tree.fork(6, compile_one)
     deadline = time.monotonic() + 10
-    while any(h.pid is None for h in hatchlings):
+    while any(h.pid is None for h in compiles):
         assert time.monotonic() < deadline
-        for hatchling in hatchlings:
-            hatchling.ended(0.01)
-    pids = [h.pid for h in hatchlings]
+        for process in compiles:
+            process.ended(0.01)
+    pids = [h.pid for h in compiles]
     started = time.monotonic()
-    made.kill()
-    _wait_all(hatchlings)
+    tree.kill()
+    _wait_all(compiles)
     assert time.monotonic() - started < 5
     for pid in pids:
         assert pid is not None
         assert _dead(pid), "killed (and reaped by its forker or, its forker killed too, by init)"
-    for hatchling in hatchlings:
-        hatchling.release()
+    for process in compiles:
+        process.release()
     with pytest.raises(ChildProcessError):
-        os.waitpid(made.root, os.WNOHANG)  # the root forker reaped (its compiles went to init, or to the
+        os.waitpid(tree.root, os.WNOHANG)  # the root forker reaped (its compiles went to init, or to the
         # test run, the subreaper of its descendants)
 
 
 def test_a_pipe_closed_without_an_ending_reads_as_killed():
     read, write = os.pipe()
     os.close(write)
-    made = brood.Brood(1)
-    made._reaped = True  # no root forker to reap in this test
-    hatchling = brood.Hatchling(made, read)
-    assert hatchling.ended(1.0)
-    assert os.WIFSIGNALED(hatchling.status) and os.WTERMSIG(hatchling.status) == signal.SIGKILL
-    hatchling.release()
+    tree = fork_tree.ForkTree(1)
+    tree._reaped = True  # no root forker to reap in this test
+    process = fork_tree.TreeCompile(tree, read)
+    assert process.ended(1.0)
+    assert os.WIFSIGNALED(process.status) and os.WTERMSIG(process.status) == signal.SIGKILL
+    process.release()
 
 
 def test_a_pipe_numbered_past_selects_limit_is_still_read():
@@ -154,14 +154,14 @@ def test_a_pipe_numbered_past_selects_limit_is_still_read():
         read, write = os.pipe()
         high = os.dup2(read, 1500)
         os.close(read)
-        os.write(write, brood._MESSAGE.pack(b"E", 3 << 8, 0.5))
-        made = brood.Brood(1)
-        made._reaped = True  # no root forker to reap in this test
-        hatchling = brood.Hatchling(made, high)
-        assert hatchling.ended(1.0)
-        assert os.WIFEXITED(hatchling.status) and os.WEXITSTATUS(hatchling.status) == 3
-        assert hatchling.processor_seconds == 0.5
-        hatchling.release()
+        os.write(write, fork_tree._MESSAGE.pack(b"E", 3 << 8, 0.5))
+        tree = fork_tree.ForkTree(1)
+        tree._reaped = True  # no root forker to reap in this test
+        process = fork_tree.TreeCompile(tree, high)
+        assert process.ended(1.0)
+        assert os.WIFEXITED(process.status) and os.WEXITSTATUS(process.status) == 3
+        assert process.processor_seconds == 0.5
+        process.release()
         os.close(write)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

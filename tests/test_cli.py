@@ -381,10 +381,22 @@ def test_import_reads_a_pipe_with_a_writer_and_standard_input(filled, tmp_path):
     assert CliRunner().invoke(cli.main, ["cache", "export", str(exported)]).exit_code == 0
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    writer = threading.Thread(target=lambda: fifo.write_bytes(exported.read_bytes()))
+    # The writer has the pipe open before the import opens it, as a shell's ``<(...)`` has: a pipe
+    # without a writer reads as empty. A reader of the test's own lets the writer's open return.
+    keep = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    opened = threading.Event()
+
+    def write() -> None:
+        with fifo.open("wb") as out:
+            opened.set()
+            out.write(exported.read_bytes())
+
+    writer = threading.Thread(target=write)
     writer.start()
+    assert opened.wait(10)
     through_pipe = CliRunner().invoke(cli.main, ["cache", "import", str(fifo), "--dir", str(tmp_path / "a")])
     writer.join(timeout=10)
+    os.close(keep)
     assert through_pipe.exit_code == 0, through_pipe.output
     assert "imported 3 of 3 record(s)" in through_pipe.stdout
     from_stdin = CliRunner().invoke(

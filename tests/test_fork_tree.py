@@ -53,7 +53,7 @@ def test_each_compile_runs_in_its_own_process_forked_below_this_one_and_says_how
                 pass
         os._exit(i % 3)
 
-    _, compiles = fork_tree.fork(9, compile_one)
+    tree, compiles = fork_tree.fork(9, compile_one)
     _wait_all(compiles)
     for i, process in enumerate(compiles):
         pid, forker = (int(word) for word in (tmp_path / f"{i}").read_text().split())
@@ -65,7 +65,9 @@ def test_each_compile_runs_in_its_own_process_forked_below_this_one_and_says_how
     for process in compiles:
         process.release()
     with pytest.raises(ChildProcessError):
-        os.waitpid(-1, os.WNOHANG)  # the root forker reaped: no child left behind
+        os.waitpid(tree.root, os.WNOHANG)  # the root forker reaped once the last compile was released
+    forkers = {int((tmp_path / f"{i}").read_text().split()[1]) for i in range(9)}
+    assert all(_dead(pid) for pid in forkers), "every forker has exited"
     assert _open_fds() == before, "every pipe closed"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import ctypes
+import errno
 import functools
 import os
 import re
@@ -290,6 +291,25 @@ def test_a_program_the_cache_holds_is_loaded_here_until_a_probe_misses(monkeypat
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_without_descriptors_for_a_fork_tree_each_compile_is_forked_alone(monkeypatch, isolated, tmp_path):
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=len(NAMES))
+    backend = ForkedCompiles(tmp_path / "compiled.log")
+    trees: list[int] = []
+
+    def no_descriptors(size, compile_one):
+        trees.append(size)
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(compiling.fork_tree, "fork", no_descriptors)
+    best = drive(session, clock, backend.compile_one, [], child=backend)
+    assert best.config["name"] == "b"
+    assert backend.compiled() == sorted([("child", n) for n in NAMES] + [("here", n) for n in NAMES])
+    assert all(error is None for _, error, _, _ in watch.finished)
+    assert trees, "a tree was tried first"
+
+
 def test_a_program_loaded_just_before_the_first_miss_is_not_forked_again(monkeypatch, isolated, tmp_path):
     # a's probe loads it; before its compile has ended here, b's probe misses and queues every compile
     # begun for a process: a, loaded already, must not be among them.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import errno
 import faulthandler
 import os
 import signal
@@ -167,3 +168,21 @@ def test_a_pipe_numbered_past_selects_limit_is_still_read():
         os.close(write)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_out_of_descriptors_it_raises_and_leaves_none_open(monkeypatch):
+    before = _open_fds()
+    made = []
+    real_pipe = os.pipe
+
+    def few_pipes():
+        if len(made) == 3:
+            raise OSError(errno.EMFILE, "Too many open files")
+        made.append(real_pipe())
+        return made[-1]
+
+    monkeypatch.setattr(os, "pipe", few_pipes)
+    with pytest.raises(OSError, match="Too many open files"):
+        fork_tree.fork(5, lambda i: os._exit(0))
+    monkeypatch.undo()
+    assert _open_fds() == before, "the three pipes made were closed again"

@@ -637,20 +637,26 @@ class CompileStage:
             indexes, self._unforked = self._unforked, []
             batch = [self._candidates[index] for index in indexes]
             waiting = [self._spawned[index] for index in indexes]
-        try:
-            if len(batch) == 1:
-                processes: list[ChildCompile | TreeCompile] = [self._fork(batch[0], ahead=False)]
-            else:
+        if len(batch) > 1:
+            try:
                 tree, compiles = fork_tree.fork(len(batch), lambda i: self._child_main(batch[i], False))
+            except OSError:
+                pass  # no descriptors left for its pipes, or no fork: each is forked alone, below
+            except Exception as exc:
+                for spawned in waiting:
+                    spawned.set_exception(exc)
+                return
+            else:
                 with self._lock:
                     self._trees.append(tree)
-                processes = list(compiles)
-        except Exception as exc:
-            for spawned in waiting:
+                for spawned, process in zip(waiting, compiles, strict=True):
+                    spawned.set_result(process)
+                return
+        for candidate, spawned in zip(batch, waiting, strict=True):
+            try:
+                spawned.set_result(self._fork(candidate, ahead=False))
+            except Exception as exc:  # this candidate's compile fails with it
                 spawned.set_exception(exc)
-            return
-        for spawned, process in zip(waiting, processes, strict=True):
-            spawned.set_result(process)
 
     @staticmethod
     def _age(seconds: float, pid: int, ahead: bool) -> float:

@@ -179,11 +179,20 @@ def fork(size: int, compile_one: Callable[[int], NoReturn]) -> tuple[ForkTree, l
 
     Called under the lock that keeps forks apart from compiles in this
     process (the caller's). Returns the tree and a :class:`TreeCompile` for
-    each compile, in order.
+    each compile, in order. Raises ``OSError`` where this process has no
+    descriptors left for the pipes, or cannot fork; nothing is left open.
     """
-    pipes = [os.pipe() for _ in range(size)]
+    pipes: list[tuple[int, int]] = []
+    try:
+        for _ in range(size):
+            pipes.append(os.pipe())
+        pid = os.fork()
+    except OSError:
+        for read, write in pipes:
+            os.close(read)
+            os.close(write)
+        raise
     tree = ForkTree(size)
-    pid = os.fork()
     if pid == 0:  # pragma: no cover - the forker's coverage is not collected
         for read, _ in pipes:
             os.close(read)

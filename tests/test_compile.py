@@ -698,6 +698,83 @@ def test_the_triton_probe_misses_before_compiling_and_loads_what_the_cache_holds
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+TREE_CHECK = """
+import os
+import sys
+from pathlib import Path
+
+import triton
+from kerneltune.core.machine.compile import CompileStage
+from kerneltune.core.values.events import Header
+from kerneltune.core.values.records import Candidate
+from kerneltune.plugins.triton import compiler
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.jit import JITFunction
+
+sys.path.insert(0, sys.argv[1])
+import kernels
+
+log = Path(sys.argv[2])
+kernel = kernels.scale_kernel
+jitted = kernel if isinstance(kernel, JITFunction) else JITFunction(kernel.fn)
+signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "alpha": "fp32", "n": "i32", "BLOCK": "constexpr"}
+target = GPUTarget("cuda", 90, 32)  # compiling for a GPU needs none: only launching does
+hashes = {}
+
+
+def compile_one(candidate):
+    block = candidate.config["BLOCK"]
+    compiled = triton.compile(ASTSource(jitted, signature, {"BLOCK": block}), target=target)
+    if os.getpid() != parent:
+        with log.open("a") as out:
+            out.write(f"{block} {os.getpid()} {os.getppid()}\\n")
+    else:
+        hashes[block] = compiled.hash
+
+
+class Quiet:
+    def compile_started(self, event):
+        pass
+
+    def compile_finished(self, event):
+        pass
+
+
+parent = os.getpid()
+blocks = (32, 64, 128, 256)
+candidates = [Candidate(i, {"BLOCK": b}, str(b), f"BLOCK={b}") for i, b in enumerate(blocks)]
+process = compiler.TritonCompileProcess(driver=None, device=0, target=target)
+stage = CompileStage(
+    compile_one, candidates, workers=4, timeout=120, header=Header("scale", "k", 0), observers=Quiet(),
+    child=process,
+)
+try:
+    problems = [stage.wait(candidate) for candidate in candidates]
+finally:
+    stage.close()
+assert problems == [None] * 4, problems
+rows = [line.split() for line in log.read_text().splitlines()]
+assert sorted(int(block) for block, _, _ in rows) == list(blocks), rows
+assert all(int(forker) != parent for _, _, forker in rows), "forked by the tree's forkers, not here"
+assert sorted(hashes) == list(blocks) and len(set(hashes.values())) == 4, "each loaded here from the cache"
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_real_triton_compiles_run_in_a_fork_tree_and_load_here(tmp_path):
+    # Four configs of a real kernel compiled for an sm_90 target (no GPU needed to compile): the probe
+    # misses, the four compiles go to one fork tree, and each program loads here from Triton's cache.
+    done = subprocess.run(
+        [sys.executable, "-c", TREE_CHECK, str(Path(__file__).parent), str(tmp_path / "forked.log")],
+        env={**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
 @pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_a_compile_that_crashes_its_process_fails_that_candidate_and_never_runs_here(

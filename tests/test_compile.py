@@ -447,30 +447,6 @@ def test_load_turns_go_by_ticket_and_wait_while_the_measuring_thread_wants_the_l
     assert order == tickets[1:], "the earliest handed over loads first"
 
 
-def test_once_a_load_missed_the_turn_goes_to_the_waiting_ticket_of_highest_effort():
-    turns = LoadTurns()
-    efforts = [1.0, 2.0, 8.0, 0.0, 8.0]
-    tickets = [turns.ticket(effort) for effort in efforts]
-    order: list[int] = []
-    started = threading.Barrier(len(tickets))
-
-    def load(ticket: int) -> None:
-        started.wait(5)
-        with turns.turn(ticket):
-            order.append(ticket)
-            if ticket == tickets[0]:
-                time.sleep(0.1)  # the others wait for their turns meanwhile
-                turns.missed()  # before this turn ends, as a probe that missed calls it
-
-    threads = [threading.Thread(target=load, args=(t,)) for t in tickets]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(5)
-    # The first goes first (no miss yet); then effort, ties to the earliest, none (0) last.
-    assert order == [tickets[0], tickets[2], tickets[4], tickets[1], tickets[3]]
-
-
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
 def test_once_a_program_must_be_compiled_in_a_process_nothing_compiles_beside_the_measuring(
     monkeypatch, isolated, tmp_path

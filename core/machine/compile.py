@@ -341,7 +341,7 @@ class CompileStage:
             assert self._child is not None
             guess = effort(self._child, candidate.config)
             self._efforts[candidate.index] = guess
-            self._tickets[candidate.index] = self._turns.ticket(guess)
+            self._tickets[candidate.index] = self._turns.ticket()
         pool = self._ahead_pool if ahead else self._pool
         if pool is None:
             prefix = "kerneltune-compile-ahead" if ahead else "kerneltune-compile"
@@ -464,10 +464,10 @@ class CompileStage:
         lock as any compile here does: no child is forked mid-compile. One
         a round waits for takes its turn first (:class:`LoadTurns`). Once a
         probe has missed, the cache is taken for cold: the rest go to compile
-        processes unprobed, in their turns (the longest compiles first), and
-        are forked together (:meth:`_spawn`); a program the cache held after
-        all is loaded by its compile process and then here, at the cost of a
-        fork in a tree.
+        processes unprobed, queued by the miss (:meth:`_queue_begun`) or by
+        themselves, and are forked together (:meth:`_spawn`); a program the
+        cache held after all is loaded by its compile process and then here,
+        at the cost of a fork in a tree.
         """
         if not self._probes:
             return False
@@ -475,6 +475,7 @@ class CompileStage:
         index = candidate.index
         # One begun ahead has no turn: it waits in _quiet while compiles ahead are stopped.
         ticket = self._tickets.get(index)
+        # After a miss each still passes through its turn, which ends its ticket for those behind it.
         with contextlib.nullcontext() if ticket is None else self._turns.turn(ticket):
             if self._missed:
                 return False
@@ -485,7 +486,7 @@ class CompileStage:
                     with child.probing():
                         self._compilers[candidate.index](candidate)
                 except CompileMiss:
-                    # Before the turn ends: the next goes to the costliest compile waiting (LoadTurns).
+                    # Before the turn ends, so that the next in turn already finds it queued.
                     self._missed = True
                     self._turns.missed()
                     self._queue_begun(index)

@@ -11,11 +11,9 @@ H200: sixteen loads 2 ms apart, then the first measurement).
 earliest handed over first, and lets none begin while the measuring thread
 wants the lock (:meth:`LoadTurns.measuring`), or waits for a candidate's
 load (:meth:`LoadTurns.waiting_for`) but that one and those before it, until
-a load misses (:meth:`LoadTurns.missed`) and compiles go to processes. From
-then on the turn goes to the waiting ticket with the highest effort (the
-backend's guess of how long its compile takes); COMPILE no longer probes
-then, and its turns only keep compiles that queue themselves for a process
-in that order.
+a load misses (:meth:`LoadTurns.missed`) and compiles go to processes
+(COMPILE then probes no more, and forks the compiles it has begun at once,
+the longest first).
 """
 
 from __future__ import annotations
@@ -32,9 +30,7 @@ class LoadTurns:
 
     Every ticket handed out must end, by its :meth:`turn` or by :meth:`done`:
     a later one waits for it. The pool runs its compiles in the order handed
-    over, so the earliest ticket not ended is always one under way. Once a
-    load has missed (:meth:`missed`), the turn goes to the ticket of highest
-    effort among those waiting for one, ties to the earliest.
+    over, so the earliest ticket not ended is always one under way.
     """
 
     def __init__(self) -> None:
@@ -50,31 +46,20 @@ class LoadTurns:
         #: a load missed (:meth:`missed`): loads no longer wait for the measuring thread's candidate.
         self._missed = False
         self._numbers = itertools.count()
-        #: each ticket's effort (:meth:`ticket`), and the tickets waiting in :meth:`turn`.
-        self._effort: dict[int, float] = {}
-        self._waiting: set[int] = set()
 
-    def ticket(self, effort: float = 0.0) -> int:
-        """A number for a candidate handed over now: it loads after every earlier one, or, once a load
-        has missed, after every waiting one of higher ``effort`` (its compile's expected length)."""
+    def ticket(self) -> int:
+        """A number for a candidate handed over now: it loads after every earlier one."""
         with self._changed:
             number = next(self._numbers)
             heapq.heappush(self._pending, number)
-            if effort:
-                self._effort[number] = effort
             return number
 
     @contextlib.contextmanager
     def turn(self, ticket: int) -> Iterator[None]:
-        """Wait until ``ticket``'s turn (every earlier ticket ended or, after a miss, no waiting one of
-        higher effort), with no load under way and the measuring thread neither wanting nor holding
-        the fork lock; then load (take the fork lock inside)."""
+        """Wait until every earlier ticket has ended, no load is under way and the measuring thread
+        neither wants nor holds the fork lock; then load (take the fork lock inside)."""
         with self._changed:
-            self._waiting.add(ticket)
-            try:
-                self._changed.wait_for(lambda: self._may_load(ticket))
-            finally:
-                self._waiting.discard(ticket)
+            self._changed.wait_for(lambda: self._may_load(ticket))
             self._loading = True
         try:
             yield
@@ -83,14 +68,8 @@ class LoadTurns:
                 self._loading = False
                 self._end(ticket)
 
-    def _first(self) -> int:
-        """Whose turn is next: the earliest ticket, or, after a miss, the waiting one of highest effort."""
-        if not self._missed:
-            return self._pending[0]
-        return min(self._waiting, key=lambda ticket: (-self._effort.get(ticket, 0.0), ticket))
-
     def _may_load(self, ticket: int) -> bool:
-        if self._loading or self._first() != ticket:
+        if self._loading or self._pending[0] != ticket:
             return False
         wanted = self._wanted
         return not self._measuring or (wanted is not None and (self._missed or ticket <= wanted))
@@ -131,7 +110,6 @@ class LoadTurns:
 
     def _end(self, ticket: int) -> None:
         self._ended.add(ticket)
-        self._effort.pop(ticket, None)
         while self._pending and self._pending[0] in self._ended:
             self._ended.discard(heapq.heappop(self._pending))
         self._changed.notify_all()

@@ -16,6 +16,8 @@ import pytest
 import torch
 from contextual_matmul import SIXTEEN_CONFIGS, launch_config, make_matmul, median_ms
 from kerneltune.core import add_plugin, hookimpl, remove_plugin
+from kerneltune.plugins.devices.accelerators import CudaDevice
+from kerneltune.plugins.timers.events import CudaEventTimer
 
 from triton_dist.tune import autotune
 
@@ -69,3 +71,14 @@ def test_function_level_picks_are_within_two_percent_of_an_interleaved_do_bench_
     regrets = [oracle[p] / fastest - 1 for p in picks]
     print(json.dumps({"oracle_ms": oracle, "picks": picks, "regrets": regrets}, indent=2))
     assert max(regrets) <= REGRET, (picks, regrets, oracle)
+
+
+def test_the_cuda_event_timer_is_busy_until_the_device_has_done_its_work():
+    # What a batch of timed runs asks before it holds the device (QueueingTimer.busy).
+    timer = CudaEventTimer(CudaDevice())
+    torch.cuda.synchronize()
+    assert not timer.busy()
+    torch.cuda._sleep(100_000_000)  # tens of milliseconds of spinning
+    assert timer.busy()
+    torch.cuda.synchronize()
+    assert not timer.busy()

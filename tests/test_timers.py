@@ -93,6 +93,16 @@ class FakeDeviceModule(types.ModuleType):
     def current_device(self) -> int:
         return self.device
 
+    def current_stream(self) -> object:
+        """The stream events record on: it has work to do while any recorded event is not complete."""
+        device = self
+
+        class Stream:
+            def query(self) -> bool:
+                return not device.pending
+
+        return Stream()
+
     def buffer(self, nbytes: int) -> object:
         """What the timer allocates to flush with: writing it takes the device 0.06 ms."""
         device = self
@@ -279,6 +289,16 @@ def test_a_hold_given_as_before_stays_outside_the_timed_region(fake_cuda, clock)
     timer.sample(lambda: clock.advance(0.04), before=lambda: timer.hold(150.0))
     assert fake_cuda.spins[-1] == 150 * SPIN_CYCLES_PER_US
     assert timer.collect() == [pytest.approx(0.04)]
+
+
+def test_an_event_timer_is_busy_while_its_stream_has_work_left(device_timer, clock):
+    cls, _ = device_timer
+    timer = on_its_device(cls)
+    assert not timer.busy(), "nothing enqueued yet"
+    timer.sample(lambda: clock.advance(0.04))
+    assert timer.busy(), "its marks are not yet reached"
+    timer.collect()
+    assert not timer.busy(), "collect waited for them"
 
 
 def test_a_device_module_without_a_spin_kernel_holds_nothing(fake_npu, clock):

@@ -625,6 +625,77 @@ def test_a_screen_launches_every_config_before_it_waits_for_the_device_once(monk
     assert all(set(samples[n - 1]) == {cost(256, n)} for n in NS), f"each config its own samples: {samples}"
 
 
+def noting_session(monkeypatch, timer: type[NotingTimer]) -> Callable[[], Callable[..., int]]:
+    """A session timed by ``timer``; returns a maker of screened warm-start tuners of ``swept``."""
+    timers = types.SimpleNamespace(kerneltune_register_timers=hookimpl(lambda register: register(timer)))
+    install_session(monkeypatch, extra=(timers,), timer="noting", warmup=0, repeat=1)
+
+    def swept(m: int, n: int) -> int:
+        timer.steps.append(("run", n))
+        timer.clock.advance(cost(m, n))
+        return n
+
+    return lambda: autotune(config_space=[{"n": n} for n in NS], key_fn=lambda m: m, warm_start="screen")(
+        swept
+    )
+
+
+def test_the_finalists_are_launched_as_one_batch_after_the_screen(monkeypatch, isolated):
+    steps: list[tuple[str, int]] = []
+    noting = type("Noting", (NotingTimer,), {"clock": FakeClock(), "steps": steps})
+    tuner = noting_session(monkeypatch, noting)
+    assert tuner()(64) == 3
+    steps.clear()
+    assert tuner()(256) == 5
+    finalists = warm_record(isolated, 256)["warm_start"]["finalists"]
+    assert len(finalists) >= 2
+    phases = [what == "collect" for what, _ in steps]
+    blocks = [waits for i, waits in enumerate(phases) if i == 0 or waits != phases[i - 1]]
+    assert blocks == [False, True, False, True, False], (
+        "the screen's runs, one wait, the finalists' runs, one wait, then the pick's own call"
+    )
+    second = phases.index(True) + phases[phases.index(True) :].index(False)
+    retimed = [n for what, n in steps[second:] if what == "run"][:-1]
+    assert sorted(set(retimed)) == [i + 1 for i in sorted(finalists)]
+    assert len(retimed) == 2 * 2 * len(finalists), "two rounds of a warm-up and a timed run each"
+
+
+class BusyTimer(NotingTimer):
+    """A :class:`NotingTimer` whose device is busy from its first timed run until the next wait."""
+
+    idle = True
+
+    def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
+        super().sample(fn, before=before)
+        type(self).idle = False
+
+    def collect(self) -> list[float]:
+        type(self).idle = True
+        return super().collect()
+
+    def busy(self) -> bool:
+        self.steps.append(("busy", id(self)))
+        return not self.idle
+
+
+def test_a_batch_holds_the_device_only_where_it_has_gone_idle(monkeypatch, isolated):
+    steps: list[tuple[str, int]] = []
+    busy = type("Busy", (BusyTimer,), {"clock": FakeClock(), "steps": steps})
+    tuner = noting_session(monkeypatch, busy)
+    assert tuner()(64) == 3
+    asked = [what for what, _ in steps]
+    assert "busy" not in asked and asked.count("hold") >= len(NS), "a full tuning holds every timed run"
+    steps.clear()
+    assert tuner()(256) == 5
+    asked = [what for what, _ in steps]
+    finalists = warm_record(isolated, 256)["warm_start"]["finalists"]
+    timed = len(NS) * 3 + 2 * len(finalists)
+    assert asked.count("busy") == asked.count("flush") == timed, "asked before every timed run, each flushed"
+    assert asked.count("hold") == 2, "the first timed run of the screen and of the finalists, after a wait"
+    samples = [row["samples_ms"] for row in warm_record(isolated, 256)["candidates"]]
+    assert all(set(samples[n - 1][:3]) == {cost(256, n)} for n in NS), f"each config its own: {samples}"
+
+
 def test_a_config_that_raises_in_the_screen_fails_alone(monkeypatch, isolated):
     swept = landscape(monkeypatch)
     assert swept.tuner()(64) == 3

@@ -13,7 +13,12 @@ The ``objective`` says what is compared:
   caches (``flush``, where it can), after keeping the device busy
   (``hold``, where it can) for twice the host time the candidate's recent
   runs took, so that the host's launch work, and its jitter, land while the
-  device spins and flushes rather than inside the timed region.
+  device spins and flushes rather than inside the timed region. In a batch
+  launched without waiting (a warm start's screen and finalists), a run is
+  not held while the device is still busy with the batch's earlier runs
+  (a :class:`~kerneltune.core.plugin_system.contracts.QueueingTimer`'s
+  ``busy``): the host launches it meanwhile, and a hold would only add
+  device time.
 * ``"wall"``: host-inclusive time per call, for launchers whose host work
   is the cost. Timed runs follow each other with nothing between them, so
   a sample includes whatever the host spent before the device got the work.
@@ -31,7 +36,13 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from kerneltune.core.errors import PluginError
-from kerneltune.core.plugin_system.contracts import FlushingTimer, HoldingTimer, Timer, provides
+from kerneltune.core.plugin_system.contracts import (
+    FlushingTimer,
+    HoldingTimer,
+    QueueingTimer,
+    Timer,
+    provides,
+)
 from kerneltune.core.values.records import trimmed
 
 DEVICE = "device"
@@ -159,6 +170,9 @@ class CandidateRuns:
     :param device_work: the timer whose ``flush`` and ``hold`` go ahead of
         each timed run (default: ``timer``). A batch of candidates launched
         without waiting shares its first one's, and so one flush buffer.
+    :param batched: the runs are part of a batch launched without waiting:
+        a timed run is not held while ``device_work`` says the device is
+        still busy (:class:`~kerneltune.core.plugin_system.contracts.QueueingTimer`).
     """
 
     def __init__(
@@ -174,6 +188,7 @@ class CandidateRuns:
         before_timing: Callable[[], object] | None = None,
         after_timing: Callable[[], object] | None = None,
         device_work: Timer | None = None,
+        batched: bool = False,
     ) -> None:
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -186,6 +201,7 @@ class CandidateRuns:
         work = timer if device_work is None else device_work
         self._flush = work.flush if device and flush and provides(work, FlushingTimer) else None
         self._hold = work.hold if device and provides(work, HoldingTimer) else None
+        self._busy = work.busy if batched and provides(work, QueueingTimer) else None
         self._idle = idle
         self._before_timing = before_timing
         self._after_timing = after_timing
@@ -287,14 +303,16 @@ class CandidateRuns:
         ``do_bench``: a spin between them let the device write the flush's
         dirty cache lines back before the work began, and near-tie configs
         of a matmul then ranked otherwise than under ``do_bench``
-        (BENCHMARKS.md, session 22).
+        (BENCHMARKS.md, session 22). In a batch, the hold is left out while
+        the device is busy (``batched``; BENCHMARKS.md, session 23).
         """
-        flush, hold = self._flush, self._hold
+        flush, hold, busy = self._flush, self._hold, self._busy
         if hold is not None:
             microseconds = hold_microseconds(self.host_us)
 
             def hold_then_flush() -> None:
-                if hold(microseconds) is False:
+                # In a batch, a device still doing earlier runs needs no hold to outlast the host.
+                if (busy is None or not busy()) and hold(microseconds) is False:
                     self._held = False
                 if flush is not None:
                     flush()

@@ -124,6 +124,7 @@ class MeasureQueue:
         purpose: str,
         warmup: int = TIE_WARMUP,
         one_by_one: bool = False,
+        batched: bool = False,
     ) -> None:
         """Queue ``candidates`` in ``rounds`` interleaved rounds of half a first pass's timed runs each.
 
@@ -139,6 +140,8 @@ class MeasureQueue:
         A candidate's samples of one round stay one group
         (``Measurement.rounds``), which SELECT's verdict compares round by
         round; the first round replaces what the candidate measured before.
+        ``batched``: every round is launched without waiting, and collected
+        after one wait (:attr:`Job.batched`); runs taken ``one_by_one`` never are.
         """
         per_round = max(1, math.ceil(self.schedule.repeat / 2))
         self.rounds = max(self.rounds, rounds)
@@ -150,7 +153,15 @@ class MeasureQueue:
             if not one_by_one:
                 for candidate in order:
                     self.jobs.append(
-                        Job(candidate, first, per_round, extend=round_ > 0, purpose=said, round=round_ + 1)
+                        Job(
+                            candidate,
+                            first,
+                            per_round,
+                            extend=round_ > 0,
+                            purpose=said,
+                            round=round_ + 1,
+                            batched=batched,
+                        )
                     )
                 continue
             for run in range(per_round):

@@ -485,8 +485,11 @@ class Tuning(Rounds):
             follow.screened(chosen.indices)
             finalists = self._ties.take(chosen, candidates)
             if len(finalists) > 1:  # warmed up by the screen: a tie round's warm-up is enough
+                # On a quiet machine launched as one batch, as the screen was: one wait, few holds.
                 noisy = self._ties.noisy
-                self._queue.interleave(finalists, 2, purpose="warm-start finalists", one_by_one=noisy)
+                self._queue.interleave(
+                    finalists, 2, purpose="warm-start finalists", one_by_one=noisy, batched=not noisy
+                )
         elif ties and (finalists := self._ties.take(chosen, candidates)):
             noisy = self._ties.noisy
             self._queue.interleave(finalists, rounds, purpose="near-tie re-timing", one_by_one=noisy)

@@ -141,6 +141,15 @@ class DeviceEventTimer(TorchDeviceTimer):
         self._holds.append((device, cycles, *self._timed_spin(spin, cycles)))
         return True
 
+    def busy(self) -> bool:
+        """Whether the current stream still has work to do (its ``query()`` is false); no waiting.
+
+        A batch of timed runs skips the hold ahead of a run while it is: the
+        device is still doing the batch's earlier runs, and the host launches
+        this one meanwhile.
+        """
+        return not self._module.current_stream().query()
+
     def _calibrate(self, device: tuple[str, int], spin: Callable[[int], object]) -> None:
         for _ in range(CALIBRATION_SPINS - 1):
             spin(CALIBRATION_CYCLES)

@@ -6,8 +6,8 @@ asks ``is_available()`` before it constructs one, and lets ``auto`` choose by
 the optional class attribute ``auto_priority`` (an int, 0 where absent; see
 :meth:`kerneltune.core.plugin_system.registry.Registry.ranked` for the rule). Each protocol
 below is what an instance must provide. Optional parts are protocols of their
-own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`ListingCache`, :class:`ConfiguredCache`,
-:class:`LayeringCache`,
+own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`QueueingTimer`,
+:class:`ListingCache`, :class:`ConfiguredCache`, :class:`LayeringCache`,
 :class:`GlobalRankReducer`, :class:`GatheringReducer`, :class:`RecordingInterceptor`,
 :class:`ForkingRecorder`, :class:`ProbingCompileProcess`, :class:`WeighingCompileProcess`,
 :class:`ForkingLaunch`, :class:`ProgramLaunch`,
@@ -46,6 +46,7 @@ from kerneltune.core.plugin_system.contracts.measuring import (
     DeviceTimer,
     FlushingTimer,
     HoldingTimer,
+    QueueingTimer,
     Timer,
 )
 from kerneltune.core.plugin_system.contracts.ranks import GatheringReducer, GlobalRankReducer, Reducer
@@ -77,6 +78,7 @@ __all__ = [
     "GatheringReducer",
     "GlobalRankReducer",
     "HoldingTimer",
+    "QueueingTimer",
     "InPlaceLaunch",
     "Interceptor",
     "IsolatedLaunch",

@@ -69,6 +69,22 @@ class HoldingTimer(Timer, Protocol):
 
 
 @runtime_checkable
+class QueueingTimer(Timer, Protocol):
+    """A timer that can tell whether the device still has work queued (optional part of :class:`Timer`)."""
+
+    def busy(self) -> bool:
+        """Whether work enqueued where this timer marks (its stream) has not all finished; no waiting.
+
+        A batch of timed runs launched without waiting (a warm start's screen
+        and its finalists) holds the device ahead of a run only while this is
+        false: where the device still has the batch's earlier runs to do, the
+        host launches the next run while it does them, and a hold would only
+        add device time. Without this part every run of a batch is held.
+        """
+        ...
+
+
+@runtime_checkable
 class DeviceTimer(Timer, Protocol):
     """A timer of one device's work (optional part of :class:`Timer`).
 

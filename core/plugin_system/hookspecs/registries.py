@@ -32,8 +32,9 @@ def kerneltune_register_timers(register: Callable[[type[Timer]], None]) -> None:
     """Register timer classes: how long a candidate takes.
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Timer` (with the
-    optional :class:`~kerneltune.core.plugin_system.contracts.FlushingTimer` and
-    :class:`~kerneltune.core.plugin_system.contracts.HoldingTimer` parts): a class
+    optional :class:`~kerneltune.core.plugin_system.contracts.FlushingTimer`,
+    :class:`~kerneltune.core.plugin_system.contracts.HoldingTimer` and
+    :class:`~kerneltune.core.plugin_system.contracts.QueueingTimer` parts): a class
     attribute ``name`` (the name users select it by), a classmethod
     ``is_available() -> bool``, an optional integer ``auto_priority``
     (``auto`` takes the available class with the highest, ties to the one

@@ -84,6 +84,7 @@ from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS, Settings, Set
 from kerneltune.core.private_files import (
     MAX_READ,
     NotPrivateError,
+    PrivateAppender,
     check_folder,
     check_root,
     make_private_dirs,
@@ -255,6 +256,7 @@ __all__ = [
     "check_root",
     "make_private_dirs",
     "open_private_append",
+    "PrivateAppender",
     "read_private",
     "remove_private",
     "device_unavailable_reason",

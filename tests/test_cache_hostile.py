@@ -153,6 +153,43 @@ def test_a_linked_log_is_not_followed_and_warns_once(isolated, tmp_path):
     assert record_files(isolated, "work"), "the record is stored all the same"
 
 
+def test_a_log_replaced_by_a_link_between_tunings_is_not_followed(isolated, tmp_path):
+    fresh_tuner()(3)  # the log is open now, kept for the next line
+    log = isolated / "work" / "tune-rank0.log"
+    assert "tuning key 3" in log.read_text()
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    log.unlink()
+    log.symlink_to(target)
+    with pytest.warns(RuntimeWarning, match=r"cannot write the tuning log .*symbolic link"):
+        fresh_tuner()(4)
+    assert target.read_text() == "keep me\n"
+
+
+def test_a_log_removed_between_tunings_is_made_again(isolated):
+    fresh_tuner()(3)
+    log = isolated / "work" / "tune-rank0.log"
+    log.rename(log.with_suffix(".old"))
+    fresh_tuner()(4)
+    assert "tuning key 4" in log.read_text() and "tuning key 3" not in log.read_text()
+    assert "tuning key 4" not in log.with_suffix(".old").read_text(), "no line went to the renamed file"
+
+
+def test_an_appender_keeps_a_few_files_open_and_loses_no_line(tmp_path):
+    appender = private_files.PrivateAppender(keep=2)
+    paths = [tmp_path / "logs" / f"{i}.log" for i in range(3)]
+    opened = len(os.listdir("/proc/self/fd"))
+    for line in range(4):
+        for path in paths:
+            appender.write(path, f"line {line}\n")
+    assert len(os.listdir("/proc/self/fd")) == opened + 2, "the one written longest ago is closed"
+    assert stat.S_IMODE((tmp_path / "logs").stat().st_mode) == 0o700
+    assert stat.S_IMODE(paths[0].stat().st_mode) == 0o600
+    appender.close()
+    assert len(os.listdir("/proc/self/fd")) == opened
+    assert all(path.read_text() == "".join(f"line {i}\n" for i in range(4)) for path in paths)
+
+
 def test_an_unwritable_log_is_one_warning_per_process(isolated, recwarn):
     (isolated / "work" / "tune-rank0.log").mkdir(parents=True)
 

@@ -93,16 +93,6 @@ class FakeDeviceModule(types.ModuleType):
     def current_device(self) -> int:
         return self.device
 
-    def current_stream(self) -> object:
-        """The stream events record on: it has work to do while any recorded event is not complete."""
-        device = self
-
-        class Stream:
-            def query(self) -> bool:
-                return not device.pending
-
-        return Stream()
-
     def buffer(self, nbytes: int) -> object:
         """What the timer allocates to flush with: writing it takes the device 0.06 ms."""
         device = self
@@ -142,6 +132,7 @@ def on_its_device(cls: type[DeviceEventTimer]) -> DeviceEventTimer:
 def clock(monkeypatch):
     # Spin rates are learnt once per process; every test starts with none learnt.
     monkeypatch.setattr(DeviceEventTimer, "_cycles_per_us", {})
+    monkeypatch.setattr(DeviceEventTimer, "_flush_us", {})
     return FakeClock()
 
 
@@ -291,14 +282,30 @@ def test_a_hold_given_as_before_stays_outside_the_timed_region(fake_cuda, clock)
     assert timer.collect() == [pytest.approx(0.04)]
 
 
-def test_an_event_timer_is_busy_while_its_stream_has_work_left(device_timer, clock):
-    cls, _ = device_timer
-    timer = on_its_device(cls)
-    assert not timer.busy(), "nothing enqueued yet"
-    timer.sample(lambda: clock.advance(0.04))
-    assert timer.busy(), "its marks are not yet reached"
+def test_a_timer_times_its_first_flush_on_a_device_and_keeps_the_shortest_seen(fake_cuda, clock):
+    timer = on_its_device(CudaEventTimer)
+    timer.flush()
+    assert timer.flush_microseconds() is None, "known once collected"
+    timer.flush()  # a timer times its first flush on a device only
+    timer.sample(lambda: clock.advance(0.04), before=timer.flush)
+    assert timer.collect() == [pytest.approx(0.04)], "the flush stays out of the samples"
+    assert timer.flush_microseconds() == pytest.approx(60.0), "the fake device's flush: 60 us"
+    later = on_its_device(CudaEventTimer)
+    buffer = later._allocate(FLUSH_BYTES)
+    buffer.zero_ = lambda: clock.advance(0.02)
+    later._flush_buffers[0] = buffer
+    later.flush()
+    later.collect()
+    assert timer.flush_microseconds() == pytest.approx(20.0), "a shorter flush on that device lowers it"
+    fake_cuda.device = 1
+    assert timer.flush_microseconds() is None, "by device"
+
+
+def test_a_device_without_a_spin_kernel_times_no_flush(fake_npu, clock):
+    timer = on_its_device(NpuEventTimer)
+    timer.flush()
     timer.collect()
-    assert not timer.busy(), "collect waited for them"
+    assert timer.flush_microseconds() is None and fake_npu.events == []
 
 
 def test_a_device_module_without_a_spin_kernel_holds_nothing(fake_npu, clock):

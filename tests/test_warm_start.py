@@ -32,7 +32,7 @@ from kerneltune.core import (
     hookimpl,
     remove_plugin,
 )
-from kerneltune.core.machine import warm_start
+from kerneltune.core.machine import measure, warm_start
 from kerneltune.core.machine.warm_start import (
     choose,
     config_distance,
@@ -660,40 +660,36 @@ def test_the_finalists_are_launched_as_one_batch_after_the_screen(monkeypatch, i
     assert len(retimed) == 2 * 2 * len(finalists), "two rounds of a warm-up and a timed run each"
 
 
-class BusyTimer(NotingTimer):
-    """A :class:`NotingTimer` whose device is busy from its first timed run until the next wait."""
+class FlushTimedTimer(NotingTimer):
+    """A :class:`NotingTimer` that knows its flush takes 60 us, and notes how long each hold is."""
 
-    idle = True
+    def hold(self, microseconds: float) -> bool:
+        self.steps.append(("hold", round(microseconds)))
+        return True
 
-    def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
-        super().sample(fn, before=before)
-        type(self).idle = False
-
-    def collect(self) -> list[float]:
-        type(self).idle = True
-        return super().collect()
-
-    def busy(self) -> bool:
-        self.steps.append(("busy", id(self)))
-        return not self.idle
+    def flush_microseconds(self) -> float | None:
+        return 60.0
 
 
-def test_a_batch_holds_the_device_only_where_it_has_gone_idle(monkeypatch, isolated):
+def test_in_a_batch_the_flush_counts_toward_the_hold(monkeypatch, isolated):
     steps: list[tuple[str, int]] = []
-    busy = type("Busy", (BusyTimer,), {"clock": FakeClock(), "steps": steps})
-    tuner = noting_session(monkeypatch, busy)
+    timed_flush = type("FlushTimed", (FlushTimedTimer,), {"clock": FakeClock(), "steps": steps})
+    tuner = noting_session(monkeypatch, timed_flush)
+    monkeypatch.setattr(measure, "hold_microseconds", lambda host_us: 100.0)
     assert tuner()(64) == 3
-    asked = [what for what, _ in steps]
-    assert "busy" not in asked and asked.count("hold") >= len(NS), "a full tuning holds every timed run"
+    holds = [us for what, us in steps if what == "hold"]
+    assert len(holds) >= len(NS) and set(holds) == {100}, "a full tuning holds every timed run in full"
     steps.clear()
     assert tuner()(256) == 5
-    asked = [what for what, _ in steps]
     finalists = warm_record(isolated, 256)["warm_start"]["finalists"]
-    timed = len(NS) * 3 + 2 * len(finalists)
-    assert asked.count("busy") == asked.count("flush") == timed, "asked before every timed run, each flushed"
-    assert asked.count("hold") == 2, "the first timed run of the screen and of the finalists, after a wait"
-    samples = [row["samples_ms"] for row in warm_record(isolated, 256)["candidates"]]
-    assert all(set(samples[n - 1][:3]) == {cost(256, n)} for n in NS), f"each config its own: {samples}"
+    holds = [us for what, us in steps if what == "hold"]
+    assert len(holds) == len(NS) * 3 + 2 * len(finalists), "every timed run of the screen and the finalists"
+    assert set(holds) == {100 - 60}, "less the flush that follows it"
+    steps.clear()
+    monkeypatch.setattr(measure, "hold_microseconds", lambda host_us: 50.0)
+    assert tuner()(1024) == 7
+    asked = [what for what, _ in steps]
+    assert "hold" not in asked and asked.count("flush") >= len(NS) * 3, "a flush that outlasts it: no spin"
 
 
 def test_a_config_that_raises_in_the_screen_fails_alone(monkeypatch, isolated):

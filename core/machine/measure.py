@@ -14,11 +14,10 @@ The ``objective`` says what is compared:
   (``hold``, where it can) for twice the host time the candidate's recent
   runs took, so that the host's launch work, and its jitter, land while the
   device spins and flushes rather than inside the timed region. In a batch
-  launched without waiting (a warm start's screen and finalists), a run is
-  not held while the device is still busy with the batch's earlier runs
-  (a :class:`~kerneltune.core.plugin_system.contracts.QueueingTimer`'s
-  ``busy``): the host launches it meanwhile, and a hold would only add
-  device time.
+  launched without waiting (a warm start's screen and finalists), the hold
+  spins what the flush takes less (where the timer knows it: a
+  :class:`~kerneltune.core.plugin_system.contracts.FlushTimingTimer`), and
+  not at all where the flush alone outlasts the host's launch.
 * ``"wall"``: host-inclusive time per call, for launchers whose host work
   is the cost. Timed runs follow each other with nothing between them, so
   a sample includes whatever the host spent before the device got the work.
@@ -38,8 +37,8 @@ from typing import TypeVar
 from kerneltune.core.errors import PluginError
 from kerneltune.core.plugin_system.contracts import (
     FlushingTimer,
+    FlushTimingTimer,
     HoldingTimer,
-    QueueingTimer,
     Timer,
     provides,
 )
@@ -171,8 +170,8 @@ class CandidateRuns:
         each timed run (default: ``timer``). A batch of candidates launched
         without waiting shares its first one's, and so one flush buffer.
     :param batched: the runs are part of a batch launched without waiting:
-        a timed run is not held while ``device_work`` says the device is
-        still busy (:class:`~kerneltune.core.plugin_system.contracts.QueueingTimer`).
+        the hold ahead of a timed run spins what ``device_work``'s flush
+        takes less (:class:`~kerneltune.core.plugin_system.contracts.FlushTimingTimer`).
     """
 
     def __init__(
@@ -201,7 +200,12 @@ class CandidateRuns:
         work = timer if device_work is None else device_work
         self._flush = work.flush if device and flush and provides(work, FlushingTimer) else None
         self._hold = work.hold if device and provides(work, HoldingTimer) else None
-        self._busy = work.busy if batched and provides(work, QueueingTimer) else None
+        #: how long the flush ahead of each timed run keeps the device busy, where that counts.
+        self._flush_us = (
+            work.flush_microseconds
+            if batched and self._flush is not None and provides(work, FlushTimingTimer)
+            else None
+        )
         self._idle = idle
         self._before_timing = before_timing
         self._after_timing = after_timing
@@ -291,6 +295,23 @@ class CandidateRuns:
         else:
             self.timer.sample(fn, before=before)
 
+    def _flush_credit(self) -> float:
+        """In a batch, how long the flush keeps the device busy, in microseconds (0 where unknown).
+
+        The hold and the flush after it together keep the host's launch out of
+        the timed region, so the hold need only make up what the flush does
+        not cover. Outside a batch the hold is whole: there the first pass's
+        empty runs (:class:`IdleDevice`) must read as every timed run is set
+        up, and a run with no spin ahead of it read otherwise on an H200
+        (BENCHMARKS.md, session 20). In a batch on an H200, a 256 MB flush
+        takes about 75 us and covers a launch of up to 37 us with no spin at
+        all (BENCHMARKS.md, session 23).
+        """
+        if self._flush_us is None:
+            return 0.0
+        known = self._flush_us()
+        return known if known is not None and math.isfinite(known) and known > 0 else 0.0
+
     def _before(self) -> Thunk | None:
         """What the timer runs right before its start mark: the hold, then the flush.
 
@@ -303,16 +324,15 @@ class CandidateRuns:
         ``do_bench``: a spin between them let the device write the flush's
         dirty cache lines back before the work began, and near-tie configs
         of a matmul then ranked otherwise than under ``do_bench``
-        (BENCHMARKS.md, session 22). In a batch, the hold is left out while
-        the device is busy (``batched``; BENCHMARKS.md, session 23).
+        (BENCHMARKS.md, session 22). In a batch, the flush counts toward
+        the hold (``batched``, :meth:`_flush_credit`).
         """
-        flush, hold, busy = self._flush, self._hold, self._busy
+        flush, hold = self._flush, self._hold
         if hold is not None:
-            microseconds = hold_microseconds(self.host_us)
+            microseconds = hold_microseconds(self.host_us) - self._flush_credit()
 
             def hold_then_flush() -> None:
-                # In a batch, a device still doing earlier runs needs no hold to outlast the host.
-                if (busy is None or not busy()) and hold(microseconds) is False:
+                if microseconds > 0 and hold(microseconds) is False:
                     self._held = False
                 if flush is not None:
                     flush()

@@ -145,11 +145,10 @@ class Measuring:
         a warm start's screen) does not wait for the device: its runs are
         launched, and its samples collected by :meth:`settle`, with the
         rest of its batch, once the batch's last job is launched. Each run
-        is still flushed ahead of its start mark, and held while the device
-        is not busy with the batch's earlier runs (see
-        :class:`~kerneltune.core.machine.measure.CandidateRuns`); what the
-        batch saves is a synchronise, and the idle device behind it, per
-        candidate, and the holds a busy device does not need.
+        is still flushed ahead of its start mark, and held for what the flush
+        does not cover (see :class:`~kerneltune.core.machine.measure.CandidateRuns`);
+        what the batch saves is a synchronise, and the idle device behind it,
+        per candidate, and the spin the flush makes up for.
 
         :param around: called as ``around(wrap, run)`` for each run instead
             of ``wrap(run)``; it must call ``wrap(run)`` once, and what it

@@ -14,6 +14,7 @@ plugin they ask for.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -89,6 +90,8 @@ class DeviceEventTimer(TorchDeviceTimer):
     auto_requires_import: ClassVar[str] = "torch"
     #: cycles of the device's spin per microsecond, by (timer, device index): the highest seen.
     _cycles_per_us: ClassVar[dict[Any, float]] = {}
+    #: how long a flush keeps the device busy, in microseconds, by (timer, device index): the shortest seen.
+    _flush_us: ClassVar[dict[Any, float]] = {}
 
     def __init__(self, device: Device) -> None:
         """:param device: the device plugin's instance, which synchronises and knows the current unit."""
@@ -97,6 +100,10 @@ class DeviceEventTimer(TorchDeviceTimer):
         self._pairs: list[tuple[Any, Any]] = []
         self._holds: list[tuple[tuple[str, int], int, Any, Any]] = []
         self._flush_buffers: dict[int, Any] = {}
+        #: flushes timed and not yet read, to learn how long one takes...
+        self._flushes: list[tuple[tuple[str, int], Any, Any]] = []
+        #: ...this timer's first on each device.
+        self._flush_timed: set[tuple[str, int]] = set()
 
     def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
         """Record an event pair around one call, without waiting for it.
@@ -141,14 +148,27 @@ class DeviceEventTimer(TorchDeviceTimer):
         self._holds.append((device, cycles, *self._timed_spin(spin, cycles)))
         return True
 
-    def busy(self) -> bool:
-        """Whether the current stream still has work to do (its ``query()`` is false); no waiting.
+    def flush(self) -> None:
+        """Evict the device's L2 (:meth:`TorchDeviceTimer.flush`); the first on each device is timed.
 
-        A batch of timed runs skips the hold ahead of a run while it is: the
-        device is still doing the batch's earlier runs, and the host launches
-        this one meanwhile.
+        Where the device can hold (a spin kernel), each timer times its
+        first flush on each device between two events, read at ``collect``,
+        so that :meth:`flush_microseconds` knows how long one takes.
         """
-        return not self._module.current_stream().query()
+        device = (self.name, self._device.current())
+        if device in self._flush_timed or getattr(self._module, "_sleep", None) is None:
+            super().flush()
+            return
+        self._flush_timed.add(device)
+        start, end = self._event_pair()
+        start.record()
+        super().flush()
+        end.record()
+        self._flushes.append((device, start, end))
+
+    def flush_microseconds(self) -> float | None:
+        """The shortest flush timed on the current device in this process, in microseconds; ``None``: none."""
+        return self._flush_us.get((self.name, self._device.current()))
 
     def _calibrate(self, device: tuple[str, int], spin: Callable[[int], object]) -> None:
         for _ in range(CALIBRATION_SPINS - 1):
@@ -175,10 +195,14 @@ class DeviceEventTimer(TorchDeviceTimer):
         """Synchronise once and return each pair's elapsed milliseconds."""
         pairs, self._pairs = self._pairs, []
         holds, self._holds = self._holds, []
-        if pairs or holds:
+        flushes, self._flushes = self._flushes, []
+        if pairs or holds or flushes:
             self._device.synchronize()
         for device, cycles, start, end in holds:
             self._learn(device, cycles, start.elapsed_time(end))
+        for device, start, end in flushes:
+            microseconds = start.elapsed_time(end) * 1000.0
+            self._flush_us[device] = min(microseconds, self._flush_us.get(device, math.inf))
         return [float(start.elapsed_time(end)) for start, end in pairs]
 
 

@@ -6,7 +6,7 @@ asks ``is_available()`` before it constructs one, and lets ``auto`` choose by
 the optional class attribute ``auto_priority`` (an int, 0 where absent; see
 :meth:`kerneltune.core.plugin_system.registry.Registry.ranked` for the rule). Each protocol
 below is what an instance must provide. Optional parts are protocols of their
-own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`QueueingTimer`,
+own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`FlushTimingTimer`,
 :class:`ListingCache`, :class:`ConfiguredCache`, :class:`LayeringCache`,
 :class:`GlobalRankReducer`, :class:`GatheringReducer`, :class:`RecordingInterceptor`,
 :class:`ForkingRecorder`, :class:`ProbingCompileProcess`, :class:`WeighingCompileProcess`,
@@ -45,8 +45,8 @@ from kerneltune.core.plugin_system.contracts.measuring import (
     Device,
     DeviceTimer,
     FlushingTimer,
+    FlushTimingTimer,
     HoldingTimer,
-    QueueingTimer,
     Timer,
 )
 from kerneltune.core.plugin_system.contracts.ranks import GatheringReducer, GlobalRankReducer, Reducer
@@ -78,7 +78,7 @@ __all__ = [
     "GatheringReducer",
     "GlobalRankReducer",
     "HoldingTimer",
-    "QueueingTimer",
+    "FlushTimingTimer",
     "InPlaceLaunch",
     "Interceptor",
     "IsolatedLaunch",

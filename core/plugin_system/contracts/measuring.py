@@ -69,17 +69,17 @@ class HoldingTimer(Timer, Protocol):
 
 
 @runtime_checkable
-class QueueingTimer(Timer, Protocol):
-    """A timer that can tell whether the device still has work queued (optional part of :class:`Timer`)."""
+class FlushTimingTimer(FlushingTimer, Protocol):
+    """A flushing timer that knows how long a flush takes on the device (optional part of :class:`Timer`)."""
 
-    def busy(self) -> bool:
-        """Whether work enqueued where this timer marks (its stream) has not all finished; no waiting.
+    def flush_microseconds(self) -> float | None:
+        """How long one :meth:`flush` keeps the current device busy, in microseconds; ``None`` if not known.
 
-        A batch of timed runs launched without waiting (a warm start's screen
-        and its finalists) holds the device ahead of a run only while this is
-        false: where the device still has the batch's earlier runs to do, the
-        host launches the next run while it does them, and a hold would only
-        add device time. Without this part every run of a batch is held.
+        The shortest this process has timed on that device. In a batch of
+        timed runs launched without waiting (a warm start's screen and its
+        finalists), the hold ahead of a run spins this much less: the flush
+        after it keeps the device busy while the host launches the run as
+        well. Without this part every run of a batch is held in full.
         """
         ...
 

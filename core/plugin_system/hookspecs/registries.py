@@ -34,7 +34,7 @@ def kerneltune_register_timers(register: Callable[[type[Timer]], None]) -> None:
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Timer` (with the
     optional :class:`~kerneltune.core.plugin_system.contracts.FlushingTimer`,
     :class:`~kerneltune.core.plugin_system.contracts.HoldingTimer` and
-    :class:`~kerneltune.core.plugin_system.contracts.QueueingTimer` parts): a class
+    :class:`~kerneltune.core.plugin_system.contracts.FlushTimingTimer` parts): a class
     attribute ``name`` (the name users select it by), a classmethod
     ``is_available() -> bool``, an optional integer ``auto_priority``
     (``auto`` takes the available class with the highest, ties to the one

@@ -290,12 +290,22 @@ def test_a_program_the_cache_holds_is_loaded_here_until_a_probe_misses(monkeypat
     assert all(error is None for _, error, _, _ in watch.finished)
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+class SlowMiss(ProbedCompiles):
+    """Nothing cached, and the first probe takes 0.3 s to miss: by then every pool thread has begun."""
+
+    def compile_one(self, candidate) -> None:
+        if getattr(self.local, "probing", False) and not getattr(self, "missed", False):
+            self.missed = True
+            time.sleep(0.3)
+        super().compile_one(candidate)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
 def test_without_descriptors_for_a_fork_tree_each_compile_is_forked_alone(monkeypatch, isolated, tmp_path):
     clock, watch = FakeClock(), Watch()
     session = engine_session(monkeypatch, clock, watch, compile_workers=len(NAMES))
-    backend = ForkedCompiles(tmp_path / "compiled.log")
+    # The first miss queues every compile begun, and one thread forks them together: a tree is tried.
+    backend = SlowMiss(tmp_path / "compiled.log", cached=set())
     trees: list[int] = []
 
     def no_descriptors(size, compile_one):
@@ -307,7 +317,7 @@ def test_without_descriptors_for_a_fork_tree_each_compile_is_forked_alone(monkey
     assert best.config["name"] == "b"
     assert backend.compiled() == sorted([("child", n) for n in NAMES] + [("here", n) for n in NAMES])
     assert all(error is None for _, error, _, _ in watch.finished)
-    assert trees, "a tree was tried first"
+    assert trees == [len(NAMES)], "a tree of every compile was tried first"
 
 
 def test_a_program_loaded_just_before_the_first_miss_is_not_forked_again(monkeypatch, isolated, tmp_path):

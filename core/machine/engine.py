@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from kerneltune.core.machine import collector
 from kerneltune.core.machine.schedule import Schedule, Setup
 from kerneltune.core.machine.tuning import Tuning
 from kerneltune.core.machine.warm_start import MODES, Parsed, WarmStart
@@ -127,6 +128,9 @@ class Tuner:
         )
         lock = self._lock_for(entry or "")
         lock.acquire()
+        pause = session.settings.pause_gc
+        if pause:
+            collector.hold_off()
         try:
             warm = WarmStart(warm_start, budget)
             setup = Setup(
@@ -146,9 +150,11 @@ class Tuner:
                 warm=warm,
                 parsed=self.parsed,
             )
-            tuning = Tuning(setup)
+            tuning = Tuning(setup, paused_gc=pause)
             tuning.prepare(keep, failure)
         except BaseException:
+            if pause:
+                collector.let_go()
             lock.release()
             raise
         return tuning

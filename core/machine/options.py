@@ -74,6 +74,13 @@ def _measuring(add: Callable[..., None]) -> None:
         env=("KERNELTUNE_SHARD",),
     )
     add(
+        "pause_gc",
+        default=True,
+        parse=boolean,
+        help="hold Python's garbage collector off while a key is tuned, as timeit does for its loop",
+        env=("KERNELTUNE_PAUSE_GC",),
+    )
+    add(
         "twins",
         default=True,
         parse=boolean,

@@ -19,6 +19,7 @@ import attrs
 from kerneltune.core.errors import (
     NoValidConfigError,
 )
+from kerneltune.core.machine import collector
 from kerneltune.core.machine.agreement import check_picks
 from kerneltune.core.machine.decision import decide, untuned_pick
 from kerneltune.core.machine.following import Following
@@ -54,8 +55,13 @@ class Tuning(Rounds):
     :class:`~kerneltune.core.machine.rounds.Rounds`.
     """
 
-    def __init__(self, setup: Setup) -> None:
-        """Hold ``setup``; nothing runs until :meth:`prepare` (``Tuner.begin`` makes and prepares one)."""
+    def __init__(self, setup: Setup, *, paused_gc: bool = False) -> None:
+        """Hold ``setup``; nothing runs until :meth:`prepare` (``Tuner.begin`` makes and prepares one).
+
+        :param paused_gc: ``Tuner.begin`` held the garbage collector off for this tuning
+            (:func:`~kerneltune.core.machine.collector.hold_off`); :meth:`__exit__` lets it go.
+        """
+        self._paused_gc = paused_gc
         #: the candidate list tuned.
         self.space = setup.space
         self._picks, self._records = setup.picks, setup.records
@@ -107,8 +113,13 @@ class Tuning(Rounds):
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._ready.close()
-        self._lock.release()
+        try:
+            self._ready.close()
+        finally:
+            if self._paused_gc:
+                self._paused_gc = False
+                collector.let_go()
+            self._lock.release()
 
     @property
     def reused(self) -> dict[int, float]:

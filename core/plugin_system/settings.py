@@ -69,6 +69,7 @@ class Settings:
     repeat: int = 10
     objective: str = "device"
     tie_rounds: int = 4
+    pause_gc: bool = True
     twins: bool = True
     compile_workers: int = 0
     compile_timeout: int = 600

@@ -134,6 +134,21 @@ def test_seed_example_run_scale(tmp_path):
     torch.testing.assert_close(launch_scale(scale_kernel, x, 0.5), 0.5 * x)
 
 
+def test_the_contextual_tuner_leaves_the_garbage_collector_alone():
+    # It runs the whole outer function again and again: held off, its garbage would pile up.
+    scale_kernel = make_scale_kernel()
+    seen = []
+
+    @contextual_autotune(is_dist=False, n_repeat=3, n_warmup=2)
+    def run_scale(x, alpha):
+        seen.append(gc.isenabled())
+        return launch_scale(scale_kernel, x, alpha)
+
+    assert gc.isenabled()
+    run_scale(randn(128), 3.0)
+    assert len(seen) == 2 * (2 + 3) + 1 and all(seen)
+
+
 def test_triton_is_patched_only_while_active():
     original = Autotuner.__dict__["run"]
     scale_kernel = make_scale_kernel()

@@ -6,7 +6,9 @@ in whichever key's tuning was running (BENCHMARKS.md, session 23), and a
 pause longer than the hold ahead of a timed run lands inside it. With the
 ``pause_gc`` setting (on by default), :func:`hold_off` turns automatic
 collection off when a tuning begins and :func:`let_go` turns it back on
-when the last tuning in the process ends; nothing is collected then, so the
+when the last tuning in the process ends (the function-level tuner and
+``search_params``, whose runs are the tuned launch; not the contextual
+tuner, which runs the user's whole outer function again and again); nothing is collected then, so the
 collections the tuning's allocations would have started come later, at
 their thresholds, in whatever runs next. A program that turned the
 collector off itself keeps it off.

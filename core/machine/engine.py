@@ -128,7 +128,8 @@ class Tuner:
         )
         lock = self._lock_for(entry or "")
         lock.acquire()
-        pause = session.settings.pause_gc
+        # The contextual tuner runs the user's whole outer function again and again: not under it.
+        pause = session.settings.pause_gc and driver != "contextual"
         if pause:
             collector.hold_off()
         try:

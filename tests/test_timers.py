@@ -18,6 +18,7 @@ from kerneltune.plugins.timers.events import (
     CALIBRATION_CYCLES,
     CALIBRATION_SPINS,
     FLUSH_BYTES,
+    FLUSHES_TIMED,
     CudaEventTimer,
     DeviceEventTimer,
     NpuEventTimer,
@@ -133,6 +134,7 @@ def clock(monkeypatch):
     # Spin rates are learnt once per process; every test starts with none learnt.
     monkeypatch.setattr(DeviceEventTimer, "_cycles_per_us", {})
     monkeypatch.setattr(DeviceEventTimer, "_flush_us", {})
+    monkeypatch.setattr(DeviceEventTimer, "_flushes_timed", {})
     return FakeClock()
 
 
@@ -299,6 +301,17 @@ def test_a_timer_times_its_first_flush_on_a_device_and_keeps_the_shortest_seen(f
     assert timer.flush_microseconds() == pytest.approx(20.0), "a shorter flush on that device lowers it"
     fake_cuda.device = 1
     assert timer.flush_microseconds() is None, "by device"
+
+
+def test_only_the_first_few_timers_on_a_device_time_a_flush(fake_cuda, clock):
+    for _ in range(FLUSHES_TIMED):
+        on_its_device(CudaEventTimer).flush()
+    events = len(fake_cuda.events)
+    later = on_its_device(CudaEventTimer)
+    later.flush()
+    assert len(fake_cuda.events) == events, "no events around it: only the flush goes ahead of the start mark"
+    later.collect()
+    assert later.flush_microseconds() is None, "the earlier timers' flushes are read by their own collect"
 
 
 def test_a_device_without_a_spin_kernel_times_no_flush(fake_npu, clock):

@@ -201,7 +201,7 @@ class CandidateRuns:
         self._flush = work.flush if device and flush and provides(work, FlushingTimer) else None
         self._hold = work.hold if device and provides(work, HoldingTimer) else None
         #: how long the flush ahead of each timed run keeps the device busy, where that counts.
-        self._flush_us = (
+        self._flush_time = (
             work.flush_microseconds
             if batched and self._flush is not None and provides(work, FlushTimingTimer)
             else None
@@ -307,9 +307,9 @@ class CandidateRuns:
         takes about 75 us and covers a launch of up to 37 us with no spin at
         all (BENCHMARKS.md, session 23).
         """
-        if self._flush_us is None:
+        if self._flush_time is None:
             return 0.0
-        known = self._flush_us()
+        known = self._flush_time()
         return known if known is not None and math.isfinite(known) and known > 0 else 0.0
 
     def _before(self) -> Thunk | None:

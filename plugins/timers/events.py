@@ -31,6 +31,9 @@ CALIBRATION_SPINS = 3
 #: such cache (an H200 has 60 MB, an Ascend 910B 192 MB), as much as Triton's
 #: own benchmarker writes.
 FLUSH_BYTES = 256 * 1024 * 1024
+#: Flushes timed per device and process, the first of as many timers, to learn how long one takes;
+#: later ones are not timed, so that nothing but the flush goes ahead of most start marks.
+FLUSHES_TIMED = 8
 
 
 class TorchDeviceTimer:
@@ -92,6 +95,8 @@ class DeviceEventTimer(TorchDeviceTimer):
     _cycles_per_us: ClassVar[dict[Any, float]] = {}
     #: how long a flush keeps the device busy, in microseconds, by (timer, device index): the shortest seen.
     _flush_us: ClassVar[dict[Any, float]] = {}
+    #: how many flushes have been timed, by (timer, device index).
+    _flushes_timed: ClassVar[dict[Any, int]] = {}
 
     def __init__(self, device: Device) -> None:
         """:param device: the device plugin's instance, which synchronises and knows the current unit."""
@@ -151,14 +156,23 @@ class DeviceEventTimer(TorchDeviceTimer):
     def flush(self) -> None:
         """Evict the device's L2 (:meth:`TorchDeviceTimer.flush`); the first on each device is timed.
 
-        Where the device can hold (a spin kernel), each timer times its
-        first flush on each device between two events, read at ``collect``,
-        so that :meth:`flush_microseconds` knows how long one takes.
+        Where the device can hold (a spin kernel), the first
+        :data:`FLUSHES_TIMED` timers on a device each time their first flush
+        there between two events, read at ``collect``, so that
+        :meth:`flush_microseconds` knows how long one takes (the shortest:
+        a first flush can be slow, and too long a figure would shorten holds
+        too much).
         """
         device = (self.name, self._device.current())
-        if device in self._flush_timed or getattr(self._module, "_sleep", None) is None:
+        timed = self._flushes_timed.get(device, 0)
+        if (
+            device in self._flush_timed
+            or timed >= FLUSHES_TIMED
+            or getattr(self._module, "_sleep", None) is None
+        ):
             super().flush()
             return
+        self._flushes_timed[device] = timed + 1
         self._flush_timed.add(device)
         start, end = self._event_pair()
         start.record()

@@ -3,7 +3,7 @@
 Usage (needs a CUDA device; about a minute on one H200)::
 
     python3 bench/key_profile.py
-    python3 bench/key_profile.py --nk 2048
+    python3 bench/key_profile.py --nk 2048 --dtype float16
     python3 bench/key_profile.py --smoke   # the host's side only, under TRITON_INTERPRET=1 on the CPU
 
 Three tunings, every program already compiled and loaded, so that only
@@ -43,6 +43,9 @@ def arguments() -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--nk", type=int, default=4096, help="the warm start matmul's N = K (default 4096)")
+    parser.add_argument(
+        "--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="the warm start matmul's inputs"
+    )
     parser.add_argument("--small-m", type=int, default=32, help="the small M tuned in full (default 32)")
     parser.add_argument("--large-m", type=int, default=4096, help="the large M tuned in full (default 4096)")
     parser.add_argument(
@@ -93,7 +96,7 @@ def main() -> int:
         print("bench/key_profile.py needs a CUDA device (or --smoke)", file=sys.stderr)
         return 2
     device = not args.smoke
-    work = warm_start.Workload(args.smoke, args.nk)
+    work = warm_start.Workload(args.smoke, args.nk, args.dtype)
     sync = work.synchronize
     small, large = (8, 32) if args.smoke else (args.small_m, args.large_m)
     folder = Path(tempfile.mkdtemp(prefix="key_profile_"))

@@ -19,6 +19,7 @@ from kerneltune.plugins.timers.events import (
     CALIBRATION_SPINS,
     FLUSH_BYTES,
     FLUSHES_TIMED,
+    HOLDS_TIMED_EVERY,
     CudaEventTimer,
     DeviceEventTimer,
     NpuEventTimer,
@@ -77,6 +78,8 @@ class FakeDeviceModule(types.ModuleType):
 
         self.Event = Event
         self.device = 0
+        #: how many times the current stream was looked up.
+        self.stream_lookups = 0
         #: the size of every flush, in bytes, in order.
         self.flushes: list[int] = []
         #: the cycles of every ``_sleep`` spin enqueued.
@@ -93,6 +96,11 @@ class FakeDeviceModule(types.ModuleType):
 
     def current_device(self) -> int:
         return self.device
+
+    def current_stream(self, device: int | None = None) -> str:
+        """A token for the current stream of ``device`` (default: the current one)."""
+        self.stream_lookups += 1
+        return f"stream of {self.__name__}:{self.device if device is None else device}"
 
     def buffer(self, nbytes: int) -> object:
         """What the timer allocates to flush with: writing it takes the device 0.06 ms."""
@@ -198,7 +206,8 @@ def test_event_timer_uses_one_event_pair_per_sample_and_syncs_once(device_timer,
     assert len(device.events) == 2 * len(costs)
     assert len({id(e) for e in device.events}) == 2 * len(costs), "fresh events for every sample"
     assert all(e.enable_timing for e in device.events)
-    assert all(e.stream is None for e in device.events), "recorded on the current stream"
+    assert all(e.stream == f"stream of {device.__name__}:0" for e in device.events), "the current stream"
+    assert device.stream_lookups == len(costs), "looked up once per sample, not per event"
 
     assert timer.collect() == costs
     assert device.synchronize_calls == 1
@@ -265,9 +274,10 @@ def test_a_rate_learnt_on_a_slow_clock_rises_with_the_clock_but_never_falls(fake
     fake_cuda.spin_rate = SPIN_CYCLES_PER_US / 4  # an idle device's clock
     timer.hold(100.0)
     assert fake_cuda.spins[-1] == 100 * SPIN_CYCLES_PER_US // 4
+    timer.collect()
     fake_cuda.spin_rate = SPIN_CYCLES_PER_US  # under load
     timer.hold(100.0)
-    timer.collect()  # the timed holds teach the higher rate
+    timer.collect()  # the timed hold teaches the higher rate
     timer.hold(100.0)
     assert fake_cuda.spins[-1] == 100 * SPIN_CYCLES_PER_US
     fake_cuda.spin_rate = SPIN_CYCLES_PER_US / 2  # throttled: a longer hold is harmless, a shorter one not
@@ -275,6 +285,46 @@ def test_a_rate_learnt_on_a_slow_clock_rises_with_the_clock_but_never_falls(fake
     timer.collect()
     timer.hold(100.0)
     assert fake_cuda.spins[-1] == 100 * SPIN_CYCLES_PER_US
+
+
+def test_the_first_hold_after_a_collect_and_every_few_after_it_are_timed_and_every_hold_spins(
+    fake_cuda, clock
+):
+    timer = on_its_device(CudaEventTimer)
+    timer.hold(10.0)  # calibrates the device
+    timer.collect()
+    events = len(fake_cuda.events)
+    runs = HOLDS_TIMED_EVERY + 2
+    for _ in range(runs):
+        timer.sample(lambda: clock.advance(0.01), before=lambda: timer.hold(50.0))
+    assert fake_cuda.spins[-runs:] == [50 * SPIN_CYCLES_PER_US] * runs, "every run is held"
+    assert len(fake_cuda.events) == events + runs * 2 + 2 * 2, "a pair per sample; the 1st and 9th hold's"
+    timer.collect()
+    fake_cuda.spin_rate = SPIN_CYCLES_PER_US * 2  # the clock rose: the next timed hold teaches it
+    timer.sample(lambda: clock.advance(0.01), before=lambda: timer.hold(50.0))
+    assert len(fake_cuda.events) == events + (runs + 1) * 2 + 3 * 2, "after a collect, timed again"
+    timer.collect()
+    timer.hold(50.0)
+    assert fake_cuda.spins[-1] == 50 * SPIN_CYCLES_PER_US * 2
+
+
+def test_a_sample_records_its_events_holds_and_flush_on_the_current_units_stream(fake_cuda, clock):
+    fake_cuda.device = 1
+    timer = on_its_device(CudaEventTimer)
+    timer.hold(10.0)
+    timer.collect()
+    first = len(fake_cuda.events)
+    lookups = fake_cuda.stream_lookups
+
+    def before() -> None:
+        timer.hold(50.0)
+        timer.flush()
+
+    timer.sample(lambda: clock.advance(0.01), before=before)
+    assert fake_cuda.stream_lookups == lookups + 1, "one lookup for the sample, its hold and its flush"
+    recorded = fake_cuda.events[first:]
+    assert len(recorded) == 6, "the sample's pair, the hold's and the first flush's"
+    assert {e.stream for e in recorded} == {"stream of cuda:1"}
 
 
 def test_a_hold_given_as_before_stays_outside_the_timed_region(fake_cuda, clock):

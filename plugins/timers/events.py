@@ -34,6 +34,9 @@ FLUSH_BYTES = 256 * 1024 * 1024
 #: Flushes timed per device and process, the first of as many timers, to learn how long one takes;
 #: later ones are not timed, so that nothing but the flush goes ahead of most start marks.
 FLUSHES_TIMED = 8
+#: After a timer's first hold since its last ``collect``, every this-many-th hold is timed, to learn the
+#: clock; the others only spin (an event pair costs the host more than the spin's launch).
+HOLDS_TIMED_EVERY = 8
 
 
 class TorchDeviceTimer:
@@ -70,7 +73,9 @@ class TorchDeviceTimer:
         The buffer is allocated on a unit's first flush and kept while the
         timer lives (one candidate).
         """
-        unit = self._device.current()
+        self._flush_unit(self._device.current())
+
+    def _flush_unit(self, unit: int) -> None:
         buffer = self._flush_buffers.get(unit)
         if buffer is None:
             buffer = self._flush_buffers[unit] = self._allocate(FLUSH_BYTES)
@@ -104,11 +109,15 @@ class DeviceEventTimer(TorchDeviceTimer):
         self._module = self.device_module()
         self._pairs: list[tuple[Any, Any]] = []
         self._holds: list[tuple[tuple[str, int], int, Any, Any]] = []
+        #: holds since the last timed one.
+        self._untimed_holds = 0
         self._flush_buffers: dict[int, Any] = {}
         #: flushes timed and not yet read, to learn how long one takes...
         self._flushes: list[tuple[tuple[str, int], Any, Any]] = []
         #: ...this timer's first on each device.
         self._flush_timed: set[tuple[str, int]] = set()
+        #: while :meth:`sample` runs: the current unit and its current stream, looked up once.
+        self._place: tuple[int, Any] | None = None
 
     def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
         """Record an event pair around one call, without waiting for it.
@@ -119,12 +128,30 @@ class DeviceEventTimer(TorchDeviceTimer):
             instead of leaving the device idle inside the timed region.
         """
         start, end = self._event_pair()
-        if before is not None:
-            before()
-        start.record()
-        fn()
-        end.record()
+        unit = self._device.current()
+        stream = self._module.current_stream(unit)
+        self._place = (unit, stream)
+        try:
+            if before is not None:
+                before()
+            start.record(stream)
+            fn()
+            end.record(stream)
+        finally:
+            self._place = None
         self._pairs.append((start, end))
+
+    def _unit_and_stream(self) -> tuple[int, Any]:
+        """The current unit and its current stream: :meth:`sample`'s, or looked up.
+
+        Looking the stream up takes torch several microseconds in Python, and
+        without a stream ``Event.record`` looks it up on every call: a timed
+        run records up to four events.
+        """
+        if self._place is not None:
+            return self._place
+        unit = self._device.current()
+        return unit, self._module.current_stream(unit)
 
     def hold(self, microseconds: float) -> bool:
         """Enqueue a spin that keeps the device busy for about ``microseconds``; no waiting.
@@ -138,19 +165,27 @@ class DeviceEventTimer(TorchDeviceTimer):
         Cycles per microsecond follow the device's clock, which is low on an
         idle device and rises under load, and a rate learnt too low makes every
         hold too short. So the first hold on a device spins
-        :data:`CALIBRATION_SPINS` times and times the last, and every hold is
-        timed as well: ``collect`` keeps the highest rate seen.
+        :data:`CALIBRATION_SPINS` times and times the last, and the first hold
+        after each ``collect`` and every :data:`HOLDS_TIMED_EVERY`-th after it
+        are timed as well: ``collect`` keeps the highest rate seen. (Timing
+        every hold cost the host an event pair per timed run.)
         """
         spin = getattr(self._module, "_sleep", None)
         if spin is None:
             return False
         if microseconds <= 0:
             return True
-        device = (self.name, self._device.current())
+        unit, stream = self._unit_and_stream()
+        device = (self.name, unit)
         if device not in self._cycles_per_us:
-            self._calibrate(device, spin)
+            self._calibrate(device, spin, stream)
         cycles = max(1, round(microseconds * self._cycles_per_us[device]))
-        self._holds.append((device, cycles, *self._timed_spin(spin, cycles)))
+        if self._holds and self._untimed_holds < HOLDS_TIMED_EVERY - 1:
+            self._untimed_holds += 1
+            spin(cycles)
+        else:
+            self._untimed_holds = 0
+            self._holds.append((device, cycles, *self._timed_spin(spin, cycles, stream)))
         return True
 
     def flush(self) -> None:
@@ -163,42 +198,43 @@ class DeviceEventTimer(TorchDeviceTimer):
         a first flush can be slow, and too long a figure would shorten holds
         too much).
         """
-        device = (self.name, self._device.current())
+        unit, stream = self._unit_and_stream()
+        device = (self.name, unit)
         timed = self._flushes_timed.get(device, 0)
         if (
             device in self._flush_timed
             or timed >= FLUSHES_TIMED
             or getattr(self._module, "_sleep", None) is None
         ):
-            super().flush()
+            self._flush_unit(unit)
             return
         self._flushes_timed[device] = timed + 1
         self._flush_timed.add(device)
         start, end = self._event_pair()
-        start.record()
-        super().flush()
-        end.record()
+        start.record(stream)
+        self._flush_unit(unit)
+        end.record(stream)
         self._flushes.append((device, start, end))
 
     def flush_microseconds(self) -> float | None:
         """The shortest flush timed on the current device in this process, in microseconds; ``None``: none."""
         return self._flush_us.get((self.name, self._device.current()))
 
-    def _calibrate(self, device: tuple[str, int], spin: Callable[[int], object]) -> None:
+    def _calibrate(self, device: tuple[str, int], spin: Callable[[int], object], stream: Any) -> None:
         for _ in range(CALIBRATION_SPINS - 1):
             spin(CALIBRATION_CYCLES)
-        start, end = self._timed_spin(spin, CALIBRATION_CYCLES)
+        start, end = self._timed_spin(spin, CALIBRATION_CYCLES, stream)
         end.synchronize()
         self._learn(device, CALIBRATION_CYCLES, start.elapsed_time(end))
 
     def _event_pair(self) -> tuple[Any, Any]:
         return self._module.Event(enable_timing=True), self._module.Event(enable_timing=True)
 
-    def _timed_spin(self, spin: Callable[[int], object], cycles: int) -> tuple[Any, Any]:
+    def _timed_spin(self, spin: Callable[[int], object], cycles: int, stream: Any) -> tuple[Any, Any]:
         start, end = self._event_pair()
-        start.record()
+        start.record(stream)
         spin(cycles)
-        end.record()
+        end.record(stream)
         return start, end
 
     def _learn(self, device: tuple[str, int], cycles: int, milliseconds: float) -> None:

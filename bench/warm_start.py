@@ -17,6 +17,13 @@ sweep with a cache directory of its own:
   is tuned in full. ``--shuffles K`` warm starts M again in K shuffled
   orders, each with a cache of its own, judged by the same oracle.
 
+The sweeps run side by side: each step tunes every sweep's next M in turn
+(starting one sweep further on each step), so that a warm key and its full
+tuning are timed moments apart. On an H200 the same sweep run early or late
+in one process read a warm key at 0.31 or 0.43 of full tuning's time, as the
+host's launches got quicker or slower (BENCHMARKS.md, session 24): one sweep
+after another put that drift into the ratio.
+
 Every config is compiled first (one full tuning per kind of M Triton
 specialises on: 1, a multiple of 16, any other), in a throwaway cache
 directory, so both sweeps time tuning, not Triton's compiler. Per M, each
@@ -54,6 +61,7 @@ engine has no setting for them).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -133,7 +141,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--screen-repeat",
         type=int,
-        help="a screen's timed runs per config, for trying another value (default: the engine's, 3)",
+        help="a screen's timed runs per config, for trying another value (default: the engine's, 2)",
     )
     parser.add_argument("--nk", type=int, default=4096, help="N = K (default 4096)")
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="inputs' dtype")
@@ -241,42 +249,71 @@ def tuned_launcher(work: Workload, **options: Any) -> Callable[..., None]:
     )(matmul_launch)
 
 
-def sweep(
-    work: Workload, tunings: Tunings, cache: Path, order: list[int] | None = None, **options: Any
-) -> list[dict[str, Any]]:
-    """Tune every M (in ``order``, default increasing) with a new tuner over ``cache``; per M the
-    configs measured, seconds and pick, in increasing M."""
-    os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(cache)
-    launcher = tuned_launcher(work, **options)
-    rows = []
-    for m in order or work.m_values:
-        tunings.reset()
-        work.synchronize()
-        started = time.perf_counter()
-        launcher(*work.operands(m))
-        work.synchronize()
-        seconds = time.perf_counter() - started
-        assert tunings.pick is not None, f"M={m}: no tuning happened (a stale cache in {cache}?)"
-        rows.append(
-            {
-                "m": m,
-                "measured": len(tunings.measured),
-                "measurements": tunings.measurements,
-                "seconds": seconds,
-                "pick": tunings.pick,
-            }
-        )
-        print(
-            f"  M={m:<6} {len(tunings.measured):>3} configs {seconds:8.3f} s  pick [{tunings.pick}]",
-            flush=True,
-        )
-    starts = {}
-    for path in (cache / "matmul_launch").glob("*.json"):
-        record = json.loads(path.read_text())
-        starts[record["key"][0]] = record.get("warm_start")
-    for row in rows:
-        row["warm_start"] = starts.get(row["m"])
-    return sorted(rows, key=lambda row: row["m"])
+@dataclasses.dataclass
+class Sweep:
+    """One sweep: a tuner over a cache directory of its own, tuning M in ``order``."""
+
+    name: str
+    cache: Path
+    order: list[int]
+    options: dict[str, Any]
+    launcher: Callable[..., None] | None = None
+    rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def sweeps(work: Workload, tunings: Tunings, plans: list[Sweep]) -> None:
+    """Run the sweeps side by side: step i tunes each sweep's i-th M in turn, starting one sweep
+    further on each step, so that the host's drift during the run lands on every sweep alike.
+
+    A sweep tunes each M with a new key of its own tuner over its own cache
+    directory; per M its configs measured, seconds, pick and ``turn`` (the
+    how-manieth tuning of the run) go to ``rows``, in increasing M once every
+    step is done.
+    """
+    for plan in plans:
+        os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(plan.cache)
+        plan.launcher = tuned_launcher(work, **plan.options)
+    steps = max(len(plan.order) for plan in plans)
+    turn = 0
+    for step in range(steps):
+        shift = step % len(plans)
+        for plan in [*plans[shift:], *plans[:shift]]:
+            if step < len(plan.order):
+                plan.rows.append({**tune_one(work, tunings, plan, plan.order[step]), "turn": turn})
+                turn += 1
+    for plan in plans:
+        starts = {}
+        for path in (plan.cache / "matmul_launch").glob("*.json"):
+            record = json.loads(path.read_text())
+            starts[record["key"][0]] = record.get("warm_start")
+        for row in plan.rows:
+            row["warm_start"] = starts.get(row["m"])
+        plan.rows.sort(key=lambda row: row["m"])
+
+
+def tune_one(work: Workload, tunings: Tunings, plan: Sweep, m: int) -> dict[str, Any]:
+    """Tune M with ``plan``'s tuner (a key it has not seen): configs measured, seconds, pick."""
+    assert plan.launcher is not None
+    os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(plan.cache)
+    tunings.reset()
+    work.synchronize()
+    started = time.perf_counter()
+    plan.launcher(*work.operands(m))
+    work.synchronize()
+    seconds = time.perf_counter() - started
+    assert tunings.pick is not None, f"M={m}: no tuning happened (a stale cache in {plan.cache}?)"
+    print(
+        f"  {plan.name:<12} M={m:<6} {len(tunings.measured):>3} configs {seconds:8.3f} s  "
+        f"pick [{tunings.pick}]",
+        flush=True,
+    )
+    return {
+        "m": m,
+        "measured": len(tunings.measured),
+        "measurements": tunings.measurements,
+        "seconds": seconds,
+        "pick": tunings.pick,
+    }
 
 
 def shuffled_summary(
@@ -476,17 +513,24 @@ def main() -> int:
         for m in (1, 16, 24):
             compiling(*work.operands(m))
         work.synchronize()
-    print("full tuning, M in order:", flush=True)
-    full = sweep(work, tunings, root / "full", warm_start="off")
     warm_options = {"warm_start": options.mode, "warm_start_budget": options.budget}
-    print(f"warm start {options.mode} (budget {options.budget}), M in order:", flush=True)
-    warm = sweep(work, tunings, root / "warm", **warm_options)
-    shuffles: dict[str, list[dict[str, Any]]] = {}
+    increasing = list(work.m_values)
+    plans = [
+        Sweep("full", root / "full", increasing, {"warm_start": "off"}),
+        Sweep("warm", root / "warm", increasing, warm_options),
+    ]
     for seed in range(1, options.shuffles + 1):
         order = list(work.m_values)
         random.Random(seed).shuffle(order)
-        print(f"warm start {options.mode}, M shuffled (seed {seed}):", flush=True)
-        shuffles[f"shuffled-{seed}"] = sweep(work, tunings, root / f"warm-{seed}", order, **warm_options)
+        plans.append(Sweep(f"shuffled-{seed}", root / f"warm-{seed}", order, warm_options))
+    print(
+        f"full tuning and warm start {options.mode} (budget {options.budget}), M in order, and "
+        f"{options.shuffles} shuffled orders, side by side:",
+        flush=True,
+    )
+    sweeps(work, tunings, plans)
+    full, warm = plans[0].rows, plans[1].rows
+    shuffles = {plan.name: plan.rows for plan in plans[2:]}
     print(f"oracle ({options.oracle_rounds} interleaved rounds per M):", flush=True)
     times = oracle(work, options.oracle_rounds, options.oracle_rep_ms)
     refined: dict[int, dict[int, float]] = {}

@@ -58,6 +58,8 @@ def test_warm_start_smoke_refines_every_pick_it_judges(tmp_path):
         assert row["oracle_disagreement"] == pytest.approx(max(ratios) / min(ratios) - 1)
     summary = result["summary"]
     assert summary["warm_vs_full_within_5pct"] >= summary["warm_vs_full_within_2pct"]
+    for row in result["rows"]:
+        assert abs(row["full"]["turn"] - row["warm"]["turn"]) == 1, "each M's two tunings side by side"
     later = result["rows"][1:]
     for kind in ("full", "warm"):
         spent = sum(row[kind]["seconds"] for row in later)

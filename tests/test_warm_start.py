@@ -34,6 +34,8 @@ from kerneltune.core import (
 )
 from kerneltune.core.machine import measure, warm_start
 from kerneltune.core.machine.warm_start import (
+    SCREEN_REPEAT,
+    SCREEN_WARMUP,
     choose,
     config_distance,
     default_distance,
@@ -558,7 +560,7 @@ def test_a_screen_times_every_config_briefly_and_finds_a_best_the_neighbours_nev
     assert record["finalists"] == sorted(where["finalists"])
     samples = [len(row["samples_ms"]) for row in record["candidates"]]
     screened_only = set(range(len(NS))) - set(where["finalists"])
-    assert all(samples[i] == 3 for i in screened_only), f"three timed runs each in the screen: {samples}"
+    assert all(samples[i] == SCREEN_REPEAT for i in screened_only), f"the screen's timed runs: {samples}"
     assert "screening all 8 kept candidates, then re-timing the fastest with its pick [2]" in caplog.text
 
 
@@ -616,10 +618,11 @@ def test_a_screen_launches_every_config_before_it_waits_for_the_device_once(monk
     assert tuner()(256) == 5
     first_wait = steps.index(next(step for step in steps if step[0] == "collect"))
     screened = [n for what, n in steps[:first_wait] if what == "run"]
-    assert sorted(set(screened)) == NS and len(screened) == len(NS) * 4, "each config's 1 + 3 runs, unwaited"
+    runs = SCREEN_WARMUP + SCREEN_REPEAT
+    assert sorted(set(screened)) == NS and len(screened) == len(NS) * runs, "each config's runs, unwaited"
     devices = {who for what, who in steps[:first_wait] if what in ("flush", "hold")}
     assert len(devices) == 1, "one timer flushes and holds for the whole screen: one flush buffer"
-    assert [what for what, _ in steps[:first_wait]].count("hold") == len(NS) * 3, "every timed run is held"
+    assert [what for what, _ in steps[:first_wait]].count("hold") == len(NS) * SCREEN_REPEAT, "all held"
     record = warm_record(isolated, 256)
     samples = [row["samples_ms"] for row in record["candidates"]]
     assert all(set(samples[n - 1]) == {cost(256, n)} for n in NS), f"each config its own samples: {samples}"
@@ -683,13 +686,13 @@ def test_in_a_batch_the_flush_counts_toward_the_hold(monkeypatch, isolated):
     assert tuner()(256) == 5
     finalists = warm_record(isolated, 256)["warm_start"]["finalists"]
     holds = [us for what, us in steps if what == "hold"]
-    assert len(holds) == len(NS) * 3 + 2 * len(finalists), "every timed run of the screen and the finalists"
+    assert len(holds) == len(NS) * SCREEN_REPEAT + 2 * len(finalists), "screen and finalists"
     assert set(holds) == {100 - 60}, "less the flush that follows it"
     steps.clear()
     monkeypatch.setattr(measure, "hold_microseconds", lambda host_us: 50.0)
     assert tuner()(1024) == 7
     asked = [what for what, _ in steps]
-    assert "hold" not in asked and asked.count("flush") >= len(NS) * 3, "a flush that outlasts it: no spin"
+    assert "hold" not in asked and asked.count("flush") >= len(NS) * SCREEN_REPEAT, "the flush outlasts it"
 
 
 def test_a_config_that_raises_in_the_screen_fails_alone(monkeypatch, isolated):

@@ -36,8 +36,10 @@ SCREEN = "screen"
 MODES = (OFF, NEAREST, SCREEN)
 #: A screen times each kept candidate with this many untimed runs...
 SCREEN_WARMUP = 1
-#: ...and this many timed ones, then re-times its finalists head to head.
-SCREEN_REPEAT = 3
+#: ...and this many timed ones, then re-times its finalists head to head. Two against three: on an H200
+#: a warm key took 0.26-0.27 of its full tuning's time (median) against 0.30-0.31, with picks as close
+#: to the oracle, and replays of recorded sweeps at 1-3% noise kept every pick (BENCHMARKS.md, session 24).
+SCREEN_REPEAT = 2
 #: At least this many of the screen's fastest are finalists, whatever its noise says.
 SCREEN_TOP = 2
 #: How many of the nearest stored keys give their evidence.
@@ -396,7 +398,7 @@ def screen_finalists(screened: Finalists, lead: int | None, budget: int) -> Fina
 
     The screen's near ties and rivals within its noise (``screened``, as
     every rank agrees on them), its :data:`SCREEN_TOP` fastest whatever the
-    noise says (three samples can mislead), and the nearest key's pick
+    noise says (two samples can mislead), and the nearest key's pick
     (``lead``) where the screen timed it; the screen's fastest first.
     """
     times = screened.times

@@ -186,16 +186,21 @@ class PrivateAppender:
     (``O_APPEND``), so a crash loses no line written. Safe across threads.
 
     :param keep: how many files stay open at most; the one written longest ago closes first.
+    :param private_folders: make missing folders 0700 and refuse a folder another user could
+        change; ``False``: make them as ``mkdir`` does and take them as they are (a folder other
+        programs share), the file itself still checked.
     """
 
-    def __init__(self, keep: int = 8) -> None:
+    def __init__(self, keep: int = 8, *, private_folders: bool = True) -> None:
         self._keep = keep
+        self._private_folders = private_folders
         #: by path: the descriptor, and the (device, inode) it was opened on.
         self._open: OrderedDict[Path, tuple[int, tuple[int, int]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def write(self, path: Path, text: str) -> None:
-        """Append ``text`` to ``path``, making its folders (mode 0700) and the file (0600) where missing.
+        """Append ``text`` to ``path``, making its folders (0700, or see ``private_folders``) and the file
+        (0600) where missing.
 
         :raises NotPrivateError: for a folder or file another user could change.
         :raises OSError: for a symbolic link or a non-regular file, or when it cannot be written.
@@ -228,8 +233,11 @@ class PrivateAppender:
                 self._open.move_to_end(path)
                 return held[0]
             self._drop(path)
-        make_private_dirs(path.parent)
-        check_folder(path.parent)
+        if self._private_folders:
+            make_private_dirs(path.parent)
+            check_folder(path.parent)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
         descriptor = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         status = os.fstat(descriptor)
         self._open[path] = (descriptor, (status.st_dev, status.st_ino))

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import stat
+from pathlib import Path
 
 import kernels
 import pytest
 import torch
 import triton
-from kerneltune.core import NoStoredPickError
+from kerneltune.core import NoStoredPickError, private_files
 from kerneltune.plugins.observers import contextual_log
 
 from triton_dist.autotuner import contextual_autotune
@@ -88,10 +91,24 @@ def test_contextual_log_file_is_private(monkeypatch, isolated):
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 
+def open_files() -> set[str]:
+    """What this process's file descriptors point to now."""
+    held = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile (listdir's own)
+            held.add(os.readlink(f"/proc/self/fd/{fd}"))
+    return held
+
+
 def test_the_contextual_log_is_opened_once_per_kernel_tuned_and_closed_after(monkeypatch, isolated):
     opened = []
-    real = contextual_log.open_private_append
-    monkeypatch.setattr(contextual_log, "open_private_append", lambda path: opened.append(path) or real(path))
+    real = private_files._open
+
+    def noting(path, flags, *rest):
+        opened.append(Path(path).name)
+        return real(path, flags, *rest)
+
+    monkeypatch.setattr(private_files, "_open", noting)
     scale_kernel = make_scale_kernel()
 
     @contextual_autotune(n_repeat=2, n_warmup=1)
@@ -99,18 +116,30 @@ def test_the_contextual_log_is_opened_once_per_kernel_tuned_and_closed_after(mon
         return launch_scale(scale_kernel, x, 2.0)
 
     run_scale(torch.randn(64, device=kernels.DEVICE))
-    assert len(opened) == 1 and not contextual_log._open
-    lines = (isolated.parent / ".autotune_logs" / "rank-0.log").read_text().splitlines()
+    log = isolated.parent / ".autotune_logs" / "rank-0.log"
+    assert opened.count("rank-0.log") == 1, opened
+    assert str(log.resolve()) not in open_files(), "closed with the kernel's summary"
+    lines = log.read_text().splitlines()
     configs = len(scale_kernel.configs)
     assert sum(" round " in line for line in lines) == 3 * configs, "a line per launch, all written"
     assert sum(" mean " in line for line in lines) == configs and "best config" in lines[-1]
+
+
+def test_the_contextual_log_goes_into_a_log_folder_others_made_as_it_is(monkeypatch, isolated):
+    folder = isolated.parent / ".autotune_logs"
+    folder.mkdir(mode=0o775)
+    folder.chmod(0o775)  # as a umask of 002 leaves the folder the real Triton-distributed makes
+    contextual_log._append("kernel k key 1 config 0 warmup round 1/1: done", last=True)
+    assert "warmup round 1/1: done" in (folder / "rank-0.log").read_text()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o775, "left as it was"
+    assert stat.S_IMODE((folder / "rank-0.log").stat().st_mode) == 0o600
 
 
 def test_a_contextual_log_removed_while_open_is_written_anew(monkeypatch, isolated):
     # A tuning cut short (an interrupt) leaves its log open; the folder is then removed by hand.
     contextual_log._append("kernel k key 1 config 0 warmup round 1/1: done")
     folder = isolated.parent / ".autotune_logs"
-    assert contextual_log._open
+    assert str((folder / "rank-0.log").resolve()) in open_files()
     (folder / "rank-0.log").unlink()
     scale_kernel = make_scale_kernel()
 

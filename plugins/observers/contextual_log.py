@@ -7,32 +7,32 @@ mean time, why each that failed did (its compile, say, which has no launch
 line), and the best config. The rank
 is the process's global rank in torch.distributed, 0 without it, so ranks
 never write to one file. The file is created 0600, opened without following
-links, and must be this user's own regular file. While a kernel is
-tuned the file stays open, each line written through at once (a file
-removed meanwhile is created again); it is closed with the kernel's
-summary (opening it for each of a tuning's launches, 128 for 16 configs,
-cost about 20 us a launch on a CPU host).
+links, and must be this user's own regular file; the folder is taken as it
+is (the real Triton-distributed's contextual autotuner writes its logs to
+the same folder, made with the default mode). While a kernel
+is tuned the file stays open (a
+:class:`~kerneltune.core.private_files.PrivateAppender`, as the tuning
+log's: each line written through at once, and a file removed or replaced
+meanwhile is opened anew); it is closed with the kernel's summary (opening
+it for each of a tuning's launches, 128 for 16 configs, cost about 20 us a
+launch on a CPU host).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
-from typing import TextIO
 
-from kerneltune.core import KernelTuned, LaunchMeasured, hookimpl, open_private_append, user_stacklevel
+from kerneltune.core import KernelTuned, LaunchMeasured, PrivateAppender, hookimpl, user_stacklevel
 
 LOG_DIR = Path(".autotune_logs")
 
-#: The logs open while kernels are tuned, by working directory and rank; closed by a kernel's summary.
-_open: dict[tuple[str, int], TextIO] = {}
-_open_lock = threading.Lock()
+#: The logs open while kernels are tuned, by path (relative: a new working directory opens anew);
+#: closed by a kernel's summary.
+_logs = PrivateAppender(private_folders=False)
 
 
 def _rank() -> int:
@@ -48,16 +48,10 @@ def _append(text: str, *, last: bool = False) -> None:
     """Append ``text``'s lines, stamped; ``last``: then close every log open here (a kernel is tuned)."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     lines = "".join(f"{stamp} {line}\n" for line in text.splitlines())
-    rank = _rank()
+    path = LOG_DIR / f"rank-{_rank()}.log"
     try:
-        with _open_lock:
-            try:
-                _write(rank, lines)
-            finally:
-                if last:
-                    _close_all()
+        _logs.write(path, lines)
     except OSError as exc:
-        path = LOG_DIR / f"rank-{rank}.log"
         # The log records a tuning, it is not part of it: a read-only working
         # directory must not cost the picks. One message for every line, so
         # Python's default warning filter shows it once.
@@ -66,37 +60,9 @@ def _append(text: str, *, last: bool = False) -> None:
             RuntimeWarning,
             stacklevel=user_stacklevel(),
         )
-
-
-def _write(rank: int, lines: str) -> None:
-    """Write ``lines`` to ``rank``'s open log, opening it first where it is not; the caller holds the lock."""
-    where = (os.getcwd(), rank)
-    handle = _open.get(where)
-    if handle is not None and os.fstat(handle.fileno()).st_nlink == 0:
-        # Removed since it was opened (a tuning cut short left it open): write a new one.
-        del _open[where]
-        with contextlib.suppress(OSError):
-            handle.close()
-        handle = None
-    if handle is None:
-        LOG_DIR.mkdir(parents=True, exist_ok=True)
-        # 0600, as the cache's files are: the log names the kernels and shapes this user runs.
-        handle = _open[where] = open_private_append(LOG_DIR / f"rank-{rank}.log")
-    try:
-        handle.write(lines)
-        handle.flush()
-    except OSError:
-        del _open[where]
-        with contextlib.suppress(OSError):
-            handle.close()
-        raise
-
-
-def _close_all() -> None:
-    while _open:
-        _, handle = _open.popitem()
-        with contextlib.suppress(OSError):  # its lines were flushed as they were written
-            handle.close()
+    finally:
+        if last:
+            _logs.close()
 
 
 def _ms(value: float) -> str:

@@ -327,6 +327,24 @@ def test_a_sample_records_its_events_holds_and_flush_on_the_current_units_stream
     assert {e.stream for e in recorded} == {"stream of cuda:1"}
 
 
+def test_a_batchs_shared_timer_looks_the_stream_up_only_for_the_events_it_records(fake_cuda, clock):
+    shared, own = on_its_device(CudaEventTimer), on_its_device(CudaEventTimer)
+    shared.hold(10.0)  # calibrates the device (a timed spin)
+    shared.flush()  # its first flush is timed
+    shared.collect()
+
+    def before() -> None:  # a later candidate of a batch: the first timer holds and flushes
+        shared.hold(50.0)
+        shared.flush()
+
+    own.sample(lambda: clock.advance(0.01), before=before)  # the first hold after a collect: timed
+    lookups = fake_cuda.stream_lookups
+    for _ in range(3):
+        own.sample(lambda: clock.advance(0.01), before=before)
+    assert fake_cuda.stream_lookups == lookups + 3, "the samples' own; untimed holds and flushes need none"
+    assert fake_cuda.spins[-3:] == [50 * SPIN_CYCLES_PER_US] * 3
+
+
 def test_a_hold_given_as_before_stays_outside_the_timed_region(fake_cuda, clock):
     timer = on_its_device(CudaEventTimer)
     timer.sample(lambda: clock.advance(0.04), before=lambda: timer.hold(150.0))

@@ -141,17 +141,20 @@ class DeviceEventTimer(TorchDeviceTimer):
             self._place = None
         self._pairs.append((start, end))
 
-    def _unit_and_stream(self) -> tuple[int, Any]:
-        """The current unit and its current stream: :meth:`sample`'s, or looked up.
+    def _unit(self) -> int:
+        """The current unit: :meth:`sample`'s, or asked for."""
+        return self._place[0] if self._place is not None else self._device.current()
+
+    def _stream(self, unit: int) -> Any:
+        """``unit``'s current stream: :meth:`sample`'s, or looked up; only where events are recorded.
 
         Looking the stream up takes torch several microseconds in Python, and
         without a stream ``Event.record`` looks it up on every call: a timed
-        run records up to four events.
+        run records up to four events. A batch's hold and flush go through
+        its first timer while another samples, so they ask for the stream
+        only when they record events (a timed hold or flush).
         """
-        if self._place is not None:
-            return self._place
-        unit = self._device.current()
-        return unit, self._module.current_stream(unit)
+        return self._place[1] if self._place is not None else self._module.current_stream(unit)
 
     def hold(self, microseconds: float) -> bool:
         """Enqueue a spin that keeps the device busy for about ``microseconds``; no waiting.
@@ -175,17 +178,17 @@ class DeviceEventTimer(TorchDeviceTimer):
             return False
         if microseconds <= 0:
             return True
-        unit, stream = self._unit_and_stream()
+        unit = self._unit()
         device = (self.name, unit)
         if device not in self._cycles_per_us:
-            self._calibrate(device, spin, stream)
+            self._calibrate(device, spin, self._stream(unit))
         cycles = max(1, round(microseconds * self._cycles_per_us[device]))
         if self._holds and self._untimed_holds < HOLDS_TIMED_EVERY - 1:
             self._untimed_holds += 1
             spin(cycles)
         else:
             self._untimed_holds = 0
-            self._holds.append((device, cycles, *self._timed_spin(spin, cycles, stream)))
+            self._holds.append((device, cycles, *self._timed_spin(spin, cycles, self._stream(unit))))
         return True
 
     def flush(self) -> None:
@@ -198,7 +201,7 @@ class DeviceEventTimer(TorchDeviceTimer):
         a first flush can be slow, and too long a figure would shorten holds
         too much).
         """
-        unit, stream = self._unit_and_stream()
+        unit = self._unit()
         device = (self.name, unit)
         timed = self._flushes_timed.get(device, 0)
         if (
@@ -211,6 +214,7 @@ class DeviceEventTimer(TorchDeviceTimer):
         self._flushes_timed[device] = timed + 1
         self._flush_timed.add(device)
         start, end = self._event_pair()
+        stream = self._stream(unit)
         start.record(stream)
         self._flush_unit(unit)
         end.record(stream)

@@ -32,6 +32,7 @@ def npu(request, monkeypatch):
     """The double, filing kernels under the step that launched them, or the step they ran in."""
     monkeypatch.delenv(npu_profiler.BENCH_METHOD, raising=False)
     monkeypatch.setattr(ProfilingRun, "current", None)
+    monkeypatch.setattr(NpuProfilerTimer, "_sizes", {})  # the L2 size, asked once per process
     device = double.install(monkeypatch, request.param)
     monkeypatch.setattr(NpuProfilerTimer, "_allocate", lambda timer, nbytes: device.buffer(nbytes))
     return device

@@ -23,6 +23,7 @@ from kerneltune.plugins.timers.events import (
     CudaEventTimer,
     DeviceEventTimer,
     NpuEventTimer,
+    TorchDeviceTimer,
 )
 from kerneltune.plugins.timers.wallclock import WallclockTimer
 from tuning_doubles import FakeClock, install_session, stored_records
@@ -143,6 +144,7 @@ def clock(monkeypatch):
     monkeypatch.setattr(DeviceEventTimer, "_cycles_per_us", {})
     monkeypatch.setattr(DeviceEventTimer, "_flush_us", {})
     monkeypatch.setattr(DeviceEventTimer, "_flushes_timed", {})
+    monkeypatch.setattr(TorchDeviceTimer, "_sizes", {})  # and L2 sizes
     return FakeClock()
 
 
@@ -369,6 +371,42 @@ def test_a_timer_times_its_first_flush_on_a_device_and_keeps_the_shortest_seen(f
     assert timer.flush_microseconds() == pytest.approx(20.0), "a shorter flush on that device lowers it"
     fake_cuda.device = 1
     assert timer.flush_microseconds() is None, "by device"
+
+
+MIB = 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("l2", "flushed"),
+    [(60 * MIB, 120 * MIB), (192 * MIB, FLUSH_BYTES), (0, FLUSH_BYTES), (None, FLUSH_BYTES)],
+    ids=["twice-an-H200s", "at-most-256-MiB", "zero-said", "not-said"],
+)
+def test_a_flush_writes_twice_the_l2_the_device_says_it_has(monkeypatch, fake_cuda, clock, l2, flushed):
+    asked = []
+
+    def get_device_properties(unit: int) -> object:
+        asked.append(unit)
+        return types.SimpleNamespace(name="Fake", **({} if l2 is None else {"L2_cache_size": l2}))
+
+    monkeypatch.setattr(fake_cuda, "get_device_properties", get_device_properties, raising=False)
+    for _ in range(3):
+        timer = on_its_device(CudaEventTimer)
+        timer.flush()
+        timer.flush()
+    assert fake_cuda.flushes == [flushed] * 6
+    assert asked == [0], "asked once per device and process"
+    fake_cuda.device = 1
+    on_its_device(CudaEventTimer).flush()
+    assert asked == [0, 1]
+
+
+def test_a_device_module_that_cannot_say_its_l2_gets_the_flush_that_evicts_any(monkeypatch, fake_cuda, clock):
+    def get_device_properties(unit: int) -> object:
+        raise RuntimeError("no such device")
+
+    monkeypatch.setattr(fake_cuda, "get_device_properties", get_device_properties, raising=False)
+    on_its_device(CudaEventTimer).flush()
+    assert fake_cuda.flushes == [FLUSH_BYTES]
 
 
 def test_only_the_first_few_timers_on_a_device_time_a_flush(fake_cuda, clock):

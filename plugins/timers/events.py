@@ -27,10 +27,14 @@ if TYPE_CHECKING:
 CALIBRATION_CYCLES = 1_000_000
 #: ...and spins in the first calibration of a device: the earlier ones bring its clock up.
 CALIBRATION_SPINS = 3
-#: Bytes written to evict the device's L2 before a timed run: more than any
-#: such cache (an H200 has 60 MB, an Ascend 910B 192 MB), as much as Triton's
-#: own benchmarker writes.
+#: Bytes written to evict the device's L2 before a timed run where the device does not say how large
+#: its L2 is: more than any such cache (an H200 has 60 MB, an Ascend 910B 192 MB), as much as
+#: Triton's own benchmarker writes.
 FLUSH_BYTES = 256 * 1024 * 1024
+#: Where it does, this many times its L2 (at most FLUSH_BYTES). On an H200 a 32 MB write already
+#: left six matmuls and adds as slow as 256 MB did, and its 120 MB take the device 43 us against
+#: 82 us for 256 MB, before every timed run (BENCHMARKS.md, session 25).
+FLUSH_L2_TIMES = 2
 #: Flushes timed per device and process, the first of as many timers, to learn how long one takes;
 #: later ones are not timed, so that nothing but the flush goes ahead of most start marks.
 FLUSHES_TIMED = 8
@@ -68,7 +72,7 @@ class TorchDeviceTimer:
         return device_unavailable_reason(cls.device_type)
 
     def flush(self) -> None:
-        """Evict the device's L2 cache: write :data:`FLUSH_BYTES` on the current stream; no waiting.
+        """Evict the device's L2 cache: write :meth:`flush_bytes` on the current stream; no waiting.
 
         The buffer is allocated on a unit's first flush and kept while the
         timer lives (one candidate).
@@ -78,8 +82,26 @@ class TorchDeviceTimer:
     def _flush_unit(self, unit: int) -> None:
         buffer = self._flush_buffers.get(unit)
         if buffer is None:
-            buffer = self._flush_buffers[unit] = self._allocate(FLUSH_BYTES)
+            buffer = self._flush_buffers[unit] = self._allocate(self.flush_bytes(unit))
         buffer.zero_()
+
+    #: :meth:`flush_bytes` by (device type, unit), asked once per process.
+    _sizes: ClassVar[dict[tuple[str, int], int]] = {}
+
+    @classmethod
+    def flush_bytes(cls, unit: int) -> int:
+        """How much a flush of ``unit`` writes: :data:`FLUSH_L2_TIMES` its L2 where the device module's
+        ``get_device_properties`` gives ``L2_cache_size``, at most :data:`FLUSH_BYTES`; else that."""
+        size = cls._sizes.get((cls.device_type, unit))
+        if size is None:
+            try:
+                l2 = int(getattr(cls.device_module().get_device_properties(unit), "L2_cache_size", 0) or 0)
+            except Exception:  # no such call, or no such device: the size that evicts any L2
+                l2 = 0
+            size = cls._sizes[(cls.device_type, unit)] = (
+                min(FLUSH_BYTES, FLUSH_L2_TIMES * l2) if l2 > 0 else FLUSH_BYTES
+            )
+        return size
 
     def _allocate(self, nbytes: int) -> Any:
         import torch

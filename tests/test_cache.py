@@ -322,6 +322,29 @@ def test_json_cache_writes_readable_plain_json(tmp_path):
     assert "\n  " in text, "indented for people"
 
 
+def test_json_cache_writes_a_field_a_line_and_a_list_item_a_line(tmp_path):
+    record = {"b": [{"index": 1, "ms": 0.5}, {"index": 0, "ms": 2.0}], "a": {"k": [1, 2]}, "e": [], "n": None}
+    JsonCache(root=tmp_path).store("fn", "abc", record)
+    text = (tmp_path / "fn" / "abc.json").read_text()
+    assert text.splitlines() == [
+        "{",
+        '  "a": {"k": [1, 2]},',
+        '  "b": [',
+        '    {"index": 1, "ms": 0.5},',
+        '    {"index": 0, "ms": 2.0}',
+        "  ],",
+        '  "e": [],',
+        '  "n": null',
+        "}",
+    ]
+    assert json.loads(text) == record
+    for other in ([1, 2], {1: "a"}, "text"):  # not a record: one line of plain JSON
+        JsonCache(root=tmp_path).store("fn", "other", other)
+        assert json.loads((tmp_path / "fn" / "other.json").read_text()) == json.loads(json.dumps(other))
+    with pytest.raises(ValueError):
+        JsonCache(root=tmp_path).store("fn", "nan", {"ms": [float("nan")]})
+
+
 def test_msgpack_cache_writes_msgpack(tmp_path):
     MsgpackCache(root=tmp_path).store("fn", "abc", RECORD)
     assert msgpack.unpackb((tmp_path / "fn" / "abc.msgpack").read_bytes(), raw=False) == RECORD

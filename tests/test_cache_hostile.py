@@ -352,6 +352,9 @@ def test_stale_temporary_files_are_removed_when_writing_but_live_ones_survive(tm
     os.utime(unrelated, (hour_ago, hour_ago))
 
     cache.store("fn", "other", {"x": 2})
+    assert stale.exists(), "a cache object sweeps a folder once, at its first write there"
+
+    JsonCache(root=tmp_path).store("fn", "other", {"x": 2})  # the next process's
 
     assert not stale.exists()
     assert live.exists() and unrelated.exists()

@@ -9,7 +9,8 @@ namespace escapes the root or exceeds a file name's length.
 Writes go to a temporary file in the same directory and are renamed into
 place under a file lock, so readers see the old record or the new one, never
 half of one; temporary files that a killed writer left behind are removed by
-a later write into the folder. Directories are created private to the user
+the next cache object's first write into the folder (once per folder and
+process, as a session makes one cache object). Directories are created private to the user
 (mode 0700), and files (records, lock files) with mode 0600 whatever the
 umask. A folder or file another user could change is not used (one warning
 per process); files are read without following links or blocking, regular
@@ -71,6 +72,8 @@ class FileCache:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        #: folders whose stale temporary files this object has looked for (on its first write there).
+        self._swept: set[Path] = set()
 
     def directory(self, namespace: str) -> Path | None:
         """The namespace's folder (not created until something is written).
@@ -146,7 +149,9 @@ class FileCache:
 
         # An explicit mode, as every other file here has: filelock would otherwise take the umask's.
         with filelock.FileLock(str(path) + ".lock", mode=0o600):
-            self._remove_stale_temporaries(folder)
+            if folder not in self._swept:  # a scan per write grew with the folder: once is enough
+                self._remove_stale_temporaries(folder)
+                self._swept.add(folder)
             handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
             try:
                 with os.fdopen(handle, "wb") as out:
@@ -200,6 +205,10 @@ class FileCache:
                 yield folder.name, path.stem, path
 
 
+def _compact(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, allow_nan=False)
+
+
 class JsonCache(FileCache):
     """Indented JSON: a person can read a pick and its timings."""
 
@@ -208,7 +217,24 @@ class JsonCache(FileCache):
     auto_priority = 10
 
     def encode(self, data: Any) -> bytes:
-        return json.dumps(data, indent=2, sort_keys=True, allow_nan=False).encode()
+        """A record's fields a line each, and each item of a list field (a candidate) a line of its own.
+
+        ``json.dumps(indent=...)`` would take the pure-Python encoder: half a
+        millisecond per record of 24 candidates on an H200's host, in every
+        tuning; the C encoder per line takes a third of that.
+        """
+        if not isinstance(data, dict) or not all(isinstance(name, str) for name in data):
+            return json.dumps(data, sort_keys=True, allow_nan=False).encode()
+        lines = []
+        for name in sorted(data):
+            value = data[name]
+            field = json.dumps(name)
+            if isinstance(value, list) and value:
+                items = ",\n".join(f"    {_compact(item)}" for item in value)
+                lines.append(f"  {field}: [\n{items}\n  ]")
+            else:
+                lines.append(f"  {field}: {_compact(value)}")
+        return ("{\n" + ",\n".join(lines) + "\n}\n").encode()
 
     def decode(self, payload: bytes) -> Any:
         return json.loads(payload)

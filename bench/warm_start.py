@@ -53,9 +53,9 @@ measuring five), and per M how far the oracle's two passes disagree
 (``passes``: the spread of refined over first-pass times among the configs
 both timed). A miss smaller than that spread is listed as undecided: the
 oracle ranks those configs differently depending on how long it times them.
-``--out`` writes every number as JSON. ``--screen-warmup`` and
-``--screen-repeat`` try a screen with other run counts (an experiment: the
-engine has no setting for them).
+``--out`` writes every number as JSON. ``--screen-warmup``,
+``--screen-repeat`` and ``--finalist-repeat`` try a screen and finalists with
+other run counts (an experiment: the engine has no setting for them).
 """
 
 from __future__ import annotations
@@ -142,6 +142,11 @@ def arguments() -> argparse.Namespace:
         "--screen-repeat",
         type=int,
         help="a screen's timed runs per config, for trying another value (default: the engine's, 2)",
+    )
+    parser.add_argument(
+        "--finalist-repeat",
+        type=int,
+        help="a finalist's timed runs per round at most, to try another value (default: the engine's, 3)",
     )
     parser.add_argument("--nk", type=int, default=4096, help="N = K (default 4096)")
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="inputs' dtype")
@@ -445,9 +450,9 @@ def summary(rows: list[dict[str, Any]], budget: int) -> dict[str, Any]:
     }
 
 
-def screen_runs(warmup: int | None, repeat: int | None) -> dict[str, int]:
-    """Give a screen ``warmup`` untimed and ``repeat`` timed runs per config (``None``: the engine's);
-    the counts in force.
+def screen_runs(warmup: int | None, repeat: int | None, finalist: int | None = None) -> dict[str, int]:
+    """Give a screen ``warmup`` untimed and ``repeat`` timed runs per config, and a finalist at most
+    ``finalist`` timed runs per round (``None``: the engine's); the counts in force.
 
     An experiment, not a setting: it replaces the engine's constants in
     this process, so that a lease can weigh fewer runs against the picks.
@@ -458,7 +463,13 @@ def screen_runs(warmup: int | None, repeat: int | None) -> dict[str, int]:
         tuning.SCREEN_WARMUP = warmup
     if repeat is not None:
         tuning.SCREEN_REPEAT = repeat
-    return {"warmup": tuning.SCREEN_WARMUP, "repeat": tuning.SCREEN_REPEAT}
+    if finalist is not None:
+        tuning.FINALIST_REPEAT = finalist
+    return {
+        "warmup": tuning.SCREEN_WARMUP,
+        "repeat": tuning.SCREEN_REPEAT,
+        "finalist": tuning.FINALIST_REPEAT,
+    }
 
 
 def main() -> int:
@@ -479,8 +490,11 @@ def main() -> int:
         return 1
     if options.budget is None:
         options.budget = 2 if options.smoke else 5
-    runs = screen_runs(options.screen_warmup, options.screen_repeat)
-    print(f"screen: {runs['warmup']} untimed and {runs['repeat']} timed runs per config")
+    runs = screen_runs(options.screen_warmup, options.screen_repeat, options.finalist_repeat)
+    print(
+        f"screen: {runs['warmup']} untimed and {runs['repeat']} timed runs per config; "
+        f"finalists: at most {runs['finalist']} timed runs per round"
+    )
     root = Path(tempfile.mkdtemp(prefix="warm-start-")) if options.cache_root is None else options.cache_root
     if any((root / kind).exists() for kind in ("compile", "full", "warm")):
         print(
@@ -624,7 +638,7 @@ def main() -> int:
             "configs": [str(cfg) for cfg in work.configs],
             "budget": options.budget,
             "mode": options.mode,
-            "screen_runs": screen_runs(options.screen_warmup, options.screen_repeat),
+            "screen_runs": screen_runs(options.screen_warmup, options.screen_repeat, options.finalist_repeat),
             "oracle_rounds": options.oracle_rounds,
             "refine": {
                 "top": options.refine_top,

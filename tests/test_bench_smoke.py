@@ -73,9 +73,15 @@ def test_warm_start_smoke_refines_every_pick_it_judges(tmp_path):
 
 def test_warm_start_smoke_screens_with_the_run_counts_asked_for(tmp_path):
     root = tmp_path / "caches"
-    arguments = ("--mode=screen", "--screen-warmup=0", "--screen-repeat=2", f"--cache-root={root}")
+    arguments = (
+        "--mode=screen",
+        "--screen-warmup=0",
+        "--screen-repeat=2",
+        "--finalist-repeat=1",
+        f"--cache-root={root}",
+    )
     result = run_bench("warm_start.py", *arguments, tmp_path=tmp_path)
-    assert result["screen_runs"] == {"warmup": 0, "repeat": 2}
+    assert result["screen_runs"] == {"warmup": 0, "repeat": 2, "finalist": 1}
     records = [json.loads(path.read_text()) for path in (root / "warm" / "matmul_launch").glob("*.json")]
     screened = [record for record in records if record.get("warm_start")]
     assert screened and all(record["warm_start"]["screen"] for record in screened)
@@ -83,6 +89,8 @@ def test_warm_start_smoke_screens_with_the_run_counts_asked_for(tmp_path):
         finalists = set(record["warm_start"]["finalists"])
         counts = {len(row["samples_ms"]) for i, row in enumerate(record["candidates"]) if i not in finalists}
         assert counts <= {0, 2}, f"two timed runs per screened config: {counts}"
+        retimed = {len(record["candidates"][i]["samples_ms"]) for i in finalists}
+        assert retimed == {2}, f"two rounds of one timed run per finalist: {retimed}"
 
 
 #: A kernel looping over a runtime int argument, as the smoke's row sum does.

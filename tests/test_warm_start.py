@@ -34,6 +34,7 @@ from kerneltune.core import (
 )
 from kerneltune.core.machine import measure, warm_start
 from kerneltune.core.machine.warm_start import (
+    FINALIST_REPEAT,
     SCREEN_REPEAT,
     SCREEN_WARMUP,
     choose,
@@ -628,10 +629,12 @@ def test_a_screen_launches_every_config_before_it_waits_for_the_device_once(monk
     assert all(set(samples[n - 1]) == {cost(256, n)} for n in NS), f"each config its own samples: {samples}"
 
 
-def noting_session(monkeypatch, timer: type[NotingTimer]) -> Callable[[], Callable[..., int]]:
+def noting_session(
+    monkeypatch, timer: type[NotingTimer], repeat: int = 1
+) -> Callable[[], Callable[..., int]]:
     """A session timed by ``timer``; returns a maker of screened warm-start tuners of ``swept``."""
     timers = types.SimpleNamespace(kerneltune_register_timers=hookimpl(lambda register: register(timer)))
-    install_session(monkeypatch, extra=(timers,), timer="noting", warmup=0, repeat=1)
+    install_session(monkeypatch, extra=(timers,), timer="noting", warmup=0, repeat=repeat)
 
     def swept(m: int, n: int) -> int:
         timer.steps.append(("run", n))
@@ -661,6 +664,25 @@ def test_the_finalists_are_launched_as_one_batch_after_the_screen(monkeypatch, i
     retimed = [n for what, n in steps[second:] if what == "run"][:-1]
     assert sorted(set(retimed)) == [i + 1 for i in sorted(finalists)]
     assert len(retimed) == 2 * 2 * len(finalists), "two rounds of a warm-up and a timed run each"
+
+
+@pytest.mark.parametrize("repeat", [4, 10])
+def test_a_finalist_takes_at_most_finalist_repeat_timed_runs_a_round(monkeypatch, isolated, repeat):
+    steps: list[tuple[str, int]] = []
+    noting = type("Noting", (NotingTimer,), {"clock": FakeClock(), "steps": steps})
+    tuner = noting_session(monkeypatch, noting, repeat=repeat)
+    tuner()(64)
+    steps.clear()
+    assert tuner()(256) == 5
+    finalists = warm_record(isolated, 256)["warm_start"]["finalists"]
+    phases = [what == "collect" for what, _ in steps]
+    second = phases.index(True) + phases[phases.index(True) :].index(False)
+    retimed = collections.Counter(n for what, n in steps[second:] if what == "run")
+    retimed[5] -= 1  # the pick's own call
+    per_round = min(FINALIST_REPEAT, math.ceil(repeat / 2))  # 2 of 4; FINALIST_REPEAT of 10
+    assert dict(retimed) == {i + 1: 2 * (1 + per_round) for i in finalists}, (
+        "two rounds of a warm-up and those"
+    )
 
 
 class FlushTimedTimer(NotingTimer):

@@ -125,6 +125,7 @@ class MeasureQueue:
         warmup: int = TIE_WARMUP,
         one_by_one: bool = False,
         batched: bool = False,
+        at_most: int | None = None,
     ) -> None:
         """Queue ``candidates`` in ``rounds`` interleaved rounds of half a first pass's timed runs each.
 
@@ -142,8 +143,11 @@ class MeasureQueue:
         round; the first round replaces what the candidate measured before.
         ``batched``: every round is launched without waiting, and collected
         after one wait (:attr:`Job.batched`); runs taken ``one_by_one`` never are.
+        ``at_most``: no more timed runs per round than that.
         """
         per_round = max(1, math.ceil(self.schedule.repeat / 2))
+        if at_most is not None:
+            per_round = max(1, min(per_round, at_most))
         self.rounds = max(self.rounds, rounds)
         for round_ in range(rounds):
             shift = round_ % len(candidates)

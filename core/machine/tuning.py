@@ -33,7 +33,7 @@ from kerneltune.core.machine.select import agree, choose, verdict_fields, warn_i
 from kerneltune.core.machine.shard import share
 from kerneltune.core.machine.ties import NearTies, agreed_finalists
 from kerneltune.core.machine.twins import Twins
-from kerneltune.core.machine.warm_start import SCREEN_REPEAT, SCREEN_WARMUP, screen_finalists
+from kerneltune.core.machine.warm_start import FINALIST_REPEAT, SCREEN_REPEAT, SCREEN_WARMUP, screen_finalists
 from kerneltune.core.plugin_system.contracts import CompileProcess, GlobalRankReducer, HoldingTimer, provides
 from kerneltune.core.plugin_system.settings import TUNE_AUTO
 from kerneltune.core.values.events import Header, PickLoaded, TuningFinished, TuningStarted
@@ -499,7 +499,12 @@ class Tuning(Rounds):
                 # On a quiet machine launched as one batch, as the screen was: one wait, few holds.
                 noisy = self._ties.noisy
                 self._queue.interleave(
-                    finalists, 2, purpose="warm-start finalists", one_by_one=noisy, batched=not noisy
+                    finalists,
+                    2,
+                    purpose="warm-start finalists",
+                    one_by_one=noisy,
+                    batched=not noisy,
+                    at_most=FINALIST_REPEAT,
                 )
         elif ties and (finalists := self._ties.take(chosen, candidates)):
             noisy = self._ties.noisy

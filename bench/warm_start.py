@@ -55,7 +55,10 @@ both timed). A miss smaller than that spread is listed as undecided: the
 oracle ranks those configs differently depending on how long it times them.
 ``--out`` writes every number as JSON. ``--screen-warmup``,
 ``--screen-repeat`` and ``--finalist-repeat`` try a screen and finalists with
-other run counts (an experiment: the engine has no setting for them).
+other run counts (an experiment: the engine has no setting for them);
+``--beside-finalist-repeat N`` runs every warm sweep a second time, side by
+side with the first, its finalists at most N timed runs a round, judged by the
+same oracle (rows ``increasing-fN``, ``shuffled-K-fN``).
 """
 
 from __future__ import annotations
@@ -146,7 +149,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--finalist-repeat",
         type=int,
-        help="a finalist's timed runs per round at most, to try another value (default: the engine's, 3)",
+        help="a finalist's timed runs per round at most, to try another value (default: half of repeat)",
+    )
+    parser.add_argument(
+        "--beside-finalist-repeat",
+        type=int,
+        help="also run every warm sweep with this many finalist runs per round, side by side, same oracle",
     )
     parser.add_argument("--nk", type=int, default=4096, help="N = K (default 4096)")
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="inputs' dtype")
@@ -263,6 +271,8 @@ class Sweep:
     order: list[int]
     options: dict[str, Any]
     launcher: Callable[..., None] | None = None
+    #: the engine's FINALIST_REPEAT while this sweep tunes (``None``: as it is).
+    finalist_repeat: int | None = None
     rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
@@ -299,13 +309,21 @@ def sweeps(work: Workload, tunings: Tunings, plans: list[Sweep]) -> None:
 def tune_one(work: Workload, tunings: Tunings, plan: Sweep, m: int) -> dict[str, Any]:
     """Tune M with ``plan``'s tuner (a key it has not seen): configs measured, seconds, pick."""
     assert plan.launcher is not None
+    from kerneltune.core.machine import tuning
+
     os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(plan.cache)
     tunings.reset()
-    work.synchronize()
-    started = time.perf_counter()
-    plan.launcher(*work.operands(m))
-    work.synchronize()
-    seconds = time.perf_counter() - started
+    kept = tuning.FINALIST_REPEAT
+    if plan.finalist_repeat is not None:
+        tuning.FINALIST_REPEAT = plan.finalist_repeat
+    try:
+        work.synchronize()
+        started = time.perf_counter()
+        plan.launcher(*work.operands(m))
+        work.synchronize()
+        seconds = time.perf_counter() - started
+    finally:
+        tuning.FINALIST_REPEAT = kept
     assert tunings.pick is not None, f"M={m}: no tuning happened (a stale cache in {plan.cache}?)"
     print(
         f"  {plan.name:<12} M={m:<6} {len(tunings.measured):>3} configs {seconds:8.3f} s  "
@@ -450,7 +468,11 @@ def summary(rows: list[dict[str, Any]], budget: int) -> dict[str, Any]:
     }
 
 
-def screen_runs(warmup: int | None, repeat: int | None, finalist: int | None = None) -> dict[str, int]:
+def finalist_runs(most: int | None) -> str:
+    return "half of repeat" if most is None else f"at most {most}"
+
+
+def screen_runs(warmup: int | None, repeat: int | None, finalist: int | None = None) -> dict[str, int | None]:
     """Give a screen ``warmup`` untimed and ``repeat`` timed runs per config, and a finalist at most
     ``finalist`` timed runs per round (``None``: the engine's); the counts in force.
 
@@ -493,7 +515,7 @@ def main() -> int:
     runs = screen_runs(options.screen_warmup, options.screen_repeat, options.finalist_repeat)
     print(
         f"screen: {runs['warmup']} untimed and {runs['repeat']} timed runs per config; "
-        f"finalists: at most {runs['finalist']} timed runs per round"
+        f"finalists: {finalist_runs(runs['finalist'])} timed runs per round"
     )
     root = Path(tempfile.mkdtemp(prefix="warm-start-")) if options.cache_root is None else options.cache_root
     if any((root / kind).exists() for kind in ("compile", "full", "warm")):
@@ -537,6 +559,18 @@ def main() -> int:
         order = list(work.m_values)
         random.Random(seed).shuffle(order)
         plans.append(Sweep(f"shuffled-{seed}", root / f"warm-{seed}", order, warm_options))
+    if options.beside_finalist_repeat is not None:
+        beside = options.beside_finalist_repeat
+        plans += [
+            Sweep(
+                f"{'increasing' if plan.name == 'warm' else plan.name}-f{beside}",
+                plan.cache.with_name(f"{plan.cache.name}-f{beside}"),
+                plan.order,
+                warm_options,
+                finalist_repeat=beside,
+            )
+            for plan in plans[1:]
+        ]
     print(
         f"full tuning and warm start {options.mode} (budget {options.budget}), M in order, and "
         f"{options.shuffles} shuffled orders, side by side:",

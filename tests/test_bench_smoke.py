@@ -78,10 +78,15 @@ def test_warm_start_smoke_screens_with_the_run_counts_asked_for(tmp_path):
         "--screen-warmup=0",
         "--screen-repeat=2",
         "--finalist-repeat=1",
+        "--beside-finalist-repeat=3",
         f"--cache-root={root}",
     )
     result = run_bench("warm_start.py", *arguments, tmp_path=tmp_path)
     assert result["screen_runs"] == {"warmup": 0, "repeat": 2, "finalist": 1}
+    orders = [entry["order"] for entry in result["summary"]["orders"]]
+    assert orders == ["increasing", "increasing-f3"], "the warm sweep, and beside it the same with 3"
+    beside = [json.loads(path.read_text()) for path in (root / "warm-f3" / "matmul_launch").glob("*.json")]
+    assert any(record.get("warm_start") for record in beside)
     records = [json.loads(path.read_text()) for path in (root / "warm" / "matmul_launch").glob("*.json")]
     screened = [record for record in records if record.get("warm_start")]
     assert screened and all(record["warm_start"]["screen"] for record in screened)

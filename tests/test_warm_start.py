@@ -32,9 +32,8 @@ from kerneltune.core import (
     hookimpl,
     remove_plugin,
 )
-from kerneltune.core.machine import measure, warm_start
+from kerneltune.core.machine import measure, tuning, warm_start
 from kerneltune.core.machine.warm_start import (
-    FINALIST_REPEAT,
     SCREEN_REPEAT,
     SCREEN_WARMUP,
     choose,
@@ -666,8 +665,11 @@ def test_the_finalists_are_launched_as_one_batch_after_the_screen(monkeypatch, i
     assert len(retimed) == 2 * 2 * len(finalists), "two rounds of a warm-up and a timed run each"
 
 
-@pytest.mark.parametrize("repeat", [4, 10])
-def test_a_finalist_takes_at_most_finalist_repeat_timed_runs_a_round(monkeypatch, isolated, repeat):
+@pytest.mark.parametrize(("repeat", "most"), [(4, 3), (10, 3), (10, None), (7, None)])
+def test_a_finalist_takes_half_of_repeat_timed_runs_a_round_or_at_most_finalist_repeat(
+    monkeypatch, isolated, repeat, most
+):
+    monkeypatch.setattr(tuning, "FINALIST_REPEAT", most)
     steps: list[tuple[str, int]] = []
     noting = type("Noting", (NotingTimer,), {"clock": FakeClock(), "steps": steps})
     tuner = noting_session(monkeypatch, noting, repeat=repeat)
@@ -679,7 +681,7 @@ def test_a_finalist_takes_at_most_finalist_repeat_timed_runs_a_round(monkeypatch
     second = phases.index(True) + phases[phases.index(True) :].index(False)
     retimed = collections.Counter(n for what, n in steps[second:] if what == "run")
     retimed[5] -= 1  # the pick's own call
-    per_round = min(FINALIST_REPEAT, math.ceil(repeat / 2))  # 2 of 4; FINALIST_REPEAT of 10
+    per_round = {(4, 3): 2, (10, 3): 3, (10, None): 5, (7, None): 4}[repeat, most]
     assert dict(retimed) == {i + 1: 2 * (1 + per_round) for i in finalists}, (
         "two rounds of a warm-up and those"
     )

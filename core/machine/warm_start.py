@@ -40,11 +40,11 @@ SCREEN_WARMUP = 1
 #: a warm key took 0.26-0.27 of its full tuning's time (median) against 0.30-0.31, with picks as close
 #: to the oracle, and replays of recorded sweeps at 1-3% noise kept every pick (BENCHMARKS.md, session 24).
 SCREEN_REPEAT = 2
-#: Timed runs per round (of two) for each finalist, at most (a round otherwise takes half of ``repeat``,
-#: five by default). Replays of three recorded sweeps at 1% noise kept every pick with three as with
-#: five, for a warm key's device time 0.28-0.30 of its full tuning's against 0.32-0.35 (BENCHMARKS.md,
-#: session 25).
-FINALIST_REPEAT = 3
+#: At most this many timed runs per round (of two) for each finalist; ``None``: half of ``repeat``
+#: (five by default), as a full tuning's tie rounds take. Three cost a warm key 0.26-0.29 of its full
+#: tuning's time (median) against 0.29-0.30 on an H200, but missed by 3-6% where five missed by 3%
+#: at most (BENCHMARKS.md, session 25): kept for bench/warm_start.py's experiments, not set.
+FINALIST_REPEAT: int | None = None
 #: At least this many of the screen's fastest are finalists, whatever its noise says.
 SCREEN_TOP = 2
 #: How many of the nearest stored keys give their evidence.

@@ -10,12 +10,13 @@ Writes go to a temporary file in the same directory and are renamed into
 place under a file lock, so readers see the old record or the new one, never
 half of one; temporary files that a killed writer left behind are removed by
 the next cache object's first write into the folder (once per folder and
-process, as a session makes one cache object). Directories are created private to the user
-(mode 0700), and files (records, lock files) with mode 0600 whatever the
-umask. A folder or file another user could change is not used (one warning
-per process); files are read without following links or blocking, regular
-files only, up to a size cap. Only plain data is stored; nothing read
-back is ever executed or imported.
+process: sessions, each with its cache object, are kept per settings).
+Directories are created private to the user (mode 0700), and files
+(records, lock files) with mode 0600 whatever the umask. A folder or file
+another user could change is not used (one warning per process); files are
+read without following links or blocking, regular files only, up to a size
+cap. Only plain data is stored; nothing read back is ever executed or
+imported.
 """
 
 from __future__ import annotations

@@ -184,6 +184,25 @@ def test_a_sweep_parses_each_stored_record_once(swept, isolated, monkeypatch):
     assert warm_record(isolated, 1024)["warm_start"]["from"] == 512
 
 
+def test_a_warm_start_reads_the_candidates_of_the_nearest_keys_only(swept, isolated, monkeypatch):
+    tuned = swept.tuner(warm_start="nearest")
+    for m in (16, 32, 64, 128, 256, 512):
+        tuned(m)
+    read = []
+    ranked = warm_start.ranked
+
+    def reading(record, *rest):
+        read.append(record.key)
+        return ranked(record, *rest)
+
+    monkeypatch.setattr(warm_start, "ranked", reading)
+    tuned(1024)
+    # Six keys stored; the nearest two give their evidence, and only theirs is read to find them.
+    assert read[: warm_start.NEAREST_KEYS] == [512, 256]
+    assert warm_record(isolated, 1024)["warm_start"]["from"] == 512
+    assert 16 not in read and 32 not in read
+
+
 def test_the_picks_of_both_nearest_keys_come_first(swept, isolated):
     tuned = swept.tuner()
     tuned(64)

@@ -12,6 +12,7 @@ key") explains how each chooses and when not to use it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -263,17 +264,18 @@ def nearest(
             or record.source != space.source
             or record.key == key
             or record.method.objective != objective
-            or _plain(record.hardware) != hardware
+            # A record read back holds lists already; one made here may hold tuples.
+            or (record.hardware != hardware and _plain(record.hardware) != hardware)
             or (session.settings.version_check and record.versions != session.versions)
         ):
             continue
         distance = key_distance(session, space.name, key, record.key)
         if math.isfinite(distance):
-            found.append(Neighbour(distance, record))
-    found.sort(key=lambda n: (n.distance, digest(n.record.key)))
+            found.append((distance, digest(record.key), record))
+    found.sort(key=lambda entry: entry[:2])
     unique: dict[str, Neighbour] = {}
-    for neighbour in found:
-        unique.setdefault(digest(neighbour.record.key), neighbour)
+    for distance, name, record in found:
+        unique.setdefault(name, Neighbour(distance, record))
     return list(unique.values())
 
 
@@ -379,8 +381,9 @@ def propose(
     allowed = dict.fromkeys(kept)
     # The nearest keys that timed any of the kept candidates.
     found = nearest(session, space, key, records, session.settings.objective)
-    near = [n for n in found if n.distance <= MAX_DISTANCE and ranked(n.record, space, allowed)]
-    neighbours = near[:NEAREST_KEYS]
+    # Nearest first: only as many are ranked as are needed.
+    near = (n for n in found if n.distance <= MAX_DISTANCE and ranked(n.record, space, allowed))
+    neighbours = list(itertools.islice(near, NEAREST_KEYS))
     if not neighbours:
         logger.info(
             "kerneltune: %s: no stored key within distance %s of %r timed these candidates, tuning in full",

@@ -201,9 +201,17 @@ class FileCache:
         else:
             folder = self.directory(namespace)
             folders = [] if folder is None else [folder]
+        ending = f".{self.suffix}"
         for folder in folders:
-            for path in sorted(folder.glob(f"*.{self.suffix}")):
-                yield folder.name, path.stem, path
+            # Names, not Paths, sorted: a warm start lists the folder at every new key.
+            try:
+                with os.scandir(folder) as scan:
+                    names = sorted(entry.name for entry in scan if entry.name.endswith(ending))
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                continue  # as a glob would: nothing listed
+            for name in names:
+                if len(name) > len(ending):
+                    yield folder.name, name[: -len(ending)], folder / name
 
 
 def _compact(value: Any) -> str:

@@ -58,7 +58,9 @@ oracle ranks those configs differently depending on how long it times them.
 other run counts (an experiment: the engine has no setting for them);
 ``--beside-finalist-repeat N`` runs every warm sweep a second time, side by
 side with the first, its finalists at most N timed runs a round, judged by the
-same oracle (rows ``increasing-fN``, ``shuffled-K-fN``).
+same oracle (rows ``increasing-fN``, ``shuffled-K-fN``); ``--beside-screen-warmup
+N`` does the same with N untimed screen runs per config (rows ``increasing-wN``,
+``shuffled-K-wN``).
 """
 
 from __future__ import annotations
@@ -155,6 +157,11 @@ def arguments() -> argparse.Namespace:
         "--beside-finalist-repeat",
         type=int,
         help="also run every warm sweep with this many finalist runs per round, side by side, same oracle",
+    )
+    parser.add_argument(
+        "--beside-screen-warmup",
+        type=int,
+        help="also run every warm sweep with this many untimed screen runs per config, side by side",
     )
     parser.add_argument("--nk", type=int, default=4096, help="N = K (default 4096)")
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"), help="inputs' dtype")
@@ -273,6 +280,8 @@ class Sweep:
     launcher: Callable[..., None] | None = None
     #: the engine's FINALIST_REPEAT while this sweep tunes (``None``: as it is).
     finalist_repeat: int | None = None
+    #: the engine's SCREEN_WARMUP while this sweep tunes (``None``: as it is).
+    screen_warmup: int | None = None
     rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
@@ -313,9 +322,11 @@ def tune_one(work: Workload, tunings: Tunings, plan: Sweep, m: int) -> dict[str,
 
     os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(plan.cache)
     tunings.reset()
-    kept = tuning.FINALIST_REPEAT
+    kept = tuning.FINALIST_REPEAT, tuning.SCREEN_WARMUP
     if plan.finalist_repeat is not None:
         tuning.FINALIST_REPEAT = plan.finalist_repeat
+    if plan.screen_warmup is not None:
+        tuning.SCREEN_WARMUP = plan.screen_warmup
     try:
         work.synchronize()
         started = time.perf_counter()
@@ -323,7 +334,7 @@ def tune_one(work: Workload, tunings: Tunings, plan: Sweep, m: int) -> dict[str,
         work.synchronize()
         seconds = time.perf_counter() - started
     finally:
-        tuning.FINALIST_REPEAT = kept
+        tuning.FINALIST_REPEAT, tuning.SCREEN_WARMUP = kept
     assert tunings.pick is not None, f"M={m}: no tuning happened (a stale cache in {plan.cache}?)"
     print(
         f"  {plan.name:<12} M={m:<6} {len(tunings.measured):>3} configs {seconds:8.3f} s  "
@@ -559,17 +570,22 @@ def main() -> int:
         order = list(work.m_values)
         random.Random(seed).shuffle(order)
         plans.append(Sweep(f"shuffled-{seed}", root / f"warm-{seed}", order, warm_options))
-    if options.beside_finalist_repeat is not None:
-        beside = options.beside_finalist_repeat
+    warm_plans = plans[1:]
+    for tag, field, beside in (
+        ("f", "finalist_repeat", options.beside_finalist_repeat),
+        ("w", "screen_warmup", options.beside_screen_warmup),
+    ):
+        if beside is None:
+            continue
         plans += [
             Sweep(
-                f"{'increasing' if plan.name == 'warm' else plan.name}-f{beside}",
-                plan.cache.with_name(f"{plan.cache.name}-f{beside}"),
+                f"{'increasing' if plan.name == 'warm' else plan.name}-{tag}{beside}",
+                plan.cache.with_name(f"{plan.cache.name}-{tag}{beside}"),
                 plan.order,
                 warm_options,
-                finalist_repeat=beside,
+                **{field: beside},
             )
-            for plan in plans[1:]
+            for plan in warm_plans
         ]
     print(
         f"full tuning and warm start {options.mode} (budget {options.budget}), M in order, and "

@@ -79,12 +79,13 @@ def test_warm_start_smoke_screens_with_the_run_counts_asked_for(tmp_path):
         "--screen-repeat=2",
         "--finalist-repeat=1",
         "--beside-finalist-repeat=3",
+        "--beside-screen-warmup=1",
         f"--cache-root={root}",
     )
     result = run_bench("warm_start.py", *arguments, tmp_path=tmp_path)
     assert result["screen_runs"] == {"warmup": 0, "repeat": 2, "finalist": 1}
     orders = [entry["order"] for entry in result["summary"]["orders"]]
-    assert orders == ["increasing", "increasing-f3"], "the warm sweep, and beside it the same with 3"
+    assert orders == ["increasing", "increasing-f3", "increasing-w1"], "and two beside it"
     beside = [json.loads(path.read_text()) for path in (root / "warm-f3" / "matmul_launch").glob("*.json")]
     assert any(record.get("warm_start") for record in beside)
     records = [json.loads(path.read_text()) for path in (root / "warm" / "matmul_launch").glob("*.json")]
@@ -96,6 +97,9 @@ def test_warm_start_smoke_screens_with_the_run_counts_asked_for(tmp_path):
         assert counts <= {0, 2}, f"two timed runs per screened config: {counts}"
         retimed = {len(record["candidates"][i]["samples_ms"]) for i in finalists}
         assert retimed == {2}, f"two rounds of one timed run per finalist: {retimed}"
+    # Beside it, the same sweep with one untimed screen run per config, in a cache of its own.
+    beside = [json.loads(path.read_text()) for path in (root / "warm-w1" / "matmul_launch").glob("*.json")]
+    assert any(record.get("warm_start") for record in beside)
 
 
 #: A kernel looping over a runtime int argument, as the smoke's row sum does.

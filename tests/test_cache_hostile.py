@@ -190,6 +190,28 @@ def test_an_appender_keeps_a_few_files_open_and_loses_no_line(tmp_path):
     assert all(path.read_text() == "".join(f"line {i}\n" for i in range(4)) for path in paths)
 
 
+def test_a_plugin_opens_a_private_file_to_append_to_and_no_link(tmp_path):
+    path = tmp_path / "plugin" / "notes.txt"
+    private_files.make_private_dirs(path.parent)  # the folder is the caller's to make
+    kept = os.umask(0o022)
+    try:
+        with private_files.open_private_append(path) as out:
+            out.write("first\n")
+        with private_files.open_private_append(path) as out:
+            out.write("second\n")
+    finally:
+        os.umask(kept)
+    assert path.read_text() == "first\nsecond\n"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600, "whatever the umask"
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    link = path.with_name("linked.txt")
+    link.symlink_to(target)
+    with pytest.raises(OSError):
+        private_files.open_private_append(link)
+    assert target.read_text() == "keep me\n"
+
+
 def test_an_unwritable_log_is_one_warning_per_process(isolated, recwarn):
     (isolated / "work" / "tune-rank0.log").mkdir(parents=True)
 

@@ -44,6 +44,8 @@ from kerneltune.core.plugin_system.contracts import (
     ConfiguredCache,
     Device,
     DeviceTimer,
+    DirectInterceptor,
+    DirectLaunch,
     Feature,
     FlushingTimer,
     FlushTimingTimer,
@@ -96,6 +98,7 @@ from kerneltune.core.search.families import choose_family, family_probes, family
 from kerneltune.core.search.ledger import SearchLedger
 from kerneltune.core.search.strategies import choose_strategy
 from kerneltune.core.torch_devices import device_unavailable_reason, torch_device_module
+from kerneltune.core.values.direct import DirectLaunches
 from kerneltune.core.values.events import (
     CandidateMeasured,
     CompileFinished,
@@ -157,6 +160,9 @@ __all__ = [
     "GlobalRankReducer",
     "HoldingTimer",
     "FlushTimingTimer",
+    "DirectInterceptor",
+    "DirectLaunch",
+    "DirectLaunches",
     "InPlaceLaunch",
     "Interceptor",
     "IsolatedLaunch",

@@ -322,6 +322,20 @@ def test_the_overhead_bench_measures_every_workload(tmp_path):
     assert [line.split()[0] for line in printed.splitlines()[1:]] == ["function", "screen", "contextual"]
 
 
+def test_the_hotpath_bench_times_each_side_beside_its_baseline_in_one_process(tmp_path):
+    out = tmp_path / "out.json"
+    printed = run_script("hotpath.py", "--smoke", "--json", str(out), tmp_path=tmp_path)
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["workload"], r["side"]) for r in rows] == [
+        (workload, side) for workload in ("scale", "matmul") for side in ("contextual", "function")
+    ]
+    for row in rows:
+        baseline = "launcher" if row["side"] == "function" else "plain"
+        assert len(row[f"over_{baseline}_us_each"]) == 1
+        assert len(row["first_s"]) == len(row["first_s_baseline"]) == 1
+    assert "contextual" in printed and f"{'over baselines (paired, us)':36}" in printed
+
+
 def test_the_key_profile_runs_every_tuning_under_the_profiler(tmp_path):
     out = run_script("key_profile.py", "--smoke", tmp_path=tmp_path)
     for label in ("full tuning, M=8", "full tuning, M=32", "screened warm start, M=12"):

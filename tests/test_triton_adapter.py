@@ -15,6 +15,7 @@ auto-tiling tuners' generated tiles, which run a real kernel.
 from __future__ import annotations
 
 import copy
+import inspect
 import threading
 import types
 
@@ -276,47 +277,41 @@ def test_hints_parameter_per_release():
     assert autotune.hints_parameter(later_ascend_autotune) == "keyword"
 
 
-def test_patch_runs_covers_overriding_subclasses_and_restores():
+def test_the_interceptor_patches_overriding_subclasses_once_and_passes_through_after():
     family = (Autotuner32, OverridingAutotuner32)
-    originals = {cls: cls.__dict__.get("run") for cls in family}
-    wrapped = []
-
-    def make(original, owner):
-        def run(self, *args, **kwargs):
-            wrapped.append((type(self).__name__, owner.__name__))
-            return original(self, *args, **kwargs)
-
-        return run
-
-    restore = adapter.patch_runs(make, Autotuner32)
+    assert [cls for cls, _ in adapter.own_runs(Autotuner32)] == list(family)
+    overriding = OverridingAutotuner32(
+        FakeKernel(FakeClock(), {8: 1.0}), ARGS, [Config32({"BLOCK": 8})], ["n"]
+    )
+    overriding.cache[(4,)] = overriding.configs[0]
+    unpatched = overriding[(1,)]("x", 4)
+    interceptor = TritonInterceptor()
+    routed = []
+    interceptor.install(lambda launch: routed.append(launch.name) or "routed", Autotuner32)
     try:
-        assert all(cls.__dict__["run"] is not originals[cls] for cls in family)
-        overriding = OverridingAutotuner32(
-            FakeKernel(FakeClock(), {8: 1.0}), ARGS, [Config32({"BLOCK": 8})], ["n"]
-        )
-        overriding.cache[(4,)] = overriding.configs[0]
-        overriding[(1,)]("x", 4)
-        assert wrapped == [
-            ("OverridingAutotuner32", "OverridingAutotuner32"),
-            ("OverridingAutotuner32", "Autotuner32"),
-        ], "its run, then the base's"
+        replaced = {cls: cls.__dict__["run"] for cls in family}
+        assert all(inspect.unwrap(run) is not run for run in replaced.values())
+        assert overriding[(1,)]("x", 4) == "routed"
     finally:
-        restore()
-    assert {cls: cls.__dict__.get("run") for cls in family} == originals
+        interceptor.uninstall()
+    assert routed == ["kernel_function"]
+    assert overriding[(1,)]("x", 4) == unpatched, "uninstalled: every launch reaches its own run"
+    interceptor.install(lambda launch: "routed", Autotuner32)
+    interceptor.uninstall()
+    assert {cls: cls.__dict__["run"] for cls in family} == replaced, "patched once, then kept"
 
 
 @needs_triton_ascend
-def test_patch_runs_reaches_triton_ascends_auto_tiling_tuner():
+def test_the_interceptor_reaches_triton_ascends_auto_tiling_tuner():
     from triton.runtime.autotiling_tuner import AutoTilingTuner
     from triton.runtime.autotuner import Autotuner
 
-    originals = {cls: cls.__dict__["run"] for cls in (Autotuner, AutoTilingTuner)}
-    restore = adapter.patch_runs(lambda original, owner: lambda self, *args, **kwargs: "patched")
-    try:
-        assert all(cls.__dict__["run"] is not originals[cls] for cls in originals)
-    finally:
-        restore()
-    assert {cls: cls.__dict__["run"] for cls in originals} == originals
+    interceptor = TritonInterceptor()
+    interceptor.install(lambda launch: "routed")
+    interceptor.uninstall()
+    for cls in (Autotuner, AutoTilingTuner):
+        run = cls.__dict__["run"]
+        assert inspect.unwrap(run) is not run, cls
 
 
 def test_interceptor_routes_only_the_installing_thread():

@@ -11,7 +11,6 @@ executions") says how, and when :data:`STALL_LIMIT` stops it.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 from collections.abc import Callable
@@ -21,19 +20,29 @@ from kerneltune.core.drivers.contextual_call import STALL_LIMIT, ContextualCall
 from kerneltune.core.drivers.options import CONTEXTUAL_DISK
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
 from kerneltune.core.errors import TunerBusyError
-from kerneltune.core.plugin_system.contracts import Interceptor
+from kerneltune.core.plugin_system.contracts import DirectInterceptor, Interceptor, KernelLaunch, provides
 from kerneltune.core.plugin_system.loading import load_settings
-from kerneltune.core.plugin_system.session import current_session
+from kerneltune.core.plugin_system.session import Session, current_session
+from kerneltune.core.values.direct import DirectLaunches
 
 __all__ = ["STALL_LIMIT", "ContextualAutoTuner", "contextual_autotune"]
 
 
 class _Active:
-    """The process's one active contextual tuner."""
+    """The process's one active contextual tuner: its lock, and its name and thread for the busy error."""
 
-    lock = threading.Lock()
-    name = ""
-    thread = ""
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.name = ""
+        self.thread = 0
+
+
+#: An instance, not class attributes: writing a class's attribute costs more on every call.
+_ACTIVE = _Active()
+
+
+def _thread_name(ident: int) -> str:
+    return next((t.name for t in threading.enumerate() if t.ident == ident), str(ident))
 
 
 class ContextualAutoTuner(FunctionWrapper):
@@ -65,22 +74,60 @@ class ContextualAutoTuner(FunctionWrapper):
         self.flush_cache = bool(flush_cache)
         self.verbose = bool(verbose)
         self._source_text: str | None = None
+        #: the (kernel, key) pairs met as plain cache hits, which the interceptors launch themselves.
+        self._direct = DirectLaunches()
+        #: the interceptors of the session last resolved, installed around every call.
+        self._interceptors: tuple[Interceptor, ...] | None = None
+        self._session: Session | None = None
+        #: the current call's routing state, made at its first launch that needs the route.
+        self._call: ContextualCall | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Tune every inner kernel launch not tuned yet, then return a run with the picks."""
-        if not _Active.lock.acquire(blocking=False):
+        """Tune every inner kernel launch not tuned yet, then return a run with the picks.
+
+        Once every launch has its pick, a call is the outer function's own
+        work and the interceptors' direct launches: no setting, file or
+        session is looked up (:meth:`_start_call` says when they are).
+        """
+        if not _ACTIVE.lock.acquire(blocking=False):
             raise TunerBusyError(
-                f"contextual_autotune: cannot run {self.__name__} while {_Active.name} is being tuned "
-                f"(in thread {_Active.thread}); only one ContextualAutoTuner may be active at a time, "
-                "nested or concurrent use is not supported"
+                f"contextual_autotune: cannot run {self.__name__} while {_ACTIVE.name} is being tuned "
+                f"(in thread {_thread_name(_ACTIVE.thread)}); only one ContextualAutoTuner may be active "
+                "at a time, nested or concurrent use is not supported"
             )
+        _ACTIVE.name = self.__name__
+        _ACTIVE.thread = threading.get_ident()
+        installed: list[Interceptor] = []
         try:
-            _Active.name = self.__name__
-            _Active.thread = threading.current_thread().name
-            return self._tune_and_run(args, kwargs)
+            if self._interceptors is None:
+                self._start_call()
+            for interceptor in self._interceptors or ():
+                interceptor.install(self._route)
+                installed.append(interceptor)
+            self._direct.serving = self._call is None
+            result = self._execute(args, kwargs)
+            if self._call is None:  # every launch had its pick and was made directly
+                return result
+            return self._until_tuned(args, kwargs, result)
         finally:
-            _Active.name = _Active.thread = ""
-            _Active.lock.release()
+            # Undone whatever was raised; one interceptor failing to uninstall must not leave
+            # another library patched, and the first such error is raised after the rest.
+            self._direct.serving = False
+            failed: BaseException | None = None
+            try:
+                for interceptor in reversed(installed):
+                    try:
+                        interceptor.uninstall()
+                    except BaseException as exc:
+                        failed = failed or exc
+                if self._call is not None:  # open tunings, released last
+                    self._call.close()
+            finally:
+                self._call = None
+                _ACTIVE.name = ""
+                _ACTIVE.lock.release()
+            if failed is not None:
+                raise failed
 
     def _source(self) -> str:
         """The outer function's source, read once: every later call that serves its picks needs it."""
@@ -88,19 +135,26 @@ class ContextualAutoTuner(FunctionWrapper):
             self._source_text = source_of(self.fn)
         return self._source_text
 
-    def _tune_and_run(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _start_call(self) -> ContextualCall:
+        """The call's routing state, with the settings and session in force now.
+
+        Made at a call's first launch that the interceptors cannot make
+        themselves (and before the first call, to know the interceptors): a
+        call whose every launch has its pick reads no setting and no file.
+        """
         # The kernels' own caches hold the picks (and kernel_keys.py's tuners the engine's,
         # per kernel object); without is_dist every rank tunes on its own. Only with
         # contextual_cache = "disk" does the cache plugin keep them for the next process,
         # keyed by this function's source too: a kernel's best config depends on the
         # work launched around it.
+        self._direct.serving = False
         settings = load_settings()
         persist = settings.contextual_cache == CONTEXTUAL_DISK
         overrides: dict[str, Any] = {"shard": False} if persist else {"cache": "none", "shard": False}
         if not self.is_dist:
             overrides["reducer"] = "local"
         session = current_session(settings, **overrides)
-        call = ContextualCall(
+        call = self._call = ContextualCall(
             self.__name__,
             session,
             context=self._source() if persist else "",
@@ -109,32 +163,53 @@ class ContextualAutoTuner(FunctionWrapper):
             warmup=self.n_warmup,
             repeat=self.n_repeat,
             flush=self.flush_cache,
+            direct=self._direct,
         )
-        # The stack undoes everything whatever is raised, uninstalls included:
-        # one interceptor failing to uninstall must not leave another library
-        # patched. Open tunings are released last.
-        with contextlib.ExitStack() as undo:
-            undo.callback(call.close)
-            for cls in session.registries.interceptors.classes.values():
-                if cls.is_available():
-                    interceptor: Interceptor = cls()
-                    interceptor.install(call.route)
-                    undo.callback(interceptor.uninstall)
-            while True:
-                call.start_execution()
-                try:
-                    result = self.fn(*args, **kwargs)
-                except BaseException as exc:
-                    if call.abort is not None and exc is not call.abort:
-                        raise call.abort from exc
-                    raise
-                if call.abort is not None:
-                    raise call.abort
-                if not call.pending:
-                    if call.needs_final_execution():
-                        continue
+        call.start_execution()
+        if session is self._session:
+            return call
+        # Taken up from the next call on when the session changed (a setting, an added plugin).
+        self._session = session
+        interceptors = []
+        for cls in session.registries.interceptors.classes.values():
+            if cls.is_available():
+                interceptor: Interceptor = cls()
+                if provides(interceptor, DirectInterceptor):
+                    interceptor.serve(self._direct)
+                interceptors.append(interceptor)
+        self._interceptors = tuple(interceptors)
+        return call
+
+    def _route(self, launch: KernelLaunch) -> Any:
+        call = self._call
+        if call is None:
+            call = self._start_call()
+        return call.route(launch)
+
+    def _execute(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One execution of the outer function; the machine's own error wins over what it caused."""
+        try:
+            return self.fn(*args, **kwargs)
+        except BaseException as exc:
+            call = self._call
+            if call is not None and call.abort is not None and exc is not call.abort:
+                raise call.abort from exc
+            raise
+
+    def _until_tuned(self, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
+        """Execute again until nothing waits for a pick; the last execution's result."""
+        call = self._call
+        assert call is not None
+        while True:
+            if call.abort is not None:
+                raise call.abort
+            if not call.pending:
+                if not call.needs_final_execution():
                     return result
+            else:
                 call.check_progress()
+            call.start_execution()
+            result = self._execute(args, kwargs)
 
 
 def contextual_autotune(

@@ -27,6 +27,7 @@ from kerneltune.core.machine.engine import Tuning
 from kerneltune.core.machine.measure import TIMED, WARMUP
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import (
+    DirectLaunch,
     ForkingLaunch,
     InPlaceLaunch,
     IsolatingLaunch,
@@ -37,6 +38,7 @@ from kerneltune.core.plugin_system.contracts import (
     provides,
 )
 from kerneltune.core.plugin_system.session import Session
+from kerneltune.core.values.direct import DirectLaunches
 from kerneltune.core.values.events import KernelTuned, LaunchMeasured
 from kerneltune.core.values.records import Candidate
 from kerneltune.core.values.space import Space
@@ -58,6 +60,8 @@ class ContextualCall:
     :param name: the outer function's name, for messages.
     :param is_dist, verbose: the tuner's options of those names.
     :param warmup, repeat, flush: the tuner's ``n_warmup``, ``n_repeat`` and ``flush_cache``.
+    :param direct: where launches met as plain cache hits are filed for the interceptors to make
+        themselves in later calls (:class:`~kerneltune.core.values.direct.DirectLaunches`).
     """
 
     def __init__(
@@ -71,6 +75,7 @@ class ContextualCall:
         repeat: int,
         flush: bool,
         context: str = "",
+        direct: DirectLaunches | None = None,
     ) -> None:
         self.name = name
         self.session = session
@@ -82,6 +87,7 @@ class ContextualCall:
         self.warmup = warmup
         self.repeat = repeat
         self.flush = flush
+        self.direct = direct
         self.isolating = session.settings.isolate == SUBPROCESS
         # By id(): every state holds its kernel, so no id is reused during the call.
         self.states: dict[tuple[int, Hashable], KernelKey] = {}
@@ -242,6 +248,15 @@ class ContextualCall:
             launch.reset(pick)
         elif self.execution == 1 and self._changed is None and launch.changes_in_place():
             self._changed = state.name
+        elif (
+            self.execution == 1
+            and pick is not None
+            and self.direct is not None
+            and provides(launch, DirectLaunch)
+            and (entry := launch.direct()) is not None
+        ):
+            # A first execution with nothing waiting runs exactly this in every later call.
+            self.direct.add(launch.kernel, launch.key, entry)
         return launch.run_default()
 
     def _engine(self, step: Callable[..., object], *args: Any) -> None:

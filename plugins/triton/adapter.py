@@ -54,6 +54,9 @@ class Layout:
     #: whether ``TRITON_PRINT_AUTOTUNING``'s message names the key, on lines of their own (3.4 on),
     #: or is the one line of earlier releases (:func:`autotuning_message`).
     prints_key: bool = False
+    #: whether a cache hit of this row's ``run`` is only ``best_config``, the config's pre-hook and
+    #: ``fn.run(*args, **kwargs, **config.all_kwargs())``, which :func:`launch_direct` makes itself.
+    hits_directly: bool = False
 
 
 # Triton promises none of the attributes below; they are stable in practice,
@@ -87,8 +90,9 @@ class Layout:
 # as its ``run`` sets them), ``t.keys`` on 3.2.0rc4's auto-tiling tuner
 # given a list key (the axis dict its ``run`` reads: :func:`name_list_key_axes`),
 # ``t.cache[key]`` and ``t.best_config`` (the pick), and the class attribute
-# ``run`` of ``Autotuner`` and its subclasses while an interception is
-# installed (:func:`patch_runs`), and after a tuning ``t.configs_timings``
+# ``run`` of ``Autotuner`` and its subclasses (:func:`own_runs`), replaced
+# for the rest of the process at the contextual tuner's first call by a
+# pass-through (kerneltune.plugins.triton.interceptor), and after a tuning ``t.configs_timings``
 # and ``t.bench_time`` (:func:`store_timings`), which every row's own ``run``
 # sets and none reads.
 LAYOUTS: tuple[Layout, ...] = (
@@ -150,6 +154,7 @@ LAYOUTS: tuple[Layout, ...] = (
             "3.7.1 and 3.6.0 (CPU suite in throwaway venvs), 3.6.0 on H200"
         ),
         prints_key=True,
+        hits_directly=True,
     ),
 )
 
@@ -217,6 +222,7 @@ def layout_of(tuner: Any) -> Layout:
     return release_layout()
 
 
+@functools.cache
 def autotuner_class() -> type:
     """Triton's ``Autotuner`` class."""
     from triton.runtime.autotuner import Autotuner
@@ -232,28 +238,14 @@ def _family(root: type) -> list[Any]:
     return seen
 
 
-def patch_runs(
-    make: Callable[[Callable[..., Any], type], Callable[..., Any]], root: type | None = None
-) -> Thunk:
-    """Replace ``run`` on ``Autotuner`` and each loaded subclass that defines its own.
+def own_runs(root: type | None = None) -> list[tuple[Any, Callable[..., Any]]]:
+    """``Autotuner`` and each loaded subclass that defines its own ``run``, with that ``run``.
 
-    :param make: given a class's original ``run`` and the class, returns its replacement.
     :param root: the class to start from (default: :func:`autotuner_class`);
         tests pass fake autotuners.
-    :returns: a function that puts every original back.
     """
-    saved: list[tuple[type, Callable[..., Any]]] = []
-    for cls in _family(root if root is not None else autotuner_class()):
-        original = cls.__dict__.get("run")
-        if original is not None:
-            saved.append((cls, original))
-            cls.run = make(original, cls)
-
-    def restore() -> None:
-        for cls, original in reversed(saved):
-            cls.run = original
-
-    return restore
+    family = _family(root if root is not None else autotuner_class())
+    return [(cls, cls.__dict__["run"]) for cls in family if "run" in cls.__dict__]
 
 
 def understood(owner: type) -> bool:
@@ -300,14 +292,55 @@ def tuning_key(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
 
     The values of the key arguments in declaration order, then the dtype
     (as a string) of every argument that has one, as every release in the
-    table computes it.
+    table computes it. Every launch under ``contextual_autotune`` asks, so
+    the usual launch (kernel arguments by position, only launch options such
+    as ``grid`` by name) takes a short path, planned once per autotuner.
     """
+    plan = _KEY_PLANS.get(id(tuner))
+    # The objects themselves are compared: a tuner whose key is renamed (name_list_key_axes), or
+    # another made at a freed one's address, is planned anew.
+    if plan is None or plan[0] is not tuner.arg_names or plan[1] is not tuner.keys:
+        plan = _plan_key(tuner)
+    if plan[2].isdisjoint(kwargs):
+        key = []
+        count = len(args)
+        for i in plan[3]:
+            if i < count:
+                key.append(args[i])
+        names = _DTYPE_NAMES
+        for value in args:
+            if type(value) not in _NO_DTYPE and (dtype := getattr(value, "dtype", _ABSENT)) is not _ABSENT:
+                key.append(names.get(dtype) or _dtype_name(dtype))
+        return tuple(key)
     named = named_arguments(tuner, args, kwargs)
     keys = tuner.keys
-    names = keys.values() if isinstance(keys, dict) else keys
-    key = [named[name] for name in names if name in named]
+    key = [named[name] for name in (keys.values() if isinstance(keys, dict) else keys) if name in named]
     key.extend(str(value.dtype) for value in named.values() if hasattr(value, "dtype"))
     return tuple(key)
+
+
+#: Argument types that never carry a ``dtype``: the key skips them without asking.
+_NO_DTYPE = frozenset({int, float, bool, str, type(None)})
+_ABSENT = object()
+#: ``str(dtype)`` by dtype, as the key spells each.
+_DTYPE_NAMES: dict[object, str] = {}
+
+
+def _dtype_name(dtype: object) -> str:
+    name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name
+
+
+#: By autotuner: its ``arg_names`` and ``keys`` objects, the names as a set, and each key argument's position.
+_KEY_PLANS: dict[int, tuple[object, object, frozenset[str], tuple[int, ...]]] = {}
+
+
+def _plan_key(tuner: Any) -> tuple[object, object, frozenset[str], tuple[int, ...]]:
+    arg_names, keys = tuner.arg_names, tuner.keys
+    names = keys.values() if isinstance(keys, dict) else keys
+    positions = tuple(arg_names.index(name) for name in names if name in arg_names)
+    plan = _KEY_PLANS[id(tuner)] = (arg_names, keys, frozenset(arg_names), positions)
+    return plan
 
 
 def register_key_types() -> None:
@@ -446,6 +479,47 @@ def _parse_tiling_parameters(tuner: Any, given: Mapping[str, Any]) -> None:
 def cached_config(tuner: Any, key: Hashable) -> Any | None:
     """The config the autotuner's in-process cache holds for ``key``, or ``None``."""
     return tuner.cache.get(key)
+
+
+def direct_entry(tuner: Any, key: Hashable) -> tuple[Any, dict[str, Any]] | None:
+    """What :func:`launch_direct` needs to make this key's cache hits, or ``None`` where it cannot.
+
+    It can for a row whose hit is plain (:attr:`Layout.hits_directly`), a
+    pick without a pre-hook, and a tuner whose runs change nothing in place.
+    """
+    config = cached_config(tuner, key)
+    if (
+        config is None
+        or config.pre_hook is not None
+        or changes_in_place(tuner)
+        or not layout_of(tuner).hits_directly
+    ):
+        return None
+    return config, config.all_kwargs()
+
+
+#: What :func:`launch_direct` returns for a launch it did not make.
+NOT_DIRECT = object()
+
+
+def launch_direct(
+    tuner: Any,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    picks: Mapping[Hashable, Any],
+) -> Any:
+    """The autotuner's own cache hit, from ``picks`` (key -> :func:`direct_entry`) where they hold its key.
+
+    :returns: what the kernel's ``run`` returned, or :data:`NOT_DIRECT` where
+        ``picks`` lack this launch's key or the autotuner's cache no longer
+        holds that pick.
+    """
+    key = tuning_key(tuner, args, kwargs)
+    entry = picks.get(key)
+    if entry is None or tuner.cache.get(key) is not entry[0]:
+        return NOT_DIRECT
+    tuner.best_config = entry[0]
+    return tuner.fn.run(*args, **kwargs, **entry[1])
 
 
 def store_config(tuner: Any, key: Hashable, config: Any) -> None:

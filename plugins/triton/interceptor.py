@@ -1,13 +1,18 @@
 """Hands ``triton.autotune`` launches to the contextual tuner while one is active.
 
-``install`` replaces ``run`` on Triton's ``Autotuner`` class (and on each
-loaded subclass with a ``run`` of its own, such as triton-ascend's auto-tiling
-tuner) and ``uninstall`` puts the originals back, so nothing is patched, and
-nothing costs, while no contextual tuner runs. The replacement routes only
-launches made on the installing thread, of autotuners with more than one
-candidate, outside the tuner's own handling of a launch; everything else
-reaches the original ``run`` untouched. All reads and writes of the
-autotuner go through :mod:`kerneltune.plugins.triton.adapter`.
+The first ``install`` replaces ``run`` on Triton's ``Autotuner`` class (and on
+each loaded subclass with a ``run`` of its own, such as triton-ascend's
+auto-tiling tuner) for the rest of the process; ``install`` and ``uninstall``
+then only say which interceptor, if any, the replacement hands launches to,
+as they run around every call of an outer function. While none is installed
+a launch costs one check more than Triton's own ``run``. The replacement
+routes only launches made on the installing thread, of autotuners with more
+than one candidate, outside the tuner's own handling of a launch; everything
+else reaches the original ``run`` untouched. A launch the tuner filed as a plain
+cache hit (:class:`~kerneltune.core.DirectLaunches`) is made here from the
+kernel's pick while the tuner serves, as Triton's own hit would make it,
+without the route. All reads and writes of the autotuner go through
+:mod:`kerneltune.plugins.triton.adapter`.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, ClassVar
 
-from kerneltune.core import CandidateTiming, CompileProcess, hookimpl
+from kerneltune.core import CandidateTiming, CompileProcess, DirectLaunches, hookimpl
 from kerneltune.plugins.triton import adapter, compiler, configs, isolated, programs, warm_cache
 
 
@@ -127,6 +132,10 @@ class TritonLaunch:
         """Triton's own ``run`` for this launch."""
         return self._original(self.kernel, *self._args, **self._kwargs)
 
+    def direct(self) -> tuple[Any, dict[str, Any]] | None:
+        """What the interceptor makes this key's later launches with (:func:`adapter.direct_entry`)."""
+        return adapter.direct_entry(self.kernel, self.key)
+
     def commit(self, config: Any) -> None:
         """Store the pick in the autotuner's cache and ``best_config``."""
         adapter.store_config(self.kernel, self.key, config)
@@ -143,6 +152,84 @@ class TritonLaunch:
             print(adapter.autotuning_message(layout, self.name, self.key, seconds, config), flush=True)
 
 
+class _Patch:
+    """Triton's autotuner classes as patched in this process: at the first install, then kept.
+
+    Each class with a ``run`` of its own gets a replacement that hands a
+    launch to the interceptor installed now (:attr:`installed`) and, while
+    none is, straight to the original. Replacing and restoring the class
+    attribute around every call of an outer function would cost more than
+    the launch it serves.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        #: the interceptor routing launches now; one contextual tuner is active at a time.
+        self.installed: TritonInterceptor | None = None
+        #: by root class, at its last check: the modules loaded, its direct subclasses and its own ``run``.
+        self.roots: dict[type, tuple[int, list[type], Callable[..., Any]]] = {}
+
+    def ensure(self, root: type, walk: bool = False) -> None:
+        """Patch ``root`` and its loaded subclasses where not yet, and a ``run`` someone replaced since.
+
+        A class that overrides ``run`` is a new subclass of the root or
+        comes with a module imported, and a library replacing Triton's
+        replaces the root's: while none of that happened since the last
+        check, nothing is walked, unless ``walk``.
+        """
+        known = self.roots.get(root)
+        if (
+            not walk
+            and known is not None
+            and known[0] == len(sys.modules)
+            and root.__dict__.get("run") is known[2]
+            and root.__subclasses__() == known[1]
+        ):
+            return
+        with self.lock:
+            for owner, run in adapter.own_runs(root):
+                if getattr(run, _REPLACES, None) is None:
+                    owner.run = _replacement(run, owner, root)
+            self.roots[root] = (len(sys.modules), root.__subclasses__(), root.__dict__["run"])
+
+
+#: The process's one patch (an instance: writing a class's attribute costs more on every call).
+PATCH = _Patch()
+
+
+#: Set on a replacement ``run``: the original it hands launches to.
+_REPLACES = "__kerneltune_replaces__"
+
+
+def _replacement(original: Callable[..., Any], cls: type, root: type) -> Callable[..., Any]:
+    """``cls.run``, handing this thread's launches to the installed interceptor while there is one."""
+    # A class whose own run the version table does not describe is handed over as such:
+    # the driver refuses it where ranks must agree, and lets it tune itself elsewhere.
+    unsupported = None
+    if cls is not root and not adapter.understood(cls):
+        unsupported = (
+            f"its autotuner class {cls.__module__}.{cls.__qualname__} has a run() of its own that "
+            'kerneltune\'s Triton adapter does not know (docs/contextual.md, "Triton versions")'
+        )
+
+    @functools.wraps(original)
+    def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
+        active = PATCH.installed
+        if active is None or active.handling or threading.get_ident() != active.owner or kwargs.get("warmup"):
+            return original(tuner, *args, **kwargs)
+        direct = active.direct
+        if direct.serving and (picks := direct.picks.get(tuner)) is not None:
+            made = adapter.launch_direct(tuner, args, kwargs, picks)
+            if made is not adapter.NOT_DIRECT:
+                return made
+        if unsupported is None and not adapter.tunable(tuner):
+            return original(tuner, *args, **kwargs)
+        return active.route_launch(TritonLaunch, tuner, original, args, kwargs, unsupported)
+
+    setattr(run, _REPLACES, original)
+    return run
+
+
 class TritonInterceptor:
     """Routes this thread's ``triton.autotune`` launches to a contextual tuner."""
 
@@ -154,58 +241,66 @@ class TritonInterceptor:
         return importlib.util.find_spec("triton") is not None
 
     def __init__(self) -> None:
-        self._restore: adapter.Thunk | None = None
+        self.route: Callable[[TritonLaunch], Any] | None = None
+        #: what this interceptor launches itself (:meth:`serve`); empty until served.
+        self.direct = DirectLaunches()
+        #: the installing thread, and whether a launch of it is being routed now.
+        self.owner = 0
+        self.handling = False
+        self._prepared = False
+        #: what was installed before this one, put back by :meth:`uninstall`.
+        self._before: TritonInterceptor | None = None
+
+    def serve(self, direct: DirectLaunches) -> None:
+        """Launch the tuned (kernel, key) pairs ``direct`` holds from their picks, without the route."""
+        self.direct = direct
 
     def install(self, route: Callable[[TritonLaunch], Any], root: type | None = None) -> None:
-        """Patch ``run`` so that this thread's tunable launches go to ``route``.
+        """Route this thread's tunable launches to ``route`` until :meth:`uninstall`.
 
         :param root: the autotuner class to patch (default: Triton's);
             tests pass fakes shaped like other releases.
 
-        While Triton is not imported nothing is patched: no ``triton.autotune``
-        kernel exists yet, and importing Triton for work that never imported it
-        would run its set-up beside the measurements. (A kernel module first
-        imported inside the tuned function is intercepted from the next call.)
+        The first install patches ``run`` on the classes for the rest of the
+        process (:data:`PATCH`); later ones check that no class was loaded
+        or replaced since. While Triton is not imported nothing is patched:
+        no ``triton.autotune`` kernel exists yet, and importing Triton for
+        work that never imported it would run its set-up beside the
+        measurements. (A kernel module first imported inside the tuned
+        function is intercepted from the next call.)
         """
         if root is None and "triton" not in sys.modules:
             return
-        adapter.register_key_types()
-        if root is None and not adapter.interpreting():
-            # Before this call compiles or loads a kernel: Triton's hash of itself, kept across processes.
-            warm_cache.remember_triton_key()
-        owner = threading.get_ident()
-        handling = False
+        walk = not self._prepared
+        if walk:
+            adapter.register_key_types()
+            if root is None and not adapter.interpreting():
+                # Before this call compiles or loads a kernel: Triton's hash of itself, kept across processes.
+                warm_cache.remember_triton_key()
+            self._prepared = True
+        # A new interceptor (a new tuner, or new settings) walks the classes in full.
+        PATCH.ensure(root if root is not None else adapter.autotuner_class(), walk)
+        self.route = route
+        self.owner = threading.get_ident()
+        self._before, PATCH.installed = PATCH.installed, self
 
-        def make(original: Callable[..., Any], cls: type) -> Callable[..., Any]:
-            # A class whose own run the version table does not describe is handed over as such:
-            # the driver refuses it where ranks must agree, and lets it tune itself elsewhere.
-            unsupported = None
-            if cls is not root and not adapter.understood(cls):
-                unsupported = (
-                    f"its autotuner class {cls.__module__}.{cls.__qualname__} has a run() of its own that "
-                    'kerneltune\'s Triton adapter does not know (docs/contextual.md, "Triton versions")'
-                )
-
-            @functools.wraps(original)
-            def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
-                nonlocal handling
-                if (
-                    handling
-                    or threading.get_ident() != owner
-                    or kwargs.get("warmup")
-                    or (unsupported is None and not adapter.tunable(tuner))
-                ):
-                    return original(tuner, *args, **kwargs)
-                handling = True
-                try:
-                    adapter.name_list_key_axes(tuner)
-                    return route(TritonLaunch(tuner, original, args, kwargs, unsupported))
-                finally:
-                    handling = False
-
-            return run
-
-        self._restore = adapter.patch_runs(make, root)
+    def route_launch(
+        self,
+        launch: type[TritonLaunch],
+        tuner: Any,
+        original: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        unsupported: str | None,
+    ) -> Any:
+        """Hand one launch to the route; this thread's launches inside it go to Triton's own ``run``."""
+        assert self.route is not None
+        self.handling = True
+        try:
+            adapter.name_list_key_axes(tuner)
+            return self.route(launch(tuner, original, args, kwargs, unsupported))
+        finally:
+            self.handling = False
 
     def recording(self) -> contextlib.AbstractContextManager[list[Callable[[], object]]] | None:
         """Record this thread's Triton JIT launches as compiles instead of making them.
@@ -224,10 +319,10 @@ class TritonInterceptor:
         return compiler.forked_compiles()
 
     def uninstall(self) -> None:
-        """Put the original ``run`` methods back."""
-        if self._restore is not None:
-            self._restore()
-        self._restore = None
+        """Stop routing: every launch reaches Triton's own ``run`` again, through the pass-through."""
+        if PATCH.installed is self:
+            PATCH.installed, self._before = self._before, None
+        self.route = None
 
 
 @hookimpl

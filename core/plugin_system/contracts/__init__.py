@@ -12,7 +12,7 @@ own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`FlushTimingTimer`,
 :class:`ForkingRecorder`, :class:`ProbingCompileProcess`, :class:`WeighingCompileProcess`,
 :class:`ForkingLaunch`, :class:`ProgramLaunch`,
 :class:`IsolatingLaunch`, :class:`InPlaceLaunch`,
-:class:`UnsupportedLaunch`, :class:`ReportingLaunch`,
+:class:`UnsupportedLaunch`, :class:`ReportingLaunch`, :class:`DirectLaunch`, :class:`DirectInterceptor`,
 :class:`ProbingProfileFamily`, :class:`DeviceTimer`), runtime-checkable:
 the engine asks :func:`provides` whether an instance has one and does
 without it where it is missing.
@@ -27,6 +27,8 @@ from __future__ import annotations
 from kerneltune.core.plugin_system.contracts.base import Registrable, Thunk, provides
 from kerneltune.core.plugin_system.contracts.launches import (
     CompileProcess,
+    DirectInterceptor,
+    DirectLaunch,
     ForkingLaunch,
     ForkingRecorder,
     InPlaceLaunch,
@@ -65,6 +67,8 @@ from kerneltune.core.plugin_system.contracts.storing import (
 )
 
 __all__ = [
+    "DirectInterceptor",
+    "DirectLaunch",
     "Cache",
     "CompileProcess",
     "ConfiguredCache",

@@ -7,6 +7,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from kerneltune.core.values.direct import DirectLaunches
     from kerneltune.core.values.target import Target
     from kerneltune.core.values.timings import CandidateTiming
 from kerneltune.core.plugin_system.contracts.base import Registrable, Thunk
@@ -174,6 +175,22 @@ class InPlaceLaunch(KernelLaunch, Protocol):
 
 
 @runtime_checkable
+class DirectLaunch(KernelLaunch, Protocol):
+    """A launch its interceptor can repeat on its own once tuned (optional part of :class:`KernelLaunch`)."""
+
+    def direct(self) -> object | None:
+        """What the interceptor needs to make later launches of this kernel and key itself.
+
+        Asked after the launch ran as a plain cache hit of its kernel; the
+        answer is filed in :class:`~kerneltune.core.DirectLaunches` for the
+        interceptor's :meth:`DirectInterceptor.serve`. ``None`` where such a
+        launch must still reach the route (hooks that run around it, arguments
+        it changes in place).
+        """
+        ...
+
+
+@runtime_checkable
 class ReportingLaunch(KernelLaunch, Protocol):
     """A launch whose kernel keeps what its tuning measured (optional part of :class:`KernelLaunch`).
 
@@ -237,8 +254,9 @@ class Interceptor(Registrable, Protocol):
 
     Registered by ``kerneltune_register_interceptors`` and constructed with
     no arguments; ``is_available()`` says whether its kernel library can be
-    imported. The contextual tuner installs every available interceptor for
-    the duration of one call. The launch it hands over is a
+    imported. Each contextual tuner makes its interceptors once and installs
+    them around every call of its outer function, so installing and
+    uninstalling must be cheap. The launch it hands over is a
     :class:`KernelLaunch`.
     """
 
@@ -251,13 +269,30 @@ class Interceptor(Registrable, Protocol):
         to ``route(launch)`` instead of running, and the launch returns what
         ``route`` returns. Launches on other threads, of kernels with a single
         candidate, and made while ``route`` runs go through unchanged.
-        Installing must cost nothing once uninstalled: patch here, never at
-        import.
+        Patch here, never at import; what stays patched after
+        :meth:`uninstall` must pass every launch through unchanged.
         """
         ...
 
     def uninstall(self) -> None:
-        """Restore the library exactly as it was; release what :meth:`install` or the launches allocated."""
+        """Stop routing: launches behave as if never intercepted; release what the launches allocated."""
+        ...
+
+
+@runtime_checkable
+class DirectInterceptor(Interceptor, Protocol):
+    """An interceptor that makes tuned launches itself (optional part of :class:`Interceptor`)."""
+
+    def serve(self, direct: DirectLaunches) -> None:
+        """Launch what ``direct`` holds without the route, for as long as this interceptor lives.
+
+        Called once, before the first :meth:`~Interceptor.install`. While
+        installed and ``direct.serving`` is set, a launch on the installing
+        thread whose kernel and key are in ``direct.picks``, and whose kernel's
+        own cache still holds the pick, is made from its entry instead of
+        being handed to the route; everything else goes to the route as
+        before. A miss here must cost no more than the route would.
+        """
         ...
 
 

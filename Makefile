@@ -28,16 +28,16 @@ ASCEND_FIRST := $(firstword $(TRITON_ASCENDS))
 # environment (its sys.prefix) and the list of modules (a new one needs linking),
 # and is older than the files that declare dependencies after a change to them.
 ENVIRONMENT := $(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:12])")
-MODULES := $(shell find core plugins cli facade/src -name '*.py' | sort | cksum | cut -d' ' -f1)
+MODULES := $(shell find core plugins cli triton_dist -name '*.py' -not -path '*/build/*' | sort | cksum | cut -d' ' -f1)
 STAMP := build/installed-$(ENVIRONMENT)-$(MODULES)
-DECLARED := pyproject.toml setup.py facade/pyproject.toml examples/kerneltune-example-plugin/pyproject.toml \
+DECLARED := pyproject.toml setup.py triton_dist/pyproject.toml examples/kerneltune-example-plugin/pyproject.toml \
 	examples/kerneltune-example-device/pyproject.toml
 
 # A strict editable install: a tree of links to the sources under build/, which
 # static tools (mypy, pyright, IDEs) resolve as kerneltune.*; the default mode
 # is an import hook they cannot follow. A module added later needs `make install`.
 install:
-	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test,plot]" -e facade -e examples/kerneltune-example-plugin -e examples/kerneltune-example-device \
+	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test,plot]" -e triton_dist -e examples/kerneltune-example-plugin -e examples/kerneltune-example-device \
 		--config-settings editable_mode=strict
 	@mkdir -p build && touch $(STAMP)
 
@@ -72,7 +72,7 @@ test-triton-ascend:
 	$(ASCEND_VENV)/bin/python -m pip install -q --upgrade pip
 	$(ASCEND_VENV)/bin/python -m pip install -q "$(TORCH)" "triton-ascend==$(ASCEND_FIRST)" \
 		pybind11 numpy pytest pytest-timeout \
-		-e . -e facade -e examples/kerneltune-example-plugin -e examples/kerneltune-example-device \
+		-e . -e triton_dist -e examples/kerneltune-example-plugin -e examples/kerneltune-example-device \
 		--config-settings editable_mode=strict
 	set -e; for release in $(TRITON_ASCENDS); do \
 		over=; \

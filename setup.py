@@ -11,7 +11,7 @@ root that holds an ``__init__.py`` is a package, named by its path below the
 root.
 
 The ``triton_dist`` facade is not among them: it is a distribution of its own
-(``facade/``), so that kerneltune installs beside the real Triton-distributed,
+(``triton_dist/``), so that kerneltune installs beside the real Triton-distributed,
 whose ``triton_dist`` package it would otherwise overwrite.
 """
 
@@ -44,7 +44,7 @@ class BuildOnlyListedPackages(build_py):
 
     setuptools keeps ``build/lib`` from one build to the next and packs all of
     it into the wheel, so a package moved out of this distribution (as
-    ``triton_dist`` moved to facade/) would stay in the wheel of a clone that
+    ``triton_dist`` moved to its own distribution) would stay in the wheel of a clone that
     had built one before, and overwrite the real Triton-distributed's files.
     """
 

@@ -2,7 +2,7 @@
 
 Triton-distributed (the ``triton-dist`` distribution) installs a top-level
 ``triton_dist`` package, and so does kerneltune's facade (the
-``kerneltune-triton-dist`` distribution, in ``facade/``). Only one of them can
+``kerneltune-triton-dist`` distribution, in ``triton_dist/``). Only one of them can
 own those files, so beside Triton-distributed kerneltune is installed without
 its facade, and :func:`use_with_triton_dist` points the real package's
 documented decorators at kerneltune's. It changes attributes of the imported
@@ -116,7 +116,7 @@ def _import_package() -> None:
         raise ModuleNotFoundError(
             f"use_with_triton_dist: no {PACKAGE} package is installed. Install Triton-distributed "
             f"({REAL_DISTRIBUTION}), or, without it, kerneltune's own {PACKAGE} "
-            f"({FACADE_DISTRIBUTION}: pip install ./facade in a clone), which needs no such call",
+            f"({FACADE_DISTRIBUTION}: pip install ./triton_dist in a clone), which needs no such call",
             name=PACKAGE,
         ) from exc
 

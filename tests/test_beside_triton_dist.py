@@ -245,7 +245,7 @@ def test_under_kerneltunes_own_facade_there_is_nothing_to_replace():
 def test_without_any_triton_dist_the_call_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton_dist", None)
     with pytest.raises(
-        ModuleNotFoundError, match=r"no triton_dist package is installed.*pip install \./facade"
+        ModuleNotFoundError, match=r"no triton_dist package is installed.*pip install \./triton_dist"
     ):
         kerneltune.use_with_triton_dist()
 

@@ -35,6 +35,8 @@ def project_modules(base: Path, roots: Mapping[str, str]) -> dict[str, Path]:
         top = base / folder
         for path in sorted(top.rglob("*.py")):
             parts = path.relative_to(top).with_suffix("").parts
+            if "build" in parts:  # a build of triton_dist/, whose folder is its package
+                continue
             if parts[-1] == "__init__":
                 parts = parts[:-1]
             modules[".".join((name, *parts))] = path
@@ -125,7 +127,7 @@ def example_roots(base: Path) -> dict[str, str]:
 
 EXAMPLES = example_roots(ROOT)
 #: The triton_dist facade, a distribution of its own: import name -> folder.
-FACADE = {"triton_dist": "facade/src/triton_dist"}
+FACADE = {"triton_dist": "triton_dist"}
 GRAPH = import_graph(project_modules(ROOT, {**package_roots(ROOT / "setup.py"), **FACADE, **EXAMPLES}))
 
 #: core's roles, lowest floor first: a module imports only from its own floor or below.

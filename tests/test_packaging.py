@@ -1,7 +1,7 @@
 """The wheels hold what the tree holds: setup.py derives the package list from the folders.
 
 kerneltune's wheel holds no ``triton_dist`` file: its facade is a wheel of its
-own (``facade/``), so that kerneltune installs beside the real
+own (``triton_dist/``), so that kerneltune installs beside the real
 Triton-distributed (tests/test_beside_triton_dist.py installs it there).
 """
 
@@ -27,7 +27,7 @@ INSTALLED_AS = {
     "core": "kerneltune/core",
     "plugins": "kerneltune/plugins",
 }
-FACADE = ROOT / "facade"
+FACADE = ROOT / "triton_dist"
 
 
 def tree_modules(installed_as: dict[str, str] = INSTALLED_AS) -> set[str]:
@@ -35,6 +35,8 @@ def tree_modules(installed_as: dict[str, str] = INSTALLED_AS) -> set[str]:
     expected = set()
     for folder, prefix in installed_as.items():
         for path in (ROOT / folder).rglob("*"):
+            if "build" in path.relative_to(ROOT / folder).parts:  # a build of triton_dist/, its own package
+                continue
             if path.suffix == ".py" or path.name == "py.typed":
                 expected.add(f"{prefix}/{path.relative_to(ROOT / folder).as_posix()}")
     return expected
@@ -83,7 +85,7 @@ def test_the_facade_wheel_holds_triton_dist_alone_and_needs_this_kerneltune(tmp_
         (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
         fields = Parser().parsestr(archive.read(metadata).decode())
     packaged = {n for n in names if ".dist-info/" not in n}
-    assert packaged == tree_modules({"facade/src/triton_dist": "triton_dist"})
+    assert packaged == tree_modules({"triton_dist": "triton_dist"})
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert fields["Name"] == "kerneltune-triton-dist"
     assert fields.get_all("Requires-Dist") == [f"kerneltune=={version}"]

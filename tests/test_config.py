@@ -296,6 +296,24 @@ def test_a_timeout_past_what_the_platform_waits_is_refused_where_it_is_set(tmp_p
     writer.close()
 
 
+def test_compile_deadline_and_timeout_have_a_largest_value(tmp_path):
+    from kerneltune.core.isolation.options import MAX_TIMEOUT_S
+    from kerneltune.core.machine.options import MAX_DEADLINE
+
+    with pytest.raises(ConfigError) as info:
+        load_settings(cwd=tmp_path, environ={"KERNELTUNE_COMPILE_DEADLINE": "9" * 400})
+    assert str(info.value).startswith(
+        f"environment variable KERNELTUNE_COMPILE_DEADLINE: expected an integer from 0 to {MAX_DEADLINE} "
+        "(times the median compile of its siblings), got "
+    )
+    with pytest.raises(
+        ConfigError, match=f"KERNELTUNE_COMPILE_TIMEOUT: expected an integer from 0 to {MAX_TIMEOUT_S}"
+    ):
+        load_settings(cwd=tmp_path, environ={"KERNELTUNE_COMPILE_TIMEOUT": str(MAX_TIMEOUT_S + 1)})
+    settings = load_settings(cwd=tmp_path, environ={"KERNELTUNE_COMPILE_DEADLINE": str(MAX_DEADLINE)})
+    assert settings.compile_deadline == MAX_DEADLINE
+
+
 # -- the files reach a real tuning ---------------------------------------------------------
 
 
@@ -435,6 +453,16 @@ def test_a_misspelt_variable_warns_once_with_the_name_it_was_meant_to_be(tmp_pat
         "kerneltune: environment variable KERNELTUNE_VERBSE sets nothing: no setting of kerneltune or of "
         "its plugins reads it; did you mean KERNELTUNE_VERBOSE?",
     ], "once each, and not for the plugin's own variable"
+
+
+def test_a_misspelt_triton_dist_variable_warns_too(tmp_path):
+    environ = {"TRITON_DIST_AUTOTUNE_ALWAYS_TUEN": "1"}
+    with pytest.warns(RuntimeWarning) as caught:
+        Session.create(load_settings(tmp_path, environ))
+    assert [str(w.message) for w in caught if "sets nothing" in str(w.message)] == [
+        "kerneltune: environment variable TRITON_DIST_AUTOTUNE_ALWAYS_TUEN sets nothing: no setting of "
+        "kerneltune or of its plugins reads it; did you mean TRITON_DIST_AUTOTUNE_ALWAYS_TUNE?"
+    ]
 
 
 def test_warmup_and_repeat_have_variables_too(tmp_path):

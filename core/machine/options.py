@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kerneltune.core.isolation.options import MAX_TIMEOUT_S
 from kerneltune.core.plugin_system.hookspecs.markers import hookimpl
 from kerneltune.core.plugin_system.parsers import boolean, integer, one_of
 from kerneltune.core.plugin_system.settings import TUNE_AUTO, TUNE_FAIL, TUNE_NEVER
+
+#: The largest ``compile_deadline``: a deadline this many times the siblings' median compile
+#: already leaves every compile to ``compile_timeout``; a larger one overflowed the deadline's
+#: arithmetic.
+MAX_DEADLINE = 1000
 
 
 @hookimpl
@@ -100,14 +106,14 @@ def _compiling(add: Callable[..., None]) -> None:
     add(
         "compile_timeout",
         default=600,
-        parse=integer(0),
+        parse=integer(0, MAX_TIMEOUT_S, "seconds, the longest wait this platform takes"),
         help="seconds one candidate's compile may take before it fails; 0: no limit",
         env=("KERNELTUNE_COMPILE_TIMEOUT",),
     )
     add(
         "compile_deadline",
         default=3,
-        parse=integer(0),
+        parse=integer(0, MAX_DEADLINE, "times the median compile of its siblings"),
         help="a compile process this many times slower than the median of its siblings (and over 2 s) "
         "is stopped and its candidate fails; 0: no deadline",
         env=("KERNELTUNE_COMPILE_DEADLINE",),

@@ -202,6 +202,9 @@ CONFIG_VARIABLE = "KERNELTUNE_CONFIG"
 
 #: What a plugin's variables begin with: :func:`load_settings` keeps those it does not know for the plugins.
 PLUGIN_VARIABLE_PREFIX = "KERNELTUNE_"
+#: Variables that no setting reading them is a mistake worth a warning: kerneltune's own, and the
+#: Triton-distributed names the seed documents give some settings.
+WATCHED_PREFIXES = (PLUGIN_VARIABLE_PREFIX, "TRITON_DIST_AUTOTUNE_")
 
 # Parsed files by path, with the (inode, mtime, size) they were parsed at. Settings are
 # resolved on every contextual call and every function-level miss; parsing a
@@ -352,7 +355,7 @@ def read_settings(
     environment = sorted(
         (name, value)
         for name, value in environ.items()
-        if name.startswith(PLUGIN_VARIABLE_PREFIX) and name not in known and value != ""
+        if name.startswith(WATCHED_PREFIXES) and name not in known and value != ""
     )
     return Settings(
         **reading.values,
@@ -430,7 +433,8 @@ def resolve_declared(
 def _warn_unknown_variables(
     environment: Mapping[str, str], declared: DeclaredSettings, core: Mapping[str, SettingSpec]
 ) -> None:
-    """One warning per process for each ``KERNELTUNE_*`` variable no setting reads: most are misspelt."""
+    """One warning per process for each ``KERNELTUNE_*`` or ``TRITON_DIST_AUTOTUNE_*`` variable no setting
+    reads: most are misspelt."""
     known = {*core_variables(core), *(v for spec in declared.specs.values() for v in spec.variables())}
     for variable in sorted(set(environment) - known):
         close = difflib.get_close_matches(variable, sorted(known), n=1)

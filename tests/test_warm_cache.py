@@ -6,6 +6,7 @@ The probe of Triton's program cache is tested with COMPILE in tests/test_compile
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -54,6 +55,59 @@ def test_a_store_that_cannot_be_written_leaves_the_value_computed(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the folder should be")
     assert warm_cache.remembered(lambda: "value", root, blocker / "key.json") == "value"
+
+
+def _computed_soon(root: Path, store: Path) -> str:
+    """``remembered`` over ``store``, run in a thread that must end within seconds."""
+    result: list[str] = []
+    thread = threading.Thread(
+        target=lambda: result.append(warm_cache.remembered(lambda: "fresh", root, store))
+    )
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive(), "reading the kept key blocked"
+    return result[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "link to a good file"])
+def test_a_kept_key_that_is_no_regular_file_of_its_own_is_not_read(tmp_path, kind):
+    root, store = tmp_path / "triton", tmp_path / "key.json"
+    root.mkdir()
+    if kind == "fifo":
+        os.mkfifo(store)
+    elif kind == "link to /dev/zero":
+        store.symlink_to("/dev/zero")
+    else:
+        good = tmp_path / "elsewhere.json"
+        good.write_text(json.dumps({"fingerprint": warm_cache.fingerprint(root), "key": "planted"}))
+        store.symlink_to(good)
+    assert _computed_soon(root, store) == "fresh"
+
+
+def test_the_fingerprint_follows_linked_folders_once_each(tmp_path):
+    root, backend = tmp_path / "triton", tmp_path / "checkout" / "backend"
+    backend.mkdir(parents=True)
+    (backend / "compiler.py").write_text("one")
+    root.mkdir()
+    (root / "backends").symlink_to(backend)  # an editable Triton links its backends
+    (backend / "loop").symlink_to(root)  # and a link back up ends the walk, not the process
+    before = warm_cache.fingerprint(root)
+    (backend / "compiler.py").write_text("two")
+    assert warm_cache.fingerprint(root) != before
+
+
+def test_the_fingerprint_sees_a_rebuild_that_restores_size_and_modification_time(tmp_path):
+    root = tmp_path / "triton"
+    root.mkdir()
+    library = root / "libtriton.so"
+    library.write_bytes(b"build one")
+    status = library.stat()
+    before = warm_cache.fingerprint(root)
+    time.sleep(0.01)
+    library.write_bytes(b"build two")  # the same size
+    os.utime(library, ns=(status.st_atime_ns, status.st_mtime_ns))  # cp -p, rsync -t
+    assert library.stat().st_mtime_ns == status.st_mtime_ns
+    assert warm_cache.fingerprint(root) != before
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ Triton's on-disk cache already holds what they produce:
 * :func:`remember_triton_key`: Triton's hash of its own sources and library,
   part of every program's cache key (0.3-0.4 s on an H200's host), kept in a
   file beside Triton's cache and served again while no file of the
-  installed Triton has changed (same size and modification time).
+  installed Triton has changed (same inode, size, modification and change
+  times, linked folders followed).
 
 Both wrap a Triton function (the compiler's ``get_cache_manager``, and
 ``triton_key`` where a release defines it); outside a probe, and for a
@@ -32,12 +33,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from kerneltune.core import CompileMiss
+from kerneltune.core import CompileMiss, read_private
 
 #: The file, in Triton's cache folder, that keeps Triton's hash of itself.
 KEY_FILE = Path("kerneltune") / "triton_key.json"
-#: A kept key file larger than this is no key file.
-MAX_KEY_FILE = 1 << 20
 #: The modules that define ``triton_key``, by release: the runtime's cache (3.5 on) or the compiler.
 KEY_MODULES = ("triton.runtime.cache", "triton.compiler.compiler")
 
@@ -130,19 +129,38 @@ def peeking() -> contextlib.AbstractContextManager[None]:
 
 
 def fingerprint(root: Path) -> str:
-    """A digest of every file under ``root`` by path, size and modification time (``__pycache__`` left out).
+    """A digest of every file under ``root`` by path, inode, size, modification and change time.
 
     Reading each file's metadata costs milliseconds where hashing its
-    content (as ``triton_key`` does) costs a third of a second.
+    content (as ``triton_key`` does) costs a third of a second. Linked
+    folders are followed, as Triton's own hash follows them (an editable
+    Triton links its backends), each folder once; ``__pycache__`` is left
+    out. The change time moves whenever a file is written or its times
+    are set, so a rebuild that restores the modification time (``cp -p``,
+    ``rsync -t``) still changes the digest, as does a file replaced by
+    another (a new inode).
     """
     rows = []
-    for folder, subfolders, files in os.walk(root):
+    seen: set[tuple[int, int]] = set()
+    for folder, subfolders, files in os.walk(root, followlinks=True):
+        try:
+            status = os.stat(folder)
+        except OSError:
+            subfolders[:] = []
+            continue
+        if (status.st_dev, status.st_ino) in seen:  # a link back up: walked already
+            subfolders[:] = []
+            continue
+        seen.add((status.st_dev, status.st_ino))
         subfolders[:] = sorted(name for name in subfolders if name != "__pycache__")
         for name in sorted(files):
             path = os.path.join(folder, name)
             with contextlib.suppress(OSError):
                 status = os.stat(path)
-                rows.append(f"{os.path.relpath(path, root)}\0{status.st_size}\0{status.st_mtime_ns}")
+                rows.append(
+                    f"{os.path.relpath(path, root)}\0{status.st_ino}\0{status.st_size}"
+                    f"\0{status.st_mtime_ns}\0{status.st_ctime_ns}"
+                )
     return hashlib.sha256("\n".join(rows).encode()).hexdigest()
 
 
@@ -154,15 +172,12 @@ def remembered(compute: Callable[[], str], root: Path, store: Path) -> str:
     written leaves the value computed.
     """
     current = fingerprint(root)
+    # Read as the record files are: no link followed, nothing but a regular file this user alone
+    # may change, never blocking (a FIFO in a shared cache folder) and never read past the cap.
     with contextlib.suppress(OSError, ValueError):
-        if store.stat().st_size <= MAX_KEY_FILE:
-            kept = json.loads(store.read_text())
-            if (
-                isinstance(kept, dict)
-                and kept.get("fingerprint") == current
-                and isinstance(kept.get("key"), str)
-            ):
-                return str(kept["key"])
+        kept = json.loads(read_private(store))
+        if isinstance(kept, dict) and kept.get("fingerprint") == current and isinstance(kept.get("key"), str):
+            return str(kept["key"])
     value = compute()
     with contextlib.suppress(OSError):
         store.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

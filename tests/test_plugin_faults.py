@@ -4,6 +4,7 @@ an error naming the plugin, file or variable, and a finished tuning is never thr
 from __future__ import annotations
 
 import math
+import re
 import traceback
 
 import pytest
@@ -108,6 +109,65 @@ def test_a_registry_hook_that_raises_is_a_plugin_error_naming_the_plugin():
     raised = r"^plugin timers_plugin \(added in the program\): kerneltune_register_timers raised Import"
     with pytest.raises(PluginError, match=raised):
         Session.create(load_settings(), extra=(plugin,))
+
+
+class FaultyDevice:
+    name = "faulty"
+    #: what is_available raises, or None; what the constructor raises, or None.
+    availability: Exception | None = None
+    construction: Exception | None = None
+
+    @classmethod
+    def is_available(cls):
+        if cls.availability is not None:
+            raise cls.availability
+        return True
+
+    def __init__(self):
+        if self.construction is not None:
+            raise self.construction
+
+
+@pytest.mark.parametrize(
+    ("part", "what"),
+    [("availability", "is_available()"), ("construction", "its constructor")],
+)
+def test_a_device_that_raises_when_asked_or_made_is_a_plugin_error_naming_the_plugin(monkeypatch, part, what):
+    monkeypatch.setattr(FaultyDevice, part, OSError("no bus"))
+    plugin = plugin_module(
+        "faulty_device_plugin", kerneltune_register_devices=lambda register: register(FaultyDevice)
+    )
+    raised = (
+        f"plugin faulty_device_plugin (added in the program): device 'faulty': {what} raised OSError: no bus"
+    )
+    with pytest.raises(PluginError, match=f"^{re.escape(raised)}$"):
+        Session.create(load_settings(), extra=(plugin,))
+
+
+def test_a_search_strategy_whose_constructor_raises_is_a_plugin_error_naming_the_plugin():
+    from kerneltune.core import choose_strategy
+
+    class FaultyStrategy:
+        name = "faulty"
+
+        @classmethod
+        def is_available(cls):
+            return True
+
+        def __init__(self):
+            raise RuntimeError("no model file")
+
+    plugin = plugin_module(
+        "faulty_strategy_plugin",
+        kerneltune_register_search_strategies=lambda register: register(FaultyStrategy),
+    )
+    session = Session.create(load_settings(), extra=(plugin,))
+    with pytest.raises(
+        PluginError,
+        match=r"faulty_strategy_plugin .*: search strategy 'faulty': its constructor "
+        r"raised RuntimeError: no model file",
+    ):
+        choose_strategy(session, "faulty", "a test")
 
 
 def test_two_plugin_objects_registering_one_name_are_both_named():

@@ -50,7 +50,10 @@ def search(**options):
 
 
 def make_double(hints, configs=(), key=("n",), **autotune):
-    @triton.autotune(configs=list(configs), key=list(key), hints=hints, **autotune)
+    if key is not None:  # None: left out, as seed 003 allows
+        autotune["key"] = list(key)
+
+    @triton.autotune(configs=list(configs), hints=hints, **autotune)
     @triton.jit
     def double_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
         offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -344,10 +347,11 @@ def test_same_key_reuses_the_pick_and_a_new_key_tunes_again(monkeypatch):
     assert len(script.launches) > tuned
 
 
-def test_without_a_key_one_pick_serves_every_shape(monkeypatch):
+@pytest.mark.parametrize("key", [(), None], ids=["empty", "left out"])
+def test_without_a_key_one_pick_serves_every_shape(monkeypatch, key):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
-    kernel = make_double(search(params=["BLOCK"], values=[16, 32]), key=(), pre_hook=script.hook)
+    kernel = make_double(search(params=["BLOCK"], values=[16, 32]), key=key, pre_hook=script.hook)
     launch_double(kernel, n=32)
     tuned = len(script.launches)
     launch_double(kernel, n=24)

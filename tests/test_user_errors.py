@@ -49,6 +49,54 @@ def test_a_misspelt_control_is_refused_before_any_candidate_runs(isolated):
     assert len(calls) == ran
 
 
+def test_a_misspelt_control_reaching_a_functions_kwargs_is_warned_about_once(isolated):
+    received = []
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x, **kwargs: x)
+    def work(x, n, **kwargs):
+        received.append(kwargs)
+        return x * n
+
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"autotune_verbos=True goes to the function's \*\*kwargs, not to "
+        r"the tuner; did you mean autotune_verbose\?",
+    ):
+        work(3, autotune_verbos=True)
+    assert received[-1] == {"autotune_verbos": True}, "the function gets it, as before"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        work(4, autotune_verbos=True)  # once per name
+        work(3, autotune_budget=1)  # close to no control
+
+
+@pytest.mark.parametrize("control", ["autotune", "autotune_verbose", "autotune_allow_arg_overwrite"])
+def test_a_control_takes_true_or_false(isolated, control):
+    calls: list[int] = []
+    work = _work(calls, key_fn=lambda x, **kwargs: x)
+    with pytest.raises(TypeError, match=f"work: {control} takes True or False, got 'no'"):
+        work(3, **{control: "no"})
+    assert calls == [], "refused before any candidate runs"
+
+
+def test_contextual_autotune_refuses_a_flag_that_is_no_bool_and_the_bare_decorator():
+    from triton_dist.autotuner import contextual_autotune
+
+    for options, match in (
+        ({"is_dist": "yes"}, "is_dist takes True or False, got 'yes'"),
+        ({"flush_cache": 0}, "flush_cache takes True or False, got 0"),
+        ({"verbose": None}, "verbose takes True or False, got None"),
+    ):
+        with pytest.raises(TypeError, match=match):
+            contextual_autotune(**options)(lambda: None)
+
+    def outer():
+        return None
+
+    with pytest.raises(TypeError, match=r"write @contextual_autotune\(\) above outer, with parentheses"):
+        contextual_autotune(outer)
+
+
 def test_a_parameter_of_the_function_named_autotune_something_is_its_own(isolated):
     seen = []
 

@@ -66,13 +66,16 @@ class ContextualAutoTuner(FunctionWrapper):
         for name, value, least in (("n_repeat", n_repeat, 1), ("n_warmup", n_warmup, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise ValueError(f"contextual_autotune: {name} must be an integer >= {least}, got {value!r}")
+        for name, flag in (("is_dist", is_dist), ("flush_cache", flush_cache), ("verbose", verbose)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"contextual_autotune: {name} takes True or False, got {flag!r}")
         functools.update_wrapper(self, fn)
         self.fn = fn
-        self.is_dist = bool(is_dist)
+        self.is_dist = is_dist
         self.n_repeat = n_repeat
         self.n_warmup = n_warmup
-        self.flush_cache = bool(flush_cache)
-        self.verbose = bool(verbose)
+        self.flush_cache = flush_cache
+        self.verbose = verbose
         self._source_text: str | None = None
         #: the (kernel, key) pairs met as plain cache hits, which the interceptors launch themselves.
         self._direct = DirectLaunches()
@@ -171,9 +174,10 @@ class ContextualAutoTuner(FunctionWrapper):
         # Taken up from the next call on when the session changed (a setting, an added plugin).
         self._session = session
         interceptors = []
-        for cls in session.registries.interceptors.classes.values():
-            if cls.is_available():
-                interceptor: Interceptor = cls()
+        registry = session.registries.interceptors
+        for cls in registry.classes.values():
+            if registry.available(cls):
+                interceptor: Interceptor = registry.build(cls)
                 if provides(interceptor, DirectInterceptor):
                     interceptor.serve(self._direct)
                 interceptors.append(interceptor)
@@ -242,6 +246,12 @@ def contextual_autotune(
     :data:`STALL_LIMIT` of them in a row. Only one ContextualAutoTuner may
     be active at a time.
     """
+
+    if callable(is_dist):  # @contextual_autotune, without the call
+        raise TypeError(
+            "contextual_autotune takes its options and returns the decorator: write @contextual_autotune() "
+            f"above {getattr(is_dist, '__name__', 'the function')}, with parentheses"
+        )
 
     def decorate(fn: Callable[..., Any]) -> ContextualAutoTuner:
         return ContextualAutoTuner(

@@ -27,7 +27,7 @@ from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.machine.compile import CompileProcesses
 from kerneltune.core.machine.engine import Tuner, Tuning
 from kerneltune.core.machine.warm_start import MODES
-from kerneltune.core.notices import user_stacklevel
+from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import ForkingRecorder, RecordingInterceptor, provides
 from kerneltune.core.plugin_system.session import Session, current_session
 from kerneltune.core.values.records import Candidate, Origin
@@ -182,7 +182,7 @@ class AutoTuner(FunctionWrapper):
         **kwargs: Any,
     ) -> Any:
         """Run the function with the best config for this call's key (tuning first if needed)."""
-        if autotune:
+        if autotune is True:
             try:
                 best = self._picks.get(self.key_fn(*args, **kwargs))
             except Exception:
@@ -214,6 +214,13 @@ class AutoTuner(FunctionWrapper):
         group: Any,
     ) -> Any:
         self._refuse_unknown_controls(kwargs)
+        for name, value in (
+            ("autotune", autotune),
+            ("autotune_verbose", verbose),
+            ("autotune_allow_arg_overwrite", allow_overwrite),
+        ):
+            if not isinstance(value, bool):
+                raise TypeError(f"{self.__name__}: {name} takes True or False, got {value!r}")
         if not autotune:
             return self.fn(*args, **self._merge(self.config_space[0], args, kwargs, allow_overwrite))
         self._merge(self.config_space[0], args, kwargs, allow_overwrite)
@@ -258,13 +265,22 @@ class AutoTuner(FunctionWrapper):
         return self.fn(*args, **self._merge(best.config, args, kwargs, allow_overwrite))
 
     def _refuse_unknown_controls(self, kwargs: dict[str, Any]) -> None:
-        """Refuse a misspelt call-time control before any candidate runs (unless the function takes it)."""
-        if self._open_ended:
-            return
+        """Refuse a misspelt call-time control before any candidate runs (unless the function takes it).
+
+        A function taking ``**kwargs`` gets it, with one warning where it is close to a control.
+        """
         for name in kwargs:
             if name.startswith("autotune") and name not in self._keywords:
                 close = difflib.get_close_matches(name, _CONTROLS, n=1)
                 hint = f"; did you mean {close[0]}?" if close else ""
+                if self._open_ended:
+                    if close:
+                        warn_once(
+                            ("autotune-control", self.__name__, name),
+                            f"{self.__name__}: {name}={kwargs[name]!r} goes to the function's **kwargs, "
+                            f"not to the tuner{hint}",
+                        )
+                    continue
                 raise TypeError(
                     f"{self.__name__}: unknown call-time control {name}={kwargs[name]!r}{hint} "
                     f"(the controls are {', '.join(_CONTROLS)}; {self.__name__} takes no parameter {name})"
@@ -360,7 +376,10 @@ class AutoTuner(FunctionWrapper):
         collectives stay in step. A launcher that raises when its launches
         do not happen is left to compile at its first warm-up.
         """
-        available = (cls() for cls in session.registries.interceptors.classes.values() if cls.is_available())
+        interceptors = session.registries.interceptors
+        available = (
+            interceptors.build(cls) for cls in interceptors.classes.values() if interceptors.available(cls)
+        )
         capable = [rec for rec in available if provides(rec, RecordingInterceptor)]
         # recording() is None where nothing is compiled ahead (Triton's interpreter).
         recorders = [rec for rec in capable if rec.recording() is not None]

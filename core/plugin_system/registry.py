@@ -186,7 +186,7 @@ class Registry(Generic[P]):
         accepted = [
             c
             for c in self.classes.values()
-            if self.awaited_import(c) is None and (c.is_available() if fits is None else fits(c))
+            if self.awaited_import(c) is None and (self.available(c) if fits is None else fits(c))
         ]
         # sorted() is stable, so equal priorities keep registration order.
         return sorted(accepted, key=lambda cls: -self._priority(cls, priority))
@@ -260,16 +260,37 @@ class Registry(Generic[P]):
                 raise PluginError(f"no {self.family} is available (installed: {', '.join(self.names())})")
             return available[0]
         cls = self.get(name, source)
-        if not cls.is_available():
+        if not self.available(cls):
             reason = _unavailable_reason(cls)
             raise PluginError(
                 f"{self.family} {name!r} (from plugin {self.owners[cls.name]}) cannot run here"
                 + (f" ({reason})" if reason else "")
                 + "; "
-                f"available: {', '.join(n for n, c in sorted(self.classes.items()) if c.is_available())}"
+                f"available: {', '.join(n for n, c in sorted(self.classes.items()) if self.available(c))}"
                 + _set_by(source)
             )
         return cls
+
+    def available(self, cls: type[P]) -> bool:
+        """``cls.is_available()``; what it raises is a :class:`PluginError` naming the plugin."""
+        return bool(self._asked(cls, "is_available()", cls.is_available))
+
+    def build(self, cls: type[P]) -> P:
+        """A new ``cls``; what its constructor raises is a :class:`PluginError` naming the plugin."""
+        return self._asked(cls, "its constructor", cls)
+
+    def _asked(self, cls: type[P], what: str, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except PluginError:
+            raise
+        except Exception as exc:
+            name = getattr(cls, "name", cls.__qualname__)
+            owner = self.owners.get(name, cls.__module__)
+            raise PluginError(
+                f"{origin(self.manager, owner)}: {self.family} {name!r}: {what} raised "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def _unavailable_reason(cls: type) -> str | None:

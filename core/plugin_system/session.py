@@ -379,7 +379,7 @@ def resolve_devices(
         first = devices.select(timer.device, f"the device attribute of timer {timer.name!r}")
     else:
         first = devices.select("auto")
-    return tuple(cls() for cls in (first, *(c for c in devices.ranked() if c is not first)))
+    return tuple(devices.build(cls) for cls in (first, *(c for c in devices.ranked() if c is not first)))
 
 
 def _distance_problem(answer: Any) -> str | None:

@@ -39,7 +39,7 @@ def choose_family(session: Session, target: CompileTarget, operator: str) -> Pro
         raise ValueError(f"operator class {operator!r} is not one of {', '.join(OPERATORS)}")
     registry = profile_families(session)
     fitting = registry.ranked(
-        lambda cls: cls.operator == operator and target.backend in cls.backends and cls.is_available(),
+        lambda cls: cls.operator == operator and target.backend in cls.backends and registry.available(cls),
         priority="priority",
     )
     if not fitting:

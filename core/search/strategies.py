@@ -32,6 +32,6 @@ def choose_strategy(session: Session, hinted: str | None = None, where: str | No
     """
     registry = search_strategies(session)
     if hinted is not None:
-        return registry.select(hinted, where)()
+        return registry.build(registry.select(hinted, where))
     settings = session.settings
-    return registry.select(settings.search_strategy, settings.source("search_strategy"))()
+    return registry.build(registry.select(settings.search_strategy, settings.source("search_strategy")))

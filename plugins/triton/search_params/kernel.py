@@ -74,7 +74,9 @@ def make_autotune(original: Callable[..., Any]) -> Callable[..., Any]:
                 args, kwargs = _with_list_key(signature, args, kwargs, hints)
             return original(*args, **kwargs)
         plain = {k: v for k, v in kwargs.items() if k != "hints"} if hints_where is None else kwargs
-        arguments = dict(signature.bind(*args, **plain).arguments)
+        # Partial: seed 003 makes key optional (one pick then serves every shape), and configs may be
+        # left to the search.
+        arguments = dict(signature.bind_partial(*args, **plain).arguments)
         arguments.pop("hints", None)
         for name, value in arguments.items():
             default = signature.parameters[name].default

@@ -82,6 +82,8 @@ def use_with_triton_dist() -> list[str]:
         "triton_dist.tune"]`` beside ``triton-dist`` 0.0.0); empty where
         everything already did, as under kerneltune's own facade.
     :raises ModuleNotFoundError: when no ``triton_dist`` package can be imported.
+    :raises ImportError: when the installed package cannot be imported with this Triton (the real
+        one needs Triton-distributed's own build of Triton), naming what it lacks.
     """
     _import_package()
     if _installed(REAL_DISTRIBUTION) and _installed(FACADE_DISTRIBUTION):
@@ -110,15 +112,31 @@ def use_with_triton_dist() -> list[str]:
 def _import_package() -> None:
     try:
         importlib.import_module(PACKAGE)
-    except ModuleNotFoundError as exc:
-        if exc.name != PACKAGE:
-            raise
+    except ImportError as exc:
+        if importlib.util.find_spec(PACKAGE) is not None:
+            missing = exc.name if exc.name and exc.name != PACKAGE else None
+            lacking = f"it imports {missing}, which is not here" if missing else str(exc)
+            raise ImportError(
+                f"use_with_triton_dist: the installed {PACKAGE} package ({_version(REAL_DISTRIBUTION)}) "
+                f"cannot be imported: {lacking}. Triton-distributed runs on its own build of Triton, not "
+                f"on a release of Triton from the package index (this one: {_version('triton')}): install "
+                f"it as its documents say, with that Triton, or use kerneltune's own {PACKAGE} without "
+                f"it ({FACADE_DISTRIBUTION}: pip install ./triton_dist in a clone)",
+                name=exc.name,
+            ) from exc
         raise ModuleNotFoundError(
             f"use_with_triton_dist: no {PACKAGE} package is installed. Install Triton-distributed "
             f"({REAL_DISTRIBUTION}), or, without it, kerneltune's own {PACKAGE} "
             f"({FACADE_DISTRIBUTION}: pip install ./triton_dist in a clone), which needs no such call",
             name=PACKAGE,
         ) from exc
+
+
+def _version(distribution: str) -> str:
+    try:
+        return f"{distribution} {importlib.metadata.version(distribution)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"no {distribution} distribution installed"
 
 
 def _installed(distribution: str) -> bool:

@@ -250,6 +250,34 @@ def test_without_any_triton_dist_the_call_says_what_to_install(monkeypatch):
         kerneltune.use_with_triton_dist()
 
 
+def test_the_real_package_on_stock_triton_says_what_it_needs(real_site, monkeypatch):
+    # The real __init__ imports its language module, which imports Triton-distributed's own Triton
+    # build (triton._C.libtriton.distributed on stock Triton); here the module itself is left out.
+    for name in [n for n in sys.modules if n.partition(".")[0] == "triton_dist"]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(real_site))
+    with pytest.raises(ImportError) as info:
+        kerneltune.use_with_triton_dist()
+    message = str(info.value)
+    assert message.startswith("use_with_triton_dist: the installed triton_dist package (")
+    assert "cannot be imported: cannot import name 'language' from " in message
+    assert "Triton-distributed runs on its own build of Triton" in message
+    assert message.endswith("(kerneltune-triton-dist: pip install ./triton_dist in a clone)")
+
+
+def test_a_package_that_imports_a_module_this_triton_lacks_is_named(tmp_path, monkeypatch):
+    for name in [n for n in sys.modules if n.partition(".")[0] == "triton_dist"]:
+        monkeypatch.delitem(sys.modules, name)
+    package = tmp_path / "triton_dist"
+    package.mkdir()
+    (package / "__init__.py").write_text("import triton.backends.amd_distributed_build\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(
+        ImportError, match=r"it imports triton\.backends\.amd_distributed_build, which is not here"
+    ):
+        kerneltune.use_with_triton_dist()
+
+
 def test_both_distributions_installed_is_a_warning(real_autotuner, tmp_path, monkeypatch):
     metadata = tmp_path / "metadata"
     for folder, name, version in (

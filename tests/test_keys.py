@@ -183,6 +183,22 @@ def test_a_key_32_levels_deep_still_round_trips(quick, isolated):
     _round_trip(isolated, key)
 
 
+def test_a_class_defined_again_takes_its_tag_over():
+    def define():
+        class Shape:  # a notebook cell run twice defines this class twice
+            def __init__(self, n):
+                self.n = n
+
+        return Shape
+
+    first, second = define(), define()
+    register_key_encoder(first, "tests.Shape", lambda s: s.n)
+    register_key_encoder(second, "tests.Shape", lambda s: s.n + 1)
+    assert encode_key(second(3)) == {"tests.Shape": 4}, "the new definition's encoder"
+    with pytest.raises(TypeError, match="cannot be part of a tuning key"):
+        encode_key(first(3))  # the class that went out of use
+
+
 def test_one_tag_names_one_type_alone():
     class Rows:
         def __init__(self, n):

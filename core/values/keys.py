@@ -41,7 +41,9 @@ def register_key_encoder(cls: type, tag: str, encode: Callable[[Any], Any]) -> N
     :raises ValueError: for another tag for a type already registered, or a
         tag that another type (or a built-in encoding: ``float``,
         ``torch.dtype``, ``torch.Size``) uses: two types under one tag would
-        share picks. Registering a type again under its own tag changes nothing.
+        share picks. Registering a type again under its own tag changes nothing, and a
+        class of the same module and name defined again (a notebook cell run twice) takes
+        its tag over.
     """
     if not isinstance(tag, str) or not tag:
         raise ValueError(f"a key encoder's tag must be a non-empty string, got {tag!r}")
@@ -54,7 +56,11 @@ def register_key_encoder(cls: type, tag: str, encode: Callable[[Any], Any]) -> N
     owner = next(
         (other for other, (known, _) in _encoders.items() if known == tag and other is not cls), None
     )
-    if owner is not None:
+    if owner is not None and (owner.__module__, owner.__qualname__) == (cls.__module__, cls.__qualname__):
+        # The same class defined again (a notebook cell run twice, a module reloaded): the new
+        # definition takes the tag over, and the old one's instances, of a class gone, lose it.
+        del _encoders[owner]
+    elif owner is not None:
         raise ValueError(
             f"the key tag {tag!r} already names {owner.__module__}.{owner.__qualname__}; keys of "
             f"{cls.__module__}.{cls.__qualname__} under it would be served that type's picks"

@@ -192,18 +192,21 @@ def _interactive() -> bool:
 def clear(function: str | None, directory: Path | None, yes: bool) -> None:
     """Remove stored records: all of them, or FUNCTION's.
 
-    Only files that read back as records are removed, each through
-    :func:`~kerneltune.core.private_files.remove_private`: nothing reached
-    through a link, nothing that is not a regular file of this user's.
+    The cache's record files are removed, damaged ones too (said on stderr),
+    each through :func:`~kerneltune.core.private_files.remove_private`:
+    nothing reached through a link, nothing that is not a regular file of
+    this user's.
     """
     loaded = _Plugins.load()
     root = existing_cache_dir(directory, loaded)
     doomed = []
     for stored in stored_records(loaded.file_caches(root), function):
-        if stored.record is None:
+        if stored.path.is_symlink():
             click.echo(f"kerneltune: not removing {stored.path}: {stored.problem}", err=True)
-        else:
-            doomed.append(stored)
+            continue
+        if stored.record is None:
+            click.echo(f"kerneltune: removing a damaged record, {stored.path}: {stored.problem}", err=True)
+        doomed.append(stored)
     what = f"{len(doomed)} record(s)" + (f" of {function}" if function else "") + f" in {root}"
     if not doomed:
         if function is not None:

@@ -10,6 +10,7 @@ import os
 import stat
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import msgpack
@@ -233,12 +234,19 @@ def test_a_bad_cache_file_is_a_logged_miss_and_a_retune(monkeypatch, caplog, iso
     DAMAGE[damage](path)
 
     tuner = _fresh()
-    with caplog.at_level(logging.INFO, logger="kerneltune"):
+    with caplog.at_level(logging.INFO, logger="kerneltune"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         assert tuner(3) in (3, 6)
 
     assert len(_work_body.calls) == TUNED, "a bad file must lead to a retune"
+    damaged = [str(w.message) for w in caught if "is damaged" in str(w.message)]
     if damage != "missing":
         assert "retuning" in caplog.text
+    if damage in ("missing", "other-key", "other-candidates"):  # no record, or a sound one of another
+        assert damaged == []
+    else:
+        (message,) = damaged  # not silent: one warning names the record and what is wrong
+        assert message.startswith(f"kerneltune: _work_body: the stored record {path.stem} (cache ")
     assert load_file(path)["schema"] == 1, "the retune rewrites a good record"
     _fresh()(3)
     assert len(_work_body.calls) == 1

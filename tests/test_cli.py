@@ -226,15 +226,16 @@ def test_clear_follows_no_link_and_removes_only_records(filled, tmp_path):
 
     cleared = CliRunner().invoke(cli.main, ["cache", "clear", "--yes"])
     assert cleared.exit_code == 0, cleared.stderr
-    assert "removed 3 record(s)" in cleared.stdout
+    assert "removed 4 record(s)" in cleared.stdout
     assert sorted(p.name for p in elsewhere.iterdir()) == sorted([record.name, "package.json", "lock-target"])
     assert (elsewhere / "lock-target").read_text() == "keep"
-    # Links and what is not a record stay, each named.
+    # Links stay, each named; a damaged record goes, named.
     assert (filled / "linked").is_symlink() and linked_record.is_symlink() and linked_lock.is_symlink()
-    assert damaged.read_text() == "{ not a record"
-    for kept in (linked_record, damaged, linked_lock):
+    assert not damaged.exists()
+    assert f"kerneltune: removing a damaged record, {damaged}: " in cleared.stderr
+    for kept in (linked_record, linked_lock):
         assert f"not removing {kept}" in cleared.stderr
-    assert record_files(filled, "matmul") == sorted([linked_record, damaged])
+    assert record_files(filled, "matmul") == [linked_record]
     assert record_files(filled, "scale") == []
 
 

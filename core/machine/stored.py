@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 from kerneltune.core.errors import CacheReadError
 from kerneltune.core.machine.schedule import Schedule
-from kerneltune.core.notices import user_stacklevel
+from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.keys import plain_config
 from kerneltune.core.values.records import STATISTIC, Measurement, Method, TuningRecord
@@ -38,7 +38,7 @@ def read_record(
         try:
             data = session.cache_load(name, entry)
         except CacheReadError as exc:
-            logger.info("kerneltune: %s: cache entry unreadable, retuning (%s)", name, exc)
+            _damaged(session, name, entry, exc)
             return None
     if data is None:
         return None
@@ -46,7 +46,7 @@ def read_record(
         record = TuningRecord.from_data(data)
         record.check_pick()
     except CacheReadError as exc:
-        logger.info("kerneltune: %s: cache entry rejected, retuning (%s)", name, exc)
+        _damaged(session, name, entry, exc)
         return None
     if record.key != key:
         logger.info("kerneltune: %s: cache entry is for another key, retuning", name)
@@ -68,6 +68,16 @@ def read_record(
             stacklevel=user_stacklevel(),
         )
     return record
+
+
+def _damaged(session: Session, name: str, entry: str, problem: CacheReadError) -> None:
+    """Say once per record that it cannot be trusted: it is as good as absent, and is replaced."""
+    message = (
+        f"kerneltune: {name}: the stored record {entry} ({session.cache_plugin}) is damaged ({problem}); "
+        "retuning, as if nothing were stored, replaces it (tune = 'never' or 'fail' go by no record)"
+    )
+    logger.info(message)
+    warn_once(("damaged record", name, entry), message)
 
 
 def new_record(

@@ -227,7 +227,8 @@ class TricklingServer:
     """A server on 127.0.0.1 that speaks just enough RESP for redis-py, slowly where told.
 
     Every command is answered at once (``+OK``; for HELLO, the RESP3 greeting
-    redis-py checks; for GETRANGE, a missing key's empty string) except the
+    redis-py checks; for GETRANGE, a missing key's empty string; for STRLEN,
+    100) except the
     one named ``slow``, whose answer, a 100-byte string, goes out one byte
     per ``pause`` seconds: each read gets a byte well within its timeout,
     and the whole answer takes over 5 s. ``hung_up`` is set when the client
@@ -237,6 +238,7 @@ class TricklingServer:
     ANSWERS: ClassVar[dict[bytes, bytes]] = {
         b"HELLO": b"%1\r\n$5\r\nproto\r\n:3\r\n",
         b"GETRANGE": b"$0\r\n\r\n",
+        b"STRLEN": b":100\r\n",
     }
 
     def __init__(self, slow: str, pause: float = 0.05) -> None:
@@ -331,6 +333,26 @@ def test_garbage_under_a_key_is_a_logged_miss_and_a_retune(url, isolated, caplog
     # The retune replaced the garbage in both layers.
     record = json.loads(only_record_file(isolated, "work").read_text())
     assert json.loads(admin.get(key)) == record
+
+
+def test_a_value_larger_than_a_record_is_refused_before_it_is_read(url, isolated, caplog, monkeypatch):
+    import redis
+    from kerneltune.core import MAX_READ
+
+    admin = _admin(url)
+    fresh_tuner()(3)
+    key = _key(isolated)
+    only_record_file(isolated, "work").unlink()
+    admin.set(key, b" " * (MAX_READ + 1))
+    fetched = []
+    getrange = redis.Redis.getrange
+    monkeypatch.setattr(redis.Redis, "getrange", lambda self, *a: fetched.append(a) or getrange(self, *a))
+    with caplog.at_level(logging.INFO, logger="kerneltune"):
+        fresh_tuner()(3)
+    assert key not in [args[0] for args in fetched], "its length alone refused it"
+    assert f"holds {MAX_READ + 1} bytes, more than a record's {MAX_READ}" in caplog.text
+    assert CALLS[:2] == TUNED
+    assert json.loads(admin.get(key)) == json.loads(only_record_file(isolated, "work").read_text())
 
 
 # -- several ranks ---------------------------------------------------------------------

@@ -92,13 +92,21 @@ class RedisStore:
         self._commands = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kerneltune-redis")
 
     def get(self, key: str) -> bytes | None:
-        """The key's value (at most ``MAX_READ`` + 1 bytes), ``None`` when missing.
+        """The key's value (at most ``MAX_READ`` bytes), ``None`` when missing.
 
-        :raises CacheReadError: for a key that holds another type than a string.
+        :raises CacheReadError: for a key that holds another type than a string, or
+            a value larger than a record may be, refused before it is read.
         """
         try:
-            # GETRANGE bounds what a hostile value can make this process hold.
+            # Its length first, as the file cache refuses a file by its size: a hostile value
+            # is never sent. GETRANGE still bounds one that grew between the two commands.
+            size = self._within_deadline(lambda: self.client.strlen(key))
+            assert isinstance(size, int)
+            if size > MAX_READ:
+                raise CacheReadError(f"holds {size} bytes, more than a record's {MAX_READ}")
             payload = self._within_deadline(lambda: self.client.getrange(key, 0, MAX_READ))
+        except CacheReadError:
+            raise
         except Exception as exc:
             if str(exc).startswith("WRONGTYPE"):
                 raise CacheReadError("holds no string") from exc

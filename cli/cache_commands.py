@@ -314,7 +314,9 @@ def verify(function: str | None, directory: Path | None) -> None:
     The command runs nothing itself (it has no arguments to run a tuned
     function with): it marks each record, and the next process that loads
     one times its pick head to head with its closest rivals and stores the
-    verdict, confident or uncertain, in place of the mark.
+    verdict, confident or uncertain, in place of the mark. Each record is
+    read again and marked under its file lock, so that one a tuning stored
+    after the listing is marked as it is now, never replaced by the older copy.
     """
     loaded = _Plugins.load()
     root = existing_cache_dir(directory, loaded)
@@ -324,8 +326,10 @@ def verify(function: str | None, directory: Path | None) -> None:
         raise click.ClickException(f"no records in {root}{of} to verify")
     marked = 0
     for stored in found:
-        stored.cache.store(stored.namespace, stored.digest, {**stored.data, "recheck": True})
-        marked += 1
+        if stored.cache.update(stored.namespace, stored.digest, lambda data: {**data, "recheck": True}):
+            marked += 1
+        else:
+            click.echo(f"kerneltune: not marking {stored.path}: gone or unreadable meanwhile", err=True)
     click.echo(
         f"marked {marked} record(s) in {root} for a re-check by the next process that loads each "
         "(KERNELTUNE_RECHECK=0 or KERNELTUNE_TUNE=never there serve them unchecked)"

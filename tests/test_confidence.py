@@ -271,6 +271,26 @@ def test_cache_verify_marks_records_for_the_next_process_to_re_check(monkeypatch
     assert missing.exit_code == 1 and "no records" in missing.output
 
 
+def test_cache_verify_marks_a_record_stored_after_its_listing_as_it_is_now(monkeypatch, isolated):
+    from kerneltune import cache_commands
+
+    tune_on(monkeypatch, lambda run: 1.0)
+    listing = cache_commands.readable
+
+    def listed_then_stored_again(caches, function):
+        found = listing(caches, function)
+        for stored in found:  # a tuning stores its verdict after the command read the records
+            stored.cache.store(stored.namespace, stored.digest, {**stored.data, "rechecks": 7})
+        return found
+
+    monkeypatch.setattr(cache_commands, "readable", listed_then_stored_again)
+    result = CliRunner().invoke(cli.main, ["cache", "verify", "work"])
+    assert result.exit_code == 0, result.output
+    (marked,) = stored_records(isolated, "work")
+    assert marked["recheck"] is True
+    assert marked["rechecks"] == 7, "the record stored meanwhile is kept, not replaced by the older copy"
+
+
 # -- several ranks ------------------------------------------------------------------------------
 
 

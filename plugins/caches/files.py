@@ -21,13 +21,14 @@ imported.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -57,6 +58,15 @@ def folder_name(namespace: str) -> str:
     readable = _UNSAFE.sub("_", namespace).lstrip(".-")[:40] or "_"
     tag = hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{readable}-{tag}"
+
+
+def _locked(path: Path) -> contextlib.AbstractContextManager[object]:
+    """The file lock beside ``path``'s record, with an explicit mode (filelock would take the umask's)."""
+    # Imported here, not with the module: every session loads this plugin, and most
+    # never store (contextual picks live in the process); filelock is dozens of modules.
+    import filelock
+
+    return filelock.FileLock(str(path) + ".lock", mode=0o600)
 
 
 class FileCache:
@@ -144,25 +154,45 @@ class FileCache:
             return
         path = self._path(folder, digest)
         payload = self.encode(data)
-        # Imported here, not with the module: every session loads this plugin, and most
-        # never store (contextual picks live in the process); filelock is dozens of modules.
-        import filelock
+        with _locked(path):
+            self._replace(folder, path, payload)
 
-        # An explicit mode, as every other file here has: filelock would otherwise take the umask's.
-        with filelock.FileLock(str(path) + ".lock", mode=0o600):
-            if folder not in self._swept:  # a scan per write grew with the folder: once is enough
-                self._remove_stale_temporaries(folder)
-                self._swept.add(folder)
-            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    def update(self, namespace: str, digest: str, change: Callable[[Any], Any]) -> bool:
+        """Read, change and write one record under its file lock: a record stored meanwhile is not lost.
+
+        :param change: given the stored data, the data to write, or ``None`` to write nothing.
+        :returns: whether it wrote; an absent or unreadable record is left as it is.
+        """
+        folder = self.directory(namespace)
+        if folder is None or not self._usable(folder):
+            return False
+        path = self._path(folder, digest)
+        with _locked(path):
             try:
-                with os.fdopen(handle, "wb") as out:
-                    out.write(payload)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(temporary, path)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
+                current = self.load(namespace, digest)
+            except CacheReadError:
+                return False
+            changed = None if current is None else change(current)
+            if changed is None:
+                return False
+            self._replace(folder, path, self.encode(changed))
+        return True
+
+    def _replace(self, folder: Path, path: Path, payload: bytes) -> None:
+        """Write ``payload`` as ``path`` whole (a temporary file renamed); the caller holds the lock."""
+        if folder not in self._swept:  # a scan per write grew with the folder: once is enough
+            self._remove_stale_temporaries(folder)
+            self._swept.add(folder)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(payload)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
 
     def _remove_stale_temporaries(self, folder: Path) -> None:
         pattern = re.compile(rf".+\.{re.escape(self.suffix)}[a-z0-9_]{{8}}\.tmp")

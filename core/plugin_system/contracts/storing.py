@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -99,6 +99,16 @@ class ListingCache(Cache, Protocol):
 
         ``load(namespace, digest)`` reads the record and ``path`` is the one
         file that holds it; the command removes a record by deleting ``path``.
+        """
+        ...
+
+    def update(self, namespace: str, digest: str, change: Callable[[Any], Any]) -> bool:
+        """Read, change and write back one record, with no store of another process in between.
+
+        ``change`` gets the stored data and returns the data to write, or
+        ``None`` to write nothing. Returns whether it wrote; an absent or
+        unreadable record is left alone. ``kerneltune cache verify`` marks
+        records through it.
         """
         ...
 

@@ -150,6 +150,27 @@ def test_the_contextual_tuner_leaves_the_garbage_collector_alone():
     assert len(seen) == 2 * (2 + 3) + 1 and all(seen)
 
 
+def test_is_dist_without_a_process_group_says_this_process_tunes_alone():
+    scale_kernel = make_scale_kernel()
+
+    @contextual_autotune(is_dist=True, n_repeat=1, n_warmup=0)
+    def run(x):
+        return launch_scale(scale_kernel, x, 2.0)
+
+    assert not torch.distributed.is_initialized()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = randn(64)
+        torch.testing.assert_close(run(x), 2.0 * x)
+        run(randn(128))
+    alone = [str(w.message) for w in caught if "no process group" in str(w.message)]
+    assert alone == [
+        "contextual_autotune(is_dist=True): run runs with no process group (torch.distributed is not "
+        "initialized, or the reducer in force is 'local'): this process tunes alone, and other processes "
+        "may pick other configs"
+    ], "once"
+
+
 def test_launches_are_routed_only_while_a_call_is_active():
     original = Autotuner.__dict__["run"]
     scale_kernel = make_scale_kernel()

@@ -83,7 +83,15 @@ class ContextualCall:
         #: source where picks persist across processes (contextual_cache = "disk"), else nothing.
         self.context = context
         self.verbose = verbose or session.settings.verbose
-        self.distributed = is_dist and session.make_reducer(None).world_size > 1
+        reducer = session.make_reducer(None)
+        self.distributed = is_dist and reducer.world_size > 1
+        if is_dist and reducer.world_size == 1 and reducer.name == "local":
+            warn_once(
+                ("contextual-is-dist-alone", name),
+                f"contextual_autotune(is_dist=True): {name} runs with no process group (torch.distributed "
+                "is not initialized, or the reducer in force is 'local'): this process tunes alone, and "
+                "other processes may pick other configs",
+            )
         self.warmup = warmup
         self.repeat = repeat
         self.flush = flush

@@ -37,6 +37,8 @@ DECLARED := pyproject.toml setup.py triton_dist/pyproject.toml examples/kerneltu
 # static tools (mypy, pyright, IDEs) resolve as kerneltune.*; the default mode
 # is an import hook they cannot follow. A module added later needs `make install`.
 install:
+	@echo "installing into $$($(PYTHON) -c 'import sys; print(sys.prefix)'): $(TORCH), kerneltune (editable, with" \
+		"its triton, test and plot extras), its triton_dist package and the two example plugins of examples/"
 	$(PYTHON) -m pip install -q "$(TORCH)" -e ".[triton,test,plot]" -e triton_dist -e examples/kerneltune-example-plugin -e examples/kerneltune-example-device \
 		--config-settings editable_mode=strict
 	@mkdir -p build && touch $(STAMP)

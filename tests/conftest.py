@@ -7,11 +7,16 @@ import os
 import signal
 
 import ascend_stand_in
+import own_plugins
 import pytest
 from leftover_processes import adopt_orphans, leftover_children
 
 #: Variables plugins read themselves, outside the settings they declare.
 _PLUGIN_VARIABLES = ("TRITON_PRINT_AUTOTUNING", "TRITON_PRINT_AUTOTUNING_TIMINGS")
+
+
+own_plugins.hide_foreign_plugins()
+own_plugins.isolate_children()
 
 
 @pytest.fixture(autouse=True)

@@ -205,7 +205,8 @@ def test_config_file_blocks_an_entry_point_plugin_by_name(tmp_path):
     with pytest.raises(
         PluginError,
         match=r"timer 'example-cputime' is not available "
-        r"\(installed: cuda-event, npu-event, npu-profiler, toy-clock, wallclock\)",
+        r"\(installed: cuda-event, npu-event, npu-profiler, toy-clock, wallclock\); "
+        r"blocked plugins, whose classes are not loaded: example-cputime; set by ",
     ):
         Session.create(load_settings())
 

@@ -243,9 +243,16 @@ class Registry(Generic[P]):
         if found is None:
             raise PluginError(
                 f"{self.family} {name!r} is not available (installed: {', '.join(self.names())})"
+                + self._blocked_note()
                 + _set_by(source)
             )
         return found
+
+    def _blocked_note(self) -> str:
+        """What ``block`` kept from loading: a class asked for by name may be one of theirs."""
+        listed = self.manager.list_name_plugin() if self.manager is not None else []
+        blocked = sorted(name for name, plugin in listed if plugin is None)
+        return f"; blocked plugins, whose classes are not loaded: {', '.join(blocked)}" if blocked else ""
 
     def select(self, name: str, source: str | None = None) -> type[P]:
         """Resolve ``name``, where ``auto`` means the first available class of :meth:`ranked`.

@@ -441,5 +441,6 @@ def test_verbose_lines_of_re_timing_rounds_say_which_round(isolated, capsys, mon
 
     work(autotune_verbose=True)
     lines = [line for line in capsys.readouterr().out.splitlines() if "] n=<1>" in line]
-    assert any("(near-tie re-timing, round 1 of 2): trimmed mean" in line for line in lines), lines
-    assert any("(near-tie re-timing, round 2 of 2): trimmed mean" in line for line in lines), lines
+    assert any("(near-tie re-timing, round 1 of 2): trimmed mean of its " in line for line in lines), lines
+    assert any("(near-tie re-timing, round 2 of 2): trimmed mean of its " in line for line in lines), lines
+    assert any(" samples so far " in line for line in lines), "a round's line says its mean is a running one"

@@ -160,12 +160,14 @@ def kerneltune_pick_loaded(event: PickLoaded) -> None:
 def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
     measurement = event.measurement
     # Measurement.mean is the trimmed mean (records.trimmed), the statistic SELECT compares.
-    outcome = measurement.error if measurement.error else f"trimmed mean {format_ms(measurement.mean)}"
+    # A later round's mean covers every sample so far, not the round's: say which round it is, and so.
+    stage = f" ({event.stage})" if event.stage else ""
+    so_far = f" of its {len(measurement.samples)} samples so far" if event.stage else ""
+    mean = f"trimmed mean{so_far} {format_ms(measurement.mean)}"
+    outcome = measurement.error if measurement.error else mean
     samples = "".join(f"    sample {i}: {s:.6f} ms\n" for i, s in enumerate(measurement.samples))
     # A candidate's first failure brings its traceback: the warning names the error, the log keeps where.
     trace = "".join(f"    {line}\n" for line in (event.traceback or "").splitlines())
-    # A later round's mean covers every sample so far: say which round it is.
-    stage = f" ({event.stage})" if event.stage else ""
     _emit(
         f"{event.function}: [{event.candidate.index}] {event.candidate.label}{stage}: {outcome}",
         verbose=event.verbose,

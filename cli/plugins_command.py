@@ -25,6 +25,19 @@ from kerneltune.core import KernelTuneError
 from kerneltune.core.plugin_system.settings import setting_sources
 from kerneltune.loading import _Plugins
 
+#: The setting that chooses each family's class by name (the others are always auto's choice).
+_SETTING_OF = {"timer": "timer", "cache": "cache", "reducer": "reducer", "search strategy": "search_strategy"}
+
+
+def _in_force(loaded: _Plugins, family: str, automatic: str | None) -> str:
+    """The heading's note: the class a tuning here takes, and why (a setting, or auto)."""
+    field = _SETTING_OF.get(family)
+    if field is None or getattr(loaded.settings, field).casefold() == "auto":
+        return f"in force: {automatic or 'none available'}, auto's choice"
+    chosen = getattr(loaded.settings, field)
+    source = loaded.settings.source(field) or "a setting"
+    return f"in force: {chosen}, set by {source}; auto would take {automatic or 'none available'}"
+
 
 def _plugin_origin(plugins: _Plugins, name: str, plugin: object) -> str:
     distributions = {id(p): dist for p, dist in plugins.manager.list_plugin_distinfo()}
@@ -53,13 +66,15 @@ def plugins(probe: bool) -> None:
     if loaded.settings.block:
         click.echo(f"  blocked: {', '.join(loaded.settings.block)}")
     for registry in loaded.listed():
-        automatic = None
+        automatic = chosen = None
         if registry is loaded.registries.remote_stores:
             click.echo('\nremote stores (cache = "<name>" layers one under the json cache; never auto):')
         else:
             with contextlib.suppress(KernelTuneError):
                 automatic = registry.select("auto").name
-            click.echo(f"\n{_plural(registry.family)} (auto takes: {automatic or 'none available'}):")
+            click.echo(f"\n{_plural(registry.family)} ({_in_force(loaded, registry.family, automatic)}):")
+            field = _SETTING_OF.get(registry.family)
+            chosen = getattr(loaded.settings, field) if field is not None else "auto"
         rows = []
         for name in registry.names():
             cls = registry.classes[name]
@@ -69,9 +84,10 @@ def plugins(probe: bool) -> None:
                 available = f"not asked: waits for {awaited}"
             else:
                 available = "available" if cls.is_available() else "not available here"
-            rows.append(
-                [f"  {name}", available + (", auto" if name == automatic else ""), registry.owners[name]]
+            marks = (", auto" if name == automatic else "") + (
+                ", in force" if chosen is not None and chosen.casefold() == name.casefold() else ""
             )
+            rows.append([f"  {name}", available + marks, registry.owners[name]])
         for line in views.table([f"  {registry.family}", "here", "plugin"], rows):
             click.echo(line)
     if waited:

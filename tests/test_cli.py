@@ -475,7 +475,13 @@ def test_plugins_lists_plugins_choices_and_where_settings_come_from(tmp_path, mo
     assert "built-in, kerneltune " in line_of("kerneltune.plugins.observers.tuning_log")
     version = importlib.metadata.version("kerneltune-example-plugin")
     assert f"entry point, kerneltune-example-plugin {version}" in line_of("example-cputime")
-    assert "timers (auto takes: wallclock)" in shown.stdout
+    assert "timers (in force: wallclock, auto's choice)" in shown.stdout
+    config_file = tmp_path / "kerneltune.toml"
+    assert (
+        f"caches (in force: msgpack, set by {config_file} (key 'cache'); auto would take json)"
+        in shown.stdout
+    )
+    assert "available, in force" in line_of("msgpack")
     assert "not available here" in line_of("cuda-event")
     assert "available, auto" in line_of("wallclock")
     assert "available, auto" in line_of("local")
@@ -492,7 +498,11 @@ def test_plugins_lists_the_search_strategies_and_the_default(tmp_path, monkeypat
     monkeypatch.setenv("KERNELTUNE_SEARCH_STRATEGY", "staged")
     shown = _invoke("plugins")
     assert shown.exit_code == 0
-    strategies = shown.stdout.split("search strategies (auto takes: pattern):\n")[1].split("\n\n")[0]
+    heading = (
+        "search strategies (in force: staged, set by environment variable KERNELTUNE_SEARCH_STRATEGY; "
+        "auto would take pattern):\n"
+    )
+    strategies = shown.stdout.split(heading)[1].split("\n\n")[0]
     rows = {line.split()[0]: line for line in strategies.splitlines()[1:]}
     assert set(rows) >= {"pattern", "staged", "exhaustive", "example-random"}
     assert "available, auto" in rows["pattern"] and "kerneltune.plugins.search.pattern" in rows["pattern"]

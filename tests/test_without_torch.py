@@ -158,7 +158,7 @@ def test_the_plugins_command_lists_everything_without_importing_torch():
     assert "not asked: waits for torch.distributed" in rows["world-max"]
     assert "available, auto" in rows["wallclock"] and "available, auto" in rows["cpu"]
     assert "available, auto" in rows["json"] and "available, auto" in rows["pattern"]
-    assert "timers (auto takes: wallclock):" in shown
+    assert "timers (in force: wallclock, auto's choice):" in shown
     assert "kerneltune plugins --probe imports and asks" in shown
     assert "kerneltune.plugins.timers.events" in rows and "cache_dir" in rows
 

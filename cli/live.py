@@ -6,8 +6,9 @@ and the digest of that function's source then. Where the function imports
 here, its source now gives the digest a tuning would look up: a record with
 that digest is ``current``, one with another is ``stale`` (the function was
 edited since, and no tuning reaches it again unless the edit is undone).
-Where it does not import (a function defined inside another, one in a script
-run as ``__main__``, a module not on the path here, a record of another tuner
+A function of a script run as ``__main__`` is found in the script's file,
+read and compiled but not run. Where it does not import (a function defined
+inside another, a module not on the path here, a record of another tuner
 or one written before records named their function), the newest record of
 each key is taken as the live one (``newest``) and the others as ``older``:
 a guess by date, which ``prune`` does not act on.
@@ -17,9 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import json
+import linecache
 import os
 import sys
+import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -27,6 +31,7 @@ import attrs
 import click
 from kerneltune.core.drivers.function_tuner import AutoTuner
 from kerneltune.core.values.records import Origin
+from kerneltune.core.values.space import source_digest
 from kerneltune.loading import Stored
 
 CURRENT = "current"
@@ -87,8 +92,10 @@ def _current_digest(origin: Origin) -> tuple[str | None, str | None]:
     """``origin``'s source digest now, or ``None`` and why not (``None`` where it goes without saying)."""
     parts = origin.qualname.split(".")
     top = origin.module.partition(".")[0]
-    if origin.module == "__main__" or not all(part.isidentifier() for part in parts):
+    if not all(part.isidentifier() for part in parts):
         return None, None
+    if origin.module == "__main__":
+        return _script_digest(origin) if origin.path is not None else (None, None)
     if top in sys.stdlib_module_names:
         # Nothing is tuned there, and some of its modules act on import (antigravity opens a browser).
         return None, f"not importing {origin.module}, a module of the standard library"
@@ -105,6 +112,37 @@ def _current_digest(origin: Origin) -> tuple[str | None, str | None]:
             return found.source_digest(), None
         found = getattr(found, "__wrapped__", None)
     return None, "it is no longer a function tuned by kerneltune"
+
+
+def _script_digest(origin: Origin) -> tuple[str | None, str | None]:
+    """The digest of a script's function as the script reads now, found in its compiled code, never run.
+
+    The function's code object starts where its source does (its first
+    decorator), so its source is what the tuner read when it was decorated.
+    """
+    assert origin.path is not None
+    try:
+        with open(origin.path, encoding="utf-8") as script:
+            code = compile(script.read(), origin.path, "exec")
+    except (OSError, SyntaxError, ValueError) as exc:
+        return None, f"cannot read the script {origin.path} ({type(exc).__name__}: {exc})"
+    found = _code_of(code, origin.qualname)
+    if found is None:
+        return None, f"the script {origin.path} no longer defines it"
+    linecache.checkcache(origin.path)
+    return source_digest(inspect.getsource(found)), None
+
+
+def _code_of(code: types.CodeType, qualname: str) -> types.CodeType | None:
+    """The code object of the function named ``qualname`` inside ``code`` (a module's), if any."""
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if getattr(const, "co_qualname", const.co_name) == qualname:
+                return const
+            inner = _code_of(const, qualname)
+            if inner is not None:
+                return inner
+    return None
 
 
 @contextlib.contextmanager

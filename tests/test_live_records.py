@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -202,6 +203,41 @@ def test_records_of_a_function_that_cannot_be_imported_are_judged_by_date_and_ke
     assert len(_listed("scale")) == 4
     # Nothing is said about a function that no tool could import.
     assert pruned.stderr == ""
+
+
+SCRIPT = """from triton_dist.tune import autotune
+
+
+@autotune(config_space=[{{"n": 1}}, {{"n": 2}}], key_fn=lambda size: (size,))
+def tile(size, n):
+    return size * n{edit}
+
+
+if __name__ == "__main__":
+    print(tile(64))
+"""
+
+
+def test_a_scripts_records_are_judged_by_its_file_and_the_stale_one_pruned(src, isolated):
+    script = src / "tile_script.py"
+
+    def run(edit: str = "") -> None:
+        script.write_text(SCRIPT.format(edit=edit))
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+
+    run()
+    time.sleep(1.05)  # records are dated to the second
+    run("  # edited")
+    rows = _listed("tile")
+    assert [row["status"] for row in rows] == ["stale", "current"]
+    assert rows[0]["origin"] == {"module": "__main__", "qualname": "tile", "path": str(script)}
+
+    pruned = _invoke("cache", "prune")
+    assert pruned.exit_code == 0, pruned.output
+    assert [row["status"] for row in _listed("tile")] == ["current"]
+    script.write_text("print('tile is gone')\n")
+    assert [row["status"] for row in _listed("tile")] == ["newest"], "judged by date, as an import that fails"
 
 
 def test_a_module_that_fails_to_import_is_named_once_and_its_records_kept(edited, isolated):

@@ -13,6 +13,7 @@ import contextlib
 import difflib
 import functools
 import inspect
+import os
 import sys
 import threading
 import warnings
@@ -334,7 +335,12 @@ class AutoTuner(FunctionWrapper):
         qualname = getattr(self.fn, "__qualname__", None)
         if not isinstance(module, str) or not isinstance(qualname, str):
             return None
-        return Origin(module=module, qualname=qualname)
+        path = None
+        if module == "__main__":  # a script: nothing imports it, but its file can be read
+            with contextlib.suppress(TypeError, OSError):
+                found = inspect.getsourcefile(self.fn)
+                path = None if found is None else os.path.abspath(found)
+        return Origin(module=module, qualname=qualname, path=path)
 
     def source_digest(self) -> str:
         """The digest of the wrapped function's source as it is now: the ``source`` its new records get.

@@ -129,16 +129,22 @@ class Origin:
 
     Kept in a record so that ``kerneltune cache list`` can import the function
     and tell whether the record was made from its current source. A function
-    defined inside another (``<locals>`` in ``qualname``) or in a script run
-    as ``__main__`` has an origin that nothing else can import.
+    defined inside another (``<locals>`` in ``qualname``) has an origin that
+    nothing else can import; one in a script run as ``__main__`` keeps the
+    script's path, whose source is read (never run) instead.
     """
 
     module: str
     qualname: str
+    #: the script's absolute path, for a function of a script run as ``__main__``; else ``None``.
+    path: str | None = None
 
     def to_data(self) -> dict[str, str]:
         """Plain data for a record."""
-        return {"module": self.module, "qualname": self.qualname}
+        data = {"module": self.module, "qualname": self.qualname}
+        if self.path is not None:
+            data["path"] = self.path
+        return data
 
     @classmethod
     def from_data(cls, data: Any) -> Origin | None:
@@ -153,7 +159,12 @@ class Origin:
         module = checked.text(given["module"], "origin.module")
         if not all(part.isidentifier() for part in module.split(".")):
             raise CacheReadError(f"origin.module is {checked.show(module)}, not a dotted module name")
-        return cls(module=module, qualname=checked.text(given["qualname"], "origin.qualname"))
+        path = given.get("path")
+        return cls(
+            module=module,
+            qualname=checked.text(given["qualname"], "origin.qualname"),
+            path=None if path is None else checked.text(path, "origin.path"),
+        )
 
     def __str__(self) -> str:
         return f"{self.module}.{self.qualname}"

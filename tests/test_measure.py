@@ -7,7 +7,7 @@ import statistics
 import types
 
 import pytest
-from kerneltune.core import CandidateFailedWarning, Measurement, PickLoaded, hookimpl
+from kerneltune.core import Candidate, CandidateFailedWarning, Measurement, PickLoaded, hookimpl
 from kerneltune.core.machine import measure
 from kerneltune.core.machine.measure import standard_error
 from kerneltune.core.machine.ties import near_ties
@@ -444,3 +444,19 @@ def test_verbose_lines_of_re_timing_rounds_say_which_round(isolated, capsys, mon
     assert any("(near-tie re-timing, round 1 of 2): trimmed mean of its " in line for line in lines), lines
     assert any("(near-tie re-timing, round 2 of 2): trimmed mean of its " in line for line in lines), lines
     assert any(" samples so far " in line for line in lines), "a round's line says its mean is a running one"
+
+
+def test_no_valid_config_never_ends_with_its_heading_alone():
+    from kerneltune.core.machine.samples import Samples
+
+    candidates = [Candidate(index=i, config={"n": i}, label=f"n={i}", fingerprint=str(i)) for i in range(2)]
+    samples = Samples()
+    measurement, _ = samples.failure(0, RuntimeError("restore_value: an expanded tensor"))
+    samples.put(measurement)
+    # A plan whose candidates were none of these (allowed empty): every failure met is listed instead.
+    report = samples.report("work", 7, candidates, allowed=[])
+    assert report.splitlines() == [
+        "cannot find valid config for work with key 7; every candidate failed:",
+        "  [0] n=0: RuntimeError: restore_value: an expanded tensor",
+        "  [1] n=1: not measured",
+    ]

@@ -95,11 +95,19 @@ class Samples:
     def report(
         self, name: str, key: object, candidates: Iterable[Candidate], allowed: Iterable[int] | None
     ) -> str:
-        """``NoValidConfigError``'s message: why each (allowed) candidate failed."""
+        """``NoValidConfigError``'s message: why each (allowed) candidate failed.
+
+        Where none of them was allowed (a plan that measured nothing it could
+        choose), every failure met is listed instead, so the message never
+        ends with its heading.
+        """
+        candidates = tuple(candidates)
         among = None if allowed is None else set(allowed)
         rows = [
             (c, self.get(c.index).error or "failed on another rank")
             for c in candidates
             if among is None or c.index in among
         ]
+        if not rows:
+            rows = [(c, self.get(c.index).error or "failed on another rank") for c in candidates]
         return failure_report(name, key, rows)

@@ -29,12 +29,10 @@ from kerneltune.loading import _Plugins
 _SETTING_OF = {"timer": "timer", "cache": "cache", "reducer": "reducer", "search strategy": "search_strategy"}
 
 
-def _in_force(loaded: _Plugins, family: str, automatic: str | None) -> str:
-    """The heading's note: the class a tuning here takes, and why (a setting, or auto)."""
-    field = _SETTING_OF.get(family)
-    if field is None or getattr(loaded.settings, field).casefold() == "auto":
+def _in_force(loaded: _Plugins, field: str | None, chosen: str, automatic: str | None) -> str:
+    """The heading's note: the class a tuning here takes, and why (the setting ``field``, or auto)."""
+    if field is None or chosen.casefold() == "auto":
         return f"in force: {automatic or 'none available'}, auto's choice"
-    chosen = getattr(loaded.settings, field)
     source = loaded.settings.source(field) or "a setting"
     return f"in force: {chosen}, set by {source}; auto would take {automatic or 'none available'}"
 
@@ -72,9 +70,9 @@ def plugins(probe: bool) -> None:
         else:
             with contextlib.suppress(KernelTuneError):
                 automatic = registry.select("auto").name
-            click.echo(f"\n{_plural(registry.family)} ({_in_force(loaded, registry.family, automatic)}):")
             field = _SETTING_OF.get(registry.family)
             chosen = getattr(loaded.settings, field) if field is not None else "auto"
+            click.echo(f"\n{_plural(registry.family)} ({_in_force(loaded, field, chosen, automatic)}):")
         rows = []
         for name in registry.names():
             cls = registry.classes[name]

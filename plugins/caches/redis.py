@@ -101,7 +101,8 @@ class RedisStore:
             # Its length first, as the file cache refuses a file by its size: a hostile value
             # is never sent. GETRANGE still bounds one that grew between the two commands.
             size = self._within_deadline(lambda: self.client.strlen(key))
-            assert isinstance(size, int)
+            if not isinstance(size, int):
+                raise CacheReadError(f"STRLEN answered {size!r}, not a length")
             if size > MAX_READ:
                 raise CacheReadError(f"holds {size} bytes, more than a record's {MAX_READ}")
             payload = self._within_deadline(lambda: self.client.getrange(key, 0, MAX_READ))

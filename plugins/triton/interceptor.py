@@ -224,7 +224,7 @@ def _replacement(original: Callable[..., Any], cls: type, root: type) -> Callabl
                 return made
         if unsupported is None and not adapter.tunable(tuner):
             return original(tuner, *args, **kwargs)
-        return active.route_launch(TritonLaunch, tuner, original, args, kwargs, unsupported)
+        return active.route_launch(tuner, original, args, kwargs, unsupported)
 
     setattr(run, _REPLACES, original)
     return run
@@ -286,7 +286,6 @@ class TritonInterceptor:
 
     def route_launch(
         self,
-        launch: type[TritonLaunch],
         tuner: Any,
         original: Callable[..., Any],
         args: tuple[Any, ...],
@@ -298,7 +297,7 @@ class TritonInterceptor:
         self.handling = True
         try:
             adapter.name_list_key_axes(tuner)
-            return self.route(launch(tuner, original, args, kwargs, unsupported))
+            return self.route(TritonLaunch(tuner, original, args, kwargs, unsupported))
         finally:
             self.handling = False
 

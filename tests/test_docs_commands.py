@@ -1,6 +1,7 @@
 """Commands and code blocks of docs/ run as written, on the CPU, so the docs cannot drift from the code.
 
-README.md's blocks are run by test_readme.py, the torchrun command of docs/multirank.md by
+README.md's blocks, docs/plugins.md's ten-line plugin and docs/configuration.md's config
+file are run by test_readme.py, the torchrun command of docs/multirank.md by
 test_multirank_example.py and the recipes of docs/plugins.md by test_plugin_recipes.py. A
 kerneltune.toml in the working directory makes each tuning short; the code itself is the docs'.
 """

@@ -42,7 +42,7 @@ def test_the_documented_torchrun_command_tunes_on_two_ranks_and_then_hits(tmp_pa
     assert "tuning key" in first
     second = run()
     # It tunes nothing from scratch; only a pick the first run stored as uncertain (a loaded
-    # host: the suite runs beside other work) is re-checked once, head to head, as README.md
+    # host: the suite runs beside other work) is re-checked once, head to head, as docs/measuring.md
     # says. A re-check on a noisy host may go on to re-time its near ties, and each
     # candidate's time across the ranks is reported: those lines come with the re-check.
     measured = [line for line in second.splitlines() if "trimmed mean" in line]

@@ -32,7 +32,7 @@ def _fresh_environment() -> dict[str, str]:
 
 
 def _host_work_environment() -> dict[str, str]:
-    """The fresh defaults, with the objective README tells a user to choose for host work on a GPU host.
+    """The fresh defaults, with the objective docs/measuring.md has a user choose for host work on a GPU host.
 
     With a GPU the default timer is its event timer, and the device objective
     times NumPy work as nothing at all (see the test after this one).

@@ -1,4 +1,8 @@
-"""README.md's code blocks run as written, so the README cannot drift from the code."""
+"""The code blocks of README.md and the pages that took its reference parts run as written.
+
+README.md's first example, docs/plugins.md's ten-line plugin and docs/configuration.md's config
+file and variable table: none of them can drift from the code.
+"""
 
 from __future__ import annotations
 
@@ -14,15 +18,18 @@ from kerneltune.core import add_plugin, load_settings, remove_plugin
 
 from triton_dist.tune import autotune
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PLUGINS = ROOT / "docs" / "plugins.md"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
 # The example's tensor line; off a GPU it is swapped for a small CPU tensor.
 GPU_TENSOR = 'x = torch.randn(1 << 18, device="cuda")'
 CPU_TENSOR = 'x = torch.randn(1 << 10, device="cpu")'
 
 
-def block(language: str, marker: str) -> str:
-    """The one fenced ``language`` block of README.md that contains ``marker``."""
-    blocks = re.findall(rf"^```{language}\n(.*?)^```$", README.read_text(), re.DOTALL | re.MULTILINE)
+def block(language: str, marker: str, page: Path = README) -> str:
+    """The one fenced ``language`` block of ``page`` that contains ``marker``."""
+    blocks = re.findall(rf"^```{language}\n(.*?)^```$", page.read_text(), re.DOTALL | re.MULTILINE)
     found = [text for text in blocks if marker in text]
     assert len(found) == 1, f"expected one {language} block with {marker!r}, found {len(found)}"
     return found[0]
@@ -54,7 +61,7 @@ def test_scale_example_runs_and_tunes(tmp_path):
 
 def test_plugin_example_reports_a_finished_tuning(tmp_path, capsys):
     path = tmp_path / "tuning_report.py"
-    path.write_text(block("python", "def kerneltune_tuning_finished("))
+    path.write_text(block("python", "def kerneltune_tuning_finished(", PLUGINS))
     spec = importlib.util.spec_from_file_location("tuning_report", path)
     assert spec is not None and spec.loader is not None
     plugin = importlib.util.module_from_spec(spec)
@@ -73,16 +80,16 @@ def test_plugin_example_reports_a_finished_tuning(tmp_path, capsys):
 
 
 def test_config_file_example_is_valid(tmp_path):
-    (tmp_path / "pyproject.toml").write_text(block("toml", "[tool.kerneltune]"))
+    (tmp_path / "pyproject.toml").write_text(block("toml", "[tool.kerneltune]", CONFIGURATION))
     settings = load_settings(cwd=tmp_path, environ={})
     assert (settings.timer, settings.cache, settings.warmup, settings.repeat) == ("auto", "msgpack", 3, 20)
     assert settings.cache_dir == Path("/scratch/autotune")
 
 
 def test_environment_table_lists_exactly_the_variables_the_code_reads():
-    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", README.read_text(), re.MULTILINE))
+    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", CONFIGURATION.read_text(), re.MULTILINE))
     source = "\n".join(
-        path.read_text() for folder in ("core", "plugins") for path in (README.parent / folder).rglob("*.py")
+        path.read_text() for folder in ("core", "plugins") for path in (ROOT / folder).rglob("*.py")
     )
     # A name ending in "_" is a prefix (settings.WATCHED_PREFIXES), not a variable.
     read = set(re.findall(r'"((?:KERNELTUNE|TRITON_DIST)_[A-Z_]*[A-Z])"', source))

@@ -2,7 +2,7 @@
 
 Core declares each setting through ``kerneltune_add_settings`` next to the
 code that reads it; :class:`Settings` is the typed view. These tests hold
-the view, the README's two tables and the guide's configuration reference
+the view, docs/configuration.md's two tables and the guide's configuration reference
 to the specs (core's and the built-in plugins'), name for name, default for
 default and variable for variable.
 """
@@ -97,8 +97,8 @@ def test_a_core_spec_parses_what_the_files_and_variables_hold(tmp_path):
         load_settings(tmp_path, {})
 
 
-def test_readme_lists_every_setting_with_its_default():
-    listed = rows(section(ROOT / "README.md", "## Configuration", "Environment variables:"), 3)
+def test_the_configuration_page_lists_every_setting_with_its_default():
+    listed = rows(section(ROOT / "docs" / "configuration.md", "## Settings", "## Environment variables"), 3)
     table = {cells[0].strip("`"): cells[1] for cells in listed}
     assert len(table) == len(listed), "a setting listed twice"
     specs = every_spec()
@@ -108,8 +108,8 @@ def test_readme_lists_every_setting_with_its_default():
     }
 
 
-def test_readme_lists_every_variable_with_the_setting_it_sets():
-    text = section(ROOT / "README.md", "Environment variables:", "\n## ")
+def test_the_configuration_page_lists_every_variable_with_the_setting_it_sets():
+    text = section(ROOT / "docs" / "configuration.md", "## Environment variables", "\n## ")
     listed = rows(text, 2)
     table = {cells[0].strip("`"): cells[1] for cells in listed}
     assert len(table) == len(listed), "a variable listed twice"

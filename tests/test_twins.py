@@ -1,4 +1,4 @@
-"""Twins: configs that launch the same program are measured once (README.md, "Twins").
+"""Twins: configs that launch the same program are measured once (docs/compiling.md, "Twins").
 
 On CPU the kernels run in Triton's interpreter, which ignores ``num_warps``
 and ``num_stages``: 8 configs over 4 block sizes are 4 programs. The

@@ -16,10 +16,10 @@ points each). Their landscapes are flat near the top (the three best block
 sizes within 2%), which is where a walk that follows noise spends most.
 
 tests/data/h200_search_quality_landscapes.json holds bench/search_quality.py's
-oracle tables from session 8 (bf16 matmul 4096^3 with 16-wide tiles, 300
+oracle tables of 2026-12-01 at `ffcc284` (bf16 matmul 4096^3 with 16-wide tiles, 300
 points; fp16 row sum, 120; fp16 online softmax, 105), and
-h200_search_quality_landscapes_session9.json the same spaces from session
-9, the vector kernels' tables the mean of three oracle processes; those
+h200_search_quality_landscapes_2026-12-01_0aed052.json the same spaces from
+a later run at `0aed052`, the vector kernels' tables the mean of three oracle processes; those
 replay through bench/search_replay.py.
 """
 
@@ -242,12 +242,14 @@ def load_search_replay():
 
 
 ROOT = Path(__file__).resolve().parent.parent
-QUALITY_9 = json.loads((ROOT / "tests" / "data" / "h200_search_quality_landscapes_session9.json").read_text())
+QUALITY_9 = json.loads(
+    (ROOT / "tests" / "data" / "h200_search_quality_landscapes_2026-12-01_0aed052.json").read_text()
+)
 
 
 @pytest.mark.parametrize(("name", "within"), [("matmul", 0.0), ("reduction", 0.01), ("softmax", 0.0)])
-def test_pattern_within_its_cap_on_session_9s_tables(name, within):
-    """Session 9's tables (the vector kernels' the mean of three oracle processes), noise-free.
+def test_pattern_within_its_cap_on_the_0aed052_tables(name, within):
+    """The tables recorded at `0aed052` (the vector kernels' the mean of three oracle processes), noise-free.
 
     At the 15% cap the row sum's walk ends on the 16-warp ridge one stage
     count from its best (0.55%, inside the oracle's 1.6% spread); the
@@ -261,13 +263,13 @@ def test_pattern_within_its_cap_on_session_9s_tables(name, within):
 
 
 QUALITY_10 = json.loads(
-    (ROOT / "tests" / "data" / "h200_search_quality_landscapes_session10.json").read_text()
+    (ROOT / "tests" / "data" / "h200_search_quality_landscapes_2026-12-01_03f108d.json").read_text()
 )
 
 
 @pytest.mark.parametrize("name", ["matmul", "reduction", "softmax"])
-def test_pattern_meets_issue_22s_targets_on_session_10s_tables_under_noise(name):
-    """Session 10's tables (each point timed as its program), replayed at the H200's 0.5% noise, 20 seeds.
+def test_pattern_meets_issue_22s_targets_on_the_03f108d_tables_under_noise(name):
+    """The tables recorded at `03f108d` (each point timed as its program), at the H200's 0.5% noise, 20 seeds.
 
     On the H200 the five runs of each kernel lost at most 0.40%; so do
     these replays, within the 15% cap.
@@ -288,7 +290,7 @@ def test_pattern_meets_issue_22s_targets_on_session_10s_tables_under_noise(name)
     assert max(run["share"] for run in runs) <= 0.15
 
 
-def test_session_10s_tables_give_twins_one_time():
+def test_the_03f108d_tables_give_twins_one_time():
     """Points of one program (the row sum's stage counts) have one time; the matmul's stages do not."""
     for name, kernel in QUALITY_10["kernels"].items():
         times: dict[str, set[float]] = {}

@@ -3,8 +3,8 @@
 tests/data/h200_warm_start_sweep.json holds bench/warm_start.py's oracle
 table from one H200 run: the time of each of 24 bf16 matmul configs at 30
 values of M (N = K = 4096); h200_warm_start_sweep_5_rounds.json the same
-from a later run; ..._session9.json and ..._session11.json two later
-sweeps, whose oracles also re-timed each M's fastest configs. Replayed
+from a later run; ..._2026-12-01_0aed052.json and ..._2026-12-01_9acf0bf.json
+two later sweeps (named by date and commit), whose oracles also re-timed each M's fastest configs. Replayed
 with 1% noise, the warm-start choice must keep what the replay showed when
 it was chosen, so that a later change to it that loses picks fails here
 before a GPU run shows it.
@@ -19,14 +19,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLE = json.loads((ROOT / "tests" / "data" / "h200_warm_start_sweep.json").read_text())
+DATA = ROOT / "tests" / "data"
+TABLE = json.loads((DATA / "h200_warm_start_sweep.json").read_text())
 #: The same sweep on a later lease, its oracle timed in 5 rounds instead of 3.
-TABLE_5_ROUNDS = json.loads((ROOT / "tests" / "data" / "h200_warm_start_sweep_5_rounds.json").read_text())
-#: Session 9's first sweep (5 rounds, the 4 fastest configs per M re-timed at 50 ms), where
+TABLE_5_ROUNDS = json.loads((DATA / "h200_warm_start_sweep_5_rounds.json").read_text())
+#: The first sweep recorded at `0aed052` (5 rounds, the 4 fastest configs per M re-timed at 50 ms), where
 #: M=1536's best (128x128x32, 4 warps) is 14% ahead of the config the neighbours point to.
-TABLE_SESSION_9 = json.loads((ROOT / "tests" / "data" / "h200_warm_start_sweep_session9.json").read_text())
-#: Session 11's sweep A (as session 9's), on a lease where M=1536's best is 3.9% ahead of the next.
-TABLE_SESSION_11 = json.loads((ROOT / "tests" / "data" / "h200_warm_start_sweep_session11.json").read_text())
+TABLE_0AED052 = json.loads((DATA / "h200_warm_start_sweep_2026-12-01_0aed052.json").read_text())
+#: Sweep A recorded at `9acf0bf` (as the one at `0aed052`), where M=1536's best is 3.9% ahead of the next.
+TABLE_9ACF0BF = json.loads((DATA / "h200_warm_start_sweep_2026-12-01_9acf0bf.json").read_text())
 
 
 def load_replay():
@@ -51,7 +52,7 @@ def test_m_in_increasing_order_keeps_nine_in_ten_picks_within_two_percent_measur
 
 
 @pytest.mark.parametrize(
-    "table", [TABLE, TABLE_5_ROUNDS, TABLE_SESSION_11], ids=["3-rounds", "5-rounds", "session-11"]
+    "table", [TABLE, TABLE_5_ROUNDS, TABLE_9ACF0BF], ids=["3-rounds", "5-rounds", "9acf0bf"]
 )
 def test_m_in_increasing_order_keeps_every_pick_within_five_percent(table):
     """M=640 is where a 128x128 tile overtakes: only exploring larger configs as M grows reaches it."""
@@ -70,9 +71,9 @@ def test_where_one_key_is_an_outlier_only_that_key_is_lost():
     within 5%, and nine in ten within 2%.
     """
     replay = load_replay().replay
-    order = list(range(len(TABLE_SESSION_9["rows"])))
+    order = list(range(len(TABLE_0AED052["rows"])))
     for seed in range(2):
-        run = replay(TABLE_SESSION_9, order, noise=0.01, seed=seed, budget=5)
+        run = replay(TABLE_0AED052, order, noise=0.01, seed=seed, budget=5)
         assert sum(r["regret"] <= 0.02 for r in run) / len(run) >= 0.9, f"seed {seed}"
         lost = [r["m"] for r in run if r["regret"] > 0.05]
         assert len(lost) <= 1, f"seed {seed}: {lost}"

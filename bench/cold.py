@@ -147,8 +147,9 @@ def contenders_of(coarse: list[float], picks: list[int]) -> list[int]:
 def refine(work: Any, contenders: list[int], rounds: int) -> dict[str, float]:
     """Each contender's median ``do_bench`` over ``rounds`` interleaved rounds, every other one reversed.
 
-    At 48 configs five rounds over all of them judged one pick 9.8% slow that
-    a refined oracle of the same lease put at 1.0-1.7% (BENCHMARKS.md, session 22).
+    At 48 configs, five rounds over all of them can judge a pick several
+    percent slow that more rounds over the contenders alone put within the
+    oracle's noise (docs/benchmark-history.md, 2026-12-03, `eaf70ad`).
     """
     import triton
 
@@ -278,7 +279,7 @@ class Timeline:
         if os.environ.get("BENCH_HASH_WAIT") == "off":
             compiler._hashed = lambda: None  # type: ignore[assignment]
         if os.environ.get("BENCH_LOAD_BESIDE") == "off":
-            # Measuring waits for every load again, as before session 17.
+            # Measuring waits for every load again, as before `91066d9`.
             from kerneltune.core.machine import readiness
 
             readiness_init = readiness.Readiness.__init__

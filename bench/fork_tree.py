@@ -6,7 +6,7 @@ GPU, a CUDA context) takes milliseconds. This script times, side by side in
 one process, alternating:
 
 * ``serial``: N forks one after another from this process (COMPILE before
-  session 22);
+  `792d031`);
 * ``tree``: one :func:`kerneltune.core.machine.fork_tree.fork` of N, until
   every compile process has reported its pid.
 

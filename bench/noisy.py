@@ -12,7 +12,7 @@ gone:
    fastest config;
 2. as many fresh processes tune on the quiet machine (how many are confident);
 3. every uncertain record from the busy phase is loaded by one more fresh,
-   quiet process, which re-checks it (README, "Uncertain picks"), and the
+   quiet process, which re-checks it (docs/measuring.md, "Uncertain picks"), and the
    re-checked record is judged again.
 
 ``--device cpu`` tunes host work (a Python loop, ``objective = "wall"``);

@@ -30,7 +30,7 @@ tuned by
   processes start a one-rank gloo group first, untimed;
 * ``stock``: ``triton.autotune`` (its own do_bench tuning), for reference;
 * ``kerneltune-settled``: the ``kerneltune`` side with measuring waiting for
-  every program to load first, as before session 17 (``BENCH_LOAD_BESIDE=off``);
+  every program to load first, as before `91066d9` (``BENCH_LOAD_BESIDE=off``);
 * ``kerneltune-before``: the ``kerneltune`` side with kerneltune imported from
   the folder ``BENCH_BEFORE`` names (an earlier tree, installed there with
   ``pip install --target``), for a before-and-after in one run.

@@ -19,10 +19,11 @@ sweep with a cache directory of its own:
 
 The sweeps run side by side: each step tunes every sweep's next M in turn
 (starting one sweep further on each step), so that a warm key and its full
-tuning are timed moments apart. On an H200 the same sweep run early or late
-in one process read a warm key at 0.31 or 0.43 of full tuning's time, as the
-host's launches got quicker or slower (BENCHMARKS.md, session 24): one sweep
-after another put that drift into the ratio.
+tuning are timed moments apart. The same sweep run early or late in one
+process can read a warm key at quite different shares of full tuning's
+time, as the host's launches get quicker or slower
+(docs/benchmark-history.md, 2026-12-03, `f56ab8d`): one sweep after another
+put that drift into the ratio.
 
 Every config is compiled first (one full tuning per kind of M Triton
 specialises on: 1, a multiple of 16, any other), in a throwaway cache

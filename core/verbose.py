@@ -1,6 +1,6 @@
 """Verbose lines: INFO records that a user sees without configuring logging.
 
-``autotune_verbose=True`` is documented (seed 000, README) as INFO-level
+``autotune_verbose=True`` is documented (seed 000, docs/guide.md) as INFO-level
 tuning information on standard output. Python's logging shows nothing below
 WARNING until a program configures it, so an INFO record alone would show
 nothing to most users. Each verbose line is therefore an INFO record on the

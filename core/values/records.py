@@ -68,9 +68,9 @@ def trimmed(samples: tuple[float, ...] | list[float]) -> list[float]:
     """The samples, sorted, without the :data:`TRIM` lowest and highest (none of fewer than five).
 
     A run that a host pause (garbage collection, another process) delays
-    longer than the device is held reads several times the others; on an
-    H200 one such sample in ten moved a mean by 5%, and a few reading 6%
-    high moved another by 1.5%, each enough to change the pick. Trimmed, the
+    longer than the device is held reads several times the others, and one
+    such sample, or a few reading a little high, can move a mean by more
+    than the gap between near ties, enough to change the pick. Trimmed, the
     mean still averages the runs, as the seeds' API says, without them.
     """
     cut = int(len(samples) * TRIM)
@@ -173,9 +173,8 @@ class Origin:
 def spread(samples: tuple[float, ...] | list[float]) -> float:
     """The relative spread of samples: the range of the trimmed samples over their median.
 
-    0 with fewer than two trimmed samples (nothing shows any noise). On an
-    H200, kernels held and flushed read 1-3 %; host work on an idle 2-core
-    VM 2-40 %; the same with four busy processes beside it 20-150 %.
+    0 with fewer than two trimmed samples (nothing shows any noise). Kernels
+    held and flushed spread by a few percent, host work on a busy host far more.
     """
     kept = trimmed(samples)
     if len(kept) < 2:

@@ -16,7 +16,7 @@ from kerneltune.core import CompileTarget, hookimpl, option_grid
 # Left out of both families:
 #
 # * ``num_ctas`` (Hopper clusters): Triton's CTA planning fails plain ``tl.dot``
-#   kernels with it (BENCHMARKS.md, "Figures behind choices in the code"), and
+#   kernels with it (docs/benchmark-history.md, "Figures behind choices in the code"), and
 #   clusters pay only for kernels written for them (TMA multicast), whose
 #   authors fix ``num_ctas`` at launch.
 # * ``maxnreg``, which Triton accepts: capping registers trades spills for
@@ -54,7 +54,7 @@ class NvidiaMatrixProfiles:
         thread for the accumulator alone and spills, so the largest tiles
         run several times slower at 4 warps than at 8, where they are the
         fastest, and without the probe the shape search ranks them out
-        (BENCHMARKS.md, "Figures behind choices in the code"). A probe only
+        (docs/benchmark-history.md, "Figures behind choices in the code"). A probe only
         ever lowers a shape's score, so small tiles, which 8 warps slows,
         keep their 4-warp score. 2 warps would rescue nothing worth it: the
         tiles it suits are small ones, far from the best. Stages shape
@@ -70,7 +70,7 @@ class NvidiaVectorProfiles:
     More warp counts and fewer stages than the matrix family: these kernels
     have short or no loops to pipeline, and their speed is mostly how many
     threads stream each block. Probed with the base alone: they are ranked
-    well enough there (BENCHMARKS.md), and a second probe would add a
+    well enough there (docs/benchmark-history.md), and a second probe would add a
     measurement per shape to the stage that is most of their cost.
     """
 

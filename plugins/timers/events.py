@@ -28,12 +28,12 @@ CALIBRATION_CYCLES = 1_000_000
 #: ...and spins in the first calibration of a device: the earlier ones bring its clock up.
 CALIBRATION_SPINS = 3
 #: Bytes written to evict the device's L2 before a timed run where the device does not say how large
-#: its L2 is: more than any such cache (an H200 has 60 MB, an Ascend 910B 192 MB), as much as
-#: Triton's own benchmarker writes.
+#: its L2 is: more than any such cache of today's accelerators, as much as Triton's own
+#: benchmarker writes.
 FLUSH_BYTES = 256 * 1024 * 1024
-#: Where it does, this many times its L2 (at most FLUSH_BYTES). On an H200 a 32 MB write already
-#: left six matmuls and adds as slow as 256 MB did, and its 120 MB take the device 43 us against
-#: 82 us for 256 MB, before every timed run (BENCHMARKS.md, session 25).
+#: Where it does, this many times its L2 (at most FLUSH_BYTES): a write of about the L2's size
+#: already leaves the work as slow as the full write does, and twice it costs the device about
+#: half of what the full write costs before every timed run (docs/benchmark-history.md).
 FLUSH_L2_TIMES = 2
 #: Flushes timed per device and process, the first of as many timers, to learn how long one takes;
 #: later ones are not timed, so that nothing but the flush goes ahead of most start marks.

@@ -168,9 +168,9 @@ def compile_effort(config: Any) -> float:
     """A rough guess at how long ``config`` takes to compile, only to fork the longest compiles first:
     the product of its block sizes (meta-parameters named ``BLOCK...``) times its ``num_stages``.
 
-    On an H200's host, 16 matmul configs compiled side by side took from
-    0.21 s (32x32x32 at 2 stages) to 0.61 s (128x256x64 at 3), in that
-    order (BENCHMARKS.md, session 20). Reads a ``triton.Config`` (its
+    Side by side, a matmul's configs compile in about the order of this
+    product, the largest tiles at the most stages taking a few times as long
+    as the smallest, and a batch waits for its longest. Reads a ``triton.Config`` (its
     ``all_kwargs()``), a mapping of meta-parameters, or a mapping that holds
     a ``triton.Config`` among its values (a function-level candidate); 0
     where it names no block size, so those keep the order handed over.

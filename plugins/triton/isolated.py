@@ -5,8 +5,8 @@ With ``isolate = "subprocess"`` the candidates of the kernels that
 first (:mod:`kerneltune.core.isolation.parent`). :class:`KernelIsolation`
 computes on the host what the launch derives from a config, so that only
 plain data travels; :func:`kernel_runner` launches the JIT function with it
-in the worker, between the hooks. README.md ("Isolation", "How a kernel's
-candidate runs there") says what travels, which hooks run and what cannot
+in the worker, between the hooks. docs/isolation.md ("How a kernel's
+candidate runs in the worker") says what travels, which hooks run and what cannot
 be screened.
 """
 

@@ -9,7 +9,7 @@ Triton's on-disk cache already holds what they produce:
   :func:`peeking`, one that stops before it, so that a launch this process
   has loaded already starts no COMPILE at all;
 * :func:`remember_triton_key`: Triton's hash of its own sources and library,
-  part of every program's cache key (0.3-0.4 s on an H200's host), kept in a
+  part of every program's cache key (a fraction of a second per process), kept in a
   file beside Triton's cache and served again while no file of the
   installed Triton has changed (same inode, size, modification and change
   times, linked folders followed).

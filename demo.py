@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if device == "cpu":
         # The panel matmul runs on the host: on a GPU machine the default objective would time it
-        # by the GPU's events, which see nothing of it (README, "Measuring").
+        # by the GPU's events, which see nothing of it (docs/measuring.md, "The objective").
         os.environ.setdefault("KERNELTUNE_OBJECTIVE", "wall")
 
     # An observer plugin living in this script: it sees whether this run tunes.

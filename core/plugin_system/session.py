@@ -106,7 +106,7 @@ class Session:
 
     @property
     def device(self) -> Device:
-        """The device this Session tunes on: the one the timer names, else ``auto``'s choice.
+        """The device the Session tunes on: the one the timer names, else ``auto``'s choice.
 
         Its facts are part of every cache key; a timer whose constructor
         takes ``device`` gets it.
@@ -212,7 +212,7 @@ class Session:
 
     @property
     def timer(self) -> type[Any]:
-        """The class of this Session's timers: the ``timer`` setting, resolved when the session was made.
+        """The class of the Session's timers: the ``timer`` setting, resolved when the session was made.
 
         Chosen again only where ``auto`` chooses and a timer's
         ``auto_priority`` has changed since (``npu-profiler``'s follows

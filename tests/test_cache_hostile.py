@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from kerneltune.core import CacheReadError, TuningRecord, private_files
+from kerneltune.core import CacheReadError, private_files
+from kerneltune.core.driving import TuningRecord
 from kerneltune.plugins.caches.files import JsonCache, MsgpackCache, folder_name
 from tuning_doubles import CALLS, fresh_tuner, load_file, make_record, only_record_file, record_files
 

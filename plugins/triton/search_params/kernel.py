@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from kerneltune.core import SUBPROCESS, Screening, current_session, screener
+from kerneltune.core.driving import SUBPROCESS, Screening, current_session, screener
 from kerneltune.plugins.triton import adapter
 from kerneltune.plugins.triton.autotune import dict_key_arguments, hints_parameter
 from kerneltune.plugins.triton.isolated import KernelIsolation

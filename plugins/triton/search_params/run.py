@@ -22,18 +22,16 @@ from typing import Any
 
 from kerneltune.core import (
     BudgetSpent,
-    Candidate,
     NoValidConfigError,
     PluginError,
     Point,
     RankMismatchError,
     SearchBudget,
     SearchStrategy,
-    Tuning,
-    describe_error,
     format_ms,
     verbose_line,
 )
+from kerneltune.core.driving import Candidate, Tuning, describe_error
 from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
 from kerneltune.plugins.triton.search_params.launcher import Launcher
 from kerneltune.plugins.triton.search_params.reference import ReferenceGate

@@ -16,18 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core import (
-    Candidate,
-    Point,
-    SearchGeometry,
-    Shape,
-    Space,
-    Tuner,
-    choose_family,
-    family_probes,
-    family_profiles,
-    unique_profiles,
-)
+from kerneltune.core import Point, SearchGeometry, Shape, unique_profiles
+from kerneltune.core.driving import Candidate, Space, Tuner, choose_family, family_probes, family_profiles
 from kerneltune.plugins.triton import configs as triton_configs
 
 

@@ -1,7 +1,8 @@
 """What a compiled Triton kernel is besides its compile: the program a config launches, its launcher.
 
 * :func:`program_of`: which program a config launches, so that twins (configs
-  compiled to one program) are measured once (:class:`~kerneltune.core.ProgramLaunch`);
+  compiled to one program) are measured once
+  (:class:`~kerneltune.core.plugin_system.contracts.ProgramLaunch`);
 * :func:`build_launcher`: the host-side C launcher that releases before 3.7
   build at a kernel's first launch, built ahead in a compile process
   (:mod:`~kerneltune.plugins.triton.compiler` calls it there).
@@ -94,7 +95,7 @@ def build_launcher(compiled: Any, descriptor: int | None) -> None:
     """In a compile process: build the host-side launcher the parent's first launch would build.
 
     Releases before 3.7 build a small C module per kernel signature with the
-    host's C compiler at a kernel's first launch (0.3 s on an H200's host),
+    host's C compiler at a kernel's first launch (a fraction of a second),
     kept in Triton's cache. Measuring would start with that build, after
     every compile has ended; the first compile process of each kernel to
     finish builds it instead, beside its siblings' compiles, and the

@@ -424,7 +424,7 @@ def test_a_writer_killed_mid_write_leaves_the_old_record_and_its_temporary_file_
 CONCURRENT_WRITER = """
 import sys
 from pathlib import Path
-from kerneltune.core import TuningRecord
+from kerneltune.core.driving import TuningRecord
 from kerneltune.plugins.caches.files import JsonCache
 
 root, writer = Path(sys.argv[1]), int(sys.argv[2])

@@ -28,7 +28,7 @@ ASCEND_FIRST := $(firstword $(TRITON_ASCENDS))
 # environment (its sys.prefix) and the list of modules (a new one needs linking),
 # and is older than the files that declare dependencies after a change to them.
 ENVIRONMENT := $(shell $(PYTHON) -c "import hashlib, sys; print(hashlib.sha1(sys.prefix.encode()).hexdigest()[:12])")
-MODULES := $(shell find core plugins cli triton_dist -name '*.py' -not -path '*/build/*' | sort | cksum | cut -d' ' -f1)
+MODULES := $(shell find root core plugins cli triton_dist -name '*.py' -not -path '*/build/*' | sort | cksum | cut -d' ' -f1)
 STAMP := build/installed-$(ENVIRONMENT)-$(MODULES)
 DECLARED := pyproject.toml setup.py triton_dist/pyproject.toml examples/kerneltune-example-plugin/pyproject.toml \
 	examples/kerneltune-example-device/pyproject.toml

@@ -29,15 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from kerneltune.core import (
-    CandidateMeasured,
-    TuningFinished,
-    TuningStarted,
-    add_plugin,
-    current_session,
-    encode_key,
-    hookimpl,
-)
+from kerneltune.core import CandidateMeasured, TuningFinished, TuningStarted, add_plugin, hookimpl
+from kerneltune.core.driving import current_session, encode_key
 
 from triton_dist.tune import autotune
 

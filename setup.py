@@ -1,14 +1,15 @@
 """The package list, derived from the folders; pyproject.toml holds everything else.
 
-The top-level folders ``core/`` and ``plugins/`` install under one import
-root, ``kerneltune``, whose own modules live in ``cli/`` (a top-level folder
-named ``kerneltune`` would shadow the installed package when running from a
-checkout). setuptools' package finder names a package after the folder it
-finds it in, so it cannot produce ``kerneltune.plugins.timers`` from
-``plugins/timers``; listing the packages by hand left every new subpackage
-out of the wheel until someone remembered to add it. Here each folder under a
-root that holds an ``__init__.py`` is a package, named by its path below the
-root.
+The top-level folders install under one import root, ``kerneltune``:
+``root/`` holds the root package itself (a top-level folder named
+``kerneltune`` would shadow the installed package when running from a
+checkout), ``cli/`` the command (``kerneltune.cli``), ``core/`` and
+``plugins/`` the engine and the built-in plugins. setuptools' package
+finder names a package after the folder it finds it in, so it cannot
+produce ``kerneltune.plugins.timers`` from ``plugins/timers``; listing the
+packages by hand left every new subpackage out of the wheel until someone
+remembered to add it. Here each folder under a root that holds an
+``__init__.py`` is a package, named by its path below the root.
 
 The ``triton_dist`` facade is not among them: it is a distribution of its own
 (``triton_dist/``), so that kerneltune installs beside the real Triton-distributed,
@@ -23,7 +24,8 @@ from setuptools.command.build_py import build_py
 
 #: Import name -> folder, relative to this file.
 ROOTS = {
-    "kerneltune": "cli",
+    "kerneltune": "root",
+    "kerneltune.cli": "cli",
     "kerneltune.core": "core",
     "kerneltune.plugins": "plugins",
 }

@@ -51,7 +51,7 @@ os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kerneltu
 import torch
 import triton
 import triton.language as tl
-from kerneltune.core import Space, Tuner, current_session
+from kerneltune.core.driving import Space, Tuner, current_session
 from kerneltune.plugins.triton import adapter, compiler
 
 import triton_dist.autotune_hooks  # noqa: F401

@@ -32,7 +32,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kerneltune.core import Session, Settings, Space, Tuner
+from kerneltune.core import Session, Settings
+from kerneltune.core.driving import Space, Tuner
 
 
 def parse_config(text: str) -> dict[str, int]:

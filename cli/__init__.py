@@ -1,23 +1,56 @@
-"""kerneltune: measure candidate configurations, agree across ranks, pick, remember.
+"""The ``kerneltune`` command: the plugins in force, and the picks stored on disk.
 
-The engine is :mod:`kerneltune.core`, the built-in plugins live in
-:mod:`kerneltune.plugins`, and :mod:`kerneltune.cli` is the ``kerneltune``
-command, whose commands are the modules beside it (:mod:`kerneltune.plugins_command`,
-:mod:`kerneltune.cache_commands`, :mod:`kerneltune.report_command`, reading
-through :mod:`kerneltune.loading`). Importing this package loads none of them.
+This module is the command group; each command is a module of its own.
+``kerneltune plugins`` (:mod:`kerneltune.cli.plugins_command`) shows what a
+tuning here would run with. ``kerneltune cache ...``
+(:mod:`kerneltune.cli.cache_commands`) lists, shows, clears, prunes, verifies, exports
+and imports stored records, and ``kerneltune report``
+(:mod:`kerneltune.cli.report_command`) compares every candidate of each stored
+key. They read the plugins and the records through :mod:`kerneltune.cli.loading`.
 
-:func:`use_with_triton_dist` (from :mod:`kerneltune.real_triton_dist`) makes
-the real Triton-distributed's tuning decorators run on kerneltune's engine;
-its module imports nothing of kerneltune's until it is called.
+Exit status: 0 on success, 1 on failure (one line on stderr), 2 on bad usage.
 """
 
-import importlib.metadata
+from __future__ import annotations
 
-from kerneltune.real_triton_dist import use_with_triton_dist
+import warnings
+from typing import Any
 
-__all__ = ["__version__", "use_with_triton_dist"]
+import click
+from kerneltune import __version__
+from kerneltune.cli.cache_commands import cache
+from kerneltune.cli.plugins_command import plugins
+from kerneltune.cli.report_command import report
+from kerneltune.core import KernelTuneError
 
-try:
-    __version__: str = importlib.metadata.version("kerneltune")
-except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a checkout used without installing
-    __version__ = "0+unknown"
+
+class _Group(click.Group):
+    """Turns kerneltune's and the system's errors into click's one-line failure (exit 1)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with warnings.catch_warnings():
+            warnings.showwarning = _note
+            try:
+                return super().invoke(ctx)
+            except BrokenPipeError:
+                # A reader that stopped early (`| head`): click's own handling leaves quietly.
+                raise
+            except (KernelTuneError, OSError) as exc:
+                raise click.ClickException(" ".join(str(exc).split()) or type(exc).__name__) from exc
+
+
+def _note(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    """Show a warning as one line on stderr, as the command's own notes are, without Python's source line."""
+    text = " ".join(str(message).split())
+    click.echo(text if text.startswith("kerneltune:") else f"{category.__name__}: {text}", err=True)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kerneltune")
+def main() -> None:
+    """Autotuning for accelerator kernels: inspect the plugins in force and the picks stored on disk."""
+
+
+main.add_command(plugins)
+main.add_command(cache)
+main.add_command(report)

@@ -31,8 +31,8 @@ from typing import Any
 
 import attrs
 from kerneltune import __version__
-from kerneltune.core import CacheReadError, KernelTuneError, TuningRecord
-from kerneltune.core.values.records import iso_date
+from kerneltune.core import CacheReadError, KernelTuneError
+from kerneltune.core.driving import TuningRecord, iso_date
 
 FORMAT = "kerneltune-archive"
 VERSION = 1

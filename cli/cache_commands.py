@@ -1,9 +1,9 @@
 """``kerneltune cache``: list, show, clear, prune, verify, export and import the stored records.
 
-Each subcommand reads the records through :mod:`kerneltune.loading`; ``show``
-prints a record with :mod:`kerneltune.views`, ``export`` and ``import``
-carry records in the archives of :mod:`kerneltune.archive`, and ``list``
-and ``prune`` ask :mod:`kerneltune.live` which records the current sources reach.
+Each subcommand reads the records through :mod:`kerneltune.cli.loading`; ``show``
+prints a record with :mod:`kerneltune.cli.views`, ``export`` and ``import``
+carry records in the archives of :mod:`kerneltune.cli.archive`, and ``list``
+and ``prune`` ask :mod:`kerneltune.cli.live` which records the current sources reach.
 """
 
 from __future__ import annotations
@@ -17,14 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from kerneltune import live, views
-from kerneltune.archive import read_archive, write_archive
-from kerneltune.core import CacheReadError, format_ms
-from kerneltune.core.plugin_system.contracts import ListingCache, provides
-from kerneltune.core.plugin_system.session import make_cache
-from kerneltune.core.private_files import remove_private
-from kerneltune.core.values.records import iso_date
-from kerneltune.loading import (
+from kerneltune.cli import live, views
+from kerneltune.cli.archive import read_archive, write_archive
+from kerneltune.cli.loading import (
     Stored,
     _Plugins,
     cache_dir,
@@ -35,6 +30,8 @@ from kerneltune.loading import (
     readable,
     stored_records,
 )
+from kerneltune.core import CacheReadError, format_ms, provides
+from kerneltune.core.driving import ListingCache, iso_date, make_cache, remove_private
 
 
 @click.group()
@@ -193,7 +190,7 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
     """Remove stored records: all of them, or FUNCTION's.
 
     The cache's record files are removed, damaged ones too (said on stderr),
-    each through :func:`~kerneltune.core.private_files.remove_private`:
+    each through :func:`~kerneltune.core.driving.remove_private`:
     nothing reached through a link, nothing that is not a regular file of
     this user's.
     """
@@ -226,7 +223,7 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
 def _remove(doomed: Sequence[Stored], root: Path) -> int:
     """Remove each record with its lock file, and each function folder left empty; how many records went.
 
-    Each through :func:`~kerneltune.core.private_files.remove_private`:
+    Each through :func:`~kerneltune.core.driving.remove_private`:
     nothing reached through a link, nothing that is not a regular file of
     this user's. A record that stays is named on stderr.
     """

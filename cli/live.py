@@ -1,7 +1,7 @@
 """Which stored records a tuning of the current source reads: for ``cache list``, ``report``, ``prune``.
 
 A record of the function-level tuner names the function it was made for
-(its module and qualified name, :class:`~kerneltune.core.values.records.Origin`)
+(its module and qualified name, :class:`~kerneltune.core.driving.Origin`)
 and the digest of that function's source then. Where the function imports
 here, its source now gives the digest a tuning would look up: a record with
 that digest is ``current``, one with another is ``stale`` (the function was
@@ -29,10 +29,8 @@ from typing import Any
 
 import attrs
 import click
-from kerneltune.core.drivers.function_tuner import AutoTuner
-from kerneltune.core.values.records import Origin
-from kerneltune.core.values.space import source_digest
-from kerneltune.loading import Stored
+from kerneltune.cli.loading import Stored
+from kerneltune.core.driving import AutoTuner, Origin, source_digest
 
 CURRENT = "current"
 STALE = "stale"

@@ -3,7 +3,7 @@
 :class:`_Plugins` loads the plugins and their registries without a Session
 (which needs a working cache and device). Records are read through the
 cache plugins that can enumerate their files (the optional ``entries``
-method of the cache contract, :class:`~kerneltune.core.plugin_system.contracts.ListingCache`),
+method of the cache contract, :class:`~kerneltune.core.driving.ListingCache`),
 so a third-party file cache works here too.
 """
 
@@ -17,12 +17,18 @@ from typing import Any, cast
 import attrs
 import click
 import pluggy
-from kerneltune.core import CacheReadError, Settings, TuningRecord, load_settings
-from kerneltune.core.plugin_system.contracts import ListingCache, provides
-from kerneltune.core.plugin_system.loading import load_plugins
-from kerneltune.core.plugin_system.registry import Registries, Registry
-from kerneltune.core.plugin_system.session import hardware_facts, make_cache, resolve_devices
-from kerneltune.core.plugin_system.settings import DeclaredSettings
+from kerneltune.core import CacheReadError, Settings, load_settings, provides
+from kerneltune.core.driving import (
+    DeclaredSettings,
+    ListingCache,
+    Registries,
+    Registry,
+    TuningRecord,
+    hardware_facts,
+    load_plugins,
+    make_cache,
+    resolve_devices,
+)
 
 
 @attrs.frozen
@@ -36,7 +42,7 @@ class _Plugins:
 
     @classmethod
     def load(cls) -> _Plugins:
-        """Load the plugins as a Session does (:func:`kerneltune.core.plugin_system.loading.load_plugins`)."""
+        """Load the plugins as a Session does (:func:`kerneltune.core.driving.load_plugins`)."""
         loaded = load_plugins(load_settings())
         return cls(
             settings=loaded.settings,

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from kerneltune import __version__, views
+from kerneltune import __version__
+from kerneltune.cli import views
+from kerneltune.cli.loading import _Plugins
 from kerneltune.core import KernelTuneError
-from kerneltune.core.plugin_system.settings import setting_sources
-from kerneltune.loading import _Plugins
+from kerneltune.core.driving import setting_sources
 
 #: The setting that chooses each family's class by name (the others are always auto's choice).
 _SETTING_OF = {"timer": "timer", "cache": "cache", "reducer": "reducer", "search strategy": "search_strategy"}

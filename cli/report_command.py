@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from kerneltune import live, views
-from kerneltune.core.values.records import iso_date
-from kerneltune.loading import _Plugins, dir_option, existing_cache_dir, readable
+from kerneltune.cli import live, views
+from kerneltune.cli.loading import _Plugins, dir_option, existing_cache_dir, readable
+from kerneltune.core.driving import iso_date
 
 
 @click.command()

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from kerneltune.core import TuningRecord, format_ms
-from kerneltune.core.values.records import NOT_MEASURED, PRUNED
+from kerneltune.core import NOT_MEASURED, PRUNED, format_ms
+from kerneltune.core.driving import TuningRecord
 
 
 def key_text(value: Any) -> str:

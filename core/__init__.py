@@ -2,20 +2,22 @@
 
 Every name in ``__all__`` is the plugin API: built-in plugins and the
 examples import these names from ``kerneltune.core`` and nothing deeper, so
-core's modules can be regrouped without breaking a plugin. A name keeps its
-meaning within a major version; removing one, or changing what it takes or
-returns, waits for the next major version (docs/plugins.md, "What the API
-promises"). The modules below are grouped by role: ``values`` (plain data
-on the ground floor), ``plugin_system``, ``search``, ``isolation``,
-``machine`` (the state machine) and ``drivers`` (the tuners that drive it);
-docs/architecture.md maps them. Nothing here imports torch or triton;
-plugins do, lazily, when they run.
+core's modules can be regrouped without breaking a plugin, and each name is
+one a plugin, an example or a documented recipe uses (tests/test_import_graph.py
+checks both). A name keeps its meaning within a major version; removing one,
+or changing what it takes or returns, waits for the next major version
+(docs/plugins.md, "What the API promises"). Drivers (the facade, the command,
+search_params) have a door of their own, :mod:`kerneltune.core.driving`. The
+modules below are grouped by role: ``values`` (plain data on the ground
+floor), ``plugin_system``, ``search``, ``isolation``, ``machine`` (the state
+machine) and ``drivers`` (the tuners that drive it); docs/architecture.md
+maps them. Nothing here imports torch or triton; plugins do, lazily, when
+they run.
 """
 
 from kerneltune.core.drivers.inplace import in_place_problem
 from kerneltune.core.errors import (
     CacheReadError,
-    CandidateDropped,
     CandidateFailedWarning,
     CompileMiss,
     ConfigError,
@@ -29,13 +31,10 @@ from kerneltune.core.errors import (
     TunerBusyError,
     UncertainPickWarning,
     UserFunctionError,
-    describe_error,
 )
-from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import TURN_OFF, named_target
 from kerneltune.core.isolation.worker import copier
 from kerneltune.core.machine.confidence import TOLERANCE
-from kerneltune.core.machine.engine import Tuner, Tuning
 from kerneltune.core.machine.measure import format_ms
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import (
@@ -43,46 +42,20 @@ from kerneltune.core.plugin_system.contracts import (
     CompileProcess,
     ConfiguredCache,
     Device,
-    DeviceTimer,
-    DirectInterceptor,
-    DirectLaunch,
-    Feature,
-    FlushingTimer,
-    FlushTimingTimer,
-    ForkingLaunch,
-    ForkingRecorder,
-    GatheringReducer,
-    GlobalRankReducer,
-    HoldingTimer,
-    InPlaceLaunch,
-    Interceptor,
-    IsolatedLaunch,
     IsolatingLaunch,
     KernelLaunch,
     LayeringCache,
-    ListingCache,
-    ProbingCompileProcess,
-    ProbingProfileFamily,
-    ProfileFamily,
-    ProgramLaunch,
-    RecordingInterceptor,
     Reducer,
-    Registrable,
     RemoteStore,
-    ReportingLaunch,
     SearchStrategy,
     Timer,
-    UnsupportedLaunch,
-    WeighingCompileProcess,
     provides,
 )
-from kerneltune.core.plugin_system.hookspecs import hookimpl, hookspec
+from kerneltune.core.plugin_system.hookspecs import hookimpl
 from kerneltune.core.plugin_system.loading import load_settings
 from kerneltune.core.plugin_system.parsers import boolean, integer, one_of, seconds, text
-from kerneltune.core.plugin_system.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
-from kerneltune.core.plugin_system.seam import PluginFaultWarning, fault, origin
-from kerneltune.core.plugin_system.session import Session, add_plugin, current_session, remove_plugin
-from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS, Settings, SettingSpec
+from kerneltune.core.plugin_system.session import Session, add_plugin, remove_plugin
+from kerneltune.core.plugin_system.settings import Settings
 from kerneltune.core.private_files import (
     MAX_READ,
     NotPrivateError,
@@ -90,13 +63,9 @@ from kerneltune.core.private_files import (
     check_folder,
     check_root,
     make_private_dirs,
-    open_private_append,
     read_private,
-    remove_private,
 )
-from kerneltune.core.search.families import choose_family, family_probes, family_profiles
 from kerneltune.core.search.ledger import SearchLedger
-from kerneltune.core.search.strategies import choose_strategy
 from kerneltune.core.torch_devices import device_unavailable_reason, torch_device_module
 from kerneltune.core.values.direct import DirectLaunches
 from kerneltune.core.values.events import (
@@ -109,38 +78,23 @@ from kerneltune.core.values.events import (
     TuningFinished,
     TuningStarted,
 )
-from kerneltune.core.values.geometry import (
-    BudgetSpent,
-    Measure,
-    Point,
-    SearchBudget,
-    SearchGeometry,
-    Shape,
-)
-from kerneltune.core.values.keys import describe, digest, encode_key, register_key_encoder
-from kerneltune.core.values.profiles import OPERATORS, UNSET, CompileTarget, option_grid, unique_profiles
-from kerneltune.core.values.records import NOT_MEASURED, PRUNED, Candidate, Measurement, Method, TuningRecord
-from kerneltune.core.values.space import Space
+from kerneltune.core.values.geometry import BudgetSpent, Measure, Point, SearchBudget, SearchGeometry, Shape
+from kerneltune.core.values.keys import register_key_encoder
+from kerneltune.core.values.profiles import UNSET, CompileTarget, option_grid, unique_profiles
+from kerneltune.core.values.records import NOT_MEASURED, PRUNED
 from kerneltune.core.values.target import Target
 from kerneltune.core.values.timings import CandidateTiming
 from kerneltune.core.verbose import verbose_line
 
 __all__ = [
-    # the plugin system: hooks, registration, sessions, settings
-    "BUILTIN_PLUGINS",
-    "ENTRY_POINT_GROUP",
-    "SEARCH_EFFORTS",
+    # the plugin system: the hook marker, adding a plugin, sessions, settings and their parsers
     "Session",
-    "SettingSpec",
     "Settings",
     "add_plugin",
     "boolean",
-    "current_session",
     "hookimpl",
-    "hookspec",
     "integer",
     "load_settings",
-    "make_plugin_manager",
     "one_of",
     "remove_plugin",
     "seconds",
@@ -148,70 +102,35 @@ __all__ = [
     # the contracts a registered class meets, and the test for optional parts
     "Cache",
     "CompileProcess",
-    "Device",
-    "DeviceTimer",
-    "Feature",
-    "FlushingTimer",
-    "ForkingLaunch",
-    "ProgramLaunch",
-    "ForkingRecorder",
     "ConfiguredCache",
-    "GatheringReducer",
-    "GlobalRankReducer",
-    "HoldingTimer",
-    "FlushTimingTimer",
-    "DirectInterceptor",
-    "DirectLaunch",
-    "DirectLaunches",
-    "InPlaceLaunch",
-    "Interceptor",
-    "IsolatedLaunch",
+    "Device",
     "IsolatingLaunch",
     "KernelLaunch",
     "LayeringCache",
-    "ListingCache",
-    "ProbingCompileProcess",
-    "ProbingProfileFamily",
-    "ProfileFamily",
-    "RecordingInterceptor",
     "Reducer",
-    "Registrable",
     "RemoteStore",
-    "ReportingLaunch",
     "SearchStrategy",
     "Timer",
-    "UnsupportedLaunch",
-    "WeighingCompileProcess",
     "provides",
-    # values: candidates, records, keys, events
-    "Candidate",
+    # values: records' markers, timings, keys, events, direct launches
     "CandidateMeasured",
     "CandidateTiming",
     "CompileFinished",
     "CompileStarted",
+    "DirectLaunches",
     "KernelTuned",
     "LaunchMeasured",
-    "Measurement",
-    "Method",
     "NOT_MEASURED",
     "PRUNED",
     "PickLoaded",
-    "Space",
     "TuningFinished",
-    "TuningRecord",
     "TuningStarted",
-    "describe",
-    "digest",
-    "encode_key",
     "register_key_encoder",
-    # the tuning machine
+    # the tuning machine's measures
     "TOLERANCE",
-    "Tuner",
-    "Tuning",
     "format_ms",
     "in_place_problem",
     # generated spaces: the search vocabulary and compile targets
-    "OPERATORS",
     "UNSET",
     "BudgetSpent",
     "CompileTarget",
@@ -221,23 +140,15 @@ __all__ = [
     "SearchGeometry",
     "SearchLedger",
     "Shape",
-    "choose_family",
-    "choose_strategy",
-    "family_probes",
-    "family_profiles",
     "option_grid",
     "unique_profiles",
     # isolation
-    "SUBPROCESS",
     "TURN_OFF",
-    "Screening",
     "Target",
     "copier",
     "named_target",
-    "screener",
     # errors and warnings
     "CacheReadError",
-    "CandidateDropped",
     "CandidateFailedWarning",
     "CompileMiss",
     "ConfigError",
@@ -246,25 +157,19 @@ __all__ = [
     "NoStoredPickError",
     "NoValidConfigError",
     "PluginError",
-    "PluginFaultWarning",
     "RankMismatchError",
     "StalledTuningError",
     "TunerBusyError",
     "UncertainPickWarning",
     "UserFunctionError",
-    "describe_error",
-    "fault",
-    "origin",
     # notices, verbose lines, private files, device modules
     "MAX_READ",
     "NotPrivateError",
+    "PrivateAppender",
     "check_folder",
     "check_root",
     "make_private_dirs",
-    "open_private_append",
-    "PrivateAppender",
     "read_private",
-    "remove_private",
     "device_unavailable_reason",
     "torch_device_module",
     "user_stacklevel",

@@ -1,4 +1,4 @@
-"""Every registered plugin class, held to its kerneltune.core protocol by mypy.
+"""Every registered plugin class, held to its family's protocol by mypy.
 
 mypy checks this module (``[tool.mypy]`` in pyproject.toml names it), so a
 built-in or example plugin class that drifts from its family's protocol (a
@@ -18,7 +18,7 @@ the member listed.
 
 from __future__ import annotations
 
-from kerneltune.core import (
+from kerneltune.core.plugin_system.contracts import (
     Cache,
     CompileProcess,
     ConfiguredCache,

@@ -21,6 +21,7 @@ import triton.language as tl
 import triton.runtime.autotuner
 from kerneltune.core import CandidateFailedWarning
 from kerneltune.plugins.triton import adapter, configs
+from kerneltune.plugins.triton.adapter import layouts
 from kerneltune.plugins.triton.autotune import DICT_KEY_ROW, dict_key_arguments
 from kerneltune.plugins.triton.search_params.kernel import make_autotune
 from search_doubles import Script, by_block, interpreter_family, timer_plugin, use_session
@@ -217,11 +218,11 @@ def test_print_autotuning_prints_the_running_tritons_own_message_after_contextua
 
 def test_the_message_is_each_releases_own():
     config = triton.Config({"BLOCK": 64})
-    one_line = adapter.autotuning_message(adapter._BY_NAME["triton-ascend-3.2"], "k", (8,), 1.234, config)
+    one_line = adapter.autotuning_message(layouts._BY_NAME["triton-ascend-3.2"], "k", (8,), 1.234, config)
     assert one_line == (
         f"Triton autotuning for function k finished after 1.23s; best config selected: {config};"
     )
-    with_key = adapter.autotuning_message(adapter._BY_NAME["triton-3.4-3.9"], "k", (8,), 1.234, config)
+    with_key = adapter.autotuning_message(layouts._BY_NAME["triton-3.4-3.9"], "k", (8,), 1.234, config)
     assert with_key == (
         f"Triton autotuning for function k,\nwith key as (8,),\nfinished after 1.23s,\n"
         f"best config selected: {config};"

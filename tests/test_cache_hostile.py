@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from kerneltune.core import CacheReadError, TuningRecord, private_files
+from kerneltune.core import CacheReadError, private_files
+from kerneltune.core.driving import TuningRecord
 from kerneltune.plugins.caches.files import JsonCache, MsgpackCache, folder_name
 from tuning_doubles import CALLS, fresh_tuner, load_file, make_record, only_record_file, record_files
 
@@ -423,7 +424,7 @@ def test_a_writer_killed_mid_write_leaves_the_old_record_and_its_temporary_file_
 CONCURRENT_WRITER = """
 import sys
 from pathlib import Path
-from kerneltune.core import TuningRecord
+from kerneltune.core.driving import TuningRecord
 from kerneltune.plugins.caches.files import JsonCache
 
 root, writer = Path(sys.argv[1]), int(sys.argv[2])

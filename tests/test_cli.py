@@ -18,8 +18,9 @@ from pathlib import Path
 import kerneltune
 import pytest
 from click.testing import CliRunner
-from kerneltune import archive as archive_module
-from kerneltune import cache_commands, cli
+from kerneltune import cli
+from kerneltune.cli import archive as archive_module
+from kerneltune.cli import cache_commands
 from kerneltune.core import CandidateFailedWarning
 from tuning_doubles import record_files
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 import triton
-from kerneltune.core import CandidateFailedWarning, CompileMiss, Space, Tuner, hookimpl, load_settings
+from kerneltune.core import CandidateFailedWarning, CompileMiss, hookimpl, load_settings
+from kerneltune.core.driving import Space, Tuner
 from kerneltune.core.errors import ConfigError
 from kerneltune.core.machine import compile as compiling
 from kerneltune.core.machine import siblings

@@ -16,7 +16,8 @@ import warnings
 import pytest
 from click.testing import CliRunner
 from kerneltune import cli
-from kerneltune.core import Tuner, UncertainPickWarning
+from kerneltune.core import UncertainPickWarning
+from kerneltune.core.driving import Tuner
 from kerneltune.core.machine.confidence import (
     CONFIDENT,
     TOLERANCE,
@@ -272,7 +273,7 @@ def test_cache_verify_marks_records_for_the_next_process_to_re_check(monkeypatch
 
 
 def test_cache_verify_marks_a_record_stored_after_its_listing_as_it_is_now(monkeypatch, isolated):
-    from kerneltune import cache_commands
+    from kerneltune.cli import cache_commands
 
     tune_on(monkeypatch, lambda run: 1.0)
     listing = cache_commands.readable

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 from contextual_matmul import SIX_CONFIGS, launch_matmul, make_matmul, median_ms
-from kerneltune.core import current_session
+from kerneltune.core.driving import current_session
 
 from triton_dist.autotuner import contextual_autotune
 

@@ -6,15 +6,8 @@ import math
 
 import attrs
 import pytest
-from kerneltune.core import (
-    CandidateDropped,
-    CandidateFailedWarning,
-    NoValidConfigError,
-    Session,
-    Space,
-    Tuner,
-    load_settings,
-)
+from kerneltune.core import CandidateFailedWarning, NoValidConfigError, Session, load_settings
+from kerneltune.core.driving import CandidateDropped, Space, Tuner
 from rank_doubles import ThreadGroup, run_ranks
 from test_multirank import make_session, space
 from tuning_doubles import FakeClock, clock_plugin, stored_records

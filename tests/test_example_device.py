@@ -15,7 +15,8 @@ import isolation_doubles
 import kerneltune_example_device as toy
 import pytest
 import torch
-from kerneltune.core import CandidateFailedWarning, current_session
+from kerneltune.core import CandidateFailedWarning
+from kerneltune.core.driving import current_session
 from tuning_doubles import stored_records
 
 from triton_dist.tune import autotune

@@ -13,7 +13,7 @@ import pytest
 import torch
 import triton
 from kernels import scale_kernel
-from kerneltune.core import current_session
+from kerneltune.core.driving import current_session
 
 from triton_dist.tune import autotune
 

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import torch
 import triton
-from kerneltune.core import NoStoredPickError, current_session
+from kerneltune.core import NoStoredPickError
 from kerneltune.core.drivers.contextual_call import ContextualCall
+from kerneltune.core.driving import current_session
 from kerneltune.plugins.triton import adapter
 
 from triton_dist.autotuner import contextual_autotune

@@ -3,13 +3,19 @@
 Every import counts: at module level, under ``if TYPE_CHECKING:``, and
 inside functions. Edges run module to module: a package's ``__init__``
 re-exporting its own submodules is no edge back to them, so that
-``from kerneltune.core import Tuner`` inside a plugin does not tie the
+``from kerneltune.core import hookimpl`` inside a plugin does not tie the
 plugin to every module of core.
+
+Core has one door per audience: ``kerneltune.core`` for plugins (every name
+of its ``__all__`` used by a plugin, an example or a documented recipe) and
+``kerneltune.core.driving`` for drivers (the facade, the command and
+search_params); nobody outside core reaches deeper.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -128,7 +134,8 @@ def example_roots(base: Path) -> dict[str, str]:
 EXAMPLES = example_roots(ROOT)
 #: The triton_dist facade, a distribution of its own: import name -> folder.
 FACADE = {"triton_dist": "triton_dist"}
-GRAPH = import_graph(project_modules(ROOT, {**package_roots(ROOT / "setup.py"), **FACADE, **EXAMPLES}))
+MODULES = project_modules(ROOT, {**package_roots(ROOT / "setup.py"), **FACADE, **EXAMPLES})
+GRAPH = import_graph(MODULES)
 
 #: core's roles, lowest floor first: a module imports only from its own floor or below.
 FLOORS = (
@@ -146,14 +153,33 @@ FLOORS = (
 )
 
 
+#: The doors: the plugin API, and the drivers' door.
+PLUGIN_DOOR = "kerneltune.core"
+DRIVER_DOOR = "kerneltune.core.driving"
+DOORS = (PLUGIN_DOOR, DRIVER_DOOR)
+SEARCH_PARAMS = "kerneltune.plugins.triton.search_params"
+#: The root package's own modules (``kerneltune``, ``kerneltune.real_triton_dist``, ...).
+ROOT_MODULES = set(project_modules(ROOT, {"kerneltune": package_roots(ROOT / "setup.py")["kerneltune"]}))
+
+
+def is_driver(module: str) -> bool:
+    """The root package, the command, the facade and search_params: what drives the engine."""
+    return module in ROOT_MODULES or within(module, "kerneltune.cli", "triton_dist", SEARCH_PARAMS)
+
+
 def floor(module: str) -> int:
-    """The floor of a core module (``kerneltune.core`` itself, the front door, is above them all)."""
+    """The floor of a core module (the doors are above them all)."""
     for level, roles in enumerate(FLOORS):
         if any(module == role or module.startswith(f"{role}.") for role in roles):
             return level
-    if module == "kerneltune.core":
+    if module in DOORS:
         return len(FLOORS)
     raise AssertionError(f"{module} has no floor in FLOORS: add its role there")
+
+
+def within(module: str, *packages: str) -> bool:
+    """Whether ``module`` is one of ``packages`` or a module inside one."""
+    return any(module == package or module.startswith(f"{package}.") for package in packages)
 
 
 def family(module: str) -> str:
@@ -163,7 +189,7 @@ def family(module: str) -> str:
 
 def test_the_graph_covers_every_layer():
     layers = {"kerneltune.core.machine.tuning", "kerneltune.plugins.triton.adapter", "kerneltune.cli"}
-    assert layers | {"triton_dist.tune"} <= set(GRAPH)
+    assert layers | {"triton_dist.tune", DRIVER_DOOR, f"{SEARCH_PARAMS}.run"} <= set(GRAPH)
 
 
 def test_every_core_module_has_a_floor_and_the_examples_are_read():
@@ -202,7 +228,11 @@ def test_no_import_cycles():
         ("triton_dist", lambda module, target: target.startswith(("kerneltune.core", "triton_dist"))),
         (
             "kerneltune.plugins.",
-            lambda module, target: target == "kerneltune.core" or not target.startswith("kerneltune.core"),
+            lambda module, target: (
+                within(module, SEARCH_PARAMS)
+                or target == PLUGIN_DOOR
+                or not within(target, "kerneltune.core")
+            ),
         ),
         *[
             (
@@ -229,6 +259,71 @@ def test_imports_follow_the_arrows(importer, allowed):
         if not allowed(module, target)
     ]
     assert not breaking, "imports against the arrows:\n" + "\n".join(breaking)
+
+
+def test_drivers_import_core_only_through_the_two_doors():
+    drivers = [module for module in GRAPH if is_driver(module)]
+    side_doors = [
+        f"{module} -> {target}"
+        for module in drivers
+        for target in sorted(GRAPH[module])
+        if within(target, "kerneltune.core") and target not in DOORS
+    ]
+    assert {"kerneltune", "kerneltune.cli", "triton_dist.tune", f"{SEARCH_PARAMS}.run"} <= set(drivers)
+    assert not side_doors, "drivers reaching past the doors:\n" + "\n".join(side_doors)
+
+
+def imported_from(module: str, path: Path) -> set[str]:
+    """The names ``path`` imports from ``module`` (``from module import a, b``)."""
+    return {
+        alias.name
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module == module and not node.level
+        for alias in node.names
+    }
+
+
+def documented_from_core(text: str) -> set[str]:
+    """The names a page imports from ``kerneltune.core`` or names as ``kerneltune.core.<name>``."""
+    named = set(re.findall(r"kerneltune\.core\.(\w+)", text))
+    for listed in re.findall(r"from kerneltune\.core import (\([^)]*\)|[^\n]*)", text):
+        named.update(name.strip() for name in listed.strip("()").split(","))
+    return named
+
+
+def test_every_name_of_the_plugin_door_is_used_and_there_are_at_most_80():
+    import kerneltune.core
+
+    plugins_and_examples = [
+        path
+        for module, path in MODULES.items()
+        if within(module, "kerneltune.plugins", *EXAMPLES) and not within(module, SEARCH_PARAMS)
+    ]
+    used = set().union(*(imported_from(PLUGIN_DOOR, path) for path in plugins_and_examples))
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    used |= set().union(*(documented_from_core(page.read_text()) for page in pages))
+    door = kerneltune.core.__all__
+    assert len(door) <= 80, f"kerneltune.core.__all__ holds {len(door)} names"
+    unused = sorted(set(door) - used)
+    assert not unused, (
+        f"in kerneltune.core.__all__ but used by no plugin, example or documented recipe: {unused}"
+    )
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_a_door_holds_exactly_its_all_and_the_doors_share_no_name(door):
+    import importlib
+
+    path = MODULES[door]
+    bound = {
+        alias.asname or alias.name
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert bound == set(importlib.import_module(door).__all__)
+    plugin_door, driver_door = (set(importlib.import_module(d).__all__) for d in DOORS)
+    assert not plugin_door & driver_door
 
 
 @pytest.mark.parametrize(

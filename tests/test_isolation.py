@@ -27,12 +27,11 @@ from kerneltune.core import (
     IsolationError,
     NoValidConfigError,
     PluginError,
-    Space,
-    Tuner,
     add_plugin,
     load_settings,
     remove_plugin,
 )
+from kerneltune.core.driving import Space, Tuner
 from kerneltune.core.isolation import parent as isolation
 from kerneltune.core.isolation.parent import ScreenedOut
 from rank_doubles import ThreadGroup, plugin, run_ranks

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kerneltune.core import encode_key, register_key_encoder
+from kerneltune.core import register_key_encoder
+from kerneltune.core.driving import encode_key
 from tuning_doubles import load_file, record_files
 
 from triton_dist.tune import autotune

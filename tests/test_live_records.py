@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kerneltune import cli
-from kerneltune.core import CacheReadError, TuningRecord
+from kerneltune.core import CacheReadError
+from kerneltune.core.driving import TuningRecord
 from tuning_doubles import record_files
 
 MODULE = "live_records_gemm"

@@ -7,11 +7,12 @@ import statistics
 import types
 
 import pytest
-from kerneltune.core import Candidate, CandidateFailedWarning, Measurement, PickLoaded, hookimpl
+from kerneltune.core import CandidateFailedWarning, PickLoaded, hookimpl
+from kerneltune.core.driving import Candidate
 from kerneltune.core.machine import measure
 from kerneltune.core.machine.measure import standard_error
 from kerneltune.core.machine.ties import near_ties
-from kerneltune.core.values.records import trimmed
+from kerneltune.core.values.records import Measurement, trimmed
 from tuning_doubles import FakeClock, clock_plugin, install_session, steps_plugin, stored_records
 
 from triton_dist.tune import autotune

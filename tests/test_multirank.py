@@ -24,11 +24,10 @@ from kerneltune.core import (
     RankMismatchError,
     Session,
     Settings,
-    Space,
-    Tuner,
     hookimpl,
     register_key_encoder,
 )
+from kerneltune.core.driving import Space, Tuner
 from kerneltune.core.machine.agreement import resolve
 from rank_doubles import ThreadGroup, plugin, run_ranks
 

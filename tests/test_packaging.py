@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Where each folder of the tree lands in the wheel.
 INSTALLED_AS = {
-    "cli": "kerneltune",
+    "root": "kerneltune",
+    "cli": "kerneltune/cli",
     "core": "kerneltune/core",
     "plugins": "kerneltune/plugins",
 }

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import plugin_contracts as contracts
 import pytest
-from kerneltune.core import (
-    BUILTIN_PLUGINS,
-    ENTRY_POINT_GROUP,
-    ConfiguredCache,
+from kerneltune.core import ConfiguredCache, IsolatingLaunch, LayeringCache, provides
+from kerneltune.core.driving import ListingCache
+from kerneltune.core.plugin_system.contracts import (
     DeviceTimer,
     FlushingTimer,
     ForkingLaunch,
@@ -26,9 +25,6 @@ from kerneltune.core import (
     GlobalRankReducer,
     HoldingTimer,
     InPlaceLaunch,
-    IsolatingLaunch,
-    LayeringCache,
-    ListingCache,
     ProbingCompileProcess,
     ProbingProfileFamily,
     ProgramLaunch,
@@ -36,8 +32,8 @@ from kerneltune.core import (
     ReportingLaunch,
     UnsupportedLaunch,
     WeighingCompileProcess,
-    provides,
 )
+from kerneltune.core.plugin_system.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -9,15 +9,8 @@ import traceback
 
 import pytest
 import torch
-from kerneltune.core import (
-    ConfigError,
-    PluginError,
-    Session,
-    add_plugin,
-    current_session,
-    load_settings,
-    remove_plugin,
-)
+from kerneltune.core import ConfigError, PluginError, Session, add_plugin, load_settings, remove_plugin
+from kerneltune.core.driving import current_session
 from kerneltune.core.plugin_system.seam import PluginFaultWarning
 from tuning_doubles import CALLS, fresh_tuner, install_session, plugin_module
 
@@ -145,7 +138,7 @@ def test_a_device_that_raises_when_asked_or_made_is_a_plugin_error_naming_the_pl
 
 
 def test_a_search_strategy_whose_constructor_raises_is_a_plugin_error_naming_the_plugin():
-    from kerneltune.core import choose_strategy
+    from kerneltune.core.driving import choose_strategy
 
     class FaultyStrategy:
         name = "faulty"

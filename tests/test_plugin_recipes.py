@@ -15,7 +15,8 @@ import attrs
 import pytest
 from click.testing import CliRunner
 from kerneltune import cli
-from kerneltune.core import PluginError, Session, Settings, Space, Tuner, load_settings
+from kerneltune.core import PluginError, Session, Settings, load_settings
+from kerneltune.core.driving import Space, Tuner
 from kerneltune.core.search.strategies import search_strategies
 from kerneltune.core.values.geometry import SearchBudget, SearchGeometry
 from tuning_doubles import record_files
@@ -236,3 +237,20 @@ def _tune_spin(session: Session, space: Space) -> dict:
                 timer.sample(lambda n=candidate.config["n"]: sum(range(n)))
             tuning.record(candidate, timer.collect())
         return dict(tuning.finish().config)
+
+
+def test_the_protocol_check_of_testing_a_plugin_runs_on_the_recipes_classes():
+    register_pattern = types.ModuleType("process_timer")
+    exec(compile(_doc_block("## The register pattern"), str(PLUGINS_MD), "exec"), register_pattern.__dict__)
+    namespace = {
+        "ProcessTimer": register_pattern.ProcessTimer,
+        "GzipCache": recipe("A cache: compressed record files").GzipCache,
+        "HttpStore": recipe("A cache backend: a remote store").HttpStore,
+    }
+    testing = PLUGINS_MD.read_text().split("\n## Testing a plugin\n", 1)[1]
+    (protocols,) = [
+        code for code in re.findall(r"```python\n(.*?)```", testing, re.DOTALL) if "type[" in code
+    ]
+    assert _kerneltune_imports(protocols) == {"kerneltune.core"}
+    exec(compile(protocols, f"{PLUGINS_MD}:Testing a plugin", "exec"), namespace)
+    assert namespace["remote_stores"] == [namespace["HttpStore"]]

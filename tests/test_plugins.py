@@ -10,21 +10,18 @@ import time
 
 import pytest
 from kerneltune.core import (
-    BUILTIN_PLUGINS,
-    ENTRY_POINT_GROUP,
     CandidateFailedWarning,
     CandidateMeasured,
     PluginError,
     Session,
     Settings,
-    Space,
-    Tuner,
     TuningFinished,
     TuningStarted,
     hookimpl,
     load_settings,
-    make_plugin_manager,
 )
+from kerneltune.core.driving import Space, Tuner
+from kerneltune.core.plugin_system.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
 from kerneltune.plugins.caches.files import JsonCache
 from kerneltune.plugins.reducers.local import LocalReducer
 from kerneltune.plugins.timers.wallclock import WallclockTimer

@@ -10,7 +10,8 @@ import threading
 import time
 
 import pytest
-from kerneltune.core import Candidate, CandidateFailedWarning, TuningStarted
+from kerneltune.core import CandidateFailedWarning, TuningStarted
+from kerneltune.core.driving import Candidate
 from kerneltune.plugins.observers import progress
 from tuning_doubles import FakeClock, clock_plugin, install_session
 
@@ -106,7 +107,7 @@ def test_only_rank_zero_draws(monkeypatch):
 
 
 def test_compiling_shows_until_every_candidate_is_compiled(monkeypatch):
-    from kerneltune.core import Space, Tuner
+    from kerneltune.core.driving import Space, Tuner
 
     monkeypatch.setattr(progress, "DRAW_AFTER_S", 0.0)
     monkeypatch.setattr(progress, "_QuietTqdm", functools.partial(progress._QuietTqdm, mininterval=0))
@@ -139,7 +140,7 @@ def test_the_bar_starts_no_thread():
 def test_a_bar_ends_on_its_final_count_and_a_new_line_or_is_never_drawn(monkeypatch, draw_after):
     # Compile events used to draw the bar before its delay, and a tuning that ended before
     # it was left frozen mid-line ("0/3 candidates ... compiling 1/1") under the next output.
-    from kerneltune.core import Space, Tuner
+    from kerneltune.core.driving import Space, Tuner
 
     monkeypatch.setattr(progress, "DRAW_AFTER_S", draw_after)
     terminal = Terminal()

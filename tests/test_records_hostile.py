@@ -8,7 +8,8 @@ import math
 
 import attrs
 import pytest
-from kerneltune.core import CacheReadError, TuningRecord
+from kerneltune.core import CacheReadError
+from kerneltune.core.driving import TuningRecord
 from tuning_doubles import make_record
 
 

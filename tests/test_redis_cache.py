@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from kerneltune.core import ConfigError, PluginError, Session, Settings, Space, Tuner, load_settings
+from kerneltune.core import ConfigError, PluginError, Session, Settings, load_settings
+from kerneltune.core.driving import Space, Tuner
 from kerneltune.core.plugin_system.registry import Registry
 from kerneltune.core.plugin_system.session import make_cache
 from kerneltune.plugins.caches.redis import redacted_url

@@ -69,7 +69,8 @@ def test_report_plot_whiskers_run_from_the_fastest_to_the_slowest_sample(tuned, 
 
 
 def test_report_and_cache_show_give_each_ranks_time_of_the_pick_and_its_slowest_rank(tmp_path):
-    from kerneltune.core import Session, Settings, Space, Tuner
+    from kerneltune.core import Session, Settings
+    from kerneltune.core.driving import Space, Tuner
     from rank_doubles import ThreadGroup, plugin, run_ranks
 
     cache_dir = tmp_path / "cache"
@@ -139,7 +140,7 @@ def test_cache_show_prints_python_that_hard_codes_the_pick(isolated):
 def test_a_triton_configs_snippet_is_a_triton_config_line():
     import attrs
     import triton
-    from kerneltune import views
+    from kerneltune.cli import views
     from tuning_doubles import make_record
 
     values = {"triton.Config": {"kwargs": {"BLOCK_M": 64, "BLOCK_N": 32}, "num_warps": 8}}

@@ -22,21 +22,12 @@ import torch
 import triton
 from click.testing import CliRunner
 from kerneltune import cli
-from kerneltune.core import (
-    CandidateFailedWarning,
-    Session,
-    Settings,
-    Space,
-    Tuner,
-    add_plugin,
-    digest,
-    encode_key,
-    hookimpl,
-    remove_plugin,
-)
+from kerneltune.core import CandidateFailedWarning, Session, Settings, add_plugin, hookimpl, remove_plugin
+from kerneltune.core.driving import Space, Tuner, encode_key
 from kerneltune.core.machine.reuse import Plan, plan_reuse
 from kerneltune.core.machine.schedule import Schedule
 from kerneltune.core.machine.stored import method_of
+from kerneltune.core.values.keys import digest
 from kerneltune.core.values.records import TuningRecord
 from kerneltune.plugins.triton import configs
 from kerneltune.plugins.triton.search_params.run import PRECISE_ROUNDS

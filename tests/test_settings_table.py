@@ -16,10 +16,10 @@ from typing import Any
 
 import attrs
 import pytest
-from kerneltune.core import ConfigError, Settings, SettingSpec, load_settings, make_plugin_manager
+from kerneltune.core import ConfigError, Settings, load_settings
 from kerneltune.core.plugin_system.loading import CORE_SETTING_MODULES, core_settings
-from kerneltune.core.plugin_system.registry import collect_settings
-from kerneltune.core.plugin_system.settings import core_fields
+from kerneltune.core.plugin_system.registry import collect_settings, make_plugin_manager
+from kerneltune.core.plugin_system.settings import SettingSpec, core_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 

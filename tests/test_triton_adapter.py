@@ -35,6 +35,7 @@ from kerneltune.core import (
 )
 from kerneltune.core.drivers import contextual as contextual_module
 from kerneltune.plugins.triton import adapter, autotune, compiler
+from kerneltune.plugins.triton.adapter import autotiling, layouts
 from kerneltune.plugins.triton.interceptor import TritonInterceptor
 from triton_fakes import (
     ARG_NAMES,
@@ -106,7 +107,7 @@ def use_fakes(monkeypatch, clock, root):
 
 
 def test_version_table_rows():
-    names = [layout.name for layout in adapter.LAYOUTS]
+    names = [layout.name for layout in layouts.LAYOUTS]
     assert len(names) == len(set(names))
     kernel = FakeKernel(FakeClock(), {})
     assert adapter.layout_of(Autotuner32(kernel, ARGS, [Config32({"BLOCK": 1})], ["n"])).name in names
@@ -143,7 +144,7 @@ def test_triton_ascend_rc4s_auto_tiling_tuner_is_its_row(key):
     assert adapter.understood(type(tiling))
     assert adapter.tunable(tiling)
     assert adapter.candidate_configs(tiling) == configs
-    assert adapter.tiling_axes(tiling) == {"x": "n"}
+    assert autotiling.tiling_axes(tiling) == {"x": "n"}
     x = torch.zeros(4, dtype=torch.float16)
     assert adapter.tuning_key(tiling, (x, 9), {"grid": (1,)}) == (9, "torch.float16")
 
@@ -163,7 +164,7 @@ def test_a_list_key_of_rc4s_auto_tiling_tuner_becomes_the_axis_dict_its_run_read
 
 
 def test_installed_triton_is_in_the_table(recwarn):
-    version = adapter.triton_version()
+    version = layouts.triton_version()
     layout = adapter.release_layout()
     assert version in layout.releases
     assert not [w for w in recwarn if "version table" in str(w.message)]

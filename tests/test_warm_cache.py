@@ -141,7 +141,8 @@ def test_tritons_own_key_is_served_from_the_file_beside_its_cache(tmp_path, hold
 def test_search_params_lets_a_probes_miss_through_without_dropping_the_candidate():
     # A search's compile function drops a candidate whose compile fails; a miss under the probe
     # is no failure: it must reach COMPILE, which forks a compile process for it instead.
-    from kerneltune.core import Candidate, CompileMiss
+    from kerneltune.core import CompileMiss
+    from kerneltune.core.driving import Candidate
     from kerneltune.plugins.triton.search_params.launcher import Launcher
 
     launcher = object.__new__(Launcher)

@@ -22,16 +22,8 @@ import torch
 import triton
 from click.testing import CliRunner
 from kerneltune import cli
-from kerneltune.core import (
-    Session,
-    Settings,
-    Space,
-    Tuner,
-    add_plugin,
-    encode_key,
-    hookimpl,
-    remove_plugin,
-)
+from kerneltune.core import Session, Settings, add_plugin, hookimpl, remove_plugin
+from kerneltune.core.driving import Space, Tuner, encode_key
 from kerneltune.core.machine import measure, tuning, warm_start
 from kerneltune.core.machine.warm_start import (
     SCREEN_REPEAT,

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from kerneltune.core import PluginFaultWarning
 from kerneltune.core.plugin_system.registry import Registry
+from kerneltune.core.plugin_system.seam import PluginFaultWarning
 
 PROGRAM = """
 import json

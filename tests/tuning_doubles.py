@@ -25,8 +25,10 @@ from typing import Any
 
 import attrs
 import msgpack
-from kerneltune.core import Measurement, Session, TuningRecord, hookimpl, load_settings
+from kerneltune.core import Session, hookimpl, load_settings
 from kerneltune.core.drivers import function_tuner
+from kerneltune.core.driving import TuningRecord
+from kerneltune.core.values.records import Measurement
 
 
 class FakeClock:

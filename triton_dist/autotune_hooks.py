@@ -8,6 +8,6 @@ Importing it again, or after other kernels were decorated, changes nothing;
 kernels without the hint behave exactly as with stock Triton.
 """
 
-from kerneltune.core.plugin_system.features import enable_feature
+from kerneltune.core.driving import enable_feature
 
 enable_feature("search_params")

@@ -1,5 +1,5 @@
 """``triton_dist.tune``: function-level autotuning of host launchers."""
 
-from kerneltune.core.drivers.function_tuner import AutoTuner, autotune
+from kerneltune.core.driving import AutoTuner, autotune
 
 __all__ = ["AutoTuner", "autotune"]

@@ -61,7 +61,7 @@ def kerneltune_key_distance(function: str, key: Any, other: Any) -> float | None
 
     :param function: the tuned function's name (the cache namespace).
     :param key: the new key, encoded as records store keys
-        (:func:`kerneltune.core.encode_key`: tuples are lists, floats
+        (:func:`kerneltune.core.driving.encode_key`: tuples are lists, floats
         ``{"float": hex}``, dtypes ``{"torch.dtype": name}``).
     :param other: a stored key, encoded the same way.
     :returns: a distance of at least 0 (0: as good as the same key);

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeGuard
 
 import attrs
-from kerneltune.core import SEARCH_EFFORTS
+from kerneltune.core.driving import SEARCH_EFFORTS
 
 DEFAULT_VALUES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 DEFAULT_TOP_K = 3

@@ -8,7 +8,7 @@ strategy in force (:mod:`~kerneltune.plugins.triton.search_params.run`)
 instead of measured exhaustively.
 
 Every measurement goes through kerneltune's engine: one adaptive
-:class:`~kerneltune.core.Tuning` per key over the whole space, so the timer,
+:class:`~kerneltune.core.driving.Tuning` per key over the whole space, so the timer,
 the reducer (MAX over ranks), the observers and the cache are the
 configured plugins, and the pick is remembered like any other. The kernel
 has the parts of Triton's ``Autotuner`` that the adapter's launch functions
@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from kerneltune.core import SUBPROCESS, Screening, current_session, screener
+from kerneltune.core.driving import SUBPROCESS, Screening, current_session, screener
 from kerneltune.plugins.triton import adapter
 from kerneltune.plugins.triton.autotune import dict_key_arguments, hints_parameter
 from kerneltune.plugins.triton.isolated import KernelIsolation

@@ -14,7 +14,8 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from kerneltune.core import Candidate, CandidateDropped, CompileMiss, Point, Shape, describe_error
+from kerneltune.core import CompileMiss, Point, Shape
+from kerneltune.core.driving import Candidate, CandidateDropped, describe_error
 from kerneltune.plugins.triton import adapter, compiler, programs
 from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
 from kerneltune.plugins.triton.search_params.space import SearchSpace

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from kerneltune.core import Candidate, describe_error
+from kerneltune.core.driving import Candidate, describe_error
 from kerneltune.plugins.triton.search_params.launcher import Launcher
 
 

@@ -13,15 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kerneltune.core import (
-    BudgetSpent,
-    PluginError,
-    Point,
-    SearchBudget,
-    SearchGeometry,
-    SearchStrategy,
-    Tuning,
-)
+from kerneltune.core import BudgetSpent, PluginError, Point, SearchBudget, SearchGeometry, SearchStrategy
+from kerneltune.core.driving import Tuning
 
 #: Measures a round of points the run has not measured yet; every rank's agreed time of each.
 RoundMeasure = Callable[[list[Point]], dict[Point, float]]

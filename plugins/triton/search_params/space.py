@@ -1,7 +1,7 @@
 """The candidates of a search_params kernel: every block shape of the searched params
 times every compile-option profile of the family the operator classifier chooses.
 
-:func:`build_space` makes the engine's :class:`~kerneltune.core.Space` for one
+:func:`build_space` makes the engine's :class:`~kerneltune.core.driving.Space` for one
 set of compile options fixed at launch, with the geometry (axes, profiles,
 probes, seeds) a search strategy (:mod:`kerneltune.core.values.geometry`) walks.
 Configs are made through :mod:`kerneltune.plugins.triton.configs`, which
@@ -16,18 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core import (
-    Candidate,
-    Point,
-    SearchGeometry,
-    Shape,
-    Space,
-    Tuner,
-    choose_family,
-    family_probes,
-    family_profiles,
-    unique_profiles,
-)
+from kerneltune.core import Point, SearchGeometry, Shape, unique_profiles
+from kerneltune.core.driving import Candidate, Space, Tuner, choose_family, family_probes, family_profiles
 from kerneltune.plugins.triton import configs as triton_configs
 
 

@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core import Candidate, format_ms
+from kerneltune.core import format_ms
+from kerneltune.core.driving import Candidate
 from kerneltune.plugins.triton import adapter
 
 _TRUE = ("1", "true", "yes", "on")

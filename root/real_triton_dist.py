@@ -33,31 +33,24 @@ PACKAGE = "triton_dist"
 #: The distributions that install a ``triton_dist`` package: Triton-distributed's and kerneltune's facade.
 REAL_DISTRIBUTION = "triton-dist"
 FACADE_DISTRIBUTION = "kerneltune-triton-dist"
+#: The kerneltune module that holds the decorators: the engine's door for drivers.
+ENGINE = "kerneltune.core.driving"
 
 
 class Decorator(NamedTuple):
-    """One documented decorator and the kerneltune module that implements it."""
+    """One documented decorator, served by the attribute of the same name of :data:`ENGINE`."""
 
     #: the ``triton_dist`` module the documented API puts it in
     module: str
     #: its name there
     name: str
-    #: the kerneltune module whose attribute of the same name serves it
-    engine: str
     #: what the module holds where the real package lacks it, as kerneltune's facade's module does
     exports: tuple[str, ...]
 
 
 DECORATORS = (
-    Decorator(
-        "triton_dist.autotuner",
-        "contextual_autotune",
-        "kerneltune.core.drivers.contextual",
-        ("ContextualAutoTuner", "contextual_autotune"),
-    ),
-    Decorator(
-        "triton_dist.tune", "autotune", "kerneltune.core.drivers.function_tuner", ("AutoTuner", "autotune")
-    ),
+    Decorator("triton_dist.autotuner", "contextual_autotune", ("ContextualAutoTuner", "contextual_autotune")),
+    Decorator("triton_dist.tune", "autotune", ("AutoTuner", "autotune")),
 )
 
 
@@ -96,8 +89,8 @@ def use_with_triton_dist() -> list[str]:
             stacklevel=2,
         )
     served = []
+    engine = importlib.import_module(ENGINE)
     for decorator in DECORATORS:
-        engine = importlib.import_module(decorator.engine)
         ours = getattr(engine, decorator.name)
         module = _module(decorator.module)
         if module is None:
@@ -158,9 +151,7 @@ def _module(name: str) -> types.ModuleType | None:
 
 def _put_in_place(decorator: Decorator, engine: types.ModuleType) -> None:
     """Make ``decorator.module`` importable in this process, holding kerneltune's ``exports``."""
-    module = types.ModuleType(
-        decorator.module, f"``{decorator.module}``, served by kerneltune's {decorator.engine}."
-    )
+    module = types.ModuleType(decorator.module, f"``{decorator.module}``, served by kerneltune's {ENGINE}.")
     module.__spec__ = importlib.machinery.ModuleSpec(decorator.module, None)
     module.__all__ = list(decorator.exports)  # type: ignore[attr-defined]
     for name in decorator.exports:

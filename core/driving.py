@@ -1,0 +1,72 @@
+"""The door for drivers: what the facade, the command and search_params use of the engine.
+
+A plugin needs :mod:`kerneltune.core` alone; a driver starts tunings, reads
+what they stored and chooses what runs, so it needs more: the tuners and the
+tuning they drive, the session and the plugin loading behind it, the search
+and screening choices, the stored records. A driver imports the engine
+through these two doors and nothing deeper, so core can be regrouped behind
+them; tests/test_import_graph.py holds the facade, the command and
+search_params to it. These names are the engine's own and may change in any
+release (docs/plugins.md, "What the API promises").
+"""
+
+from kerneltune.core.drivers.contextual import ContextualAutoTuner, contextual_autotune
+from kerneltune.core.drivers.function_tuner import AutoTuner, autotune
+from kerneltune.core.errors import CandidateDropped, describe_error
+from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
+from kerneltune.core.machine.engine import Tuner, Tuning
+from kerneltune.core.plugin_system.contracts import ListingCache
+from kerneltune.core.plugin_system.features import enable_feature
+from kerneltune.core.plugin_system.loading import load_plugins
+from kerneltune.core.plugin_system.registry import Registries, Registry
+from kerneltune.core.plugin_system.session import current_session, hardware_facts, make_cache, resolve_devices
+from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS, DeclaredSettings, setting_sources
+from kerneltune.core.private_files import remove_private
+from kerneltune.core.search.families import choose_family, family_probes, family_profiles
+from kerneltune.core.search.strategies import choose_strategy
+from kerneltune.core.values.keys import encode_key
+from kerneltune.core.values.records import Candidate, Origin, TuningRecord, iso_date
+from kerneltune.core.values.space import Space, source_digest
+
+__all__ = [
+    # the documented decorators and the tuners behind them
+    "AutoTuner",
+    "ContextualAutoTuner",
+    "autotune",
+    "contextual_autotune",
+    "Candidate",
+    "Space",
+    "Tuner",
+    "Tuning",
+    # the session, its plugins and their settings
+    "DeclaredSettings",
+    "Registries",
+    "Registry",
+    "current_session",
+    "enable_feature",
+    "hardware_facts",
+    "load_plugins",
+    "resolve_devices",
+    "setting_sources",
+    # generated spaces: how hard to search, with what
+    "SEARCH_EFFORTS",
+    "choose_family",
+    "choose_strategy",
+    "family_probes",
+    "family_profiles",
+    # screening candidates in a worker process
+    "SUBPROCESS",
+    "Screening",
+    "screener",
+    "CandidateDropped",
+    "describe_error",
+    # stored records, as the command reads, lists and removes them
+    "ListingCache",
+    "Origin",
+    "TuningRecord",
+    "encode_key",
+    "iso_date",
+    "make_cache",
+    "remove_private",
+    "source_digest",
+]

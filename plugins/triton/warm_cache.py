@@ -5,11 +5,11 @@ Triton's on-disk cache already holds what they produce:
 
 * :func:`probing`: a compile that stops at Triton's own cache lookup, so
   that COMPILE loads a cached program here instead of forking a process to
-  find it there (:class:`~kerneltune.core.ProbingCompileProcess`), and
+  find it there (:class:`~kerneltune.core.plugin_system.contracts.ProbingCompileProcess`), and
   :func:`peeking`, one that stops before it, so that a launch this process
   has loaded already starts no COMPILE at all;
 * :func:`remember_triton_key`: Triton's hash of its own sources and library,
-  part of every program's cache key (a fraction of a second per process), kept in a
+  part of every program's cache key (a fraction of a second), kept in a
   file beside Triton's cache and served again while no file of the
   installed Triton has changed (same inode, size, modification and change
   times, linked folders followed).

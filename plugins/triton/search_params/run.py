@@ -4,7 +4,7 @@ The search strategy in force (a plugin, :mod:`kerneltune.core.search.strategies`
 decides what to measure; hand-written configs that give every searched
 param are measured whole by the ``exhaustive`` strategy. :class:`SearchRun`
 screens each round (:mod:`~kerneltune.plugins.triton.search_params.launcher`),
-measures it through the adaptive :class:`~kerneltune.core.Tuning`'s round
+measures it through the adaptive :class:`~kerneltune.core.driving.Tuning`'s round
 API (``Tuning.round``: compiled on the engine's COMPILE stage, timed,
 agreed over ranks), and returns every rank's agreed times to the strategy.
 Whatever the strategy, the finalists it returns are then re-timed head to
@@ -22,18 +22,16 @@ from typing import Any
 
 from kerneltune.core import (
     BudgetSpent,
-    Candidate,
     NoValidConfigError,
     PluginError,
     Point,
     RankMismatchError,
     SearchBudget,
     SearchStrategy,
-    Tuning,
-    describe_error,
     format_ms,
     verbose_line,
 )
+from kerneltune.core.driving import Candidate, Tuning, describe_error
 from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
 from kerneltune.plugins.triton.search_params.launcher import Launcher
 from kerneltune.plugins.triton.search_params.reference import ReferenceGate
@@ -45,7 +43,8 @@ from kerneltune.plugins.triton.search_params.summary import SearchSummary, descr
 PRECISE_REPEAT_FACTOR = 4
 #: ...in this many interleaved rounds (A B C A B C ...), so that clock and
 #: thermal drift during stage 3 lands on every finalist alike instead of on
-#: whichever ran last, where it could let a slower finalist win a close race.
+#: whichever ran last: a block-after-block re-timing can let a finalist a
+#: few percent slower win on a landscape whose top configs lie that close.
 PRECISE_ROUNDS = 4
 #: The strategy that measures hand-written configs: every one of them.
 GIVEN_STRATEGY = "exhaustive"

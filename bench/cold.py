@@ -110,7 +110,7 @@ def apply_deadline_floor() -> None:
     """``BENCH_DEADLINE_MIN_S``: the compile deadline's floor (seconds) for this process's tunings."""
     floor = os.environ.get("BENCH_DEADLINE_MIN_S")
     if floor:
-        from kerneltune.core.machine import siblings
+        from kerneltune.core.compiling import siblings
 
         siblings.DEADLINE_MIN_S = float(floor)
 

@@ -21,11 +21,12 @@ import pytest
 import torch
 import triton
 from kerneltune.core import CandidateFailedWarning, CompileMiss, Space, Tuner, hookimpl, load_settings
+from kerneltune.core.compiling import forks, processes, siblings
+from kerneltune.core.compiling import stage as compile_stage
+from kerneltune.core.compiling.forks import ForkSupervisor
+from kerneltune.core.compiling.stage import CompileStage
+from kerneltune.core.compiling.turns import LoadTurns
 from kerneltune.core.errors import ConfigError
-from kerneltune.core.machine import compile as compiling
-from kerneltune.core.machine import siblings
-from kerneltune.core.machine.compile import CompileStage
-from kerneltune.core.machine.turns import LoadTurns
 from kerneltune.plugins.triton import compiler
 from rank_doubles import ThreadGroup, run_ranks
 from test_multirank import make_session, space
@@ -312,7 +313,7 @@ def test_without_descriptors_for_a_fork_tree_each_compile_is_forked_alone(monkey
         trees.append(size)
         raise OSError(errno.EMFILE, "Too many open files")
 
-    monkeypatch.setattr(compiling.fork_tree, "fork", no_descriptors)
+    monkeypatch.setattr(forks.fork_tree, "fork", no_descriptors)
     best = drive(session, clock, backend.compile_one, [], child=backend)
     assert best.config["name"] == "b"
     assert backend.compiled() == sorted([("child", n) for n in NAMES] + [("here", n) for n in NAMES])
@@ -561,13 +562,13 @@ def test_after_a_miss_every_compile_begun_is_forked_at_once_unprobed_the_longest
     session = held_session(monkeypatch, clock, watch, compile_workers=len(NAMES))
     backend = WeighedCompiles(tmp_path / "compiled.log")
     batches: list[list[str]] = []
-    fork_queued = CompileStage._fork_queued
+    fork_queued = ForkSupervisor._fork_queued
 
-    def noted(stage) -> None:
-        batches.append([stage._candidates[index].config["name"] for index in stage._unforked])
-        fork_queued(stage)
+    def noted(supervisor) -> None:
+        batches.append([candidate.config["name"] for candidate, _ in supervisor._unforked])
+        fork_queued(supervisor)
 
-    monkeypatch.setattr(CompileStage, "_fork_queued", noted)
+    monkeypatch.setattr(ForkSupervisor, "_fork_queued", noted)
     measured: list[str] = []
     best = drive(session, clock, backend.compile_one, measured, child=backend)
     assert best.config["name"] == "b" and set(measured) == set(NAMES)
@@ -589,13 +590,13 @@ def test_a_guess_that_raises_or_is_not_a_number_counts_as_none():
                 raise self.answer
             return self.answer
 
-    assert compiling.effort(Guessing(3), {}) == 3.0
-    assert compiling.effort(Guessing(RuntimeError("no guess")), {}) == 0.0
-    assert compiling.effort(Guessing(float("nan")), {}) == 0.0
-    assert compiling.effort(Guessing("many"), {}) == 0.0
-    assert compiling.effort(ForkedCompiles(Path("unused")), {}) == 0.0, "no effort(): no guess"
-    both = compiling.CompileProcesses((Guessing(2.0), ForkedCompiles(Path("unused")), Guessing(5)))
-    assert compiling.effort(both, {}) == 7.0
+    assert processes.effort(Guessing(3), {}) == 3.0
+    assert processes.effort(Guessing(RuntimeError("no guess")), {}) == 0.0
+    assert processes.effort(Guessing(float("nan")), {}) == 0.0
+    assert processes.effort(Guessing("many"), {}) == 0.0
+    assert processes.effort(ForkedCompiles(Path("unused")), {}) == 0.0, "no effort(): no guess"
+    both = processes.CompileProcesses((Guessing(2.0), ForkedCompiles(Path("unused")), Guessing(5)))
+    assert processes.effort(both, {}) == 7.0
 
 
 class LateMiss(ProbedCompiles):
@@ -690,7 +691,7 @@ import sys
 from pathlib import Path
 
 import triton
-from kerneltune.core.machine.compile import CompileStage
+from kerneltune.core.compiling.stage import CompileStage
 from kerneltune.core.values.events import Header
 from kerneltune.core.values.records import Candidate
 from kerneltune.plugins.triton import compiler
@@ -1398,14 +1399,12 @@ def test_each_round_of_an_adaptive_tuning_compiles_with_its_own_function(monkeyp
 
 def test_the_pool_is_sized_for_later_rounds_not_by_the_first(monkeypatch):
     """An adaptive driver's first round of 2 must not cap a later round of 16 at 2 compiles at once."""
-    from kerneltune.core.machine import compile as compile_module
-
-    monkeypatch.setattr(compile_module.os, "cpu_count", lambda: 16)
-    assert compile_module.worker_count(0) == 16
-    assert compile_module.worker_count(0, 2) == 2
-    assert compile_module.worker_count(3) == 3
-    monkeypatch.setattr(compile_module.os, "cpu_count", lambda: 64)
-    assert compile_module.worker_count(0) == compile_module.MAX_AUTO_WORKERS
+    monkeypatch.setattr(compile_stage.os, "cpu_count", lambda: 16)
+    assert compile_stage.worker_count(0) == 16
+    assert compile_stage.worker_count(0, 2) == 2
+    assert compile_stage.worker_count(3) == 3
+    monkeypatch.setattr(compile_stage.os, "cpu_count", lambda: 64)
+    assert compile_stage.worker_count(0) == compile_stage.MAX_AUTO_WORKERS
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
@@ -1635,7 +1634,7 @@ def test_a_compile_begun_ahead_meets_the_deadline_by_the_processor_time_it_used_
     # As below, but d used (as the system says) 100 s of processor time before round 2 asked for it:
     # judged from the ask alone it would have the deadline over again; it fails at once.
     monkeypatch.setattr(siblings, "DEADLINE_MIN_S", 0.5)
-    monkeypatch.setattr(compiling, "tree_processor_seconds", lambda pid: 100.0)
+    monkeypatch.setattr(forks, "tree_processor_seconds", lambda pid: 100.0)
     clock, watch = FakeClock(), AheadWatch()
     session = engine_session(monkeypatch, clock, watch, compile_workers=4, compile_deadline=5)
     parent = os.getpid()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from kerneltune.core import Candidate, CandidateDropped, CompileMiss, Point, Shape, describe_error
-from kerneltune.plugins.triton import adapter, compiler, programs
+from kerneltune.plugins.triton import adapter, compile_device, compiler, programs
 from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
 from kerneltune.plugins.triton.search_params.space import SearchSpace
 
@@ -137,7 +137,7 @@ class Launcher:
         except CompileMiss:
             raise
         except Exception as exc:
-            if compiler.in_compile_process():
+            if compile_device.in_compile_process():
                 raise  # a forked compile process: the parent compiles again and notes the failure
             self.drop(candidate, exc)
             if isinstance(exc, compiler.CannotRun) or compiler.out_of_resources(exc):

@@ -121,13 +121,14 @@ class ForkSupervisor:
                     continue  # a tree's forker has yet to fork it: it says so in milliseconds
                 with self._lock:
                     self._pids[index] = pid
-                    promoted = self._promoted.get(index, forked)
                 if self._is_ahead(index):
                     # Not judged while ahead (niced, stopped while measuring); blocked, not polling,
                     # while stopped, so that no thread of ours wakes beside a timed run.
                     self._gate.wait_ahead()
                     continue
-                stopped, problem = self._judge(process, pid, max(forked, promoted), began, behind)
+                with self._lock:  # the stage promotes one before it is no longer ahead
+                    since = max(forked, self._promoted.get(index, forked))
+                stopped, problem = self._judge(process, pid, since, began, behind)
                 if stopped:
                     return problem
         finally:

@@ -96,7 +96,6 @@ class CompileStage:
         child = child if can_fork() else None
         #: the backend's part in compiling, where it can probe (its compiles then fork only at a miss).
         self._prober = cast(ProbingCompileProcess, child) if child is not None and probes(child) else None
-        self._child = child
         #: the fork lock, the measuring thread's flags and the loads' turns.
         self._gate = LoadGate(beside=beside and self._prober is not None)
         #: the compile processes, where compiles fork (``None``: they run on the pool's threads).
@@ -107,7 +106,9 @@ class CompileStage:
         self._workers = workers
         self._header = header
         self._observers = observers
-        #: guards every field below but the pools, which only the driving thread swaps.
+        #: guards the fields below, which the driving thread and the pool threads share (the pools
+        #: and ``_closed`` only the driving thread writes); taken after the gate's fork lock, before
+        #: the supervisor's lock.
         self._lock = threading.Lock()
         #: each candidate handed over, how it compiles (a later :meth:`add` may bring its own), and
         #: the backend's guess at how long it compiles.
@@ -358,16 +359,12 @@ class CompileStage:
         A candidate this rank does not compile (another rank on the host
         does, or it was never handed over) has no error of its own here.
 
-        Where the stage may load beside a measurement (``beside``: the timer
-        holds the device, so host work beside a timed run stays out of its
-        device time) and every compile so far was a load from the backend's
-        on-disk cache, it waits for ``candidate``'s alone: the other loads
-        go on while it is measured (a restart that finds every program
-        cached measures the first while the rest load), beside its warm-up
-        runs but not its timed runs (:meth:`timing_begins`). Once a compile has
-        gone to a compile process, it waits for every one again, as
-        :meth:`settle` says; and no compile process is forked while a
-        candidate is measured.
+        Where loads may go on beside a measurement (``beside``) and every
+        compile so far was a load from the backend's on-disk cache, it waits
+        for ``candidate``'s alone: the other loads go on beside its warm-up
+        runs, not its timed runs (:meth:`timing_begins`). Once a compile has
+        gone to a compile process, it waits for every one again; and no
+        compile process is forked while a candidate is measured.
         """
         self._gate.between()
         index = candidate.index

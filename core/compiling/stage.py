@@ -1,16 +1,5 @@
-"""COMPILE: the kept candidates compiled ahead, in parallel, before any is measured.
+"""COMPILE's stage: the kept candidates compiled on a pool, ahead of MEASURE (:class:`CompileStage`).
 
-A :class:`CompileStage` compiles on a pool of forked processes (where the
-backend offers a :class:`~kerneltune.core.plugin_system.contracts.CompileProcess`
-and ``compile_pool = "processes"``; :class:`~.forks.ForkSupervisor`) or of
-threads; MEASURE waits until every compile handed over has ended
-(:meth:`CompileStage.settle`). Where the timer holds the device and every
-program so far came from the backend's on-disk cache, MEASURE waits only for
-the next candidate's, and the other loads go on beside its measurement
-(:meth:`CompileStage.wait`, :class:`~.gate.LoadGate`). An adaptive driver may
-also hand over, ahead, the candidates it expects to ask for next
-(:meth:`CompileStage.ahead`): those compile in processes at a lower priority,
-no wait is for them, and they are stopped while anything is measured.
 docs/architecture.md ("The stages", COMPILE) says where each part is.
 """
 

@@ -8,12 +8,7 @@ which asks for the same lock once the first candidate's program is loaded,
 waited behind every other load (``bench/restart.py``'s timeline shows every
 load, then the first measurement).
 :class:`LoadTurns` lets one load at a time queue for the fork lock, the
-earliest handed over first, and lets none begin while the measuring thread
-wants the lock (:meth:`LoadTurns.measuring`), or waits for a candidate's
-load (:meth:`LoadTurns.waiting_for`) but that one and those before it, until
-a load misses (:meth:`LoadTurns.missed`) and compiles go to processes
-(COMPILE then probes no more, and forks the compiles it has begun at once,
-the longest first).
+earliest handed over first, and the measuring thread before them.
 """
 
 from __future__ import annotations

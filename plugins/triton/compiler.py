@@ -191,12 +191,7 @@ def config_compiler(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> 
     bind = compile_device.device_binding()
     fn = tuner.fn
     _prime(fn)
-
-    def compile_config(config: Any) -> None:
-        bind()
-        _compile(fn, args, {**kwargs, **config.all_kwargs()})
-
-    return compile_config
+    return lambda config: _compile_bound(bind, fn, args, {**kwargs, **config.all_kwargs()})
 
 
 class _Recording(threading.local):
@@ -218,7 +213,7 @@ def _recording_run(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return None  # nothing to compile: a new key of a specialisation this process has run
     warming.warm_up()  # a launch to compile: only now is the compiler's set-up worth starting
     _prime(fn)
-    compiles.append(functools.partial(_compile_recorded, compile_device.device_binding(), fn, args, kwargs))
+    compiles.append(functools.partial(_compile_bound, compile_device.device_binding(), fn, args, kwargs))
     return None
 
 
@@ -263,7 +258,8 @@ def _loaded(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     return compiled is not None and compile_device.shared_memory_problem(compiled) is None
 
 
-def _compile_recorded(bind: Thunk, fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+def _compile_bound(bind: Thunk, fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    """Compile on the device ``bind`` makes the calling thread's."""
     bind()
     _compile(fn, args, kwargs)
 

@@ -110,7 +110,7 @@ def apply_deadline_floor() -> None:
     """``BENCH_DEADLINE_MIN_S``: the compile deadline's floor (seconds) for this process's tunings."""
     floor = os.environ.get("BENCH_DEADLINE_MIN_S")
     if floor:
-        from kerneltune.core.machine import siblings
+        from kerneltune.core.compiling import siblings
 
         siblings.DEADLINE_MIN_S = float(floor)
 
@@ -272,12 +272,12 @@ class Timeline:
 
     def watch_warm_up(self) -> None:
         """Note when the compiler's warm-up ends (``warm``); apply the ``BENCH_*`` variants."""
-        from kerneltune.plugins.triton import compiler
+        from kerneltune.plugins.triton import warming
 
         if os.environ.get("BENCH_WARMUP") == "serial":
-            compiler._start_hashing = lambda: None  # type: ignore[assignment]
+            warming._start_hashing = lambda: None  # type: ignore[assignment]
         if os.environ.get("BENCH_HASH_WAIT") == "off":
-            compiler._hashed = lambda: None  # type: ignore[assignment]
+            warming.hashed = lambda: None  # type: ignore[assignment]
         if os.environ.get("BENCH_LOAD_BESIDE") == "off":
             # Measuring waits for every load again, as before `91066d9`.
             from kerneltune.core.machine import readiness
@@ -288,13 +288,13 @@ class Timeline:
                 readiness_init(self, *args, **{**kwargs, "beside": False})
 
             readiness.Readiness.__init__ = no_beside  # type: ignore[method-assign]
-        compile_empty = compiler._compile_empty
+        compile_empty = warming._compile_empty
 
         def noted(*args: Any) -> None:
             compile_empty(*args)
             self.note("warm", 0)
 
-        compiler._compile_empty = noted  # type: ignore[assignment]
+        warming._compile_empty = noted  # type: ignore[assignment]
         self.watch_loads()
         self.watch_session()
         self.watch_forks()

@@ -76,10 +76,10 @@ def child(mode: str, out: Path) -> None:
     if mode == "fork-hashed":
         import importlib
 
-        from kerneltune.plugins.triton import compiler
+        from kerneltune.plugins.triton import warming
 
-        compiler._hash_triton()
-        for name in compiler.FIRST_IMPORTS:
+        warming._hash_triton()
+        for name in warming.FIRST_IMPORTS:
             importlib.import_module(name)
     if mode.startswith("fork"):
         from kerneltune.plugins.triton import compiler

@@ -7,7 +7,7 @@ one process, alternating:
 
 * ``serial``: N forks one after another from this process (COMPILE before
   `792d031`);
-* ``tree``: one :func:`kerneltune.core.machine.fork_tree.fork` of N, until
+* ``tree``: one :func:`kerneltune.core.compiling.fork_tree.fork` of N, until
   every compile process has reported its pid.
 
 Each child exits at once, so the figure is the forking alone. It prints the
@@ -25,7 +25,7 @@ import os
 import statistics
 import time
 
-from kerneltune.core.machine import fork_tree
+from kerneltune.core.compiling import fork_tree
 
 
 def _exit_now(index: int) -> None:

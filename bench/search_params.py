@@ -52,7 +52,7 @@ import torch
 import triton
 import triton.language as tl
 from kerneltune.core.driving import Space, Tuner, current_session
-from kerneltune.plugins.triton import adapter, compiler
+from kerneltune.plugins.triton import adapter, compile_device
 
 import triton_dist.autotune_hooks  # noqa: F401
 
@@ -174,7 +174,7 @@ def staged(kernel, grid, args, launch, fixed) -> float:
 
 def compile_space(kernel, grid, args, launch, configs) -> list[Exception | None]:
     """Compile every config for the launch's arguments on a thread pool; each one's error, or None."""
-    bind = compiler.device_binding()
+    bind = compile_device.device_binding()
 
     def build(config):
         bind()

@@ -21,13 +21,14 @@ import pytest
 import torch
 import triton
 from kerneltune.core import CandidateFailedWarning, CompileMiss, hookimpl, load_settings
+from kerneltune.core.compiling import forks, processes, siblings
+from kerneltune.core.compiling import stage as compile_stage
+from kerneltune.core.compiling.forks import ForkSupervisor
+from kerneltune.core.compiling.stage import CompileStage
+from kerneltune.core.compiling.turns import LoadTurns
 from kerneltune.core.driving import Space, Tuner
 from kerneltune.core.errors import ConfigError
-from kerneltune.core.machine import compile as compiling
-from kerneltune.core.machine import siblings
-from kerneltune.core.machine.compile import CompileStage
-from kerneltune.core.machine.turns import LoadTurns
-from kerneltune.plugins.triton import compiler
+from kerneltune.plugins.triton import compile_device, compiler, warming
 from rank_doubles import ThreadGroup, run_ranks
 from test_multirank import make_session, space
 from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
@@ -313,7 +314,7 @@ def test_without_descriptors_for_a_fork_tree_each_compile_is_forked_alone(monkey
         trees.append(size)
         raise OSError(errno.EMFILE, "Too many open files")
 
-    monkeypatch.setattr(compiling.fork_tree, "fork", no_descriptors)
+    monkeypatch.setattr(forks.fork_tree, "fork", no_descriptors)
     best = drive(session, clock, backend.compile_one, [], child=backend)
     assert best.config["name"] == "b"
     assert backend.compiled() == sorted([("child", n) for n in NAMES] + [("here", n) for n in NAMES])
@@ -562,13 +563,13 @@ def test_after_a_miss_every_compile_begun_is_forked_at_once_unprobed_the_longest
     session = held_session(monkeypatch, clock, watch, compile_workers=len(NAMES))
     backend = WeighedCompiles(tmp_path / "compiled.log")
     batches: list[list[str]] = []
-    fork_queued = CompileStage._fork_queued
+    fork_queued = ForkSupervisor._fork_queued
 
-    def noted(stage) -> None:
-        batches.append([stage._candidates[index].config["name"] for index in stage._unforked])
-        fork_queued(stage)
+    def noted(supervisor) -> None:
+        batches.append([candidate.config["name"] for candidate, _ in supervisor._unforked])
+        fork_queued(supervisor)
 
-    monkeypatch.setattr(CompileStage, "_fork_queued", noted)
+    monkeypatch.setattr(ForkSupervisor, "_fork_queued", noted)
     measured: list[str] = []
     best = drive(session, clock, backend.compile_one, measured, child=backend)
     assert best.config["name"] == "b" and set(measured) == set(NAMES)
@@ -590,13 +591,13 @@ def test_a_guess_that_raises_or_is_not_a_number_counts_as_none():
                 raise self.answer
             return self.answer
 
-    assert compiling.effort(Guessing(3), {}) == 3.0
-    assert compiling.effort(Guessing(RuntimeError("no guess")), {}) == 0.0
-    assert compiling.effort(Guessing(float("nan")), {}) == 0.0
-    assert compiling.effort(Guessing("many"), {}) == 0.0
-    assert compiling.effort(ForkedCompiles(Path("unused")), {}) == 0.0, "no effort(): no guess"
-    both = compiling.CompileProcesses((Guessing(2.0), ForkedCompiles(Path("unused")), Guessing(5)))
-    assert compiling.effort(both, {}) == 7.0
+    assert processes.effort(Guessing(3), {}) == 3.0
+    assert processes.effort(Guessing(RuntimeError("no guess")), {}) == 0.0
+    assert processes.effort(Guessing(float("nan")), {}) == 0.0
+    assert processes.effort(Guessing("many"), {}) == 0.0
+    assert processes.effort(ForkedCompiles(Path("unused")), {}) == 0.0, "no effort(): no guess"
+    both = processes.CompileProcesses((Guessing(2.0), ForkedCompiles(Path("unused")), Guessing(5)))
+    assert processes.effort(both, {}) == 7.0
 
 
 class LateMiss(ProbedCompiles):
@@ -691,7 +692,7 @@ import sys
 from pathlib import Path
 
 import triton
-from kerneltune.core.machine.compile import CompileStage
+from kerneltune.core.compiling.stage import CompileStage
 from kerneltune.core.values.events import Header
 from kerneltune.core.values.records import Candidate
 from kerneltune.plugins.triton import compiler
@@ -1007,37 +1008,39 @@ def test_the_shared_memory_check_asks_each_driver_helper_once_per_device(monkeyp
         def get_current_device(self):
             return self.device
 
-    monkeypatch.setattr(compiler, "_shared_limits", {})
+    monkeypatch.setattr(compile_device, "_shared_limits", {})
     first, second = Driver(Utils(1000)), Driver(Utils(4000))
-    assert [compiler._shared_memory_limit(first) for _ in range(3)] == [1000] * 3
+    assert [compile_device._shared_memory_limit(first) for _ in range(3)] == [1000] * 3
     assert first.utils.asked == 1, "one query per process and device, not one per candidate"
     first.device = 1
     first.utils.limit = 2000
-    assert compiler._shared_memory_limit(first) == 2000 and first.utils.asked == 2, "each device its own"
-    assert compiler._shared_memory_limit(second) == 4000, "a new driver's limit, not the old one's"
+    assert compile_device._shared_memory_limit(first) == 2000 and first.utils.asked == 2, (
+        "each device its own"
+    )
+    assert compile_device._shared_memory_limit(second) == 4000, "a new driver's limit, not the old one's"
     assert second.utils.asked == 1
 
 
 def test_the_warm_up_compiles_once_off_the_calling_thread_and_forks_wait_for_it(monkeypatch):
-    monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
+    monkeypatch.setattr(warming, "_warm", warming._WarmUp())
     monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
     monkeypatch.setattr(compiler.warm_cache, "holds_triton_key", lambda: False)  # a cache never used
     order = []
     hashing = threading.Thread(target=lambda: None)
     bind = lambda: None  # noqa: E731
-    monkeypatch.setattr(compiler, "_start_hashing", lambda: order.append("hash") or hashing)
-    monkeypatch.setattr(compiler, "_device_binding_or_none", lambda: order.append("driver") or bind)
+    monkeypatch.setattr(warming, "_start_hashing", lambda: order.append("hash") or hashing)
+    monkeypatch.setattr(warming, "_device_binding_or_none", lambda: order.append("driver") or bind)
     release, compiled = threading.Event(), []
 
     def compile_empty(binding):
-        assert compiler._warm.hashing is hashing, "the hash is kept for compiles to wait for"
+        assert warming._warm.hashing is hashing, "the hash is kept for compiles to wait for"
         assert binding.result(timeout=10) is bind, "and the driver's binding, once made"
         release.wait(timeout=10)
         compiled.append(threading.current_thread().name)
 
-    monkeypatch.setattr(compiler, "_compile_empty", compile_empty)
-    compiler.warm_up()
-    compiler.warm_up()
+    monkeypatch.setattr(warming, "_compile_empty", compile_empty)
+    warming.warm_up()
+    warming.warm_up()
     process = compiler.TritonCompileProcess(driver=None, device=0, target=None)
     waiting = threading.Thread(target=process.ready)
     waiting.start()
@@ -1052,15 +1055,15 @@ def test_the_warm_up_compiles_once_off_the_calling_thread_and_forks_wait_for_it(
 def test_over_a_used_triton_cache_the_warm_up_waits_for_the_first_fork(monkeypatch):
     # A restart finds its programs in the cache: loading them needs the hash and the
     # driver, not the code generators' imports and the empty kernel a fork inherits.
-    monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
+    monkeypatch.setattr(warming, "_warm", warming._WarmUp())
     monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
     monkeypatch.setattr(compiler.warm_cache, "holds_triton_key", lambda: True)
     hashed = threading.Event()
     hashing = threading.Thread(target=hashed.wait, args=(10,))
     hashing.start()
     bind = lambda: None  # noqa: E731
-    monkeypatch.setattr(compiler, "_start_hashing", lambda: hashing)
-    monkeypatch.setattr(compiler, "_device_binding_or_none", lambda: bind)
+    monkeypatch.setattr(warming, "_start_hashing", lambda: hashing)
+    monkeypatch.setattr(warming, "_device_binding_or_none", lambda: bind)
     release, compiled = threading.Event(), []
 
     def compile_empty(binding):
@@ -1068,16 +1071,16 @@ def test_over_a_used_triton_cache_the_warm_up_waits_for_the_first_fork(monkeypat
         release.wait(timeout=10)
         compiled.append(threading.current_thread().name)
 
-    monkeypatch.setattr(compiler, "_compile_empty", compile_empty)
-    compiler.warm_up()
-    assert compiler._warm.thread is None, "nothing compiles until a fork needs it"
-    probe = threading.Thread(target=compiler._warmed)
+    monkeypatch.setattr(warming, "_compile_empty", compile_empty)
+    warming.warm_up()
+    assert warming._warm.thread is None, "nothing compiles until a fork needs it"
+    probe = threading.Thread(target=warming.warmed)
     probe.start()
     probe.join(timeout=0.2)
     assert probe.is_alive(), "a probe's compile waits for the hash"
     hashed.set()
     probe.join(timeout=10)
-    assert not probe.is_alive() and compiler._warm.thread is None, "and only for the hash"
+    assert not probe.is_alive() and warming._warm.thread is None, "and only for the hash"
     process = compiler.TritonCompileProcess(driver=None, device=0, target=None)
     forks = [threading.Thread(target=process.ready) for _ in range(3)]
     for fork in forks:
@@ -1102,25 +1105,25 @@ def test_the_warm_up_imports_at_once_and_compiles_after_the_hash_and_the_driver(
         raise RuntimeError("no device here")  # the warm-up swallows what its compile raises
 
     monkeypatch.setattr(triton, "jit", jit)
-    monkeypatch.setattr(compiler.importlib, "import_module", lambda name: events.append(name))
-    monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
-    compiler._warm.hashing = Hashing()
+    monkeypatch.setattr(warming.importlib, "import_module", lambda name: events.append(name))
+    monkeypatch.setattr(warming, "_warm", warming._WarmUp())
+    warming._warm.hashing = Hashing()
     binding = concurrent.futures.Future()
-    thread = threading.Thread(target=compiler._compile_empty, args=(binding,))
+    thread = threading.Thread(target=warming._compile_empty, args=(binding,))
     thread.start()
     deadline = time.monotonic() + 10
-    while len(events) < len(compiler.FIRST_IMPORTS) and time.monotonic() < deadline:
+    while len(events) < len(warming.FIRST_IMPORTS) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert events == list(compiler.FIRST_IMPORTS), "imports while the driver is still being built"
+    assert events == list(warming.FIRST_IMPORTS), "imports while the driver is still being built"
     binding.set_result(lambda: events.append("bound"))
     thread.join(timeout=10)
-    assert events == [*compiler.FIRST_IMPORTS, "hash joined", "bound", "compiled"]
+    assert events == [*warming.FIRST_IMPORTS, "hash joined", "bound", "compiled"]
 
 
 def test_a_pool_compile_waits_for_the_whole_warm_up(monkeypatch):
     # Not only the hash: once the compiles have ended, nothing of the warm-up runs beside a measurement.
-    warm = compiler._WarmUp()
-    monkeypatch.setattr(compiler, "_warm", warm)
+    warm = warming._WarmUp()
+    monkeypatch.setattr(warming, "_warm", warm)
     release, ran = threading.Event(), []
     warm.hashing = threading.Thread(target=lambda: None)
     warm.hashing.start()
@@ -1144,9 +1147,9 @@ def test_a_pool_compile_waits_for_the_whole_warm_up(monkeypatch):
 
 @pytest.mark.parametrize("driver", ["none", "raises"])
 def test_without_a_device_the_warm_up_compiles_nothing(monkeypatch, driver):
-    monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
+    monkeypatch.setattr(warming, "_warm", warming._WarmUp())
     monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
-    monkeypatch.setattr(compiler, "_start_hashing", lambda: None)
+    monkeypatch.setattr(warming, "_start_hashing", lambda: None)
     monkeypatch.setattr(triton, "jit", lambda fn: pytest.fail("compiled without a device"))
 
     def no_device():
@@ -1154,13 +1157,13 @@ def test_without_a_device_the_warm_up_compiles_nothing(monkeypatch, driver):
             raise KeyboardInterrupt
         return None
 
-    monkeypatch.setattr(compiler, "_device_binding_or_none", no_device)
+    monkeypatch.setattr(warming, "_device_binding_or_none", no_device)
     if driver == "raises":
         with pytest.raises(KeyboardInterrupt):
-            compiler.warm_up()
+            warming.warm_up()
     else:
-        compiler.warm_up()
-    assert compiler._warm.tried
+        warming.warm_up()
+    assert warming._warm.tried
     ready = threading.Thread(target=compiler.TritonCompileProcess(driver=None, device=0, target=None).ready)
     ready.start()
     ready.join(timeout=10)
@@ -1399,14 +1402,12 @@ def test_each_round_of_an_adaptive_tuning_compiles_with_its_own_function(monkeyp
 
 def test_the_pool_is_sized_for_later_rounds_not_by_the_first(monkeypatch):
     """An adaptive driver's first round of 2 must not cap a later round of 16 at 2 compiles at once."""
-    from kerneltune.core.machine import compile as compile_module
-
-    monkeypatch.setattr(compile_module.os, "cpu_count", lambda: 16)
-    assert compile_module.worker_count(0) == 16
-    assert compile_module.worker_count(0, 2) == 2
-    assert compile_module.worker_count(3) == 3
-    monkeypatch.setattr(compile_module.os, "cpu_count", lambda: 64)
-    assert compile_module.worker_count(0) == compile_module.MAX_AUTO_WORKERS
+    monkeypatch.setattr(compile_stage.os, "cpu_count", lambda: 16)
+    assert compile_stage.worker_count(0) == 16
+    assert compile_stage.worker_count(0, 2) == 2
+    assert compile_stage.worker_count(3) == 3
+    monkeypatch.setattr(compile_stage.os, "cpu_count", lambda: 64)
+    assert compile_stage.worker_count(0) == compile_stage.MAX_AUTO_WORKERS
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
@@ -1636,7 +1637,7 @@ def test_a_compile_begun_ahead_meets_the_deadline_by_the_processor_time_it_used_
     # As below, but d used (as the system says) 100 s of processor time before round 2 asked for it:
     # judged from the ask alone it would have the deadline over again; it fails at once.
     monkeypatch.setattr(siblings, "DEADLINE_MIN_S", 0.5)
-    monkeypatch.setattr(compiling, "tree_processor_seconds", lambda pid: 100.0)
+    monkeypatch.setattr(forks, "tree_processor_seconds", lambda pid: 100.0)
     clock, watch = FakeClock(), AheadWatch()
     session = engine_session(monkeypatch, clock, watch, compile_workers=4, compile_deadline=5)
     parent = os.getpid()

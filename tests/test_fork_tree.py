@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kerneltune.core.machine import fork_tree
+from kerneltune.core.compiling import fork_tree
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="a tree needs fork")
 

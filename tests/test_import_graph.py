@@ -147,6 +147,7 @@ FLOORS = (
         "kerneltune.core.torch_devices",
     ),
     ("kerneltune.core.plugin_system",),
+    ("kerneltune.core.compiling",),
     ("kerneltune.core.search", "kerneltune.core.isolation"),
     ("kerneltune.core.machine",),
     ("kerneltune.core.drivers",),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from kerneltune.plugins.triton import compiler
+from kerneltune.plugins.triton import compile_device, compiler, warming
 
 from triton_dist.tune import autotune
 
@@ -93,8 +93,8 @@ def compiling(monkeypatch):
     """Precompile on, as outside the suite, with Triton imported and not interpreting (as on a GPU)."""
     monkeypatch.setenv("KERNELTUNE_PRECOMPILE", "1")
     monkeypatch.setattr(compiler.adapter, "interpreting", lambda: False)
-    monkeypatch.setattr(compiler, "_warm", compiler._WarmUp())
-    return compiler._warm
+    monkeypatch.setattr(warming, "_warm", warming._WarmUp())
+    return warming._warm
 
 
 def test_a_launcher_that_launches_no_kernel_starts_no_compiler_work(compiling, quick):
@@ -116,8 +116,8 @@ def test_the_first_recorded_launch_starts_the_warm_up(compiling, monkeypatch):
     from triton.runtime.jit import JITFunction
 
     started: list[str] = []
-    monkeypatch.setattr(compiler, "warm_up", lambda: started.append("warm-up"))
-    monkeypatch.setattr(compiler, "device_binding", lambda: lambda: None)
+    monkeypatch.setattr(warming, "warm_up", lambda: started.append("warm-up"))
+    monkeypatch.setattr(compile_device, "device_binding", lambda: lambda: None)
     with compiler.recording() as compiles:
         assert started == [], "opening a recording starts nothing"
         JITFunction.run(object(), 1, BLOCK=8)

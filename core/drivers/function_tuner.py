@@ -20,12 +20,12 @@ import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence, Set
 from typing import Any
 
+from kerneltune.core.compiling.processes import CompileProcesses
 from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
 from kerneltune.core.errors import UserFunctionError, describe_error
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
-from kerneltune.core.machine.compile import CompileProcesses
 from kerneltune.core.machine.engine import Tuner, Tuning
 from kerneltune.core.machine.warm_start import MODES
 from kerneltune.core.notices import user_stacklevel, warn_once

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from kerneltune.core.compiling.stage import CompileStage
 from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
-from kerneltune.core.machine.compile import CompileStage
 from kerneltune.core.machine.shard import share
 from kerneltune.core.machine.twins import TwinDropped, Twins
 from kerneltune.core.plugin_system.contracts import CompileProcess, Reducer
@@ -31,7 +31,7 @@ class Readiness:
         self, session: Session, reducer: Reducer, header: Header, *, sharded: bool, beside: bool = False
     ) -> None:
         """:param beside: the timer holds the device: loads may go on beside a measurement
-        (:meth:`~kerneltune.core.machine.compile.CompileStage.wait`)."""
+        (:meth:`~kerneltune.core.compiling.stage.CompileStage.wait`)."""
         self._session = session
         self._beside = beside
         self._reducer = reducer

@@ -332,7 +332,7 @@ class Tuning(Rounds):
             candidate); an adaptive driver calls this for each round. Ranks on one host each compile
             their share; the others load it from Triton's cache at their first run.
         :param child: the backend's part in compiling in forked processes (``compile_pool``; see
-            :class:`~kerneltune.core.machine.compile.CompileStage`, which reads the settings).
+            :class:`~kerneltune.core.compiling.stage.CompileStage`, which reads the settings).
         """
         if self.best is not None:
             return
@@ -446,7 +446,7 @@ class Tuning(Rounds):
         :param ahead: candidates the driver expects to ask for in a later round: with ``compile_one``
             and compile processes, and where ``compile_ahead`` is on, they compile while this round's
             compiles do, at a lower priority and stopped while anything is measured
-            (:meth:`~kerneltune.core.machine.compile.CompileStage.ahead`); nothing waits for them.
+            (:meth:`~kerneltune.core.compiling.stage.CompileStage.ahead`); nothing waits for them.
         """
         listed = list(candidates)
         failed = failed or {}

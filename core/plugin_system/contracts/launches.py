@@ -14,7 +14,7 @@ from kerneltune.core.plugin_system.contracts.base import Registrable, Thunk
 
 
 class CompileProcess(Protocol):
-    """A backend's part in compiling in processes forked for COMPILE (:mod:`kerneltune.core.machine.compile`).
+    """A backend's part in compiling in processes forked for COMPILE (:mod:`kerneltune.core.compiling`).
 
     The child inherits the kernel and its arguments, compiles, and leaves
     its work where this process finds it (Triton: its on-disk cache); this

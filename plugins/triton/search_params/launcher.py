@@ -16,7 +16,7 @@ from typing import Any
 
 from kerneltune.core import CompileMiss, Point, Shape
 from kerneltune.core.driving import Candidate, CandidateDropped, describe_error
-from kerneltune.plugins.triton import adapter, compiler, programs
+from kerneltune.plugins.triton import adapter, compile_device, compiler, programs
 from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
 from kerneltune.plugins.triton.search_params.space import SearchSpace
 
@@ -138,7 +138,7 @@ class Launcher:
         except CompileMiss:
             raise
         except Exception as exc:
-            if compiler.in_compile_process():
+            if compile_device.in_compile_process():
                 raise  # a forked compile process: the parent compiles again and notes the failure
             self.drop(candidate, exc)
             if isinstance(exc, compiler.CannotRun) or compiler.out_of_resources(exc):

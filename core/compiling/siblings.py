@@ -3,7 +3,7 @@
 A compile process is judged by its siblings that ended: one far slower
 than their median is past the ``compile_deadline`` (:meth:`Siblings.past_deadline`),
 and one that runs on without using a processor is stuck
-(:meth:`Siblings.stuck`). :class:`~kerneltune.core.machine.compile.CompileStage`
+(:meth:`Siblings.stuck`). :class:`~kerneltune.core.compiling.forks.ForkSupervisor`
 keeps one :class:`Siblings` and asks it while it waits for each process.
 """
 
@@ -21,9 +21,8 @@ STALL_MIN_S = 15.0
 #: ...unless it has spent more than this share of its life on a processor.
 STUCK_CPU_SHARE = 0.05
 #: The ``compile_deadline`` never stops a compile sooner than this (seconds)...
-#: At 5 s an H200's ``search_params`` matmul waited 3-4 s per round for
-#: compiles of 2-warp 128- and 256-wide tiles, 7-26 times slower to run than
-#: the best point, or too slow to compile at all (BENCHMARKS.md, session 21).
+#: A higher floor let a search's rounds wait for compiles of configs far
+#: slower to run than the best point, or too slow to compile at all.
 DEADLINE_MIN_S = 2.0
 #: ...nor before this many siblings have ended.
 DEADLINE_QUORUM = 3
@@ -98,8 +97,8 @@ class Siblings:
         """The deadline a compile process running ``seconds`` is past, or ``None`` (see ``deadline``).
 
         A compile far slower than its siblings is a config the search rarely
-        wants (a 256-wide tile at five stages, minutes on an H200's host,
-        where its siblings took a second), and a round waits for its slowest
+        wants (a 256-wide tile at five stages can take minutes where its
+        siblings take a second), and a round waits for its slowest
         compile. The median of those that ended judges it, once enough have.
         """
         if self.deadline <= 0:
@@ -120,7 +119,7 @@ class Siblings:
         using no processor time. Judged against the siblings that ended;
         with none yet, only the timeout stops it. A child that keeps a
         processor busy is compiling, however long it takes (a 256-wide
-        matmul tile with five stages took minutes on an H200's host): taken
+        matmul tile with five stages can take minutes): taken
         for stuck, it would compile again here, alone and with no timeout.
         Where the system does not tell a process's processor time (no
         ``/proc``), the time rule alone decides.

@@ -1,11 +1,9 @@
 """Compile processes forked as a tree: the tuning process forks once for a whole batch.
 
-Forking copies the forking process's page tables. With torch and a CUDA
-context loaded that took 5-20 ms per fork on an H200's host, and COMPILE
-forked a stage's compile processes one after another (sixteen, each after
-its probe, in 0.37 s: BENCHMARKS.md, session 21), and a stage ends with
-its last compile. Forking 48 as a tree took 97 ms there against 252 ms
-one after another (``bench/fork_tree.py``, session 22).
+Forking copies the forking process's page tables, which takes long with
+torch and a CUDA context loaded: forked one after another, a stage's last
+compile process begins late, and a stage ends with its last compile. As a
+tree they begin sooner (``bench/fork_tree.py`` compares the two).
 
 :func:`fork` forks one *forker* for a batch. A forker holding more than
 two compiles hands the upper half to a forker it forks, until it holds two

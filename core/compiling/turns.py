@@ -5,15 +5,10 @@ one holds the interpreter lock for milliseconds. The pool's threads all
 start at once and queue on the fork lock, which every load holds; a lock
 serves its waiters about first come, first served, so the measuring thread,
 which asks for the same lock once the first candidate's program is loaded,
-waited behind every other load (the timeline of ``bench/restart.py`` on an
-H200: sixteen loads 2 ms apart, then the first measurement).
+waited behind every other load (``bench/restart.py``'s timeline shows every
+load, then the first measurement).
 :class:`LoadTurns` lets one load at a time queue for the fork lock, the
-earliest handed over first, and lets none begin while the measuring thread
-wants the lock (:meth:`LoadTurns.measuring`), or waits for a candidate's
-load (:meth:`LoadTurns.waiting_for`) but that one and those before it, until
-a load misses (:meth:`LoadTurns.missed`) and compiles go to processes
-(COMPILE then probes no more, and forks the compiles it has begun at once,
-the longest first).
+earliest handed over first, and the measuring thread before them.
 """
 
 from __future__ import annotations
@@ -96,8 +91,8 @@ class LoadTurns:
         The measuring thread then waits for every compile, not only its
         candidate's, so the loads after it hold it up no longer; and each
         of them may be a miss, whose compile process should start now, not
-        once the first candidate's compile has ended (eight compiles of an
-        H200's search ran one, then seven: half a second).
+        once the first candidate's compile has ended (a search's compiles
+        ran one, then all the others).
         """
         with self._changed:
             self._missed = True

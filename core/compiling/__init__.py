@@ -1,0 +1,1 @@
+"""COMPILE: candidates compiled ahead of MEASURE, on threads or in forked processes."""

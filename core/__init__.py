@@ -77,12 +77,11 @@ from kerneltune.core.plugin_system.contracts import (
     provides,
 )
 from kerneltune.core.plugin_system.hookspecs import hookimpl, hookspec
-from kerneltune.core.plugin_system.loading import load_settings
 from kerneltune.core.plugin_system.parsers import boolean, integer, one_of, seconds, text
 from kerneltune.core.plugin_system.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
 from kerneltune.core.plugin_system.seam import PluginFaultWarning, fault, origin
 from kerneltune.core.plugin_system.session import Session, add_plugin, current_session, remove_plugin
-from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS, Settings, SettingSpec
+from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS, Settings, SettingSpec, load_settings
 from kerneltune.core.private_files import (
     MAX_READ,
     NotPrivateError,

@@ -180,9 +180,12 @@ def test_an_argument_that_cannot_be_pickled_is_a_clear_error(isolate, tmp_path):
 
 
 def test_the_settings_and_their_variables():
-    assert (load_settings(environ={}).isolate, load_settings(environ={}).isolate_timeout) == ("none", 60)
+    assert (load_settings(environ={}).get("isolate"), load_settings(environ={}).get("isolate_timeout")) == (
+        "none",
+        60,
+    )
     settings = load_settings(environ={"KERNELTUNE_ISOLATE": "Subprocess", "KERNELTUNE_ISOLATE_TIMEOUT": "5"})
-    assert (settings.isolate, settings.isolate_timeout) == ("subprocess", 5)
+    assert (settings.get("isolate"), settings.get("isolate_timeout")) == ("subprocess", 5)
     with pytest.raises(ConfigError, match="expected 'none' or 'subprocess', got 'fork'"):
         load_settings(environ={"KERNELTUNE_ISOLATE": "fork"})
 

@@ -32,6 +32,7 @@ import attrs
 from kerneltune.core.errors import CompileMiss, describe_error
 from kerneltune.core.machine import fork_tree
 from kerneltune.core.machine.fork_tree import ChildCompile, TreeCompile
+from kerneltune.core.machine.options import COMPILE_DEADLINE, COMPILE_POOL, COMPILE_TIMEOUT, COMPILE_WORKERS
 from kerneltune.core.machine.siblings import STALL_FACTOR, Siblings, tree_processor_seconds
 from kerneltune.core.machine.turns import LoadTurns
 from kerneltune.core.notices import warn_once
@@ -267,12 +268,12 @@ class CompileStage:
             candidates,
             # Not capped by this first batch: an adaptive driver's later rounds may hand over more
             # (the pool starts a thread only for a compile no idle one takes).
-            workers=worker_count(settings.compile_workers),
-            timeout=settings.compile_timeout,
-            deadline=settings.compile_deadline,
+            workers=worker_count(settings[COMPILE_WORKERS]),
+            timeout=settings[COMPILE_TIMEOUT],
+            deadline=settings[COMPILE_DEADLINE],
             header=header,
             observers=observers,
-            child=child if settings.compile_pool == "processes" else None,
+            child=child if settings[COMPILE_POOL] == "processes" else None,
             beside=beside,
         )
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import CacheReadError
+from kerneltune.core.machine.options import OBJECTIVE, VERSION_CHECK
 from kerneltune.core.machine.reuse import Plan, rows_by_fingerprint
 from kerneltune.core.machine.ties import Finalists
 from kerneltune.core.plugin_system.contracts import ListingCache, provides
@@ -266,7 +267,7 @@ def nearest(
             or record.method.objective != objective
             # A record read back holds lists already; one made here may hold tuples.
             or (record.hardware != hardware and _plain(record.hardware) != hardware)
-            or (session.settings.version_check and record.versions != session.versions)
+            or (session.settings[VERSION_CHECK] and record.versions != session.versions)
         ):
             continue
         distance = key_distance(session, space.name, key, record.key)
@@ -380,7 +381,7 @@ def propose(
     records = stored_records(session, space, known, parsed)
     allowed = dict.fromkeys(kept)
     # The nearest keys that timed any of the kept candidates.
-    found = nearest(session, space, key, records, session.settings.objective)
+    found = nearest(session, space, key, records, session.settings[OBJECTIVE])
     # Nearest first: only as many are ranked as are needed.
     near = (n for n in found if n.distance <= MAX_DISTANCE and ranked(n.record, space, allowed))
     neighbours = list(itertools.islice(near, NEAREST_KEYS))

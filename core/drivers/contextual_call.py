@@ -23,7 +23,7 @@ from kerneltune.core.errors import (
     describe_error,
     format_failure,
 )
-from kerneltune.core.isolation.options import ISOLATE, ISOLATE_TIMEOUT
+from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut
 from kerneltune.core.machine.engine import Tuning
 from kerneltune.core.machine.measure import TIMED, WARMUP
@@ -343,7 +343,7 @@ class ContextualCall:
             return
         state.tuning = tuning
         self.focus = state
-        screened = state.screened(self.session.settings[ISOLATE_TIMEOUT])
+        screened = state.screened(self.session)
         if screened is not None:
             self._isolate(tuning, screened)
         # Compile processes first: asking for them starts the backend's
@@ -478,7 +478,7 @@ class ContextualCall:
         """Run the launch with a config that works, untimed; ``None`` when none does."""
         assert state.space is not None
         order = state.good + [i for i in state.kept if i not in state.good]
-        unsafe = state.screened(self.session.settings[ISOLATE_TIMEOUT]) or {}
+        unsafe = state.screened(self.session) or {}
         for index in order:
             if index in state.bad or index in unsafe:
                 continue

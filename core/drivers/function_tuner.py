@@ -24,7 +24,7 @@ from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
 from kerneltune.core.drivers.options import PRECOMPILE, VERBOSE
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
 from kerneltune.core.errors import UserFunctionError, describe_error
-from kerneltune.core.isolation.options import ISOLATE, ISOLATE_TIMEOUT
+from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.machine.compile import CompileProcesses
@@ -255,7 +255,7 @@ class AutoTuner(FunctionWrapper):
             warm_start_budget=self.warm_start_budget,
         ) as tuning:
             if target is not None and not tuning.hit:
-                self._screen(tuning, Screening(target, session.settings[ISOLATE_TIMEOUT]), allow_overwrite)
+                self._screen(tuning, Screening(target, session), allow_overwrite)
             if not tuning.hit and session.settings[PRECOMPILE]:
                 self._precompile(session, tuning, args, kwargs, allow_overwrite, inplace)
             around = None if inplace is None else inplace.around

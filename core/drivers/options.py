@@ -12,7 +12,6 @@ PRECOMPILE = SettingSpec(
     help="the function-level tuner records each candidate's Triton launches and compiles them ahead",
     env=("KERNELTUNE_PRECOMPILE",),
 )
-
 VERBOSE = SettingSpec(
     "verbose",
     default=False,
@@ -20,7 +19,6 @@ VERBOSE = SettingSpec(
     help="every tuner's verbose lines, as autotune_verbose=True gives them for one call",
     env=("KERNELTUNE_VERBOSE",),
 )
-
 PROGRESS = SettingSpec(
     "progress",
     default=True,

@@ -20,7 +20,6 @@ ISOLATE = SettingSpec(
     help="subprocess: run each candidate once in a worker process first; those that crash or hang fail",
     env=("KERNELTUNE_ISOLATE",),
 )
-
 ISOLATE_TIMEOUT = SettingSpec(
     "isolate_timeout",
     default=60,

@@ -36,7 +36,6 @@ WARMUP = SettingSpec(
     help="untimed runs per candidate",
     env=("KERNELTUNE_WARMUP",),
 )
-
 REPEAT = SettingSpec(
     "repeat",
     default=10,
@@ -44,7 +43,6 @@ REPEAT = SettingSpec(
     help="timed runs per candidate",
     env=("KERNELTUNE_REPEAT",),
 )
-
 OBJECTIVE = SettingSpec(
     "objective",
     default="device",
@@ -52,7 +50,6 @@ OBJECTIVE = SettingSpec(
     help="what is compared: device time of the work, or wall (host-inclusive) time per call",
     env=("KERNELTUNE_OBJECTIVE",),
 )
-
 TIE_ROUNDS = SettingSpec(
     "tie_rounds",
     default=4,
@@ -60,7 +57,6 @@ TIE_ROUNDS = SettingSpec(
     help="interleaved rounds in which near ties are re-timed before the pick; 0: none",
     env=("KERNELTUNE_TIE_ROUNDS",),
 )
-
 SHARD = SettingSpec(
     "shard",
     default=False,
@@ -68,7 +64,6 @@ SHARD = SettingSpec(
     help="with several ranks, each measures its share of the candidates, then one gather",
     env=("KERNELTUNE_SHARD",),
 )
-
 PAUSE_GC = SettingSpec(
     "pause_gc",
     default=True,
@@ -76,7 +71,6 @@ PAUSE_GC = SettingSpec(
     help="hold Python's garbage collector off while a key is tuned, as timeit does for its loop",
     env=("KERNELTUNE_PAUSE_GC",),
 )
-
 TWINS = SettingSpec(
     "twins",
     default=True,
@@ -93,7 +87,6 @@ COMPILE_WORKERS = SettingSpec(
     help="how many candidates compile at once ahead of measuring; 0: one per CPU core, at most 32",
     env=("KERNELTUNE_COMPILE_WORKERS",),
 )
-
 COMPILE_TIMEOUT = SettingSpec(
     "compile_timeout",
     default=600,
@@ -101,7 +94,6 @@ COMPILE_TIMEOUT = SettingSpec(
     help="seconds one candidate's compile may take before it fails; 0: no limit",
     env=("KERNELTUNE_COMPILE_TIMEOUT",),
 )
-
 COMPILE_DEADLINE = SettingSpec(
     "compile_deadline",
     default=3,
@@ -110,7 +102,6 @@ COMPILE_DEADLINE = SettingSpec(
     "is stopped and its candidate fails; 0: no deadline",
     env=("KERNELTUNE_COMPILE_DEADLINE",),
 )
-
 COMPILE_POOL = SettingSpec(
     "compile_pool",
     default="processes",
@@ -118,7 +109,6 @@ COMPILE_POOL = SettingSpec(
     help="compile in processes forked from this one, or on threads of it",
     env=("KERNELTUNE_COMPILE_POOL",),
 )
-
 COMPILE_AHEAD = SettingSpec(
     "compile_ahead",
     default=True,
@@ -136,7 +126,6 @@ TUNE = SettingSpec(
     help="what a key without a stored pick gets: a tuning, the first config unmeasured, or an error",
     env=("KERNELTUNE_TUNE",),
 )
-
 ALWAYS_TUNE = SettingSpec(
     "always_tune",
     default=False,
@@ -144,7 +133,6 @@ ALWAYS_TUNE = SettingSpec(
     help="ignore stored picks and retune, once per key per process",
     env=("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE",),
 )
-
 VERSION_CHECK = SettingSpec(
     "version_check",
     default=False,
@@ -152,7 +140,6 @@ VERSION_CHECK = SettingSpec(
     help="retune where a record was made with other software versions",
     env=("TRITON_DIST_AUTOTUNE_VERSION_CHECK",),
 )
-
 VERIFY_PICK = SettingSpec(
     "verify_pick",
     default=False,
@@ -160,7 +147,6 @@ VERIFY_PICK = SettingSpec(
     help="with several ranks, check that every rank picked the same candidate",
     env=("KERNELTUNE_VERIFY_PICK",),
 )
-
 RECHECK = SettingSpec(
     "recheck",
     default=True,
@@ -168,7 +154,6 @@ RECHECK = SettingSpec(
     help="re-check an uncertain stored pick when a process first loads it",
     env=("KERNELTUNE_RECHECK",),
 )
-
 CONTEXTUAL_CACHE = SettingSpec(
     "contextual_cache",
     default=CONTEXTUAL_PROCESS,
@@ -186,7 +171,6 @@ WARM_START = SettingSpec(
     "screen: it times every config briefly, then re-times the fastest and the nearest key's pick",
     env=("KERNELTUNE_WARM_START",),
 )
-
 WARM_START_BUDGET = SettingSpec(
     "warm_start_budget",
     default=5,

@@ -38,14 +38,12 @@ SCREEN = "screen"
 MODES = (OFF, NEAREST, SCREEN)
 #: A screen times each kept candidate with this many untimed runs...
 SCREEN_WARMUP = 1
-#: ...and this many timed ones, then re-times its finalists head to head. Two against three: on an H200
-#: a warm key took 0.26-0.27 of its full tuning's time (median) against 0.30-0.31, with picks as close
-#: to the oracle, and replays of recorded sweeps at 1-3% noise kept every pick (BENCHMARKS.md, session 24).
+#: ...and this many timed ones, then re-times its finalists head to head. Two cost a warm key less
+#: than three, with picks as close to the oracle (bench/warm_start.py compares them).
 SCREEN_REPEAT = 2
 #: At most this many timed runs per round (of two) for each finalist; ``None``: half of ``repeat``
-#: (five by default), as a full tuning's tie rounds take. Three cost a warm key 0.26-0.29 of its full
-#: tuning's time (median) against 0.29-0.30 on an H200, but missed by 3-6% where five missed by 3%
-#: at most (BENCHMARKS.md, session 25): kept for bench/warm_start.py's experiments, not set.
+#: (five by default), as a full tuning's tie rounds take. Three cost a warm key less, but missed
+#: the oracle's pick by more: kept for bench/warm_start.py's experiments, not set.
 FINALIST_REPEAT: int | None = None
 #: At least this many of the screen's fastest are finalists, whatever its noise says.
 SCREEN_TOP = 2

@@ -21,7 +21,6 @@ TIMER = SettingSpec(
     help="how candidates are timed: a registered timer's name, or auto (the best one available here)",
     env=("KERNELTUNE_TIMER",),
 )
-
 CACHE = SettingSpec(
     "cache",
     default="auto",
@@ -29,7 +28,6 @@ CACHE = SettingSpec(
     help="where picks are stored: a registered cache's or remote store's name, or auto (json)",
     env=("KERNELTUNE_CACHE",),
 )
-
 REDUCER = SettingSpec(
     "reducer",
     default="auto",
@@ -37,7 +35,6 @@ REDUCER = SettingSpec(
     help="how ranks combine their times: a registered reducer's name, or auto",
     env=("KERNELTUNE_REDUCER",),
 )
-
 CACHE_DIR = SettingSpec(
     "cache_dir",
     # The folder Triton-distributed's documents name.
@@ -46,7 +43,6 @@ CACHE_DIR = SettingSpec(
     help="the folder that holds one folder per tuned function",
     env=("TRITON_DIST_AUTOTUNE_CACHE_DIR",),
 )
-
 BLOCK: SettingSpec[tuple[str, ...]] = SettingSpec(
     "block",
     default=(),
@@ -54,7 +50,6 @@ BLOCK: SettingSpec[tuple[str, ...]] = SettingSpec(
     help="plugins not to load: built-in module names or entry-point names",
     env=("KERNELTUNE_BLOCK_PLUGINS",),
 )
-
 AUTOLOAD = SettingSpec(
     "autoload",
     default=True,

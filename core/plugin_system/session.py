@@ -60,7 +60,7 @@ class Session:
     #: widen its choice (``"torch"``): :func:`current_session` makes a fresh session once one is.
     awaiting: frozenset[str] = frozenset()
     #: the timer class chosen when the session was made, and every timer's ``auto_priority`` then
-    #: (:attr:`timer`): asking every timer whether it can run, per measurement, cost 0.1 ms each.
+    #: (:attr:`timer`): asking every timer whether it can run, per measurement, cost more than the timing.
     timer_choice: tuple[type[Any], tuple[Any, ...]] | None = None
 
     @classmethod

@@ -13,7 +13,6 @@ SEARCH_STRATEGY = SettingSpec(
     help="how search_params kernels search their space: a registered strategy's name, or auto",
     env=("KERNELTUNE_SEARCH_STRATEGY",),
 )
-
 SEARCH_EFFORT = SettingSpec(
     "search_effort",
     default="default",
@@ -21,7 +20,6 @@ SEARCH_EFFORT = SettingSpec(
     help="how much the search strategy spends: " + ", ".join(EFFORTS),
     env=("KERNELTUNE_SEARCH_EFFORT",),
 )
-
 SEARCH_BUDGET_S = SettingSpec(
     "search_budget_s",
     default=0.0,
@@ -29,7 +27,6 @@ SEARCH_BUDGET_S = SettingSpec(
     help="seconds after which a search starts no new round; 0: no limit",
     env=("KERNELTUNE_SEARCH_BUDGET_S",),
 )
-
 SEARCH_MAX_POINTS = SettingSpec(
     "search_max_points",
     default=0,

@@ -200,8 +200,7 @@ class SearchParamsKernel(DecoratedKernel):
                 with contextlib.ExitStack() as stack:
                     screen_one = None
                     if isolation is not None:
-                        timeout = session.settings.get("isolate_timeout")
-                        screening = stack.enter_context(Screening(isolation.target, timeout))
+                        screening = stack.enter_context(Screening(isolation.target, session))
                         screen_one = screener(screening, isolation.payload)
                     search = SearchRun(self, space, tuning, args, launch, grid, screen_one)
                     config = search.run().config

@@ -45,8 +45,8 @@ from kerneltune.plugins.triton.search_params.summary import SearchSummary, descr
 PRECISE_REPEAT_FACTOR = 4
 #: ...in this many interleaved rounds (A B C A B C ...), so that clock and
 #: thermal drift during stage 3 lands on every finalist alike instead of on
-#: whichever ran last: on an H200 a block-after-block re-timing let a
-#: finalist 2.5% slower win on a landscape whose top configs lie within 2.5%.
+#: whichever ran last: a block-after-block re-timing let a finalist a few
+#: percent slower win on a landscape whose top configs lie that close.
 PRECISE_ROUNDS = 4
 #: The strategy that measures hand-written configs: every one of them.
 GIVEN_STRATEGY = "exhaustive"

@@ -151,8 +151,7 @@ class Settings:
 
     def __getitem__(self, setting: SettingSpec[T]) -> T:
         """The value of ``setting``, core's or a plugin's, typed as its spec is."""
-        value: T = self._by_name[setting.name]
-        return value
+        return self._by_name[setting.name]
 
     @property
     def cache_root(self) -> Path:
@@ -161,8 +160,7 @@ class Settings:
         :raises RuntimeError: when ``~`` cannot be expanded: no ``HOME`` and
             no passwd entry for this user.
         """
-        root: Path = self._by_name["cache_dir"]
-        return root.expanduser()
+        return self._by_name["cache_dir"].expanduser()
 
     def source(self, field: str) -> str | None:
         """The file and key, or the variable, that set ``field``; ``None`` for a default."""

@@ -339,7 +339,7 @@ def main() -> int:
         return 2
     print(
         f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {triton.__version__}, "
-        f"timer {current_session().settings.timer}"
+        f"timer {current_session().settings.get('timer')}"
     )
     rows = []
     for name in options.kernels:

@@ -96,7 +96,7 @@ def replay(
             }
         )
     started = {}
-    for path in settings.cache_dir.glob("*/*.json"):
+    for path in settings.get("cache_dir").glob("*/*.json"):
         record = json.loads(path.read_text())
         started[record["key"]] = record.get("warm_start") is not None
     for result in results:

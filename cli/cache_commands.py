@@ -372,11 +372,12 @@ def import_records(archive: Path, directory: Path | None) -> None:
     root = cache_dir(directory, loaded)
     entries = read_archive(archive)
     caches = loaded.registries.caches
-    if loaded.settings.cache in loaded.registries.remote_stores.classes:
+    cache = loaded.settings.get("cache")
+    if cache in loaded.registries.remote_stores.classes:
         raise click.ClickException(
-            f"cache {loaded.settings.cache!r} keeps no files; set cache to one of: {file_cache_names(loaded)}"
+            f"cache {cache!r} keeps no files; set cache to one of: {file_cache_names(loaded)}"
         )
-    target = make_cache(caches.select(loaded.settings.cache), root, loaded.settings, caches)
+    target = make_cache(caches.select(cache), root, loaded.settings, caches)
     if not provides(target, ListingCache):
         raise click.ClickException(
             f"cache {target.name!r} keeps no files; set cache to one of: {file_cache_names(loaded)}"

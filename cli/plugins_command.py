@@ -62,8 +62,8 @@ def plugins(probe: bool) -> None:
     named = [(name, plugin) for name, plugin in loaded.manager.list_name_plugin() if name != "hookspecs"]
     for line in views.table(["  name", "from"], [[f"  {n}", _plugin_origin(loaded, n, p)] for n, p in named]):
         click.echo(line)
-    if loaded.settings.block:
-        click.echo(f"  blocked: {', '.join(loaded.settings.block)}")
+    if loaded.settings.get("block"):
+        click.echo(f"  blocked: {', '.join(loaded.settings.get('block'))}")
     for registry in loaded.listed():
         automatic = chosen = None
         if registry is loaded.registries.remote_stores:
@@ -72,7 +72,7 @@ def plugins(probe: bool) -> None:
             with contextlib.suppress(KernelTuneError):
                 automatic = registry.select("auto").name
             field = _SETTING_OF.get(registry.family)
-            chosen = getattr(loaded.settings, field) if field is not None else "auto"
+            chosen = loaded.settings.get(field) if field is not None else "auto"
             click.echo(f"\n{_plural(registry.family)} ({_in_force(loaded, field, chosen, automatic)}):")
         rows = []
         for name in registry.names():
@@ -99,7 +99,7 @@ def plugins(probe: bool) -> None:
     click.echo("\nhardware: " + ", ".join(f"{k} {v}" for k, v in sorted(hardware.items())))
     click.echo("\nsettings:")
     rows = [
-        [f"  {name}", json.dumps(_plain(getattr(loaded.settings, name))), where]
+        [f"  {name}", json.dumps(_plain(loaded.settings.get(name))), where]
         for name, where in setting_sources(loaded.settings).items()
     ]
     for line in views.table(["  setting", "value", "from"], rows):

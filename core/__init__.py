@@ -52,10 +52,9 @@ from kerneltune.core.plugin_system.contracts import (
     provides,
 )
 from kerneltune.core.plugin_system.hookspecs import hookimpl
-from kerneltune.core.plugin_system.loading import load_settings
 from kerneltune.core.plugin_system.parsers import boolean, integer, one_of, seconds, text
 from kerneltune.core.plugin_system.session import Session, add_plugin, remove_plugin
-from kerneltune.core.plugin_system.settings import Settings
+from kerneltune.core.plugin_system.settings import Settings, load_settings
 from kerneltune.core.private_files import (
     MAX_READ,
     NotPrivateError,

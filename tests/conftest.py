@@ -35,12 +35,11 @@ def isolated(tmp_path, monkeypatch):
     """
     from kerneltune.core import notices
     from kerneltune.core.plugin_system import settings
-    from kerneltune.core.plugin_system.loading import core_settings
 
     # Plugins' settings read KERNELTUNE_* variables of their own.
     plugins = [name for name in os.environ if name.startswith(settings.PLUGIN_VARIABLE_PREFIX)]
     for name in (
-        *settings.core_variables(core_settings()),
+        *settings.core_variables(settings.core_settings()),
         *plugins,
         *_PLUGIN_VARIABLES,
     ):

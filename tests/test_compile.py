@@ -973,8 +973,8 @@ def test_compile_pool_threads_keeps_every_compile_in_this_process(monkeypatch, i
 
 
 def test_compile_pool_setting_reads_processes_or_threads():
-    assert load_settings(environ={}).compile_pool == "processes"
-    assert load_settings(environ={"KERNELTUNE_COMPILE_POOL": "Threads"}).compile_pool == "threads"
+    assert load_settings(environ={}).get("compile_pool") == "processes"
+    assert load_settings(environ={"KERNELTUNE_COMPILE_POOL": "Threads"}).get("compile_pool") == "threads"
     with pytest.raises(
         ConfigError, match=r"KERNELTUNE_COMPILE_POOL.*expected 'processes' or 'threads', got 'forks'"
     ):

@@ -23,10 +23,10 @@ def _write(path: Path, text: str) -> Path:
 def test_defaults_without_files_or_variables(tmp_path):
     settings = load_settings(cwd=tmp_path, environ={})
     assert settings == Settings()
-    assert (settings.timer, settings.cache, settings.reducer) == ("auto", "auto", "auto")
-    assert (settings.warmup, settings.repeat) == (5, 10)
+    assert (settings.get("timer"), settings.get("cache"), settings.get("reducer")) == ("auto", "auto", "auto")
+    assert (settings.get("warmup"), settings.get("repeat")) == (5, 10)
     assert settings.cache_root == Path("~/.triton_dist/autotune").expanduser()
-    assert not settings.always_tune and not settings.version_check
+    assert not settings.get("always_tune") and not settings.get("version_check")
 
 
 def test_pyproject_tool_table_is_read(tmp_path):
@@ -58,18 +58,24 @@ def test_sources_layer_later_wins(tmp_path):
     environ = {"KERNELTUNE_CONFIG": str(explicit)}
 
     settings = load_settings(cwd=tmp_path, environ=environ)
-    assert (settings.timer, settings.cache, settings.reducer) == (
+    assert (settings.get("timer"), settings.get("cache"), settings.get("reducer")) == (
         "from-pyproject",
         "from-local",
         "from-explicit",
     )
-    assert (settings.warmup, settings.repeat) == (1, 2), "keys a later file does not set are kept"
+    assert (settings.get("warmup"), settings.get("repeat")) == (1, 2), (
+        "keys a later file does not set are kept"
+    )
 
     environ.update(
         KERNELTUNE_TIMER="env-timer", KERNELTUNE_CACHE="env-cache", KERNELTUNE_REDUCER="env-reducer"
     )
     settings = load_settings(cwd=tmp_path, environ=environ)
-    assert (settings.timer, settings.cache, settings.reducer) == ("env-timer", "env-cache", "env-reducer")
+    assert (settings.get("timer"), settings.get("cache"), settings.get("reducer")) == (
+        "env-timer",
+        "env-cache",
+        "env-reducer",
+    )
 
 
 def test_each_environment_override_alone(tmp_path):
@@ -81,7 +87,7 @@ def test_each_environment_override_alone(tmp_path):
     ]:
         settings = load_settings(cwd=tmp_path, environ={variable: "from-env"})
         values = {"timer": "t", "cache": "c", "reducer": "r", field: "from-env"}
-        assert (settings.timer, settings.cache, settings.reducer) == (
+        assert (settings.get("timer"), settings.get("cache"), settings.get("reducer")) == (
             values["timer"],
             values["cache"],
             values["reducer"],
@@ -90,13 +96,13 @@ def test_each_environment_override_alone(tmp_path):
 
 def test_empty_variable_does_not_override(tmp_path):
     _write(tmp_path / "kerneltune.toml", 'timer = "wallclock"\n')
-    assert load_settings(cwd=tmp_path, environ={"KERNELTUNE_TIMER": ""}).timer == "wallclock"
+    assert load_settings(cwd=tmp_path, environ={"KERNELTUNE_TIMER": ""}).get("timer") == "wallclock"
 
 
 def test_kerneltune_toml_may_use_a_kerneltune_table(tmp_path):
     _write(tmp_path / "kerneltune.toml", '[kerneltune]\ncache = "memory"\nrepeat = 4\n')
     settings = load_settings(cwd=tmp_path, environ={})
-    assert (settings.cache, settings.repeat) == ("memory", 4)
+    assert (settings.get("cache"), settings.get("repeat")) == ("memory", 4)
 
 
 def test_environment_variables_of_the_seed(tmp_path):
@@ -106,26 +112,29 @@ def test_environment_variables_of_the_seed(tmp_path):
         "TRITON_DIST_AUTOTUNE_CACHE_DIR": str(tmp_path / "picks"),
     }
     settings = load_settings(cwd=tmp_path, environ=environ)
-    assert settings.always_tune and settings.version_check
+    assert settings.get("always_tune") and settings.get("version_check")
     assert settings.cache_root == tmp_path / "picks"
     environ.update(TRITON_DIST_AUTOTUNE_ALWAYS_TUNE="0", TRITON_DIST_AUTOTUNE_VERSION_CHECK="0")
     settings = load_settings(cwd=tmp_path, environ=environ)
-    assert not settings.always_tune and not settings.version_check
+    assert not settings.get("always_tune") and not settings.get("version_check")
 
 
 def test_verbose_from_a_file_or_the_environment(tmp_path):
-    assert not load_settings(cwd=tmp_path, environ={}).verbose
+    assert not load_settings(cwd=tmp_path, environ={}).get("verbose")
     _write(tmp_path / "kerneltune.toml", "verbose = true\n")
-    assert load_settings(cwd=tmp_path, environ={}).verbose
+    assert load_settings(cwd=tmp_path, environ={}).get("verbose")
     settings = load_settings(cwd=tmp_path, environ={"KERNELTUNE_VERBOSE": "0"})
-    assert not settings.verbose and settings.source("verbose") == "environment variable KERNELTUNE_VERBOSE"
+    assert (
+        not settings.get("verbose")
+        and settings.source("verbose") == "environment variable KERNELTUNE_VERBOSE"
+    )
 
 
 def test_cache_dir_from_environment_beats_the_file(tmp_path):
     _write(tmp_path / "kerneltune.toml", 'cache_dir = "/from/file"\n')
-    assert load_settings(cwd=tmp_path, environ={}).cache_dir == Path("/from/file")
+    assert load_settings(cwd=tmp_path, environ={}).get("cache_dir") == Path("/from/file")
     settings = load_settings(cwd=tmp_path, environ={"TRITON_DIST_AUTOTUNE_CACHE_DIR": "/from/env"})
-    assert settings.cache_dir == Path("/from/env")
+    assert settings.get("cache_dir") == Path("/from/env")
 
 
 # -- errors name the file and the key ---------------------------------------------------
@@ -267,13 +276,13 @@ def test_a_count_from_a_variable_takes_ascii_digits_only(tmp_path, value):
 
 
 def test_a_count_from_a_variable_may_have_spaces_and_a_sign(tmp_path):
-    assert load_settings(cwd=tmp_path, environ={"KERNELTUNE_TIE_ROUNDS": " 3 "}).tie_rounds == 3
+    assert load_settings(cwd=tmp_path, environ={"KERNELTUNE_TIE_ROUNDS": " 3 "}).get("tie_rounds") == 3
     with pytest.raises(ConfigError, match=r"got -1$"):
         load_settings(cwd=tmp_path, environ={"KERNELTUNE_TIE_ROUNDS": "-1"})
 
 
 def test_a_timeout_past_what_the_platform_waits_is_refused_where_it_is_set(tmp_path):
-    from kerneltune.core.isolation.options import MAX_TIMEOUT_S
+    from kerneltune.core.plugin_system.parsers import MAX_TIMEOUT_S
 
     path = _write(tmp_path / "kerneltune.toml", "isolate_timeout = 10_000_000\n")
     with pytest.raises(ConfigError) as info:
@@ -288,7 +297,7 @@ def test_a_timeout_past_what_the_platform_waits_is_refused_where_it_is_set(tmp_p
 
     # The longest accepted is a wait the isolation worker's pipe takes.
     environ = {"KERNELTUNE_ISOLATE_TIMEOUT": str(MAX_TIMEOUT_S)}
-    assert load_settings(cwd=tmp_path, environ=environ).isolate_timeout == MAX_TIMEOUT_S
+    assert load_settings(cwd=tmp_path, environ=environ).get("isolate_timeout") == MAX_TIMEOUT_S
     reader, writer = multiprocessing.Pipe(duplex=False)
     writer.send(None)
     assert multiprocessing.connection.wait([reader], MAX_TIMEOUT_S) == [reader]
@@ -297,8 +306,8 @@ def test_a_timeout_past_what_the_platform_waits_is_refused_where_it_is_set(tmp_p
 
 
 def test_compile_deadline_and_timeout_have_a_largest_value(tmp_path):
-    from kerneltune.core.isolation.options import MAX_TIMEOUT_S
-    from kerneltune.core.machine.options import MAX_DEADLINE
+    from kerneltune.core.compiling.options import MAX_DEADLINE
+    from kerneltune.core.plugin_system.parsers import MAX_TIMEOUT_S
 
     with pytest.raises(ConfigError) as info:
         load_settings(cwd=tmp_path, environ={"KERNELTUNE_COMPILE_DEADLINE": "9" * 400})
@@ -311,7 +320,7 @@ def test_compile_deadline_and_timeout_have_a_largest_value(tmp_path):
     ):
         load_settings(cwd=tmp_path, environ={"KERNELTUNE_COMPILE_TIMEOUT": str(MAX_TIMEOUT_S + 1)})
     settings = load_settings(cwd=tmp_path, environ={"KERNELTUNE_COMPILE_DEADLINE": str(MAX_DEADLINE)})
-    assert settings.compile_deadline == MAX_DEADLINE
+    assert settings.get("compile_deadline") == MAX_DEADLINE
 
 
 # -- the files reach a real tuning ---------------------------------------------------------
@@ -371,12 +380,12 @@ def test_an_unchanged_file_is_parsed_once_and_an_edited_one_again(tmp_path, monk
     monkeypatch.setattr(settings_module.tomllib, "loads", lambda text: parses.append(1) or real_loads(text))
     path = _write(tmp_path / "kerneltune.toml", "repeat = 2\n")
 
-    assert load_settings(cwd=tmp_path, environ={}).repeat == 2
-    assert load_settings(cwd=tmp_path, environ={}).repeat == 2
+    assert load_settings(cwd=tmp_path, environ={}).get("repeat") == 2
+    assert load_settings(cwd=tmp_path, environ={}).get("repeat") == 2
     assert len(parses) == 1
 
     path.write_text("repeat = 30\n")
-    assert load_settings(cwd=tmp_path, environ={}).repeat == 30
+    assert load_settings(cwd=tmp_path, environ={}).get("repeat") == 30
     assert len(parses) == 2
 
 
@@ -467,7 +476,7 @@ def test_a_misspelt_triton_dist_variable_warns_too(tmp_path):
 
 def test_warmup_and_repeat_have_variables_too(tmp_path):
     settings = load_settings(tmp_path, {"KERNELTUNE_WARMUP": "2", "KERNELTUNE_REPEAT": "7"})
-    assert (settings.warmup, settings.repeat) == (2, 7)
+    assert (settings.get("warmup"), settings.get("repeat")) == (2, 7)
     assert settings.source("repeat") == "environment variable KERNELTUNE_REPEAT"
     with pytest.raises(ConfigError, match="environment variable KERNELTUNE_REPEAT: expected an integer >= 1"):
         load_settings(tmp_path, {"KERNELTUNE_REPEAT": "0"})
@@ -485,7 +494,7 @@ def test_warmup_and_repeat_have_variables_too(tmp_path):
 def test_kerneltune_toml_may_hold_the_pyproject_table_or_its_own(tmp_path, text):
     _write(tmp_path / "kerneltune.toml", text)
     settings = load_settings(tmp_path, {})
-    assert (settings.repeat, settings.timer) == (3, "wallclock")
+    assert (settings.get("repeat"), settings.get("timer")) == (3, "wallclock")
     Session.create(settings)  # hashable: no table reaches the settings
 
 
@@ -519,9 +528,9 @@ def test_enumerated_names_are_compared_without_case(tmp_path, monkeypatch):
         tmp_path, {"KERNELTUNE_SEARCH_STRATEGY": "EXHAUSTIVE", "KERNELTUNE_TIMER": "WallClock"}
     )
     session = Session.create(settings)
-    assert session.registries.search_strategies.select(settings.search_strategy).name == "exhaustive"
+    assert session.registries.search_strategies.select(settings.get("search_strategy")).name == "exhaustive"
     assert session.make_timer().name == "wallclock"
-    assert load_settings(tmp_path, {"KERNELTUNE_WARM_START": "Nearest"}).warm_start == "nearest"
+    assert load_settings(tmp_path, {"KERNELTUNE_WARM_START": "Nearest"}).get("warm_start") == "nearest"
 
     @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x, warm_start="Nearest")
     def work(x, n):

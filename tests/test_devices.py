@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import types
 
-import isolation_doubles
 import pytest
 import torch
-from kerneltune.core import PluginError, Session, add_plugin, hookimpl, load_settings, remove_plugin
-from kerneltune.core.isolation.targets import target_of
+from kerneltune.core import (
+    PluginError,
+    Session,
+    add_plugin,
+    current_session,
+    hookimpl,
+    load_settings,
+    remove_plugin,
+)
+from kerneltune.core.isolation.targets import worker_device
 from kerneltune.core.plugin_system.contracts import Device
 from kerneltune.core.torch_devices import torch_device_module
 from kerneltune.plugins.devices.accelerators import CudaDevice, NpuDevice
@@ -211,7 +218,7 @@ def test_a_timer_naming_a_device_nobody_registered_fails_the_session(tmp_path):
 
 def test_isolation_runs_where_the_tensors_are(lent, cpu_host):
     def where(*args):
-        return target_of(isolation_doubles.work, args, {}).device
+        return worker_device(args, {}, current_session())
 
     assert where(torch.zeros(2, dtype=torch.float64)) == "lent:3"
     assert where(torch.zeros(2), [torch.zeros(2, dtype=torch.float64)]) == "lent:3", "any tensor it owns"
@@ -238,5 +245,5 @@ def test_the_cuda_plugin_on_a_gpu():
     device.check_health()
     device.release()
     assert device.facts()["capability"] == list(torch.cuda.get_device_capability(0))
-    assert target_of(isolation_doubles.work, (x,), {}).device == f"cuda:{device.index_of(x)}"
-    assert target_of(isolation_doubles.work, (2,), {}).device == "cuda:0", "CUDA in use: the current GPU"
+    assert worker_device((x,), {}, current_session()) == f"cuda:{device.index_of(x)}"
+    assert worker_device((2,), {}, current_session()) == "cuda:0", "CUDA in use: the current GPU"

@@ -153,7 +153,7 @@ def test_on_one_rank_the_round_api_sends_nothing_and_reads_the_tuning(session):
         assert tuning.agree([1, 2.5]) == [1.0, 2.5]
         assert tuning.gather({"mine": 1}) == [{"mine": 1}]
         assert tuning.candidates == tuner.space.candidates
-        assert tuning.settings is session.settings and tuning.settings.repeat == 2
+        assert tuning.settings is session.settings and tuning.settings.get("repeat") == 2
         strategy = tuning.strategy("exhaustive", "a test")
         assert strategy.name == "exhaustive"
         assert tuning.origin(strategy) == "plugin kerneltune.plugins.search.exhaustive (built in)"

@@ -64,7 +64,7 @@ def test_scale_tunes_with_cuda_events_and_persists_its_pick(isolated, monkeypatc
     settings = session.settings
     # Each kept candidate runs once with its launches recorded for COMPILE, then its
     # warm-up and timed runs; then the pick runs once more.
-    assert len(launched) == len(kept) * (1 + settings.warmup + settings.repeat) + 1
+    assert len(launched) == len(kept) * (1 + settings.get("warmup") + settings.get("repeat")) + 1
 
     files = list((isolated / "scale").glob("*.json"))
     assert len(files) == 1

@@ -27,9 +27,7 @@ from kerneltune.core import (
     IsolationError,
     NoValidConfigError,
     PluginError,
-    add_plugin,
     load_settings,
-    remove_plugin,
 )
 from kerneltune.core.driving import Space, Tuner
 from kerneltune.core.isolation import parent as isolation
@@ -179,9 +177,12 @@ def test_an_argument_that_cannot_be_pickled_is_a_clear_error(isolate, tmp_path):
 
 
 def test_the_settings_and_their_variables():
-    assert (load_settings(environ={}).isolate, load_settings(environ={}).isolate_timeout) == ("none", 60)
+    assert (load_settings(environ={}).get("isolate"), load_settings(environ={}).get("isolate_timeout")) == (
+        "none",
+        60,
+    )
     settings = load_settings(environ={"KERNELTUNE_ISOLATE": "Subprocess", "KERNELTUNE_ISOLATE_TIMEOUT": "5"})
-    assert (settings.isolate, settings.isolate_timeout) == ("subprocess", 5)
+    assert (settings.get("isolate"), settings.get("isolate_timeout")) == ("subprocess", 5)
     with pytest.raises(ConfigError, match="expected 'none' or 'subprocess', got 'fork'"):
         load_settings(environ={"KERNELTUNE_ISOLATE": "fork"})
 
@@ -390,15 +391,20 @@ def test_a_device_failing_in_the_worker_is_named_as_such_within_the_timeout(
         "faulty_unit_device",
         kerneltune_register_devices=lambda register: register(isolation_doubles.FaultyUnitDevice),
     )
-    # In every session: the worker's device is looked up in the process's own.
-    add_plugin(device)
-    try:
-        started = time.monotonic()
-        with pytest.raises((NoValidConfigError, PluginError)) as info:
-            tuned(key_fn=lambda x, *args, **kwargs: 2)(torch.zeros(2), str(tmp_path / "runs"))
-        assert time.monotonic() - started < 30, "isolate_timeout, not the 120 s start-up wait"
-    finally:
-        remove_plugin(device)
+    # The tuning's session, which the worker's device is looked up in.
+    install_session(
+        monkeypatch,
+        extra=(scripted_timer_plugin(cost), plugin, device),
+        timer="scripted",
+        warmup=0,
+        repeat=1,
+        isolate="subprocess",
+        isolate_timeout=1,
+    )
+    started = time.monotonic()
+    with pytest.raises((NoValidConfigError, PluginError)) as info:
+        tuned(key_fn=lambda x, *args, **kwargs: 2)(torch.zeros(2), str(tmp_path / "runs"))
+    assert time.monotonic() - started < 30, "isolate_timeout, not the 120 s start-up wait"
     message = str(info.value)
     named = r"plugin faulty_unit_device \(added in the program\): device 'faulty-unit': "
     assert re.search(named + why, message), message

@@ -33,7 +33,9 @@ EXAMPLE = "example-cputime"
 
 
 def _settings(**values) -> Settings:
-    return Settings(cache_dir=load_settings().cache_dir, tie_rounds=load_settings().tie_rounds, **values)
+    return Settings(
+        cache_dir=load_settings().get("cache_dir"), tie_rounds=load_settings().get("tie_rounds"), **values
+    )
 
 
 # -- selection by name ------------------------------------------------------------------

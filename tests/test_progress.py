@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from kerneltune.core import CandidateFailedWarning, TuningStarted
+from kerneltune.core import CandidateFailedWarning, Settings, TuningStarted
 from kerneltune.core.driving import Candidate
 from kerneltune.plugins.observers import progress
 from tuning_doubles import FakeClock, clock_plugin, install_session
@@ -100,7 +100,8 @@ def test_only_rank_zero_draws(monkeypatch):
     candidates = (Candidate(index=0, config={}, fingerprint="f", label="a"),)
     for rank in (1, 0):
         progress.kerneltune_tuning_started(
-            TuningStarted("gemm", (rank,), candidates, rank=rank, world_size=2, verbose=False, log_dir=None)
+            TuningStarted("gemm", (rank,), candidates, rank=rank, world_size=2, verbose=False, log_dir=None),
+            Settings(),
         )
     assert list(progress._bars) == [("gemm", "(0,)")]
     progress._bars.pop(("gemm", "(0,)")).close()

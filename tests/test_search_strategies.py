@@ -93,8 +93,8 @@ def test_settings_read_strategy_effort_and_budget(tmp_path):
     settings = load_settings(
         tmp_path, {"KERNELTUNE_SEARCH_BUDGET_S": "2.5", "KERNELTUNE_SEARCH_MAX_POINTS": "30"}
     )
-    assert (settings.search_strategy, settings.search_effort) == ("staged", "quick")
-    assert (settings.search_budget_s, settings.search_max_points) == (2.5, 30)
+    assert (settings.get("search_strategy"), settings.get("search_effort")) == ("staged", "quick")
+    assert (settings.get("search_budget_s"), settings.get("search_max_points")) == (2.5, 30)
     with pytest.raises(ConfigError, match=r"KERNELTUNE_SEARCH_EFFORT.*'quick', 'default' or 'full'"):
         load_settings(tmp_path, {"KERNELTUNE_SEARCH_EFFORT": "thorough"})
     with pytest.raises(ConfigError, match="seconds >= 0"):

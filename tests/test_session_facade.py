@@ -39,7 +39,8 @@ def test_every_observer_hook_has_a_method():
     observed = {
         name.removeprefix("kerneltune_")
         for name, spec in vars(hookspecs).items()
-        if name.startswith("kerneltune_") and list(inspect.signature(spec).parameters) == ["event"]
+        if name.startswith("kerneltune_")
+        and list(inspect.signature(spec).parameters) == ["event", "settings"]
     }
     methods = {name for name in vars(Observers) if not name.startswith("_")}
     assert methods == observed

@@ -1,10 +1,10 @@
 """One settings table: core's settings are the specs its modules declare, and the docs list exactly those.
 
-Core declares each setting through ``kerneltune_add_settings`` next to the
-code that reads it; :class:`Settings` is the typed view. These tests hold
-the view, docs/configuration.md's two tables and the guide's configuration reference
-to the specs (core's and the built-in plugins'), name for name, default for
-default and variable for variable.
+Core declares each setting once, as a :class:`SettingSpec` constant next to
+the code that reads it; :class:`Settings` holds a value for each, read
+through the spec. These tests hold the view, docs/configuration.md's two tables and the
+guide's configuration reference to the specs (core's and the built-in
+plugins'), name for name, default for default and variable for variable.
 """
 
 from __future__ import annotations
@@ -14,19 +14,17 @@ import re
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 from kerneltune.core import ConfigError, Settings, load_settings
-from kerneltune.core.plugin_system.loading import CORE_SETTING_MODULES, core_settings
 from kerneltune.core.plugin_system.registry import collect_settings, make_plugin_manager
-from kerneltune.core.plugin_system.settings import SettingSpec, core_fields
+from kerneltune.core.plugin_system.settings import CORE_SETTING_MODULES, SettingSpec, core_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def every_spec() -> dict[str, SettingSpec]:
     """Core's settings and those the built-in plugins declare."""
-    builtins = collect_settings(make_plugin_manager(Settings(autoload=False)), core_settings()).specs
+    builtins = collect_settings(make_plugin_manager(Settings(autoload=False))).specs
     return {**core_settings(), **builtins}
 
 
@@ -61,21 +59,20 @@ def section(path: Path, start: str, end: str) -> str:
     return path.read_text().split(start, 1)[1].split(end, 1)[0]
 
 
-def test_the_typed_view_has_one_field_per_core_setting_with_its_default():
+def test_the_typed_view_holds_every_core_setting_at_its_default():
     specs = core_settings()
-    assert set(core_fields()) == set(specs)
-    defaults = {field.name: field.default for field in attrs.fields(Settings)}
-    assert {name: defaults[name] for name in specs} == {name: spec.default for name, spec in specs.items()}
+    settings = Settings()
+    assert {name: settings[spec] for name, spec in specs.items()} == {n: s.default for n, s in specs.items()}
+    assert dict(settings.values) == {name: spec.default for name, spec in specs.items()}
     assert load_settings(environ={}) == Settings()
+    with pytest.raises(TypeError, match="'warmpu'"):
+        Settings(warmpu=2)
 
 
 def test_every_core_module_declares_settings_with_help_and_variables():
     for module_name in CORE_SETTING_MODULES:
-        declared: list[str] = []
-        importlib.import_module(module_name).kerneltune_add_settings(
-            add=lambda name, _d=declared, **_: _d.append(name)
-        )
-        assert declared, f"{module_name} declares no setting"
+        module = vars(importlib.import_module(module_name))
+        assert any(isinstance(v, SettingSpec) for v in module.values()), f"{module_name} declares none"
     for spec in core_settings().values():
         assert spec.help and spec.variables(), spec.name
     variables = [v for spec in core_settings().values() for v in spec.variables()]
@@ -85,7 +82,12 @@ def test_every_core_module_declares_settings_with_help_and_variables():
 def test_a_core_spec_parses_what_the_files_and_variables_hold(tmp_path):
     (tmp_path / "kerneltune.toml").write_text('isolate = "subprocess"\nsearch-effort = "full"\n')
     settings = load_settings(tmp_path, {"KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD": "1", "KERNELTUNE_WARMUP": "2"})
-    assert (settings.isolate, settings.search_effort, settings.autoload, settings.warmup) == (
+    assert (
+        settings.get("isolate"),
+        settings.get("search_effort"),
+        settings.get("autoload"),
+        settings.get("warmup"),
+    ) == (
         "subprocess",
         "full",
         False,

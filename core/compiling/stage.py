@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, cast
 
 from kerneltune.core.compiling.forks import CompileOne, CompileTimeout, ForkSupervisor
 from kerneltune.core.compiling.gate import LoadGate
+from kerneltune.core.compiling.options import COMPILE_DEADLINE, COMPILE_POOL, COMPILE_TIMEOUT, COMPILE_WORKERS
 from kerneltune.core.compiling.processes import can_fork, effort, probes
 from kerneltune.core.errors import CompileMiss, describe_error
 from kerneltune.core.plugin_system.contracts import CompileProcess, ProbingCompileProcess
@@ -137,12 +138,12 @@ class CompileStage:
             candidates,
             # Not capped by this first batch: an adaptive driver's later rounds may hand over more
             # (the pool starts a thread only for a compile no idle one takes).
-            workers=worker_count(settings.compile_workers),
-            timeout=settings.compile_timeout,
-            deadline=settings.compile_deadline,
+            workers=worker_count(settings[COMPILE_WORKERS]),
+            timeout=settings[COMPILE_TIMEOUT],
+            deadline=settings[COMPILE_DEADLINE],
             header=header,
             observers=observers,
-            child=child if settings.compile_pool == "processes" else None,
+            child=child if settings[COMPILE_POOL] == "processes" else None,
             beside=beside,
         )
 

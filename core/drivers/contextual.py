@@ -17,12 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from kerneltune.core.drivers.contextual_call import STALL_LIMIT, ContextualCall
-from kerneltune.core.drivers.options import CONTEXTUAL_DISK
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
 from kerneltune.core.errors import TunerBusyError
+from kerneltune.core.machine.options import CONTEXTUAL_CACHE, CONTEXTUAL_DISK
 from kerneltune.core.plugin_system.contracts import DirectInterceptor, Interceptor, KernelLaunch, provides
-from kerneltune.core.plugin_system.loading import load_settings
 from kerneltune.core.plugin_system.session import Session, current_session
+from kerneltune.core.plugin_system.settings import load_settings
 from kerneltune.core.values.direct import DirectLaunches
 
 __all__ = ["STALL_LIMIT", "ContextualAutoTuner", "contextual_autotune"]
@@ -152,7 +152,7 @@ class ContextualAutoTuner(FunctionWrapper):
         # work launched around it.
         self._direct.serving = False
         settings = load_settings()
-        persist = settings.contextual_cache == CONTEXTUAL_DISK
+        persist = settings[CONTEXTUAL_CACHE] == CONTEXTUAL_DISK
         overrides: dict[str, Any] = {"shard": False} if persist else {"cache": "none", "shard": False}
         if not self.is_dist:
             overrides["reducer"] = "local"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from kerneltune.core.drivers.kernel_keys import KernelKey
+from kerneltune.core.drivers.options import VERBOSE
 from kerneltune.core.errors import (
     KernelTuneError,
     NoValidConfigError,
@@ -22,6 +23,7 @@ from kerneltune.core.errors import (
     describe_error,
     format_failure,
 )
+from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut
 from kerneltune.core.machine.engine import Tuning
 from kerneltune.core.machine.measure import TIMED, WARMUP
@@ -82,7 +84,7 @@ class ContextualCall:
         #: what a stored pick is keyed by besides each kernel's source: the outer function's
         #: source where picks persist across processes (contextual_cache = "disk"), else nothing.
         self.context = context
-        self.verbose = verbose or session.settings.verbose
+        self.verbose = verbose or session.settings[VERBOSE]
         reducer = session.make_reducer(None)
         self.distributed = is_dist and reducer.world_size > 1
         if is_dist and reducer.world_size == 1 and reducer.name == "local":
@@ -96,7 +98,7 @@ class ContextualCall:
         self.repeat = repeat
         self.flush = flush
         self.direct = direct
-        self.isolating = session.settings.isolate == SUBPROCESS
+        self.isolating = session.settings[ISOLATE] == SUBPROCESS
         # By id(): every state holds its kernel, so no id is reused during the call.
         self.states: dict[tuple[int, Hashable], KernelKey] = {}
         self.focus: KernelKey | None = None
@@ -341,7 +343,7 @@ class ContextualCall:
             return
         state.tuning = tuning
         self.focus = state
-        screened = state.screened(self.session.settings.isolate_timeout)
+        screened = state.screened(self.session)
         if screened is not None:
             self._isolate(tuning, screened)
         # Compile processes first: asking for them starts the backend's
@@ -476,7 +478,7 @@ class ContextualCall:
         """Run the launch with a config that works, untimed; ``None`` when none does."""
         assert state.space is not None
         order = state.good + [i for i in state.kept if i not in state.good]
-        unsafe = state.screened(self.session.settings.isolate_timeout) or {}
+        unsafe = state.screened(self.session) or {}
         for index in order:
             if index in state.bad or index in unsafe:
                 continue

@@ -22,8 +22,10 @@ from typing import Any
 
 from kerneltune.core.compiling.processes import CompileProcesses
 from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
+from kerneltune.core.drivers.options import PRECOMPILE, VERBOSE
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
 from kerneltune.core.errors import UserFunctionError, describe_error
+from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.machine.engine import Tuner, Tuning
@@ -237,8 +239,8 @@ class AutoTuner(FunctionWrapper):
         keep = None if self.prune_fn is None else self._keep(self.prune_fn, args, kwargs)
 
         session = current_session()
-        verbose = verbose or session.settings.verbose
-        isolated = session.settings.isolate == SUBPROCESS
+        verbose = verbose or session.settings[VERBOSE]
+        isolated = session.settings[ISOLATE] == SUBPROCESS
         target = target_of(self.fn, args, kwargs) if isolated else None
         with self._tuner_for(session).begin(
             session,
@@ -253,8 +255,8 @@ class AutoTuner(FunctionWrapper):
             warm_start_budget=self.warm_start_budget,
         ) as tuning:
             if target is not None and not tuning.hit:
-                self._screen(tuning, Screening(target, session.settings.isolate_timeout), allow_overwrite)
-            if not tuning.hit and session.settings.precompile:
+                self._screen(tuning, Screening(target, session), allow_overwrite)
+            if not tuning.hit and session.settings[PRECOMPILE]:
                 self._precompile(session, tuning, args, kwargs, allow_overwrite, inplace)
             around = None if inplace is None else inplace.around
             while (candidate := tuning.next_candidate()) is not None:

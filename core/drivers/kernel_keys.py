@@ -15,6 +15,7 @@ from kerneltune.core.isolation.parent import Screening, screen_all, screener
 from kerneltune.core.machine.engine import Tuner, Tuning
 from kerneltune.core.machine.measure import CandidateRuns
 from kerneltune.core.plugin_system.contracts import IsolatedLaunch
+from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.records import Candidate
 from kerneltune.core.values.space import Space
 
@@ -61,19 +62,19 @@ class KernelKey:
             tuner = tuners[self.space.fingerprint] = Tuner(self.space, records=records)
         return tuner
 
-    def screened(self, timeout: float) -> dict[int, str] | None:
+    def screened(self, session: Session) -> dict[int, str] | None:
         """The kept candidates that must not run here, screened in the worker at the first need.
 
         That is when the (kernel, key) comes up to be measured, or earlier
         when one of its launches needs a stand-in: no candidate runs here
         unscreened. ``None`` without isolation.
 
-        :param timeout: seconds one candidate may run in the worker (``isolate_timeout``).
+        :param session: the call's session, whose ``isolate_timeout`` bounds each candidate's run there.
         """
         if self.screened_out is None and self.isolated is not None:
             assert self.space is not None
             kept = [self.space.candidates[i] for i in self.kept]
-            with Screening(self.isolated.target, timeout) as screening:
+            with Screening(self.isolated.target, session) as screening:
                 self.screened_out = screen_all(screener(screening, self.isolated.payload), kept)
             self.isolated = None  # and with it the launch's arguments
         return self.screened_out

@@ -27,10 +27,12 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import IsolationError, PluginError
+from kerneltune.core.isolation.options import ISOLATE_TIMEOUT
+from kerneltune.core.isolation.targets import worker_device
 from kerneltune.core.isolation.worker import copier, first_line, map_tensors, serve
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.seam import origin
-from kerneltune.core.plugin_system.session import current_session
+from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.records import Candidate
 from kerneltune.core.values.target import Target
 
@@ -56,9 +58,9 @@ class ScreenedOut(RuntimeError):
     """A candidate crashed or hung the isolation worker; it is never run in this process."""
 
 
-def _shared(tensor: Any) -> bool:
+def _shared(tensor: Any, session: Session) -> bool:
     """Whether ``tensor`` reaches the worker through torch's sharing rather than as a copy made here."""
-    return any(device.shares_memory and device.owns(tensor) for device in current_session().placement)
+    return any(device.shares_memory and device.owns(tensor) for device in session.placement)
 
 
 class _Died(Exception):
@@ -118,14 +120,15 @@ def _spawn_context() -> Any:
 class _Worker:
     """One worker process, the parent's end of its pipe, and the lifeline it watches."""
 
-    def __init__(self, device: str, timeout: float) -> None:
-        """Start a worker on ``device`` (``name:unit``); the device plugin's set-up may take ``timeout`` s.
+    def __init__(self, device: str, session: Session) -> None:
+        """Start a worker on ``device`` (``name:unit``) with ``session``'s device plugin; its set-up may take
+        ``isolate_timeout`` s.
 
         :raises RuntimeError: when the process does not come up (a script without a main guard, most often).
-        :raises PluginError: naming the device plugin, when its set-up raises or outlasts ``timeout``.
+        :raises PluginError: naming the device plugin, when its set-up raises or outlasts ``isolate_timeout``.
         """
         name, _, unit = device.rpartition(":")
-        session = current_session()
+        timeout = session.settings[ISOLATE_TIMEOUT]
         plugin = session.registries.devices.get(name)
         owner = origin(session.manager, session.registries.devices.owners.get(plugin.name, name))
         context = _spawn_context()
@@ -215,18 +218,22 @@ class Screening:
     time, so ranks played by threads can screen side by side.
 
     :param target: the function and arguments; ``target`` keeps them.
-    :param timeout: seconds one candidate may run in the worker.
+    :param session: the tuning's session: its devices, and its ``isolate_timeout``, the seconds one
+        candidate may run in the worker.
     """
 
-    def __init__(self, target: Target, timeout: float) -> None:
+    def __init__(self, target: Target, session: Session) -> None:
         self.target = target
-        self._timeout = timeout
+        self._session = session
+        #: the worker's device (:func:`~kerneltune.core.isolation.targets.worker_device`).
+        self.device = worker_device(target.args, target.kwargs, session)
+        self._timeout = session.settings[ISOLATE_TIMEOUT]
         self._number = next(_numbers)
         #: the worker holding the target, while it lives.
         self._worker: _Worker | None = None
         self._unusable: str | None = None
         with _guard:
-            self._lock = _device_locks.setdefault(target.device, threading.Lock())
+            self._lock = _device_locks.setdefault(self.device, threading.Lock())
 
     def __enter__(self) -> Screening:
         return self
@@ -236,7 +243,7 @@ class Screening:
     ) -> None:
         with self._lock:
             worker, self._worker = self._worker, None
-            if worker is not None and _workers.get(self.target.device) is worker:
+            if worker is not None and _workers.get(self.device) is worker:
                 try:
                     worker.ask(("release", self._number), RELEASE_S)
                 except (_Died, _Stuck):
@@ -246,18 +253,20 @@ class Screening:
         """The device's worker, started if need be, holding the target; call under the lock."""
         if self._unusable is not None:
             raise RuntimeError(self._unusable)
-        device = self.target.device
+        device = self.device
         worker = _workers.get(device)
         if worker is not None and worker is self._worker and worker.process.is_alive():
             return worker
         if worker is None or not worker.process.is_alive():
             try:
-                worker = _workers[device] = _Worker(device, self._timeout)
+                worker = _workers[device] = _Worker(device, self._session)
             except (RuntimeError, PluginError) as exc:
                 self._unusable = str(exc)
                 raise RuntimeError(self._unusable) from None
         # Host tensors are copied here: sharing would move the caller's own into shared memory.
-        args, kwargs = map_tensors((self.target.args, self.target.kwargs), copier(lambda t: not _shared(t)))
+        args, kwargs = map_tensors(
+            (self.target.args, self.target.kwargs), copier(lambda t: not _shared(t, self._session))
+        )
         payload = attrs.evolve(self.target, args=args, kwargs=kwargs)
         try:
             kind, detail = worker.ask(("load", (self._number, payload)), STARTUP_S)
@@ -273,8 +282,8 @@ class Screening:
 
     def _stop(self, worker: _Worker) -> None:
         worker.stop()
-        if _workers.get(self.target.device) is worker:
-            del _workers[self.target.device]
+        if _workers.get(self.device) is worker:
+            del _workers[self.device]
 
     def run(self, payload: Any) -> None:
         """Run one candidate of the target once in the worker.

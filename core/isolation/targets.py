@@ -2,8 +2,9 @@
 
 The worker imports what is tuned by a module-level name, so :func:`named_target`
 finds one that holds it, checks that every argument can reach the worker (a
-tensor shared, anything else pickled) and picks the device unit the worker
-runs on. The parent's side that sends it is :mod:`kerneltune.core.isolation.parent`.
+tensor shared, anything else pickled); :func:`worker_device` picks the
+device unit the worker runs on, from the session's devices. The parent's
+side that sends it is :mod:`kerneltune.core.isolation.parent`.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from typing import Any
 from kerneltune.core.errors import IsolationError, PluginError
 from kerneltune.core.isolation.worker import flatten
 from kerneltune.core.plugin_system.seam import origin
-from kerneltune.core.plugin_system.session import current_session
+from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.target import Target
 
-__all__ = ["TURN_OFF", "Target", "named_target", "target_of"]
+__all__ = ["TURN_OFF", "Target", "named_target", "target_of", "worker_device"]
 
 #: How many ``.fn`` steps :func:`named_target` follows from a name to what is tuned.
 MAX_UNWRAP = 8
@@ -38,8 +39,9 @@ def _leaves(
         yield f"keyword argument {name!r}", value
 
 
-def _device(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
-    """``"name:unit"`` of the device the worker runs on for these arguments.
+def worker_device(args: tuple[Any, ...], kwargs: Mapping[str, Any], session: Session) -> str:
+    """``"name:unit"`` of the device the worker runs on for these arguments: a registered device's
+    name and unit, ``"cpu:0"``, ``"cuda:1"``, ``"npu:0"``.
 
     The devices are asked in the session's order: the first that owns one of
     the tensors, at that tensor's unit; a device that owns none but is in use
@@ -47,7 +49,6 @@ def _device(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
     a device ranked below it is chosen only as the session's own.
     """
     tensors = [leaf for leaf in flatten((args, dict(kwargs))) if _is_tensor(leaf)]
-    session = current_session()
     placement = session.placement
     device = placement[0]
     try:
@@ -166,7 +167,7 @@ def named_target(
                     f"{name} ({type(leaf).__name__}) can be neither shared nor pickled ({exc}); pass "
                     f"tensors and picklable values, {TURN_OFF}"
                 ) from None
-    return Target(*held, tuple(args), dict(kwargs), _device(args, kwargs), runner, prepare)
+    return Target(*held, tuple(args), dict(kwargs), runner, prepare)
 
 
 def target_of(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Target:

@@ -17,10 +17,20 @@ from typing import TYPE_CHECKING
 import attrs
 from kerneltune.core.errors import NoStoredPickError, UserFunctionError, describe_error
 from kerneltune.core.machine.agreement import Vote, agree, short_repr
+from kerneltune.core.machine.options import (
+    ALWAYS_TUNE,
+    CONTEXTUAL_CACHE,
+    CONTEXTUAL_DISK,
+    RECHECK,
+    TUNE,
+    TUNE_AUTO,
+    TUNE_FAIL,
+    VERIFY_PICK,
+)
 from kerneltune.core.machine.reuse import Plan, plan_recheck, plan_reuse
 from kerneltune.core.machine.stored import method_of, read_record
 from kerneltune.core.machine.warm_start import NEAREST, SCREEN, propose
-from kerneltune.core.plugin_system.settings import TUNE_AUTO, TUNE_FAIL, Settings
+from kerneltune.core.plugin_system.settings import Settings
 from kerneltune.core.values.keys import digest
 from kerneltune.core.values.records import Candidate, TuningRecord
 
@@ -61,7 +71,7 @@ def retuning(setup: Setup) -> bool:
     ``tune = "never"`` or ``"fail"`` measures nothing, so there a stored pick is all there is to run.
     """
     settings = setup.session.settings
-    return settings.always_tune and settings.tune == TUNE_AUTO
+    return settings[ALWAYS_TUNE] and settings[TUNE] == TUNE_AUTO
 
 
 def decide(
@@ -166,8 +176,8 @@ def _rechecks(setup: Setup, record: TuningRecord) -> bool:
     """
     settings = setup.session.settings
     return (
-        settings.tune == TUNE_AUTO
-        and settings.recheck
+        settings[TUNE] == TUNE_AUTO
+        and settings[RECHECK]
         and (record.recheck or record.confidence == "uncertain")
     )
 
@@ -202,7 +212,7 @@ def _plan(setup: Setup, record: TuningRecord | None, kept: tuple[int, ...], *, r
             if plan is not None:
                 return plan
         return plan_reuse(record, space, kept, method_of(session, schedule), adaptive=schedule.adaptive)
-    if _warm(setup) and not session.settings.always_tune:
+    if _warm(setup) and not session.settings[ALWAYS_TUNE]:
         screen = setup.warm.mode == SCREEN
         known = setup.records
         return propose(session, space, setup.encoded, kept, known, setup.warm.budget, screen, setup.parsed)
@@ -235,9 +245,9 @@ def _vote(
         key=None if failure is not None else digest(setup.encoded),
         key_label=short_repr(setup.key),
         retune=retuning(setup),
-        verify_pick=settings.verify_pick,
+        verify_pick=settings[VERIFY_PICK],
         record=None if record is None else record.to_data(),
-        tune=settings.tune,
+        tune=settings[TUNE],
         plan=None if plan is None else plan.to_data(),
         warm=_warm(setup),
     )
@@ -252,10 +262,9 @@ def untuned_pick(
         the process unless ``contextual_cache = "disk"``, and the advice says so.
     :raises NoStoredPickError: under ``tune = "fail"``, naming where that setting came from.
     """
-    if settings.tune == TUNE_FAIL:
+    if settings[TUNE] == TUNE_FAIL:
         where = settings.source("tune") or "default"
-        # "disk" is core.drivers.options.CONTEXTUAL_DISK, named here as the setting's value.
-        if driver == "contextual" and settings.contextual_cache != "disk":
+        if driver == "contextual" and settings[CONTEXTUAL_CACHE] != CONTEXTUAL_DISK:
             keep = (
                 "contextual picks live only in this process (contextual_cache = 'process'): tune this "
                 "key earlier in this process (tune = 'auto', the default), or set contextual_cache = "

@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from kerneltune.core.machine import collector
+from kerneltune.core.machine.options import PAUSE_GC, REPEAT, SHARD, WARM_START, WARM_START_BUDGET, WARMUP
 from kerneltune.core.machine.schedule import Schedule, Setup
 from kerneltune.core.machine.tuning import Tuning
 from kerneltune.core.machine.warm_start import MODES, Parsed, WarmStart
@@ -102,10 +103,10 @@ class Tuner:
                 failure = exc
         if failure is not None and not distributed:
             raise failure
-        warm_start = session.settings.warm_start if warm_start is None else warm_start
+        warm_start = session.settings[WARM_START] if warm_start is None else warm_start
         if isinstance(warm_start, str):
             warm_start = warm_start.strip().lower()
-        budget = session.settings.warm_start_budget if warm_start_budget is None else warm_start_budget
+        budget = session.settings[WARM_START_BUDGET] if warm_start_budget is None else warm_start_budget
         if warm_start not in MODES:
             raise ValueError(
                 f"{self.space.name}: warm_start must be one of {', '.join(MODES)}, got {warm_start!r}"
@@ -120,16 +121,16 @@ class Tuner:
             entry = digest({"source": self.space.source, "hardware": session.hardware, "key": encoded})
             legacy = digest({"space": self.space.fingerprint, "hardware": session.hardware, "key": encoded})
         schedule = Schedule(
-            warmup=session.settings.warmup if warmup is None else warmup,
-            repeat=session.settings.repeat if repeat is None else repeat,
+            warmup=session.settings[WARMUP] if warmup is None else warmup,
+            repeat=session.settings[REPEAT] if repeat is None else repeat,
             flush=flush,
             adaptive=adaptive,
-            shard=session.settings.shard and distributed and not adaptive,
+            shard=session.settings[SHARD] and distributed and not adaptive,
         )
         lock = self._lock_for(entry or "")
         lock.acquire()
         # The contextual tuner runs the user's whole outer function again and again: not under it.
-        pause = session.settings.pause_gc and driver != "contextual"
+        pause = session.settings[PAUSE_GC] and driver != "contextual"
         if pause:
             collector.hold_off()
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from kerneltune.core.machine.measure import CandidateRuns, IdleDevice, Wrap, host_times
+from kerneltune.core.machine.options import OBJECTIVE
 from kerneltune.core.machine.samples import Samples
 from kerneltune.core.machine.schedule import Job, Schedule
 from kerneltune.core.plugin_system.contracts import Reducer, Timer
@@ -67,7 +68,7 @@ class Measuring:
             timer,
             warmup=job.warmup,
             repeat=job.repeat,
-            objective=self.session.settings.objective,
+            objective=self.session.settings[OBJECTIVE],
             flush=self._schedule.flush,
             host_us=self._host_us,
             # The first pass alone: interleaved re-timing rounds size the hold from other

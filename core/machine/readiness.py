@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from kerneltune.core.compiling.options import COMPILE_AHEAD
 from kerneltune.core.compiling.stage import CompileStage
+from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
 from kerneltune.core.machine.shard import share
 from kerneltune.core.machine.twins import TwinDropped, Twins
@@ -76,7 +78,7 @@ class Readiness:
         child: CompileProcess | None,
     ) -> None:
         """This rank's share of ``listed`` compiled ahead where ``compile_ahead`` is on (``Tuning.round``)."""
-        if not listed or not self._session.settings.compile_ahead:
+        if not listed or not self._session.settings[COMPILE_AHEAD]:
             return
         if self._compiling is None:
             self.compile(compile_one, [], child)
@@ -102,7 +104,7 @@ class Readiness:
         one barrier here keeps a rank from measuring while another on its
         host still compiles.
         """
-        if self._screened is None and self._session.settings.isolate != "none":
+        if self._screened is None and self._session.settings[ISOLATE] != "none":
             warn_unscreened(function)
         if self._sharded and not self._quiet:
             self._quiet = True

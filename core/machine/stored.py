@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import CacheReadError
+from kerneltune.core.machine.options import OBJECTIVE, VERSION_CHECK
 from kerneltune.core.machine.schedule import Schedule
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.session import Session
@@ -58,7 +59,7 @@ def read_record(
             if record.versions.get(k) != session.versions.get(k)
         )
         detail = ", ".join(f"{k} {record.versions.get(k)} -> {session.versions.get(k)}" for k in changed)
-        if session.settings.version_check:
+        if session.settings[VERSION_CHECK]:
             logger.info("kerneltune: %s: software changed (%s), retuning", name, detail)
             return None
         warnings.warn(
@@ -144,7 +145,7 @@ def method_of(session: Session, schedule: Schedule) -> Method:
     """How a tuning of ``session`` and ``schedule`` measures, as its record will say (no sharding)."""
     settings = session.settings
     return Method(
-        objective=settings.objective,
+        objective=settings[OBJECTIVE],
         statistic=STATISTIC,
         timer=session.timer.name,
         warmup=schedule.warmup,

@@ -24,6 +24,7 @@ from kerneltune.core.machine.agreement import check_picks
 from kerneltune.core.machine.decision import decide, untuned_pick
 from kerneltune.core.machine.following import Following
 from kerneltune.core.machine.measure import WALL
+from kerneltune.core.machine.options import OBJECTIVE, TIE_ROUNDS, TUNE, TUNE_AUTO, TWINS
 from kerneltune.core.machine.queue import MeasureQueue
 from kerneltune.core.machine.readiness import Readiness
 from kerneltune.core.machine.reuse import Plan, explain
@@ -35,7 +36,6 @@ from kerneltune.core.machine.ties import NearTies, agreed_finalists
 from kerneltune.core.machine.twins import Twins
 from kerneltune.core.machine.warm_start import FINALIST_REPEAT, SCREEN_REPEAT, SCREEN_WARMUP, screen_finalists
 from kerneltune.core.plugin_system.contracts import CompileProcess, GlobalRankReducer, HoldingTimer, provides
-from kerneltune.core.plugin_system.settings import TUNE_AUTO
 from kerneltune.core.values.events import Header, PickLoaded, TuningFinished, TuningStarted
 from kerneltune.core.values.records import NOT_MEASURED, PRUNED, Candidate, TuningRecord
 
@@ -160,7 +160,7 @@ class Tuning(Rounds):
             assert decision.record is not None
             self._adopt(decision.pick, decision.record, store=decision.store)
             self._loaded(decision.source, decision.record.confidence)
-        elif self.session.settings.tune != TUNE_AUTO:
+        elif self.session.settings[TUNE] != TUNE_AUTO:
             self._untuned(decision.kept)
         else:
             self._follow(decision.plan, decision.record, decision.kept)
@@ -229,7 +229,7 @@ class Tuning(Rounds):
         split = (
             self._schedule.repeat >= 2
             and len(candidates) >= 2
-            and self.session.settings.tie_rounds > 0
+            and self.session.settings[TIE_ROUNDS] > 0
             and self._host_clock()
         )
         self._queue.first_pass(candidates, split=split)
@@ -238,12 +238,12 @@ class Tuning(Rounds):
         """Whether samples are host time: the ``wall`` objective, or a timer without ``hold``."""
         settings = self.session.settings
         timer = self.session.timer
-        return settings.objective == WALL or not provides(timer, HoldingTimer)
+        return settings[OBJECTIVE] == WALL or not provides(timer, HoldingTimer)
 
     @property
     def recheck_rounds(self) -> int:
         """How many interleaved rounds a re-check of a stored pick takes: ``tie_rounds``, at least 2."""
-        return max(2, self.session.settings.tie_rounds)
+        return max(2, self.session.settings[TIE_ROUNDS])
 
     @property
     def rechecking(self) -> tuple[Candidate, ...]:
@@ -353,7 +353,7 @@ class Tuning(Rounds):
 
         :param options: a candidate's options by name, for the notice naming what twins differ in.
         """
-        if self.best is None and self.session.settings.twins and not self._schedule.shard:
+        if self.best is None and self.session.settings[TWINS] and not self._schedule.shard:
             self._ready.twins = Twins(self._space.name, program_of, options)
 
     def measured_as(self, candidate: Candidate) -> Candidate:
@@ -472,7 +472,7 @@ class Tuning(Rounds):
         Both read the first pass as the ranks agree on it, from one ``max``
         (:func:`agreed_finalists`), taken where either needs it.
         """
-        rounds = self.session.settings.tie_rounds
+        rounds = self.session.settings[TIE_ROUNDS]
         candidates = self._space.candidates
         schedule = self._schedule
         ties = rounds > 0 and len(self._measurements) >= 2

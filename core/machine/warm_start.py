@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core.errors import CacheReadError
+from kerneltune.core.machine.options import OBJECTIVE, VERSION_CHECK
 from kerneltune.core.machine.reuse import Plan, rows_by_fingerprint
 from kerneltune.core.machine.ties import Finalists
 from kerneltune.core.plugin_system.contracts import ListingCache, provides
@@ -37,14 +38,12 @@ SCREEN = "screen"
 MODES = (OFF, NEAREST, SCREEN)
 #: A screen times each kept candidate with this many untimed runs...
 SCREEN_WARMUP = 1
-#: ...and this many timed ones, then re-times its finalists head to head. Two against three: on an H200
-#: a warm key took 0.26-0.27 of its full tuning's time (median) against 0.30-0.31, with picks as close
-#: to the oracle, and replays of recorded sweeps at 1-3% noise kept every pick (BENCHMARKS.md, session 24).
+#: ...and this many timed ones, then re-times its finalists head to head. Two cost a warm key less
+#: than three, with picks as close to the oracle (bench/warm_start.py compares them).
 SCREEN_REPEAT = 2
 #: At most this many timed runs per round (of two) for each finalist; ``None``: half of ``repeat``
-#: (five by default), as a full tuning's tie rounds take. Three cost a warm key 0.26-0.29 of its full
-#: tuning's time (median) against 0.29-0.30 on an H200, but missed by 3-6% where five missed by 3%
-#: at most (BENCHMARKS.md, session 25): kept for bench/warm_start.py's experiments, not set.
+#: (five by default), as a full tuning's tie rounds take. Three cost a warm key less, but missed
+#: the oracle's pick by more: kept for bench/warm_start.py's experiments, not set.
 FINALIST_REPEAT: int | None = None
 #: At least this many of the screen's fastest are finalists, whatever its noise says.
 SCREEN_TOP = 2
@@ -266,7 +265,7 @@ def nearest(
             or record.method.objective != objective
             # A record read back holds lists already; one made here may hold tuples.
             or (record.hardware != hardware and _plain(record.hardware) != hardware)
-            or (session.settings.version_check and record.versions != session.versions)
+            or (session.settings[VERSION_CHECK] and record.versions != session.versions)
         ):
             continue
         distance = key_distance(session, space.name, key, record.key)
@@ -380,7 +379,7 @@ def propose(
     records = stored_records(session, space, known, parsed)
     allowed = dict.fromkeys(kept)
     # The nearest keys that timed any of the kept candidates.
-    found = nearest(session, space, key, records, session.settings.objective)
+    found = nearest(session, space, key, records, session.settings[OBJECTIVE])
     # Nearest first: only as many are ranked as are needed.
     near = (n for n in found if n.distance <= MAX_DISTANCE and ranked(n.record, space, allowed))
     neighbours = list(itertools.islice(near, NEAREST_KEYS))

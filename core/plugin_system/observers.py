@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 import pluggy
+from kerneltune.core.plugin_system.settings import Settings
 from kerneltune.core.values.events import (
     CandidateMeasured,
     CompileFinished,
@@ -30,9 +31,10 @@ class Observers:
     :mod:`kerneltune.core.plugin_system.hookspecs`.
     """
 
-    def __init__(self, hook: pluggy.HookRelay) -> None:
-        """:param hook: the plugin manager's ``hook`` attribute."""
+    def __init__(self, hook: pluggy.HookRelay, settings: Settings) -> None:
+        """:param hook: the plugin manager's ``hook`` attribute; :param settings: the session's, handed on."""
         self._hook = hook
+        self._settings = settings
 
     def tuning_started(self, event: TuningStarted) -> None:
         """``kerneltune_tuning_started``: a miss is about to measure candidates."""
@@ -66,10 +68,9 @@ class Observers:
         """``kerneltune_kernel_tuned``: the contextual tuner finished a (kernel, key)."""
         self._call(self._hook.kerneltune_kernel_tuned, event)
 
-    @staticmethod
-    def _call(hook: pluggy.HookCaller, event: Any) -> None:
+    def _call(self, hook: pluggy.HookCaller, event: Any) -> None:
         try:
-            hook(event=event)
+            hook(event=event, settings=self._settings)
         except Exception:
             about = getattr(event, "function", None) or getattr(event, "kernel", "")
             logger.exception("kerneltune: %s: an observer of %s failed", about, hook.name)

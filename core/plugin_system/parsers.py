@@ -13,11 +13,18 @@ import contextlib
 import math
 import re
 import reprlib
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kerneltune.core.errors import ConfigError
+
+#: The longest timeout, in whole seconds, that this platform's waits take (about 24.8 days).
+#: The isolation worker is waited for through poll(), whose timeout is a C int of
+#: milliseconds, and lock waits stop at threading.TIMEOUT_MAX: a longer timeout would make
+#: every wait raise OverflowError, failing every candidate.
+MAX_TIMEOUT_S = int(min(threading.TIMEOUT_MAX, (2**31 - 1) / 1000))
 
 
 def plugin_name(value: Any, where: str) -> str:

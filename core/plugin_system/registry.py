@@ -3,7 +3,7 @@
 Built-in plugins are listed explicitly in :data:`BUILTIN_PLUGINS` and are
 imported only when a manager is made, never when kerneltune is imported.
 Third-party plugins come from the entry-point group ``kerneltune`` unless
-``settings.autoload`` is off (``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD=1``). Every :class:`Settings` value gets
+the ``autoload`` setting is off (``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD=1``). Every :class:`Settings` value gets
 its own manager; nothing is loaded globally.
 """
 
@@ -13,7 +13,7 @@ import difflib
 import importlib
 import importlib.metadata
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -33,12 +33,14 @@ from kerneltune.core.plugin_system.contracts import (
     SearchStrategy,
     Timer,
 )
+from kerneltune.core.plugin_system.options import AUTOLOAD, BLOCK
 from kerneltune.core.plugin_system.seam import fault, origin, plain_facts
 from kerneltune.core.plugin_system.settings import (
     PLUGIN_VARIABLE_PREFIX,
     DeclaredSettings,
     Settings,
     SettingSpec,
+    core_settings,
     core_variables,
 )
 
@@ -77,7 +79,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
 def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> pluggy.PluginManager:
     """A new manager with the built-ins, entry-point plugins and ``extra`` registered.
 
-    :param settings: ``settings.block`` names plugins (built-in module names or
+    :param settings: its ``block`` setting names plugins (built-in module names or
         entry-point names) that must not be registered; a name that no plugin
         has is a warning naming where it was set.
     :param extra: plugin objects to register after the others, mainly for tests;
@@ -88,12 +90,12 @@ def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> plu
     """
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
-    for name in settings.block:
+    for name in settings[BLOCK]:
         manager.set_blocked(name)
     for module_name in BUILTIN_PLUGINS:
         if not manager.is_blocked(module_name):
             manager.register(importlib.import_module(module_name), name=module_name)
-    if settings.autoload:
+    if settings[AUTOLOAD]:
         manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
     known = {*BUILTIN_PLUGINS, *(ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))}
     for plugin in extra:
@@ -101,7 +103,7 @@ def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> plu
         manager.register(plugin, name=name)
         known.add(name)
     where = settings.source("block") or "Settings.block"
-    for name in settings.block:
+    for name in settings[BLOCK]:
         if name not in known:
             warn_once(
                 ("block", name, where),
@@ -407,17 +409,18 @@ def collect_registries(manager: pluggy.PluginManager) -> Registries:
     )
 
 
-def collect_settings(manager: pluggy.PluginManager, core: Mapping[str, SettingSpec]) -> DeclaredSettings:
+def collect_settings(manager: pluggy.PluginManager) -> DeclaredSettings:
     """Call every implementation of ``kerneltune_add_settings``: the settings the plugins declare.
 
-    ``core`` holds core's own settings, which no plugin may declare again
-    or set through a variable of its own.
+    No plugin may declare one of core's own settings again, or set one
+    through a variable of its own.
 
     :raises PluginError: naming the plugin, for a setting that a core setting
         or another plugin (named too) has already, a variable that does not
         begin with ``KERNELTUNE_`` or that another setting reads, or a
         declaration that is not one.
     """
+    core = core_settings()
     declared = DeclaredSettings()
     readers = {variable: f"core setting {field!r}" for variable, field in core_variables(core).items()}
     for impl in manager.hook.kerneltune_add_settings.get_hookimpls():

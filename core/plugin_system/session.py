@@ -26,11 +26,12 @@ from kerneltune.core.plugin_system.contracts import (
     provides,
 )
 from kerneltune.core.plugin_system.layered_cache import LayeredCache
-from kerneltune.core.plugin_system.loading import load_plugins, load_settings
+from kerneltune.core.plugin_system.loading import load_plugins
 from kerneltune.core.plugin_system.observers import Observers
+from kerneltune.core.plugin_system.options import CACHE, CACHE_DIR, REDUCER, TIMER
 from kerneltune.core.plugin_system.registry import Registries, Registry, merged_facts
 from kerneltune.core.plugin_system.seam import first_answer, origin, plain_facts
-from kerneltune.core.plugin_system.settings import Settings
+from kerneltune.core.plugin_system.settings import Settings, load_settings
 
 
 @attrs.frozen
@@ -59,7 +60,7 @@ class Session:
     #: widen its choice (``"torch"``): :func:`current_session` makes a fresh session once one is.
     awaiting: frozenset[str] = frozenset()
     #: the timer class chosen when the session was made, and every timer's ``auto_priority`` then
-    #: (:attr:`timer`): asking every timer whether it can run, per measurement, cost 0.1 ms each.
+    #: (:attr:`timer`): asking every timer whether it can run, per measurement, cost more than the timing.
     timer_choice: tuple[type[Any], tuple[Any, ...]] | None = None
 
     @classmethod
@@ -82,7 +83,7 @@ class Session:
         loaded = load_plugins(settings, extra)
         settings, manager, registries = loaded.settings, loaded.manager, loaded.registries
         # Fail at set-up, not mid-tuning, on a misspelt timer name.
-        timer = registries.timers.select(settings.timer, settings.source("timer"))
+        timer = registries.timers.select(settings[TIMER], settings.source("timer"))
         placement = resolve_devices(registries, settings, timer)
         session = cls(
             settings=settings,
@@ -92,12 +93,12 @@ class Session:
             hardware=hardware_facts(manager, placement[0], registries.devices.owners.get(placement[0].name)),
             versions={k: str(v) for k, v in merged_facts(manager, "kerneltune_software_versions").items()},
             placement=placement,
-            observers=Observers(manager.hook),
+            observers=Observers(manager.hook, settings),
             awaiting=registries.awaited_imports(),
             timer_choice=(timer, _auto_priorities(registries, settings)),
         )
-        if settings.reducer != "auto":
-            session.registries.reducers.get(settings.reducer, settings.source("reducer"))
+        if settings[REDUCER] != "auto":
+            session.registries.reducers.get(settings[REDUCER], settings.source("reducer"))
         return session
 
     def is_outdated(self) -> bool:
@@ -221,7 +222,7 @@ class Session:
         choice = self.timer_choice
         if choice is not None and choice[1] == _auto_priorities(self.registries, self.settings):
             return choice[0]
-        return self.registries.timers.select(self.settings.timer, self.settings.source("timer"))
+        return self.registries.timers.select(self.settings[TIMER], self.settings.source("timer"))
 
     def make_timer(self) -> Timer:
         """A new timer of the configured (or automatically chosen) kind.
@@ -245,7 +246,7 @@ class Session:
         :raises PluginError: when no reducer can run over ``group``, or this
             process is not one of the group's ranks.
         """
-        name = self.settings.reducer
+        name = self.settings[REDUCER]
         if name == "auto":
             fitting = self.registries.reducers.ranked(lambda c: c.is_available(group))
             if not fitting:
@@ -267,7 +268,7 @@ class Session:
 def build_cache(
     settings: Settings, caches: Registry[Cache], remotes: Registry[RemoteStore]
 ) -> Cache | LayeredCache:
-    """The session's cache: the cache ``settings.cache`` names, or the local one layered over a remote store.
+    """The session's cache: the one the ``cache`` setting names, or the local one layered over a remote store.
 
     A remote store's name (``redis``) layers that store under the cache
     registered as ``json`` (:class:`LayeredCache`). Where ``cache_dir``
@@ -286,25 +287,25 @@ def build_cache(
             f"{remotes.owners[name]} (a remote store)"
         )
     source = settings.source("cache")
-    if settings.cache == "auto" or settings.cache in caches.classes:
-        chosen: type[Any] = caches.select(settings.cache, source)
+    if settings[CACHE] == "auto" or settings[CACHE] in caches.classes:
+        chosen: type[Any] = caches.select(settings[CACHE], source)
     else:
         both = Registry(
             family="cache",
             classes={**caches.classes, **remotes.classes},
             owners={**caches.owners, **remotes.owners},
         )
-        chosen = both.select(settings.cache, source)
+        chosen = both.select(settings[CACHE], source)
     root = _cache_root(settings)
     if root is None:
         if chosen.name != "memory":
             warn_once(
                 "no home",
-                f"kerneltune: cannot expand cache_dir {settings.cache_dir} (HOME is unset and uid "
+                f"kerneltune: cannot expand cache_dir {settings[CACHE_DIR]} (HOME is unset and uid "
                 f"{os.getuid()} has no passwd entry); tuning without a disk cache, picks serve this "
                 "process only (set TRITON_DIST_AUTOTUNE_CACHE_DIR to keep them)",
             )
-        return make_cache(caches.get("memory"), settings.cache_dir, settings, caches)
+        return make_cache(caches.get("memory"), settings[CACHE_DIR], settings, caches)
     if chosen.name in remotes.classes:
         local = make_cache(caches.get("json"), root, settings, caches)
         return LayeredCache(local, chosen(settings=settings), remotes.owners[chosen.name])
@@ -355,7 +356,7 @@ def make_cache(
 
 def _auto_priorities(registries: Registries, settings: Settings) -> tuple[Any, ...]:
     """Every timer's ``auto_priority`` where ``auto`` chooses the timer (its choice reads them); else ()."""
-    if settings.timer.casefold() != "auto":
+    if settings[TIMER].casefold() != "auto":
         return ()
     return tuple(getattr(cls, "auto_priority", None) for cls in registries.timers.classes.values())
 
@@ -374,7 +375,7 @@ def resolve_devices(
     """
     devices = registries.devices
     if timer is None:
-        timer = registries.timers.select(settings.timer, settings.source("timer"))
+        timer = registries.timers.select(settings[TIMER], settings.source("timer"))
     if provides(timer, DeviceTimer):
         first = devices.select(timer.device, f"the device attribute of timer {timer.name!r}")
     else:

@@ -5,27 +5,30 @@ Sources, later wins: built-in defaults; ``[tool.kerneltune]`` in
 table); the file named by ``$KERNELTUNE_CONFIG``; then the variables each
 setting names. :func:`setting_sources` says which of them set each value.
 
-Every setting is a :class:`SettingSpec` declared through the
-``kerneltune_add_settings`` hook: core's by the modules that read them
-(``options.py`` of each core package, collected by
-:mod:`~kerneltune.core.plugin_system.loading`), the plugins' by the plugins.
-:class:`Settings` is core's typed view of its own. The files are read before
-the plugins are known, so a key that is no core setting is kept as given,
-with the ``KERNELTUNE_*`` variables no core setting reads, and
-:func:`resolve_declared` checks them once the session knows what its plugins
-declared.
+Every setting is declared once, as a :class:`SettingSpec`: core's as
+constants of the ``options`` module beside the code that reads them
+(:data:`CORE_SETTING_MODULES`), the plugins' through the
+``kerneltune_add_settings`` hook. A spec is also the typed key its reader
+passes: ``settings[WARMUP]`` is an ``int`` to mypy. The files are read
+before the plugins are known, so a key that is no core setting is kept as
+given, with the ``KERNELTUNE_*`` variables no core setting reads, and
+:func:`resolve_declared` checks them once the session knows what its
+plugins declared.
 """
 
 from __future__ import annotations
 
 import difflib
 import errno
+import functools
+import importlib
 import os
 import stat
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
 
 import attrs
 from kerneltune.core.errors import ConfigError
@@ -37,122 +40,34 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-#: Where picks live unless ``cache_dir`` says otherwise: the folder Triton-distributed's documents name.
-DEFAULT_CACHE_DIR = Path("~/.triton_dist/autotune")
 #: The largest config file read. A pyproject.toml is kilobytes; a file linked to a device
 #: or grown without bound is not a config file, and is refused before it fills memory.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
-#: The ``tune`` setting's values: tune a key that has no stored pick; run
-#: the first candidate instead, measuring nothing; raise instead.
-TUNE_AUTO = "auto"
-TUNE_NEVER = "never"
-TUNE_FAIL = "fail"
 #: How hard a search strategy tries, cheapest first (the ``search_effort`` setting).
 SEARCH_EFFORTS = EFFORTS
 
+#: The modules that declare core's settings, each next to the code that reads them; loaded by
+#: name, as pytest loads its default plugins, since they sit on the floors above this one.
+CORE_SETTING_MODULES: tuple[str, ...] = (
+    "kerneltune.core.plugin_system.options",
+    "kerneltune.core.machine.options",
+    "kerneltune.core.compiling.options",
+    "kerneltune.core.isolation.options",
+    "kerneltune.core.search.options",
+    "kerneltune.core.drivers.options",
+)
 
-@attrs.frozen
-class Settings:
-    """Everything the engine reads from configuration, resolved and validated.
+T = TypeVar("T")
 
-    The typed view of core's settings: one field per setting that core's
-    ``options.py`` modules declare, with the same default (a test holds
-    the two together), then where each came from and the plugins' settings.
-    """
 
-    timer: str = "auto"
-    cache: str = "auto"
-    reducer: str = "auto"
-    cache_dir: Path = DEFAULT_CACHE_DIR
-    warmup: int = 5
-    repeat: int = 10
-    objective: str = "device"
-    tie_rounds: int = 4
-    pause_gc: bool = True
-    twins: bool = True
-    compile_workers: int = 0
-    compile_timeout: int = 600
-    compile_deadline: int = 3
-    compile_pool: str = "processes"
-    compile_ahead: bool = True
-    precompile: bool = True
-    shard: bool = False
-    block: tuple[str, ...] = ()
-    always_tune: bool = False
-    version_check: bool = False
-    verify_pick: bool = False
-    autoload: bool = True
-    # Where each field was set, as (field, "file (key 'x')" or "environment variable X") pairs;
-    # not part of equality, so sources that agree share one session.
-    sources: tuple[tuple[str, str], ...] = attrs.field(default=(), eq=False, repr=False)
-    progress: bool = True
-    # Screen candidates in a worker process first ("subprocess"), and how long one may run there.
-    isolate: str = "none"
-    isolate_timeout: int = 60
-    # Every tuner's verbose lines, as autotune_verbose=True, verbose=True or debug=True turn on for one.
-    verbose: bool = False
-    # What a key with no stored pick gets: a tuning, the first candidate unmeasured, or an error.
-    tune: str = TUNE_AUTO
-    # How generated spaces (search_params) are searched, unless a kernel's hint says otherwise:
-    # the strategy's name or "auto", its effort, and its caps (0: none).
-    search_strategy: str = "auto"
-    search_effort: str = "default"
-    search_budget_s: float = 0.0
-    search_max_points: int = 0
-    # A new key measures the best configs of the stored keys nearest to it ("nearest"), at most this many.
-    warm_start: str = "off"
-    warm_start_budget: int = 5
-    # Re-check an uncertain stored pick (or one `kerneltune cache verify` marked) when a process loads it.
-    recheck: bool = True
-    # Where contextual_autotune's picks live: this process only ("process"), or the cache on disk too.
-    contextual_cache: str = "process"
-    # Keys of the files that are no core setting, as (field, raw value, file, key as written), in
-    # reading order; and the KERNELTUNE_* variables no core setting reads: what plugins may have declared.
-    given: tuple[tuple[str, Any, str, str], ...] = attrs.field(default=(), repr=False)
-    environment: tuple[tuple[str, str], ...] = attrs.field(default=(), repr=False)
-    # The plugins' settings, resolved from ``given`` and ``environment`` (:func:`resolve_declared`).
-    declared: tuple[tuple[str, Any], ...] = attrs.field(default=(), repr=False)
-
-    @property
-    def cache_root(self) -> Path:
-        """The cache directory with ``~`` expanded.
-
-        :raises RuntimeError: when ``~`` cannot be expanded: no ``HOME`` and
-            no passwd entry for this user.
-        """
-        return self.cache_dir.expanduser()
-
-    def source(self, field: str) -> str | None:
-        """The file and key, or the variable, that set ``field``; ``None`` for a default."""
-        return dict(self.sources).get(field)
-
-    def get(self, name: str) -> Any:
-        """The value of the setting ``name`` that a plugin declared (``kerneltune_add_settings``).
-
-        The session's settings hold every declared setting, from the files
-        and variables, else its default.
-
-        :raises ConfigError: when no plugin of the session declared ``name``.
-        """
-        for field, value in self.declared:
-            if field == name:
-                return value
-        declared = ", ".join(field for field, _ in self.declared) or "none"
-        raise ConfigError(f"no plugin declared the setting {name!r} (declared: {declared})")
-
-    def with_given(self, **values: Any) -> Settings:
-        """These settings with plugin-declared ``values`` given as a file's keys are, for programs and tests.
-
-        They are checked, like every key, when a session resolves them.
-        """
-        added = tuple((name, value, "Settings.with_given", name) for name, value in values.items())
-        return attrs.evolve(self, given=(*self.given, *added))
+def _names(variables: Iterable[str]) -> tuple[str, ...]:
+    return tuple(variables)
 
 
 @attrs.frozen
-class SettingSpec:
-    """One setting a plugin declares through ``kerneltune_add_settings``.
+class SettingSpec(Generic[T]):
+    """One setting: core's modules declare theirs as constants, plugins through ``kerneltune_add_settings``.
 
     ``parse(value, where)`` turns what a file or variable holds into the
     value (a TOML value, or a variable's text), raising
@@ -168,32 +83,117 @@ class SettingSpec:
     """
 
     name: str
-    default: Any
-    parse: Callable[[Any, str], Any]
+    default: T
+    parse: Callable[[Any, str], T]
     help: str
-    env: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    env: tuple[str, ...] = attrs.field(default=(), converter=_names)
     display: Callable[[Any], str] | None = None
-    negated_env: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    negated_env: tuple[str, ...] = attrs.field(default=(), converter=_names)
 
     def variables(self) -> dict[str, bool]:
         """Each variable that sets this setting, and whether it sets the opposite of its value."""
         return {**dict.fromkeys(self.env, False), **dict.fromkeys(self.negated_env, True)}
 
 
-#: The fields of :class:`Settings` that are no setting: where each came from, and the plugins'.
-_META_FIELDS = frozenset({"sources", "given", "environment", "declared"})
+@functools.cache
+def core_settings() -> Mapping[str, SettingSpec[Any]]:
+    """Core's settings by name: the :class:`SettingSpec` constants of :data:`CORE_SETTING_MODULES`.
+
+    :raises RuntimeError: for a setting two core modules declare: a defect of kerneltune.
+    """
+    found: dict[str, SettingSpec[Any]] = {}
+    for module in CORE_SETTING_MODULES:
+        for spec in vars(importlib.import_module(module)).values():
+            if isinstance(spec, SettingSpec) and found.setdefault(spec.name, spec) is not spec:
+                raise RuntimeError(f"core setting {spec.name!r} is declared twice")
+    return MappingProxyType(found)
 
 
-def core_fields() -> tuple[str, ...]:
-    """The names of core's settings: the fields of :class:`Settings` that hold one."""
-    return tuple(f.name for f in attrs.fields(Settings) if f.name not in _META_FIELDS)
+@attrs.frozen(init=False)
+class Settings:
+    """Every setting's value, resolved and validated, and where each came from.
+
+    Read core's settings with their spec, typed: ``settings[WARMUP]``; a
+    plugin's (or any, by name) with :meth:`get`. ``Settings(repeat=3)`` and
+    ``attrs.evolve(settings, timer="wallclock")`` set core's settings by
+    name, every other one keeping its default (or its value).
+    """
+
+    # Core's settings, as sorted (name, value) pairs.
+    values: tuple[tuple[str, Any], ...]
+    # Where each setting was set, as (name, "file (key 'x')" or "environment variable X") pairs;
+    # not part of equality, so sources that agree share one session.
+    sources: tuple[tuple[str, str], ...] = attrs.field(eq=False, repr=False)
+    # Keys of the files that are no core setting, as (field, raw value, file, key as written), in
+    # reading order; and the KERNELTUNE_* variables no core setting reads: what plugins may have declared.
+    given: tuple[tuple[str, Any, str, str], ...] = attrs.field(repr=False)
+    environment: tuple[tuple[str, str], ...] = attrs.field(repr=False)
+    # The plugins' settings, resolved from ``given`` and ``environment`` (:func:`resolve_declared`).
+    declared: tuple[tuple[str, Any], ...] = attrs.field(repr=False)
+    _by_name: dict[str, Any] = attrs.field(init=False, eq=False, repr=False)
+
+    def __init__(
+        self,
+        values: tuple[tuple[str, Any], ...] = (),
+        sources: tuple[tuple[str, str], ...] = (),
+        given: tuple[tuple[str, Any, str, str], ...] = (),
+        environment: tuple[tuple[str, str], ...] = (),
+        declared: tuple[tuple[str, Any], ...] = (),
+        **core: Any,
+    ) -> None:
+        """:raises TypeError: for a keyword that is no core setting, as a class's constructor does."""
+        specs = core_settings()
+        for name in core:
+            if name not in specs:
+                raise TypeError(f"Settings() got an unexpected keyword argument {name!r}")
+        by_name = {name: spec.default for name, spec in specs.items()} | dict(values) | core
+        self.__attrs_init__(tuple(sorted(by_name.items())), sources, given, environment, declared)
+        object.__setattr__(self, "_by_name", {**by_name, **dict(declared)})
+
+    def __getitem__(self, setting: SettingSpec[T]) -> T:
+        """The value of ``setting``, core's or a plugin's, typed as its spec is."""
+        return self._by_name[setting.name]
+
+    @property
+    def cache_root(self) -> Path:
+        """The cache directory with ``~`` expanded.
+
+        :raises RuntimeError: when ``~`` cannot be expanded: no ``HOME`` and
+            no passwd entry for this user.
+        """
+        return self._by_name["cache_dir"].expanduser()
+
+    def source(self, field: str) -> str | None:
+        """The file and key, or the variable, that set ``field``; ``None`` for a default."""
+        return dict(self.sources).get(field)
+
+    def get(self, name: str) -> Any:
+        """The value of the setting ``name``: core's, or one a plugin declared (``kerneltune_add_settings``).
+
+        The session's settings hold every declared setting, from the files
+        and variables, else its default.
+
+        :raises ConfigError: when neither core nor a plugin of the session declared ``name``.
+        """
+        if name in self._by_name:
+            return self._by_name[name]
+        declared = ", ".join(field for field, _ in self.declared) or "none"
+        raise ConfigError(f"no plugin declared the setting {name!r} (declared: {declared})")
+
+    def with_given(self, **values: Any) -> Settings:
+        """These settings with plugin-declared ``values`` given as a file's keys are, for programs and tests.
+
+        They are checked, like every key, when a session resolves them.
+        """
+        added = tuple((name, value, "Settings.with_given", name) for name, value in values.items())
+        return attrs.evolve(self, given=(*self.given, *added))
 
 
 @attrs.frozen
 class DeclaredSettings:
     """Every plugin's :class:`SettingSpec`, by setting name, and the plugin that declared each."""
 
-    specs: dict[str, SettingSpec] = attrs.field(factory=dict)
+    specs: dict[str, SettingSpec[Any]] = attrs.field(factory=dict)
     owners: dict[str, str] = attrs.field(factory=dict)
 
 
@@ -208,7 +208,7 @@ WATCHED_PREFIXES = (PLUGIN_VARIABLE_PREFIX, "TRITON_DIST_AUTOTUNE_")
 
 # Parsed files by path, with the (inode, mtime, size) they were parsed at. Settings are
 # resolved on every contextual call and every function-level miss; parsing a
-# project's pyproject.toml each time cost 1.7 ms, a stat costs microseconds.
+# project's pyproject.toml each time costs far more than a stat.
 _parsed: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 
 
@@ -270,7 +270,7 @@ def _table(path: Path, *names: str) -> tuple[dict[str, Any], str]:
 class _Reading:
     """What the sources read so far set: core's values and where each came from, the other keys."""
 
-    core: Mapping[str, SettingSpec]
+    core: Mapping[str, SettingSpec[Any]]
     values: dict[str, Any] = attrs.field(factory=dict)
     sources: dict[str, str] = attrs.field(factory=dict)
     given: list[tuple[str, Any, str, str]] = attrs.field(factory=list)
@@ -289,10 +289,11 @@ class _Reading:
             self.sources[field] = f"{where} (key '{prefix}{key}')"
 
     def apply_environment(self, environ: Mapping[str, str]) -> None:
+        """Set each setting from the first of its variables set in ``environ`` (an empty one sets nothing)."""
         for field, spec in self.core.items():
             for variable, negated in spec.variables().items():
                 raw = environ.get(variable)
-                if raw is not None and raw != "":
+                if raw:
                     value = spec.parse(raw, f"environment variable {variable}")
                     self.values[field] = not value if negated else value
                     self.sources[field] = f"environment variable {variable}"
@@ -313,17 +314,16 @@ def _frozen(value: Any, where: str) -> Any:
     return value
 
 
-def read_settings(
-    core: Mapping[str, SettingSpec], cwd: Path | None = None, environ: Mapping[str, str] | None = None
-) -> Settings:
-    """Resolve core's settings, declared by ``core``, from every source, later sources winning.
+def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Resolve core's settings from every source, later sources winning.
 
-    Keys and ``KERNELTUNE_*`` variables that no core setting has are kept
-    for the plugins' settings (:func:`resolve_declared`, which a
-    :class:`~kerneltune.core.Session` calls), and checked there. Programs
-    call :func:`kerneltune.core.load_settings`, which passes core's specs.
+    Sources: the defaults, ``[tool.kerneltune]`` in ./pyproject.toml,
+    ./kerneltune.toml, the file ``$KERNELTUNE_CONFIG`` names, then each
+    setting's variables. Keys and ``KERNELTUNE_*`` variables that no core
+    setting has are kept for the plugins' settings, and checked once the
+    plugins are loaded (:func:`resolve_declared`, which
+    :func:`~kerneltune.core.plugin_system.loading.load_plugins` calls).
 
-    :param core: core's settings by name, as their modules declare them.
     :param cwd: where to look for pyproject.toml and kerneltune.toml
         (default: the current directory).
     :param environ: the environment to read (default: ``os.environ``).
@@ -331,7 +331,8 @@ def read_settings(
     """
     cwd = Path.cwd() if cwd is None else cwd
     environ = os.environ if environ is None else environ
-    reading = _Reading(core, values={name: spec.default for name, spec in core.items()})
+    core = core_settings()
+    reading = _Reading(core)
 
     pyproject = cwd / "pyproject.toml"
     if pyproject.is_file():
@@ -365,7 +366,7 @@ def read_settings(
     )
 
 
-def core_variables(core: Mapping[str, SettingSpec]) -> dict[str, str]:
+def core_variables(core: Mapping[str, SettingSpec[Any]]) -> dict[str, str]:
     """Every variable core reads, and what it sets: a setting's name, or the config file."""
     found = {CONFIG_VARIABLE: "the config file read last"}
     for name, spec in core.items():
@@ -398,40 +399,33 @@ def _apply_file(reading: _Reading, path: Path) -> None:
             )
 
 
-def resolve_declared(
-    settings: Settings, declared: DeclaredSettings, core: Mapping[str, SettingSpec]
-) -> Settings:
+def resolve_declared(settings: Settings, declared: DeclaredSettings) -> Settings:
     """``settings`` with every declared setting's value: its default, then the files', then its variable's.
 
     :raises ConfigError: for a key of the files that neither core nor any
         plugin declared (listing both), or a value a plugin's parser refuses,
         naming the file and key or the variable.
     """
+    core = core_settings()
     values = {name: spec.default for name, spec in declared.specs.items()}
-    sources = dict(settings.sources)
+    reading = _Reading(declared.specs, values=values, sources=dict(settings.sources))
     for field, raw, where, key in settings.given:
         spec = declared.specs.get(field)
         if spec is None:
             known = ", ".join(sorted({*core, *declared.specs}))
             raise ConfigError(f"{where}: unknown key '{key}' (known: {known})")
         values[field] = spec.parse(raw, f"{where}: key '{key}'")
-        sources[field] = f"{where} (key '{key}')"
+        reading.sources[field] = f"{where} (key '{key}')"
     environment = dict(settings.environment)
-    for name, spec in declared.specs.items():
-        for variable, negated in spec.variables().items():
-            if variable in environment:
-                value = spec.parse(environment[variable], f"environment variable {variable}")
-                values[name] = not value if negated else value
-                sources[name] = f"environment variable {variable}"
-                break
+    reading.apply_environment(environment)
     _warn_unknown_variables(environment, declared, core)
     return attrs.evolve(
-        settings, declared=tuple(sorted(values.items())), sources=tuple(sorted(sources.items()))
+        settings, declared=tuple(sorted(values.items())), sources=tuple(sorted(reading.sources.items()))
     )
 
 
 def _warn_unknown_variables(
-    environment: Mapping[str, str], declared: DeclaredSettings, core: Mapping[str, SettingSpec]
+    environment: Mapping[str, str], declared: DeclaredSettings, core: Mapping[str, SettingSpec[Any]]
 ) -> None:
     """One warning per process for each ``KERNELTUNE_*`` or ``TRITON_DIST_AUTOTUNE_*`` variable no setting
     reads: most are misspelt."""
@@ -453,4 +447,4 @@ def setting_sources(settings: Settings) -> dict[str, str]:
     read there, or ``"environment variable NAME"``.
     """
     given = dict(settings.sources)
-    return {field: given.get(field, "default") for field in core_fields()}
+    return {field: given.get(field, "default") for field in core_settings()}

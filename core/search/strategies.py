@@ -11,6 +11,7 @@ from __future__ import annotations
 from kerneltune.core.plugin_system.contracts import SearchStrategy
 from kerneltune.core.plugin_system.registry import Registry
 from kerneltune.core.plugin_system.session import Session
+from kerneltune.core.search.options import SEARCH_STRATEGY
 
 
 def search_strategies(session: Session) -> Registry[SearchStrategy]:
@@ -34,4 +35,4 @@ def choose_strategy(session: Session, hinted: str | None = None, where: str | No
     if hinted is not None:
         return registry.build(registry.select(hinted, where))
     settings = session.settings
-    return registry.build(registry.select(settings.search_strategy, settings.source("search_strategy")))
+    return registry.build(registry.select(settings[SEARCH_STRATEGY], settings.source("search_strategy")))

@@ -45,14 +45,12 @@ EFFORTS = ("quick", "default", "full")
 
 
 class SearchSettings(Protocol):
-    """The settings a budget is resolved from (:class:`kerneltune.core.Settings` has them)."""
+    """The settings a budget is resolved from: ``search_effort``, ``search_budget_s``, ``search_max_points``.
 
-    @property
-    def search_effort(self) -> str: ...
-    @property
-    def search_budget_s(self) -> float: ...
-    @property
-    def search_max_points(self) -> int: ...
+    :class:`kerneltune.core.Settings` is one; their specs sit on a floor above this one.
+    """
+
+    def get(self, name: str) -> Any: ...
 
 
 def _axes(instance: Any, attribute: Any, axes: tuple[tuple[int, ...], ...]) -> None:
@@ -203,12 +201,12 @@ class SearchBudget:
         :param seconds: the hint's budget, or ``None`` for ``search_budget_s`` (0 there: no limit).
         :param max_points: the hint's cap, or ``None`` for ``search_max_points`` (0 there: no cap).
         """
-        if seconds is None and settings.search_budget_s > 0:
-            seconds = settings.search_budget_s
-        if max_points is None and settings.search_max_points > 0:
-            max_points = settings.search_max_points
+        if seconds is None and settings.get("search_budget_s") > 0:
+            seconds = settings.get("search_budget_s")
+        if max_points is None and settings.get("search_max_points") > 0:
+            max_points = settings.get("search_max_points")
         return cls(
-            effort=settings.search_effort if effort is None else effort,
+            effort=settings.get("search_effort") if effort is None else effort,
             max_points=max_points,
             seconds=seconds,
             finalists=finalists,

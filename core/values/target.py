@@ -25,8 +25,6 @@ class Target:
     unwrap: int
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
-    #: the worker's device: a registered device's name and unit, ``"cpu:0"``, ``"cuda:1"``, ``"npu:0"``.
-    device: str
     #: ``"module:function"`` of a factory the worker calls with what is tuned,
     #: returning the :data:`~kerneltune.core.isolation.worker.Runner` for its
     #: candidates; ``None``: what is tuned is a function, called as

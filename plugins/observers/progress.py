@@ -17,10 +17,10 @@ import threading
 from kerneltune.core import (
     CandidateMeasured,
     CompileFinished,
+    Settings,
     TuningFinished,
     TuningStarted,
     hookimpl,
-    load_settings,
 )
 from tqdm import tqdm
 
@@ -91,19 +91,19 @@ def _slot(function: str, key: object) -> tuple[str, str]:
     return function, repr(key)
 
 
-def _wanted(event: TuningStarted) -> bool:
+def _wanted(event: TuningStarted, settings: Settings) -> bool:
     stream = sys.stderr
     is_terminal = stream is not None and getattr(stream, "isatty", lambda: False)()
-    return event.rank == 0 and is_terminal and load_settings().progress
+    return event.rank == 0 and is_terminal and settings.get("progress")
 
 
 @hookimpl
-def kerneltune_tuning_started(event: TuningStarted) -> None:
+def kerneltune_tuning_started(event: TuningStarted, settings: Settings) -> None:
     # A tuning that raised out of its driver never finished: drop its bar.
     stale = _bars.pop(_slot(event.function, event.key), None)
     if stale is not None:
         stale.close()
-    if _wanted(event):
+    if _wanted(event, settings):
         _bars[_slot(event.function, event.key)] = _Bar(event)
 
 

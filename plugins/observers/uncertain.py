@@ -15,11 +15,11 @@ import math
 
 from kerneltune.core import (
     TOLERANCE,
+    Settings,
     TuningFinished,
     UncertainPickWarning,
     format_ms,
     hookimpl,
-    load_settings,
     warn_once,
 )
 
@@ -36,12 +36,12 @@ def how_far(margin: float) -> str:
 
 
 @hookimpl
-def kerneltune_tuning_finished(event: TuningFinished) -> None:
+def kerneltune_tuning_finished(event: TuningFinished, settings: Settings) -> None:
     if event.best is None or event.confidence != "uncertain":
         return
     best = event.best
     rivals = ", ".join(f"[{i}] {event.candidates[i].label}" for i in event.rivals)
-    if event.driver == "contextual" and load_settings().contextual_cache != "disk":
+    if event.driver == "contextual" and settings.get("contextual_cache") != "disk":
         then = "contextual picks live in this process, and the next one tunes again"
     else:
         again = "re-checked, it stays uncertain" if event.recheck else "it is stored marked uncertain"

@@ -34,8 +34,8 @@ def kerneltune_add_settings(add: Callable[..., None]) -> None:
     * ``negated_env``: variables that set a boolean setting to the opposite
       of their value.
 
-    Core declares its own settings through this hook too, in the
-    ``options`` module of each core package.
+    Core declares its own settings as ``SettingSpec`` constants in
+    the ``options`` module of each core package, beside their readers.
 
     Sources, later wins: ``default``, the files in the order core reads
     them, the variables. A plugin reads the value with

@@ -1,4 +1,10 @@
-"""Observer hooks: what happened, handed to every implementation; none changes a tuning."""
+"""Observer hooks: what happened, handed to every implementation; none changes a tuning.
+
+Each is handed the event and the session's ``settings`` (an implementation
+names only the arguments it reads, as with every pluggy hook): an observer
+reads a setting there, core's or its plugin's (:meth:`Settings.get`), and
+never from the files itself.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from typing import TYPE_CHECKING
 from kerneltune.core.plugin_system.hookspecs.markers import hookspec
 
 if TYPE_CHECKING:
+    from kerneltune.core.plugin_system.settings import Settings
     from kerneltune.core.values.events import (
         CandidateMeasured,
         CompileFinished,
@@ -20,7 +27,7 @@ if TYPE_CHECKING:
 
 
 @hookspec
-def kerneltune_tuning_started(event: TuningStarted) -> None:
+def kerneltune_tuning_started(event: TuningStarted, settings: Settings) -> None:
     """A real tuning (a miss) is about to measure candidates.
 
     :param event: names the function, key, candidates, rank and options.
@@ -28,7 +35,7 @@ def kerneltune_tuning_started(event: TuningStarted) -> None:
 
 
 @hookspec
-def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
+def kerneltune_candidate_measured(event: CandidateMeasured, settings: Settings) -> None:
     """One candidate's measurement is complete (or it failed).
 
     :param event: the candidate and its :class:`Measurement` on this rank;
@@ -39,7 +46,7 @@ def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
 
 
 @hookspec
-def kerneltune_tuning_finished(event: TuningFinished) -> None:
+def kerneltune_tuning_finished(event: TuningFinished, settings: Settings) -> None:
     """A tuning ended: with a pick, or with every candidate failing.
 
     :param event: the reduced times, the pick (``None`` on failure) and the
@@ -48,7 +55,7 @@ def kerneltune_tuning_finished(event: TuningFinished) -> None:
 
 
 @hookspec
-def kerneltune_compile_started(event: CompileStarted) -> None:
+def kerneltune_compile_started(event: CompileStarted, settings: Settings) -> None:
     """COMPILE began compiling a candidate.
 
     Called on one of the stage's pool threads, while other candidates
@@ -60,7 +67,7 @@ def kerneltune_compile_started(event: CompileStarted) -> None:
 
 
 @hookspec
-def kerneltune_compile_finished(event: CompileFinished) -> None:
+def kerneltune_compile_finished(event: CompileFinished, settings: Settings) -> None:
     """COMPILE finished a candidate, compiled or failed.
 
     Called on a pool thread, as :func:`kerneltune_compile_started` is.
@@ -72,7 +79,7 @@ def kerneltune_compile_finished(event: CompileFinished) -> None:
 
 
 @hookspec
-def kerneltune_pick_loaded(event: PickLoaded) -> None:
+def kerneltune_pick_loaded(event: PickLoaded, settings: Settings) -> None:
     """A key missing from the process's picks was served from a stored record, without measuring.
 
     :param event: the function, key, pick and where the record came from
@@ -81,7 +88,7 @@ def kerneltune_pick_loaded(event: PickLoaded) -> None:
 
 
 @hookspec
-def kerneltune_launch_measured(event: LaunchMeasured) -> None:
+def kerneltune_launch_measured(event: LaunchMeasured, settings: Settings) -> None:
     """A contextual tuner ran one warm-up or timed launch of a candidate, or it failed.
 
     :param event: kernel name, key, candidate, phase, round and time or error.
@@ -89,7 +96,7 @@ def kerneltune_launch_measured(event: LaunchMeasured) -> None:
 
 
 @hookspec
-def kerneltune_kernel_tuned(event: KernelTuned) -> None:
+def kerneltune_kernel_tuned(event: KernelTuned, settings: Settings) -> None:
     """A contextual tuner finished a (kernel, key): with a pick, or with none valid.
 
     :param event: every candidate's mean time on this rank and the pick.

@@ -187,10 +187,10 @@ class SearchParamsKernel(DecoratedKernel):
         # Before the agreement, as the function-level tuner: every rank raises alike.
         isolation = (
             KernelIsolation(self, args, {**launch, "grid": grid})
-            if session.settings.isolate == SUBPROCESS
+            if session.settings.get("isolate") == SUBPROCESS
             else None
         )
-        verbose = self.hints.debug or session.settings.verbose
+        verbose = self.hints.debug or session.settings.get("verbose")
         begin = space.tuner.begin
         with begin(session, key, adaptive=True, verbose=verbose, driver="search_params") as tuning:
             if tuning.best is not None:
@@ -200,8 +200,7 @@ class SearchParamsKernel(DecoratedKernel):
                 with contextlib.ExitStack() as stack:
                     screen_one = None
                     if isolation is not None:
-                        timeout = session.settings.isolate_timeout
-                        screening = stack.enter_context(Screening(isolation.target, timeout))
+                        screening = stack.enter_context(Screening(isolation.target, session))
                         screen_one = screener(screening, isolation.payload)
                     search = SearchRun(self, space, tuning, args, launch, grid, screen_one)
                     config = search.run().config

@@ -319,7 +319,7 @@ class SearchRun:
         if not finalists:
             return self.tuning.finish(among=[self.tuning.candidates[i] for i in sorted(self.outcomes)])
         candidates = [self.space.candidate(p) for p in finalists]
-        per_round = max(1, self.tuning.settings.repeat * PRECISE_REPEAT_FACTOR // PRECISE_ROUNDS)
+        per_round = max(1, self.tuning.settings.get("repeat") * PRECISE_REPEAT_FACTOR // PRECISE_ROUNDS)
         self.say(
             f"stage 3: re-timing {len(candidates)} finalist(s), {per_round * PRECISE_ROUNDS} runs each "
             f"in {PRECISE_ROUNDS} interleaved rounds"
@@ -375,7 +375,7 @@ class SearchRun:
             launcher.runner,
             compile_one=None if launcher.compile_config is None else launcher.build,
             child=launcher.compile_process,
-            repeat=max(1, self.tuning.settings.repeat // 2),
+            repeat=max(1, self.tuning.settings.get("repeat") // 2),
             rounds=rounds,
             purpose="re-check",
         )

@@ -35,8 +35,8 @@ from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import TURN_OFF, named_target
 from kerneltune.core.isolation.worker import copier
 from kerneltune.core.machine.confidence import TOLERANCE
-from kerneltune.core.machine.engine import Tuner, Tuning
-from kerneltune.core.machine.measure import format_ms
+from kerneltune.core.machine.timing import format_ms
+from kerneltune.core.machine.tuner import Tuner, Tuning
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import (
     Cache,

@@ -3,7 +3,7 @@
 :class:`ContextualCall` is what :class:`~kerneltune.core.drivers.contextual.ContextualAutoTuner`
 hands to the interceptors as their route: it discovers each (kernel, key),
 whose state is a :class:`~kerneltune.core.drivers.kernel_keys.KernelKey`,
-drives the engine's :class:`~kerneltune.core.machine.engine.Tuning` for the
+drives the engine's :class:`~kerneltune.core.machine.tuner.Tuning` for the
 one being measured, launches the others with a stand-in config, and tells
 the outer function's loop whether an execution left kernels waiting. The
 module docstring of :mod:`kerneltune.core.drivers.contextual` describes the whole.
@@ -23,8 +23,8 @@ from kerneltune.core.errors import (
     format_failure,
 )
 from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut
-from kerneltune.core.machine.engine import Tuning
-from kerneltune.core.machine.measure import TIMED, WARMUP
+from kerneltune.core.machine.timing import TIMED, WARMUP
+from kerneltune.core.machine.tuner import Tuning
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import (
     DirectLaunch,

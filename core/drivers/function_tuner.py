@@ -26,7 +26,7 @@ from kerneltune.core.errors import UserFunctionError, describe_error
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.machine.compile import CompileProcesses
-from kerneltune.core.machine.engine import Tuner, Tuning
+from kerneltune.core.machine.tuner import Tuner, Tuning
 from kerneltune.core.machine.warm_start import MODES
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import ForkingRecorder, RecordingInterceptor, provides

@@ -12,8 +12,8 @@ from collections.abc import Hashable
 
 import attrs
 from kerneltune.core.isolation.parent import Screening, screen_all, screener
-from kerneltune.core.machine.engine import Tuner, Tuning
-from kerneltune.core.machine.measure import CandidateRuns
+from kerneltune.core.machine.timing import CandidateRuns
+from kerneltune.core.machine.tuner import Tuner, Tuning
 from kerneltune.core.plugin_system.contracts import IsolatedLaunch
 from kerneltune.core.values.records import Candidate
 from kerneltune.core.values.space import Space

@@ -39,7 +39,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 import attrs
-from kerneltune.core.machine.measure import standard_error
+from kerneltune.core.machine.timing import standard_error
 from kerneltune.core.values.records import Measurement, spread, trimmed
 
 CONFIDENT = "confident"

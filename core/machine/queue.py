@@ -4,7 +4,8 @@ A :class:`MeasureQueue` holds the jobs a :class:`~kerneltune.core.machine.tuning
 hands out one by one, and knows the shapes a queue takes: a first pass
 (whole, or on the host's clock in two rounds), a plan's few candidates head
 to head, near ties re-timed in interleaved rounds, and a driver's requests.
-It decides nothing about what to measure; the tuning does.
+It decides nothing about what to measure; the
+:class:`~kerneltune.core.machine.planning.MeasurePlanner` does.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import math
 from collections.abc import Container, Sequence
 
 from kerneltune.core.machine.schedule import Job, Schedule
-from kerneltune.core.machine.ties import TIE_WARMUP
 from kerneltune.core.values.records import Candidate
 
 
@@ -122,18 +122,18 @@ class MeasureQueue:
         rounds: int,
         *,
         purpose: str,
-        warmup: int = TIE_WARMUP,
+        warmup: int | None = None,
         one_by_one: bool = False,
         batched: bool = False,
-        at_most: int | None = None,
+        per_round: int | None = None,
     ) -> None:
         """Queue ``candidates`` in ``rounds`` interleaved rounds of half a first pass's timed runs each.
 
         Each round measures every candidate in turn, starting one candidate
         further on than the last, so that drift between the first and the
         last lands on each alike; a candidate warms up at the start of every
-        round (``warmup`` runs in the first, :data:`TIE_WARMUP` in the
-        others). ``one_by_one`` takes one timed run of each in turn (A B C A
+        round (``warmup`` runs in the first, the schedule's ``tie_warmup``
+        in the others and by default). ``one_by_one`` takes one timed run of each in turn (A B C A
         B C ...) instead of each candidate's runs together: on a noisy
         machine load comes and goes within milliseconds, and only that lands
         on every candidate alike; with the device's events, each run then
@@ -143,17 +143,17 @@ class MeasureQueue:
         round; the first round replaces what the candidate measured before.
         ``batched``: every round is launched without waiting, and collected
         after one wait (:attr:`Job.batched`); runs taken ``one_by_one`` never are.
-        ``at_most``: no more timed runs per round than that.
+        ``per_round``: timed runs per round (default: the schedule's ``per_round``).
         """
-        per_round = max(1, math.ceil(self.schedule.repeat / 2))
-        if at_most is not None:
-            per_round = max(1, min(per_round, at_most))
+        tie_warmup = self.schedule.tie_warmup
+        warmup = tie_warmup if warmup is None else warmup
+        per_round = self.schedule.per_round if per_round is None else per_round
         self.rounds = max(self.rounds, rounds)
         for round_ in range(rounds):
             shift = round_ % len(candidates)
             order = [*candidates[shift:], *candidates[:shift]]
             said = f"{purpose}, round {round_ + 1} of {rounds}"
-            first = warmup if round_ == 0 else TIE_WARMUP
+            first = warmup if round_ == 0 else tie_warmup
             if not one_by_one:
                 for candidate in order:
                     self.jobs.append(

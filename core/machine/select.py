@@ -1,12 +1,12 @@
-"""REDUCE and SELECT for a tuning: the agreed times, the pick among them, and its verdict.
+"""REDUCE, SELECT and PERSIST's record for a tuning: the agreed times, the pick, its verdict, its record.
 
-:func:`agree` takes every rank's measurements to agreed times and the
-evidence SELECT judges the pick by, in one collective (sharded ranks
-gather instead); :func:`choose` is the pick itself, a pure function of the
-agreed times and of what the tuning allows; :func:`warn_if_idle` says when
-device time could not rank the candidates at all.
-:class:`~kerneltune.core.machine.tuning.Tuning.finish` runs them in order,
-then records and stores the pick.
+:func:`reduce_measurements` takes every rank's measurements to agreed times
+and the evidence SELECT judges the pick by, in one collective (sharded ranks
+gather instead); :func:`outcome` is a pure function of those: the pick
+(:func:`select_best`), its verdict and the record to store;
+:func:`warn_if_idle` says when device time could not rank the candidates at
+all. :meth:`~kerneltune.core.machine.tuning.Tuning.finish` runs them in
+order, then reports and stores the pick.
 """
 
 from __future__ import annotations
@@ -17,12 +17,16 @@ from typing import Any
 
 import attrs
 from kerneltune.core.machine.confidence import Confidence, Evidence
-from kerneltune.core.machine.measure import IdleDevice
+from kerneltune.core.machine.following import Following
 from kerneltune.core.machine.reduce import Reduced, reduce_times
+from kerneltune.core.machine.schedule import Schedule
 from kerneltune.core.machine.shard import gather_times
+from kerneltune.core.machine.ties import NearTies
+from kerneltune.core.machine.timing import IdleDevice
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import Reducer
-from kerneltune.core.values.records import Measurement
+from kerneltune.core.plugin_system.session import Session
+from kerneltune.core.values.records import Candidate, Measurement, TuningRecord
 
 
 @attrs.frozen
@@ -44,7 +48,7 @@ class Agreed:
     measurements: tuple[Measurement, ...] = ()
 
 
-def agree(
+def reduce_measurements(
     reducer: Reducer, measurements: Sequence[Measurement], *, rounds: int, sharded: Sequence[int] | None
 ) -> Agreed:
     """REDUCE: the agreed times of ``measurements`` (one per candidate) and SELECT's evidence.
@@ -80,7 +84,7 @@ class Choice:
     allowed: frozenset[int] | None
 
 
-def choose(
+def select_best(
     times: Sequence[float],
     among: Iterable[int] | None,
     *,
@@ -102,6 +106,70 @@ def choose(
     compared = tuple(i for i, t in enumerate(times) if math.isfinite(t) and (allowed is None or i in allowed))
     best = min(compared, key=lambda i: (times[i], i)) if compared else None
     return Choice(best, compared, allowed)
+
+
+@attrs.frozen
+class Outcome:
+    """SELECT's pick, its verdict and PERSIST's record (the last two ``None`` when no candidate ran).
+
+    :ivar choice: the pick and what it was chosen among.
+    """
+
+    choice: Choice
+    verdict: Confidence | None
+    record: TuningRecord | None
+
+
+def outcome(
+    agreed: Agreed,
+    measurements: Sequence[Measurement],
+    among: Iterable[Candidate] | None,
+    *,
+    ties: NearTies,
+    follow: Following,
+    session: Session,
+    encoded: Any,
+    schedule: Schedule,
+    measured: Iterable[int],
+    world_size: int,
+) -> Outcome:
+    """SELECT and PERSIST's record, from what the ranks agreed on; nothing is sent or stored.
+
+    :param measurements: this rank's measurement of each candidate.
+    :param among: select only among these candidates (default: the near ties re-timed, if any).
+    :param measured: the candidates this rank measured.
+    """
+    times = agreed.reduced.times
+    if among is None:
+        among = ties.finalists
+    choice = select_best(
+        times,
+        None if among is None else (c.index for c in among),
+        finalists=among is ties.finalists,
+        scope=follow.scope,
+    )
+    best = choice.best
+    if best is None:
+        return Outcome(choice, None, None)
+    verdict = ties.verdict(agreed.evidence, best, choice.compared)
+    # Sharded, every rank's record keeps each candidate's measurement from the rank that took it.
+    taken = agreed.measurements or tuple(measurements)
+    on_some_rank = {i for i, r in enumerate(agreed.owners) if r is not None}
+    record = follow.record(
+        session,
+        encoded,
+        best,
+        times,
+        agreed.reduced.rank_times,
+        taken.__getitem__,
+        {*measured, *on_some_rank},
+        schedule,
+        allowed=choice.allowed,
+        shards=world_size if schedule.shard else 1,
+        verdict=verdict,
+        measured_on=agreed.owners,
+    )
+    return Outcome(choice, verdict, record)
 
 
 def verdict_fields(verdict: Confidence | None) -> dict[str, Any]:

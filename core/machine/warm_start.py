@@ -1,7 +1,7 @@
 """Warm start: a new key measures the configs that won for the stored keys nearest to it.
 
 Opt-in. ``warm_start = "nearest"``: :func:`propose` makes the
-:class:`~kerneltune.core.machine.reuse.Plan`, :func:`choose` picks the
+:class:`~kerneltune.core.machine.reuse.Plan`, :func:`warm_candidates` picks the
 configs within ``warm_start_budget``. ``warm_start = "screen"``: every kept
 config is timed briefly (a screen), and the screen's fastest, with the
 nearest key's pick, are re-timed head to head (:func:`screen_finalists`):
@@ -35,17 +35,6 @@ OFF = "off"
 NEAREST = "nearest"
 SCREEN = "screen"
 MODES = (OFF, NEAREST, SCREEN)
-#: A screen times each kept candidate with this many untimed runs...
-SCREEN_WARMUP = 1
-#: ...and this many timed ones, then re-times its finalists head to head. Two against three: on an H200
-#: a warm key took 0.26-0.27 of its full tuning's time (median) against 0.30-0.31, with picks as close
-#: to the oracle, and replays of recorded sweeps at 1-3% noise kept every pick (BENCHMARKS.md, session 24).
-SCREEN_REPEAT = 2
-#: At most this many timed runs per round (of two) for each finalist; ``None``: half of ``repeat``
-#: (five by default), as a full tuning's tie rounds take. Three cost a warm key 0.26-0.29 of its full
-#: tuning's time (median) against 0.29-0.30 on an H200, but missed by 3-6% where five missed by 3%
-#: at most (BENCHMARKS.md, session 25): kept for bench/warm_start.py's experiments, not set.
-FINALIST_REPEAT: int | None = None
 #: At least this many of the screen's fastest are finalists, whatever its noise says.
 SCREEN_TOP = 2
 #: How many of the nearest stored keys give their evidence.
@@ -315,7 +304,7 @@ def evidence(space: Space, kept: Mapping[int, Any], neighbours: list[Neighbour])
     return scores
 
 
-def choose(
+def warm_candidates(
     space: Space, kept: tuple[int, ...], neighbours: list[Neighbour], budget: int, key: Any = None
 ) -> tuple[int, ...]:
     """The candidates a warm start measures, at most ``budget``.
@@ -397,7 +386,7 @@ def propose(
         lead = next(r for r in (ranked(n.record, space, allowed) for n in neighbours) if r)[0]
         where = {"from": start.record.key, "distance": start.distance, "screen": True, "lead": lead}
         return Plan(measure=(), warm_start=where)
-    chosen = choose(space, kept, neighbours, budget, key)
+    chosen = warm_candidates(space, kept, neighbours, budget, key)
     return Plan(measure=chosen, warm_start={"from": start.record.key, "distance": start.distance})
 
 

@@ -68,6 +68,9 @@ IDLE_FACTOR = 2.0
 Thunk = Callable[[], object]
 #: What a driver's work calls around exactly the part to time.
 Wrap = Callable[[Thunk], object]
+#: What a driver calls for each run instead of ``wrap(run)``: it calls ``wrap(run)`` once, and what it
+#: does before and after (resetting in-place arguments) is not timed.
+Around = Callable[[Wrap, Thunk], object]
 T = TypeVar("T")
 
 

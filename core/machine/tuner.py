@@ -125,6 +125,7 @@ class Tuner:
             flush=flush,
             adaptive=adaptive,
             shard=session.settings.shard and distributed and not adaptive,
+            tie_rounds=session.settings.tie_rounds,
         )
         lock = self._lock_for(entry or "")
         lock.acquire()

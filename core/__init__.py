@@ -35,6 +35,7 @@ from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import TURN_OFF, named_target
 from kerneltune.core.isolation.worker import copier
 from kerneltune.core.machine.confidence import TOLERANCE
+from kerneltune.core.machine.faces import SearchTuning, SteppedTuning
 from kerneltune.core.machine.timing import format_ms
 from kerneltune.core.machine.tuner import Tuner, Tuning
 from kerneltune.core.notices import user_stacklevel, warn_once
@@ -206,6 +207,8 @@ __all__ = [
     "register_key_encoder",
     # the tuning machine
     "TOLERANCE",
+    "SearchTuning",
+    "SteppedTuning",
     "Tuner",
     "Tuning",
     "format_ms",

@@ -14,6 +14,7 @@ its face, and each member is documented here.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from types import TracebackType
 from typing import Any, Protocol
 
 from kerneltune.core.machine.schedule import Schedule
@@ -71,6 +72,9 @@ class SteppedTuning(Protocol):
 
     def fail(self, candidate: Candidate, error: BaseException) -> None:
         """Record that a candidate raised; it counts as infinitely slow (:meth:`Recorder.fail`)."""
+
+    def mean(self, candidate: Candidate) -> float:
+        """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
 
     def samples(self, candidate: Candidate) -> tuple[float, ...]:
         """This rank's samples of ``candidate`` in milliseconds, in the order taken; empty if it failed."""
@@ -133,6 +137,11 @@ class SteppedTuning(Protocol):
     def measured_as(self, candidate: Candidate) -> Candidate:
         """The candidate measured for ``candidate``: itself, or the one it is a twin of."""
 
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Let the per-key lock, the compile pool and the garbage collector go."""
+
     def finish(self, among: Iterable[Candidate] | None = None) -> Candidate:
         """Reduce, select and persist; the pick.
 
@@ -181,9 +190,6 @@ class SearchTuning(SteppedTuning, Protocol):
     @property
     def twin_of(self) -> dict[int, int]:
         """Each candidate dropped as a twin so far -> the candidate measured for it."""
-
-    def mean(self, candidate: Candidate) -> float:
-        """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
 
     def request(
         self,

@@ -9,7 +9,6 @@ docs/architecture.md ("The stages") draws the whole machine.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -21,6 +20,7 @@ from kerneltune.core.errors import (
 from kerneltune.core.machine import collector
 from kerneltune.core.machine.agreement import check_picks
 from kerneltune.core.machine.decision import decide
+from kerneltune.core.machine.faces import SearchTuning
 from kerneltune.core.machine.following import Following
 from kerneltune.core.machine.keeper import PickKeeper
 from kerneltune.core.machine.planning import MeasurePlanner
@@ -44,12 +44,8 @@ from kerneltune.core.search.strategies import choose_strategy
 from kerneltune.core.values.events import Header, TuningFinished, TuningStarted
 from kerneltune.core.values.records import Candidate
 
-logger = logging.getLogger("kerneltune")
 
-__all__ = ["Tuning"]
-
-
-class Tuning:
+class Tuning(SearchTuning):
     """One pass of the machine for one key, driven from outside; see the module docstring.
 
     A coordinator of parts that each own their state: the
@@ -59,8 +55,8 @@ class Tuning:
     :class:`~kerneltune.core.machine.readiness.Readiness` compiles and screens
     ahead of them, and :func:`~kerneltune.core.machine.select.outcome` makes
     the pick and its record. A driver sees one of two faces
-    (:mod:`kerneltune.core.machine.faces`): a stepped driver's, or an adaptive
-    search's, which adds the round API.
+    (:mod:`kerneltune.core.machine.faces`), which document the members: a
+    stepped driver's, or an adaptive search's, which adds the round API.
     """
 
     def __init__(self, setup: Setup, *, paused_gc: bool = False) -> None:
@@ -125,7 +121,6 @@ class Tuning:
 
     @property
     def header(self) -> Header:
-        """What every event of this tuning says about it: a driver's own events are made from it too."""
         return self._header
 
     def __enter__(self) -> Tuning:
@@ -144,12 +139,10 @@ class Tuning:
 
     @property
     def reused(self) -> dict[int, float]:
-        """The stored time of each candidate an earlier tuning of this key measured, and this one has not."""
         return {i: row[0] for i, row in self._plan.stored(self._measurements).items()}
 
     @property
     def hit(self) -> bool:
-        """Whether a pick was found without measuring (in-process, disk or another rank)."""
         return self.best is not None and not self._measurements
 
     # -- LOOKUP, PRUNE, AGREE ---------------------------------------------------
@@ -183,13 +176,11 @@ class Tuning:
 
     @property
     def rechecking(self) -> tuple[Candidate, ...]:
-        """For an adaptive driver: the stored pick, then its rivals, to re-time head to head; else empty."""
         return self._plan.rechecking() if self._schedule.adaptive else ()
 
     # -- MEASURE -----------------------------------------------------------------
 
     def next_candidate(self) -> Candidate | None:
-        """The next candidate to measure, or ``None`` when there is none left."""
         if self.best is not None:
             return None
         self._ready.begin_measuring(self._space.name)
@@ -217,7 +208,6 @@ class Tuning:
         *,
         child: CompileProcess | None = None,
     ) -> None:
-        """COMPILE: compile candidates on a pool; measuring starts once none of them runs."""
         if self.best is not None:
             return
         self._ready.compile(compile_one, self.queued() if candidates is None else list(candidates), child)
@@ -227,32 +217,27 @@ class Tuning:
         program_of: Callable[[Candidate], Hashable | None],
         options: Callable[[Candidate], Mapping[str, object]] | None = None,
     ) -> None:
-        """Measure each program once: drop a candidate whose program an earlier one launches, as its twin."""
         if self.best is None and self.session.settings.twins and not self._schedule.shard:
             self._ready.twins = Twins(self._space.name, program_of, options)
 
     def measured_as(self, candidate: Candidate) -> Candidate:
-        """The candidate measured for ``candidate``: itself, or the one it is a twin of."""
         twins = self._ready.twins
         index = candidate.index if twins is None else twins.dropped.get(candidate.index, candidate.index)
         return self._space.candidates[index]
 
     @property
     def twin_of(self) -> dict[int, int]:
-        """Each candidate dropped as a twin so far -> the candidate measured for it."""
         twins = self._ready.twins
         return {} if twins is None else dict(twins.dropped)
 
     def isolate(
         self, screen_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None
     ) -> dict[int, str]:
-        """ISOLATE: screen candidates where a crash cannot reach this process, before measuring them."""
         if self.best is not None:
             return {}
         return self._ready.isolate(screen_one, self.queued() if candidates is None else candidates)
 
     def queued(self) -> list[Candidate]:
-        """The candidates waiting to be measured, each once, in order (not those screened out)."""
         return self._queue.candidates(self._ready.screened)
 
     def request(
@@ -264,7 +249,6 @@ class Tuning:
         rounds: int = 1,
         purpose: str = "",
     ) -> None:
-        """Queue candidates for :meth:`next_candidate`, in order."""
         listed = list(candidates)
         for candidate in listed:
             if self._measurements.pruned(candidate.index):
@@ -284,7 +268,6 @@ class Tuning:
         purpose: str = "",
         ahead: Sequence[Candidate] = (),
     ) -> list[float]:
-        """Measure a batch now (an adaptive driver's round); every rank's agreed time of each, in order."""
         listed = list(candidates)
         failed = failed or {}
         self.request(listed, repeat=repeat, rounds=rounds, purpose=purpose)
@@ -306,21 +289,17 @@ class Tuning:
     # -- the driver's side of MEASURE: the recorder's -------------------------
 
     def runs(self, candidate: Candidate) -> CandidateRuns:
-        """The runs to take of the candidate :meth:`next_candidate` handed out (:meth:`Recorder.runs`)."""
         return self._recorder.runs(candidate)
 
     def measure(
         self, candidate: Candidate, run: Callable[[], object], *, around: Around | None = None
     ) -> None:
-        """Call ``run`` for every run of ``candidate``, and record the samples (:meth:`Recorder.measure`)."""
         self._recorder.measure(candidate, run, around=around)
 
     def record(self, candidate: Candidate, samples: Sequence[float], *, extend: bool | None = None) -> None:
-        """Take back a candidate's timing samples, in milliseconds (:meth:`Recorder.record`)."""
         self._recorder.record(candidate, samples, extend=extend)
 
     def fail(self, candidate: Candidate, error: BaseException) -> None:
-        """Record that a candidate raised; it counts as infinitely slow (:meth:`Recorder.fail`)."""
         self._recorder.fail(candidate, error)
 
     def settle(self) -> None:
@@ -328,57 +307,45 @@ class Tuning:
         self._recorder.settle()
 
     def mean(self, candidate: Candidate) -> float:
-        """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
         return self._measurements.get(candidate.index).mean
 
     def samples(self, candidate: Candidate) -> tuple[float, ...]:
-        """This rank's samples of ``candidate`` in milliseconds, in the order taken; empty if it failed."""
         return self._recorder.samples(candidate)
 
     def error(self, candidate: Candidate) -> str | None:
-        """Why ``candidate`` failed here (compiling, screening or running); ``None`` if it did not."""
         return self._measurements.error(candidate.index)
 
     # -- the round API: what an adaptive driver asks between rounds -----------
 
     @property
     def candidates(self) -> tuple[Candidate, ...]:
-        """Every candidate of the tuned space, in order (a candidate's ``index`` is its place here)."""
         return self._space.candidates
 
     @property
     def settings(self) -> Settings:
-        """The settings the tuning runs under (``repeat``, ``search_effort``, ...)."""
         return self.session.settings
 
     @property
     def world_size(self) -> int:
-        """How many ranks tune this key together (1: this process alone)."""
         return self.reducer.world_size
 
     def max_over_ranks(self, values: Sequence[float]) -> list[float]:
-        """The element-wise maximum of ``values`` over the ranks, in one collective."""
         listed = [float(v) for v in values]
         return list(self.reducer.max(listed)) if self.world_size > 1 else listed
 
     def gather(self, value: Any) -> list[Any]:
-        """Every rank's small plain-data ``value``, in rank order (on one rank, ``[value]``)."""
         return self.reducer.gather(value) if self.world_size > 1 else [value]
 
     def times(self, candidates: Sequence[Candidate]) -> list[float]:
-        """REDUCE now: each candidate's mean time as every rank agrees on it."""
         return self.max_over_ranks([self._measurements.get(c.index).mean for c in candidates])
 
     def strategy(self, hinted: str | None = None, where: str | None = None) -> SearchStrategy:
-        """A new instance of the search strategy in force (``hinted``, else the setting's)."""
         return choose_strategy(self.session, hinted, where)
 
     def origin(self, strategy: SearchStrategy) -> str:
-        """``plugin NAME (DISTRIBUTION VERSION)`` of the plugin that registered ``strategy``, for messages."""
         return origin(self.session.manager, self._owner(strategy))
 
     def fault(self, strategy: SearchStrategy, what: str, consequence: str) -> None:
-        """Warn once, naming its plugin, that ``strategy`` misbehaved, and what is done instead."""
         fault(self.session.manager, self._owner(strategy), what, consequence)
 
     def _owner(self, strategy: SearchStrategy) -> str:
@@ -387,7 +354,6 @@ class Tuning:
     # -- REDUCE, SELECT, PERSIST ---------------------------------------------
 
     def finish(self, among: Iterable[Candidate] | None = None) -> Candidate:
-        """Reduce, select and persist; the pick."""
         if self.best is not None and not self._measurements:
             return self.best
         self.settle()

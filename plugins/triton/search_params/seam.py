@@ -20,7 +20,7 @@ from kerneltune.core import (
     SearchBudget,
     SearchGeometry,
     SearchStrategy,
-    Tuning,
+    SearchTuning,
 )
 
 #: Measures a round of points the run has not measured yet; every rank's agreed time of each.
@@ -71,7 +71,12 @@ class StrategySeam:
     """
 
     def __init__(
-        self, strategy: SearchStrategy, tuning: Tuning, geometry: SearchGeometry, kernel: str, finalists: int
+        self,
+        strategy: SearchStrategy,
+        tuning: SearchTuning,
+        geometry: SearchGeometry,
+        kernel: str,
+        finalists: int,
     ) -> None:
         self.strategy = strategy
         self.tuning = tuning

@@ -60,15 +60,6 @@ class Recorder:
         """``job`` is the one the driver measures next."""
         self._job = job
 
-    def mean(self, candidate: Candidate) -> float:
-        """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
-        return self._measurements.get(candidate.index).mean
-
-    def samples(self, candidate: Candidate) -> tuple[float, ...]:
-        """This rank's samples of ``candidate`` in milliseconds, in the order taken; empty if it failed."""
-        measurement = self._measurements.get(candidate.index)
-        return () if measurement.error is not None else measurement.samples
-
     def runs(self, candidate: Candidate) -> CandidateRuns:
         """The runs to take of ``candidate``, the one handed out last (:meth:`hand_out`).
 
@@ -124,10 +115,6 @@ class Recorder:
             self._finish_candidate(measurement)
         else:
             self._measurements.put(measurement)
-
-    def error(self, candidate: Candidate) -> str | None:
-        """Why ``candidate`` failed here (compiling, screening or running); ``None`` if it did not."""
-        return self._measurements.error(candidate.index)
 
     def fail(self, candidate: Candidate, error: BaseException) -> None:
         """Record that a candidate raised; it counts as infinitely slow.

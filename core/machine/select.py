@@ -1,8 +1,7 @@
-"""REDUCE, SELECT and PERSIST's record for a tuning: the agreed times, the pick, its verdict, its record.
+"""SELECT and PERSIST's record for a tuning: the pick among the agreed times, its verdict, its record.
 
-:func:`reduce_measurements` takes every rank's measurements to agreed times
-and the evidence SELECT judges the pick by, in one collective (sharded ranks
-gather instead); :func:`outcome` is a pure function of those: the pick
+:func:`outcome` is a pure function of what the ranks agreed on
+(:func:`~kerneltune.core.machine.reduce.reduce_measurements`): the pick
 (:func:`select_best`), its verdict and the record to store;
 :func:`warn_if_idle` says when device time could not rank the candidates at
 all. :meth:`~kerneltune.core.machine.tuning.Tuning.finish` runs them in
@@ -16,58 +15,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core.machine.confidence import Confidence, Evidence
+from kerneltune.core.machine.confidence import Confidence
 from kerneltune.core.machine.following import Following
-from kerneltune.core.machine.reduce import Reduced, reduce_times
+from kerneltune.core.machine.reduce import Agreed
 from kerneltune.core.machine.schedule import Schedule
-from kerneltune.core.machine.shard import gather_times
 from kerneltune.core.machine.ties import NearTies
 from kerneltune.core.machine.timing import IdleDevice
 from kerneltune.core.notices import warn_once
-from kerneltune.core.plugin_system.contracts import Reducer
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.records import Candidate, Measurement, TuningRecord
-
-
-@attrs.frozen
-class Agreed:
-    """What every rank agrees on after REDUCE.
-
-    :ivar reduced: each candidate's slowest-rank time (and each rank's, where known).
-    :ivar evidence: what SELECT judges the pick by, the slowest rank's numbers.
-    :ivar elsewhere: ``(candidate, rank)`` for candidates another rank measured (sharded).
-    :ivar owners: sharded, the rank that measured each candidate (``None``: none did); else empty.
-    :ivar measurements: sharded, each candidate's measurement from the rank that took it
-        (this rank's own where none did), for the record; else empty.
-    """
-
-    reduced: Reduced
-    evidence: Evidence
-    elsewhere: tuple[tuple[int, int], ...] = ()
-    owners: tuple[int | None, ...] = ()
-    measurements: tuple[Measurement, ...] = ()
-
-
-def reduce_measurements(
-    reducer: Reducer, measurements: Sequence[Measurement], *, rounds: int, sharded: Sequence[int] | None
-) -> Agreed:
-    """REDUCE: the agreed times of ``measurements`` (one per candidate) and SELECT's evidence.
-
-    :param rounds: the most interleaved rounds the tuning queued (sizes the evidence).
-    :param sharded: the candidates measured, when the ranks split them: their times are
-        gathered from the rank that measured each; ``None``: every rank measured alike, and
-        one collective takes the maximum of the times and the evidence together.
-    """
-    count = len(measurements)
-    if sharded is not None:
-        gathered = gather_times(reducer, measurements, sharded)
-        evidence = Evidence(gathered.times, gathered.errors, gathered.spreads, ((),) * count)
-        here = reducer.rank
-        elsewhere = tuple((i, r) for i, r in enumerate(gathered.owners) if r is not None and r != here)
-        return Agreed(Reduced(gathered.times), evidence, elsewhere, gathered.owners, gathered.measurements)
-    vector = Evidence.of(measurements, rounds).to_vector()
-    reduced = reduce_times(reducer, vector[:count], vector[count:])
-    return Agreed(reduced, Evidence.from_vector([*reduced.times, *reduced.extra], count))
 
 
 @attrs.frozen

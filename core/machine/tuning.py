@@ -26,9 +26,10 @@ from kerneltune.core.machine.keeper import PickKeeper
 from kerneltune.core.machine.planning import MeasurePlanner
 from kerneltune.core.machine.readiness import Readiness
 from kerneltune.core.machine.recorder import Recorder
+from kerneltune.core.machine.reduce import reduce_measurements
 from kerneltune.core.machine.samples import Samples
 from kerneltune.core.machine.schedule import Setup
-from kerneltune.core.machine.select import outcome, reduce_measurements, verdict_fields, warn_if_idle
+from kerneltune.core.machine.select import outcome, verdict_fields, warn_if_idle
 from kerneltune.core.machine.timing import WALL, Around, CandidateRuns
 from kerneltune.core.machine.twins import Twins
 from kerneltune.core.plugin_system.contracts import (
@@ -186,7 +187,7 @@ class Tuning(SearchTuning):
         self._ready.begin_measuring(self._space.name)
         while True:
             if not self._queue.batched_next():
-                self.settle()
+                self._recorder.settle()
             job = self._planner.next_job(self.key, self._space.candidates)
             if job is None:
                 return None
@@ -302,15 +303,12 @@ class Tuning(SearchTuning):
     def fail(self, candidate: Candidate, error: BaseException) -> None:
         self._recorder.fail(candidate, error)
 
-    def settle(self) -> None:
-        """Collect and record the batched jobs launched so far (:meth:`Recorder.settle`)."""
-        self._recorder.settle()
-
     def mean(self, candidate: Candidate) -> float:
         return self._measurements.get(candidate.index).mean
 
     def samples(self, candidate: Candidate) -> tuple[float, ...]:
-        return self._recorder.samples(candidate)
+        measurement = self._measurements.get(candidate.index)
+        return () if measurement.error is not None else measurement.samples
 
     def error(self, candidate: Candidate) -> str | None:
         return self._measurements.error(candidate.index)
@@ -356,7 +354,7 @@ class Tuning(SearchTuning):
     def finish(self, among: Iterable[Candidate] | None = None) -> Candidate:
         if self.best is not None and not self._measurements:
             return self.best
-        self.settle()
+        self._recorder.settle()
         if self._queue:
             raise RuntimeError(f"finish() with {len(self._queue)} candidates still unmeasured")
         candidates = self._space.candidates

@@ -68,40 +68,41 @@ class Tuning(SearchTuning):
         """
         self._paused_gc = paused_gc
         #: the candidate list tuned.
-        self.space = self._space = setup.space
-        self.session, self.reducer = session, reducer = setup.session, setup.reducer
+        self.space = setup.space
+        self.session = session = setup.session
+        self.reducer = reducer = setup.reducer
         self.key = setup.key
         self.verbose = setup.verbose
         self.driver = setup.driver
         #: every count of runs this tuning takes, purpose by purpose.
-        self.schedule = self._schedule = setup.schedule
+        self.schedule = setup.schedule
         self._setup = setup
         self._lock = setup.lock
-        self._log_dir = session.cache_directory(self._space.name)
+        self._log_dir = session.cache_directory(self.space.name)
         # Per-rank files are named by the rank in the job: subgroups restart at 0.
         self._global_rank = reducer.global_rank if provides(reducer, GlobalRankReducer) else reducer.rank
         self._header = Header(
-            self._space.name, self.key, self._global_rank, self.verbose, self._log_dir, self.driver
+            self.space.name, self.key, self._global_rank, self.verbose, self._log_dir, self.driver
         )
         settings, timer = session.settings, session.timer
         host_clock = settings.objective == WALL or not provides(timer, HoldingTimer)
         self._ready = Readiness(
-            session, reducer, self._header, sharded=self._schedule.shard, beside=not host_clock
+            session, reducer, self._header, sharded=self.schedule.shard, beside=not host_clock
         )
         self._measurements = Samples()
         self._recorder = Recorder(
             session,
-            self._space,
-            self._schedule,
+            self.space,
+            self.schedule,
             self._header,
             self._measurements,
             before_timing=self._ready.timing_begins,
             after_timing=self._ready.timing_ends,
         )
-        self._plan = Following(setup.space)
+        self._following = Following(setup.space)
         self._planner = MeasurePlanner(
-            self._schedule,
-            self._plan,
+            self.schedule,
+            self._following,
             self._measurements,
             reducer,
             host_clock=host_clock,
@@ -140,7 +141,7 @@ class Tuning(SearchTuning):
 
     @property
     def reused(self) -> dict[int, float]:
-        return {i: row[0] for i, row in self._plan.stored(self._measurements).items()}
+        return {i: row[0] for i, row in self._following.stored(self._measurements).items()}
 
     @property
     def hit(self) -> bool:
@@ -170,33 +171,33 @@ class Tuning(SearchTuning):
             self.best = self._keeper.untuned(decision.kept)
         else:
             measured = self._planner.start(decision.plan, decision.record, decision.kept, self.key)
-            self._measurements.prune(self._space.candidates, decision.kept)
+            self._measurements.prune(self.space.candidates, decision.kept)
             self.session.observers.tuning_started(
                 self._header.make(TuningStarted, candidates=measured, world_size=self.reducer.world_size)
             )
 
     @property
     def rechecking(self) -> tuple[Candidate, ...]:
-        return self._plan.rechecking() if self._schedule.adaptive else ()
+        return self._following.rechecking() if self.schedule.adaptive else ()
 
     # -- MEASURE -----------------------------------------------------------------
 
     def next_candidate(self) -> Candidate | None:
         if self.best is not None:
             return None
-        self._ready.begin_measuring(self._space.name)
+        self._ready.begin_measuring(self.space.name)
         while True:
             if not self._queue.batched_next():
                 self._recorder.settle()
-            job = self._planner.next_job(self.key, self._space.candidates)
+            job = self._planner.next_job(self.key, self.space.candidates)
             if job is None:
                 return None
             problem = self._ready.problem(job.candidate)
             # After the wait: a rank that compiled a candidate for its host holds
             # the others here until Triton's cache has it. With twins, the barrier
             # carries each rank's verdict, so that every rank drops alike.
-            if self.reducer.world_size > 1 and not self._schedule.shard:
-                problem = self._ready.agree_twin(job.candidate, problem, self.reducer)
+            if self.reducer.world_size > 1 and not self.schedule.shard:
+                problem = self._ready.barrier_with_twins(job.candidate, problem, self.reducer)
             self._recorder.hand_out(job)
             if problem is None:
                 return job.candidate
@@ -218,13 +219,13 @@ class Tuning(SearchTuning):
         program_of: Callable[[Candidate], Hashable | None],
         options: Callable[[Candidate], Mapping[str, object]] | None = None,
     ) -> None:
-        if self.best is None and self.session.settings.twins and not self._schedule.shard:
-            self._ready.twins = Twins(self._space.name, program_of, options)
+        if self.best is None and self.session.settings.twins and not self.schedule.shard:
+            self._ready.twins = Twins(self.space.name, program_of, options)
 
     def measured_as(self, candidate: Candidate) -> Candidate:
         twins = self._ready.twins
         index = candidate.index if twins is None else twins.dropped.get(candidate.index, candidate.index)
-        return self._space.candidates[index]
+        return self.space.candidates[index]
 
     @property
     def twin_of(self) -> dict[int, int]:
@@ -253,7 +254,7 @@ class Tuning(SearchTuning):
         listed = list(candidates)
         for candidate in listed:
             if self._measurements.pruned(candidate.index):
-                raise ValueError(f"{self._space.name}: candidate [{candidate.index}] was pruned")
+                raise ValueError(f"{self.space.name}: candidate [{candidate.index}] was pruned")
         self._queue.request(listed, warmup=warmup, repeat=repeat, rounds=rounds, purpose=purpose)
 
     def round(
@@ -317,7 +318,7 @@ class Tuning(SearchTuning):
 
     @property
     def candidates(self) -> tuple[Candidate, ...]:
-        return self._space.candidates
+        return self.space.candidates
 
     @property
     def settings(self) -> Settings:
@@ -357,9 +358,9 @@ class Tuning(SearchTuning):
         self._recorder.settle()
         if self._queue:
             raise RuntimeError(f"finish() with {len(self._queue)} candidates still unmeasured")
-        candidates = self._space.candidates
+        candidates = self.space.candidates
         measurements = [self._measurements.get(c.index) for c in candidates]
-        sharded = self._measurements.measured() if self._schedule.shard else None
+        sharded = self._measurements.measured() if self.schedule.shard else None
         agreed = reduce_measurements(self.reducer, measurements, rounds=self._queue.rounds, sharded=sharded)
         reduced, times = agreed.reduced, agreed.reduced.times
         seconds = time.perf_counter() - self._started
@@ -369,10 +370,10 @@ class Tuning(SearchTuning):
             measurements,
             among,
             ties=self._planner.ties,
-            follow=self._plan,
+            follow=self._following,
             session=self.session,
             encoded=self._setup.encoded,
-            schedule=self._schedule,
+            schedule=self.schedule,
             measured=self._measurements.by_index,
             world_size=self.reducer.world_size,
         )
@@ -389,17 +390,17 @@ class Tuning(SearchTuning):
                 measured_elsewhere=agreed.elsewhere,
                 world_size=self.reducer.world_size,
                 measured_on=agreed.owners,
-                recheck=self._plan.rechecked is not None,
+                recheck=self._following.rechecked is not None,
                 **verdict_fields(result.verdict),
             )
         )
         if best is None or result.record is None:
-            report = self._measurements.report(self._space.name, self.key, candidates, allowed)
+            report = self._measurements.report(self.space.name, self.key, candidates, allowed)
             raise NoValidConfigError(report) from self._measurements.first_failure
         # Its traceback holds the failed run's frames, and with them its arguments.
         self._measurements.first_failure = None
-        warn_if_idle(self._space.name, self._recorder.idle)
+        warn_if_idle(self.space.name, self._recorder.idle)
         if self._verify_pick:
-            check_picks(self.reducer, best, self._space.name)
+            check_picks(self.reducer, best, self.space.name)
         self.best = self._keeper.adopt(best, result.record, store=True)
         return self.best

@@ -9,7 +9,7 @@ between them on noise. The backend says what program a candidate launches
 candidate of each program, in the order they are measured, is measured, and
 each later twin is dropped with :class:`TwinDropped`, naming the candidate
 that stands for it. With several ranks, every rank drops alike
-(:meth:`~kerneltune.core.machine.readiness.Readiness.agree_twin`). README.md
+(:meth:`~kerneltune.core.machine.readiness.Readiness.barrier_with_twins`). README.md
 ("Twins") says what a user sees.
 """
 

@@ -10,7 +10,6 @@ It decides nothing about what to measure; the
 
 from __future__ import annotations
 
-import math
 from collections.abc import Container, Sequence
 
 from kerneltune.core.machine.schedule import Job, Schedule
@@ -88,7 +87,7 @@ class MeasureQueue:
         if not split or repeat < 2 or len(candidates) < 2:
             self.request(candidates)
             return
-        first = math.ceil(repeat / 2)
+        first = self.schedule.per_round
         self.rounds = max(self.rounds, 2)
         for candidate in candidates:
             self.jobs.append(Job(candidate, self.schedule.warmup, first, round=1, reports=False))
@@ -130,19 +129,20 @@ class MeasureQueue:
         """Queue ``candidates`` in ``rounds`` interleaved rounds of half a first pass's timed runs each.
 
         Each round measures every candidate in turn, starting one candidate
-        further on than the last, so that drift between the first and the
-        last lands on each alike; a candidate warms up at the start of every
-        round (``warmup`` runs in the first, the schedule's ``tie_warmup``
-        in the others and by default). ``one_by_one`` takes one timed run of each in turn (A B C A
-        B C ...) instead of each candidate's runs together: on a noisy
-        machine load comes and goes within milliseconds, and only that lands
-        on every candidate alike; with the device's events, each run then
-        costs a synchronise of its own, so a quiet one takes them together.
-        A candidate's samples of one round stay one group
+        further on than the last, so that drift between the first and the last
+        lands on each alike; a candidate warms up at the start of every round
+        (``warmup`` runs in the first, the schedule's ``tie_warmup`` in the
+        others and by default). ``one_by_one`` takes one timed run of each in
+        turn (A B C A B C ...) instead of each candidate's runs together: on a
+        noisy machine load comes and goes within milliseconds, and only that
+        lands on every candidate alike; with the device's events, each run
+        then costs a synchronise of its own, so a quiet one takes them
+        together. A candidate's samples of one round stay one group
         (``Measurement.rounds``), which SELECT's verdict compares round by
         round; the first round replaces what the candidate measured before.
         ``batched``: every round is launched without waiting, and collected
-        after one wait (:attr:`Job.batched`); runs taken ``one_by_one`` never are.
+        after one wait (:attr:`Job.batched`); runs taken ``one_by_one`` never
+        are.
         ``per_round``: timed runs per round (default: the schedule's ``per_round``).
         """
         tie_warmup = self.schedule.tie_warmup

@@ -15,7 +15,7 @@ function-level launchers and prints each candidate's first-pass samples
 * ``adds``: one ``add_`` over 1 to 16M floats.
 
 Host work reads what an empty timed run reads whatever it costs, which is
-what ``core/machine/measure.py``'s ``IdleDevice`` looks for; any kernel reads
+what ``core/machine/timing.py``'s ``IdleDevice`` looks for; any kernel reads
 more. Last, a bare pair of events with nothing between and no hold, for
 comparison. Whether the tuner warned that a function runs on the host is
 printed per function.

@@ -36,7 +36,7 @@ import triton
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from contextual_matmul import SIX_CONFIGS, launch_config, make_matmul, median_ms
-from kerneltune.core.machine.measure import hold_microseconds
+from kerneltune.core.machine.timing import hold_microseconds
 from kerneltune.plugins.devices.accelerators import CudaDevice
 from kerneltune.plugins.timers.events import CudaEventTimer
 

@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -279,9 +280,9 @@ class Sweep:
     order: list[int]
     options: dict[str, Any]
     launcher: Callable[..., None] | None = None
-    #: the engine's FINALIST_REPEAT while this sweep tunes (``None``: as it is).
+    #: the schedule's ``finalist_repeat`` while this sweep tunes (``None``: as it is).
     finalist_repeat: int | None = None
-    #: the engine's SCREEN_WARMUP while this sweep tunes (``None``: as it is).
+    #: the schedule's ``screen_warmup`` while this sweep tunes (``None``: as it is).
     screen_warmup: int | None = None
     rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
@@ -319,15 +320,13 @@ def sweeps(work: Workload, tunings: Tunings, plans: list[Sweep]) -> None:
 def tune_one(work: Workload, tunings: Tunings, plan: Sweep, m: int) -> dict[str, Any]:
     """Tune M with ``plan``'s tuner (a key it has not seen): configs measured, seconds, pick."""
     assert plan.launcher is not None
-    from kerneltune.core.machine import tuning
+    from kerneltune.core.machine import tuner
 
     os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(plan.cache)
     tunings.reset()
-    kept = tuning.FINALIST_REPEAT, tuning.SCREEN_WARMUP
-    if plan.finalist_repeat is not None:
-        tuning.FINALIST_REPEAT = plan.finalist_repeat
-    if plan.screen_warmup is not None:
-        tuning.SCREEN_WARMUP = plan.screen_warmup
+    kept = tuner.Schedule
+    counts = {"finalist_repeat": plan.finalist_repeat, "screen_warmup": plan.screen_warmup}
+    tuner.Schedule = functools.partial(kept, **{k: v for k, v in counts.items() if v is not None})
     try:
         work.synchronize()
         started = time.perf_counter()
@@ -335,7 +334,7 @@ def tune_one(work: Workload, tunings: Tunings, plan: Sweep, m: int) -> dict[str,
         work.synchronize()
         seconds = time.perf_counter() - started
     finally:
-        tuning.FINALIST_REPEAT, tuning.SCREEN_WARMUP = kept
+        tuner.Schedule = kept
     assert tunings.pick is not None, f"M={m}: no tuning happened (a stale cache in {plan.cache}?)"
     print(
         f"  {plan.name:<12} M={m:<6} {len(tunings.measured):>3} configs {seconds:8.3f} s  "
@@ -488,21 +487,19 @@ def screen_runs(warmup: int | None, repeat: int | None, finalist: int | None = N
     """Give a screen ``warmup`` untimed and ``repeat`` timed runs per config, and a finalist at most
     ``finalist`` timed runs per round (``None``: the engine's); the counts in force.
 
-    An experiment, not a setting: it replaces the engine's constants in
-    this process, so that a lease can weigh fewer runs against the picks.
+    An experiment, not a setting: every tuner of this process makes its
+    schedule with these counts, so that a lease can weigh fewer runs against the picks.
     """
-    from kerneltune.core.machine import tuning
+    from kerneltune.core.machine import tuner
+    from kerneltune.core.machine.schedule import Schedule
 
-    if warmup is not None:
-        tuning.SCREEN_WARMUP = warmup
-    if repeat is not None:
-        tuning.SCREEN_REPEAT = repeat
-    if finalist is not None:
-        tuning.FINALIST_REPEAT = finalist
+    asked = {"screen_warmup": warmup, "screen_repeat": repeat, "finalist_repeat": finalist}
+    tuner.Schedule = functools.partial(Schedule, **{k: v for k, v in asked.items() if v is not None})
+    schedule = tuner.Schedule(warmup=0, repeat=1)
     return {
-        "warmup": tuning.SCREEN_WARMUP,
-        "repeat": tuning.SCREEN_REPEAT,
-        "finalist": tuning.FINALIST_REPEAT,
+        "warmup": schedule.screen_warmup,
+        "repeat": schedule.screen_repeat,
+        "finalist": schedule.finalist_repeat,
     }
 
 

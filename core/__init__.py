@@ -35,7 +35,7 @@ from kerneltune.core.errors import (
 from kerneltune.core.isolation.targets import TURN_OFF, named_target
 from kerneltune.core.isolation.worker import copier
 from kerneltune.core.machine.confidence import TOLERANCE
-from kerneltune.core.machine.measure import format_ms
+from kerneltune.core.machine.timing import format_ms
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import (
     Cache,

@@ -14,7 +14,8 @@ from kerneltune.core.drivers.contextual import ContextualAutoTuner, contextual_a
 from kerneltune.core.drivers.function_tuner import AutoTuner, autotune
 from kerneltune.core.errors import CandidateDropped, describe_error
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
-from kerneltune.core.machine.engine import Tuner, Tuning
+from kerneltune.core.machine.faces import SearchTuning, SteppedTuning
+from kerneltune.core.machine.tuner import Tuner, Tuning
 from kerneltune.core.plugin_system.contracts import ListingCache
 from kerneltune.core.plugin_system.features import enable_feature
 from kerneltune.core.plugin_system.loading import load_plugins
@@ -36,6 +37,8 @@ __all__ = [
     "contextual_autotune",
     "Candidate",
     "Space",
+    "SearchTuning",
+    "SteppedTuning",
     "Tuner",
     "Tuning",
     # the session, its plugins and their settings

@@ -33,8 +33,8 @@ from kerneltune.core import (
     remove_plugin,
 )
 from kerneltune.core.drivers.contextual import _ACTIVE, STALL_LIMIT
-from kerneltune.core.machine import measure
-from kerneltune.core.machine.engine import Tuning
+from kerneltune.core.machine import timing
+from kerneltune.core.machine.tuner import Tuning
 from kerneltune.plugins.triton import adapter, interceptor
 from triton.runtime.autotuner import Autotuner
 from tuning_doubles import steps_plugin
@@ -938,15 +938,15 @@ def test_every_timed_launch_is_flushed_then_held_inside_the_timers_set_up(
     x = randn(64)
     torch.testing.assert_close(run(x), 2.0 * x)
 
-    # Every timed launch, and after the first config the empty runs of measure.IdleDevice.
-    timed = 3 * len(scale_kernel.configs) + measure.IDLE_PROBES
+    # Every timed launch, and after the first config the empty runs of timing.IdleDevice.
+    timed = 3 * len(scale_kernel.configs) + timing.IDLE_PROBES
     expected = ["hold", "flush", "start"] if flush_cache else ["hold", "start"]
     assert [name for name, _ in steps] == expected * timed
     holds = [us for name, us in steps if name == "hold"]
-    assert all(0.0 < us <= measure.HOLD_CAP_US for us in holds)
+    assert all(0.0 < us <= timing.HOLD_CAP_US for us in holds)
     # Before any launch of the kernel has been timed on the host, the default;
     # after, twice the median host time of its recent launches.
-    assert (holds[0] == measure.HOLD_DEFAULT_US) == (n_warmup == 0)
+    assert (holds[0] == timing.HOLD_DEFAULT_US) == (n_warmup == 0)
 
 
 def test_kernel_objects_of_one_source_are_tuned_each_in_its_own_right(plugins):

@@ -150,7 +150,7 @@ def test_on_one_rank_the_round_api_sends_nothing_and_reads_the_tuning(session):
     tuner = make_tuner()
     with tuner.begin(session, "key", adaptive=True) as tuning:
         assert tuning.world_size == 1
-        assert tuning.agree([1, 2.5]) == [1.0, 2.5]
+        assert tuning.max_over_ranks([1, 2.5]) == [1.0, 2.5]
         assert tuning.gather({"mine": 1}) == [{"mine": 1}]
         assert tuning.candidates == tuner.space.candidates
         assert tuning.settings is session.settings and tuning.settings.get("repeat") == 2
@@ -165,7 +165,7 @@ def test_with_several_ranks_agree_is_the_maximum_and_gather_every_ranks_value(tm
     def rank(r: int) -> tuple[int, list[float], list[str]]:
         session = make_session(tmp_path / "cache")
         with Tuner(space()).begin(session, 7, group=group.member(r), adaptive=True) as tuning:
-            return tuning.world_size, tuning.agree([float(r), 5.0 - r]), tuning.gather(f"rank {r}")
+            return tuning.world_size, tuning.max_over_ranks([float(r), 5.0 - r]), tuning.gather(f"rank {r}")
 
     assert run_ranks(2, rank) == [(2, [1.0, 5.0], ["rank 0", "rank 1"])] * 2
     for counts in group.counts:

@@ -9,9 +9,9 @@ import types
 import pytest
 from kerneltune.core import CandidateFailedWarning, PickLoaded, hookimpl
 from kerneltune.core.driving import Candidate
-from kerneltune.core.machine import measure
-from kerneltune.core.machine.measure import standard_error
+from kerneltune.core.machine import timing
 from kerneltune.core.machine.ties import near_ties
+from kerneltune.core.machine.timing import standard_error
 from kerneltune.core.values.records import Measurement, trimmed
 from tuning_doubles import FakeClock, clock_plugin, install_session, steps_plugin, stored_records
 
@@ -21,10 +21,10 @@ from triton_dist.tune import autotune
 
 
 def test_the_hold_is_twice_the_median_recent_host_time_capped():
-    assert measure.hold_microseconds([]) == measure.HOLD_DEFAULT_US
-    assert measure.hold_microseconds([30.0, 10.0, 20.0]) == 40.0
-    assert measure.hold_microseconds([80.0, 90.0, 5e5]) == 180.0, "one compilation does not count"
-    assert measure.hold_microseconds([5e5] * 3) == measure.HOLD_CAP_US
+    assert timing.hold_microseconds([]) == timing.HOLD_DEFAULT_US
+    assert timing.hold_microseconds([30.0, 10.0, 20.0]) == 40.0
+    assert timing.hold_microseconds([80.0, 90.0, 5e5]) == 180.0, "one compilation does not count"
+    assert timing.hold_microseconds([5e5] * 3) == timing.HOLD_CAP_US
 
 
 # -- the function-level path: hold, flush, start --------------------------------------------------
@@ -45,14 +45,14 @@ def test_function_level_timed_runs_are_flushed_then_held_then_started(monkeypatc
     install_session(monkeypatch, extra=(steps_plugin(steps),), timer="steps", warmup=warmup, repeat=4)
     assert two_configs()(5) == 5
     # Two candidates of four timed runs, and after the first the empty runs that learn what
-    # a run with no device work reads (measure.IdleDevice), each set up the same way.
-    assert [name for name, _ in steps] == ["hold", "flush", "start"] * (2 * 4 + measure.IDLE_PROBES)
+    # a run with no device work reads (timing.IdleDevice), each set up the same way.
+    assert [name for name, _ in steps] == ["hold", "flush", "start"] * (2 * 4 + timing.IDLE_PROBES)
     holds = [us for name, us in steps if name == "hold"]
-    assert all(0.0 < us <= measure.HOLD_CAP_US for us in holds)
+    assert all(0.0 < us <= timing.HOLD_CAP_US for us in holds)
     # Sized from host times measured on the spot: the warm-ups', or the default
     # before any run was timed on the host.
-    assert (holds[0] == measure.HOLD_DEFAULT_US) == (warmup == 0)
-    assert holds[1] != measure.HOLD_DEFAULT_US, "the first timed run's host time sizes the next hold"
+    assert (holds[0] == timing.HOLD_DEFAULT_US) == (warmup == 0)
+    assert holds[1] != timing.HOLD_DEFAULT_US, "the first timed run's host time sizes the next hold"
     (record,) = stored_records(isolated, "work")
     assert record["measured_with"] == {
         "objective": "device",
@@ -65,7 +65,7 @@ def test_function_level_timed_runs_are_flushed_then_held_then_started(monkeypatc
 
 
 def test_an_idle_device_learns_what_an_empty_run_reads_once_and_is_idle_only_if_every_candidate_reads_it():
-    idle = measure.IdleDevice()
+    idle = timing.IdleDevice()
     probes = []
 
     def probe():
@@ -83,7 +83,7 @@ def test_an_idle_device_learns_what_an_empty_run_reads_once_and_is_idle_only_if_
     def failing():
         raise RuntimeError("this timer cannot time nothing")
 
-    unknown = measure.IdleDevice()
+    unknown = timing.IdleDevice()
     unknown.observe(0.0, failing)
     unknown.observe(0.0, failing)
     assert not unknown.idle, "without a floor, nothing is called idle"
@@ -118,20 +118,20 @@ class HoldingTimer:
 
 def test_loads_may_go_on_once_the_timed_runs_are_launched_but_not_beside_the_empty_runs():
     events: list[str] = []
-    idle = measure.IdleDevice()
+    idle = timing.IdleDevice()
 
-    def take(runs: measure.CandidateRuns) -> None:
+    def take(runs: timing.CandidateRuns) -> None:
         for _ in range(runs.warmup + runs.repeat):
             runs.run(lambda wrap: wrap(lambda: None))
         runs.samples()
 
     for _ in range(2):
         events.append("candidate")
-        runs = measure.CandidateRuns(
+        runs = timing.CandidateRuns(
             HoldingTimer(events), warmup=1, repeat=2, idle=idle, after_timing=lambda: events.append("after")
         )
         take(runs)
-    probes = ["sample"] * measure.IDLE_PROBES
+    probes = ["sample"] * timing.IDLE_PROBES
     first = ["candidate", "sample", "sample", "collect", *probes, "collect", "after"]
     # The first candidate's empty runs learn the floor: loads wait until they are over too.
     assert events == [*first, "candidate", "sample", "sample", "after", "collect"]
@@ -423,7 +423,7 @@ def test_shard_alone_measures_everything(monkeypatch, isolated):
     install_session(monkeypatch, extra=(steps_plugin(steps),), timer="steps", warmup=0, repeat=1)
     two_configs()(5)
     starts = len([s for s in steps if s[0] == "start"])
-    assert starts == 2 + measure.IDLE_PROBES, "one rank: nothing to split (and the empty runs, once)"
+    assert starts == 2 + timing.IDLE_PROBES, "one rank: nothing to split (and the empty runs, once)"
     (record,) = stored_records(isolated, "work")
     assert record["measured_with"]["shards"] == 1
 

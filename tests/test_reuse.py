@@ -30,7 +30,6 @@ from kerneltune.core.machine.stored import method_of
 from kerneltune.core.values.keys import digest
 from kerneltune.core.values.records import TuningRecord
 from kerneltune.plugins.triton import configs
-from kerneltune.plugins.triton.search_params.run import PRECISE_ROUNDS
 from rank_doubles import ThreadGroup, plugin, run_ranks
 from search_doubles import Script, by_block, timer_plugin, use_session
 from test_search_params import launch_double, make_double, search
@@ -312,7 +311,7 @@ def test_a_search_params_space_that_grew_reuses_the_stored_times_until_stage_3(m
     seen = script.seen("BLOCK")
     assert seen[0] == (64,), "stage 1 measures only the new shape"
     # Stage 3 re-times the finalists (64 and 32) in 4 interleaved rounds; nothing else ran 32.
-    assert seen.count((32,)) == PRECISE_ROUNDS
+    assert seen.count((32,)) == Schedule(0, 1).stage3_rounds
 
 
 # -- the command ------------------------------------------------------------------------------

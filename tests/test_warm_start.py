@@ -9,6 +9,7 @@ key, as a matmul's does with M.
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import math
 import types
@@ -24,15 +25,15 @@ from click.testing import CliRunner
 from kerneltune import cli
 from kerneltune.core import Session, Settings, add_plugin, hookimpl, remove_plugin
 from kerneltune.core.driving import Space, Tuner, encode_key
-from kerneltune.core.machine import measure, tuning, warm_start
+from kerneltune.core.machine import timing, warm_start
+from kerneltune.core.machine import tuner as tuner_module
+from kerneltune.core.machine.schedule import Schedule
 from kerneltune.core.machine.warm_start import (
-    SCREEN_REPEAT,
-    SCREEN_WARMUP,
-    choose,
     config_distance,
     default_distance,
     growth,
     nearest,
+    warm_candidates,
 )
 from kerneltune.core.plugin_system.seam import PluginFaultWarning
 from kerneltune.core.values.keys import describe
@@ -44,6 +45,8 @@ from triton_dist.autotuner import contextual_autotune
 from triton_dist.tune import autotune
 
 NS = list(range(1, 9))
+#: a warm start's screen: untimed and timed runs of each kept config.
+SCREEN_WARMUP, SCREEN_REPEAT = Schedule(0, 1).screen_warmup, Schedule(0, 1).screen_repeat
 
 
 def cost(m: int, n: int) -> float:
@@ -322,7 +325,7 @@ def test_choose_takes_the_nearest_pick_then_the_best_evidence(tmp_path):
     # step of distance (64 is 0.99 steps from 128, 512 1.99): 512's pick n=6 (1.2), n=2 and n=4
     # (2 at 64: 2.2), n=5 and n=7 (2 at 512: 2.4, the lower index first), n=1 (3.3), n=8 (3.6).
     # Both keys timed every config: nothing is left to explore.
-    assert choose(space, kept, found, 6) == (2, 5, 1, 3, 4, 6)
+    assert warm_candidates(space, kept, found, 6) == (2, 5, 1, 3, 4, 6)
 
 
 def test_choose_explores_configs_the_nearest_key_never_timed(tmp_path):
@@ -330,7 +333,7 @@ def test_choose_explores_configs_the_nearest_key_never_timed(tmp_path):
     found = nearest(session, space, encode_key(128), records, "device")
     # 64's pick n=3, its runner-up n=2 (tied with n=4: the lower index), then the two configs
     # 64 never timed closest in value to n=3: n=5, then n=6.
-    assert choose(space, tuple(range(len(NS))), found, 4) == (2, 1, 4, 5)
+    assert warm_candidates(space, tuple(range(len(NS))), found, 4) == (2, 1, 4, 5)
 
 
 def test_explored_configs_lie_the_way_the_key_moved(tmp_path):
@@ -340,10 +343,15 @@ def test_explored_configs_lie_the_way_the_key_moved(tmp_path):
     # timed, a larger key explores the larger ones first (n=5, then n=6); a smaller key the smaller
     # ones (n=1, the only one), then the closest of the rest (n=5).
     larger, smaller = encode_key(128), encode_key(16)
-    assert choose(space, kept, nearest(session, space, larger, records, "device"), 4, larger) == (2, 1, 4, 5)
+    assert warm_candidates(space, kept, nearest(session, space, larger, records, "device"), 4, larger) == (
+        2,
+        1,
+        4,
+        5,
+    )
     below = nearest(session, space, smaller, records, "device")
-    assert choose(space, kept, below, 4, smaller) == (2, 1, 0, 4)
-    assert choose(space, kept, below, 4) == (2, 1, 4, 5), "without the key: closeness alone"
+    assert warm_candidates(space, kept, below, 4, smaller) == (2, 1, 0, 4)
+    assert warm_candidates(space, kept, below, 4) == (2, 1, 4, 5), "without the key: closeness alone"
 
 
 def test_growth_sums_the_numbers_both_hold_on_a_log_scale():
@@ -680,7 +688,7 @@ def test_the_finalists_are_launched_as_one_batch_after_the_screen(monkeypatch, i
 def test_a_finalist_takes_half_of_repeat_timed_runs_a_round_or_at_most_finalist_repeat(
     monkeypatch, isolated, repeat, most
 ):
-    monkeypatch.setattr(tuning, "FINALIST_REPEAT", most)
+    monkeypatch.setattr(tuner_module, "Schedule", functools.partial(Schedule, finalist_repeat=most))
     steps: list[tuple[str, int]] = []
     noting = type("Noting", (NotingTimer,), {"clock": FakeClock(), "steps": steps})
     tuner = noting_session(monkeypatch, noting, repeat=repeat)
@@ -713,7 +721,7 @@ def test_in_a_batch_the_flush_counts_toward_the_hold(monkeypatch, isolated):
     steps: list[tuple[str, int]] = []
     timed_flush = type("FlushTimed", (FlushTimedTimer,), {"clock": FakeClock(), "steps": steps})
     tuner = noting_session(monkeypatch, timed_flush)
-    monkeypatch.setattr(measure, "hold_microseconds", lambda host_us: 100.0)
+    monkeypatch.setattr(timing, "hold_microseconds", lambda host_us: 100.0)
     assert tuner()(64) == 3
     holds = [us for what, us in steps if what == "hold"]
     assert len(holds) >= len(NS) and set(holds) == {100}, "a full tuning holds every timed run in full"
@@ -724,7 +732,7 @@ def test_in_a_batch_the_flush_counts_toward_the_hold(monkeypatch, isolated):
     assert len(holds) == len(NS) * SCREEN_REPEAT + 2 * len(finalists), "screen and finalists"
     assert set(holds) == {100 - 60}, "less the flush that follows it"
     steps.clear()
-    monkeypatch.setattr(measure, "hold_microseconds", lambda host_us: 50.0)
+    monkeypatch.setattr(timing, "hold_microseconds", lambda host_us: 50.0)
     assert tuner()(1024) == 7
     asked = [what for what, _ in steps]
     assert "hold" not in asked and asked.count("flush") >= len(NS) * SCREEN_REPEAT, "the flush outlasts it"

@@ -16,7 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kerneltune.core.drivers.contextual_call import STALL_LIMIT, ContextualCall
+from kerneltune.core.drivers.contextual_call import ContextualCall
+from kerneltune.core.drivers.executions import STALL_LIMIT
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
 from kerneltune.core.errors import TunerBusyError
 from kerneltune.core.machine.options import CONTEXTUAL_CACHE, CONTEXTUAL_DISK
@@ -207,11 +208,11 @@ class ContextualAutoTuner(FunctionWrapper):
         while True:
             if call.abort is not None:
                 raise call.abort
-            if not call.pending:
-                if not call.needs_final_execution():
+            if not call.executions.pending:
+                if not call.executions.needs_final():
                     return result
             else:
-                call.check_progress()
+                call.executions.check_progress(call.focus)
             call.start_execution()
             result = self._execute(args, kwargs)
 

@@ -3,7 +3,7 @@
 :class:`ContextualCall` is what :class:`~kerneltune.core.drivers.contextual.ContextualAutoTuner`
 hands to the interceptors as their route: it discovers each (kernel, key),
 whose state is a :class:`~kerneltune.core.drivers.kernel_keys.KernelKey`,
-drives the engine's :class:`~kerneltune.core.machine.engine.Tuning` for the
+drives the engine's :class:`~kerneltune.core.machine.tuner.Tuning` for the
 one being measured, launches the others with a stand-in config, and tells
 the outer function's loop whether an execution left kernels waiting. The
 module docstring of :mod:`kerneltune.core.drivers.contextual` describes the whole.
@@ -14,19 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from kerneltune.core.drivers.executions import Executions
 from kerneltune.core.drivers.kernel_keys import KernelKey
 from kerneltune.core.drivers.options import VERBOSE
 from kerneltune.core.errors import (
     KernelTuneError,
     NoValidConfigError,
-    StalledTuningError,
     describe_error,
     format_failure,
 )
 from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut
-from kerneltune.core.machine.engine import Tuning
-from kerneltune.core.machine.measure import TIMED, WARMUP
+from kerneltune.core.machine.faces import SteppedTuning
+from kerneltune.core.machine.timing import TIMED, WARMUP
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import (
     DirectLaunch,
@@ -45,13 +45,6 @@ from kerneltune.core.values.events import KernelTuned, LaunchMeasured
 from kerneltune.core.values.records import Candidate
 from kerneltune.core.values.space import Space
 from kerneltune.core.values.timings import CandidateTiming
-
-#: Executions in a row that may launch kernels waiting for a pick without
-#: measuring anything before a call gives up. An outer function that launches
-#: the same kernels with the same keys every time measures in every
-#: execution; the slack is for one that launches a kernel only every few
-#: executions.
-STALL_LIMIT = 10
 
 Thunk = Callable[[], object]
 
@@ -103,86 +96,15 @@ class ContextualCall:
         self.states: dict[tuple[int, Hashable], KernelKey] = {}
         self.focus: KernelKey | None = None
         self.abort: BaseException | None = None
-        self._open: list[Tuning] = []
-        #: this execution launched a (kernel, key) that has no pick yet.
-        self.pending = False
-        #: this execution measured a launch or settled a (kernel, key).
-        self.measured = False
-        #: executions in a row that were pending but measured nothing, and
-        #: the (kernel, key) pairs they met first (for the error).
-        self.stalls = 0
-        self.fresh: list[KernelKey] = []
-        #: executions started so far; the first is 1.
-        self.execution = 0
-        #: this execution began with a (kernel, key) waiting for its pick, so it will be repeated.
-        self.rehearsal = False
-        #: a launch with a pick ran as a rehearsal (its in-place changes undone) in this execution.
-        self.undone = False
-        #: run the next execution as the one whose result is returned, whatever is waiting.
-        self._final_next = False
+        self._open: list[SteppedTuning] = []
+        #: what the outer function's executions in this call did.
+        self.executions = Executions(name)
         #: a launch that changes arguments in place ran as a cache hit in this call's first execution.
         self._changed: str | None = None
 
-    # -- executions --------------------------------------------------------------
-
     def start_execution(self) -> None:
         """Reset the per-execution flags before the outer function runs again."""
-        self.execution += 1
-        self.rehearsal = not self._final_next and any(not state.done for state in self.states.values())
-        self._final_next = False
-        self.undone = False
-        self.pending = False
-        self.measured = False
-
-    def needs_final_execution(self) -> bool:
-        """Whether an execution that left nothing waiting must still be run again for its result.
-
-        One that began with a kernel waiting ran the kernels with a pick as
-        rehearsals, their in-place changes undone; when the waiting kernel
-        was not launched after all, its result is not the call's.
-        """
-        if self.undone:
-            self._final_next = True
-            return True
-        return False
-
-    def check_progress(self) -> None:
-        """Count an execution that left kernels waiting; give up after :data:`STALL_LIMIT` idle ones.
-
-        :raises StalledTuningError: naming the (kernel, key) being measured
-            and the keys first seen while it was not launched.
-        """
-        if self.measured:
-            self.stalls = 0
-            self.fresh.clear()
-            return
-        self.stalls += 1
-        if self.stalls >= STALL_LIMIT:
-            raise StalledTuningError(self._stall_report())
-
-    def _stall_report(self) -> str:
-        # A launch that waits implies a focus: a launch met with no focus
-        # becomes the focus and is measured.
-        focus = self.focus
-        assert focus is not None
-        text = (
-            f"contextual_autotune: {self.name} cannot finish tuning: the last {self.stalls} "
-            f"executions did not launch kernel {focus.name} with key {focus.key!r}, the one being measured"
-        )
-        if self.fresh:
-            seen = [f"{s.name} {s.key!r}" for s in self.fresh]
-            if len(seen) > 4:
-                seen[3:-1] = ["..."]
-            text += (
-                f", but launched (kernel, key) pairs not seen before ({', '.join(seen)}); a key that "
-                "holds a value changing from one execution to the next (a counter, a pointer), or a "
-                "kernel object made anew in each execution, can never be tuned"
-            )
-        else:
-            text += ", while they launched kernels that wait for their turn"
-        return (
-            text + ". Every execution of the outer function must launch the same kernels with the same keys."
-        )
+        self.executions.start(any(not state.done for state in self.states.values()))
 
     # -- routing -----------------------------------------------------------------
 
@@ -199,15 +121,15 @@ class ContextualCall:
             # (in an outer function that caught it) is asked again next time.
             state = self.states[slot] = self._discover(launch)
             if not state.done:
-                self.fresh.append(state)
+                self.executions.fresh.append(state)
         if not state.done and self.focus is None:
             self._engine(self._focus_on, state, launch)
-            self.measured = True
+            self.executions.measured = True
         if state.done:
             return self._dispatch(state, launch)
         self._waiting()
         if state is self.focus:
-            self.measured = True
+            self.executions.measured = True
             return self._measure(state, launch)
         return self._stand_in(state, launch)
 
@@ -227,7 +149,8 @@ class ContextualCall:
         return launch.run_default()
 
     def _waiting(self) -> None:
-        if not self.pending and self._changed is not None and self.execution == 1:
+        executions = self.executions
+        if not executions.pending and self._changed is not None and executions.count == 1:
             warn_once(
                 ("contextual-in-place", self.name, self._changed),
                 f"contextual_autotune: in {self.name}, kernel {self._changed} changed arguments in place "
@@ -235,7 +158,7 @@ class ContextualCall:
                 "the function runs again, so that change is made twice in this call's result. Launch "
                 "the kernels that need tuning first, or tune them in a call of their own",
             )
-        self.pending = True
+        executions.pending = True
 
     def _dispatch(self, state: KernelKey, launch: KernelLaunch) -> Any:
         """Launch a (kernel, key) that has its pick, as Triton would in this execution's place.
@@ -249,17 +172,17 @@ class ContextualCall:
         """
         if not provides(launch, InPlaceLaunch):
             return launch.run_default()
-        pick = launch.cached()
-        if pick is not None and (self.pending or self.rehearsal):
-            self.undone = True
+        pick, executions = launch.cached(), self.executions
+        if pick is not None and (executions.pending or executions.rehearsal):
+            executions.undone = True
             return launch.run(pick)
-        if pick is not None and self.execution > 1 and state.reset_in != self.execution:
-            state.reset_in = self.execution
+        if pick is not None and executions.count > 1 and state.reset_in != executions.count:
+            state.reset_in = executions.count
             launch.reset(pick)
-        elif self.execution == 1 and self._changed is None and launch.changes_in_place():
+        elif executions.count == 1 and self._changed is None and launch.changes_in_place():
             self._changed = state.name
         elif (
-            self.execution == 1
+            executions.count == 1
             and pick is not None
             and self.direct is not None
             and provides(launch, DirectLaunch)
@@ -310,7 +233,7 @@ class ContextualCall:
     def _isolation_of(self, state: KernelKey, launch: IsolatingLaunch) -> None:
         state.isolated = launch.isolation()
 
-    def _isolate(self, tuning: Tuning, screened: dict[int, str]) -> None:
+    def _isolate(self, tuning: SteppedTuning, screened: dict[int, str]) -> None:
         """ISOLATE for the tuning: this rank's screening, shared with the other ranks by the engine."""
 
         def screen_one(candidate: Candidate) -> None:
@@ -384,7 +307,9 @@ class ContextualCall:
         if provides(launch, ReportingLaunch):
             self._report(state, tuning, best, launch)
 
-    def _report(self, state: KernelKey, tuning: Tuning, best: Candidate, launch: ReportingLaunch) -> None:
+    def _report(
+        self, state: KernelKey, tuning: SteppedTuning, best: Candidate, launch: ReportingLaunch
+    ) -> None:
         """Tell the kernel what its tuning measured of the candidates its pruning kept.
 
         A twin (a candidate launching the program of one measured before it) gets that one's times.
@@ -400,7 +325,7 @@ class ContextualCall:
                 timings.append(CandidateTiming(candidate.config, tuning.agreed[measured.index], samples))
         launch.report(best.config, timings, tuning.seconds)
 
-    def _tuned(self, state: KernelKey, tuning: Tuning, best: Candidate | None) -> None:
+    def _tuned(self, state: KernelKey, tuning: SteppedTuning, best: Candidate | None) -> None:
         # Reported only with an outcome: a tuning cut short (an interrupt, a
         # failed collective) has none and must not read as "no valid config".
         assert state.space is not None
@@ -415,7 +340,7 @@ class ContextualCall:
             ),
         )
 
-    def _close(self, tuning: Tuning) -> None:
+    def _close(self, tuning: SteppedTuning) -> None:
         self._open.remove(tuning)
         tuning.__exit__(None, None, None)
 

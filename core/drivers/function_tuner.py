@@ -17,18 +17,19 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Hashable, Mapping, Sequence, Set
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from kerneltune.core.compiling.processes import CompileProcesses
 from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
 from kerneltune.core.drivers.options import PRECOMPILE, VERBOSE
+from kerneltune.core.drivers.user_functions import call_key_fn, prune_predicate
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
-from kerneltune.core.errors import UserFunctionError, describe_error
 from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
-from kerneltune.core.machine.engine import Tuner, Tuning
+from kerneltune.core.machine.faces import SteppedTuning
+from kerneltune.core.machine.tuner import Tuner
 from kerneltune.core.machine.warm_start import MODES
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import ForkingRecorder, RecordingInterceptor, provides
@@ -50,36 +51,6 @@ def _accepted_keywords(fn: Callable[..., Any]) -> tuple[set[str], bool, list[str
     open_ended = any(p.kind is p.VAR_KEYWORD for p in parameters)
     positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return keywords, open_ended, positional
-
-
-def _named(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-
-
-def _user_error(name: str, role: str, fn: Any, exc: BaseException) -> UserFunctionError:
-    """``exc``, raised by the user's ``key_fn`` or ``prune_fn``, as an error naming which one."""
-    return UserFunctionError(
-        f"{name}: {role} {_named(fn)} raised {describe_error(exc)}", role=role, function=fn
-    )
-
-
-def _check_arguments(name: str, role: str, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Refuse, naming ``role``, a ``fn`` whose signature cannot take ``args`` and ``kwargs``."""
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return  # a builtin without a signature: its own call reports a mismatch
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        shown = ["config"] if role == "prune_fn" else []
-        shown += [f"<{type(a).__name__}>" for a in args[len(shown) :]] + [f"{k}=..." for k in kwargs]
-        raise TypeError(
-            f"{name}: {role} {_named(fn)}{signature} cannot be called as {role}({', '.join(shown)}) "
-            f"({exc}); it is called as {role}("
-            + ("config, " if role == "prune_fn" else "")
-            + "*args, **kwargs) with the tuned function's arguments"
-        ) from exc
 
 
 class AutoTuner(FunctionWrapper):
@@ -231,12 +202,12 @@ class AutoTuner(FunctionWrapper):
         key: Hashable = None
         inplace: InPlaceRuns | None = None
         try:
-            key = self._key(args, kwargs)
+            key = call_key_fn(self.__name__, self.key_fn, args, kwargs)
             if self._inplace is not None:
                 inplace = self._inplace.bind(args, kwargs)
         except Exception as exc:
             failure = exc
-        keep = None if self.prune_fn is None else self._keep(self.prune_fn, args, kwargs)
+        keep = None if self.prune_fn is None else prune_predicate(self.__name__, self.prune_fn, args, kwargs)
 
         session = current_session()
         verbose = verbose or session.settings[VERBOSE]
@@ -289,37 +260,7 @@ class AutoTuner(FunctionWrapper):
                     f"(the controls are {', '.join(_CONTROLS)}; {self.__name__} takes no parameter {name})"
                 )
 
-    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Hashable:
-        """KEY: the user's ``key_fn``; whatever it raises comes back naming it."""
-        try:
-            return self.key_fn(*args, **kwargs)
-        except Exception as exc:
-            _check_arguments(self.__name__, "key_fn", self.key_fn, args, kwargs)
-            raise _user_error(self.__name__, "key_fn", self.key_fn, exc) from exc
-
-    def _keep(
-        self, prune_fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Callable[[Candidate], bool]:
-        """PRUNE's predicate: the user's ``prune_fn``, its errors and wrong answers named as its own."""
-        name = self.__name__
-
-        def keep(candidate: Candidate) -> bool:
-            try:
-                answer = prune_fn(candidate.config, *args, **kwargs)
-            except Exception as exc:
-                _check_arguments(name, "prune_fn", prune_fn, (candidate.config, *args), kwargs)
-                raise _user_error(name, "prune_fn", prune_fn, exc) from exc
-            if answer is None or isinstance(answer, Sequence | Set | Mapping):
-                what = "None" if answer is None else f"a {type(answer).__name__}"
-                raise TypeError(
-                    f"{name}: prune_fn {_named(prune_fn)} returned {what} for config {candidate.config!r}; "
-                    "it judges one config at a time and must return True to keep it or False to drop it"
-                )
-            return bool(answer)
-
-        return keep
-
-    def _screen(self, tuning: Tuning, screening: Screening, allow_overwrite: bool) -> None:
+    def _screen(self, tuning: SteppedTuning, screening: Screening, allow_overwrite: bool) -> None:
         """ISOLATE: run each queued candidate once in the isolation worker before measuring."""
         args, kwargs = screening.target.args, screening.target.kwargs
 
@@ -368,7 +309,7 @@ class AutoTuner(FunctionWrapper):
     def _precompile(
         self,
         session: Session,
-        tuning: Tuning,
+        tuning: SteppedTuning,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         allow_overwrite: bool,

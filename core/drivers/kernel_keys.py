@@ -12,8 +12,9 @@ from collections.abc import Hashable
 
 import attrs
 from kerneltune.core.isolation.parent import Screening, screen_all, screener
-from kerneltune.core.machine.engine import Tuner, Tuning
-from kerneltune.core.machine.measure import CandidateRuns
+from kerneltune.core.machine.faces import SteppedTuning
+from kerneltune.core.machine.timing import CandidateRuns
+from kerneltune.core.machine.tuner import Tuner
 from kerneltune.core.plugin_system.contracts import IsolatedLaunch
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.records import Candidate
@@ -36,7 +37,7 @@ class KernelKey:
     space: Space | None = None
     kept: tuple[int, ...] = ()
     done: bool = False
-    tuning: Tuning | None = None
+    tuning: SteppedTuning | None = None
     candidate: Candidate | None = None
     launches: int = 0
     runs: CandidateRuns | None = None

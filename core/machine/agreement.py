@@ -187,7 +187,7 @@ def resolve(votes: list[dict[str, Any]], world_size: int, function: str) -> Verd
     )
 
 
-def agree(reducer: Any, vote: Vote, function: str) -> Verdict:
+def reach_verdict(reducer: Any, vote: Vote, function: str) -> Verdict:
     """AGREE: gather every rank's vote (one collective) and resolve them alike on every rank.
 
     Ranks tuning under different keys get a ``RuntimeWarning``: they stay in

@@ -18,9 +18,9 @@ Noise comes in two kinds, and each has its answer:
   the tuning's *noise* is the median spread
   (:func:`~kerneltune.core.values.records.spread`) of the first pass, and
   once it exceeds :data:`NOISY`, a rival within :data:`REACH` times it of
-  the pick may be the faster one. Below that (kernels on an H200, held and
-  flushed, spread 1-3 %), what drifts between candidates measured apart is
-  the 2 % that near ties are re-timed for anyway.
+  the pick may be the faster one. Below that (device kernels, held and
+  flushed, spread a few per cent), what drifts between candidates measured
+  apart is the 2 % that near ties are re-timed for anyway.
 
 A rival within reach after the first pass is re-timed with the pick in
 interleaved rounds (:mod:`kerneltune.core.machine.ties`), where load that
@@ -39,7 +39,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 import attrs
-from kerneltune.core.machine.measure import standard_error
+from kerneltune.core.machine.timing import standard_error
 from kerneltune.core.values.records import Measurement, spread, trimmed
 
 CONFIDENT = "confident"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 from kerneltune.core.errors import NoStoredPickError, UserFunctionError, describe_error
-from kerneltune.core.machine.agreement import Vote, agree, short_repr
+from kerneltune.core.machine.agreement import Vote, reach_verdict, short_repr
 from kerneltune.core.machine.options import (
     ALWAYS_TUNE,
     CONTEXTUAL_CACHE,
@@ -121,7 +121,7 @@ def decide(
             return attrs.evolve(alone, pick=plan.pick, record=record, store=migrate)
         return attrs.evolve(alone, kept=kept, record=record, plan=plan)
     vote = _vote(setup, stage, failure, kept, record, plan, log_dir=log_dir, global_rank=global_rank)
-    verdict = agree(reducer, vote, setup.space.name)
+    verdict = reach_verdict(reducer, vote, setup.space.name)
     agreed = Decision(
         writers=verdict.writers,
         neighbours=verdict.neighbours(reducer.rank),

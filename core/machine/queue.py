@@ -4,16 +4,15 @@ A :class:`MeasureQueue` holds the jobs a :class:`~kerneltune.core.machine.tuning
 hands out one by one, and knows the shapes a queue takes: a first pass
 (whole, or on the host's clock in two rounds), a plan's few candidates head
 to head, near ties re-timed in interleaved rounds, and a driver's requests.
-It decides nothing about what to measure; the tuning does.
+It decides nothing about what to measure; the
+:class:`~kerneltune.core.machine.planning.MeasurePlanner` does.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Container, Sequence
 
 from kerneltune.core.machine.schedule import Job, Schedule
-from kerneltune.core.machine.ties import TIE_WARMUP
 from kerneltune.core.values.records import Candidate
 
 
@@ -88,7 +87,7 @@ class MeasureQueue:
         if not split or repeat < 2 or len(candidates) < 2:
             self.request(candidates)
             return
-        first = math.ceil(repeat / 2)
+        first = self.schedule.per_round
         self.rounds = max(self.rounds, 2)
         for candidate in candidates:
             self.jobs.append(Job(candidate, self.schedule.warmup, first, round=1, reports=False))
@@ -122,38 +121,39 @@ class MeasureQueue:
         rounds: int,
         *,
         purpose: str,
-        warmup: int = TIE_WARMUP,
+        warmup: int | None = None,
         one_by_one: bool = False,
         batched: bool = False,
-        at_most: int | None = None,
+        per_round: int | None = None,
     ) -> None:
         """Queue ``candidates`` in ``rounds`` interleaved rounds of half a first pass's timed runs each.
 
         Each round measures every candidate in turn, starting one candidate
-        further on than the last, so that drift between the first and the
-        last lands on each alike; a candidate warms up at the start of every
-        round (``warmup`` runs in the first, :data:`TIE_WARMUP` in the
-        others). ``one_by_one`` takes one timed run of each in turn (A B C A
-        B C ...) instead of each candidate's runs together: on a noisy
-        machine load comes and goes within milliseconds, and only that lands
-        on every candidate alike; with the device's events, each run then
-        costs a synchronise of its own, so a quiet one takes them together.
-        A candidate's samples of one round stay one group
+        further on than the last, so that drift between the first and the last
+        lands on each alike; a candidate warms up at the start of every round
+        (``warmup`` runs in the first, the schedule's ``tie_warmup`` in the
+        others and by default). ``one_by_one`` takes one timed run of each in
+        turn (A B C A B C ...) instead of each candidate's runs together: on a
+        noisy machine load comes and goes within milliseconds, and only that
+        lands on every candidate alike; with the device's events, each run
+        then costs a synchronise of its own, so a quiet one takes them
+        together. A candidate's samples of one round stay one group
         (``Measurement.rounds``), which SELECT's verdict compares round by
         round; the first round replaces what the candidate measured before.
         ``batched``: every round is launched without waiting, and collected
-        after one wait (:attr:`Job.batched`); runs taken ``one_by_one`` never are.
-        ``at_most``: no more timed runs per round than that.
+        after one wait (:attr:`Job.batched`); runs taken ``one_by_one`` never
+        are.
+        ``per_round``: timed runs per round (default: the schedule's ``per_round``).
         """
-        per_round = max(1, math.ceil(self.schedule.repeat / 2))
-        if at_most is not None:
-            per_round = max(1, min(per_round, at_most))
+        tie_warmup = self.schedule.tie_warmup
+        warmup = tie_warmup if warmup is None else warmup
+        per_round = self.schedule.per_round if per_round is None else per_round
         self.rounds = max(self.rounds, rounds)
         for round_ in range(rounds):
             shift = round_ % len(candidates)
             order = [*candidates[shift:], *candidates[:shift]]
             said = f"{purpose}, round {round_ + 1} of {rounds}"
-            first = warmup if round_ == 0 else TIE_WARMUP
+            first = warmup if round_ == 0 else tie_warmup
             if not one_by_one:
                 for candidate in order:
                     self.jobs.append(

@@ -134,7 +134,7 @@ class Readiness:
             problem = self.twins.twin_of(candidate)
         return problem
 
-    def agree_twin(
+    def barrier_with_twins(
         self, candidate: Candidate, problem: BaseException | None, reducer: Reducer
     ) -> BaseException | None:
         """The barrier ranks measuring alike take before each candidate, carrying the twin verdict.

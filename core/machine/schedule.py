@@ -1,7 +1,8 @@
-"""What a tuning is made with and what it queues: its schedule, its jobs, its setup."""
+"""What a tuning is made with and what it queues: its schedule of runs, its jobs, its setup."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
@@ -18,22 +19,72 @@ if TYPE_CHECKING:
 
 @attrs.frozen
 class Schedule:
-    """How a tuning measures each candidate.
+    """How a tuning measures: every count of runs it takes of a candidate, purpose by purpose.
 
-    :param warmup: untimed runs per candidate.
-    :param repeat: timed runs per candidate.
+    The one place a number of runs is decided; ``Tuner.begin`` makes it from
+    the call and the settings. The fields after ``shard`` are the engine's own
+    choices, not settings: an experiment may make a tuner's schedule with
+    others (``bench/warm_start.py`` does).
+
+    :param warmup: untimed runs per candidate in the first pass.
+    :param repeat: timed runs per candidate in the first pass; an interleaved round takes half.
     :param flush: let the timer evict the device's caches before timed runs.
     :param adaptive: the driver chooses what to measure in rounds
         (:meth:`Tuning.request`); nothing is queued up front and near ties
         are left to it.
+    :param shard: split the candidates between the ranks (``shard`` setting, several ranks, not adaptive).
+    :param tie_rounds: interleaved rounds near ties are re-timed in (the ``tie_rounds`` setting; 0: none).
+    :param tie_warmup: untimed runs of each candidate at the start of an interleaved round but the first.
+    :param screen_warmup: a warm start's screen: untimed runs of each kept candidate...
+    :param screen_repeat: ...and timed ones. Two rather than three: a warm key took less of its full
+        tuning's time, and replays of recorded sweeps kept every pick.
+    :param finalist_repeat: at most this many timed runs per round (of two) for each finalist of a
+        screen; ``None``: half of ``repeat``, as tie rounds take (three cost less time but missed
+        the oracle's pick by more).
+    :param stage3_factor: a staged search re-times each finalist with this many times ``repeat``...
+    :param stage3_rounds: ...in this many interleaved rounds, so that clock and thermal drift lands on
+        every finalist alike instead of on whichever ran last (a block-after-block re-timing let a
+        finalist 2.5 % slower win where the top configs lie within 2.5 %).
     """
 
     warmup: int
     repeat: int
     flush: bool = True
     adaptive: bool = False
-    #: split the candidates between the ranks (``shard`` setting, several ranks, not adaptive).
     shard: bool = False
+    tie_rounds: int = 4
+    tie_warmup: int = 1
+    screen_warmup: int = 1
+    screen_repeat: int = 2
+    finalist_repeat: int | None = None
+    stage3_factor: int = 4
+    stage3_rounds: int = 4
+
+    @property
+    def per_round(self) -> int:
+        """Timed runs per candidate in an interleaved round: half of ``repeat``, at least one."""
+        return max(1, math.ceil(self.repeat / 2))
+
+    @property
+    def finalist_per_round(self) -> int:
+        """Timed runs per round of a screen's finalist: :attr:`per_round`, at most ``finalist_repeat``."""
+        most = self.finalist_repeat
+        return self.per_round if most is None else max(1, min(self.per_round, most))
+
+    @property
+    def recheck_rounds(self) -> int:
+        """Interleaved rounds a re-check of a stored pick takes: ``tie_rounds``, at least 2."""
+        return max(2, self.tie_rounds)
+
+    @property
+    def recheck_repeat(self) -> int:
+        """Timed runs per round of an adaptive driver's re-check: half of ``repeat``, at least one."""
+        return max(1, self.repeat // 2)
+
+    @property
+    def stage3_per_round(self) -> int:
+        """Timed runs per round of a staged search's finalist (its stage 3)."""
+        return max(1, self.repeat * self.stage3_factor // self.stage3_rounds)
 
 
 @attrs.frozen
@@ -55,7 +106,7 @@ class Job:
     reports: bool = True
     #: launched without waiting for the device after the batched job before it: the samples of a
     #: run of such jobs are collected once the last is launched (a warm start's screen; see
-    #: :meth:`~kerneltune.core.machine.measuring.Measuring.measure`).
+    #: :meth:`~kerneltune.core.machine.recorder.Recorder.measure`).
     batched: bool = False
 
     @property

@@ -1,12 +1,11 @@
-"""REDUCE and SELECT for a tuning: the agreed times, the pick among them, and its verdict.
+"""SELECT and PERSIST's record for a tuning: the pick among the agreed times, its verdict, its record.
 
-:func:`agree` takes every rank's measurements to agreed times and the
-evidence SELECT judges the pick by, in one collective (sharded ranks
-gather instead); :func:`choose` is the pick itself, a pure function of the
-agreed times and of what the tuning allows; :func:`warn_if_idle` says when
-device time could not rank the candidates at all.
-:class:`~kerneltune.core.machine.tuning.Tuning.finish` runs them in order,
-then records and stores the pick.
+:func:`outcome` is a pure function of what the ranks agreed on
+(:func:`~kerneltune.core.machine.reduce.reduce_measurements`): the pick
+(:func:`select_best`), its verdict and the record to store;
+:func:`warn_if_idle` says when device time could not rank the candidates at
+all. :meth:`~kerneltune.core.machine.tuning.Tuning.finish` runs them in
+order, then reports and stores the pick.
 """
 
 from __future__ import annotations
@@ -16,54 +15,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core.machine.confidence import Confidence, Evidence
-from kerneltune.core.machine.measure import IdleDevice
-from kerneltune.core.machine.reduce import Reduced, reduce_times
-from kerneltune.core.machine.shard import gather_times
+from kerneltune.core.machine.confidence import Confidence
+from kerneltune.core.machine.following import Following
+from kerneltune.core.machine.reduce import Agreed
+from kerneltune.core.machine.schedule import Schedule
+from kerneltune.core.machine.ties import NearTies
+from kerneltune.core.machine.timing import IdleDevice
 from kerneltune.core.notices import warn_once
-from kerneltune.core.plugin_system.contracts import Reducer
-from kerneltune.core.values.records import Measurement
-
-
-@attrs.frozen
-class Agreed:
-    """What every rank agrees on after REDUCE.
-
-    :ivar reduced: each candidate's slowest-rank time (and each rank's, where known).
-    :ivar evidence: what SELECT judges the pick by, the slowest rank's numbers.
-    :ivar elsewhere: ``(candidate, rank)`` for candidates another rank measured (sharded).
-    :ivar owners: sharded, the rank that measured each candidate (``None``: none did); else empty.
-    :ivar measurements: sharded, each candidate's measurement from the rank that took it
-        (this rank's own where none did), for the record; else empty.
-    """
-
-    reduced: Reduced
-    evidence: Evidence
-    elsewhere: tuple[tuple[int, int], ...] = ()
-    owners: tuple[int | None, ...] = ()
-    measurements: tuple[Measurement, ...] = ()
-
-
-def agree(
-    reducer: Reducer, measurements: Sequence[Measurement], *, rounds: int, sharded: Sequence[int] | None
-) -> Agreed:
-    """REDUCE: the agreed times of ``measurements`` (one per candidate) and SELECT's evidence.
-
-    :param rounds: the most interleaved rounds the tuning queued (sizes the evidence).
-    :param sharded: the candidates measured, when the ranks split them: their times are
-        gathered from the rank that measured each; ``None``: every rank measured alike, and
-        one collective takes the maximum of the times and the evidence together.
-    """
-    count = len(measurements)
-    if sharded is not None:
-        gathered = gather_times(reducer, measurements, sharded)
-        evidence = Evidence(gathered.times, gathered.errors, gathered.spreads, ((),) * count)
-        here = reducer.rank
-        elsewhere = tuple((i, r) for i, r in enumerate(gathered.owners) if r is not None and r != here)
-        return Agreed(Reduced(gathered.times), evidence, elsewhere, gathered.owners, gathered.measurements)
-    vector = Evidence.of(measurements, rounds).to_vector()
-    reduced = reduce_times(reducer, vector[:count], vector[count:])
-    return Agreed(reduced, Evidence.from_vector([*reduced.times, *reduced.extra], count))
+from kerneltune.core.plugin_system.session import Session
+from kerneltune.core.values.records import Candidate, Measurement, TuningRecord
 
 
 @attrs.frozen
@@ -80,7 +40,7 @@ class Choice:
     allowed: frozenset[int] | None
 
 
-def choose(
+def select_best(
     times: Sequence[float],
     among: Iterable[int] | None,
     *,
@@ -102,6 +62,70 @@ def choose(
     compared = tuple(i for i, t in enumerate(times) if math.isfinite(t) and (allowed is None or i in allowed))
     best = min(compared, key=lambda i: (times[i], i)) if compared else None
     return Choice(best, compared, allowed)
+
+
+@attrs.frozen
+class Outcome:
+    """SELECT's pick, its verdict and PERSIST's record (the last two ``None`` when no candidate ran).
+
+    :ivar choice: the pick and what it was chosen among.
+    """
+
+    choice: Choice
+    verdict: Confidence | None
+    record: TuningRecord | None
+
+
+def outcome(
+    agreed: Agreed,
+    measurements: Sequence[Measurement],
+    among: Iterable[Candidate] | None,
+    *,
+    ties: NearTies,
+    follow: Following,
+    session: Session,
+    encoded: Any,
+    schedule: Schedule,
+    measured: Iterable[int],
+    world_size: int,
+) -> Outcome:
+    """SELECT and PERSIST's record, from what the ranks agreed on; nothing is sent or stored.
+
+    :param measurements: this rank's measurement of each candidate.
+    :param among: select only among these candidates (default: the near ties re-timed, if any).
+    :param measured: the candidates this rank measured.
+    """
+    times = agreed.reduced.times
+    if among is None:
+        among = ties.finalists
+    choice = select_best(
+        times,
+        None if among is None else (c.index for c in among),
+        finalists=among is ties.finalists,
+        scope=follow.scope,
+    )
+    best = choice.best
+    if best is None:
+        return Outcome(choice, None, None)
+    verdict = ties.verdict(agreed.evidence, best, choice.compared)
+    # Sharded, every rank's record keeps each candidate's measurement from the rank that took it.
+    taken = agreed.measurements or tuple(measurements)
+    on_some_rank = {i for i, r in enumerate(agreed.owners) if r is not None}
+    record = follow.record(
+        session,
+        encoded,
+        best,
+        times,
+        agreed.reduced.rank_times,
+        taken.__getitem__,
+        {*measured, *on_some_rank},
+        schedule,
+        allowed=choice.allowed,
+        shards=world_size if schedule.shard else 1,
+        verdict=verdict,
+        measured_on=agreed.owners,
+    )
+    return Outcome(choice, verdict, record)
 
 
 def verdict_fields(verdict: Confidence | None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 from kerneltune.core.machine.confidence import NOISY, TOLERANCE, Confidence, Evidence, first_pass_lead, judge
-from kerneltune.core.machine.measure import standard_error
+from kerneltune.core.machine.timing import standard_error
 from kerneltune.core.values.records import Candidate, Measurement, spread
 
 #: Near ties: a candidate is re-timed with the best one when its mean lies
@@ -27,10 +27,8 @@ TIE_SIGMAS = 2.0
 #: ...or within this fraction of it, since conditions that change between
 #: candidates measured apart (clocks, caches, other work) are not in the spread...
 TIE_FLOOR = 0.02
-#: ...at most this many candidates, the best included...
+#: ...at most this many candidates, the best included.
 TIE_MAX = 4
-#: ...each given this many untimed runs at the start of every round.
-TIE_WARMUP = 1
 
 
 def near_ties(means: Sequence[float], errors: Sequence[float]) -> list[int]:

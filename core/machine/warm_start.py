@@ -1,7 +1,7 @@
 """Warm start: a new key measures the configs that won for the stored keys nearest to it.
 
 Opt-in. ``warm_start = "nearest"``: :func:`propose` makes the
-:class:`~kerneltune.core.machine.reuse.Plan`, :func:`choose` picks the
+:class:`~kerneltune.core.machine.reuse.Plan`, :func:`warm_candidates` picks the
 configs within ``warm_start_budget``. ``warm_start = "screen"``: every kept
 config is timed briefly (a screen), and the screen's fastest, with the
 nearest key's pick, are re-timed head to head (:func:`screen_finalists`):
@@ -36,15 +36,6 @@ OFF = "off"
 NEAREST = "nearest"
 SCREEN = "screen"
 MODES = (OFF, NEAREST, SCREEN)
-#: A screen times each kept candidate with this many untimed runs...
-SCREEN_WARMUP = 1
-#: ...and this many timed ones, then re-times its finalists head to head. Two cost a warm key less
-#: than three, with picks as close to the oracle (bench/warm_start.py compares them).
-SCREEN_REPEAT = 2
-#: At most this many timed runs per round (of two) for each finalist; ``None``: half of ``repeat``
-#: (five by default), as a full tuning's tie rounds take. Three cost a warm key less, but missed
-#: the oracle's pick by more: kept for bench/warm_start.py's experiments, not set.
-FINALIST_REPEAT: int | None = None
 #: At least this many of the screen's fastest are finalists, whatever its noise says.
 SCREEN_TOP = 2
 #: How many of the nearest stored keys give their evidence.
@@ -314,7 +305,7 @@ def evidence(space: Space, kept: Mapping[int, Any], neighbours: list[Neighbour])
     return scores
 
 
-def choose(
+def warm_candidates(
     space: Space, kept: tuple[int, ...], neighbours: list[Neighbour], budget: int, key: Any = None
 ) -> tuple[int, ...]:
     """The candidates a warm start measures, at most ``budget``.
@@ -396,7 +387,7 @@ def propose(
         lead = next(r for r in (ranked(n.record, space, allowed) for n in neighbours) if r)[0]
         where = {"from": start.record.key, "distance": start.distance, "screen": True, "lead": lead}
         return Plan(measure=(), warm_start=where)
-    chosen = choose(space, kept, neighbours, budget, key)
+    chosen = warm_candidates(space, kept, neighbours, budget, key)
     return Plan(measure=chosen, warm_start={"from": start.record.key, "distance": start.distance})
 
 

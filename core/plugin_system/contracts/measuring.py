@@ -27,7 +27,7 @@ class Timer(Registrable, Protocol):
         :param fn: the work to time.
         :param before: set-up that must happen just ahead of the timed
             region but outside it (the engine's flush and hold, see
-            :mod:`kerneltune.core.machine.measure`). A device timer enqueues it after
+            :mod:`kerneltune.core.machine.timing`). A device timer enqueues it after
             its own bookkeeping and right before its start mark, so the
             device is busy with it while the host prepares the launch of
             ``fn``. ``None``: no set-up.

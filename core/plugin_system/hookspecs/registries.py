@@ -49,7 +49,7 @@ def kerneltune_register_timers(register: Callable[[type[Timer]], None]) -> None:
     the session's.
 
     With the ``device`` objective, the engine's MEASURE step
-    (:mod:`kerneltune.core.machine.measure`) passes ``before`` as a hold sized to
+    (:mod:`kerneltune.core.machine.timing`) passes ``before`` as a hold sized to
     cover the host's work in ``fn``, then the flush, so the device reaches the
     start mark no sooner than the work, right after the flush. Timers of host clocks, or of devices
     with no way to do either, leave them out. A timer instance measures one

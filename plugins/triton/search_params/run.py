@@ -31,7 +31,7 @@ from kerneltune.core import (
     format_ms,
     verbose_line,
 )
-from kerneltune.core.driving import Candidate, Tuning, describe_error
+from kerneltune.core.driving import Candidate, SearchTuning, describe_error
 from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
 from kerneltune.plugins.triton.search_params.launcher import Launcher
 from kerneltune.plugins.triton.search_params.reference import ReferenceGate
@@ -39,13 +39,6 @@ from kerneltune.plugins.triton.search_params.seam import StrategySeam
 from kerneltune.plugins.triton.search_params.space import SearchSpace
 from kerneltune.plugins.triton.search_params.summary import SearchSummary, describe, print_autotuning
 
-#: Stage 3 times each finalist with this many times the configured repeats...
-PRECISE_REPEAT_FACTOR = 4
-#: ...in this many interleaved rounds (A B C A B C ...), so that clock and
-#: thermal drift during stage 3 lands on every finalist alike instead of on
-#: whichever ran last: a block-after-block re-timing can let a finalist a
-#: few percent slower win on a landscape whose top configs lie that close.
-PRECISE_ROUNDS = 4
 #: The strategy that measures hand-written configs: every one of them.
 GIVEN_STRATEGY = "exhaustive"
 
@@ -59,7 +52,7 @@ class SearchRun:
         self,
         kernel: DecoratedKernel,
         space: SearchSpace,
-        tuning: Tuning,
+        tuning: SearchTuning,
         args: tuple[Any, ...],
         launch: dict[str, Any],
         grid: Any,
@@ -109,7 +102,7 @@ class SearchRun:
         else:
             family = self.space.family or "none (compile options left to Triton's defaults)"
             self.say(f"operator class {kernel.operator} ({kernel.operator_reason}); profile family {family}")
-            strategy, budget = self.choose()
+            strategy, budget = self.pick_strategy()
             self.say(f"search strategy {strategy.name}: {budget.describe()}")
             chosen = strategy.name
         self.tuning.twins(self.launcher.program, self.launcher.options)
@@ -135,7 +128,7 @@ class SearchRun:
         )
         return best
 
-    def choose(self) -> tuple[SearchStrategy, SearchBudget]:
+    def pick_strategy(self) -> tuple[SearchStrategy, SearchBudget]:
         """The strategy and budget in force: the hint's, else the settings'; every rank must agree.
 
         With several ranks a wall-clock budget is read from the slowest
@@ -202,7 +195,7 @@ class SearchRun:
             failure = exc
             found = []
         if self.tuning.world_size > 1:
-            (anyone,) = self.tuning.agree([0.0 if failure is None else 1.0])
+            (anyone,) = self.tuning.max_over_ranks([0.0 if failure is None else 1.0])
             if anyone and failure is None:
                 failure = RuntimeError("it failed on another rank")
                 found = []
@@ -255,7 +248,7 @@ class SearchRun:
         if self.timed:
             # One number more per round: the slowest rank's clock, so that every rank's budget
             # runs out at the same round (a rank stopping alone would leave the others waiting).
-            (self.agreed_elapsed,) = self.tuning.agree([time.perf_counter() - self.started])
+            (self.agreed_elapsed,) = self.tuning.max_over_ranks([time.perf_counter() - self.started])
         return {**known, **dict(zip(points, times, strict=True))}
 
     def expect(self, points: list[Point]) -> None:
@@ -319,15 +312,16 @@ class SearchRun:
         if not finalists:
             return self.tuning.finish(among=[self.tuning.candidates[i] for i in sorted(self.outcomes)])
         candidates = [self.space.candidate(p) for p in finalists]
-        per_round = max(1, self.tuning.settings.get("repeat") * PRECISE_REPEAT_FACTOR // PRECISE_ROUNDS)
+        schedule = self.tuning.schedule
+        per_round, rounds = schedule.stage3_per_round, schedule.stage3_rounds
         self.say(
-            f"stage 3: re-timing {len(candidates)} finalist(s), {per_round * PRECISE_ROUNDS} runs each "
-            f"in {PRECISE_ROUNDS} interleaved rounds"
+            f"stage 3: re-timing {len(candidates)} finalist(s), {per_round * rounds} runs each "
+            f"in {rounds} interleaved rounds"
         )
         # Every rank requests every finalist in every round, failed or not, so
         # that the per-candidate barriers stay matched across ranks.
         times = self.tuning.round(
-            candidates, self.launcher.runner, repeat=per_round, rounds=PRECISE_ROUNDS, purpose="stage 3"
+            candidates, self.launcher.runner, repeat=per_round, rounds=rounds, purpose="stage 3"
         )
         for candidate, value in zip(candidates, times, strict=True):
             self.outcomes[candidate.index] = value
@@ -364,7 +358,7 @@ class SearchRun:
         SELECT's verdict replaces the stored one.
         """
         candidates = list(self.tuning.rechecking)
-        rounds = self.tuning.recheck_rounds
+        rounds = self.tuning.schedule.recheck_rounds
         self.say(
             f"re-checking the stored pick {candidates[0].label} against {len(candidates) - 1} rival(s) "
             f"in {rounds} interleaved rounds"
@@ -375,7 +369,7 @@ class SearchRun:
             launcher.runner,
             compile_one=None if launcher.compile_config is None else launcher.build,
             child=launcher.compile_process,
-            repeat=max(1, self.tuning.settings.get("repeat") // 2),
+            repeat=self.tuning.schedule.recheck_repeat,
             rounds=rounds,
             purpose="re-check",
         )

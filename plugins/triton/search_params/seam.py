@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kerneltune.core import BudgetSpent, PluginError, Point, SearchBudget, SearchGeometry, SearchStrategy
-from kerneltune.core.driving import Tuning
+from kerneltune.core.driving import SearchTuning
 
 #: Measures a round of points the run has not measured yet; every rank's agreed time of each.
 RoundMeasure = Callable[[list[Point]], dict[Point, float]]
@@ -64,7 +64,12 @@ class StrategySeam:
     """
 
     def __init__(
-        self, strategy: SearchStrategy, tuning: Tuning, geometry: SearchGeometry, kernel: str, finalists: int
+        self,
+        strategy: SearchStrategy,
+        tuning: SearchTuning,
+        geometry: SearchGeometry,
+        kernel: str,
+        finalists: int,
     ) -> None:
         self.strategy = strategy
         self.tuning = tuning

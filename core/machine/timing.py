@@ -68,6 +68,9 @@ IDLE_FACTOR = 2.0
 Thunk = Callable[[], object]
 #: What a driver's work calls around exactly the part to time.
 Wrap = Callable[[Thunk], object]
+#: What a driver calls for each run instead of ``wrap(run)``: it calls ``wrap(run)`` once, and what it
+#: does before and after (resetting in-place arguments) is not timed.
+Around = Callable[[Wrap, Thunk], object]
 T = TypeVar("T")
 
 
@@ -118,9 +121,9 @@ class IdleDevice:
     readings is noise. The first candidate's :meth:`observe` takes
     :data:`IDLE_PROBES` empty runs the same way (nothing between the marks)
     and keeps the fastest as the floor. :attr:`idle` is true once every
-    candidate observed read at most :data:`IDLE_FACTOR` times it. On an
-    H200, empty runs read 1.22-1.31 us, host work's medians 1.25-1.47 us, and
-    one one-element kernel 3.1 us or more. A probe that raises leaves no
+    candidate observed read at most :data:`IDLE_FACTOR` times it: empty
+    runs and host work read alike, where even a one-element kernel reads
+    more than twice that. A probe that raises leaves no
     floor (NaN), and the tuning is never idle. The tuning observes its first
     pass only (see :meth:`~kerneltune.core.machine.tuning.Tuning.runs`), and
     only runs the timer held: without a hold (no spin kernel), an empty
@@ -302,10 +305,9 @@ class CandidateRuns:
         the timed region, so the hold need only make up what the flush does
         not cover. Outside a batch the hold is whole: there the first pass's
         empty runs (:class:`IdleDevice`) must read as every timed run is set
-        up, and a run with no spin ahead of it read otherwise on an H200
-        (BENCHMARKS.md, session 20). In a batch on an H200, a 256 MB flush
-        takes about 75 us and covers a launch of up to 37 us with no spin at
-        all (BENCHMARKS.md, session 23).
+        up, and a run with no spin ahead of it reads otherwise. In a batch, a
+        flush of the device's caches keeps it busy for longer than a short
+        launch takes the host, and covers it with no spin at all.
         """
         if self._flush_time is None:
             return 0.0
@@ -323,8 +325,7 @@ class CandidateRuns:
         The flush comes last, right before the start mark, as in Triton's
         ``do_bench``: a spin between them let the device write the flush's
         dirty cache lines back before the work began, and near-tie configs
-        of a matmul then ranked otherwise than under ``do_bench``
-        (BENCHMARKS.md, session 22). In a batch, the flush counts toward
+        of a matmul then ranked otherwise than under ``do_bench``. In a batch, the flush counts toward
         the hold (``batched``, :meth:`_flush_credit`).
         """
         flush, hold = self._flush, self._hold

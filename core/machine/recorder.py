@@ -1,59 +1,68 @@
-"""The driver's side of MEASURE: taking a candidate's runs and handing back their samples.
+"""The driver's side of MEASURE: taking a candidate's runs and recording their samples.
 
-:class:`Measuring` is the part of a :class:`~kerneltune.core.machine.tuning.Tuning`
-a driver calls once :meth:`~kerneltune.core.machine.tuning.Tuning.next_candidate`
-has handed it a candidate: the runs to take (:meth:`Measuring.runs`), the
-samples or the failure to record. What runs next, and what is made of the
-samples, stay with the tuning; the times the ranks agree on between rounds
-are the round API's (:mod:`kerneltune.core.machine.rounds`).
+A :class:`Recorder` is the part of a :class:`~kerneltune.core.machine.tuning.Tuning`
+a driver reaches once :meth:`~kerneltune.core.machine.tuning.Tuning.next_candidate`
+has handed it a job (:meth:`Recorder.hand_out`): the runs to take
+(:meth:`Recorder.runs`), the samples or the failure to record. What runs
+next, and what is made of the samples, stay with the tuning.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from kerneltune.core.machine.measure import CandidateRuns, IdleDevice, Wrap, host_times
 from kerneltune.core.machine.options import OBJECTIVE
 from kerneltune.core.machine.samples import Samples
 from kerneltune.core.machine.schedule import Job, Schedule
-from kerneltune.core.plugin_system.contracts import Reducer, Timer
+from kerneltune.core.machine.timing import Around, CandidateRuns, IdleDevice, host_times
+from kerneltune.core.plugin_system.contracts import Timer
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.events import CandidateMeasured, Header
 from kerneltune.core.values.records import Candidate, Measurement
 from kerneltune.core.values.space import Space
 
 
-class Measuring:
+class Recorder:
     """A tuning's measurements, as its driver takes them; see the module docstring."""
 
     def __init__(
-        self, session: Session, reducer: Reducer, space: Space, schedule: Schedule, header: Header
+        self,
+        session: Session,
+        space: Space,
+        schedule: Schedule,
+        header: Header,
+        measurements: Samples,
+        *,
+        before_timing: Callable[[], None],
+        after_timing: Callable[[], None],
     ) -> None:
+        """:param measurements: the tuning's samples, which this records into.
+
+        :param before_timing: called as a candidate's timed runs begin (COMPILE holds its loads).
+        :param after_timing: called once they are launched (COMPILE's loads go on).
+        """
         self.session = session
-        self.reducer = reducer
         self._space = space
         self._schedule = schedule
         self._header = header
-        self._measurements = Samples()
-        #: the job :meth:`next_candidate` handed out last.
+        self._measurements = measurements
+        self._before_timing = before_timing
+        self._after_timing = after_timing
+        #: the job handed out last (:meth:`hand_out`).
         self._job: Job | None = None
+        #: what the device did in the first pass's timed runs, for SELECT's warning.
+        self.idle = IdleDevice()
         self._host_us = host_times()
-        self._idle = IdleDevice()
         #: batched jobs whose runs are launched and whose samples are not yet collected, in order;
         #: the first one's timer flushes and holds for the whole batch.
         self._parked: list[tuple[Job, CandidateRuns]] = []
 
-    def mean(self, candidate: Candidate) -> float:
-        """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
-        return self._measurement(candidate.index).mean
-
-    def samples(self, candidate: Candidate) -> tuple[float, ...]:
-        """This rank's samples of ``candidate`` in milliseconds, in the order taken; empty if it failed."""
-        measurement = self._measurement(candidate.index)
-        return () if measurement.error is not None else measurement.samples
+    def hand_out(self, job: Job) -> None:
+        """``job`` is the one the driver measures next."""
+        self._job = job
 
     def runs(self, candidate: Candidate) -> CandidateRuns:
-        """The runs to take of ``candidate``, the one :meth:`next_candidate` handed out.
+        """The runs to take of ``candidate``, the one handed out last (:meth:`hand_out`).
 
         Take them with :meth:`CandidateRuns.run`, then hand
         :meth:`CandidateRuns.samples` to :meth:`record` (or an exception to
@@ -73,18 +82,12 @@ class Measuring:
             host_us=self._host_us,
             # The first pass alone: interleaved re-timing rounds size the hold from other
             # candidates' host times, so host work can outlast it and leak into device time.
-            idle=self._idle if job.stage is None else None,
-            before_timing=self._timing_begins,
-            after_timing=self._timing_ends,
+            idle=self.idle if job.stage is None else None,
+            before_timing=self._before_timing,
+            after_timing=self._after_timing,
             device_work=device_work,
             batched=job.batched,
         )
-
-    def _timing_begins(self) -> None:
-        """A candidate's timed runs begin; the tuning keeps COMPILE's loads out of them."""
-
-    def _timing_ends(self) -> None:
-        """A candidate's timed runs are launched; the tuning lets COMPILE's loads go on."""
 
     def _current(self, candidate: Candidate) -> Job:
         job = self._job
@@ -114,10 +117,6 @@ class Measuring:
         else:
             self._measurements.put(measurement)
 
-    def error(self, candidate: Candidate) -> str | None:
-        """Why ``candidate`` failed here (compiling, screening or running); ``None`` if it did not."""
-        return self._measurements.error(candidate.index)
-
     def fail(self, candidate: Candidate, error: BaseException) -> None:
         """Record that a candidate raised; it counts as infinitely slow.
 
@@ -131,11 +130,7 @@ class Measuring:
         self._finish_candidate(measurement, traceback=trace)
 
     def measure(
-        self,
-        candidate: Candidate,
-        run: Callable[[], object],
-        *,
-        around: Callable[[Wrap, Callable[[], object]], object] | None = None,
+        self, candidate: Candidate, run: Callable[[], object], *, around: Around | None = None
     ) -> None:
         """Take every run of ``candidate`` by calling ``run``, and record the samples.
 
@@ -147,7 +142,7 @@ class Measuring:
         launched, and its samples collected by :meth:`settle`, with the
         rest of its batch, once the batch's last job is launched. Each run
         is still flushed ahead of its start mark, and held for what the flush
-        does not cover (see :class:`~kerneltune.core.machine.measure.CandidateRuns`);
+        does not cover (see :class:`~kerneltune.core.machine.timing.CandidateRuns`);
         what the batch saves is a synchronise, and the idle device behind it,
         per candidate, and the spin the flush makes up for.
 
@@ -207,6 +202,3 @@ class Measuring:
                 stage=job.stage if job is not None and job.candidate.index == measurement.index else None,
             )
         )
-
-    def _measurement(self, index: int) -> Measurement:
-        return self._measurements.get(index)

@@ -12,7 +12,15 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from kerneltune.core.machine import collector
-from kerneltune.core.machine.options import PAUSE_GC, REPEAT, SHARD, WARM_START, WARM_START_BUDGET, WARMUP
+from kerneltune.core.machine.options import (
+    PAUSE_GC,
+    REPEAT,
+    SHARD,
+    TIE_ROUNDS,
+    WARM_START,
+    WARM_START_BUDGET,
+    WARMUP,
+)
 from kerneltune.core.machine.schedule import Schedule, Setup
 from kerneltune.core.machine.tuning import Tuning
 from kerneltune.core.machine.warm_start import MODES, Parsed, WarmStart
@@ -126,6 +134,7 @@ class Tuner:
             flush=flush,
             adaptive=adaptive,
             shard=session.settings[SHARD] and distributed and not adaptive,
+            tie_rounds=session.settings[TIE_ROUNDS],
         )
         lock = self._lock_for(entry or "")
         lock.acquire()

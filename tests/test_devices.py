@@ -17,11 +17,11 @@ from kerneltune.core import (
     PluginError,
     Session,
     add_plugin,
-    current_session,
     hookimpl,
     load_settings,
     remove_plugin,
 )
+from kerneltune.core.driving import current_session
 from kerneltune.core.isolation.targets import worker_device
 from kerneltune.core.plugin_system.contracts import Device
 from kerneltune.core.torch_devices import torch_device_module

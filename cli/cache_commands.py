@@ -1,10 +1,4 @@
-"""``kerneltune cache``: list, show, clear, prune, verify, export and import the stored records.
-
-Each subcommand reads the records through :mod:`kerneltune.cli.loading`; ``show``
-prints a record with :mod:`kerneltune.cli.views`, ``export`` and ``import``
-carry records in the archives of :mod:`kerneltune.cli.archive`, and ``list``
-and ``prune`` ask :mod:`kerneltune.cli.live` which records the current sources reach.
-"""
+"""``kerneltune cache``: list, show, clear, prune, verify, export and import the stored records."""
 
 from __future__ import annotations
 
@@ -223,9 +217,7 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
 def _remove(doomed: Sequence[Stored], root: Path) -> int:
     """Remove each record with its lock file, and each function folder left empty; how many records went.
 
-    Each through :func:`~kerneltune.core.driving.remove_private`:
-    nothing reached through a link, nothing that is not a regular file of
-    this user's. A record that stays is named on stderr.
+    A record that stays is named on stderr.
     """
     removed = 0
     folders = set()

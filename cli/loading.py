@@ -1,10 +1,8 @@
 """What the ``kerneltune`` commands read: the plugins for the settings here, and the stored records.
 
-:class:`_Plugins` loads the plugins and their registries without a Session
-(which needs a working cache and device). Records are read through the
-cache plugins that can enumerate their files (the optional ``entries``
-method of the cache contract, :class:`~kerneltune.core.driving.ListingCache`),
-so a third-party file cache works here too.
+Records are read through the cache plugins that can enumerate their files
+(:class:`~kerneltune.core.driving.ListingCache`), so a third-party file
+cache works here too.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """Run the real Triton-distributed's tuning decorators on kerneltune's engine.
 
-Triton-distributed (the ``triton-dist`` distribution) installs a top-level
-``triton_dist`` package, and so does kerneltune's facade (the
-``kerneltune-triton-dist`` distribution, in ``triton_dist/``). Only one of them can
-own those files, so beside Triton-distributed kerneltune is installed without
-its facade, and :func:`use_with_triton_dist` points the real package's
-documented decorators at kerneltune's. It changes attributes of the imported
-modules, never a file. docs/guide.md ("Beside the real Triton-distributed") is
-the user's page.
-
-What this module relies on in the real package is only the documented API:
-the module and attribute names in :data:`DECORATORS`. Its private machinery
-(the real autotuner module replaces Triton's ``Autotuner.run`` when imported,
-and that replacement reads the module's own ``ContextualAutoTuner``) is left
-as it is: it passes every launch through to Triton's ``run`` while no real
-``ContextualAutoTuner`` is running, and after the call none is started by
-the documented decorator.
+Triton-distributed (``triton-dist``) and kerneltune's facade
+(``kerneltune-triton-dist``) both install a top-level ``triton_dist``
+package, so beside Triton-distributed kerneltune is installed without its
+facade, and :func:`use_with_triton_dist` points the real package's
+documented decorators (:data:`DECORATORS`) at kerneltune's, changing
+attributes of the imported modules, never a file. The real package's
+private machinery is left as it is: it passes every launch through to
+Triton while no real ``ContextualAutoTuner`` runs, and the documented
+decorator starts none after the call. docs/guide.md ("Beside the real
+Triton-distributed") is the user's page.
 """
 
 from __future__ import annotations

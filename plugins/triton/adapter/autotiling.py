@@ -72,13 +72,11 @@ def tiling_axes(tuner: Any) -> dict[str, str]:
 def name_list_key_axes(tuner: Any) -> None:
     """Give an auto-tiling tuner holding a list ``key`` the axis dict its own ``run`` reads.
 
-    triton-ascend 3.2.0rc4's tuner keeps its key as the decorator got it,
-    and its ``run``, cache hits included, reads it as a dict from axis name
-    to argument name: a list (written as 3.2.0 takes it) fails there with
-    ``AttributeError: 'list' object has no attribute 'items'``. The list's
-    arguments take the axis names in order (:func:`tiling_axes`), as 3.2.0's
-    constructor names them; :func:`tuning_key` is the same either way. Any
-    other autotuner is left as it is.
+    triton-ascend 3.2.0rc4's ``run``, cache hits included, reads its key
+    as a dict from axis name to argument name: a list (as 3.2.0 takes it)
+    fails there with ``AttributeError``. The list's arguments take the axis
+    names in order (:func:`tiling_axes`); :func:`tuning_key` is the same
+    either way. Any other autotuner is left as it is.
     """
     # Every launch routed under contextual_autotune asks: the cheap test first.
     if not isinstance(tuner.keys, Mapping) and layout_of(tuner).generates:

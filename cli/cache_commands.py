@@ -19,7 +19,6 @@ from kerneltune.cli.loading import (
     cache_dir,
     dir_option,
     existing_cache_dir,
-    file_cache_names,
     find_records,
     readable,
     stored_records,
@@ -365,15 +364,12 @@ def import_records(archive: Path, directory: Path | None) -> None:
     entries = read_archive(archive)
     caches = loaded.registries.caches
     cache = loaded.settings.get("cache")
+    listing = ", ".join(loaded.file_cache_names())
     if cache in loaded.registries.remote_stores.classes:
-        raise click.ClickException(
-            f"cache {cache!r} keeps no files; set cache to one of: {file_cache_names(loaded)}"
-        )
+        raise click.ClickException(f"cache {cache!r} keeps no files; set cache to one of: {listing}")
     target = make_cache(caches.select(cache), root, loaded.settings, caches)
     if not provides(target, ListingCache):
-        raise click.ClickException(
-            f"cache {target.name!r} keeps no files; set cache to one of: {file_cache_names(loaded)}"
-        )
+        raise click.ClickException(f"cache {target.name!r} keeps no files; set cache to one of: {listing}")
     for entry in entries:
         folder = target.directory(entry.record.function)
         if folder is None:

@@ -51,12 +51,10 @@ DECORATORS = (
 def use_with_triton_dist() -> list[str]:
     """Make the installed ``triton_dist`` package's tuning decorators run on kerneltune's engine.
 
-    For each documented decorator (``triton_dist.autotuner.contextual_autotune``
-    and ``triton_dist.tune.autotune``): where the package has the module,
-    kerneltune's decorator replaces the module's attribute; where it lacks
-    the module (the ``triton-dist`` 0.0.0 wheel has no ``tune``), kerneltune's
-    is put in its place for this process, holding what the facade's module
-    holds. No file is changed, and a second call changes nothing.
+    For each of :data:`DECORATORS`, kerneltune's decorator replaces the
+    module's attribute, or, where the package lacks the module (the
+    ``triton-dist`` 0.0.0 wheel has no ``tune``), a module holding what the
+    facade's holds takes its place for this process. A second call changes nothing.
 
     Call it before importing code that binds a decorator's name at import
     (``from triton_dist.autotuner import contextual_autotune`` at the top of

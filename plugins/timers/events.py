@@ -208,12 +208,8 @@ class DeviceEventTimer(TorchDeviceTimer):
     def flush(self) -> None:
         """Evict the device's L2 (:meth:`TorchDeviceTimer.flush`); the first on each device is timed.
 
-        Where the device can hold (a spin kernel), the first
-        :data:`FLUSHES_TIMED` timers on a device each time their first flush
-        there between two events, read at ``collect``, so that
-        :meth:`flush_microseconds` knows how long one takes (the shortest:
-        a first flush can be slow, and too long a figure would shorten holds
-        too much).
+        Where the device can hold, the first :data:`FLUSHES_TIMED` timers on
+        a device each time their first flush there, for :meth:`flush_microseconds`.
         """
         unit = self._unit()
         device = (self.name, unit)
@@ -235,7 +231,10 @@ class DeviceEventTimer(TorchDeviceTimer):
         self._flushes.append((device, start, end))
 
     def flush_microseconds(self) -> float | None:
-        """The shortest flush timed on the current device in this process, in microseconds; ``None``: none."""
+        """The shortest flush timed on the current device in this process, in microseconds; ``None``: none.
+
+        The shortest: a first flush can be slow, and too long a figure would shorten holds too much.
+        """
         return self._flush_us.get((self.name, self._device.current()))
 
     def _calibrate(self, device: tuple[str, int], spin: Callable[[int], object], stream: Any) -> None:

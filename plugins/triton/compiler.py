@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 from kerneltune.plugins.triton import adapter, compile_device, configs, programs, warm_cache, warming
-from kerneltune.plugins.triton.compile_device import Thunk
+from kerneltune.plugins.triton.adapter import Thunk
 
 
 def out_of_resources(exc: BaseException) -> bool:

@@ -79,10 +79,8 @@ def config_attributes() -> frozenset[str]:
 
     The constructor's fields (:func:`config_fields`) and the attributes a
     release sets from its other keywords: triton-ascend 3.2's ``Config``
-    takes ``multibuffer``, ``tile_mix_vector_loop`` and the NPU's other
-    compile options through ``**bishengir_options``, keeps each as an
-    attribute (``None``: the compiler's default) and passes it to the launch
-    in ``all_kwargs()``.
+    keeps ``multibuffer`` and the NPU's other options from ``**bishengir_options``
+    so, and passes them to the launch in ``all_kwargs()``.
     """
     from triton import Config
 

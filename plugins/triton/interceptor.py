@@ -150,11 +150,8 @@ class TritonLaunch:
 class _Patch:
     """Triton's autotuner classes as patched in this process: at the first install, then kept.
 
-    Each class with a ``run`` of its own gets a replacement that hands a
-    launch to the interceptor installed now (:attr:`installed`) and, while
-    none is, straight to the original. Replacing and restoring the class
-    attribute around every call of an outer function would cost more than
-    the launch it serves.
+    Replacing and restoring the class attribute around every call of an
+    outer function would cost more than the launch it serves.
     """
 
     def __init__(self) -> None:

@@ -1,11 +1,8 @@
 """What a compiled Triton kernel is besides its compile: the program a config launches, its launcher.
 
-* :func:`program_of`: which program a config launches, so that twins (configs
-  compiled to one program) are measured once
-  (:class:`~kerneltune.core.plugin_system.contracts.ProgramLaunch`);
-* :func:`build_launcher`: the host-side C launcher that releases before 3.7
-  build at a kernel's first launch, built ahead in a compile process
-  (:mod:`~kerneltune.plugins.triton.compiler` calls it there).
+:func:`program_of` tells twins (configs compiled to one program) apart, so
+each is measured once; :func:`build_launcher` builds a release's host-side
+C launcher ahead, in a compile process.
 """
 
 from __future__ import annotations

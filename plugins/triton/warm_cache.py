@@ -123,12 +123,9 @@ def fingerprint(root: Path) -> str:
 
     Reading each file's metadata costs milliseconds where hashing its
     content (as ``triton_key`` does) costs a third of a second. Linked
-    folders are followed, as Triton's own hash follows them (an editable
-    Triton links its backends), each folder once; ``__pycache__`` is left
-    out. The change time moves whenever a file is written or its times
-    are set, so a rebuild that restores the modification time (``cp -p``,
-    ``rsync -t``) still changes the digest, as does a file replaced by
-    another (a new inode).
+    folders are followed once each, as Triton's own hash follows them;
+    ``__pycache__`` is left out. The change time catches a rebuild that
+    restores the modification time (``cp -p``), the inode a replaced file.
     """
     rows = []
     seen: set[tuple[int, int]] = set()

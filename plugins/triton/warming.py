@@ -8,7 +8,7 @@ import importlib
 import threading
 
 from kerneltune.plugins.triton import adapter, compile_device, warm_cache
-from kerneltune.plugins.triton.compile_device import Thunk
+from kerneltune.plugins.triton.adapter import Thunk
 
 
 class _WarmUp:
@@ -143,10 +143,8 @@ def complete() -> None:
     """Wait until :func:`warm_up` is done, so that no compile process repeats it or is forked in the
     middle of it; a warm-up that :func:`warm_up` deferred starts here, for the first fork.
 
-    Only once it is over: a child forked while the warm-up thread imports
-    a module inherits that module's import lock, held by a thread the
-    child does not have, and hangs at its own import of it (as forks that
-    waited only for the hash did).
+    A child forked while the warm-up thread imports a module inherits that
+    module's import lock, held by a thread it does not have, and hangs.
     """
     if _warm.deferred and _warm.thread is None:
         with _warm.lock:
@@ -168,11 +166,9 @@ def warmed() -> None:
     """Wait for the whole warm-up, where one is under way: the hash, and the warm-up thread if started.
 
     A compile needs the hash for its cache key, and Triton does not share
-    one under way: each compile on a pool thread that came before it would
-    compute it again, on the interpreter lock the others need. And waiting
-    for all of the warm-up, not only the hash, means that once the tuning's
-    compiles have ended no thread of the warm-up is left running beside a
-    measurement.
+    one under way: each compile that came before it would compute it again.
+    Waiting for all of it means no thread of the warm-up outlives the
+    compiles to run beside a measurement.
     """
     hashed()
     thread = _warm.thread

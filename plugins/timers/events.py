@@ -165,11 +165,8 @@ class DeviceEventTimer(TorchDeviceTimer):
     def _stream(self, unit: int) -> Any:
         """``unit``'s current stream: :meth:`sample`'s, or looked up; only where events are recorded.
 
-        Looking the stream up takes torch several microseconds in Python, and
-        without a stream ``Event.record`` looks it up on every call: a timed
-        run records up to four events. A batch's hold and flush go through
-        its first timer while another samples, so they ask for the stream
-        only when they record events (a timed hold or flush).
+        Looking the stream up takes torch several microseconds, and without a
+        stream ``Event.record`` looks it up on every call, up to four a timed run.
         """
         return self._place[1] if self._place is not None else self._module.current_stream(unit)
 

@@ -214,13 +214,11 @@ def store_config(tuner: Any, key: Hashable, config: Any) -> None:
 def store_timings(tuner: Any, timings: Sequence[Any], seconds: float) -> None:
     """Leave ``configs_timings`` and ``bench_time`` on the autotuner as its own tuning does.
 
-    ``configs_timings`` maps each config the tuning kept to three times in
-    ms, where Triton's benchmarker gives the median and the 20th and 80th
-    percentiles: the time the pick was chosen by (agreed over ranks), then
-    the 20th and 80th percentiles of this rank's samples; ``inf`` three
-    times for a config that failed. ``min(configs_timings,
-    key=configs_timings.get)`` is the pick, as after Triton's tuning.
-    ``bench_time`` is the tuning's seconds.
+    ``configs_timings`` maps each kept config to three times in ms, where
+    Triton gives the median and the 20th and 80th percentiles: the time the
+    pick was chosen by (agreed over ranks), then the 20th and 80th
+    percentiles of this rank's samples; ``inf`` three times for a failed
+    config. ``bench_time`` is the tuning's seconds.
 
     :param timings: :class:`kerneltune.core.CandidateTiming` of each kept config.
     """

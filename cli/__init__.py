@@ -1,12 +1,4 @@
-"""The ``kerneltune`` command: the plugins in force, and the picks stored on disk.
-
-This module is the command group; each command is a module of its own.
-``kerneltune plugins`` (:mod:`kerneltune.cli.plugins_command`) shows what a
-tuning here would run with. ``kerneltune cache ...``
-(:mod:`kerneltune.cli.cache_commands`) lists, shows, clears, prunes, verifies, exports
-and imports stored records, and ``kerneltune report``
-(:mod:`kerneltune.cli.report_command`) compares every candidate of each stored
-key. They read the plugins and the records through :mod:`kerneltune.cli.loading`.
+"""The ``kerneltune`` command group; each command is a module of its own (docs/cli.md).
 
 Exit status: 0 on success, 1 on failure (one line on stderr), 2 on bad usage.
 """

@@ -6,13 +6,10 @@ An archive is plain data and nothing else::
      "created_at": "2026-12-01T10:00:00+00:00",
      "records": [{"digest": "<cache entry>", "sha256": "<of the record>", "record": {...}}]}
 
-Each ``record`` is what a cache plugin stores (:meth:`TuningRecord.to_data`)
-and ``sha256`` the hash of its canonical JSON, so a record edited or cut
-short on the way is caught. Reading checks every entry before returning any:
-an archive with one bad entry is refused whole. An archive may come from
-anywhere, so reading takes only a regular file (not a device or a FIFO,
-even through a link) of at most :data:`MAX_BYTES`, nested at most
-:data:`MAX_DEPTH` levels deep.
+Each ``record`` is what a cache plugin stores and ``sha256`` the hash of
+its canonical JSON. Reading checks every entry before returning any, and
+takes only a regular file or a pipe of at most :data:`MAX_BYTES`, nested at
+most :data:`MAX_DEPTH` levels deep (docs/cli.md, "kerneltune cache export").
 """
 
 from __future__ import annotations

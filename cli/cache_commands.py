@@ -1,10 +1,4 @@
-"""``kerneltune cache``: list, show, clear, prune, verify, export and import the stored records.
-
-Each subcommand reads the records through :mod:`kerneltune.cli.loading`; ``show``
-prints a record with :mod:`kerneltune.cli.views`, ``export`` and ``import``
-carry records in the archives of :mod:`kerneltune.cli.archive`, and ``list``
-and ``prune`` ask :mod:`kerneltune.cli.live` which records the current sources reach.
-"""
+"""``kerneltune cache``: list, show, clear, prune, verify, export and import the stored records."""
 
 from __future__ import annotations
 
@@ -25,7 +19,6 @@ from kerneltune.cli.loading import (
     cache_dir,
     dir_option,
     existing_cache_dir,
-    file_cache_names,
     find_records,
     readable,
     stored_records,
@@ -223,9 +216,7 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
 def _remove(doomed: Sequence[Stored], root: Path) -> int:
     """Remove each record with its lock file, and each function folder left empty; how many records went.
 
-    Each through :func:`~kerneltune.core.driving.remove_private`:
-    nothing reached through a link, nothing that is not a regular file of
-    this user's. A record that stays is named on stderr.
+    A record that stays is named on stderr.
     """
     removed = 0
     folders = set()
@@ -373,15 +364,12 @@ def import_records(archive: Path, directory: Path | None) -> None:
     entries = read_archive(archive)
     caches = loaded.registries.caches
     cache = loaded.settings.get("cache")
+    listing = ", ".join(loaded.file_cache_names())
     if cache in loaded.registries.remote_stores.classes:
-        raise click.ClickException(
-            f"cache {cache!r} keeps no files; set cache to one of: {file_cache_names(loaded)}"
-        )
+        raise click.ClickException(f"cache {cache!r} keeps no files; set cache to one of: {listing}")
     target = make_cache(caches.select(cache), root, loaded.settings, caches)
     if not provides(target, ListingCache):
-        raise click.ClickException(
-            f"cache {target.name!r} keeps no files; set cache to one of: {file_cache_names(loaded)}"
-        )
+        raise click.ClickException(f"cache {target.name!r} keeps no files; set cache to one of: {listing}")
     for entry in entries:
         folder = target.directory(entry.record.function)
         if folder is None:

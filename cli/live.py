@@ -1,17 +1,10 @@
 """Which stored records a tuning of the current source reads: for ``cache list``, ``report``, ``prune``.
 
-A record of the function-level tuner names the function it was made for
-(its module and qualified name, :class:`~kerneltune.core.driving.Origin`)
-and the digest of that function's source then. Where the function imports
-here, its source now gives the digest a tuning would look up: a record with
-that digest is ``current``, one with another is ``stale`` (the function was
-edited since, and no tuning reaches it again unless the edit is undone).
-A function of a script run as ``__main__`` is found in the script's file,
-read and compiled but not run. Where it does not import (a function defined
-inside another, a module not on the path here, a record of another tuner
-or one written before records named their function), the newest record of
-each key is taken as the live one (``newest``) and the others as ``older``:
-a guess by date, which ``prune`` does not act on.
+A record whose function imports here is ``current`` when its source digest
+is the function's now, else ``stale``; one whose function cannot be
+imported is judged by date, ``newest`` or ``older`` per key, a guess that
+``prune`` does not act on. docs/cli.md ("Which records are live") says how
+a function is found, a script's included (read and compiled, never run).
 """
 
 from __future__ import annotations

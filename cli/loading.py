@@ -1,10 +1,8 @@
 """What the ``kerneltune`` commands read: the plugins for the settings here, and the stored records.
 
-:class:`_Plugins` loads the plugins and their registries without a Session
-(which needs a working cache and device). Records are read through the
-cache plugins that can enumerate their files (the optional ``entries``
-method of the cache contract, :class:`~kerneltune.core.driving.ListingCache`),
-so a third-party file cache works here too.
+Records are read through the cache plugins that can enumerate their files
+(:class:`~kerneltune.core.driving.ListingCache`), so a third-party file
+cache works here too.
 """
 
 from __future__ import annotations
@@ -60,14 +58,17 @@ class _Plugins:
         """The hardware facts a tuning here would key its picks by."""
         return hardware_facts(self.manager, resolve_devices(self.registries, self.settings)[0])
 
+    def file_cache_names(self) -> list[str]:
+        """The caches that can enumerate their records (asked of the class: its instances list too)."""
+        classes = self.registries.caches.classes
+        return [name for name in sorted(classes) if provides(classes[name], ListingCache)]
+
     def file_caches(self, root: Path) -> list[ListingCache]:
         """One instance per cache that can enumerate its records."""
-        classes = self.registries.caches.classes
-        # provides() asked the class: its instances list their records too.
+        caches = self.registries.caches
         return [
-            cast(ListingCache, make_cache(classes[name], root, self.settings, self.registries.caches))
-            for name in sorted(classes)
-            if provides(classes[name], ListingCache)
+            cast(ListingCache, make_cache(caches.classes[name], root, self.settings, caches))
+            for name in self.file_cache_names()
         ]
 
 
@@ -122,7 +123,7 @@ def find_records(loaded: _Plugins, reference: str, directory: Path | None) -> li
         matches = [s for s in stored_records(caches, None) if s.path.resolve() == path]
         if not matches:
             raise click.ClickException(
-                f"{reference}: not a record file of any cache ({file_cache_names(loaded)})"
+                f"{reference}: not a record file of any cache ({', '.join(loaded.file_cache_names())})"
             )
     else:
         root = existing_cache_dir(directory, loaded)
@@ -144,12 +145,6 @@ def find_records(loaded: _Plugins, reference: str, directory: Path | None) -> li
     if matches[0].record is None:
         raise click.ClickException(f"{matches[0].path}: {matches[0].problem}")
     return matches[:1]
-
-
-def file_cache_names(loaded: _Plugins) -> str:
-    """The caches whose records the commands can read, for messages."""
-    classes = loaded.registries.caches.classes
-    return ", ".join(name for name in sorted(classes) if provides(classes[name], ListingCache))
 
 
 def dir_option(command: Callable[..., Any]) -> Callable[..., Any]:

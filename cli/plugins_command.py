@@ -1,14 +1,8 @@
 """``kerneltune plugins``: what a tuning here would run with.
 
-The plugins loaded and where each comes from, every registered timer,
-cache, reducer, device, remote store and search strategy with the one
-``auto`` takes, the hardware facts, and the settings with their sources.
-
 It answers as a program that has not imported torch would be answered:
-``auto`` passes over the classes that wait for a module such a program has
-not imported (``auto_requires_import``), and so does the listing, which
-stays quick. ``--probe`` imports those modules first and asks every class,
-as in a program that uses torch.
+``auto`` and the listing pass over the classes that wait for a module not
+imported (``auto_requires_import``); ``--probe`` imports those first.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """kerneltune: measure candidate configurations, agree across ranks, pick, remember.
 
-The engine is :mod:`kerneltune.core`, the built-in plugins live in
-:mod:`kerneltune.plugins`, and :mod:`kerneltune.cli` is the ``kerneltune``
-command, one module per command beside it. Importing this package loads none
-of them.
-
-:func:`use_with_triton_dist` (from :mod:`kerneltune.real_triton_dist`) makes
-the real Triton-distributed's tuning decorators run on kerneltune's engine;
-its module imports nothing of kerneltune's until it is called.
+The engine is :mod:`kerneltune.core`, the built-in plugins :mod:`kerneltune.plugins`,
+the command :mod:`kerneltune.cli`; importing this package loads none of them.
+:func:`use_with_triton_dist` (:mod:`kerneltune.real_triton_dist`) imports the engine only when called.
 """
 
 import importlib.metadata

@@ -1,21 +1,15 @@
 """Run the real Triton-distributed's tuning decorators on kerneltune's engine.
 
-Triton-distributed (the ``triton-dist`` distribution) installs a top-level
-``triton_dist`` package, and so does kerneltune's facade (the
-``kerneltune-triton-dist`` distribution, in ``triton_dist/``). Only one of them can
-own those files, so beside Triton-distributed kerneltune is installed without
-its facade, and :func:`use_with_triton_dist` points the real package's
-documented decorators at kerneltune's. It changes attributes of the imported
-modules, never a file. docs/guide.md ("Beside the real Triton-distributed") is
-the user's page.
-
-What this module relies on in the real package is only the documented API:
-the module and attribute names in :data:`DECORATORS`. Its private machinery
-(the real autotuner module replaces Triton's ``Autotuner.run`` when imported,
-and that replacement reads the module's own ``ContextualAutoTuner``) is left
-as it is: it passes every launch through to Triton's ``run`` while no real
-``ContextualAutoTuner`` is running, and after the call none is started by
-the documented decorator.
+Triton-distributed (``triton-dist``) and kerneltune's facade
+(``kerneltune-triton-dist``) both install a top-level ``triton_dist``
+package, so beside Triton-distributed kerneltune is installed without its
+facade, and :func:`use_with_triton_dist` points the real package's
+documented decorators (:data:`DECORATORS`) at kerneltune's, changing
+attributes of the imported modules, never a file. The real package's
+private machinery is left as it is: it passes every launch through to
+Triton while no real ``ContextualAutoTuner`` runs, and the documented
+decorator starts none after the call. docs/guide.md ("Beside the real
+Triton-distributed") is the user's page.
 """
 
 from __future__ import annotations
@@ -57,12 +51,10 @@ DECORATORS = (
 def use_with_triton_dist() -> list[str]:
     """Make the installed ``triton_dist`` package's tuning decorators run on kerneltune's engine.
 
-    For each documented decorator (``triton_dist.autotuner.contextual_autotune``
-    and ``triton_dist.tune.autotune``): where the package has the module,
-    kerneltune's decorator replaces the module's attribute; where it lacks
-    the module (the ``triton-dist`` 0.0.0 wheel has no ``tune``), kerneltune's
-    is put in its place for this process, holding what the facade's module
-    holds. No file is changed, and a second call changes nothing.
+    For each of :data:`DECORATORS`, kerneltune's decorator replaces the
+    module's attribute, or, where the package lacks the module (the
+    ``triton-dist`` 0.0.0 wheel has no ``tune``), a module holding what the
+    facade's holds takes its place for this process. A second call changes nothing.
 
     Call it before importing code that binds a decorator's name at import
     (``from triton_dist.autotuner import contextual_autotune`` at the top of

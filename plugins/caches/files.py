@@ -1,22 +1,10 @@
 """On-disk caches: one file per entry, JSON (readable) or msgpack (compact).
 
-Files live at ``<root>/<folder>/<digest>.<suffix>``, where ``<folder>`` is the
-namespace itself when it is a plain name (letters, digits, ``_.-``, not
-starting with a dot or dash, at most 64 characters) and otherwise a readable
-prefix of it plus a hash of the whole (``Foo_locals_.bar-1f2e3d4c5b6a``), so no
-namespace escapes the root or exceeds a file name's length.
-
-Writes go to a temporary file in the same directory and are renamed into
-place under a file lock, so readers see the old record or the new one, never
-half of one; temporary files that a killed writer left behind are removed by
-the next cache object's first write into the folder (once per folder and
-process: sessions, each with its cache object, are kept per settings).
-Directories are created private to the user (mode 0700), and files
-(records, lock files) with mode 0600 whatever the umask. A folder or file
-another user could change is not used (one warning per process); files are
-read without following links or blocking, regular files only, up to a size
-cap. Only plain data is stored; nothing read back is ever executed or
-imported.
+Files live at ``<root>/<folder>/<digest>.<suffix>`` (:func:`folder_name`:
+no namespace escapes the root or exceeds a file name's length). Writes are
+atomic, private to the user and under a file lock; a folder or file another
+user could change is not used. docs/storage.md ("What is read, and what a bad file
+does") says the rules; only plain data is stored, nothing read back is executed.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """A Redis (or Valkey) server as a remote store: the ``redis`` cache.
 
-``cache = "redis"`` with ``redis_url`` set layers this store under the local
-JSON cache (:mod:`kerneltune.core.plugin_system.layered_cache` does the
-layering, the checks and the back-off; docs/fleet.md describes it). This
-module is the client only: it declares ``redis_url`` and ``redis_ttl``, and
-gets and sets bytes. Each command gets :data:`TIMEOUT_SECONDS` in all,
-connecting included, with no retries, so that an unreachable, slow or
-trickling server costs a tuning at most that per command.
+The client only (docs/fleet.md): core layers it under the local JSON cache.
+Each command gets :data:`TIMEOUT_SECONDS` in all, connecting included, with
+no retries, so that an unreachable, slow or trickling server costs a tuning
+at most that per command.
 """
 
 from __future__ import annotations

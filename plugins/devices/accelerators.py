@@ -1,12 +1,9 @@
 """CUDA GPUs and Ascend NPUs as kerneltune devices: one implementation, two modules.
 
 ``torch.cuda`` and ``torch.npu`` (which torch_npu registers on import) share
-the calls a device needs: ``is_available``, ``is_initialized``,
-``current_device``, ``set_device``, ``synchronize``, ``empty_cache``,
-``get_device_name`` and ``device_count``; torch allocates on either by
-device type. So the two classes differ only in which module and device type
-they use, and in the facts they report. The module is looked up at each
-call, never kept, so that a process (or a test) that replaces it is heard.
+every call a device needs, so the two classes differ only in their module,
+device type and facts. The module is looked up at each call, never kept, so
+that a process (or a test) that replaces it is heard.
 """
 
 from __future__ import annotations

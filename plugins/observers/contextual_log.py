@@ -1,21 +1,11 @@
 """The contextual tuner's log: ``./.autotune_logs/rank-<rank>.log``, appended.
 
-One line per warm-up or timed launch of a candidate (kernel name, key,
-config number, phase and round, time or exception; an exception is followed
-by its traceback) and a summary per (kernel, key) with every candidate's
-mean time, why each that failed did (its compile, say, which has no launch
-line), and the best config. The rank
-is the process's global rank in torch.distributed, 0 without it, so ranks
-never write to one file. The file is created 0600, opened without following
-links, and must be this user's own regular file; the folder is taken as it
-is (the real Triton-distributed's contextual autotuner writes its logs to
-the same folder, made with the default mode). While a kernel
-is tuned the file stays open (a
-:class:`~kerneltune.core.private_files.PrivateAppender`, as the tuning
-log's: each line written through at once, and a file removed or replaced
-meanwhile is opened anew); it is closed with the kernel's summary (opening
-it for each of a tuning's launches, 128 for 16 configs, cost about 20 us a
-launch on a CPU host).
+One line per warm-up or timed launch of a candidate and a summary per
+(kernel, key); docs/contextual.md ("Logs") says what each holds. The rank is
+the process's global rank in torch.distributed, so ranks never write to one
+file. While a kernel is tuned the file stays open (a
+:class:`~kerneltune.core.private_files.PrivateAppender`); its summary closes
+it (opening it for each launch cost about 20 us a launch).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """A progress bar on stderr for tunings that take a while.
 
-It shows the candidates measured out of those kept, the time spent, the
-estimated time left, how many are compiled while COMPILE runs, and the best
-candidate so far. It draws only when stderr
-is a terminal, only on rank 0, only with ``progress = true`` (the default;
-``KERNELTUNE_PROGRESS=0`` turns it off), and only once a tuning has run for
-:data:`DRAW_AFTER_S` seconds: most tunings finish sooner and stay silent.
+The candidates measured out of those kept, the time spent and left, the
+compiles while COMPILE runs, and the best candidate so far. It draws only
+when stderr is a terminal, on rank 0, with ``progress = true`` (the
+default), and once a tuning has run for :data:`DRAW_AFTER_S` seconds.
 """
 
 from __future__ import annotations

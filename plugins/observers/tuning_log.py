@@ -1,22 +1,12 @@
 """Tuning logs: verbose INFO lines when asked, DEBUG lines otherwise, and a detailed file per rank.
 
 Every real tuning appends to ``<cache dir>/<function folder>/tune-rank<rank>.log``
-(caches without a directory write no file): the start, how long COMPILE
-took (once the compiles handed over have all ended: how many, the wall
-time from the first start, the slowest, how many failed), each candidate's
-samples or error (with the traceback of its first failure), and the pick.
-Verbose (``autotune_verbose=True``, a tuner's own ``verbose``/``debug``, or
-the ``verbose`` setting) also shows the start, each candidate's time or
-error (sharded, those other ranks measured once their times are gathered,
-naming the rank; with ranks measuring alike, each candidate's time on its
-slowest rank once REDUCE has it, which is what SELECT compares), the pick
-with its time as SELECT compared it, and a stored pick served, as INFO lines
-(:mod:`kerneltune.core.verbose`); otherwise those lines are DEBUG records on
-the ``kerneltune`` logger. The log is opened without following links and
-must be this user's own regular file; it stays open between lines
-(:class:`~kerneltune.core.private_files.PrivateAppender`: before each line
-one ``lstat`` checks that the path still names it). A log that cannot be
-written is one warning per process, and tuning goes on.
+(docs/storage.md says what it holds); verbose (``autotune_verbose=True``, a
+tuner's own ``verbose``/``debug``, or the ``verbose`` setting) shows the
+start, each candidate's time or error and the pick as INFO lines
+(:mod:`kerneltune.core.verbose`), else DEBUG records on the ``kerneltune``
+logger. A log that cannot be written is one warning per process, and tuning
+goes on.
 """
 
 from __future__ import annotations
@@ -25,7 +15,6 @@ import logging
 import math
 import threading
 import time
-from pathlib import Path
 
 import attrs
 from kerneltune.core import (
@@ -55,14 +44,17 @@ def _say(line: str, verbose: bool) -> None:
         logger.debug(line)
 
 
+#: The events whose lines go to the log file.
+_Logged = TuningStarted | CompileFinished | CandidateMeasured | TuningFinished
+
 #: The logs written to, each kept open between lines (a line per candidate; opening took 35 us).
 _logs = PrivateAppender()
 
 
-def _emit(line: str, *, verbose: bool, log_dir: Path | None, rank: int, detail: str = "") -> None:
-    _say(line, verbose)
-    if log_dir is not None:
-        path = log_dir / f"tune-rank{rank}.log"
+def _emit(event: _Logged, line: str, detail: str = "") -> None:
+    _say(line, event.verbose)
+    if event.log_dir is not None:
+        path = event.log_dir / f"tune-rank{event.rank}.log"
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         try:
             # Made and checked where opened: another user may have created the folder since the cache
@@ -78,11 +70,9 @@ def _emit(line: str, *, verbose: bool, log_dir: Path | None, rank: int, detail: 
 @hookimpl
 def kerneltune_tuning_started(event: TuningStarted) -> None:
     _emit(
+        event,
         f"{event.function}: tuning key {event.key!r}: {len(event.candidates)} candidates "
         f"(rank {event.rank} of {event.world_size})",
-        verbose=event.verbose,
-        log_dir=event.log_dir,
-        rank=event.rank,
     )
 
 
@@ -126,11 +116,9 @@ def kerneltune_compile_finished(event: CompileFinished) -> None:
     seconds, slowest = phase.slowest
     failed = f", {phase.failed} failed" if phase.failed else ""
     _emit(
+        event,
         f"{event.function}: key {event.key!r}: compiled {event.total} candidate(s) in "
         f"{time.monotonic() - phase.began:.2f} s (the slowest [{slowest}] {seconds:.2f} s{failed})",
-        verbose=event.verbose,
-        log_dir=event.log_dir,
-        rank=event.rank,
     )
 
 
@@ -169,11 +157,9 @@ def kerneltune_candidate_measured(event: CandidateMeasured) -> None:
     # A candidate's first failure brings its traceback: the warning names the error, the log keeps where.
     trace = "".join(f"    {line}\n" for line in (event.traceback or "").splitlines())
     _emit(
+        event,
         f"{event.function}: [{event.candidate.index}] {event.candidate.label}{stage}: {outcome}",
-        verbose=event.verbose,
-        log_dir=event.log_dir,
-        rank=event.rank,
-        detail=samples + trace,
+        samples + trace,
     )
 
 
@@ -256,15 +242,10 @@ def kerneltune_tuning_finished(event: TuningFinished) -> None:
     for index, rank in event.measured_elsewhere:
         candidate, measured = event.candidates[index], event.times[index]
         outcome = f"trimmed mean {format_ms(measured)}" if math.isfinite(measured) else "failed"
-        _emit(
-            f"{event.function}: [{index}] {candidate.label} (measured on rank {rank}): {outcome}",
-            verbose=event.verbose,
-            log_dir=event.log_dir,
-            rank=event.rank,
-        )
+        _emit(event, f"{event.function}: [{index}] {candidate.label} (measured on rank {rank}): {outcome}")
     # With ranks measuring alike, the times SELECT compares are the slowest rank's, not this rank's.
     for agreed in _agreed_lines(event):
-        _emit(agreed, verbose=event.verbose, log_dir=event.log_dir, rank=event.rank)
+        _emit(event, agreed)
     if event.best is None:
         line = f"{event.function}: key {event.key!r}: every candidate failed"
     else:
@@ -274,4 +255,4 @@ def kerneltune_tuning_finished(event: TuningFinished) -> None:
             f"{_verdict(event)}"
         )
     table = "".join(f"    [{c.index}] {_time_or_why(event, c.index)}  {c.label}\n" for c in event.candidates)
-    _emit(line, verbose=event.verbose, log_dir=event.log_dir, rank=event.rank, detail=table)
+    _emit(event, line, table)

@@ -1,12 +1,9 @@
 """One warning when a tuning's pick is uncertain.
 
-A stored pick is served everywhere, forever. When SELECT cannot tell the
-pick apart from a rival within their noise (a busy machine, configs within
-a few percent of each other; :mod:`kerneltune.core.machine.confidence`),
-the record is stored marked uncertain and one
-:class:`~kerneltune.core.errors.UncertainPickWarning` per function and key
-says so, naming the rivals, how far behind the pick they may really be and
-what happens next.
+A stored pick is served everywhere, forever: when SELECT cannot tell it
+apart from a rival within their noise (:mod:`kerneltune.core.machine.confidence`),
+one :class:`~kerneltune.core.errors.UncertainPickWarning` per function and
+key names the rivals, how far behind the pick they may be and what happens next.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Profile families for Ascend NPUs (triton-ascend): ``mixcv`` and ``vector-safe``.
 
-``mixcv`` serves ``tl.dot`` kernels (workspace x tile mix x multibuffer);
-``vector-safe`` the others (buffering only). Every option is used only where
-the installed triton-ascend accepts it; ``unit_flag`` is never searched
-(callers that need it fix it at launch, and a fixed option overrides every
-profile). None of this has run on Ascend hardware in kerneltune's CI.
-docs/search_params.md ("Operator classes and profile families") says why.
+Every option is used only where the installed triton-ascend accepts it;
+``unit_flag`` is never searched. None of this has run on Ascend hardware in
+kerneltune's CI. docs/search_params.md ("Operator classes and profile
+families") and docs/ascend.md list each family's options.
 """
 
 from __future__ import annotations
@@ -24,15 +22,9 @@ class AscendMixCVProfiles:
     """Workspace x tile mix x multibuffer (with its children) for ``tl.dot`` kernels.
 
     These kernels (flash attention, matmul) run on the cube and vector cores
-    together. Three groups of triton-ascend compile options:
-
-    * workspace: ``set_workspace_multibuffer`` (compiler default, 2 or 4);
-    * tile mix: ``tile_mix_vector_loop`` and ``tile_mix_cube_loop`` (default,
-      2 or 4), how many parts the vector and cube work of a tile is split into;
-    * multibuffer: ``multibuffer`` on (the default) or off; while it is on, its
-      children (:data:`MULTIBUFFER_CHILDREN`: default or ``"no-limit"``, and
-      default or on) refine it. With multibuffer off the children mean
-      nothing, so no profile sets them.
+    together. The tile mix options say how many parts a tile's vector and
+    cube work is split into; with multibuffer off its children
+    (:data:`MULTIBUFFER_CHILDREN`) mean nothing, so no profile sets them.
     """
 
     name: ClassVar[str] = "ascend-mixcv"

@@ -1,15 +1,10 @@
 """Device event timers for CUDA and Ascend NPUs: one implementation, two modules.
 
 Each sample records an event pair on the current stream around the call;
-``collect`` has the device plugin (``cuda``, ``npu``: see
-:mod:`kerneltune.plugins.devices.accelerators`) synchronise once and reads
-every pair. Each timer names its device (``device``) and is given that
-plugin's instance, which it asks for the current unit and to wait; the
-events and the spin kernel are the timer's own. ``torch.cuda`` and
-``torch.npu`` expose the same ``Event(enable_timing=True)``, ``record()``
-and ``elapsed_time()`` API, and torch allocates on either by device type,
-so the two timers differ only in which module, device type and device
-plugin they ask for.
+``collect`` has the device plugin (:mod:`kerneltune.plugins.devices.accelerators`)
+synchronise once and reads every pair. ``torch.cuda`` and ``torch.npu`` share
+the ``Event`` API, so the two timers differ only in which module, device
+type and device plugin they ask for.
 """
 
 from __future__ import annotations
@@ -170,30 +165,24 @@ class DeviceEventTimer(TorchDeviceTimer):
     def _stream(self, unit: int) -> Any:
         """``unit``'s current stream: :meth:`sample`'s, or looked up; only where events are recorded.
 
-        Looking the stream up takes torch several microseconds in Python, and
-        without a stream ``Event.record`` looks it up on every call: a timed
-        run records up to four events. A batch's hold and flush go through
-        its first timer while another samples, so they ask for the stream
-        only when they record events (a timed hold or flush).
+        Looking the stream up takes torch several microseconds, and without a
+        stream ``Event.record`` looks it up on every call, up to four a timed run.
         """
         return self._place[1] if self._place is not None else self._module.current_stream(unit)
 
     def hold(self, microseconds: float) -> bool:
         """Enqueue a spin that keeps the device busy for about ``microseconds``; no waiting.
 
-        Given as part of ``before`` (before :meth:`flush`), it lets the host finish launching ``fn``
-        while the device is still spinning or flushing, so the host's launch work does not
-        land between the start mark and the work. It uses the device module's ``_sleep(cycles)``
-        spin kernel (``torch.cuda`` has one), which counts clock cycles; with a
-        module that has none it holds nothing and returns ``False``.
+        Given as part of ``before``, it lets the host finish launching ``fn`` while the device
+        still spins or flushes, so the launch does not land between the start mark and the work.
+        It uses the device module's ``_sleep(cycles)`` spin kernel; with a module that has none
+        it holds nothing and returns ``False``.
 
-        Cycles per microsecond follow the device's clock, which is low on an
-        idle device and rises under load, and a rate learnt too low makes every
-        hold too short. So the first hold on a device spins
-        :data:`CALIBRATION_SPINS` times and times the last, and the first hold
-        after each ``collect`` and every :data:`HOLDS_TIMED_EVERY`-th after it
-        are timed as well: ``collect`` keeps the highest rate seen. (Timing
-        every hold cost the host an event pair per timed run.)
+        Cycles per microsecond follow the device's clock, which rises under
+        load, and a rate learnt too low makes every hold too short: the first
+        hold on a device spins :data:`CALIBRATION_SPINS` times and times the
+        last, and some later holds are timed too (:data:`HOLDS_TIMED_EVERY`);
+        ``collect`` keeps the highest rate seen.
         """
         spin = getattr(self._module, "_sleep", None)
         if spin is None:
@@ -216,12 +205,8 @@ class DeviceEventTimer(TorchDeviceTimer):
     def flush(self) -> None:
         """Evict the device's L2 (:meth:`TorchDeviceTimer.flush`); the first on each device is timed.
 
-        Where the device can hold (a spin kernel), the first
-        :data:`FLUSHES_TIMED` timers on a device each time their first flush
-        there between two events, read at ``collect``, so that
-        :meth:`flush_microseconds` knows how long one takes (the shortest:
-        a first flush can be slow, and too long a figure would shorten holds
-        too much).
+        Where the device can hold, the first :data:`FLUSHES_TIMED` timers on
+        a device each time their first flush there, for :meth:`flush_microseconds`.
         """
         unit = self._unit()
         device = (self.name, unit)
@@ -243,7 +228,10 @@ class DeviceEventTimer(TorchDeviceTimer):
         self._flushes.append((device, start, end))
 
     def flush_microseconds(self) -> float | None:
-        """The shortest flush timed on the current device in this process, in microseconds; ``None``: none."""
+        """The shortest flush timed on the current device in this process, in microseconds; ``None``: none.
+
+        The shortest: a first flush can be slow, and too long a figure would shorten holds too much.
+        """
         return self._flush_us.get((self.name, self._device.current()))
 
     def _calibrate(self, device: tuple[str, int], spin: Callable[[int], object], stream: Any) -> None:

@@ -1,49 +1,14 @@
 """The ``npu-profiler`` timer: each timed run's on-chip kernel time, read from torch_npu's profiler.
 
-triton-ascend's ``triton.testing.do_bench`` times with ``torch.npu`` events,
-unless ``TRITON_BENCH_METHOD=npu`` is set on a host that sees an NPU: then
-``do_bench_npu`` runs the function under ``torch_npu.profiler.profile`` and
-reads what the kernels themselves took on the device from the profile it
-writes (the average time of the first operator type in its
-``op_statistic.csv``). An event pair spans whatever lies between its two
-marks, the host's launch of a small kernel included; the profiler counts
-only the time the device spent in kernels. For kernels of a few
-microseconds the launch can be a large part of an event pair's reading.
-
-This timer measures that way, but one sample per timed run (the engine
-keeps each run's time, for its statistics and confidence), read from the
-profile's per-kernel ``kernel_details.csv``; and it follows triton-ascend's
-choice: ``auto`` takes it on an NPU host where
-``TRITON_BENCH_METHOD`` is ``npu`` (any case, as triton-ascend compares
-it), and ``timer = "npu-profiler"`` takes it anywhere torch_npu sees an
-NPU.
-
-How a sample is taken (:meth:`NpuProfilerTimer.sample`): the profiler runs
-with a step schedule, as ``do_bench_npu`` runs it, so that its output
-(``kernel_details.csv``) gives every kernel's ``Step Id`` and
-``Duration(us)``. The set-up (the flush) goes in one step and the timed
-run in the next, each closed by a synchronise, so a kernel belongs to its
-step whether the profile files it by when the host launched it or by when
-the device ran it. A sample is the sum of the durations of the kernels in
-its timed step; a run that put nothing on the device reads 0. The set-up
-and everything the program runs between timed runs (the rest of a
-``contextual_autotune`` function) fall in other steps and are left out.
-
-One profiler runs at a time in a process, and under ``contextual_autotune``
-several kernels' candidates are timed in turn within one execution: the
-timers share one profiling run (:class:`ProfilingRun`). The first sample
-starts it; the first ``collect`` of a timer with samples in it stops it and
-reads the profile for every timer (torch_npu writes and analyses the
-profile when it stops, which takes a while, so a candidate costs more
-than with events); a later sample starts a new run. A run whose timers
-were all dropped unread (their candidate failed) is stopped without
-writing anything.
-
-Nothing of this has run on NPU hardware: the calls are those triton-ascend
-3.2.0's ``do_bench_npu`` makes (``profile``, ``ProfilerActivity``,
-``schedule``, ``tensorboard_trace_handler``, ``_ExperimentalConfig``,
-``AiCMetrics``, ``ProfilerLevel``, ``step``), and the columns are those
-torch_npu's documentation gives for ``kernel_details.csv``.
+It measures as triton-ascend's ``do_bench_npu`` does (``TRITON_BENCH_METHOD=npu``),
+one sample per timed run: the flush goes in one profiler step and the timed
+run in the next, each closed by a synchronise, and a sample is the sum of
+the ``Duration(us)`` of the kernels ``kernel_details.csv`` files under the
+timed run's step. One profiler runs at a time in a process, so the timers
+sampling meanwhile share one run (:class:`ProfilingRun`), stopped and read
+at the first ``collect``. docs/ascend.md ("Timing: npu-event or
+npu-profiler") says when to prefer it and what has not run on NPU hardware:
+the calls are those triton-ascend 3.2.0's ``do_bench_npu`` makes.
 """
 
 from __future__ import annotations
@@ -281,13 +246,10 @@ class NpuProfilerTimer(TorchDeviceTimer, metaclass=_PriorityFromEnvironment):
         self._samples.append((run, step))
 
     def hold(self, microseconds: float) -> bool:
-        """Hold nothing, and say the samples need no hold: they count kernels only.
+        """Hold nothing: the time between kernels never counts here.
 
-        An event timer holds the device so that the host's launch of ``fn``
-        does not land between its marks; here the time between kernels is
-        never counted, so no hold is needed. Returning ``True`` tells the
-        engine the samples are device time: a run with no device work reads
-        0, which is how the engine tells that work runs on the host alone.
+        ``True`` tells the engine the samples are device time, so a run
+        with no device work reads 0 (work on the host alone).
         """
         return True
 

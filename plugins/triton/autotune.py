@@ -1,12 +1,9 @@
 """``triton.autotune`` itself: where a release takes ``hints``, and replacing it once per process.
 
 search_params replaces the decorator (:func:`install_autotune`); the
-isolation worker asks which replacement is in force
-(:func:`autotune_installer`) to install the same one. The module attribute
-``triton.autotune`` and its aliases have the same shape in every row of the
-adapter's version table; where the decorator takes ``hints`` does not
-(:func:`hints_parameter`), and no release in the table reads a dict
-``key`` as triton-ascend's auto-tiling tuners and DLCompiler document it
+isolation worker installs the same replacement (:func:`autotune_installer`).
+Where the decorator takes ``hints`` differs between releases
+(:func:`hints_parameter`), and so does how a dict ``key`` is read
 (:func:`dict_key_arguments`).
 """
 
@@ -87,10 +84,9 @@ def autotune_installer() -> str | None:
 def dict_key_arguments(key: object, *, ordered: bool = False) -> list[str] | None:
     """The argument names a dict ``key`` (``{axis name: argument name}``) names, in its order.
 
-    triton-ascend's auto-tiling tuners and DLCompiler's take such a key and
-    file their picks by the values of the arguments it names, as a list key
-    does; upstream Triton and triton-ascend 3.2.0's own ``Autotuner`` would
-    read the axis names as argument names instead.
+    triton-ascend's auto-tiling tuners and DLCompiler's file their picks by
+    those arguments' values; upstream Triton would read the axis names as
+    argument names instead.
 
     :param ordered: the axes must also be the first of :data:`AXIS_NAMES`,
         in order: triton-ascend 3.2.0's auto-tiling tuner names the axes of a

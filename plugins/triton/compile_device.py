@@ -8,8 +8,6 @@ from typing import Any
 
 from kerneltune.plugins.triton import adapter
 
-Thunk = Callable[[], object]
-
 
 def shared_memory_problem(compiled: Any) -> str | None:
     """Why a compiled kernel cannot launch on the current device, from its metadata; ``None`` if it can

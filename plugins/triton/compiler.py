@@ -3,12 +3,8 @@
 :func:`config_compiler` (a kernel's config, for one launch's arguments) and
 :func:`recording` (a host launcher's JIT launches, recorded instead of made)
 compile through ``JITFunction.run(..., warmup=True)``, in forked processes
-where :func:`forked_compiles` allows; every compile waits for the compiler's
-one-time set-up (:mod:`~kerneltune.plugins.triton.warming`). Like
-:mod:`kerneltune.plugins.triton.adapter`, this is the only module that
-touches what it touches: ``JITFunction.run`` (patched while a recording is
-open on any thread) and Triton's per-device kernel cache
-(:mod:`~kerneltune.plugins.triton.warm_cache` wraps what a filled cache saves).
+where :func:`forked_compiles` allows. The only module that patches
+``JITFunction.run`` and touches Triton's per-device kernel cache;
 docs/architecture.md ("The stages", COMPILE) says how it fits in.
 """
 
@@ -24,7 +20,7 @@ from typing import Any
 
 import attrs
 from kerneltune.plugins.triton import adapter, compile_device, configs, programs, warm_cache, warming
-from kerneltune.plugins.triton.compile_device import Thunk
+from kerneltune.plugins.triton.adapter import Thunk
 
 
 def out_of_resources(exc: BaseException) -> bool:
@@ -72,20 +68,9 @@ class TritonCompileProcess:
         """Wait until the compiler's one-time set-up is done (:func:`~.warming.complete`)."""
         warming.complete()
 
-    @contextlib.contextmanager
-    def probing(self) -> Iterator[None]:
-        """Within the block, this thread's compiles that Triton's on-disk cache cannot serve raise
-        :class:`~kerneltune.core.CompileMiss` before compiling; a hit loads as usual.
-
-        Triton's ``compile`` looks a program up by its cache key before it
-        compiles anything: the probe wraps that lookup (Triton's
-        ``get_cache_manager`` in its compiler module). Where a release has
-        no such lookup, every compile under the probe is a miss, and
-        compiles fork as they did without one. A lookup needs Triton's hash
-        of itself: the probe's compile waits for it (:func:`~.warming.warmed`).
-        """
-        with warm_cache.probing():
-            yield
+    def probing(self) -> contextlib.AbstractContextManager[None]:
+        """Compiles Triton's cache cannot serve raise ``CompileMiss`` (:func:`~.warm_cache.probing`)."""
+        return warm_cache.probing()
 
     def effort(self, config: Any) -> float:
         """How long ``config`` is guessed to compile, to fork the longest first (``compile_effort``)."""
@@ -218,11 +203,9 @@ def _recording_run(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def all_loaded(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any], candidates: Sequence[Any]) -> bool:
-    """Whether this process has every config's program for this launch of ``tuner`` loaded, each able to run.
+    """Whether this process has every config's program for this launch of ``tuner`` loaded (:func:`_loaded`).
 
-    Asked as :func:`_loaded` asks, config by config, stopping at the first
-    that is not. A contextual tuning's next key of a specialisation the
-    process has run (another M) then needs no COMPILE.
+    A contextual tuning's next key of a specialisation the process has run then needs no COMPILE.
     """
     fn = tuner.fn
     return bool(candidates) and all(
@@ -233,14 +216,11 @@ def all_loaded(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any], candidat
 def _loaded(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     """Whether this process has the program of a launch loaded already, and it can run.
 
-    Only a kernel with programs loaded on this device is asked, so Triton's
-    hash of itself is known by then: a warm-up launch under
-    :func:`warm_cache.peeking` finds a loaded program without compiling and
-    raises, before looking anything up, for one that is not. A new key of a
-    specialisation the process has run (a warm start's next M) then records
-    nothing, and the tuning starts no COMPILE for it. The warm-up launch goes
-    through ``fn.run``: where :func:`recording` has replaced it, a warm-up
-    passes through to Triton's own.
+    A warm-up launch under :func:`warm_cache.peeking` finds a loaded program
+    without compiling and raises for one that is not; only a kernel with
+    programs loaded on this device is asked, so Triton's hash of itself is
+    known by then. A new key of a specialisation the process has run (a
+    warm start's next M) then starts no COMPILE.
     """
     caches = getattr(fn, "device_caches", None)
     if not caches:

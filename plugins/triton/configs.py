@@ -1,12 +1,8 @@
 """``triton.Config`` as kerneltune names, stores and makes it.
 
-A config's label (how logs and records name a candidate) and its plain
-values (what a record keeps of the pick) serve every Triton tuner; making a
-config from meta-parameters and compile options, and the compile target
-whose options a profile family offers, serve search_params. They read only
-what ``triton.Config`` offers in every release (``kwargs``, ``all_kwargs()``,
-its constructor's fields, the attributes a default one holds) and the
-active driver's target, which all rows of the adapter's version table share.
+Only what every row of the adapter's version table shares is read:
+``kwargs``, ``all_kwargs()``, the constructor's fields, the attributes a
+default config holds, and the active driver's target.
 """
 
 from __future__ import annotations
@@ -83,10 +79,8 @@ def config_attributes() -> frozenset[str]:
 
     The constructor's fields (:func:`config_fields`) and the attributes a
     release sets from its other keywords: triton-ascend 3.2's ``Config``
-    takes ``multibuffer``, ``tile_mix_vector_loop`` and the NPU's other
-    compile options through ``**bishengir_options``, keeps each as an
-    attribute (``None``: the compiler's default) and passes it to the launch
-    in ``all_kwargs()``.
+    keeps ``multibuffer`` and the NPU's other options from ``**bishengir_options``
+    so, and passes them to the launch in ``all_kwargs()``.
     """
     from triton import Config
 
@@ -117,12 +111,8 @@ def _lay_over(config: Any, options: Mapping[str, Any], attributes: frozenset[str
 def make_config(kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> Any:
     """A ``triton.Config`` of meta-parameters ``kwargs`` and compile ``options``.
 
-    Options that are ``Config`` fields (:func:`config_fields`) are passed to
-    its constructor; those it holds as attributes otherwise
-    (:func:`config_attributes`: triton-ascend's ``multibuffer``) are set as
-    attributes, so ``best_config.multibuffer`` reads the searched value; any
-    other (an option of the backend that this ``Config`` does not know) joins
-    the kwargs, where the launch passes it on.
+    ``Config`` fields go to its constructor; other options are laid over it
+    (:func:`_lay_over`), so ``best_config.multibuffer`` reads the searched value.
     """
     from triton import Config
 
@@ -169,11 +159,8 @@ def compile_effort(config: Any) -> float:
     the product of its block sizes (meta-parameters named ``BLOCK...``) times its ``num_stages``.
 
     Side by side, a matmul's configs compile in about the order of this
-    product, the largest tiles at the most stages taking a few times as long
-    as the smallest, and a batch waits for its longest. Reads a ``triton.Config`` (its
-    ``all_kwargs()``), a mapping of meta-parameters, or a mapping that holds
-    a ``triton.Config`` among its values (a function-level candidate); 0
-    where it names no block size, so those keep the order handed over.
+    product, and a batch waits for its longest. Reads what :func:`_meta_of`
+    reads; 0 where it names no block size, so those keep the order handed over.
     """
     meta = _meta_of(config)
     blocks = [

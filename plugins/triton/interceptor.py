@@ -1,18 +1,13 @@
 """Hands ``triton.autotune`` launches to the contextual tuner while one is active.
 
-The first ``install`` replaces ``run`` on Triton's ``Autotuner`` class (and on
-each loaded subclass with a ``run`` of its own, such as triton-ascend's
-auto-tiling tuner) for the rest of the process; ``install`` and ``uninstall``
-then only say which interceptor, if any, the replacement hands launches to,
-as they run around every call of an outer function. While none is installed
-a launch costs one check more than Triton's own ``run``. The replacement
-routes only launches made on the installing thread, of autotuners with more
-than one candidate, outside the tuner's own handling of a launch; everything
-else reaches the original ``run`` untouched. A launch the tuner filed as a plain
-cache hit (:class:`~kerneltune.core.DirectLaunches`) is made here from the
-kernel's pick while the tuner serves, as Triton's own hit would make it,
-without the route. All reads and writes of the autotuner go through
-:mod:`kerneltune.plugins.triton.adapter`.
+The first ``install`` replaces ``run`` on Triton's ``Autotuner`` class and its
+subclasses with a ``run`` of their own for the rest of the process (:data:`PATCH`).
+The replacement routes only launches made on the installing thread, of
+autotuners with more than one candidate, outside the tuner's own handling
+of a launch; a launch filed as a plain cache hit
+(:class:`~kerneltune.core.DirectLaunches`) it makes itself from the pick.
+Everything else reaches the original ``run`` untouched. All reads and
+writes of the autotuner go through :mod:`kerneltune.plugins.triton.adapter`.
 """
 
 from __future__ import annotations
@@ -155,11 +150,8 @@ class TritonLaunch:
 class _Patch:
     """Triton's autotuner classes as patched in this process: at the first install, then kept.
 
-    Each class with a ``run`` of its own gets a replacement that hands a
-    launch to the interceptor installed now (:attr:`installed`) and, while
-    none is, straight to the original. Replacing and restoring the class
-    attribute around every call of an outer function would cost more than
-    the launch it serves.
+    Replacing and restoring the class attribute around every call of an
+    outer function would cost more than the launch it serves.
     """
 
     def __init__(self) -> None:
@@ -261,13 +253,10 @@ class TritonInterceptor:
         :param root: the autotuner class to patch (default: Triton's);
             tests pass fakes shaped like other releases.
 
-        The first install patches ``run`` on the classes for the rest of the
-        process (:data:`PATCH`); later ones check that no class was loaded
-        or replaced since. While Triton is not imported nothing is patched:
-        no ``triton.autotune`` kernel exists yet, and importing Triton for
-        work that never imported it would run its set-up beside the
-        measurements. (A kernel module first imported inside the tuned
-        function is intercepted from the next call.)
+        While Triton is not imported nothing is patched: no ``triton.autotune``
+        kernel exists yet (one first imported inside the tuned function is
+        intercepted from the next call), and importing Triton here would run
+        its set-up beside the measurements.
         """
         if root is None and "triton" not in sys.modules:
             return
@@ -305,9 +294,7 @@ class TritonInterceptor:
         """Record this thread's Triton JIT launches as compiles instead of making them.
 
         ``None`` under Triton's interpreter, where nothing is compiled, and
-        while Triton is not imported: work that has not imported it launches
-        no Triton kernel, and importing it on its behalf would run Triton's
-        set-up beside the measurements.
+        while Triton is not imported (as :meth:`install`).
         """
         if adapter.interpreting() or "triton" not in sys.modules:
             return None

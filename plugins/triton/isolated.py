@@ -1,13 +1,9 @@
 """Isolation for Triton kernels: one launch of a tuned kernel, as the isolation worker repeats it.
 
-With ``isolate = "subprocess"`` the candidates of the kernels that
-``contextual_autotune`` takes over, and of search_params kernels, run here
-first (:mod:`kerneltune.core.isolation.parent`). :class:`KernelIsolation`
-computes on the host what the launch derives from a config, so that only
-plain data travels; :func:`kernel_runner` launches the JIT function with it
-in the worker, between the hooks. docs/isolation.md ("How a kernel's
-candidate runs in the worker") says what travels, which hooks run and what cannot
-be screened.
+:class:`KernelIsolation` computes on the host what the launch derives from a
+config, so that only plain data travels; :func:`kernel_runner` launches the
+JIT function with it in the worker. docs/isolation.md ("How a kernel's
+candidate runs in the worker") says what travels and what cannot be screened.
 """
 
 from __future__ import annotations
@@ -163,11 +159,8 @@ def fresh_descriptors(values: Sequence[Any]) -> list[Any]:
 
 
 def kernel_runner(tuner: Any) -> Any:
-    """In the worker: what launches a candidate of ``tuner``'s kernel, given its ``KernelIsolation.payload``.
-
-    The returned ``run(args, kwargs, payload)`` launches the JIT function
-    under ``tuner`` between the config's and the tuner's hooks.
-    """
+    """In the worker: ``run(args, kwargs, payload)``, which launches the JIT function under ``tuner``
+    with a ``KernelIsolation.payload``, between the config's and the tuner's hooks."""
     _, jit = kernel_layers(tuner)
     configs = adapter.candidate_configs(tuner)
 

@@ -9,20 +9,18 @@ from kerneltune.core import hookimpl
 from kerneltune.plugins.triton import configs
 
 
-@hookimpl
-def kerneltune_describe_value(value: Any) -> str | None:
-    """``BLOCK=1024, num_warps=8`` for a ``triton.Config``: what it sets, not every default."""
-    # A Config exists only once Triton is imported; nothing here imports it.
-    triton = sys.modules.get("triton")
-    config = getattr(triton, "Config", None)
-    if config is None or not isinstance(value, config):
-        return None
-    return configs.config_label(value)
-
-
 def _config_class() -> Any:
     # A Config exists only once Triton is imported; nothing here imports it.
     return getattr(sys.modules.get("triton"), "Config", None)
+
+
+@hookimpl
+def kerneltune_describe_value(value: Any) -> str | None:
+    """``BLOCK=1024, num_warps=8`` for a ``triton.Config``: what it sets, not every default."""
+    config = _config_class()
+    if config is None or not isinstance(value, config):
+        return None
+    return configs.config_label(value)
 
 
 @hookimpl

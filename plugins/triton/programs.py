@@ -1,11 +1,8 @@
 """What a compiled Triton kernel is besides its compile: the program a config launches, its launcher.
 
-* :func:`program_of`: which program a config launches, so that twins (configs
-  compiled to one program) are measured once
-  (:class:`~kerneltune.core.plugin_system.contracts.ProgramLaunch`);
-* :func:`build_launcher`: the host-side C launcher that releases before 3.7
-  build at a kernel's first launch, built ahead in a compile process
-  (:mod:`~kerneltune.plugins.triton.compiler` calls it there).
+:func:`program_of` tells twins (configs compiled to one program) apart, so
+each is measured once; :func:`build_launcher` builds a release's host-side
+C launcher ahead, in a compile process.
 """
 
 from __future__ import annotations
@@ -94,15 +91,12 @@ LAUNCHER_SLOTS = 1 << 16
 def build_launcher(compiled: Any, descriptor: int | None) -> None:
     """In a compile process: build the host-side launcher the parent's first launch would build.
 
-    Releases before 3.7 build a small C module per kernel signature with the
-    host's C compiler at a kernel's first launch (a fraction of a second),
-    kept in Triton's cache. Measuring would start with that build, after
-    every compile has ended; the first compile process of each kernel to
-    finish builds it instead, beside its siblings' compiles, and the
-    parent's first launch finds it in the cache. A lock (``lockf``, held
-    until the process exits) makes the others skip it while one builds; one
-    after it finds the cache filled. Best effort: on any error the first
-    launch builds it as before.
+    Releases before 3.7 build a small C module per kernel signature at a
+    kernel's first launch, kept in Triton's cache: measuring would start
+    with that build. The first compile process of each kernel to finish
+    builds it instead, beside its siblings' compiles; a lock (``lockf``,
+    held until the process exits) makes the others skip it. Best effort: on
+    any error the first launch builds it as before.
 
     :param descriptor: the parent's lock file (:func:`launcher_lock`); ``None``: nothing is built.
     """

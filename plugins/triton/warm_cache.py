@@ -1,22 +1,12 @@
 """What a filled Triton cache saves a restarted process: forking to compile, and Triton hashing itself.
 
-Two things every new process pays before its first kernel runs, though
-Triton's on-disk cache already holds what they produce:
-
-* :func:`probing`: a compile that stops at Triton's own cache lookup, so
-  that COMPILE loads a cached program here instead of forking a process to
-  find it there (:class:`~kerneltune.core.plugin_system.contracts.ProbingCompileProcess`), and
-  :func:`peeking`, one that stops before it, so that a launch this process
-  has loaded already starts no COMPILE at all;
-* :func:`remember_triton_key`: Triton's hash of its own sources and library,
-  part of every program's cache key (a fraction of a second), kept in a
-  file beside Triton's cache and served again while no file of the
-  installed Triton has changed (same inode, size, modification and change
-  times, linked folders followed).
-
-Both wrap a Triton function (the compiler's ``get_cache_manager``, and
-``triton_key`` where a release defines it); outside a probe, and for a
-Triton whose files changed, they do exactly what Triton does.
+:func:`probing` and :func:`peeking` stop a compile at (or before) Triton's
+own cache lookup, so that COMPILE loads a cached program instead of forking
+to find it; :func:`remember_triton_key` keeps Triton's hash of itself in a
+file beside its cache while no file of the installed Triton changed. Both
+wrap a Triton function (the compiler's ``get_cache_manager``, and
+``triton_key``); outside a probe, and for a Triton whose files changed,
+they do exactly what Triton does.
 """
 
 from __future__ import annotations
@@ -133,12 +123,9 @@ def fingerprint(root: Path) -> str:
 
     Reading each file's metadata costs milliseconds where hashing its
     content (as ``triton_key`` does) costs a third of a second. Linked
-    folders are followed, as Triton's own hash follows them (an editable
-    Triton links its backends), each folder once; ``__pycache__`` is left
-    out. The change time moves whenever a file is written or its times
-    are set, so a rebuild that restores the modification time (``cp -p``,
-    ``rsync -t``) still changes the digest, as does a file replaced by
-    another (a new inode).
+    folders are followed once each, as Triton's own hash follows them;
+    ``__pycache__`` is left out. The change time catches a rebuild that
+    restores the modification time (``cp -p``), the inode a replaced file.
     """
     rows = []
     seen: set[tuple[int, int]] = set()

@@ -8,7 +8,7 @@ import importlib
 import threading
 
 from kerneltune.plugins.triton import adapter, compile_device, warm_cache
-from kerneltune.plugins.triton.compile_device import Thunk
+from kerneltune.plugins.triton.adapter import Thunk
 
 
 class _WarmUp:
@@ -98,21 +98,15 @@ def warm_up() -> None:
     library for its cache keys, and imports its code generators. The three
     run side by side: the driver on the calling thread, the hash on a
     thread of its own, the imports on the warm-up thread, which then
-    compiles an empty kernel. A compile process forked afterwards inherits
-    it all (:func:`complete`).
-    Called once a tuning knows it will compile: when a launcher's first
-    launch is recorded and when COMPILE asks for compile processes; never
-    on a cache hit, which compiles nothing, nor for work that launches no
-    kernel. Every compile waits for it to end (:func:`warmed`), so none of
-    it outlives the compiles and runs beside a measurement.
+    compiles an empty kernel. Called once a tuning knows it will compile
+    (a launcher's first recorded launch, COMPILE asking for compile
+    processes), never on a cache hit. Every compile waits for it to end
+    (:func:`warmed`), so none of it runs beside a measurement.
 
-    Where Triton's cache already keeps kerneltune's record of Triton's hash
-    (:func:`warm_cache.holds_triton_key`), the cache has served this install
-    before and a restarted tuning usually finds every program there: then
-    only the hash and the driver start here, and the warm-up thread waits
-    for the first compile that has to fork (:func:`complete`).
-    A tuning whose programs are all cached loads them without importing the
-    code generators or compiling the empty kernel.
+    Where Triton's cache keeps kerneltune's record of Triton's hash
+    (:func:`warm_cache.holds_triton_key`), a restarted tuning usually finds
+    every program cached: only the hash and the driver start here, and the
+    warm-up thread waits for the first fork (:func:`complete`).
     """
     if _warm.tried or adapter.interpreting():
         return  # every recorded launch makes this check: no lock on the way
@@ -120,8 +114,6 @@ def warm_up() -> None:
         if _warm.tried:
             return
         _warm.tried = True
-        # Three things at once: Triton reads and hashes its files, the warm-up
-        # thread imports, and this thread has the C compiler build the driver.
         _warm.hashing = _start_hashing()
         _warm.binding = concurrent.futures.Future()
         _warm.deferred = warm_cache.holds_triton_key()
@@ -151,10 +143,8 @@ def complete() -> None:
     """Wait until :func:`warm_up` is done, so that no compile process repeats it or is forked in the
     middle of it; a warm-up that :func:`warm_up` deferred starts here, for the first fork.
 
-    Only once it is over: a child forked while the warm-up thread imports
-    a module inherits that module's import lock, held by a thread the
-    child does not have, and hangs at its own import of it (as forks that
-    waited only for the hash did).
+    A child forked while the warm-up thread imports a module inherits that
+    module's import lock, held by a thread it does not have, and hangs.
     """
     if _warm.deferred and _warm.thread is None:
         with _warm.lock:
@@ -176,11 +166,9 @@ def warmed() -> None:
     """Wait for the whole warm-up, where one is under way: the hash, and the warm-up thread if started.
 
     A compile needs the hash for its cache key, and Triton does not share
-    one under way: each compile on a pool thread that came before it would
-    compute it again, on the interpreter lock the others need. And waiting
-    for all of the warm-up, not only the hash, means that once the tuning's
-    compiles have ended no thread of the warm-up is left running beside a
-    measurement.
+    one under way: each compile that came before it would compute it again.
+    Waiting for all of it means no thread of the warm-up outlives the
+    compiles to run beside a measurement.
     """
     hashed()
     thread = _warm.thread

@@ -1,19 +1,10 @@
 """The one place that reads and writes the internals of Triton's ``Autotuner``.
 
 Triton's autotuner has no public API for a launch's candidates, launching
-with a chosen config or storing a pick, so every such access lives in this
-package, checked against the version table of
-:mod:`~kerneltune.plugins.triton.adapter.layouts` (:data:`LAYOUTS`, with the
-inventory of the attributes touched above it);
-:mod:`~kerneltune.plugins.triton.adapter.autotiling` holds what
-triton-ascend's auto-tiling tuner generates. The rest of kerneltune, the
-contextual interceptor, search_params and
-:mod:`~kerneltune.plugins.triton.isolated` included, calls the functions
-of this module. docs/architecture.md ("The Triton adapter and its version
-table") and docs/contextual.md ("Triton versions") describe the rows. What
-kerneltune uses of Triton's public parts, the same in every row, is
-elsewhere: ``triton.Config`` in :mod:`~kerneltune.plugins.triton.configs`,
-``triton.autotune`` itself in :mod:`~kerneltune.plugins.triton.autotune`.
+with a chosen config or storing a pick; every such access is a function of
+this package, checked against the version table of
+:mod:`~kerneltune.plugins.triton.adapter.layouts` (docs/architecture.md,
+"The Triton adapter and its version table").
 """
 
 from __future__ import annotations
@@ -223,13 +214,11 @@ def store_config(tuner: Any, key: Hashable, config: Any) -> None:
 def store_timings(tuner: Any, timings: Sequence[Any], seconds: float) -> None:
     """Leave ``configs_timings`` and ``bench_time`` on the autotuner as its own tuning does.
 
-    ``configs_timings`` maps each config the tuning kept to three times in
-    ms, where Triton's benchmarker gives the median and the 20th and 80th
-    percentiles: the time the pick was chosen by (agreed over ranks), then
-    the 20th and 80th percentiles of this rank's samples; ``inf`` three
-    times for a config that failed. ``min(configs_timings,
-    key=configs_timings.get)`` is the pick, as after Triton's tuning.
-    ``bench_time`` is the tuning's seconds.
+    ``configs_timings`` maps each kept config to three times in ms, where
+    Triton gives the median and the 20th and 80th percentiles: the time the
+    pick was chosen by (agreed over ranks), then the 20th and 80th
+    percentiles of this rank's samples; ``inf`` three times for a failed
+    config. ``bench_time`` is the tuning's seconds.
 
     :param timings: :class:`kerneltune.core.CandidateTiming` of each kept config.
     """

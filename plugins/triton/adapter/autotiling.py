@@ -14,11 +14,8 @@ def generated_configs(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -
 
     The steps of its ``run`` before it benchmarks, through its own methods
     and in its order: on 3.2.0, parse the kernel for its split and tiling
-    parameters (once per tuner, as it does; 3.2.0rc4's were given to the
-    decorator), generate the tiles for the key's axis sizes
-    (:func:`tiling_axes`) and the widest dtype, append the user's configs
-    (``configs`` becomes that list, as in its ``run``), then
-    ``prune_configs_by``.
+    parameters; generate the tiles for the key's axis sizes
+    (:func:`tiling_axes`) and the widest dtype; then ``prune_configs_by``.
 
     :returns: every candidate, and those left after pruning.
     :raises ValueError: for kernel arguments neither passed nor tunable, as 3.2.0's ``run`` raises.
@@ -49,12 +46,9 @@ def generated_configs(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -
 def tiling_axes(tuner: Any) -> dict[str, str]:
     """The auto-tiling tuner's axes, each with the argument whose value is its size.
 
-    Its ``keys`` where they are a dict (axis name to argument name, as
-    triton-ascend 3.2.0's tuner always holds them and 3.2.0rc4's documents
-    them); a list key's arguments take the axis names in triton-ascend's
-    order (:data:`~kerneltune.plugins.triton.autotune.AXIS_NAMES`: ``x``,
-    ``y``, ...), as 3.2.0's tuner names them. 3.2.0rc4's own ``run`` cannot
-    read a list (:func:`name_list_key_axes`).
+    Its ``keys`` where they are a dict (axis name to argument name); a list
+    key's arguments take the axis names in triton-ascend's order
+    (:data:`~kerneltune.plugins.triton.autotune.AXIS_NAMES`), as 3.2.0's tuner names them.
 
     :raises ValueError: for a list of more arguments than there are axes, as 3.2.0's tuner raises.
     """
@@ -72,13 +66,11 @@ def tiling_axes(tuner: Any) -> dict[str, str]:
 def name_list_key_axes(tuner: Any) -> None:
     """Give an auto-tiling tuner holding a list ``key`` the axis dict its own ``run`` reads.
 
-    triton-ascend 3.2.0rc4's tuner keeps its key as the decorator got it,
-    and its ``run``, cache hits included, reads it as a dict from axis name
-    to argument name: a list (written as 3.2.0 takes it) fails there with
-    ``AttributeError: 'list' object has no attribute 'items'``. The list's
-    arguments take the axis names in order (:func:`tiling_axes`), as 3.2.0's
-    constructor names them; :func:`tuning_key` is the same either way. Any
-    other autotuner is left as it is.
+    triton-ascend 3.2.0rc4's ``run``, cache hits included, reads its key
+    as a dict from axis name to argument name: a list (as 3.2.0 takes it)
+    fails there with ``AttributeError``. The list's arguments take the axis
+    names in order (:func:`tiling_axes`); :func:`tuning_key` is the same
+    either way. Any other autotuner is left as it is.
     """
     # Every launch routed under contextual_autotune asks: the cheap test first.
     if not isinstance(tuner.keys, Mapping) and layout_of(tuner).generates:

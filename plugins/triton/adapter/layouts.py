@@ -1,9 +1,7 @@
 """The adapter's version table: how each line of Triton releases lays out its autotuner.
 
 :data:`LAYOUTS` holds one row per line of releases, each checked against
-the inventory above it of the autotuner attributes the adapter reads and
-writes; :func:`layout_of` says which row describes an autotuner, and
-:func:`own_runs` which classes' ``run`` the contextual interceptor replaces.
+the inventory above it of the autotuner attributes the adapter reads and writes.
 """
 
 from __future__ import annotations

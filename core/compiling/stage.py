@@ -294,7 +294,7 @@ class CompileStage:
         A miss raises :class:`CompileMiss` before anything is compiled, and
         the candidate goes to a compile process. The probe holds the fork
         lock as any compile here does: no child is forked mid-compile. One
-        a round waits for takes its turn first (:class:`~.turns.LoadTurns`).
+        a round waits for takes its turn first (:meth:`~.gate.LoadGate.turn`).
         Once a probe has missed, the cache is taken for cold: the rest go to
         compile processes unprobed, queued by the miss (:meth:`_queue_begun`)
         or by themselves, and are forked together; a program the cache held

@@ -69,17 +69,8 @@ def _names(variables: Iterable[str]) -> tuple[str, ...]:
 class SettingSpec(Generic[T]):
     """One setting: core's modules declare theirs as constants, plugins through ``kerneltune_add_settings``.
 
-    ``parse(value, where)`` turns what a file or variable holds into the
-    value (a TOML value, or a variable's text), raising
-    :class:`ConfigError` with ``where`` in the message: :func:`integer`,
-    :func:`boolean`, :func:`one_of`, :func:`seconds` and :func:`text` are
-    ready-made. ``env`` names the variables that set it, each beginning
-    ``KERNELTUNE_`` (core's own settings keep Triton-distributed's
-    ``TRITON_DIST_AUTOTUNE_*`` names too); the first one set wins over every
-    file. ``negated_env`` names variables that set a boolean setting to the
-    opposite of their value (``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD=1`` sets
-    ``autoload`` false). ``display`` turns a value into what listings show
-    (a URL without its password).
+    The fields are that hook's ``add`` arguments, described there; core's own ``env`` keeps
+    Triton-distributed's ``TRITON_DIST_AUTOTUNE_*`` names too.
     """
 
     name: str

@@ -52,8 +52,7 @@ class ForkSupervisor:
     the stage (:meth:`promote`, :meth:`signal`, :meth:`kill`).
 
     :param child: the backend's part in compiling in a forked process.
-    :param gate: the stage's fork lock and the measuring thread's flags: a fork starts only between
-        candidates, and a compile ahead only while compiles ahead may run.
+    :param gate: the stage's fork lock and the measuring thread's flags.
     :param timeout: the ``compile_timeout`` setting (0: none).
     :param deadline: the ``compile_deadline`` setting (0: none; :class:`~.siblings.Siblings`).
     :param is_ahead: whether a candidate is still one handed over ahead, which no round waits for.

@@ -65,12 +65,9 @@ class LoadGate:
         self._missed = False
 
     def enter(self, index: int) -> None:
-        """Candidate ``index`` loads in its turn, after every candidate entered before it.
-
-        Every ticket handed out must end, by its :meth:`turn` or by :meth:`done`: a later one waits
-        for it. The pool runs its compiles in the order handed over, so the earliest ticket not
-        ended is always one under way.
-        """
+        """Candidate ``index`` loads in its turn, after every candidate entered before it; its ticket
+        must end, by its :meth:`turn` or by :meth:`done` (the pool runs its compiles in the order
+        handed over, so the earliest ticket not ended is always one under way)."""
         with self._lock, self._changed:
             self._tickets[index] = next(self._numbers)
             heapq.heappush(self._pending, self._tickets[index])
@@ -213,12 +210,10 @@ class LoadGate:
     def timing_begins(self) -> None:
         """A candidate's timed runs begin: no load runs beside them, until the next :meth:`between`.
 
-        A load holds the interpreter lock for milliseconds at a time, longer
-        than a hold keeps the device busy: beside a timed run it would put
-        host time into the device's. So the measuring thread takes the fork
-        lock, which every load holds (a load under way ends first), and no
-        load begins meanwhile; loads go on only beside warm-up runs and
-        between candidates.
+        A load holds the interpreter lock for milliseconds, longer than a
+        hold keeps the device busy: beside a timed run it would put host time
+        into the device's. The measuring thread takes the fork lock, which
+        every load holds.
         """
         if self.beside and not self._between.is_set() and not self._timing_held:
             with self._changed:
@@ -230,9 +225,7 @@ class LoadGate:
         """A candidate's timed runs are all launched: loads go on while the device runs them.
 
         The host's part of every timed run is done, so a load cannot delay
-        one; the measuring thread only waits for the device from here (its
-        timer's ``collect``). No compile process is forked until the next
-        :meth:`between`.
+        one. No compile process is forked until the next :meth:`between`.
         """
         if self._timing_held:
             self._timing_held = False

@@ -412,8 +412,7 @@ def _cache_root(settings: Settings) -> Path | None:
         return None
 
 
-# Keyed by the settings and the cache root they expand to now: a process that changes HOME
-# between calls gets a session for the new location.
+#: by the settings and the cache root they expand to now (:func:`current_session`).
 _sessions: dict[tuple[Settings, Path | None], Session] = {}
 _sessions_lock = threading.Lock()
 _added: list[object] = []

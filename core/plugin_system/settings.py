@@ -306,14 +306,11 @@ def _frozen(value: Any, where: str) -> Any:
 
 
 def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-    """Resolve core's settings from every source, later sources winning.
+    """Resolve core's settings from every source (the module's docstring lists them), later winning.
 
-    Sources: the defaults, ``[tool.kerneltune]`` in ./pyproject.toml,
-    ./kerneltune.toml, the file ``$KERNELTUNE_CONFIG`` names, then each
-    setting's variables. Keys and ``KERNELTUNE_*`` variables that no core
-    setting has are kept for the plugins' settings, and checked once the
-    plugins are loaded (:func:`resolve_declared`, which
-    :func:`~kerneltune.core.plugin_system.loading.load_plugins` calls).
+    Keys and ``KERNELTUNE_*`` variables that no core setting has are kept
+    for the plugins' settings, and checked once the plugins are loaded
+    (:func:`resolve_declared`).
 
     :param cwd: where to look for pyproject.toml and kerneltune.toml
         (default: the current directory).

@@ -36,7 +36,6 @@ from typing import Any
 from kerneltune.core import Session, load_settings
 from kerneltune.core.plugin_system.registry import Registry
 from kerneltune.core.search.families import family_probes, family_profiles
-from kerneltune.core.search.strategies import search_strategies
 from kerneltune.core.values.geometry import Point, SearchBudget, SearchGeometry
 from kerneltune.core.values.profiles import CompileTarget
 from kerneltune.plugins.profiles.nvidia import NvidiaMatrixProfiles, NvidiaVectorProfiles
@@ -118,7 +117,7 @@ def replay(
 @functools.cache
 def installed_strategies() -> Registry[Any]:
     """The strategies installed here (built-ins and plugins), as ``kerneltune plugins`` lists them."""
-    return search_strategies(Session.create(load_settings()))
+    return Session.create(load_settings()).registries.search_strategies
 
 
 def main(argv: list[str] | None = None) -> None:

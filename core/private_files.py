@@ -32,13 +32,15 @@ class NotPrivateError(PermissionError):
     """A path that another user could change: owned by them, or writable by group or others."""
 
 
-def refusal(status: os.stat_result) -> str | None:
-    """Why a file or folder with this status could be changed by another user; ``None`` if it cannot."""
+def _check_private(status: os.stat_result, path: Path) -> None:
+    """Raise :class:`NotPrivateError` naming ``path`` where another user could change it (``status``)."""
     if status.st_uid != os.geteuid():
-        return f"owned by uid {status.st_uid}, not by you (uid {os.geteuid()})"
-    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"writable by group or others (mode {stat.S_IMODE(status.st_mode):#o})"
-    return None
+        reason = f"owned by uid {status.st_uid}, not by you (uid {os.geteuid()})"
+    elif status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        reason = f"writable by group or others (mode {stat.S_IMODE(status.st_mode):#o})"
+    else:
+        return
+    raise NotPrivateError(errno.EACCES, reason, str(path))
 
 
 def check_root(root: Path) -> None:
@@ -72,9 +74,7 @@ def check_folder(folder: Path) -> None:
         raise NotPrivateError(errno.EACCES, "a symbolic link, not a folder", str(folder))
     if not stat.S_ISDIR(status.st_mode):
         raise NotPrivateError(errno.EACCES, "not a folder", str(folder))
-    reason = refusal(status)
-    if reason is not None:
-        raise NotPrivateError(errno.EACCES, reason, str(folder))
+    _check_private(status, folder)
 
 
 def make_private_dirs(folder: Path) -> None:
@@ -100,9 +100,7 @@ def _open(path: Path, flags: int, mode: int = 0o600) -> int:
         status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        reason = refusal(status)
-        if reason is not None:
-            raise NotPrivateError(errno.EACCES, reason, str(path))
+        _check_private(status, path)
     except BaseException:
         os.close(descriptor)
         raise
@@ -150,15 +148,11 @@ def remove_private(root: Path, path: Path) -> None:
     finally:
         os.close(root_descriptor)
     try:
-        reason = refusal(os.fstat(descriptor))
-        if reason is not None:
-            raise NotPrivateError(errno.EACCES, reason, str(folder))
+        _check_private(os.fstat(descriptor), folder)
         status = os.stat(path.name, dir_fd=descriptor, follow_symlinks=False)
         if not stat.S_ISREG(status.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
-        reason = refusal(status)
-        if reason is not None:
-            raise NotPrivateError(errno.EACCES, reason, str(path))
+        _check_private(status, path)
         os.unlink(path.name, dir_fd=descriptor)
     finally:
         os.close(descriptor)

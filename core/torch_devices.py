@@ -1,16 +1,10 @@
 """Where torch keeps a device type's module (``torch.cuda``, ``torch.npu``), imported only when asked for.
 
-The device plugins and the event timers both ask for it; it lives here, in
-the core, because a plugin never imports another plugin. Nothing is
-imported until it is asked for, and only what is installed.
-
-A package that is installed but cannot be imported (torch_npu without
-CANN's libraries on the loader's path: every torch_npu release needs
-``libhccl.so``, ``libascendcl.so`` and others) is not an error of the
-tuning: one warning per process names the missing library and the fix, the
-module reads as absent (the host's devices and timers take over), and
-:func:`device_unavailable_reason` says why, for the message of a timer or
-device that was asked for by name.
+The device plugins and the event timers both ask for it; it lives in core
+because a plugin never imports another plugin. A package that is installed
+but cannot be imported (torch_npu without CANN's libraries on the loader's
+path) is not an error of the tuning: the module reads as absent, and the
+host's devices and timers take over.
 """
 
 from __future__ import annotations
@@ -35,9 +29,8 @@ def torch_device_module(device_type: str) -> Any:
     """``torch.<device_type>``, or ``None`` where torch or the package registering it is missing.
 
     Looked up at each call, never kept, so a process (or a test) that
-    replaces the module is heard. A registering package that is installed
-    but fails to import warns once (naming a missing shared library and how
-    to load it) and reads as missing.
+    replaces the module is heard. A registering package that fails to
+    import warns once, naming a missing shared library and how to load it.
     """
     package = REGISTERED_BY.get(device_type, "torch")
     if importlib.util.find_spec(package) is None:

@@ -24,8 +24,8 @@ from kerneltune.core import CandidateFailedWarning, CompileMiss, hookimpl, load_
 from kerneltune.core.compiling import forks, processes, siblings
 from kerneltune.core.compiling import stage as compile_stage
 from kerneltune.core.compiling.forks import ForkSupervisor
+from kerneltune.core.compiling.gate import LoadGate
 from kerneltune.core.compiling.stage import CompileStage
-from kerneltune.core.compiling.turns import LoadTurns
 from kerneltune.core.driving import Space, Tuner
 from kerneltune.core.errors import ConfigError
 from kerneltune.plugins.triton import compile_device, compiler, warming
@@ -328,15 +328,15 @@ def test_a_program_loaded_just_before_the_first_miss_is_not_forked_again(monkeyp
     clock, watch = FakeClock(), Watch()
     session = engine_session(monkeypatch, clock, watch, compile_workers=len(NAMES))
     backend = ProbedCompiles(tmp_path / "compiled.log", cached={"a"})
-    done, slowed = LoadTurns.done, []
+    done, slowed = LoadGate.done, []
 
-    def slow_first_done(self, ticket: int) -> None:
+    def slow_first_done(self, index: int) -> None:
         if not slowed:
-            slowed.append(ticket)
+            slowed.append(index)
             time.sleep(0.3)
-        done(self, ticket)
+        done(self, index)
 
-    monkeypatch.setattr(LoadTurns, "done", slow_first_done)
+    monkeypatch.setattr(LoadGate, "done", slow_first_done)
     best = drive(session, clock, backend.compile_one, [], child=backend)
     assert best.config["name"] == "b"
     forked = [(where, name) for name in "bcd" for where in ("child", "here")]
@@ -436,27 +436,30 @@ def test_cached_programs_load_in_turn_and_the_measuring_thread_goes_before_the_l
 
 
 def test_load_turns_go_by_ticket_and_wait_while_the_measuring_thread_wants_the_lock():
-    turns = LoadTurns()
-    tickets = [turns.ticket() for _ in range(4)]
+    gate = LoadGate(beside=True)
+    indexes = [7, 2, 5, 0]  # handed over in this order
+    for index in indexes:
+        gate.enter(index)
     order: list[int] = []
-    turns.measuring()
+    gate.measuring()
+    gate.timing_begins()
 
-    def load(ticket: int) -> None:
-        with turns.turn(ticket):
-            order.append(ticket)
+    def load(index: int) -> None:
+        with gate.turn(index):
+            order.append(index)
 
-    threads = [threading.Thread(target=load, args=(t,)) for t in reversed(tickets[1:])]
+    threads = [threading.Thread(target=load, args=(i,)) for i in reversed(indexes[1:])]
     for thread in threads:
         thread.start()
     time.sleep(0.1)
     assert order == [], "no load begins while the measuring thread wants the fork lock"
-    turns.measured()
+    gate.timing_ends()
     time.sleep(0.1)
     assert order == [], "every load waits for the first ticket, which has not ended"
-    turns.done(tickets[0])  # ended without a turn (a compile on a thread, say)
+    gate.done(indexes[0])  # ended without a turn (a compile on a thread, say)
     for thread in threads:
         thread.join(5)
-    assert order == tickets[1:], "the earliest handed over loads first"
+    assert order == indexes[1:], "the earliest handed over loads first"
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
@@ -1404,7 +1407,6 @@ def test_the_pool_is_sized_for_later_rounds_not_by_the_first(monkeypatch):
     """An adaptive driver's first round of 2 must not cap a later round of 16 at 2 compiles at once."""
     monkeypatch.setattr(compile_stage.os, "cpu_count", lambda: 16)
     assert compile_stage.worker_count(0) == 16
-    assert compile_stage.worker_count(0, 2) == 2
     assert compile_stage.worker_count(3) == 3
     monkeypatch.setattr(compile_stage.os, "cpu_count", lambda: 64)
     assert compile_stage.worker_count(0) == compile_stage.MAX_AUTO_WORKERS

@@ -23,7 +23,6 @@ from pathlib import Path
 import attrs
 import pytest
 from kerneltune.core import Session, load_settings
-from kerneltune.core.search.strategies import search_strategies
 from kerneltune.core.values.geometry import SearchBudget, SearchGeometry
 from leftover_processes import in_group
 
@@ -160,7 +159,7 @@ def test_the_plugins_register_pattern_passes_the_documented_plugin_test():
 def test_the_search_params_strategy_example_measures_the_corners():
     plugin = module(block("search_params.md", "python", "class CornersFirst:"), "corners_first")
     session = Session.create(attrs.evolve(load_settings(), cache="memory"), extra=(plugin,))
-    strategy = search_strategies(session).select("corners-first")()
+    strategy = session.registries.search_strategies.select("corners-first")()
     geometry = SearchGeometry(params=("BLOCK_M", "BLOCK_N"), axes=((16, 32, 64), (16, 32)))
     said: list[str] = []
     finalists = strategy.search(

@@ -17,7 +17,6 @@ from click.testing import CliRunner
 from kerneltune import cli
 from kerneltune.core import PluginError, Session, Settings, load_settings
 from kerneltune.core.driving import Space, Tuner
-from kerneltune.core.search.strategies import search_strategies
 from kerneltune.core.values.geometry import SearchBudget, SearchGeometry
 from tuning_doubles import record_files
 
@@ -37,7 +36,7 @@ def recipe(title: str) -> types.ModuleType:
 def test_the_search_strategy_recipe_measures_a_sample_and_returns_the_fastest():
     plugin = recipe("A search strategy")
     session = Session.create(attrs.evolve(load_settings(), cache="memory"), extra=(plugin,))
-    strategy = search_strategies(session).select("random")()
+    strategy = session.registries.search_strategies.select("random")()
     geometry = SearchGeometry(params=("BLOCK_M", "BLOCK_N"), axes=((16, 32, 64, 128), (16, 32, 64)))
     asked: list[object] = []
 

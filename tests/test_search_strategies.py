@@ -13,7 +13,7 @@ import attrs
 import pytest
 from kerneltune.core import ConfigError, PluginError, Session, hookimpl, load_settings
 from kerneltune.core.search.ledger import TIMED_ROUND, SearchLedger
-from kerneltune.core.search.strategies import choose_strategy, search_strategies
+from kerneltune.core.search.strategies import choose_strategy
 from kerneltune.core.values.geometry import SearchBudget, SearchGeometry
 from kerneltune.plugins.search import pattern
 from kerneltune.plugins.search.exhaustive import ExhaustiveStrategy
@@ -46,7 +46,7 @@ def session(*plugins, **settings):
 
 
 def test_every_built_in_is_registered_and_auto_takes_pattern():
-    registry = search_strategies(session())
+    registry = session().registries.search_strategies
     assert {"pattern", "staged", "exhaustive"} <= set(registry.names())
     assert registry.select("auto") is PatternStrategy
     assert registry.owners["pattern"] == "kerneltune.plugins.search.pattern"
@@ -79,7 +79,7 @@ def test_two_plugins_registering_one_name_is_an_error_naming_both():
     plugin = types.ModuleType("impostor_plugin")
     plugin.kerneltune_register_search_strategies = hookimpl(lambda register: register(Impostor))
     with pytest.raises(PluginError, match=r"registered by two plugins: .*pattern and impostor_plugin"):
-        search_strategies(session(plugin))
+        session(plugin)
 
 
 def test_the_hint_wins_over_the_setting():

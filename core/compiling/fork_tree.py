@@ -1,24 +1,16 @@
 """Compile processes forked as a tree: the tuning process forks once for a whole batch.
 
-Forking copies the forking process's page tables, which takes long with
-torch and a CUDA context loaded: forked one after another, a stage's last
-compile process begins late, and a stage ends with its last compile. As a
-tree they begin sooner (``bench/fork_tree.py`` compares the two).
+Forking copies the page tables, which takes long with torch and a CUDA
+context loaded: forked one after another, a stage's last compile process
+begins late (``bench/fork_tree.py`` compares the two).
 
 :func:`fork` forks one *forker* for a batch. A forker holding more than
-two compiles hands the upper half to a forker it forks, until it holds two
-or fewer; then it forks their compile processes, waits for them, and
-reports each through that compile's pipe:
-its pid once forked, then how it ended (its wait status and the processor
-time it and its children used, ``ptxas`` included). Sixteen compiles begin
-after six forks one after another, not sixteen, and the tuning process's
-own thread forks once.
-
-The tuning process reads each pipe through a :class:`TreeCompile`, which
-answers as :class:`ChildCompile` does for a compile process it forked itself.
-The root forker leads a process group of its own: :meth:`ForkTree.kill` stops
-every process of the tree at once (the tuning's end), and the root forker
-is reaped once every compile of its tree is done with (:meth:`ForkTree.release`).
+two compiles hands the upper half to a forker it forks; then it forks its
+compile processes, waits for them, and reports each through that
+compile's pipe (its pid, then its wait status and processor time). Sixteen
+compiles begin after six forks one after another, not sixteen. The root
+forker leads a process group of its own, so :meth:`ForkTree.kill` stops
+the whole tree at once.
 """
 
 from __future__ import annotations
@@ -175,10 +167,9 @@ class ForkTree:
 def fork(size: int, compile_one: Callable[[int], NoReturn]) -> tuple[ForkTree, list[TreeCompile]]:
     """Fork ``size`` compile processes as a tree; the ``i``-th runs ``compile_one(i)``, which must exit.
 
-    Called under the lock that keeps forks apart from compiles in this
-    process (the caller's). Returns the tree and a :class:`TreeCompile` for
-    each compile, in order. Raises ``OSError`` where this process has no
-    descriptors left for the pipes, or cannot fork; nothing is left open.
+    Returns the tree and a :class:`TreeCompile` for each compile, in order.
+    Raises ``OSError`` where there are no descriptors left for the pipes, or
+    no fork; nothing is left open.
     """
     pipes: list[tuple[int, int]] = []
     try:

@@ -52,8 +52,7 @@ class ForkSupervisor:
     the stage (:meth:`promote`, :meth:`signal`, :meth:`kill`).
 
     :param child: the backend's part in compiling in a forked process.
-    :param gate: the stage's fork lock and the measuring thread's flags: a fork starts only between
-        candidates, and a compile ahead only while compiles ahead may run.
+    :param gate: the stage's fork lock and the measuring thread's flags.
     :param timeout: the ``compile_timeout`` setting (0: none).
     :param deadline: the ``compile_deadline`` setting (0: none; :class:`~.siblings.Siblings`).
     :param is_ahead: whether a candidate is still one handed over ahead, which no round waits for.
@@ -89,10 +88,9 @@ class ForkSupervisor:
     def queue(self, begun: Sequence[tuple[Candidate, CompileOne]]) -> None:
         """Queue these compiles for processes, in this order, but one queued before.
 
-        At the first miss the pool's threads wait for their turns; each would
-        queue itself after the fork under way, and a fork of a process with
-        torch and CUDA loaded holds the interpreter lock a long while: queued
-        now, one tree forks them all.
+        Called at the first miss: each thread would queue itself after the
+        fork under way (a long one, with torch and CUDA loaded); queued now,
+        one tree forks them all.
         """
         with self._lock:
             for candidate, compile_one in begun:
@@ -142,13 +140,8 @@ class ForkSupervisor:
     def _judge(
         self, process: _Process, pid: int, since: float, began: float, behind: bool
     ) -> tuple[bool, BaseException | None]:
-        """Whether ``process`` was stopped (past its timeout, its deadline, or stuck), and why its
-        candidate fails.
-
-        One that began ahead is judged from when a round asked for it
-        (``since``). One stopped as stuck fails nothing: its candidate
-        compiles here instead.
-        """
+        """Whether ``process`` was stopped (past its timeout, its deadline, or stuck: then its candidate
+        compiles here instead), and why its candidate fails; judged from ``since``."""
         now = time.monotonic()
         if self._timeout > 0 and now - max(began, since) > self._timeout:
             process.kill()
@@ -193,13 +186,11 @@ class ForkSupervisor:
     def _spawn(self, candidate: Candidate, compile_one: CompileOne, behind: bool) -> _Process:
         """Fork ``candidate``'s compile process, with those of every other candidate queued for one.
 
-        Never while a candidate is measured (where loads go on beside one):
-        the measuring thread clears the gate's flag under the fork lock held
-        here. One handed over ahead is forked alone, a child of this process
-        (it is niced, stopped and resumed by its pid). The others are queued,
-        here or, at the first miss, by the thread that missed (:meth:`queue`):
-        the thread that next holds the fork lock forks every one queued at
-        once, as a :mod:`~kerneltune.core.compiling.fork_tree` where there are several.
+        Never while a candidate is measured (:meth:`~.gate.LoadGate.may_fork`).
+        One handed over ahead is forked alone, a child of this process (niced,
+        stopped and resumed by its pid); the thread that next holds the fork
+        lock forks every other one queued at once, as a tree where there are
+        several.
         """
         index = candidate.index
         if behind:
@@ -279,11 +270,7 @@ class ForkSupervisor:
 
     def promote(self, index: int) -> None:
         """A compile ahead that a round now waits for: judged from now, its process back at the usual
-        priority.
-
-        Raising a priority needs the privilege to (root, or ``RLIMIT_NICE``);
-        without it the process keeps the lower one.
-        """
+        priority where this process may raise it (root, or ``RLIMIT_NICE``)."""
         with self._lock:
             self._promoted[index] = time.monotonic()
             pid = self._pids.get(index)
@@ -314,11 +301,9 @@ def _age(seconds: float, pid: int, ahead: bool) -> float:
     """How long compile process ``pid``, asked for ``seconds`` ago, has compiled, for the deadline.
 
     One begun ``ahead`` also compiled before a round asked for it: that
-    counts by the processor time it and its children (``ptxas``) used,
-    which leaves out the time it waited for a core at its lower priority
-    and the time it was stopped. A search begins most of its compiles
-    ahead; judged from the ask alone, a slow one had the deadline over
-    again, and the round waited for it.
+    counts by the processor time its tree used (not its waits at its lower
+    priority, nor while stopped). Judged from the ask alone, a search's slow
+    compile had the deadline over again, and the round waited for it.
     """
     if not ahead:
         return seconds

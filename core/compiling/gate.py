@@ -1,21 +1,29 @@
-"""When COMPILE's work in this process may run beside the measuring thread, and when a fork may start."""
+"""When COMPILE's work in this process may run beside the measuring thread, and when a fork may start.
+
+A restart finds every program in the backend's on-disk cache, and a load
+holds the interpreter lock for milliseconds. The pool's threads all queue
+on the fork lock, which every load holds, and a lock serves its waiters
+about first come, first served: the measuring thread waited behind every
+load (``bench/restart.py``'s timeline). So loads take turns: one at a time
+queues for the fork lock, the earliest handed over first, and the
+measuring thread before them.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 
-from kerneltune.core.compiling.turns import LoadTurns
-
 
 class LoadGate:
-    """The fork lock, the timing hold, the turn tickets and the pause of the compiles ahead of one stage.
+    """The fork lock, the timing hold, the loads' turns and the pause of the compiles ahead of one stage.
 
     Everything of COMPILE that runs in this process (a fork, a load from the
     backend's on-disk cache, a compile after its process ended) holds the
     fork lock: no child is forked while this process is inside the compiler.
-    Loads take it one at a time in the order handed over (:class:`LoadTurns`).
 
     Called by the measuring thread (:meth:`between`, :meth:`measuring`, :meth:`waiting_for`,
     :meth:`timing_begins`, :meth:`timing_ends`) and by the stage's pool threads (the rest).
@@ -38,18 +46,31 @@ class LoadGate:
         #: set while compiles ahead may run; cleared under the fork lock while candidates are measured.
         self._ahead_may_run = threading.Event()
         self._ahead_may_run.set()
-        #: loads take the fork lock one at a time, in the order handed over, after the measuring thread.
-        self._turns = LoadTurns()
-        #: guards ``_tickets``: each candidate's turn, handed out as it is handed over.
+        #: guards ``_tickets``: each candidate's turn, numbered in the order handed over; taken before
+        #: ``_changed``.
         self._lock = threading.Lock()
         self._tickets: dict[int, int] = {}
-        #: a compile went to a compile process (set once, never cleared: a plain flag).
+        self._numbers = itertools.count()
+        #: guards the turns' state below, and wakes the loads waiting for their turn.
+        self._changed = threading.Condition()
+        #: tickets handed out whose load has not ended (a heap: the earliest first).
+        self._pending: list[int] = []
+        self._ended: set[int] = set()
+        self._loading = False
+        #: how many times the measuring thread wants or holds the fork lock (0: loads may begin).
+        self._measuring = 0
+        #: while the measuring thread waits for a candidate: its ticket (loads up to it may begin).
+        self._wanted: int | None = None
+        #: a compile went to a compile process (set once, never cleared).
         self._missed = False
 
     def enter(self, index: int) -> None:
-        """Candidate ``index`` loads in its turn, after every candidate entered before it."""
-        with self._lock:
-            self._tickets[index] = self._turns.ticket()
+        """Candidate ``index`` loads in its turn, after every candidate entered before it; its ticket
+        must end, by its :meth:`turn` or by :meth:`done` (the pool runs its compiles in the order
+        handed over, so the earliest ticket not ended is always one under way)."""
+        with self._lock, self._changed:
+            self._tickets[index] = next(self._numbers)
+            heapq.heappush(self._pending, self._tickets[index])
 
     def _ticket(self, index: int) -> int | None:
         with self._lock:
@@ -61,22 +82,56 @@ class LoadGate:
         return self._missed
 
     def miss(self) -> None:
-        """A compile goes to a compile process: probes end, and the loads held back go on in their turns."""
-        self._missed = True
-        self._turns.missed()
+        """A compile goes to a compile process: probes end, and while the measuring thread waits for
+        a candidate (:meth:`waiting_for`), every load may begin in its turn.
+
+        The measuring thread then waits for every compile, not only its
+        candidate's, so the loads after it hold it up no longer; and each
+        of them may be a miss, whose compile process should start now, not
+        once the first candidate's compile has ended (a search's compiles
+        ran one, then all the others).
+        """
+        with self._changed:
+            self._missed = True
+            self._changed.notify_all()
 
     @contextlib.contextmanager
     def turn(self, index: int) -> Iterator[None]:
-        """Candidate ``index``'s turn to load (none for one never entered: begun ahead)."""
+        """Candidate ``index``'s turn to load (none for one never entered: begun ahead): once every
+        earlier ticket has ended, no load is under way and the measuring thread neither wants nor
+        holds the fork lock. The load takes the fork lock inside."""
         ticket = self._ticket(index)
-        with contextlib.nullcontext() if ticket is None else self._turns.turn(ticket):
+        if ticket is None:
             yield
+            return
+        with self._changed:
+            self._changed.wait_for(lambda: self._may_load(ticket))
+            self._loading = True
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._loading = False
+                self._end(ticket)
+
+    def _may_load(self, ticket: int) -> bool:
+        if self._loading or self._pending[0] != ticket:
+            return False
+        wanted = self._wanted
+        return not self._measuring or (wanted is not None and (self._missed or ticket <= wanted))
 
     def done(self, index: int) -> None:
         """Candidate ``index``'s compile has ended: those behind its turn wait for it no longer."""
         ticket = self._ticket(index)
         if ticket is not None:
-            self._turns.done(ticket)
+            with self._changed:
+                self._end(ticket)
+
+    def _end(self, ticket: int) -> None:
+        self._ended.add(ticket)
+        while self._pending and self._pending[0] in self._ended:
+            self._ended.discard(heapq.heappop(self._pending))
+        self._changed.notify_all()
 
     @contextlib.contextmanager
     def quiet(self, ahead: Callable[[], bool]) -> Iterator[None]:
@@ -126,9 +181,19 @@ class LoadGate:
 
     @contextlib.contextmanager
     def waiting_for(self, index: int) -> Iterator[None]:
-        """The measuring thread waits for candidate ``index``'s load: only it and those before it begin."""
-        with self._turns.waiting_for(self._ticket(index)):
+        """The measuring thread waits for candidate ``index``'s load: only it and those before it
+        begin, until the measuring thread has the fork lock and gives it back."""
+        ticket = self._ticket(index)
+        with self._changed:
+            self._measuring += 1
+            self._wanted = ticket
+        try:
             yield
+        finally:
+            with self._changed:
+                self._measuring -= 1
+                self._wanted = None
+                self._changed.notify_all()
 
     def measuring(self) -> None:
         """The measuring thread's candidate is ready: where loads go on beside it, a fork under way ends
@@ -145,14 +210,14 @@ class LoadGate:
     def timing_begins(self) -> None:
         """A candidate's timed runs begin: no load runs beside them, until the next :meth:`between`.
 
-        A load holds the interpreter lock for milliseconds at a time, longer
-        than a hold keeps the device busy: beside a timed run it would put
-        host time into the device's. So the measuring thread takes the fork
-        lock, which every load holds (a load under way ends first), and
-        loads go on only beside warm-up runs and between candidates.
+        A load holds the interpreter lock for milliseconds, longer than a
+        hold keeps the device busy: beside a timed run it would put host time
+        into the device's. The measuring thread takes the fork lock, which
+        every load holds.
         """
         if self.beside and not self._between.is_set() and not self._timing_held:
-            self._turns.measuring()
+            with self._changed:
+                self._measuring += 1
             self._forking.acquire()
             self._timing_held = True
 
@@ -160,11 +225,11 @@ class LoadGate:
         """A candidate's timed runs are all launched: loads go on while the device runs them.
 
         The host's part of every timed run is done, so a load cannot delay
-        one; the measuring thread only waits for the device from here (its
-        timer's ``collect``). No compile process is forked until the next
-        :meth:`between`.
+        one. No compile process is forked until the next :meth:`between`.
         """
         if self._timing_held:
             self._timing_held = False
             self._forking.release()
-            self._turns.measured()
+            with self._changed:
+                self._measuring -= 1
+                self._changed.notify_all()

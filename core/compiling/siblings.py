@@ -1,11 +1,5 @@
-"""How long a COMPILE stage's compile processes took, and the rules that judge one still running.
-
-A compile process is judged by its siblings that ended: one far slower
-than their median is past the ``compile_deadline`` (:meth:`Siblings.past_deadline`),
-and one that runs on without using a processor is stuck
-(:meth:`Siblings.stuck`). :class:`~kerneltune.core.compiling.forks.ForkSupervisor`
-keeps one :class:`Siblings` and asks it while it waits for each process.
-"""
+"""How long a COMPILE stage's compile processes took, and the rules that judge one still running:
+past the ``compile_deadline``, or stuck."""
 
 from __future__ import annotations
 
@@ -20,9 +14,8 @@ STALL_FACTOR = 5.0
 STALL_MIN_S = 15.0
 #: ...unless it has spent more than this share of its life on a processor.
 STUCK_CPU_SHARE = 0.05
-#: The ``compile_deadline`` never stops a compile sooner than this (seconds)...
-#: A higher floor let a search's rounds wait for compiles of configs far
-#: slower to run than the best point, or too slow to compile at all.
+#: The ``compile_deadline`` never stops a compile sooner than this (seconds; a higher floor let a
+#: search's rounds wait for compiles of configs far too slow)...
 DEADLINE_MIN_S = 2.0
 #: ...nor before this many siblings have ended.
 DEADLINE_QUORUM = 3
@@ -64,11 +57,9 @@ def tree_processor_seconds(pid: int) -> float | None:
 class Siblings:
     """The compile processes a stage forked, and how long those that ended took.
 
-    A compile begun ahead counts once it has ended, by the processor time it
-    and its compiler's child processes used (``ptxas``): its clock ran niced
-    and stopped while candidates were measured. In a ``search_params``
-    search most compiles begin ahead; left out, they kept the deadline from
-    ever having its quorum.
+    A compile begun ahead counts once it has ended, by the processor time
+    its tree used (its clock ran niced and stopped): a search begins most
+    compiles ahead, and left out they kept the deadline from its quorum.
 
     :param deadline: the ``compile_deadline`` setting (0: none).
     """
@@ -98,8 +89,7 @@ class Siblings:
 
         A compile far slower than its siblings is a config the search rarely
         wants (a 256-wide tile at five stages can take minutes where its
-        siblings take a second), and a round waits for its slowest
-        compile. The median of those that ended judges it, once enough have.
+        siblings take a second), and a round waits for its slowest compile.
         """
         if self.deadline <= 0:
             return None
@@ -114,15 +104,11 @@ class Siblings:
     def stuck(self, seconds: float, pid: int) -> bool:
         """Whether compile process ``pid``, running ``seconds``, is stuck rather than slow.
 
-        A child can inherit a lock that another thread of this process held
-        at the fork (an import in progress, say) and wait for it forever,
-        using no processor time. Judged against the siblings that ended;
-        with none yet, only the timeout stops it. A child that keeps a
-        processor busy is compiling, however long it takes (a 256-wide
-        matmul tile with five stages can take minutes): taken
-        for stuck, it would compile again here, alone and with no timeout.
-        Where the system does not tell a process's processor time (no
-        ``/proc``), the time rule alone decides.
+        A child can inherit a lock that another thread held at the fork (an
+        import in progress, say) and wait for it forever, using no processor
+        time; with no sibling ended yet, only the timeout stops it. A child
+        that keeps a processor busy is compiling, however long it takes.
+        Without ``/proc``, the time rule alone decides.
         """
         with self._lock:
             slowest = max(self.seconds, default=None)

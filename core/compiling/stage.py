@@ -32,11 +32,9 @@ MAX_AUTO_WORKERS = 32
 POLL_S = 0.05
 
 
-def worker_count(setting: int, candidates: int | None = None) -> int:
-    """Threads for ``candidates`` compiles (any number when ``None``): the setting, or one per core
-    (capped) when it is 0."""
-    wanted = setting if setting > 0 else min(MAX_AUTO_WORKERS, os.cpu_count() or 1)
-    return max(1, wanted if candidates is None else min(wanted, candidates))
+def worker_count(setting: int) -> int:
+    """Threads for compiles: the setting, or one per core (capped) when it is 0."""
+    return max(1, setting if setting > 0 else min(MAX_AUTO_WORKERS, os.cpu_count() or 1))
 
 
 class CompileStage:
@@ -45,29 +43,20 @@ class CompileStage:
     Called by the thread driving the tuning, which also measures (every public method); its pool
     threads run :meth:`_run`.
 
-    :param compile_one: compiles one candidate; raises what makes it unusable.
-        With ``child`` it runs first in a forked process, then here, where
-        it must find that process's work (the backend's on-disk cache). Under
-        a probe it must let :class:`~kerneltune.core.CompileMiss` through
-        untouched: that is no failure of the candidate, only a compile to fork.
+    :param compile_one: compiles one candidate; raises what makes it unusable. With ``child`` it
+        runs in a forked process, then here, loading that process's work from the backend's on-disk
+        cache; under a probe it lets :class:`~kerneltune.core.CompileMiss` through (a compile to fork).
     :param candidates: the candidates this rank compiles, in the order they
         will be measured (the pool starts them in that order).
     :param workers: how many compile at once.
     :param timeout: seconds a compile may take once started; 0 for no limit.
-    :param deadline: the ``compile_deadline`` setting: a compile process far slower than its
-        siblings that ended is stopped (:class:`~.siblings.Siblings`); 0 for none. Compiles on
-        threads cannot be stopped and have none.
-    :param child: the backend's part in compiling in forked processes
-        (:class:`~.forks.ForkSupervisor`): the child compiles without the
-        device, after the compiler's one-time set-up here, which it inherits
-        (threads share one interpreter lock for Triton's code generation,
-        ``bench/compile_parallel.py``); ``None``, or a platform without
-        ``fork``, compiles on threads of this process. Where it can probe, each
-        candidate is first compiled here under its probe, and only a miss is
-        forked (:meth:`_loaded`).
+    :param deadline: the ``compile_deadline`` setting (:class:`~.siblings.Siblings`); 0 for none.
+    :param child: the backend's part in compiling in forked processes (:class:`~.forks.ForkSupervisor`),
+        which inherit the compiler's one-time set-up here (threads share one interpreter lock for
+        Triton's code generation, ``bench/compile_parallel.py``); ``None``, or no ``fork``: threads.
+        Where it can probe, only a miss is forked (:meth:`_loaded`).
     :param header: the tuning, as its events name it.
-    :param observers: told of each compile (:attr:`kerneltune.core.plugin_system.session.Session.observers`),
-        from pool threads: ``compile_started`` and ``compile_finished``.
+    :param observers: told of each compile's start and end, from pool threads.
     """
 
     def __init__(
@@ -84,7 +73,7 @@ class CompileStage:
         beside: bool = False,
     ) -> None:
         child = child if can_fork() else None
-        #: the backend's part in compiling, where it can probe (its compiles then fork only at a miss).
+        #: the backend's part in compiling, where it can probe.
         self._prober = cast(ProbingCompileProcess, child) if child is not None and probes(child) else None
         #: the fork lock, the measuring thread's flags and the loads' turns.
         self._gate = LoadGate(beside=beside and self._prober is not None)
@@ -200,10 +189,8 @@ class CompileStage:
                 self._submit(candidate, compile_one, ahead=True)
 
     def _submit(self, candidate: Candidate, compile_one: CompileOne, *, ahead: bool) -> None:
-        """Hand ``candidate`` to the pool of the compiles waited for, or of those ``ahead``; under the lock.
-
-        Each pool is made by its first compile.
-        """
+        """Hand ``candidate`` to the pool of the compiles waited for, or of those ``ahead`` (made by its
+        first compile); under the lock."""
         index = candidate.index
         self._candidates[index] = (candidate, compile_one)
         if self._prober is not None and not ahead:
@@ -289,17 +276,12 @@ class CompileStage:
         return error
 
     def _loaded(self, candidate: Candidate, compile_one: CompileOne) -> bool:
-        """Whether ``candidate`` compiled here from the backend's on-disk cache, under its probe.
+        """Whether ``candidate`` compiled here from the backend's on-disk cache, under its probe, in
+        its turn (:meth:`~.gate.LoadGate.turn`); a miss (:class:`CompileMiss`) goes to a process.
 
-        A miss raises :class:`CompileMiss` before anything is compiled, and
-        the candidate goes to a compile process. The probe holds the fork
-        lock as any compile here does: no child is forked mid-compile. One
-        a round waits for takes its turn first (:class:`~.turns.LoadTurns`).
         Once a probe has missed, the cache is taken for cold: the rest go to
-        compile processes unprobed, queued by the miss (:meth:`_queue_begun`)
-        or by themselves, and are forked together; a program the cache held
-        after all is loaded by its compile process and then here, at the
-        cost of a fork in a tree.
+        compile processes unprobed and are forked together; a program the
+        cache held after all costs a fork in a tree.
         """
         if self._prober is None:
             return False
@@ -326,9 +308,7 @@ class CompileStage:
         """At the first miss (``missed``'s probe): queue it and every compile the pool has begun and not
         probed for processes, the longest first.
 
-        One whose probe found its program has loaded it; compiles the pool
-        has not begun (more candidates than ``compile_workers``) queue
-        themselves when they begin.
+        Compiles the pool has not begun queue themselves when they begin.
         """
         assert self._forks is not None
         with self._lock:
@@ -343,18 +323,13 @@ class CompileStage:
             self._forks.queue([self._candidates[index] for index in begun])
 
     def wait(self, candidate: Candidate) -> BaseException | None:
-        """:meth:`settle`, then why ``candidate`` cannot run, or ``None``; the measuring thread calls it
-        before each candidate.
+        """:meth:`settle`, then why ``candidate`` cannot run, or ``None`` (also for one this rank does
+        not compile); the measuring thread calls it before each candidate.
 
-        A candidate this rank does not compile (another rank on the host
-        does, or it was never handed over) has no error of its own here.
-
-        Where loads may go on beside a measurement (``beside``) and every
-        compile so far was a load from the backend's on-disk cache, it waits
-        for ``candidate``'s alone: the other loads go on beside its warm-up
-        runs, not its timed runs (:meth:`timing_begins`). Once a compile has
-        gone to a compile process, it waits for every one again; and no
-        compile process is forked while a candidate is measured.
+        Where loads may go on beside a measurement and every compile so far
+        was a load, it waits for ``candidate``'s alone: the others go on
+        beside its warm-up runs (:meth:`timing_begins`), until a compile goes
+        to a process.
         """
         self._gate.between()
         index = candidate.index
@@ -382,24 +357,20 @@ class CompileStage:
         return problem
 
     def timing_begins(self) -> None:
-        """A candidate's timed runs begin: no load runs beside them, until the next :meth:`wait`
-        (:meth:`~.gate.LoadGate.timing_begins`)."""
+        """:meth:`~.gate.LoadGate.timing_begins`."""
         self._gate.timing_begins()
 
     def timing_ends(self) -> None:
-        """A candidate's timed runs are all launched: loads go on while the device runs them
-        (:meth:`~.gate.LoadGate.timing_ends`)."""
+        """:meth:`~.gate.LoadGate.timing_ends`."""
         self._gate.timing_ends()
 
     def settle(self) -> None:
         """Block until no compile handed over is running, and the pool's threads have ended.
 
         Every compile, not only the next candidate's: a compile beside a
-        timed run takes the host's cores and memory bandwidth from it and
-        slows the run, so nothing of the stage may run while a candidate is
-        measured (but loads, where :meth:`wait` lets them). A compile past
-        its timeout is given up: its process is killed; a thread cannot be,
-        and finishes in the background.
+        timed run takes the host's cores and memory bandwidth from it. One
+        past its timeout is given up (its process killed; a thread finishes
+        in the background).
         """
         waited = [index for index in list(self._futures) if not self._is_ahead(index)]
         for index in waited:

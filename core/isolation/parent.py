@@ -3,10 +3,7 @@
 With ``isolate = "subprocess"`` each kept candidate first runs once in a
 worker (one per device unit, kept for the process) on copies of the
 arguments; one that kills the worker or outlasts ``isolate_timeout`` there
-fails with :class:`ScreenedOut` and never runs here. What the worker is
-sent is :mod:`kerneltune.core.isolation.targets`; the worker's side is
-:mod:`kerneltune.core.isolation.worker`. docs/isolation.md says what
-it guarantees and costs; docs/architecture.md (ISOLATE) where each part is.
+fails with :class:`ScreenedOut` and never runs here (docs/isolation.md).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The isolation worker's side: its loop (:func:`serve`) over what it is sent.
 
-The parent's side, which starts workers and asks them to run candidates, is
-:mod:`kerneltune.core.isolation.parent`; its docstring describes the whole. This
-module runs in the worker process: it imports what a
-:class:`~kerneltune.core.values.target.Target` names, copies the
-arguments' tensors before each candidate, runs the candidate, and says
-whether the device still works afterwards. It knows nothing of any
-kernel library: a target that is not a plain function names a *runner*, a
-module-level factory of a backend plugin that the worker imports by name.
+It knows nothing of any kernel library: a target that is not a plain
+function names a *runner*, a module-level factory of a backend plugin that
+the worker imports by name.
 """
 
 from __future__ import annotations
@@ -92,11 +87,7 @@ def first_line(exc: BaseException) -> str:
 
 
 def _broken(device: Device) -> str | None:
-    """Why the device no longer works after a candidate; ``None`` when it does (its cache then released).
-
-    A fault such as an illegal address reaches Python as an ordinary
-    exception, but leaves the device's context unusable: every later call fails.
-    """
+    """Why the device no longer works after a candidate; ``None`` when it does (its cache then released)."""
     try:
         device.check_health()
     except Exception as exc:
@@ -199,9 +190,7 @@ def serve(
 ) -> None:
     """The worker's loop: load targets, run candidates of them, let them go; until the pipe closes.
 
-    :param device_class: the registered device plugin's class for the
-        target's device, used here: it sets ``unit`` first, synchronises
-        after each candidate, checks the device's health and releases its cache.
+    :param device_class: the registered device plugin's class for the target's device, at ``unit``.
     :param parent: with ``lifeline``, for :func:`die_with_parent`.
 
     It first says ``("up", None)``, then ``("ok", None)`` once the device

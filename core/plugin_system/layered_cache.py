@@ -1,13 +1,10 @@
 """One cache over two layers: the local cache first, a shared remote store second.
 
-``cache = "<a remote store's name>"`` (``redis``) builds it: the local layer
-is the cache registered as ``json``, the remote one the store (a
-:class:`~kerneltune.core.plugin_system.contracts.RemoteStore`). A lookup
-reads the local layer and asks the store only on a local miss; a remote hit
-is checked as a record and copied to the local layer. A store writes the
-local layer, then the store. A failing store is one warning per process and
-:data:`RETRY_SECONDS` of the local layer alone, never a failed tuning.
-docs/fleet.md describes it for users.
+``cache = "<a remote store's name>"`` (``redis``) builds it over the cache
+registered as ``json``. A remote hit is checked as a record and copied to
+the local layer; a failing store is one warning per process and
+:data:`RETRY_SECONDS` of the local layer alone, never a failed tuning
+(docs/fleet.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Plugin managers and the registries (timers, caches, reducers, devices, ...) they fill.
 
-Built-in plugins are listed explicitly in :data:`BUILTIN_PLUGINS` and are
-imported only when a manager is made, never when kerneltune is imported.
-Third-party plugins come from the entry-point group ``kerneltune`` unless
-the ``autoload`` setting is off (``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD=1``). Every :class:`Settings` value gets
+Built-in plugins (:data:`BUILTIN_PLUGINS`) are imported only when a manager
+is made; third-party ones come from the entry-point group ``kerneltune``
+unless the ``autoload`` setting is off. Every :class:`Settings` value gets
 its own manager; nothing is loaded globally.
 """
 
@@ -172,13 +171,9 @@ class Registry(Generic[P]):
     ) -> list[type[P]]:
         """The classes ``fits`` accepts, best first: the one rule every ``auto`` choice follows.
 
-        Timers, caches, reducers and compile-profile families are all chosen
-        by it: the highest value of the class attribute ``priority`` first
-        (:data:`DEFAULT_PRIORITY` where a class has none), and among equal
-        values the class registered first.
-
-        A class whose module named by ``auto_requires_import`` this process
-        has not imported (:meth:`awaited_import`) is passed over unasked.
+        The highest value of the class attribute ``priority`` first
+        (:data:`DEFAULT_PRIORITY` where a class has none), ties to the class
+        registered first; one :meth:`awaited_import` waits for is passed over.
 
         :param fits: which classes may be chosen; default: those whose
             ``is_available()`` is true.
@@ -209,13 +204,11 @@ class Registry(Generic[P]):
     def awaited_import(self, cls: type[P]) -> str | None:
         """The module ``auto`` waits for before it may take ``cls``; ``None`` where it waits for none.
 
-        That is the class attribute ``auto_requires_import`` (``"torch"``,
-        ``"torch.distributed"``) while this process has not imported that
-        module: a program that never imported torch holds no torch tensor,
-        uses no torch device and has no process group, and asking the class
-        would cost torch's import, seconds. A class chosen by name is asked
-        whatever it names. A value that is not a module name is a fault
-        (one warning naming the plugin) and counts as absent.
+        That is the class attribute ``auto_requires_import`` while this
+        process has not imported that module: a program that never imported
+        torch holds no torch tensor, and asking would cost torch's import. A
+        value that is not a module name is a fault (one warning naming the
+        plugin) and counts as absent.
         """
         module = getattr(cls, "auto_requires_import", None)
         if module is None:

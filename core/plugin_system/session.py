@@ -68,11 +68,8 @@ class Session:
         """Make a fresh plugin manager for ``settings`` and resolve the cache.
 
         The session's :attr:`settings` are ``settings`` with the values of
-        the settings its plugins declare (``kerneltune_add_settings``).
-
-        Where ``cache_dir`` starts with ``~`` and there is no home directory
-        (no ``HOME``, no passwd entry), the ``memory`` cache stands in, with
-        one warning per process.
+        the settings its plugins declare (``kerneltune_add_settings``); the
+        cache is :func:`build_cache`'s.
 
         :raises ConfigError: for a key of the files that no setting has, or
             a plugin's setting whose value its parser refuses.
@@ -315,13 +312,9 @@ def build_cache(
 def make_cache(
     cache_class: type, root: Path, settings: Settings, caches: Registry, _over: tuple[str, ...] = ()
 ) -> Any:
-    """Construct a cache plugin's class as its contract says: by the optional parts it provides.
-
-    Every cache gets ``root``; one that provides
-    :class:`~kerneltune.core.plugin_system.contracts.ConfiguredCache` also
-    gets ``settings``, and one that provides
-    :class:`~kerneltune.core.plugin_system.contracts.LayeringCache` gets
-    ``inner``, the cache registered as its ``layers_over``, built the same way.
+    """Construct a cache plugin's class with ``root``, and what its optional parts ask for
+    (``settings``, ``inner``: :class:`~kerneltune.core.plugin_system.contracts.ConfiguredCache`,
+    :class:`~kerneltune.core.plugin_system.contracts.LayeringCache`).
 
     :raises PluginError: naming the cache's plugin, for a setting it reads
         that no plugin declared, a ``layers_over`` that names no cache or
@@ -419,8 +412,7 @@ def _cache_root(settings: Settings) -> Path | None:
         return None
 
 
-# Keyed by the settings and the cache root they expand to now: a process that changes HOME
-# between calls gets a session for the new location.
+#: by the settings and the cache root they expand to now (:func:`current_session`).
 _sessions: dict[tuple[Settings, Path | None], Session] = {}
 _sessions_lock = threading.Lock()
 _added: list[object] = []

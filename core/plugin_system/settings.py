@@ -69,17 +69,8 @@ def _names(variables: Iterable[str]) -> tuple[str, ...]:
 class SettingSpec(Generic[T]):
     """One setting: core's modules declare theirs as constants, plugins through ``kerneltune_add_settings``.
 
-    ``parse(value, where)`` turns what a file or variable holds into the
-    value (a TOML value, or a variable's text), raising
-    :class:`ConfigError` with ``where`` in the message: :func:`integer`,
-    :func:`boolean`, :func:`one_of`, :func:`seconds` and :func:`text` are
-    ready-made. ``env`` names the variables that set it, each beginning
-    ``KERNELTUNE_`` (core's own settings keep Triton-distributed's
-    ``TRITON_DIST_AUTOTUNE_*`` names too); the first one set wins over every
-    file. ``negated_env`` names variables that set a boolean setting to the
-    opposite of their value (``KERNELTUNE_DISABLE_PLUGIN_AUTOLOAD=1`` sets
-    ``autoload`` false). ``display`` turns a value into what listings show
-    (a URL without its password).
+    The fields are that hook's ``add`` arguments, described there; core's own ``env`` keeps
+    Triton-distributed's ``TRITON_DIST_AUTOTUNE_*`` names too.
     """
 
     name: str
@@ -315,14 +306,11 @@ def _frozen(value: Any, where: str) -> Any:
 
 
 def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-    """Resolve core's settings from every source, later sources winning.
+    """Resolve core's settings from every source (the module's docstring lists them), later winning.
 
-    Sources: the defaults, ``[tool.kerneltune]`` in ./pyproject.toml,
-    ./kerneltune.toml, the file ``$KERNELTUNE_CONFIG`` names, then each
-    setting's variables. Keys and ``KERNELTUNE_*`` variables that no core
-    setting has are kept for the plugins' settings, and checked once the
-    plugins are loaded (:func:`resolve_declared`, which
-    :func:`~kerneltune.core.plugin_system.loading.load_plugins` calls).
+    Keys and ``KERNELTUNE_*`` variables that no core setting has are kept
+    for the plugins' settings, and checked once the plugins are loaded
+    (:func:`resolve_declared`).
 
     :param cwd: where to look for pyproject.toml and kerneltune.toml
         (default: the current directory).

@@ -10,17 +10,9 @@ from typing import Any
 
 from kerneltune.core.errors import PluginError
 from kerneltune.core.plugin_system.contracts import ProbingProfileFamily, ProfileFamily, provides
-from kerneltune.core.plugin_system.registry import DEFAULT_PRIORITY, Registry
+from kerneltune.core.plugin_system.registry import DEFAULT_PRIORITY
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.profiles import OPERATORS, CompileTarget, unique_profiles
-
-
-def profile_families(session: Session) -> Registry[ProfileFamily]:
-    """Every family the session's plugins register, by name.
-
-    :raises PluginError: when two plugins register one name.
-    """
-    return session.registries.profile_families
 
 
 def choose_family(session: Session, target: CompileTarget, operator: str) -> ProfileFamily | None:
@@ -37,7 +29,7 @@ def choose_family(session: Session, target: CompileTarget, operator: str) -> Pro
     """
     if operator not in OPERATORS:
         raise ValueError(f"operator class {operator!r} is not one of {', '.join(OPERATORS)}")
-    registry = profile_families(session)
+    registry = session.registries.profile_families
     fitting = registry.ranked(
         lambda cls: cls.operator == operator and target.backend in cls.backends and registry.available(cls),
         priority="priority",

@@ -127,8 +127,6 @@ class SearchLedger:
             tell(todo)
 
     def _rounds(self, todo: list[Point]) -> Iterator[list[Point]]:
-        if not todo:
-            return
         size = TIMED_ROUND if self.budget.seconds is not None else len(todo)
         for start in range(0, len(todo), size):
             yield todo[start : start + size]

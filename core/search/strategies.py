@@ -9,17 +9,8 @@ is given is in :mod:`kerneltune.core.values.geometry`.
 from __future__ import annotations
 
 from kerneltune.core.plugin_system.contracts import SearchStrategy
-from kerneltune.core.plugin_system.registry import Registry
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.search.options import SEARCH_STRATEGY
-
-
-def search_strategies(session: Session) -> Registry[SearchStrategy]:
-    """Every search strategy the session's plugins register, by name.
-
-    :raises PluginError: when two plugins register one name, naming both.
-    """
-    return session.registries.search_strategies
 
 
 def choose_strategy(session: Session, hinted: str | None = None, where: str | None = None) -> SearchStrategy:
@@ -31,7 +22,7 @@ def choose_strategy(session: Session, hinted: str | None = None, where: str | No
     :raises PluginError: for a name no plugin registered (listing those that
         exist and naming what asked for it), or a strategy that cannot run here.
     """
-    registry = search_strategies(session)
+    registry = session.registries.search_strategies
     if hinted is not None:
         return registry.build(registry.select(hinted, where))
     settings = session.settings

@@ -57,8 +57,6 @@ def register_key_encoder(cls: type, tag: str, encode: Callable[[Any], Any]) -> N
         (other for other, (known, _) in _encoders.items() if known == tag and other is not cls), None
     )
     if owner is not None and (owner.__module__, owner.__qualname__) == (cls.__module__, cls.__qualname__):
-        # The same class defined again (a notebook cell run twice, a module reloaded): the new
-        # definition takes the tag over, and the old one's instances, of a class gone, lose it.
         del _encoders[owner]
     elif owner is not None:
         raise ValueError(

@@ -2,15 +2,11 @@
 
 A *profile* is a dict of compile options a Triton backend accepts at launch
 (``{"num_warps": 8, "num_stages": 3}`` on NVIDIA, ``{"multibuffer": False}``
-on Ascend). A *family* is an ordered list of profiles for one backend and one
-operator class (``matrix``: kernels that call ``tl.dot``; ``vector``: the
-rest); its first profile is the base. The shape search times every shape
-with the family's *probe* profiles (the base alone unless the family names
-more) and scores it by the best of them. Families come from plugins through
-``kerneltune_register_profile_families``, so a new backend brings its own
-without touching the engine. This module holds what a family is written
-with; :mod:`kerneltune.core.search.families` chooses one and checks what it
-offers.
+on Ascend); a *family* (a plugin's
+:class:`~kerneltune.core.plugin_system.contracts.ProfileFamily`) an ordered
+list of them for one backend and operator class, the base first. This
+module holds what a family is written with;
+:mod:`kerneltune.core.search.families` chooses one and checks what it offers.
 """
 
 from __future__ import annotations

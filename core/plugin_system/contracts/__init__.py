@@ -1,21 +1,12 @@
 """What a plugin's classes provide: one :class:`typing.Protocol` per family.
 
 A plugin registers classes, not instances, through the ``kerneltune_register_*``
-hooks (:mod:`kerneltune.core.plugin_system.hookspecs`). The engine reads a class's ``name``,
-asks ``is_available()`` before it constructs one, and lets ``auto`` choose by
-the optional class attribute ``auto_priority`` (an int, 0 where absent; see
-:meth:`kerneltune.core.plugin_system.registry.Registry.ranked` for the rule). Each protocol
-below is what an instance must provide. Optional parts are protocols of their
-own (:class:`FlushingTimer`, :class:`HoldingTimer`, :class:`FlushTimingTimer`,
-:class:`ListingCache`, :class:`ConfiguredCache`, :class:`LayeringCache`,
-:class:`GlobalRankReducer`, :class:`GatheringReducer`, :class:`RecordingInterceptor`,
-:class:`ForkingRecorder`, :class:`ProbingCompileProcess`, :class:`WeighingCompileProcess`,
-:class:`ForkingLaunch`, :class:`ProgramLaunch`,
-:class:`IsolatingLaunch`, :class:`InPlaceLaunch`,
-:class:`UnsupportedLaunch`, :class:`ReportingLaunch`, :class:`DirectLaunch`, :class:`DirectInterceptor`,
-:class:`ProbingProfileFamily`, :class:`DeviceTimer`), runtime-checkable:
-the engine asks :func:`provides` whether an instance has one and does
-without it where it is missing.
+hooks (:mod:`kerneltune.core.plugin_system.hookspecs`); :class:`Registrable` is
+what every class has, and each family's protocol what an instance must
+provide. Optional parts (:class:`FlushingTimer`, :class:`ListingCache`, ...)
+are runtime-checkable protocols of their own: the engine asks
+:func:`provides` whether an instance has one and does without it where it
+is missing.
 
 Plugins need not import this module or subclass anything: a class matches by
 its shape. The engine's signatures use these protocols, so a type checker

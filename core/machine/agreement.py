@@ -62,23 +62,10 @@ class Vote:
 
     def to_data(self) -> dict[str, Any]:
         """Plain data, for the reducer's gather."""
-        return {
-            "rank": self.rank,
-            "global_rank": self.global_rank,
-            "host": self.host,
-            "place": self.place,
-            "error": self.error,
-            "kept": [index for index, _ in self.kept],
-            "kept_digest": digest([list(pair) for pair in self.kept]),
-            "key": self.key,
-            "key_label": self.key_label,
-            "retune": self.retune,
-            "verify_pick": self.verify_pick,
-            "record": self.record,
-            "tune": self.tune,
-            "plan": self.plan,
-            "warm": self.warm,
-        }
+        data = attrs.asdict(self, recurse=False)
+        data["kept"] = [index for index, _ in self.kept]
+        data["kept_digest"] = digest([list(pair) for pair in self.kept])
+        return data
 
 
 @attrs.frozen

@@ -59,7 +59,7 @@ class Finalists:
         included; empty when fewer than two.
     :param left_out: candidates within reach of the best that the cap
         (:data:`TIE_MAX`) kept out of the rounds: the first pass cannot rule them out.
-    :param noise: the first pass's noise (:func:`kerneltune.core.machine.confidence.noise`).
+    :param noise: the first pass's noise (the median spread of its measured candidates).
     :param times: every candidate's first-pass mean as the ranks agree on it (``inf``: failed somewhere).
     """
 

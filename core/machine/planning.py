@@ -17,8 +17,7 @@ from kerneltune.core.machine.following import Following
 from kerneltune.core.machine.queue import MeasureQueue
 from kerneltune.core.machine.reuse import Plan, explain
 from kerneltune.core.machine.samples import Samples
-from kerneltune.core.machine.schedule import Job, Schedule
-from kerneltune.core.machine.shard import share
+from kerneltune.core.machine.schedule import Job, Schedule, share
 from kerneltune.core.machine.ties import NearTies, agreed_finalists
 from kerneltune.core.machine.warm_start import screen_finalists
 from kerneltune.core.plugin_system.contracts import Reducer

@@ -15,7 +15,7 @@ from kerneltune.core.compiling.options import COMPILE_AHEAD
 from kerneltune.core.compiling.stage import CompileStage
 from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
-from kerneltune.core.machine.shard import share
+from kerneltune.core.machine.schedule import share
 from kerneltune.core.machine.twins import TwinDropped, Twins
 from kerneltune.core.plugin_system.contracts import CompileProcess, Reducer
 from kerneltune.core.plugin_system.session import Session

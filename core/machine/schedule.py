@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 from kerneltune.core.machine.warm_start import Parsed, WarmStart
@@ -32,7 +32,9 @@ class Schedule:
     :param adaptive: the driver chooses what to measure in rounds
         (:meth:`Tuning.request`); nothing is queued up front and near ties
         are left to it.
-    :param shard: split the candidates between the ranks (``shard`` setting, several ranks, not adaptive).
+    :param shard: split the candidates between the ranks (``shard`` setting, several ranks, not
+        adaptive): each measures its :func:`share` apart, without the barrier before each candidate
+        or near-tie rounds (they would compare ranks' devices), and REDUCE gathers the shares.
     :param tie_rounds: interleaved rounds near ties are re-timed in (the ``tie_rounds`` setting; 0: none).
     :param tie_warmup: untimed runs of each candidate at the start of an interleaved round but the first.
     :param screen_warmup: a warm start's screen: untimed runs of each kept candidate...
@@ -85,6 +87,14 @@ class Schedule:
     def stage3_per_round(self) -> int:
         """Timed runs per round of a staged search's finalist (its stage 3)."""
         return max(1, self.repeat * self.stage3_factor // self.stage3_rounds)
+
+
+T = TypeVar("T")
+
+
+def share(items: Sequence[T], rank: int, world_size: int) -> list[T]:
+    """The items rank ``rank`` of ``world_size`` measures when the ranks shard: every N-th from its own."""
+    return list(items[rank::world_size])
 
 
 @attrs.frozen

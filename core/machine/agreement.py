@@ -1,13 +1,9 @@
 """The AGREE stage: one gather of small votes decides how every rank proceeds.
 
-Each rank votes with what it knows locally (did its key, cache or prune step
-fail, which candidates it kept, whether it holds a valid record, and what it
-would measure instead of every kept candidate: a :class:`~kerneltune.core.machine.reuse.Plan`).
-Every rank then applies the same pure function to the same list of votes, so
-all ranks reach the same verdict, or all raise the same error, without
-further messages. The record shared and the plan followed come from one
-rank, so every rank reuses the same stored times and measures the same
-candidates, whatever its own cache held.
+Each rank votes with what it knows locally; every rank applies the same
+pure :func:`resolve` to the same votes, so all reach the same verdict, or
+all raise the same error, without further messages. The record shared and
+the plan followed come from one rank, so every rank measures alike.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """What LOOKUP's plan leaves a tuning to honour while it measures.
 
-A :class:`~kerneltune.core.machine.reuse.Plan` may name the few candidates to
-measure (a grown list's new ones against the stored pick, a warm start's
-configs, a re-check's rivals), carry a stored record's measurements over,
-or ask for a re-check. :class:`Following` holds what of it a tuning still
-needs after LOOKUP: SELECT's scope, the rows carried, the record being
-re-checked, and the fall back to the whole kept list when every planned
-candidate failed.
+:class:`Following` holds what of a :class:`~kerneltune.core.machine.reuse.Plan`
+a tuning still needs after LOOKUP: SELECT's scope, the stored rows carried
+over, the record being re-checked, and the fall back to the whole kept list
+when every planned candidate failed.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""The key's pick, kept: what LOOKUP found or ``tune`` fell back to, and what SELECT picked.
-
-A :class:`PickKeeper` makes a candidate the key's pick in this process (the
-tuner's ``picks``, which its driver dispatches from), keeps the record in
-the tuner's ``records`` and, on the ranks that write, in the cache; and
-tells the observers where a pick found without measuring came from.
-"""
+"""The key's pick, kept: what LOOKUP found or ``tune`` fell back to, and what SELECT picked."""
 
 from __future__ import annotations
 
@@ -15,7 +9,9 @@ from kerneltune.core.values.records import Candidate, TuningRecord
 
 
 class PickKeeper:
-    """One tuning's pick, in the tuner's dicts and the cache; see the module docstring.
+    """One tuning's pick, in the tuner's ``picks`` and ``records`` and, on the ranks that write, the cache.
+
+    It also tells the observers where a pick found without measuring came from.
 
     :ivar writers: the ranks that store the key's record (one per host and cache place).
     """

@@ -1,11 +1,9 @@
 """What MEASURE runs next: a tuning's queue of jobs, in order.
 
-A :class:`MeasureQueue` holds the jobs a :class:`~kerneltune.core.machine.tuning.Tuning`
-hands out one by one, and knows the shapes a queue takes: a first pass
-(whole, or on the host's clock in two rounds), a plan's few candidates head
-to head, near ties re-timed in interleaved rounds, and a driver's requests.
-It decides nothing about what to measure; the
-:class:`~kerneltune.core.machine.planning.MeasurePlanner` does.
+A :class:`MeasureQueue` holds the jobs a tuning hands out one by one, in the
+shapes a queue takes (first pass, head to head, interleaved rounds, a
+driver's requests); the :class:`~kerneltune.core.machine.planning.MeasurePlanner`
+decides what goes on it.
 """
 
 from __future__ import annotations

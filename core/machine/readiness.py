@@ -1,10 +1,8 @@
 """COMPILE and ISOLATE for a tuning: what must hold before a candidate runs.
 
-A candidate runs once it is compiled (by this rank or, for one it did not
-compile, by a neighbour on its host, whose work reaches it through Triton's
-cache) and, with isolation, once a worker process ran it without a crash.
-:class:`Readiness` holds both for one tuning and answers, for the next
-candidate, what (if anything) keeps it from running.
+A candidate runs once it is compiled (here, or by a neighbour on its host,
+through Triton's cache) and, with isolation, once a worker ran it without
+a crash; :class:`Readiness` answers what, if anything, keeps it from running.
 """
 
 from __future__ import annotations

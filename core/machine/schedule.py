@@ -22,9 +22,8 @@ class Schedule:
     """How a tuning measures: every count of runs it takes of a candidate, purpose by purpose.
 
     The one place a number of runs is decided; ``Tuner.begin`` makes it from
-    the call and the settings. The fields after ``shard`` are the engine's own
-    choices, not settings: an experiment may make a tuner's schedule with
-    others (``bench/warm_start.py`` does).
+    the call and the settings. The fields after ``tie_rounds`` are the
+    engine's own choices, not settings (``bench/warm_start.py`` varies them).
 
     :param warmup: untimed runs per candidate in the first pass.
     :param repeat: timed runs per candidate in the first pass; an interleaved round takes half.
@@ -38,15 +37,12 @@ class Schedule:
     :param tie_rounds: interleaved rounds near ties are re-timed in (the ``tie_rounds`` setting; 0: none).
     :param tie_warmup: untimed runs of each candidate at the start of an interleaved round but the first.
     :param screen_warmup: a warm start's screen: untimed runs of each kept candidate...
-    :param screen_repeat: ...and timed ones. Two rather than three: a warm key took less of its full
-        tuning's time, and replays of recorded sweeps kept every pick.
+    :param screen_repeat: ...and timed ones (two: replays of recorded sweeps kept every pick with them).
     :param finalist_repeat: at most this many timed runs per round (of two) for each finalist of a
-        screen; ``None``: half of ``repeat``, as tie rounds take (three cost less time but missed
-        the oracle's pick by more).
+        screen; ``None``: half of ``repeat``, as tie rounds take.
     :param stage3_factor: a staged search re-times each finalist with this many times ``repeat``...
-    :param stage3_rounds: ...in this many interleaved rounds, so that clock and thermal drift lands on
-        every finalist alike instead of on whichever ran last (a block-after-block re-timing let a
-        finalist 2.5 % slower win where the top configs lie within 2.5 %).
+    :param stage3_rounds: ...in this many interleaved rounds, so that drift lands on every finalist
+        alike instead of on whichever ran last.
     """
 
     warmup: int

@@ -1,12 +1,10 @@
 """Near ties: which candidates MEASURE re-times side by side before SELECT.
 
-Ten samples decide clear winners but not near ties, and conditions change
-between candidates measured apart (clocks, caches, other work), which the
-samples' spread does not show. So a tuning re-times, in interleaved rounds,
-the candidates whose means lie within the noise of the best one's, and
-picks among them. On a noisy machine every candidate within reach of the
-best (:mod:`kerneltune.core.machine.confidence`) joins them, so that the
-rounds, not the first pass, decide.
+Conditions change between candidates measured apart (clocks, caches, other
+work), which the samples' spread does not show, so the candidates within
+the noise of the best, and on a noisy machine every one within reach of it
+(:mod:`kerneltune.core.machine.confidence`), are re-timed in interleaved
+rounds, and the pick is made among them.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """The state of one call of a contextual tuner, and what it does with each intercepted launch.
 
-:class:`ContextualCall` is what :class:`~kerneltune.core.drivers.contextual.ContextualAutoTuner`
-hands to the interceptors as their route: it discovers each (kernel, key),
-whose state is a :class:`~kerneltune.core.drivers.kernel_keys.KernelKey`,
-drives the engine's :class:`~kerneltune.core.machine.tuner.Tuning` for the
-one being measured, launches the others with a stand-in config, and tells
-the outer function's loop whether an execution left kernels waiting. The
-module docstring of :mod:`kerneltune.core.drivers.contextual` describes the whole.
+:class:`ContextualCall` is the interceptors' route: it discovers each
+(kernel, key) (a :class:`~kerneltune.core.drivers.kernel_keys.KernelKey`),
+drives the engine's tuning of the one being measured, launches the others
+with a stand-in config, and tells the outer function's loop whether an
+execution left kernels waiting.
 """
 
 from __future__ import annotations

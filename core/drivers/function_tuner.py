@@ -1,10 +1,8 @@
-"""The function-level driver: tune a host function over a list of keyword configs.
+"""The function-level driver, behind ``triton_dist.tune.autotune``: a host function over keyword configs.
 
-This is the engine behind ``triton_dist.tune.autotune``. Each call computes
-the business key; a key seen before dispatches straight to its pick (one
-``key_fn`` call and one dict lookup); a new key runs the state machine, which
-measures every kept config by calling the function with it, and then the
-function runs once more with the pick.
+A key seen before dispatches straight to its pick (one ``key_fn`` call and
+one dict lookup); a new key runs the state machine, which calls the
+function with each kept config, then the function runs once with the pick.
 """
 
 from __future__ import annotations

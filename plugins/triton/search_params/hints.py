@@ -49,23 +49,10 @@ RESERVED = frozenset({"unit_flag", "num_warps", "num_stages", "num_ctas", "maxnr
 
 @attrs.frozen
 class SearchHints:
-    """A validated ``search_params`` hint.
+    """A validated ``search_params`` hint: the module docstring's options, ``values`` ascending.
 
-    :ivar params: the ``tl.constexpr`` parameters whose values are searched.
-    :ivar values: the candidate values of each, ascending.
-    :ivar shape_final_top_k: how many finalists the strategy hands to the
-        final re-timing (for ``staged``: the best shapes, each with a profile search).
-    :ivar strategy: the search strategy's registered name; ``None``: the
-        ``search_strategy`` setting. Checked against the registered names at
-        the first tuning.
-    :ivar effort: ``quick``, ``default`` or ``full``; ``None``: the ``search_effort`` setting.
-    :ivar budget_s: seconds after which the search starts no new round;
-        ``None``: the ``search_budget_s`` setting.
-    :ivar max_points: the most points measured; ``None``: the ``search_max_points`` setting.
-    :ivar debug: print each stage's progress and every drop with its reason.
-    :ivar reference_fn: called as ``reference_fn(*args, **kwargs)`` with the
-        launch's own arguments right after a finalist ran on them; returning
-        ``False`` or raising rejects that finalist.
+    ``None`` for ``strategy``, ``effort``, ``budget_s`` or ``max_points`` leaves it to its
+    setting; ``strategy`` is checked against the registered names at the first tuning.
     """
 
     params: tuple[str, ...]

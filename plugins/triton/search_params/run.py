@@ -1,15 +1,9 @@
 """One fresh search_params tuning of one key: the strategy's rounds, then the finalists, through the engine.
 
-The search strategy in force (a plugin, :mod:`kerneltune.core.search.strategies`)
-decides what to measure; hand-written configs that give every searched
-param are measured whole by the ``exhaustive`` strategy. :class:`SearchRun`
-screens each round (:mod:`~kerneltune.plugins.triton.search_params.launcher`),
-measures it through the adaptive :class:`~kerneltune.core.driving.Tuning`'s round
-API (``Tuning.round``: compiled on the engine's COMPILE stage, timed,
-agreed over ranks), and returns every rank's agreed times to the strategy.
-Whatever the strategy, the finalists it returns are then re-timed head to
-head in interleaved rounds on the same engine path, and ``reference_fn``
-applies (stage 3, :mod:`~kerneltune.plugins.triton.search_params.reference`).
+:class:`SearchRun` lets the search strategy in force (hand-written configs
+that give every searched param: ``exhaustive``) measure round by round
+through the tuning's round API, then re-times the finalists head to head
+in interleaved rounds and applies ``reference_fn`` (stage 3).
 """
 
 from __future__ import annotations

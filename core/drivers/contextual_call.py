@@ -161,12 +161,10 @@ class ContextualCall:
     def _dispatch(self, state: KernelKey, launch: KernelLaunch) -> Any:
         """Launch a (kernel, key) that has its pick, as Triton would in this execution's place.
 
-        In an execution that will be repeated, as Triton runs a tuning run:
-        the kernel's hooks around it, so what it zeroes or restores carries
-        nothing into the next execution. In one that may be returned, as
-        Triton's run after its tuning: after any repeated execution, the
-        first launch of each (kernel, key) zeroes what the kernel zeroes,
-        then the kernel's own cache hit.
+        In an execution that will be repeated, with the kernel's hooks around
+        it, so nothing it zeroes or restores carries into the next. In one
+        that may be returned, after a repeated one, the first launch of each
+        (kernel, key) zeroes what the kernel zeroes, then the kernel's own cache hit.
         """
         if not provides(launch, InPlaceLaunch):
             return launch.run_default()

@@ -84,11 +84,9 @@ class Following:
     def fall_back(self, times: Sequence[float], key: object) -> list[Candidate] | None:
         """Where every candidate the plan measured failed on some rank, the rest of the kept list.
 
-        A warm start's few configs or a grown list's new ones may all fail
-        (larger configs for a larger key are the likeliest to), where the
-        full list holds ones that run: without this the key could never be
-        tuned. ``times`` are the ranks' agreed ones, so all fall back alike.
-        The scope is lifted, so SELECT chooses among all that were measured.
+        A warm start's few configs or a grown list's new ones may all fail where the full list
+        holds ones that run. ``times`` are the ranks' agreed ones, so all fall back alike; the
+        scope is lifted, so SELECT chooses among all that were measured.
 
         :returns: the candidates to measure now, or ``None`` when one planned candidate has a time.
         """

@@ -137,11 +137,8 @@ class Readiness:
     ) -> BaseException | None:
         """The barrier ranks measuring alike take before each candidate, carrying the twin verdict.
 
-        Without twins, a barrier. With them, one ``max`` of each rank's
-        verdict (the index of the candidate that stands for this one, or
-        none): it is a twin only where every rank says so, standing for the
-        lowest index any rank named; a rank that alone took it for a twin
-        measures it after all.
+        With twins, one ``max`` of each rank's verdict: a twin only where every rank says so,
+        standing for the lowest index any rank named.
         """
         if self.twins is None:
             reducer.barrier()

@@ -144,20 +144,15 @@ class CandidateRuns:
     """The warm-up and timed runs of one candidate, taken one at a time.
 
     :param timer: a timer plugin instance, for this candidate alone.
-    :param host_us: recent host run times (:func:`host_times`), shared by
-        the candidates of a tuning so a candidate with no warm-up still
-        gets a hold sized from its predecessors.
-    :param flush: evict the device's caches before each timed run (device
-        objective, timers with ``flush``).
-    :param idle: the tuning's :class:`IdleDevice`, told each candidate's
-        median where the device is held before its runs.
-    :param before_timing: called once, before the first timed run (COMPILE
-        then keeps its loads out of the timed runs).
+    :param host_us: recent host run times (:func:`host_times`), shared by a tuning's candidates
+        so that one with no warm-up still gets a hold sized from its predecessors.
+    :param flush: evict the device's caches before each timed run, where the timer can.
+    :param idle: the tuning's :class:`IdleDevice`, told each candidate's median where runs are held.
+    :param before_timing: called once, before the first timed run (COMPILE holds its loads).
     :param after_timing: called once, when the samples are collected (after the empty runs, where
         this candidate takes them for ``idle``).
-    :param device_work: the timer whose ``flush`` and ``hold`` go ahead of
-        each timed run (default: ``timer``). A batch of candidates launched
-        without waiting shares its first one's, and so one flush buffer.
+    :param device_work: the timer whose ``flush`` and ``hold`` go ahead of each timed run
+        (default: ``timer``); a batch shares its first one's, and so one flush buffer.
     :param batched: the runs are part of a batch launched without waiting (:meth:`_flush_credit`).
     """
 

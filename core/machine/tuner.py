@@ -35,11 +35,9 @@ __all__ = ["Schedule", "Tuner", "Tuning"]
 class Tuner:
     """The in-process picks of one :class:`Space`, and the way to make more.
 
-    ``picks`` maps business keys to the chosen :class:`Candidate`; drivers
-    read it directly on their dispatch path. ``records`` holds the plain
-    data of every record this process made or read for the space's code,
-    by cache entry: LOOKUP reads it before the cache plugin, and warm
-    starts look for near keys in it.
+    ``picks`` (business key -> :class:`Candidate`) is what drivers dispatch
+    from; ``records`` the plain data of every record this process made or
+    read for the space's code, by cache entry, which LOOKUP and warm starts read first.
     """
 
     def __init__(
@@ -80,10 +78,8 @@ class Tuner:
         """Run KEY, LOOKUP, PRUNE and AGREE for ``key``; the result is a context manager.
 
         :param keep: the prune predicate; ``False`` drops a candidate.
-        :param adaptive: queue nothing up front: the driver chooses what to
-            measure in rounds (:meth:`Tuning.request`), reading the agreed
-            times (:meth:`Tuning.times`) between rounds, as a staged search
-            does; candidates it never requests count as not measured.
+        :param adaptive: queue nothing up front: the driver measures in rounds
+            (:class:`~kerneltune.core.machine.faces.SearchTuning`); what it never requests is not measured.
         :param warmup: untimed runs per candidate (default: the ``warmup`` setting).
         :param repeat: timed runs per candidate (default: the ``repeat`` setting).
         :param flush: let the timer evict the device's caches before each timed run.

@@ -139,11 +139,7 @@ class Tuning(SearchTuning):
     # -- LOOKUP, PRUNE, AGREE ---------------------------------------------------
 
     def prepare(self, keep: Callable[[Candidate], bool] | None, failure: BaseException | None) -> None:
-        """LOOKUP, PRUNE and AGREE: find the pick, or decide with the other ranks what to measure.
-
-        :param keep: the prune predicate; ``False`` drops a candidate.
-        :param failure: what went wrong computing the key, reported to every rank.
-        """
+        """LOOKUP, PRUNE and AGREE (:func:`~.decision.decide`), then follow the decision."""
         if failure is None:
             self.best = self._setup.picks.get(self.key)
             if self.best is not None:

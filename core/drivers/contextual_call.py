@@ -44,8 +44,6 @@ from kerneltune.core.values.records import Candidate
 from kerneltune.core.values.space import Space
 from kerneltune.core.values.timings import CandidateTiming
 
-Thunk = Callable[[], object]
-
 
 class ContextualCall:
     """The state of one call of a contextual tuner: what ``route`` works on.

@@ -315,13 +315,10 @@ class AutoTuner(FunctionWrapper):
     ) -> None:
         """COMPILE for a host launcher: run each candidate once with its kernel launches recorded.
 
-        Interceptor plugins that can (``recording()``; Triton's, outside its
-        interpreter) turn the launches into compiles, which run on the
-        engine's pool before measuring starts; a launcher that launches no
-        kernel starts no compile stage, nor the backend's set-up. This runs on the calling
-        thread and in candidate order, so ranks whose launchers hold
-        collectives stay in step. A launcher that raises when its launches
-        do not happen is left to compile at its first warm-up.
+        Interceptor plugins that can (``recording()``) turn the launches into
+        compiles on the engine's pool. This runs on the calling thread in
+        candidate order, so ranks whose launchers hold collectives stay in
+        step; a launcher that raises here compiles at its first warm-up.
         """
         interceptors = session.registries.interceptors
         available = (

@@ -17,9 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import attrs
-
-Thunk = Callable[[], object]
-Wrap = Callable[[Thunk], object]
+from kerneltune.core.machine.timing import Thunk, Wrap
 
 _NAMED = (
     inspect.Parameter.POSITIONAL_ONLY,

@@ -69,18 +69,14 @@ class Verdict:
     """What every rank does next.
 
     :param shared_record: the stored record of the key every rank goes by
-        (adopting its pick, or reusing its times), or ``None``. Of several
-        ranks' records, the one that saves most measuring, then the lowest
-        rank's.
+        (adopting its pick, or reusing its times), or ``None``.
     :param writers: the ranks that persist the outcome (one per host and place).
     :param key_mismatch: a description of the ranks' differing keys, or ``None``.
     :param verify_pick: whether every rank checks the pick after tuning
         (settings that add a collective must hold on all ranks or on none).
     :param hosts: the ranks of each host, in rank order (ranks on one host
         split the compiling of the candidates).
-    :param plan: the plan every rank follows (that of the rank whose record
-        is shared, else, where every rank asked for a warm start, the first
-        rank's that found one), or ``None`` to measure every kept candidate.
+    :param plan: the plan every rank follows, or ``None`` to measure every kept candidate.
     """
 
     shared_record: dict[str, Any] | None

@@ -23,7 +23,6 @@ from kerneltune.core.values.records import Measurement, spread, trimmed
 
 CONFIDENT = "confident"
 UNCERTAIN = "uncertain"
-LEVELS = (CONFIDENT, UNCERTAIN)
 
 #: A rival within this fraction of the pick's time is as good as the pick.
 TOLERANCE = 0.02

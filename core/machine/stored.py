@@ -26,11 +26,10 @@ def read_record(
 ) -> TuningRecord | None:
     """The record stored for ``entry``, or ``None`` (a logged miss) when there is none to trust.
 
-    A record that cannot be read, fails its checks (field by field, and its
-    pick against its times), or is for another key is a miss; one made
-    with other software versions is a warning, or a miss with
-    ``version_check``. Its candidate list may differ from the live one
-    (:mod:`kerneltune.core.machine.reuse` decides what it is still good for).
+    A record that cannot be read, fails its checks, or is for another key
+    is a miss; one made with other software versions is a warning, or a
+    miss with ``version_check``. Its candidate list may differ from the live one
+    (:mod:`kerneltune.core.machine.reuse`).
 
     :param data: the record's plain data where this process holds it already;
         ``None`` asks the cache plugin.

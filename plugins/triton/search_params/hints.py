@@ -1,22 +1,9 @@
 """The ``search_params`` hint of ``triton.autotune``: parsing and validation.
 
-::
-
-    hints={"search_params": {
-        "params": ["BLOCK_M", "BLOCK_N"],      # required: tl.constexpr tile sizes to search
-        "values": [32, 64, 128, 256],          # default 16, 32, ..., 2048
-        "shape_final_top_k": 3,                # finalists re-timed head to head
-        "strategy": "pattern",                 # search strategy (default: the search_strategy setting)
-        "effort": "default",                   # quick | default | full (default: search_effort)
-        "budget_s": 60,                        # no new round after this many seconds (search_budget_s)
-        "max_points": 40,                      # at most this many points measured (search_max_points)
-        "debug": False,                        # print each stage's progress
-        "reference_fn": check,                 # correctness gate of the finalists
-    }}
-
-Everything here is checked when the kernel is decorated, so a typo fails at
-import time, not at the first launch; only the strategy's name waits for the
-first tuning, where the strategies registered then are known.
+docs/search_params.md lists the options. Everything is checked when the
+kernel is decorated, so a typo fails at import time, not at the first
+launch; only the strategy's name waits for the first tuning, where the
+strategies registered then are known.
 """
 
 from __future__ import annotations
@@ -49,10 +36,9 @@ RESERVED = frozenset({"unit_flag", "num_warps", "num_stages", "num_ctas", "maxnr
 
 @attrs.frozen
 class SearchHints:
-    """A validated ``search_params`` hint: the module docstring's options, ``values`` ascending.
+    """A validated ``search_params`` hint (docs/search_params.md lists the options); ``values`` ascending.
 
-    ``None`` for ``strategy``, ``effort``, ``budget_s`` or ``max_points`` leaves it to its
-    setting; ``strategy`` is checked against the registered names at the first tuning.
+    ``None`` for ``strategy``, ``effort``, ``budget_s`` or ``max_points`` leaves it to its setting.
     """
 
     params: tuple[str, ...]

@@ -1,12 +1,11 @@
 """Python's garbage collector held off while a key is tuned, as ``timeit`` holds it off for its loop.
 
-In a process holding torch and Triton a full collection walks millions of
-objects for tens of milliseconds, and lands in whichever candidate runs.
-With ``pause_gc`` (on by default) :func:`hold_off` turns automatic
-collection off when a tuning begins and :func:`let_go` turns it back on when
-the last one ends, collecting nothing then. ``Tuner.begin`` does not hold
-it for the contextual tuner, which reruns the user's outer function. A
-program that turned the collector off itself keeps it off.
+A full collection in a process holding torch and Triton walks millions of
+objects for tens of milliseconds, landing in whichever candidate runs. With
+``pause_gc`` (on by default) :func:`hold_off` turns automatic collection off
+when a tuning begins and :func:`let_go` back on when the last one ends
+(``Tuner.begin`` leaves the contextual tuner out); a program that turned
+the collector off itself keeps it off.
 """
 
 from __future__ import annotations

@@ -183,9 +183,8 @@ class SearchTuning(SteppedTuning, Protocol):
         """Measure a batch now; each candidate's time as every rank agrees on it, in order.
 
         Queues ``candidates`` (:meth:`Tuning.request`, whose ``repeat``, ``rounds`` and
-        ``purpose`` these are), compiles those that may run (:meth:`compile`), measures each with
-        ``run(candidate)``'s thunk and returns :meth:`Tuning.times`. What :meth:`isolate` screened
-        out is neither compiled nor run. Every rank calls it with the same candidates.
+        ``purpose`` these are), compiles those that may run and :meth:`isolate` did not
+        screen out, and measures each with ``run(candidate)``'s thunk. Every rank calls it alike.
 
         :param failed: candidates known not to run, by index, with why: they fail unlaunched.
         :param ahead: candidates a later round will likely ask for: with ``compile_one``, compile

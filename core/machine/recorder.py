@@ -129,17 +129,12 @@ class Recorder:
     ) -> None:
         """Take every run of ``candidate`` by calling ``run``, and record the samples.
 
-        Any exception from ``run`` or the timer, and samples the timer got
-        wrong, mark the candidate failed.
+        An exception from ``run`` or the timer, or wrong samples, fail the
+        candidate. A batched job (:attr:`~kerneltune.core.machine.schedule.Job.batched`)
+        does not wait for the device: :meth:`settle` collects its batch's
+        samples, which saves a synchronise, and the idle device behind it, per candidate.
 
-        A batched job (:attr:`~kerneltune.core.machine.schedule.Job.batched`)
-        does not wait for the device: its samples are collected by
-        :meth:`settle` with the rest of its batch, which saves a synchronise,
-        and the idle device behind it, per candidate.
-
-        :param around: called as ``around(wrap, run)`` for each run instead
-            of ``wrap(run)``; it must call ``wrap(run)`` once, and what it
-            does before and after (resetting in-place arguments) is not timed.
+        :param around: called for each run instead of ``wrap(run)`` (:data:`~.timing.Around`).
         """
         job = self._current(candidate)
         timer = self.session.make_timer()

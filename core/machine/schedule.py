@@ -28,9 +28,8 @@ class Schedule:
     :param warmup: untimed runs per candidate in the first pass.
     :param repeat: timed runs per candidate in the first pass; an interleaved round takes half.
     :param flush: let the timer evict the device's caches before timed runs.
-    :param adaptive: the driver chooses what to measure in rounds
-        (:meth:`Tuning.request`); nothing is queued up front and near ties
-        are left to it.
+    :param adaptive: the driver chooses what to measure in rounds; nothing is queued up front and
+        near ties are left to it.
     :param shard: split the candidates between the ranks (``shard`` setting, several ranks, not
         adaptive): each measures its :func:`share` apart, without the barrier before each candidate
         or near-tie rounds (they would compare ranks' devices), and REDUCE gathers the shares.

@@ -1,22 +1,12 @@
 """MEASURE: how every tuner times a candidate.
 
-One candidate's measurement is ``warmup`` untimed runs, then ``repeat`` timed
-runs, taken one at a time by :class:`CandidateRuns`: the function-level
-tuner takes them in a loop, the contextual tuner one per launch across
-executions of the outer function, a staged search in rounds. Whatever the
-driver, a run is timed the same way.
-
-The ``objective`` says what is compared:
-
-* ``"device"``: the device time of the work, what a program that keeps the
-  device busy sees. Before each timed run the timer keeps the device busy
-  (``hold``) and evicts its caches (``flush``), where it can, so that the
-  host's launch work lands outside the timed region (:meth:`CandidateRuns._before`).
-* ``"wall"``: host-inclusive time per call, for launchers whose host work
-  is the cost. Timed runs follow each other with nothing between them, so
-  a sample includes whatever the host spent before the device got the work.
-
-With the host clock (the wallclock timer) the two are the same.
+One candidate's measurement is ``warmup`` untimed runs, then ``repeat``
+timed runs, taken one at a time by :class:`CandidateRuns`, whatever the
+driver. Under the ``"device"`` objective the timer holds the device and
+flushes its caches ahead of each timed run, where it can
+(:meth:`CandidateRuns._before`); under ``"wall"`` timed runs follow each
+other with nothing between them. docs/measuring.md ("The objective") says
+what each compares.
 """
 
 from __future__ import annotations
@@ -107,14 +97,11 @@ def standard_error(samples: Sequence[float]) -> float:
 class IdleDevice:
     """Whether a tuning's work put anything on the device: one per tuning, shared by its candidates.
 
-    Work that runs on the host alone (NumPy, a sleep) puts nothing between
-    the device's marks, so every candidate reads what an empty run reads and
-    the pick is noise. The first candidate's :meth:`observe` takes
-    :data:`IDLE_PROBES` empty runs and keeps the fastest as the floor (NaN,
-    never idle, where a probe raises); :attr:`idle` is true once every
-    candidate read at most :data:`IDLE_FACTOR` times it, where even a
-    one-element kernel reads more. Only a tuning's first pass, with held
-    runs, is observed.
+    Work that runs on the host alone puts nothing between the device's marks,
+    so every candidate reads what an empty run reads and the pick is noise.
+    The first :meth:`observe` takes :data:`IDLE_PROBES` empty runs, the fastest
+    the floor (NaN, never idle, where a probe raises); :attr:`idle` is true
+    once every candidate read at most :data:`IDLE_FACTOR` times it.
     """
 
     def __init__(self) -> None:

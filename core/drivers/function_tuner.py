@@ -28,7 +28,7 @@ from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.machine.faces import SteppedTuning
 from kerneltune.core.machine.tuner import Tuner
-from kerneltune.core.machine.warm_start import MODES
+from kerneltune.core.machine.warm_start import checked_warm_start
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import ForkingRecorder, RecordingInterceptor, provides
 from kerneltune.core.plugin_system.session import Session, current_session
@@ -88,16 +88,7 @@ class AutoTuner(FunctionWrapper):
             )
         if not config_space:
             raise ValueError(f"{name}: config_space is empty; give at least one config dict")
-        if isinstance(warm_start, str):
-            warm_start = warm_start.strip().lower()
-        if warm_start is not None and warm_start not in MODES:
-            raise ValueError(
-                f"{name}: warm_start must be one of {', '.join(MODES)} or None, got {warm_start!r}"
-            )
-        if warm_start_budget is not None and (type(warm_start_budget) is not int or warm_start_budget < 1):
-            raise ValueError(
-                f"{name}: warm_start_budget must be an integer >= 1 or None, got {warm_start_budget!r}"
-            )
+        warm_start = checked_warm_start(name, warm_start, warm_start_budget, unset=True)
         keywords, open_ended, positional = _accepted_keywords(fn)
         fields: set[str] = set()
         for index, config in enumerate(config_space):

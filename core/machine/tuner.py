@@ -23,7 +23,7 @@ from kerneltune.core.machine.options import (
 )
 from kerneltune.core.machine.schedule import Schedule, Setup
 from kerneltune.core.machine.tuning import Tuning
-from kerneltune.core.machine.warm_start import MODES, Parsed, WarmStart
+from kerneltune.core.machine.warm_start import Parsed, WarmStart, checked_warm_start
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.keys import digest, encode_key
 from kerneltune.core.values.records import Candidate
@@ -108,15 +108,8 @@ class Tuner:
         if failure is not None and not distributed:
             raise failure
         warm_start = session.settings[WARM_START] if warm_start is None else warm_start
-        if isinstance(warm_start, str):
-            warm_start = warm_start.strip().lower()
         budget = session.settings[WARM_START_BUDGET] if warm_start_budget is None else warm_start_budget
-        if warm_start not in MODES:
-            raise ValueError(
-                f"{self.space.name}: warm_start must be one of {', '.join(MODES)}, got {warm_start!r}"
-            )
-        if type(budget) is not int or budget < 1:
-            raise ValueError(f"{self.space.name}: warm_start_budget must be an integer >= 1, got {budget!r}")
+        warm_start = checked_warm_start(self.space.name, warm_start, budget)
         # Test the failure, not the encoding: a key of None encodes to None. The entry
         # leaves the candidate list out (see kerneltune.core.machine.reuse); before it did, it was
         # named by the whole space, and a record of that name is still found.

@@ -56,6 +56,21 @@ class WarmStart:
     budget: int = 5
 
 
+def checked_warm_start(name: str, mode: Any, budget: Any, *, unset: bool = False) -> Any:
+    """``mode`` lower-cased, once it and ``budget`` are checked; with ``unset``, ``None`` passes for either.
+
+    :raises ValueError: naming ``name`` and what each may be.
+    """
+    if isinstance(mode, str):
+        mode = mode.strip().lower()
+    either = " or None" if unset else ""
+    if mode not in MODES and not (unset and mode is None):
+        raise ValueError(f"{name}: warm_start must be one of {', '.join(MODES)}{either}, got {mode!r}")
+    if (type(budget) is not int or budget < 1) and not (unset and budget is None):
+        raise ValueError(f"{name}: warm_start_budget must be an integer >= 1{either}, got {budget!r}")
+    return mode
+
+
 @attrs.frozen
 class Neighbour:
     """A stored key near the new one: its distance and its record."""

@@ -19,25 +19,18 @@ from kerneltune.core.values.keys import digest
 
 @attrs.frozen
 class Vote:
-    """One rank's local view before tuning.
+    """One rank's local view before tuning, as :func:`resolve` reads it.
 
-    :param rank: the rank in the tuning group; ``global_rank`` is the rank in
-        the whole job, for messages.
-    :param place: where this rank's cache keeps files (resolved directory), or
-        ``None`` for a cache private to the process: ranks sharing a host and
-        a place share one writer.
+    :param global_rank: the rank in the whole job, for messages; ``rank`` the one in the tuning group.
+    :param place: where this rank's cache keeps files (resolved), or ``None`` for a cache private
+        to the process: ranks sharing a host and a place share one writer.
     :param error: why this rank cannot tune (stage and exception), or ``None``.
     :param kept: the ``(index, fingerprint)`` of each candidate left after pruning.
-    :param key: the digest of the encoded key, ``None`` after an error;
-        ``key_label`` is its short readable form.
-    :param retune: this rank was asked to ignore stored records.
-    :param verify_pick: this rank was asked to check, with one more gather,
-        that every rank picked the same candidate.
+    :param key: the encoded key's digest, ``None`` after an error; ``key_label`` its short form.
+    :param retune: this rank ignores stored records (``always_tune``).
+    :param verify_pick, tune: this rank's settings of those names (``tune`` every rank must share).
     :param record: this rank's valid stored record, as plain data.
-    :param tune: this rank's ``tune`` setting (what a key without a stored
-        pick gets), which every rank must share.
-    :param plan: what this rank would measure instead of every kept
-        candidate (reusing its record, or warm starting), as plain data.
+    :param plan: what this rank would measure instead of every kept candidate, as plain data.
     :param warm: this rank was asked to warm start a key without a record.
     """
 

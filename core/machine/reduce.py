@@ -21,12 +21,10 @@ from kerneltune.core.values.records import Measurement, spread
 
 @attrs.frozen
 class Reduced:
-    """The agreed times and, where the reducer gave them, each rank's.
+    """The agreed times (``times[i]``: candidate ``i``'s on its slowest rank) and each rank's.
 
-    ``times[i]`` is candidate ``i``'s time on its slowest rank;
-    ``rank_times[i][r]`` rank ``r``'s time of it (``inf``: failed or not
-    measured there). ``rank_times`` is empty when the ranks' own times are
-    not known: one rank, or a reducer without ``gather_vector``.
+    ``rank_times[i][r]`` is rank ``r``'s time of it (``inf``: failed or not measured there);
+    empty on one rank, or with a reducer without ``gather_vector``.
     """
 
     times: tuple[float, ...]
@@ -102,13 +100,10 @@ def reduce_measurements(
 def gather_times(reducer: Reducer, measurements: Sequence[Measurement], measured: Sequence[int]) -> Agreed:
     """Sharded REDUCE: every candidate's measurement from the rank that took it, in one ``gather``.
 
-    Each rank sends its share's samples (or errors), so that every rank
-    derives the same times and evidence and stores the same record,
-    whichever rank measured its pick.
+    Each rank sends its share's samples (or errors), so every rank derives the same times and
+    evidence and stores the same record.
 
-    :param measurements: this rank's measurement of every candidate (failed
-        or not measured where it measured none).
-    :param measured: the indices this rank measured.
+    :param measured: the indices this rank measured (of ``measurements``, one per candidate).
     """
     mine = [
         [i, list(measurements[i].samples), measurements[i].error, list(measurements[i].rounds)]

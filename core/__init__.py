@@ -1,18 +1,12 @@
 """kerneltune's engine, and the one import a plugin author needs.
 
-Every name in ``__all__`` is the plugin API: built-in plugins and the
-examples import these names from ``kerneltune.core`` and nothing deeper, so
-core's modules can be regrouped without breaking a plugin, and each name is
+Every name in ``__all__`` is the plugin API: plugins and the examples
+import these names from ``kerneltune.core`` and nothing deeper, and each is
 one a plugin, an example or a documented recipe uses (tests/test_import_graph.py
-checks both). A name keeps its meaning within a major version; removing one,
-or changing what it takes or returns, waits for the next major version
-(docs/plugins.md, "What the API promises"). Drivers (the facade, the command,
-search_params) have a door of their own, :mod:`kerneltune.core.driving`. The
-modules below are grouped by role: ``values`` (plain data on the ground
-floor), ``plugin_system``, ``search``, ``isolation``, ``machine`` (the state
-machine) and ``drivers`` (the tuners that drive it); docs/architecture.md
-maps them. Nothing here imports torch or triton; plugins do, lazily, when
-they run.
+checks both). A name keeps its meaning within a major version (docs/plugins.md,
+"What the API promises"). Drivers have a door of their own,
+:mod:`kerneltune.core.driving`; docs/architecture.md maps the modules below.
+Nothing here imports torch or triton.
 """
 
 from kerneltune.core.drivers.inplace import in_place_problem

@@ -1,13 +1,9 @@
 """The door for drivers: what the facade, the command and search_params use of the engine.
 
-A plugin needs :mod:`kerneltune.core` alone; a driver starts tunings, reads
-what they stored and chooses what runs, so it needs more: the tuners and the
-tuning they drive, the session and the plugin loading behind it, the search
-and screening choices, the stored records. A driver imports the engine
-through these two doors and nothing deeper, so core can be regrouped behind
-them; tests/test_import_graph.py holds the facade, the command and
-search_params to it. These names are the engine's own and may change in any
-release (docs/plugins.md, "What the API promises").
+A plugin needs :mod:`kerneltune.core` alone; a driver also starts tunings,
+reads what they stored and chooses what runs. Drivers import the engine
+through these two doors only (tests/test_import_graph.py holds them to it).
+These names may change in any release (docs/plugins.md, "What the API promises").
 """
 
 from kerneltune.core.drivers.contextual import ContextualAutoTuner, contextual_autotune

@@ -1,12 +1,9 @@
-"""The contextual driver: tune the kernels an outer function launches, inside that function.
+"""The contextual driver, behind ``triton_dist.autotuner.contextual_autotune``.
 
-The engine behind ``triton_dist.autotuner.contextual_autotune``: a
-:class:`ContextualAutoTuner` installs the interceptor plugins and runs the
-outer function again and again, timing one (kernel, key)'s launches at a
-time, until every (kernel, key) it launches has a pick; :class:`ContextualCall
-<kerneltune.core.drivers.contextual_call.ContextualCall>` routes each launch.
-docs/contextual.md ("What a call does", "When the launches change between
-executions") says how, and when :data:`STALL_LIMIT` stops it.
+A :class:`ContextualAutoTuner` installs the interceptor plugins and runs the
+outer function again and again, one (kernel, key)'s launches timed at a
+time, until every (kernel, key) it launches has a pick. docs/contextual.md
+says how, and when :data:`STALL_LIMIT` stops it.
 """
 
 from __future__ import annotations

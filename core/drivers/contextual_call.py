@@ -1,12 +1,10 @@
 """The state of one call of a contextual tuner, and what it does with each intercepted launch.
 
-:class:`ContextualCall` is what :class:`~kerneltune.core.drivers.contextual.ContextualAutoTuner`
-hands to the interceptors as their route: it discovers each (kernel, key),
-whose state is a :class:`~kerneltune.core.drivers.kernel_keys.KernelKey`,
-drives the engine's :class:`~kerneltune.core.machine.tuner.Tuning` for the
-one being measured, launches the others with a stand-in config, and tells
-the outer function's loop whether an execution left kernels waiting. The
-module docstring of :mod:`kerneltune.core.drivers.contextual` describes the whole.
+:class:`ContextualCall` is the interceptors' route: it discovers each
+(kernel, key) (a :class:`~kerneltune.core.drivers.kernel_keys.KernelKey`),
+drives the engine's tuning of the one being measured, launches the others
+with a stand-in config, and tells the outer function's loop whether an
+execution left kernels waiting.
 """
 
 from __future__ import annotations
@@ -45,8 +43,6 @@ from kerneltune.core.values.events import KernelTuned, LaunchMeasured
 from kerneltune.core.values.records import Candidate
 from kerneltune.core.values.space import Space
 from kerneltune.core.values.timings import CandidateTiming
-
-Thunk = Callable[[], object]
 
 
 class ContextualCall:
@@ -163,12 +159,10 @@ class ContextualCall:
     def _dispatch(self, state: KernelKey, launch: KernelLaunch) -> Any:
         """Launch a (kernel, key) that has its pick, as Triton would in this execution's place.
 
-        In an execution that will be repeated, as Triton runs a tuning run:
-        the kernel's hooks around it, so what it zeroes or restores carries
-        nothing into the next execution. In one that may be returned, as
-        Triton's run after its tuning: after any repeated execution, the
-        first launch of each (kernel, key) zeroes what the kernel zeroes,
-        then the kernel's own cache hit.
+        In an execution that will be repeated, with the kernel's hooks around
+        it, so nothing it zeroes or restores carries into the next. In one
+        that may be returned, after a repeated one, the first launch of each
+        (kernel, key) zeroes what the kernel zeroes, then the kernel's own cache hit.
         """
         if not provides(launch, InPlaceLaunch):
             return launch.run_default()

@@ -1,10 +1,8 @@
 """The executions of the outer function in one contextual call: what each did, and when to give up.
 
-A contextual call runs the user's outer function again and again until no
-(kernel, key) waits for its pick. :class:`Executions` holds what the
-current execution did (launched a kernel still waiting, measured, ran a
-rehearsal whose in-place changes were undone) and counts the executions in
-a row that waited but measured nothing.
+:class:`Executions` holds what the current execution did (launched a kernel
+still waiting, measured, ran a rehearsal whose in-place changes were undone)
+and counts the executions in a row that waited but measured nothing.
 """
 
 from __future__ import annotations

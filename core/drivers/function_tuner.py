@@ -1,10 +1,8 @@
-"""The function-level driver: tune a host function over a list of keyword configs.
+"""The function-level driver, behind ``triton_dist.tune.autotune``: a host function over keyword configs.
 
-This is the engine behind ``triton_dist.tune.autotune``. Each call computes
-the business key; a key seen before dispatches straight to its pick (one
-``key_fn`` call and one dict lookup); a new key runs the state machine, which
-measures every kept config by calling the function with it, and then the
-function runs once more with the pick.
+A key seen before dispatches straight to its pick (one ``key_fn`` call and
+one dict lookup); a new key runs the state machine, which calls the
+function with each kept config, then the function runs once with the pick.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.machine.faces import SteppedTuning
 from kerneltune.core.machine.tuner import Tuner
-from kerneltune.core.machine.warm_start import MODES
+from kerneltune.core.machine.warm_start import checked_warm_start
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import ForkingRecorder, RecordingInterceptor, provides
 from kerneltune.core.plugin_system.session import Session, current_session
@@ -90,16 +88,7 @@ class AutoTuner(FunctionWrapper):
             )
         if not config_space:
             raise ValueError(f"{name}: config_space is empty; give at least one config dict")
-        if isinstance(warm_start, str):
-            warm_start = warm_start.strip().lower()
-        if warm_start is not None and warm_start not in MODES:
-            raise ValueError(
-                f"{name}: warm_start must be one of {', '.join(MODES)} or None, got {warm_start!r}"
-            )
-        if warm_start_budget is not None and (type(warm_start_budget) is not int or warm_start_budget < 1):
-            raise ValueError(
-                f"{name}: warm_start_budget must be an integer >= 1 or None, got {warm_start_budget!r}"
-            )
+        warm_start = checked_warm_start(name, warm_start, warm_start_budget, unset=True)
         keywords, open_ended, positional = _accepted_keywords(fn)
         fields: set[str] = set()
         for index, config in enumerate(config_space):
@@ -317,13 +306,10 @@ class AutoTuner(FunctionWrapper):
     ) -> None:
         """COMPILE for a host launcher: run each candidate once with its kernel launches recorded.
 
-        Interceptor plugins that can (``recording()``; Triton's, outside its
-        interpreter) turn the launches into compiles, which run on the
-        engine's pool before measuring starts; a launcher that launches no
-        kernel starts no compile stage, nor the backend's set-up. This runs on the calling
-        thread and in candidate order, so ranks whose launchers hold
-        collectives stay in step. A launcher that raises when its launches
-        do not happen is left to compile at its first warm-up.
+        Interceptor plugins that can (``recording()``) turn the launches into
+        compiles on the engine's pool. This runs on the calling thread in
+        candidate order, so ranks whose launchers hold collectives stay in
+        step; a launcher that raises here compiles at its first warm-up.
         """
         interceptors = session.registries.interceptors
         available = (

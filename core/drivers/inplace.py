@@ -1,22 +1,13 @@
 """``reset_to_zero`` and ``restore_value``: keep a candidate's runs from seeing each other's writes.
 
 A function-level tuning calls the function many times on the caller's own
-arguments: once per candidate to record its launches for COMPILE, then every
-warm-up and timed run of every candidate. A function that works in place
-(accumulates into an output, updates a buffer) would see what the runs
-before it left there, and hand the caller arguments changed by every run.
-As with ``triton.autotune``, the decorator names such arguments:
-
-* each one in ``reset_to_zero`` is zeroed before every run, and once more
-  before the call with the pick (the caller's accumulator ends as after one
-  call);
-* each one in ``restore_value`` is copied when the tuning first runs the
-  function and put back after every run, also after one that raised.
-
-Triton copies ``restore_value`` before every run; one copy per tuning
-gives each run the same contents for less. The zeroing and the copying
-stay outside the timed region. A named argument that is ``None`` is left
-alone, as in Triton.
+arguments, so one that works in place would see what earlier runs left and
+hand back arguments changed by every run. As with ``triton.autotune``, each
+argument in ``reset_to_zero`` is zeroed before every run and once more
+before the call with the pick; each one in ``restore_value`` is copied once
+per tuning (Triton copies before every run) and put back after every run,
+also after one that raised. Neither is timed; an argument that is ``None``
+is left alone, as in Triton.
 """
 
 from __future__ import annotations
@@ -26,9 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import attrs
-
-Thunk = Callable[[], object]
-Wrap = Callable[[Thunk], object]
+from kerneltune.core.machine.timing import Thunk, Wrap
 
 _NAMED = (
     inspect.Parameter.POSITIONAL_ONLY,

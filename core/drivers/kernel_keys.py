@@ -66,9 +66,8 @@ class KernelKey:
     def screened(self, session: Session) -> dict[int, str] | None:
         """The kept candidates that must not run here, screened in the worker at the first need.
 
-        That is when the (kernel, key) comes up to be measured, or earlier
-        when one of its launches needs a stand-in: no candidate runs here
-        unscreened. ``None`` without isolation.
+        When it comes up to be measured, or earlier when a launch needs a stand-in: no
+        candidate runs here unscreened. ``None`` without isolation.
 
         :param session: the call's session, whose ``isolate_timeout`` bounds each candidate's run there.
         """

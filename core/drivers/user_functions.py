@@ -1,9 +1,8 @@
 """The user's ``key_fn`` and ``prune_fn``, called for the function-level tuner: what they raise names them.
 
-KEY and PRUNE call functions the user wrote; an error of theirs surfaces as
-a :class:`~kerneltune.core.errors.UserFunctionError` naming which one and
-what raised, and a signature that cannot take the tuned function's
-arguments is refused as such rather than as whatever the call raised.
+An error of theirs surfaces as a :class:`~kerneltune.core.errors.UserFunctionError`
+naming which one and what raised; a signature that cannot take the tuned
+function's arguments is refused as such.
 """
 
 from __future__ import annotations

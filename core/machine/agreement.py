@@ -1,13 +1,9 @@
 """The AGREE stage: one gather of small votes decides how every rank proceeds.
 
-Each rank votes with what it knows locally (did its key, cache or prune step
-fail, which candidates it kept, whether it holds a valid record, and what it
-would measure instead of every kept candidate: a :class:`~kerneltune.core.machine.reuse.Plan`).
-Every rank then applies the same pure function to the same list of votes, so
-all ranks reach the same verdict, or all raise the same error, without
-further messages. The record shared and the plan followed come from one
-rank, so every rank reuses the same stored times and measures the same
-candidates, whatever its own cache held.
+Each rank votes with what it knows locally; every rank applies the same
+pure :func:`resolve` to the same votes, so all reach the same verdict, or
+all raise the same error, without further messages. The record shared and
+the plan followed come from one rank, so every rank measures alike.
 """
 
 from __future__ import annotations
@@ -23,25 +19,18 @@ from kerneltune.core.values.keys import digest
 
 @attrs.frozen
 class Vote:
-    """One rank's local view before tuning.
+    """One rank's local view before tuning, as :func:`resolve` reads it.
 
-    :param rank: the rank in the tuning group; ``global_rank`` is the rank in
-        the whole job, for messages.
-    :param place: where this rank's cache keeps files (resolved directory), or
-        ``None`` for a cache private to the process: ranks sharing a host and
-        a place share one writer.
+    :param global_rank: the rank in the whole job, for messages; ``rank`` the one in the tuning group.
+    :param place: where this rank's cache keeps files (resolved), or ``None`` for a cache private
+        to the process: ranks sharing a host and a place share one writer.
     :param error: why this rank cannot tune (stage and exception), or ``None``.
     :param kept: the ``(index, fingerprint)`` of each candidate left after pruning.
-    :param key: the digest of the encoded key, ``None`` after an error;
-        ``key_label`` is its short readable form.
-    :param retune: this rank was asked to ignore stored records.
-    :param verify_pick: this rank was asked to check, with one more gather,
-        that every rank picked the same candidate.
+    :param key: the encoded key's digest, ``None`` after an error; ``key_label`` its short form.
+    :param retune: this rank ignores stored records (``always_tune``).
+    :param verify_pick, tune: this rank's settings of those names (``tune`` every rank must share).
     :param record: this rank's valid stored record, as plain data.
-    :param tune: this rank's ``tune`` setting (what a key without a stored
-        pick gets), which every rank must share.
-    :param plan: what this rank would measure instead of every kept
-        candidate (reusing its record, or warm starting), as plain data.
+    :param plan: what this rank would measure instead of every kept candidate, as plain data.
     :param warm: this rank was asked to warm start a key without a record.
     """
 
@@ -62,23 +51,10 @@ class Vote:
 
     def to_data(self) -> dict[str, Any]:
         """Plain data, for the reducer's gather."""
-        return {
-            "rank": self.rank,
-            "global_rank": self.global_rank,
-            "host": self.host,
-            "place": self.place,
-            "error": self.error,
-            "kept": [index for index, _ in self.kept],
-            "kept_digest": digest([list(pair) for pair in self.kept]),
-            "key": self.key,
-            "key_label": self.key_label,
-            "retune": self.retune,
-            "verify_pick": self.verify_pick,
-            "record": self.record,
-            "tune": self.tune,
-            "plan": self.plan,
-            "warm": self.warm,
-        }
+        data = attrs.asdict(self, recurse=False)
+        data["kept"] = [index for index, _ in self.kept]
+        data["kept_digest"] = digest([list(pair) for pair in self.kept])
+        return data
 
 
 @attrs.frozen
@@ -86,18 +62,14 @@ class Verdict:
     """What every rank does next.
 
     :param shared_record: the stored record of the key every rank goes by
-        (adopting its pick, or reusing its times), or ``None``. Of several
-        ranks' records, the one that saves most measuring, then the lowest
-        rank's.
+        (adopting its pick, or reusing its times), or ``None``.
     :param writers: the ranks that persist the outcome (one per host and place).
     :param key_mismatch: a description of the ranks' differing keys, or ``None``.
     :param verify_pick: whether every rank checks the pick after tuning
         (settings that add a collective must hold on all ranks or on none).
     :param hosts: the ranks of each host, in rank order (ranks on one host
         split the compiling of the candidates).
-    :param plan: the plan every rank follows (that of the rank whose record
-        is shared, else, where every rank asked for a warm start, the first
-        rank's that found one), or ``None`` to measure every kept candidate.
+    :param plan: the plan every rank follows, or ``None`` to measure every kept candidate.
     """
 
     shared_record: dict[str, Any] | None

@@ -1,18 +1,11 @@
 """Python's garbage collector held off while a key is tuned, as ``timeit`` holds it off for its loop.
 
-A process holding torch and Triton has millions of objects, and a full
-collection walks them all, for tens of milliseconds or more, landing in
-whichever key's tuning was running, and a pause longer than the hold ahead
-of a timed run lands inside it. With the ``pause_gc`` setting (on by
-default), :func:`hold_off` turns automatic collection off when a tuning
-begins and :func:`let_go` turns it back on when the last tuning in the
-process ends. ``Tuner.begin`` holds it off for the function-level tuner
-and ``search_params``, whose runs are the tuned launch, not for the
-contextual tuner, which runs the user's whole outer function again and
-again. Nothing is collected when it is let go: the collections the
-tuning's allocations would have started come later, at their thresholds,
-in whatever runs next. A program that turned the collector off itself
-keeps it off.
+A full collection in a process holding torch and Triton walks millions of
+objects for tens of milliseconds, landing in whichever candidate runs. With
+``pause_gc`` (on by default) :func:`hold_off` turns automatic collection off
+when a tuning begins and :func:`let_go` back on when the last one ends
+(``Tuner.begin`` leaves the contextual tuner out); a program that turned
+the collector off itself keeps it off.
 """
 
 from __future__ import annotations

@@ -1,35 +1,14 @@
 """How sure a pick is: whether its lead over every rival is larger than their noise.
 
-A stored pick is served everywhere, forever, so a record says how sure the
-measurement behind it was. The pick is *confident* when every rival it was
-compared with is behind it beyond their noise, or so close that either would
-do (within :data:`TOLERANCE`); otherwise *uncertain*, and the rivals it could
-not be told apart from are named.
-
-Noise comes in two kinds, and each has its answer:
-
-* Sample to sample, which a candidate's own samples show (their standard
-  error).
-* Period to period: on a busy machine a candidate measured during a burst
-  of other work reads slow in every sample, which its own samples do not
-  show. On a 2-core host with four busy processes, a config 12 % faster read
-  1.6 to 1.9 times slower than its rival in a tenth of a second of samples
-  whose own spread was 20 %. What shows it is the other candidates' spread:
-  the tuning's *noise* is the median spread
-  (:func:`~kerneltune.core.values.records.spread`) of the first pass, and
-  once it exceeds :data:`NOISY`, a rival within :data:`REACH` times it of
-  the pick may be the faster one. Below that (device kernels, held and
-  flushed, spread a few per cent), what drifts between candidates measured
-  apart is the 2 % that near ties are re-timed for anyway.
-
-A rival within reach after the first pass is re-timed with the pick in
-interleaved rounds (:mod:`kerneltune.core.machine.ties`), where load that
-comes and goes lands on both alike: it is behind when, in every round, it
-was at most :data:`TOLERANCE` faster than the pick (:func:`paired_lead`). A
-rival compared in the first pass alone is behind when its lead, less
-:data:`SIGMAS` combined standard errors and (on a noisy machine)
-:data:`REACH` times the noise, still exceeds ``-TOLERANCE``
-(:func:`first_pass_lead`).
+The pick is *confident* when every rival it was compared with is behind it
+beyond their noise, or within :data:`TOLERANCE`; otherwise *uncertain*,
+naming the rivals. Rivals re-timed with it in interleaved rounds are judged
+round by round (:func:`paired_lead`); the others by their first-pass lead,
+less :data:`SIGMAS` combined standard errors and, on a noisy machine (the
+median spread over :data:`NOISY`), :data:`REACH` times that noise, which a
+burst of other work during one candidate's samples does not show in its
+own spread (:func:`first_pass_lead`). docs/measuring.md ("Uncertain picks")
+says what a user sees.
 """
 
 from __future__ import annotations
@@ -44,7 +23,6 @@ from kerneltune.core.values.records import Measurement, spread, trimmed
 
 CONFIDENT = "confident"
 UNCERTAIN = "uncertain"
-LEVELS = (CONFIDENT, UNCERTAIN)
 
 #: A rival within this fraction of the pick's time is as good as the pick.
 TOLERANCE = 0.02
@@ -62,12 +40,6 @@ def drift(noise: float) -> float:
     :data:`REACH` times the noise where it exceeds :data:`NOISY`, else 0.
     """
     return REACH * noise if noise > NOISY else 0.0
-
-
-def noise(measurements: Iterable[Measurement]) -> float:
-    """A tuning's noise: the median spread of its measured candidates' samples (0 without any)."""
-    spreads = [spread(m.samples) for m in measurements if m.error is None and m.samples]
-    return statistics.median(spreads) if spreads else 0.0
 
 
 def error(samples: Sequence[float]) -> float:

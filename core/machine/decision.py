@@ -10,27 +10,23 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
-from kerneltune.core.errors import NoStoredPickError, UserFunctionError, describe_error
+from kerneltune.core.errors import UserFunctionError, describe_error
 from kerneltune.core.machine.agreement import Vote, reach_verdict, short_repr
 from kerneltune.core.machine.options import (
     ALWAYS_TUNE,
-    CONTEXTUAL_CACHE,
-    CONTEXTUAL_DISK,
     RECHECK,
     TUNE,
     TUNE_AUTO,
-    TUNE_FAIL,
     VERIFY_PICK,
 )
 from kerneltune.core.machine.reuse import Plan, plan_recheck, plan_reuse
 from kerneltune.core.machine.stored import method_of, read_record
 from kerneltune.core.machine.warm_start import NEAREST, SCREEN, propose
-from kerneltune.core.plugin_system.settings import Settings
 from kerneltune.core.values.keys import digest
 from kerneltune.core.values.records import Candidate, TuningRecord
 
@@ -251,29 +247,3 @@ def _vote(
         plan=None if plan is None else plan.to_data(),
         warm=_warm(setup),
     )
-
-
-def untuned_pick(
-    settings: Settings, name: str, key: Hashable, kept: tuple[int, ...], driver: str = "function"
-) -> int:
-    """The candidate a key with no stored pick runs under ``tune = "never"``: the first one kept.
-
-    :param driver: the tuner (``Setup.driver``); ``contextual_autotune`` keeps its picks in
-        the process unless ``contextual_cache = "disk"``, and the advice says so.
-    :raises NoStoredPickError: under ``tune = "fail"``, naming where that setting came from.
-    """
-    if settings[TUNE] == TUNE_FAIL:
-        where = settings.source("tune") or "default"
-        if driver == "contextual" and settings[CONTEXTUAL_CACHE] != CONTEXTUAL_DISK:
-            keep = (
-                "contextual picks live only in this process (contextual_cache = 'process'): tune this "
-                "key earlier in this process (tune = 'auto', the default), or set contextual_cache = "
-                "'disk' and keep its cache"
-            )
-        else:
-            keep = "tune this key where tuning is allowed (tune = 'auto', the default) and keep its cache"
-        raise NoStoredPickError(
-            f"{name}: no stored pick for key {key!r}, and tune = 'fail' ({where}) "
-            f"forbids tuning it; {keep}, or set tune = 'never' to run the first config untuned"
-        )
-    return kept[0]

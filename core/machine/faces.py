@@ -1,14 +1,9 @@
 """The two faces of a :class:`~kerneltune.core.machine.tuning.Tuning`, one per kind of driver.
 
-A stepped driver (the function-level tuner, the contextual tuner) lets the
-tuning plan what is measured, and takes each candidate it hands out:
-:class:`SteppedTuning`. An adaptive driver (the search_params run, a search
-strategy's rounds) decides what to measure next from agreed times, and
-measures a batch with ``round`` (request, compile, measure, agree, in one
-call): :class:`SearchTuning`. Every decision it takes that every rank must
-share comes from ``times``, ``max_over_ranks`` or ``gather``; on one rank
-the collectives are the identity, and nothing is sent. A driver is typed by
-its face, and each member is documented here.
+A stepped driver (the function-level tuner, the contextual tuner) takes each
+candidate the tuning hands out: :class:`SteppedTuning`. An adaptive driver
+(the search_params run) decides each round from agreed times:
+:class:`SearchTuning`. Each member is documented here, once.
 """
 
 from __future__ import annotations
@@ -28,17 +23,14 @@ from kerneltune.core.values.records import Candidate
 class SteppedTuning(Protocol):
     """What a stepped driver uses of its tuning: the next candidate, its runs, the pick."""
 
-    key: Hashable
-    verbose: bool
-    #: the pick, once there is one (found without measuring, or by :meth:`finish`).
-    best: Candidate | None
-    #: after :meth:`finish`: each candidate's agreed time, and the seconds the tuning took.
+    #: after :meth:`finish`: each candidate's agreed time, and the seconds the tuning took
+    #: (empty and ``None`` for a pick found without measuring).
     agreed: tuple[float, ...]
     seconds: float | None
 
     @property
     def header(self) -> Header:
-        """What every event of this tuning says about it: a driver's own events are made from it too."""
+        """What every event of this tuning says about it, a driver's own events included."""
 
     @property
     def hit(self) -> bool:
@@ -46,29 +38,24 @@ class SteppedTuning(Protocol):
 
     @property
     def world_size(self) -> int:
-        """How many ranks tune this key together (1: this process alone)."""
+        """How many ranks tune this key together."""
 
     def next_candidate(self) -> Candidate | None:
-        """The next candidate to measure, or ``None`` when there is none left.
+        """The next candidate to measure, or ``None`` once the queue and the near-tie rounds are done.
 
-        Once the queued candidates are measured, a tuning that is not
-        adaptive re-times its near ties (:func:`near_ties`) in
-        ``tie_rounds`` interleaved rounds before it says there is none left;
-        with several ranks deciding which ones is one collective. With
-        several ranks this is also a barrier, so every rank starts each
-        candidate together.
+        With several ranks this is a barrier, so every rank starts each candidate together.
         """
 
     def runs(self, candidate: Candidate) -> CandidateRuns:
-        """The runs to take of the candidate :meth:`next_candidate` handed out (:meth:`Recorder.runs`)."""
+        """The runs to take of the candidate handed out last (:meth:`Recorder.runs`)."""
 
     def measure(
         self, candidate: Candidate, run: Callable[[], object], *, around: Around | None = None
     ) -> None:
-        """Call ``run`` for every run of ``candidate``, and record the samples (:meth:`Recorder.measure`)."""
+        """Call ``run`` for every run of ``candidate`` and record the samples (:meth:`Recorder.measure`)."""
 
     def record(self, candidate: Candidate, samples: Sequence[float], *, extend: bool | None = None) -> None:
-        """Take back a candidate's timing samples, in milliseconds (:meth:`Recorder.record`)."""
+        """Take back a candidate's samples, in milliseconds (:meth:`Recorder.record`)."""
 
     def fail(self, candidate: Candidate, error: BaseException) -> None:
         """Record that a candidate raised; it counts as infinitely slow (:meth:`Recorder.fail`)."""
@@ -77,10 +64,10 @@ class SteppedTuning(Protocol):
         """This rank's mean time of ``candidate`` so far; ``inf`` if it failed or was not measured."""
 
     def samples(self, candidate: Candidate) -> tuple[float, ...]:
-        """This rank's samples of ``candidate`` in milliseconds, in the order taken; empty if it failed."""
+        """This rank's samples of ``candidate``, in the order taken; empty if it failed."""
 
     def error(self, candidate: Candidate) -> str | None:
-        """Why ``candidate`` failed here (compiling, screening or running); ``None`` if it did not."""
+        """Why ``candidate`` failed here; ``None`` if it did not."""
 
     def queued(self) -> list[Candidate]:
         """The candidates waiting to be measured, each once, in order (not those screened out)."""
@@ -92,30 +79,23 @@ class SteppedTuning(Protocol):
         *,
         child: CompileProcess | None = None,
     ) -> None:
-        """COMPILE: compile candidates on a pool; measuring starts once none of them runs.
+        """COMPILE ``candidates`` (default: the queued ones) on a pool before they are measured.
 
-        :param compile_one: compiles one candidate without running it, on pool threads, raising what
-            makes it unusable (a compile error, a kernel too big for the device); a
-            :class:`~kerneltune.core.CompileMiss` from the backend's probe must pass through it.
-        :param candidates: what to compile, in the order it will be measured (default: every queued
-            candidate); an adaptive driver calls this for each round. Ranks on one host each compile
-            their share; the others load it from Triton's cache at their first run.
-        :param child: the backend's part in compiling in forked processes (``compile_pool``; see
-            :class:`~kerneltune.core.compiling.stage.CompileStage`, which reads the settings).
+        :param compile_one: compiles one candidate without running it, raising what makes it
+            unusable; a :class:`~kerneltune.core.CompileMiss` from the backend's probe passes through.
+        :param child: the backend's part in compiling in forked processes
+            (:class:`~kerneltune.core.compiling.stage.CompileStage`).
         """
 
     def isolate(
         self, screen_one: Callable[[Candidate], object], candidates: Iterable[Candidate] | None = None
     ) -> dict[int, str]:
-        """ISOLATE: screen candidates where a crash cannot reach this process, before measuring them.
+        """ISOLATE: screen ``candidates`` (default: the queued ones) in a worker process first.
 
-        :param screen_one: runs one candidate in an isolation worker
-            (:class:`~kerneltune.core.isolation.parent.Screening`), raising
-            :class:`~kerneltune.core.isolation.parent.ScreenedOut` for one that crashed or hung there
-            (one that raised there fails as usual when measured).
-        :param candidates: what to screen (default: the queued candidates; an adaptive driver's round).
-        :returns: why each one screened out (or unscreenable) on any rank must not run, by index; with
-            several ranks one gather makes every rank fail the same. :meth:`next_candidate` fails them.
+        :param screen_one: runs one candidate in an isolation worker, raising
+            :class:`~kerneltune.core.isolation.parent.ScreenedOut` for one that crashed or hung there.
+        :returns: why each candidate screened out on any rank, by index (one gather with several
+            ranks); :meth:`next_candidate` fails them.
         """
 
     def twins(
@@ -123,14 +103,10 @@ class SteppedTuning(Protocol):
         program_of: Callable[[Candidate], Hashable | None],
         options: Callable[[Candidate], Mapping[str, object]] | None = None,
     ) -> None:
-        """Measure each program once: a candidate whose program (``program_of``, once compiled) an
-        earlier one launches is dropped as its twin (:mod:`kerneltune.core.machine.twins`).
+        """Measure each program once where the ``twins`` setting is on (:mod:`kerneltune.core.machine.twins`).
 
-        Where the ``twins`` setting is on. With several ranks measuring alike, the
-        barrier before each candidate becomes a ``max`` that carries each rank's verdict: a
-        twin is dropped only where every rank's backend says so, so ranks never split. Sharded
-        ranks (``shard``) measure every candidate: a twin's first config may be another rank's.
-
+        :param program_of: the program a compiled candidate launches; a later candidate launching
+            an earlier one's is dropped as its twin, where every rank's backend agrees.
         :param options: a candidate's options by name, for the notice naming what twins differ in.
         """
 
@@ -143,78 +119,53 @@ class SteppedTuning(Protocol):
         """Let the per-key lock, the compile pool and the garbage collector go."""
 
     def finish(self, among: Iterable[Candidate] | None = None) -> Candidate:
-        """Reduce, select and persist; the pick.
+        """REDUCE, SELECT and PERSIST; the pick.
 
-        :param among: select only among these candidates (a staged search's
-            finalists, whose re-timed measurements are comparable); default:
-            all of them.
-        :raises NoValidConfigError: when no candidate (of ``among``) has a
-            finite time on every rank; nothing is persisted then.
+        :param among: select only among these (a staged search's finalists); default: all.
+        :raises NoValidConfigError: when no candidate (of ``among``) has a finite time on every
+            rank; nothing is persisted then.
         """
 
 
 class SearchTuning(SteppedTuning, Protocol):
-    """What an adaptive search uses of its tuning: the stepped face, and the round API between rounds."""
+    """What an adaptive search uses of its tuning: the stepped face and the round API.
 
+    Every decision that every rank must share comes from :meth:`round`,
+    :meth:`max_over_ranks` or :meth:`gather`; on one rank nothing is sent.
+    """
+
+    key: Hashable
+    verbose: bool
     #: every count of runs the tuning takes, purpose by purpose (a re-check's, a stage 3's).
     schedule: Schedule
 
     @property
     def candidates(self) -> tuple[Candidate, ...]:
-        """Every candidate of the tuned space, in order (a candidate's ``index`` is its place here)."""
+        """Every candidate of the tuned space; a candidate's ``index`` is its place here."""
 
     @property
     def settings(self) -> Settings:
-        """The settings the tuning runs under (``repeat``, ``search_effort``, ...)."""
+        """The settings the tuning runs under."""
 
     @property
     def reused(self) -> dict[int, float]:
-        """The stored time of each candidate an earlier tuning of this key measured, and this one has not.
+        """The stored time of each candidate an earlier tuning of this key measured and this one has not.
 
-        Filled when the key's record was made for another candidate list
-        (:mod:`kerneltune.core.machine.reuse`), alike on every rank (``inf``: it
-        failed). An adaptive driver may take these times instead of
-        measuring; :meth:`finish` still selects among measured candidates only.
+        Alike on every rank (``inf``: it failed; :mod:`kerneltune.core.machine.reuse`); a driver
+        may take these instead of measuring, but :meth:`finish` selects among measured ones only.
         """
 
     @property
     def rechecking(self) -> tuple[Candidate, ...]:
-        """For an adaptive driver: the stored pick, then its rivals, to re-time head to head; else empty.
+        """The stored pick, then its rivals, where its record asked for a re-check; else empty.
 
-        The stored record asked for a re-check (its pick was uncertain, or
-        ``kerneltune cache verify`` marked it): the driver measures these in
-        :attr:`Schedule.recheck_rounds` interleaved rounds (:meth:`request`) and
-        selects among them (``finish(among=...)``), instead of searching.
+        The driver re-times them in :attr:`Schedule.recheck_rounds` rounds and
+        selects among them (``finish(among=...)``) instead of searching.
         """
 
     @property
     def twin_of(self) -> dict[int, int]:
         """Each candidate dropped as a twin so far -> the candidate measured for it."""
-
-    def request(
-        self,
-        candidates: Iterable[Candidate],
-        *,
-        warmup: int | None = None,
-        repeat: int | None = None,
-        rounds: int = 1,
-        purpose: str = "",
-    ) -> None:
-        """Queue candidates for :meth:`next_candidate`, in order.
-
-        A candidate measured before is measured again; its first new
-        measurement replaces the old one. With ``rounds`` above one the
-        candidates are measured in that many interleaved rounds, each round
-        starting one candidate further on, and the later rounds add to the
-        first round's samples (a staged search re-times its finalists so).
-        Every rank must request the same candidates in the same order.
-
-        :param warmup: untimed runs per candidate and round (default: the tuning's).
-        :param repeat: timed runs per candidate and round (default: the tuning's).
-        :param purpose: what these measurements are for ("near-tie re-timing"), which the
-            observers' events carry with the round ("near-tie re-timing, round 2 of 4").
-        :raises ValueError: for a candidate that was pruned.
-        """
 
     def round(
         self,
@@ -229,55 +180,36 @@ class SearchTuning(SteppedTuning, Protocol):
         purpose: str = "",
         ahead: Sequence[Candidate] = (),
     ) -> list[float]:
-        """Measure a batch now (an adaptive driver's round); every rank's agreed time of each, in order.
+        """Measure a batch now; each candidate's time as every rank agrees on it, in order.
 
-        Queues ``candidates`` (:meth:`request`, whose ``repeat``, ``rounds`` and
-        ``purpose`` these are), compiles those that may run (:meth:`compile`,
-        with ``compile_one`` and ``child``), then hands each out and measures
-        it with ``run(candidate)``'s thunk, and returns :meth:`times`. Screen
-        with :meth:`isolate` first where isolation is on: what it screened
-        out is neither compiled nor run. Every rank calls it with the same
-        candidates, as :meth:`request` asks.
+        Queues ``candidates`` (:meth:`Tuning.request`, whose ``repeat``, ``rounds`` and
+        ``purpose`` these are), compiles those that may run and :meth:`isolate` did not
+        screen out, and measures each with ``run(candidate)``'s thunk. Every rank calls it alike.
 
         :param failed: candidates known not to run, by index, with why: they fail unlaunched.
-        :param ahead: candidates the driver expects to ask for in a later round: with ``compile_one``
-            and compile processes, and where ``compile_ahead`` is on, they compile while this round's
-            compiles do, at a lower priority and stopped while anything is measured
+        :param ahead: candidates a later round will likely ask for: with ``compile_one``, compile
+            processes and ``compile_ahead`` on, they compile meanwhile at a lower priority
             (:meth:`~kerneltune.core.compiling.stage.CompileStage.ahead`); nothing waits for them.
         """
 
-    def times(self, candidates: Sequence[Candidate]) -> list[float]:
-        """REDUCE now: each candidate's mean time as every rank agrees on it.
-
-        The maximum over ranks (:meth:`max_over_ranks`), ``inf`` for a candidate that
-        failed on any rank or was not measured. An adaptive driver decides its
-        next round from these, so every rank decides alike.
-        """
-
     def max_over_ranks(self, values: Sequence[float]) -> list[float]:
-        """The element-wise maximum of ``values`` over the ranks, in one collective; on one rank, ``values``.
+        """The element-wise maximum of ``values`` over the ranks, in one collective.
 
-        Every rank must call it, with a vector of the same length, at the same
-        point of the tuning: a decision taken from what it returns is the same on every rank.
+        Every rank must call it at the same point with a vector of the same length.
         """
 
     def gather(self, value: Any) -> list[Any]:
-        """Every rank's small plain-data ``value``, in rank order (on one rank, ``[value]``)."""
+        """Every rank's small plain-data ``value``, in rank order."""
 
     def strategy(self, hinted: str | None = None, where: str | None = None) -> SearchStrategy:
-        """A new instance of the search strategy in force: ``hinted``, else the ``search_strategy`` setting.
+        """A new instance of ``hinted`` (a registered name), else of the ``search_strategy`` setting.
 
-        :param hinted: a strategy's registered name (a kernel's hint), which wins over the setting.
         :param where: what gave ``hinted``, for the error message.
         :raises PluginError: for a name no plugin registered, or a strategy that cannot run here.
         """
 
     def origin(self, strategy: SearchStrategy) -> str:
-        """``plugin NAME (DISTRIBUTION VERSION)`` of the plugin that registered ``strategy``, for messages."""
+        """``plugin NAME (DISTRIBUTION VERSION)`` of the plugin that registered ``strategy``."""
 
     def fault(self, strategy: SearchStrategy, what: str, consequence: str) -> None:
-        """Warn once, naming its plugin, that ``strategy`` misbehaved, and what is done instead.
-
-        :param what: what was wrong ("search strategy 'walk' raised ValueError: ...").
-        :param consequence: what the driver does instead ("k goes on with the best points measured").
-        """
+        """Warn once, naming its plugin, that ``strategy`` misbehaved (``what``) and what is done instead."""

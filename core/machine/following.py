@@ -1,12 +1,9 @@
 """What LOOKUP's plan leaves a tuning to honour while it measures.
 
-A :class:`~kerneltune.core.machine.reuse.Plan` may name the few candidates to
-measure (a grown list's new ones against the stored pick, a warm start's
-configs, a re-check's rivals), carry a stored record's measurements over,
-or ask for a re-check. :class:`Following` holds what of it a tuning still
-needs after LOOKUP: SELECT's scope, the rows carried, the record being
-re-checked, and the fall back to the whole kept list when every planned
-candidate failed.
+:class:`Following` holds what of a :class:`~kerneltune.core.machine.reuse.Plan`
+a tuning still needs after LOOKUP: SELECT's scope, the stored rows carried
+over, the record being re-checked, and the fall back to the whole kept list
+when every planned candidate failed.
 """
 
 from __future__ import annotations
@@ -87,11 +84,9 @@ class Following:
     def fall_back(self, times: Sequence[float], key: object) -> list[Candidate] | None:
         """Where every candidate the plan measured failed on some rank, the rest of the kept list.
 
-        A warm start's few configs or a grown list's new ones may all fail
-        (larger configs for a larger key are the likeliest to), where the
-        full list holds ones that run: without this the key could never be
-        tuned. ``times`` are the ranks' agreed ones, so all fall back alike.
-        The scope is lifted, so SELECT chooses among all that were measured.
+        A warm start's few configs or a grown list's new ones may all fail where the full list
+        holds ones that run. ``times`` are the ranks' agreed ones, so all fall back alike; the
+        scope is lifted, so SELECT chooses among all that were measured.
 
         :returns: the candidates to measure now, or ``None`` when one planned candidate has a time.
         """

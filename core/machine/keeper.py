@@ -1,21 +1,18 @@
-"""The key's pick, kept: what LOOKUP found or ``tune`` fell back to, and what SELECT picked.
-
-A :class:`PickKeeper` makes a candidate the key's pick in this process (the
-tuner's ``picks``, which its driver dispatches from), keeps the record in
-the tuner's ``records`` and, on the ranks that write, in the cache; and
-tells the observers where a pick found without measuring came from.
-"""
+"""The key's pick, kept: what LOOKUP found or ``tune`` fell back to, and what SELECT picked."""
 
 from __future__ import annotations
 
-from kerneltune.core.machine.decision import untuned_pick
+from kerneltune.core.errors import NoStoredPickError
+from kerneltune.core.machine.options import CONTEXTUAL_CACHE, CONTEXTUAL_DISK, TUNE, TUNE_FAIL
 from kerneltune.core.machine.schedule import Setup
 from kerneltune.core.values.events import Header, PickLoaded
 from kerneltune.core.values.records import Candidate, TuningRecord
 
 
 class PickKeeper:
-    """One tuning's pick, in the tuner's dicts and the cache; see the module docstring.
+    """One tuning's pick, in the tuner's ``picks`` and ``records`` and, on the ranks that write, the cache.
+
+    It also tells the observers where a pick found without measuring came from.
 
     :ivar writers: the ranks that store the key's record (one per host and cache place).
     """
@@ -39,16 +36,31 @@ class PickKeeper:
         return pick
 
     def untuned(self, kept: tuple[int, ...]) -> Candidate:
-        """The pick of a key no rank holds one for, under ``tune = "never"`` or ``"fail"``.
+        """The pick of a key no rank holds one for, under ``tune = "never"``: the first kept one.
 
-        ``never``: the first candidate kept runs, unmeasured and not stored
-        (kept in-process, so later calls dispatch straight to it); ``fail``:
-        :class:`NoStoredPickError`. With several ranks this follows the
-        agreement, whose verdict every rank shares, so all ranks do alike.
+        It runs unmeasured and is kept in-process, not stored. With several
+        ranks this follows the agreement's verdict, so all ranks do alike.
+
+        :raises NoStoredPickError: under ``tune = "fail"``, naming where that setting came from.
         """
         setup = self._setup
-        first = untuned_pick(setup.session.settings, setup.space.name, setup.key, kept, setup.driver)
-        pick = setup.picks[setup.key] = setup.space.candidates[first]
+        settings = setup.session.settings
+        if settings[TUNE] == TUNE_FAIL:
+            where = settings.source("tune") or "default"
+            # contextual_autotune keeps its picks in the process unless contextual_cache = "disk".
+            if setup.driver == "contextual" and settings[CONTEXTUAL_CACHE] != CONTEXTUAL_DISK:
+                keep = (
+                    "contextual picks live only in this process (contextual_cache = 'process'): tune this "
+                    "key earlier in this process (tune = 'auto', the default), or set contextual_cache = "
+                    "'disk' and keep its cache"
+                )
+            else:
+                keep = "tune this key where tuning is allowed (tune = 'auto', the default) and keep its cache"
+            raise NoStoredPickError(
+                f"{setup.space.name}: no stored pick for key {setup.key!r}, and tune = 'fail' ({where}) "
+                f"forbids tuning it; {keep}, or set tune = 'never' to run the first config untuned"
+            )
+        pick = setup.picks[setup.key] = setup.space.candidates[kept[0]]
         self.loaded(pick, "default")
         return pick
 

@@ -1,10 +1,4 @@
-"""The settings the tuning machine reads, declared next to it.
-
-How candidates are measured (engine.py, measuring.py, tuning.py), what a
-key without a stored pick gets, how stored picks are trusted and where
-contextual ones live (decision.py, stored.py), and warm start
-(warm_start.py). COMPILE's are in core/compiling/options.py.
-"""
+"""The settings the tuning machine reads, declared next to it (COMPILE's are in core/compiling/options.py)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """What a tuning measures, in what order: the plan's candidates queued, then near ties or a fall back.
 
-A :class:`MeasurePlanner` decides what goes on a tuning's
-:class:`~kerneltune.core.machine.queue.MeasureQueue`: at the start, the
-first pass, a plan's candidates head to head, a re-check or a warm start's
-screen; once those are measured, the rest of the kept list where a plan's
-candidates all failed, else the near ties (or a screen's finalists)
-re-timed in interleaved rounds. Every count of runs comes from the
-tuning's :class:`~kerneltune.core.machine.schedule.Schedule`.
+A :class:`MeasurePlanner` fills a tuning's
+:class:`~kerneltune.core.machine.queue.MeasureQueue`, every count of runs
+taken from its :class:`~kerneltune.core.machine.schedule.Schedule`.
 """
 
 from __future__ import annotations
@@ -17,8 +13,7 @@ from kerneltune.core.machine.following import Following
 from kerneltune.core.machine.queue import MeasureQueue
 from kerneltune.core.machine.reuse import Plan, explain
 from kerneltune.core.machine.samples import Samples
-from kerneltune.core.machine.schedule import Job, Schedule
-from kerneltune.core.machine.shard import share
+from kerneltune.core.machine.schedule import Job, Schedule, share
 from kerneltune.core.machine.ties import NearTies, agreed_finalists
 from kerneltune.core.machine.warm_start import screen_finalists
 from kerneltune.core.plugin_system.contracts import Reducer
@@ -26,7 +21,12 @@ from kerneltune.core.values.records import Candidate, TuningRecord
 
 
 class MeasurePlanner:
-    """A tuning's queue and what it plans onto it; see the module docstring.
+    """A tuning's queue and what it plans onto it.
+
+    At the start, the first pass, a plan's candidates head to head, a
+    re-check or a warm start's screen; once those are measured, the rest of
+    the kept list where a plan's candidates all failed, else the near ties
+    (or a screen's finalists) in interleaved rounds.
 
     :ivar queue: the jobs still to run.
     :ivar ties: the near ties the first pass left, once it is over.

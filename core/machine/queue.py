@@ -1,11 +1,9 @@
 """What MEASURE runs next: a tuning's queue of jobs, in order.
 
-A :class:`MeasureQueue` holds the jobs a :class:`~kerneltune.core.machine.tuning.Tuning`
-hands out one by one, and knows the shapes a queue takes: a first pass
-(whole, or on the host's clock in two rounds), a plan's few candidates head
-to head, near ties re-timed in interleaved rounds, and a driver's requests.
-It decides nothing about what to measure; the
-:class:`~kerneltune.core.machine.planning.MeasurePlanner` does.
+A :class:`MeasureQueue` holds the jobs a tuning hands out one by one, in the
+shapes a queue takes (first pass, head to head, interleaved rounds, a
+driver's requests); the :class:`~kerneltune.core.machine.planning.MeasurePlanner`
+decides what goes on it.
 """
 
 from __future__ import annotations
@@ -75,13 +73,11 @@ class MeasureQueue:
     def first_pass(self, candidates: Sequence[Candidate], *, split: bool) -> None:
         """Queue the first pass: each candidate's runs together, or, with ``split``, in two rounds.
 
-        Timed by the host's clock, a candidate measured during a burst of
-        other work, or a slow spell of a shared machine, reads slow in all
-        its samples alike. Split, each candidate's timed runs fall in two
-        rounds, the second starting one candidate further on and without
-        warm-up: a spell that covered one of a candidate's rounds shows as
-        spread between them (the tuning's noise), and the rounds pair the
-        candidates for SELECT's verdict. The runs are as many as in one pass.
+        On the host's clock a burst of other work makes all of a candidate's
+        samples slow alike; split in two rounds (the second one candidate
+        further on, without warm-up), such a spell shows as spread between
+        them, and the rounds pair the candidates for SELECT's verdict. The
+        runs are as many as in one pass.
         """
         repeat = self.schedule.repeat
         if not split or repeat < 2 or len(candidates) < 2:
@@ -129,55 +125,38 @@ class MeasureQueue:
         """Queue ``candidates`` in ``rounds`` interleaved rounds of half a first pass's timed runs each.
 
         Each round measures every candidate in turn, starting one candidate
-        further on than the last, so that drift between the first and the last
-        lands on each alike; a candidate warms up at the start of every round
-        (``warmup`` runs in the first, the schedule's ``tie_warmup`` in the
-        others and by default). ``one_by_one`` takes one timed run of each in
-        turn (A B C A B C ...) instead of each candidate's runs together: on a
-        noisy machine load comes and goes within milliseconds, and only that
-        lands on every candidate alike; with the device's events, each run
-        then costs a synchronise of its own, so a quiet one takes them
-        together. A candidate's samples of one round stay one group
-        (``Measurement.rounds``), which SELECT's verdict compares round by
-        round; the first round replaces what the candidate measured before.
-        ``batched``: every round is launched without waiting, and collected
-        after one wait (:attr:`Job.batched`); runs taken ``one_by_one`` never
-        are.
-        ``per_round``: timed runs per round (default: the schedule's ``per_round``).
+        further on than the last, so that drift lands on each alike; a
+        candidate warms up at the start of every round (``warmup`` runs in
+        the first, the schedule's ``tie_warmup`` in the others and by
+        default). ``one_by_one`` takes one timed run of each in turn
+        (A B C A B C ...): on a noisy machine load comes and goes within
+        milliseconds, but each run then costs a synchronise of its own. A
+        candidate's samples of one round stay one group (``Measurement.rounds``)
+        for SELECT's verdict; the first round replaces what it measured before.
+        ``batched``: launched without waiting (:attr:`Job.batched`), never
+        ``one_by_one``. ``per_round``: timed runs per round (default: the schedule's).
         """
         tie_warmup = self.schedule.tie_warmup
         warmup = tie_warmup if warmup is None else warmup
         per_round = self.schedule.per_round if per_round is None else per_round
+        takes, each = (per_round, 1) if one_by_one else (1, per_round)
         self.rounds = max(self.rounds, rounds)
         for round_ in range(rounds):
             shift = round_ % len(candidates)
             order = [*candidates[shift:], *candidates[:shift]]
             said = f"{purpose}, round {round_ + 1} of {rounds}"
             first = warmup if round_ == 0 else tie_warmup
-            if not one_by_one:
-                for candidate in order:
-                    self.jobs.append(
-                        Job(
-                            candidate,
-                            first,
-                            per_round,
-                            extend=round_ > 0,
-                            purpose=said,
-                            round=round_ + 1,
-                            batched=batched,
-                        )
-                    )
-                continue
-            for run in range(per_round):
+            for run in range(takes):
                 for candidate in order:
                     self.jobs.append(
                         Job(
                             candidate,
                             0 if run else first,
-                            1,
+                            each,
                             extend=round_ > 0 or run > 0,
                             purpose=said,
                             round=round_ + 1,
-                            reports=run == per_round - 1,
+                            reports=run == takes - 1,
+                            batched=batched and not one_by_one,
                         )
                     )

@@ -1,10 +1,8 @@
 """COMPILE and ISOLATE for a tuning: what must hold before a candidate runs.
 
-A candidate runs once it is compiled (by this rank or, for one it did not
-compile, by a neighbour on its host, whose work reaches it through Triton's
-cache) and, with isolation, once a worker process ran it without a crash.
-:class:`Readiness` holds both for one tuning and answers, for the next
-candidate, what (if anything) keeps it from running.
+A candidate runs once it is compiled (here, or by a neighbour on its host,
+through Triton's cache) and, with isolation, once a worker ran it without
+a crash; :class:`Readiness` answers what, if anything, keeps it from running.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from kerneltune.core.compiling.options import COMPILE_AHEAD
 from kerneltune.core.compiling.stage import CompileStage
 from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
-from kerneltune.core.machine.shard import share
+from kerneltune.core.machine.schedule import share
 from kerneltune.core.machine.twins import TwinDropped, Twins
 from kerneltune.core.plugin_system.contracts import CompileProcess, Reducer
 from kerneltune.core.plugin_system.session import Session
@@ -139,11 +137,8 @@ class Readiness:
     ) -> BaseException | None:
         """The barrier ranks measuring alike take before each candidate, carrying the twin verdict.
 
-        Without twins, a barrier. With them, one ``max`` of each rank's
-        verdict (the index of the candidate that stands for this one, or
-        none): it is a twin only where every rank says so, standing for the
-        lowest index any rank named; a rank that alone took it for a twin
-        measures it after all.
+        With twins, one ``max`` of each rank's verdict: a twin only where every rank says so,
+        standing for the lowest index any rank named.
         """
         if self.twins is None:
             reducer.barrier()

@@ -1,10 +1,8 @@
 """The driver's side of MEASURE: taking a candidate's runs and recording their samples.
 
-A :class:`Recorder` is the part of a :class:`~kerneltune.core.machine.tuning.Tuning`
-a driver reaches once :meth:`~kerneltune.core.machine.tuning.Tuning.next_candidate`
-has handed it a job (:meth:`Recorder.hand_out`): the runs to take
-(:meth:`Recorder.runs`), the samples or the failure to record. What runs
-next, and what is made of the samples, stay with the tuning.
+A :class:`Recorder` serves the job the tuning handed out last
+(:meth:`Recorder.hand_out`); what runs next, and what is made of the
+samples, stay with the tuning.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from kerneltune.core.values.space import Space
 
 
 class Recorder:
-    """A tuning's measurements, as its driver takes them; see the module docstring."""
+    """A tuning's measurements, as its driver takes them."""
 
     def __init__(
         self,
@@ -120,11 +118,8 @@ class Recorder:
     def fail(self, candidate: Candidate, error: BaseException) -> None:
         """Record that a candidate raised; it counts as infinitely slow.
 
-        A candidate's first failure in this tuning reaches the observers
-        with its traceback (they warn once and log it), and the first
-        failure of all becomes the cause of :class:`NoValidConfigError`;
-        a :class:`~kerneltune.core.errors.CandidateDropped` is recorded
-        alone.
+        Its first failure reaches the observers with its traceback; the
+        first failure of all becomes the cause of :class:`NoValidConfigError`.
         """
         measurement, trace = self._measurements.failure(candidate.index, error)
         self._finish_candidate(measurement, traceback=trace)
@@ -134,21 +129,12 @@ class Recorder:
     ) -> None:
         """Take every run of ``candidate`` by calling ``run``, and record the samples.
 
-        Any exception from ``run`` or the timer, and samples the timer got
-        wrong, mark the candidate failed.
+        An exception from ``run`` or the timer, or wrong samples, fail the
+        candidate. A batched job (:attr:`~kerneltune.core.machine.schedule.Job.batched`)
+        does not wait for the device: :meth:`settle` collects its batch's
+        samples, which saves a synchronise, and the idle device behind it, per candidate.
 
-        A batched job (:attr:`~kerneltune.core.machine.schedule.Job.batched`,
-        a warm start's screen) does not wait for the device: its runs are
-        launched, and its samples collected by :meth:`settle`, with the
-        rest of its batch, once the batch's last job is launched. Each run
-        is still flushed ahead of its start mark, and held for what the flush
-        does not cover (see :class:`~kerneltune.core.machine.timing.CandidateRuns`);
-        what the batch saves is a synchronise, and the idle device behind it,
-        per candidate, and the spin the flush makes up for.
-
-        :param around: called as ``around(wrap, run)`` for each run instead
-            of ``wrap(run)``; it must call ``wrap(run)`` once, and what it
-            does before and after (resetting in-place arguments) is not timed.
+        :param around: called for each run instead of ``wrap(run)`` (:data:`~.timing.Around`).
         """
         job = self._current(candidate)
         timer = self.session.make_timer()

@@ -2,35 +2,29 @@
 
 :func:`reduce_measurements` takes a tuning's measurements to the times
 every rank agrees on, with the evidence SELECT judges the pick by, in one
-collective (sharded ranks gather each candidate from the rank that took it).
-
-One collective carries the whole timing vector. A reducer with
-``gather_vector`` (:class:`~kerneltune.core.plugin_system.contracts.GatheringReducer`)
-hands back every rank's vector, and the maximum is taken here, so the record
-can keep each rank's time; a reducer with only ``max`` gives the maximum
-alone.
+collective: the reducer's ``gather_vector`` where it has one (so the record
+keeps each rank's time), else its ``max``; sharded, one ``gather`` of each
+rank's share (:func:`gather_times`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import attrs
 from kerneltune.core.errors import PluginError
-from kerneltune.core.machine.confidence import Evidence
-from kerneltune.core.machine.shard import gather_times
+from kerneltune.core.machine.confidence import Evidence, error
 from kerneltune.core.plugin_system.contracts import GatheringReducer, Reducer, provides
-from kerneltune.core.values.records import Measurement
+from kerneltune.core.values.records import Measurement, spread
 
 
 @attrs.frozen
 class Reduced:
-    """The agreed times and, where the reducer gave them, each rank's.
+    """The agreed times (``times[i]``: candidate ``i``'s on its slowest rank) and each rank's.
 
-    ``times[i]`` is candidate ``i``'s time on its slowest rank;
-    ``rank_times[i][r]`` rank ``r``'s time of it (``inf``: failed or not
-    measured there). ``rank_times`` is empty when the ranks' own times are
-    not known: one rank, or a reducer without ``gather_vector``.
+    ``rank_times[i][r]`` is rank ``r``'s time of it (``inf``: failed or not measured there);
+    empty on one rank, or with a reducer without ``gather_vector``.
     """
 
     times: tuple[float, ...]
@@ -95,13 +89,37 @@ def reduce_measurements(
         gathered from the rank that measured each; ``None``: every rank measured alike, and
         one collective takes the maximum of the times and the evidence together.
     """
-    count = len(measurements)
     if sharded is not None:
-        gathered = gather_times(reducer, measurements, sharded)
-        evidence = Evidence(gathered.times, gathered.errors, gathered.spreads, ((),) * count)
-        here = reducer.rank
-        elsewhere = tuple((i, r) for i, r in enumerate(gathered.owners) if r is not None and r != here)
-        return Agreed(Reduced(gathered.times), evidence, elsewhere, gathered.owners, gathered.measurements)
+        return gather_times(reducer, measurements, sharded)
+    count = len(measurements)
     vector = Evidence.of(measurements, rounds).to_vector()
     reduced = reduce_times(reducer, vector[:count], vector[count:])
     return Agreed(reduced, Evidence.from_vector([*reduced.times, *reduced.extra], count))
+
+
+def gather_times(reducer: Reducer, measurements: Sequence[Measurement], measured: Sequence[int]) -> Agreed:
+    """Sharded REDUCE: every candidate's measurement from the rank that took it, in one ``gather``.
+
+    Each rank sends its share's samples (or errors), so every rank derives the same times and
+    evidence and stores the same record.
+
+    :param measured: the indices this rank measured (of ``measurements``, one per candidate).
+    """
+    mine = [
+        [i, list(measurements[i].samples), measurements[i].error, list(measurements[i].rounds)]
+        for i in measured
+    ]
+    size = len(measurements)
+    times, errors, spreads = [math.inf] * size, [0.0] * size, [0.0] * size
+    owners: list[int | None] = [None] * size
+    taken = list(measurements)
+    for rank, rows in enumerate(reducer.gather(mine)):
+        for index, samples, its_error, rounds in rows:
+            m = Measurement(index, tuple(float(s) for s in samples), its_error, tuple(rounds))
+            finite = math.isfinite(m.mean)
+            times[index] = m.mean
+            errors[index] = error(m.samples) if finite else 0.0
+            spreads[index], owners[index], taken[index] = spread(m.samples), rank, m
+    evidence = Evidence(tuple(times), tuple(errors), tuple(spreads), ((),) * size)
+    elsewhere = tuple((i, r) for i, r in enumerate(owners) if r is not None and r != reducer.rank)
+    return Agreed(Reduced(tuple(times)), evidence, elsewhere, tuple(owners), tuple(taken))

@@ -1,12 +1,10 @@
 """Measurements kept per config: what a stored record of another candidate list saves a tuning.
 
-A record is found by key whatever candidate list it was tuned with; its rows
-are matched to the live candidates by config fingerprint, and a :class:`Plan`
-says what is left to measure (new configs against the *anchor*, the stored
-pick or the best stored time left) and what is carried over. docs/guide.md
-("A grown list measures only what is new") says what a user sees;
-docs/multirank.md how ranks share one plan; :attr:`Tuning.reused
-<kerneltune.core.machine.tuning.Tuning.reused>` what an adaptive driver gets.
+A record's rows are matched to the live candidates by config fingerprint,
+and a :class:`Plan` says what is left to measure (new configs against the
+*anchor*, the stored pick or the best stored time left) and what is carried
+over. docs/guide.md ("A grown list measures only what is new") says what a
+user sees.
 """
 
 from __future__ import annotations
@@ -43,13 +41,9 @@ class Plan:
 
     def to_data(self) -> dict[str, Any]:
         """Plain data, for the agreement's gather."""
-        return {
-            "pick": self.pick,
-            "measure": list(self.measure),
-            "reuse": self.reuse,
-            "warm_start": self.warm_start,
-            "recheck": self.recheck,
-        }
+        data = attrs.asdict(self, recurse=False)
+        data["measure"] = list(self.measure)
+        return data
 
     @classmethod
     def from_data(cls, data: dict[str, Any], size: int) -> Plan:

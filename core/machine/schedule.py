@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 from kerneltune.core.machine.warm_start import Parsed, WarmStart
@@ -22,29 +22,26 @@ class Schedule:
     """How a tuning measures: every count of runs it takes of a candidate, purpose by purpose.
 
     The one place a number of runs is decided; ``Tuner.begin`` makes it from
-    the call and the settings. The fields after ``shard`` are the engine's own
-    choices, not settings: an experiment may make a tuner's schedule with
-    others (``bench/warm_start.py`` does).
+    the call and the settings. The fields after ``tie_rounds`` are the
+    engine's own choices, not settings (``bench/warm_start.py`` varies them).
 
     :param warmup: untimed runs per candidate in the first pass.
     :param repeat: timed runs per candidate in the first pass; an interleaved round takes half.
     :param flush: let the timer evict the device's caches before timed runs.
-    :param adaptive: the driver chooses what to measure in rounds
-        (:meth:`Tuning.request`); nothing is queued up front and near ties
-        are left to it.
-    :param shard: split the candidates between the ranks (``shard`` setting, several ranks, not adaptive).
+    :param adaptive: the driver chooses what to measure in rounds; nothing is queued up front and
+        near ties are left to it.
+    :param shard: split the candidates between the ranks (``shard`` setting, several ranks, not
+        adaptive): each measures its :func:`share` apart, without the barrier before each candidate
+        or near-tie rounds (they would compare ranks' devices), and REDUCE gathers the shares.
     :param tie_rounds: interleaved rounds near ties are re-timed in (the ``tie_rounds`` setting; 0: none).
     :param tie_warmup: untimed runs of each candidate at the start of an interleaved round but the first.
     :param screen_warmup: a warm start's screen: untimed runs of each kept candidate...
-    :param screen_repeat: ...and timed ones. Two rather than three: a warm key took less of its full
-        tuning's time, and replays of recorded sweeps kept every pick.
+    :param screen_repeat: ...and timed ones (two: replays of recorded sweeps kept every pick with them).
     :param finalist_repeat: at most this many timed runs per round (of two) for each finalist of a
-        screen; ``None``: half of ``repeat``, as tie rounds take (three cost less time but missed
-        the oracle's pick by more).
+        screen; ``None``: half of ``repeat``, as tie rounds take.
     :param stage3_factor: a staged search re-times each finalist with this many times ``repeat``...
-    :param stage3_rounds: ...in this many interleaved rounds, so that clock and thermal drift lands on
-        every finalist alike instead of on whichever ran last (a block-after-block re-timing let a
-        finalist 2.5 % slower win where the top configs lie within 2.5 %).
+    :param stage3_rounds: ...in this many interleaved rounds, so that drift lands on every finalist
+        alike instead of on whichever ran last.
     """
 
     warmup: int
@@ -85,6 +82,14 @@ class Schedule:
     def stage3_per_round(self) -> int:
         """Timed runs per round of a staged search's finalist (its stage 3)."""
         return max(1, self.repeat * self.stage3_factor // self.stage3_rounds)
+
+
+T = TypeVar("T")
+
+
+def share(items: Sequence[T], rank: int, world_size: int) -> list[T]:
+    """The items rank ``rank`` of ``world_size`` measures when the ranks shard: every N-th from its own."""
+    return list(items[rank::world_size])
 
 
 @attrs.frozen

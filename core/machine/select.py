@@ -1,11 +1,7 @@
 """SELECT and PERSIST's record for a tuning: the pick among the agreed times, its verdict, its record.
 
-:func:`outcome` is a pure function of what the ranks agreed on
-(:func:`~kerneltune.core.machine.reduce.reduce_measurements`): the pick
-(:func:`select_best`), its verdict and the record to store;
-:func:`warn_if_idle` says when device time could not rank the candidates at
-all. :meth:`~kerneltune.core.machine.tuning.Tuning.finish` runs them in
-order, then reports and stores the pick.
+:func:`outcome` is a pure function of what the ranks agreed on;
+:func:`warn_if_idle` says when device time could not rank the candidates.
 """
 
 from __future__ import annotations

@@ -26,11 +26,10 @@ def read_record(
 ) -> TuningRecord | None:
     """The record stored for ``entry``, or ``None`` (a logged miss) when there is none to trust.
 
-    A record that cannot be read, fails its checks (field by field, and its
-    pick against its times), or is for another key is a miss; one made
-    with other software versions is a warning, or a miss with
-    ``version_check``. Its candidate list may differ from the live one
-    (:mod:`kerneltune.core.machine.reuse` decides what it is still good for).
+    A record that cannot be read, fails its checks, or is for another key
+    is a miss; one made with other software versions is a warning, or a
+    miss with ``version_check``. Its candidate list may differ from the live one
+    (:mod:`kerneltune.core.machine.reuse`).
 
     :param data: the record's plain data where this process holds it already;
         ``None`` asks the cache plugin.
@@ -99,14 +98,8 @@ def new_record(
 ) -> TuningRecord:
     """The record of a finished tuning: the pick, every candidate's time and how they were measured.
 
-    :param key: the encoded key.
-    :param times: every candidate's time as the ranks agreed on it.
-    :param finalists: the candidates SELECT chose among, or ``None`` for all.
-    :param shards: how many ranks split the candidates (1: none did).
-    :param carried: the candidates whose times and measurements an earlier tuning made.
-    :param warm_start: where a warm start began, or ``None``.
-    :param rank_times: each candidate's time on each rank, where REDUCE kept them.
-    :param measured_on: sharded, the rank that measured each candidate (``None``: none did).
+    The arguments are the :class:`TuningRecord` fields of those names (``best``: its
+    ``best_index``; ``key`` encoded); ``shards``: how many ranks split the candidates.
     """
     return TuningRecord(
         function=space.name,

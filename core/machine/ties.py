@@ -1,12 +1,10 @@
 """Near ties: which candidates MEASURE re-times side by side before SELECT.
 
-Ten samples decide clear winners but not near ties, and conditions change
-between candidates measured apart (clocks, caches, other work), which the
-samples' spread does not show. So a tuning re-times, in interleaved rounds,
-the candidates whose means lie within the noise of the best one's, and
-picks among them. On a noisy machine every candidate within reach of the
-best (:mod:`kerneltune.core.machine.confidence`) joins them, so that the
-rounds, not the first pass, decide.
+Conditions change between candidates measured apart (clocks, caches, other
+work), which the samples' spread does not show, so the candidates within
+the noise of the best, and on a noisy machine every one within reach of it
+(:mod:`kerneltune.core.machine.confidence`), are re-timed in interleaved
+rounds, and the pick is made among them.
 """
 
 from __future__ import annotations
@@ -59,7 +57,7 @@ class Finalists:
         included; empty when fewer than two.
     :param left_out: candidates within reach of the best that the cap
         (:data:`TIE_MAX`) kept out of the rounds: the first pass cannot rule them out.
-    :param noise: the first pass's noise (:func:`kerneltune.core.machine.confidence.noise`).
+    :param noise: the first pass's noise (the median spread of its measured candidates).
     :param times: every candidate's first-pass mean as the ranks agree on it (``inf``: failed somewhere).
     """
 

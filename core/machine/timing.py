@@ -1,28 +1,12 @@
 """MEASURE: how every tuner times a candidate.
 
-One candidate's measurement is ``warmup`` untimed runs, then ``repeat`` timed
-runs, taken one at a time by :class:`CandidateRuns`: the function-level
-tuner takes them in a loop, the contextual tuner one per launch across
-executions of the outer function, a staged search in rounds. Whatever the
-driver, a run is timed the same way.
-
-The ``objective`` says what is compared:
-
-* ``"device"``: the device time of the work, what a program that keeps the
-  device busy sees. Before each timed run the timer evicts the device's
-  caches (``flush``, where it can), after keeping the device busy
-  (``hold``, where it can) for twice the host time the candidate's recent
-  runs took, so that the host's launch work, and its jitter, land while the
-  device spins and flushes rather than inside the timed region. In a batch
-  launched without waiting (a warm start's screen and finalists), the hold
-  spins what the flush takes less (where the timer knows it: a
-  :class:`~kerneltune.core.plugin_system.contracts.FlushTimingTimer`), and
-  not at all where the flush alone outlasts the host's launch.
-* ``"wall"``: host-inclusive time per call, for launchers whose host work
-  is the cost. Timed runs follow each other with nothing between them, so
-  a sample includes whatever the host spent before the device got the work.
-
-With the host clock (the wallclock timer) the two are the same.
+One candidate's measurement is ``warmup`` untimed runs, then ``repeat``
+timed runs, taken one at a time by :class:`CandidateRuns`, whatever the
+driver. Under the ``"device"`` objective the timer holds the device and
+flushes its caches ahead of each timed run, where it can
+(:meth:`CandidateRuns._before`); under ``"wall"`` timed runs follow each
+other with nothing between them. docs/measuring.md ("The objective") says
+what each compares.
 """
 
 from __future__ import annotations
@@ -113,21 +97,11 @@ def standard_error(samples: Sequence[float]) -> float:
 class IdleDevice:
     """Whether a tuning's work put anything on the device: one per tuning, shared by its candidates.
 
-    Under the device objective, a timed run is the time between two marks
-    on the device, after a flush and a hold that keep the device busy while
-    the host reaches the work. Work that runs on the host alone (NumPy, a
-    sleep) puts nothing between the marks, so every candidate reads what an
-    empty run reads, whatever it costs on the host; the pick among such
-    readings is noise. The first candidate's :meth:`observe` takes
-    :data:`IDLE_PROBES` empty runs the same way (nothing between the marks)
-    and keeps the fastest as the floor. :attr:`idle` is true once every
-    candidate observed read at most :data:`IDLE_FACTOR` times it: empty
-    runs and host work read alike, where even a one-element kernel reads
-    more than twice that. A probe that raises leaves no
-    floor (NaN), and the tuning is never idle. The tuning observes its first
-    pass only (see :meth:`~kerneltune.core.machine.tuning.Tuning.runs`), and
-    only runs the timer held: without a hold (no spin kernel), an empty
-    run's marks span the host's launch too, and a tiny kernel reads as little.
+    Work that runs on the host alone puts nothing between the device's marks,
+    so every candidate reads what an empty run reads and the pick is noise.
+    The first :meth:`observe` takes :data:`IDLE_PROBES` empty runs, the fastest
+    the floor (NaN, never idle, where a probe raises); :attr:`idle` is true
+    once every candidate read at most :data:`IDLE_FACTOR` times it.
     """
 
     def __init__(self) -> None:
@@ -157,24 +131,16 @@ class CandidateRuns:
     """The warm-up and timed runs of one candidate, taken one at a time.
 
     :param timer: a timer plugin instance, for this candidate alone.
-    :param host_us: recent host run times (:func:`host_times`), shared by
-        the candidates of a tuning so a candidate with no warm-up still
-        gets a hold sized from its predecessors.
-    :param flush: evict the device's caches before each timed run (device
-        objective, timers with ``flush``).
-    :param idle: the tuning's :class:`IdleDevice`, told each candidate's
-        median where the device is held before its runs.
-    :param before_timing: called once, before the first timed run (COMPILE
-        then keeps its loads out of the timed runs).
-    :param after_timing: called once, when the samples are collected: every
-        timed run is launched, and the host only waits for the device (after
-        the empty runs, where this candidate takes them for ``idle``).
-    :param device_work: the timer whose ``flush`` and ``hold`` go ahead of
-        each timed run (default: ``timer``). A batch of candidates launched
-        without waiting shares its first one's, and so one flush buffer.
-    :param batched: the runs are part of a batch launched without waiting:
-        the hold ahead of a timed run spins what ``device_work``'s flush
-        takes less (:class:`~kerneltune.core.plugin_system.contracts.FlushTimingTimer`).
+    :param host_us: recent host run times (:func:`host_times`), shared by a tuning's candidates
+        so that one with no warm-up still gets a hold sized from its predecessors.
+    :param flush: evict the device's caches before each timed run, where the timer can.
+    :param idle: the tuning's :class:`IdleDevice`, told each candidate's median where runs are held.
+    :param before_timing: called once, before the first timed run (COMPILE holds its loads).
+    :param after_timing: called once, when the samples are collected (after the empty runs, where
+        this candidate takes them for ``idle``).
+    :param device_work: the timer whose ``flush`` and ``hold`` go ahead of each timed run
+        (default: ``timer``); a batch shares its first one's, and so one flush buffer.
+    :param batched: the runs are part of a batch launched without waiting (:meth:`_flush_credit`).
     """
 
     def __init__(
@@ -301,13 +267,9 @@ class CandidateRuns:
     def _flush_credit(self) -> float:
         """In a batch, how long the flush keeps the device busy, in microseconds (0 where unknown).
 
-        The hold and the flush after it together keep the host's launch out of
-        the timed region, so the hold need only make up what the flush does
-        not cover. Outside a batch the hold is whole: there the first pass's
-        empty runs (:class:`IdleDevice`) must read as every timed run is set
-        up, and a run with no spin ahead of it reads otherwise. In a batch, a
-        flush of the device's caches keeps it busy for longer than a short
-        launch takes the host, and covers it with no spin at all.
+        The hold need only make up what the flush does not cover. Outside a
+        batch the hold is whole, so that the first pass's empty runs
+        (:class:`IdleDevice`) are set up as every timed run is.
         """
         if self._flush_time is None:
             return 0.0
@@ -318,15 +280,11 @@ class CandidateRuns:
         """What the timer runs right before its start mark: the hold, then the flush.
 
         Both go inside the timer's set-up: enqueued earlier, the device could
-        finish them before the host had launched the work and sit idle
-        inside the timed region. The flush alone covers only a quick host: a
-        launch can take the host longer than the flush keeps the device busy
-        (BENCHMARKS.md, "Host time inside the timed region, and the hold").
-        The flush comes last, right before the start mark, as in Triton's
-        ``do_bench``: a spin between them let the device write the flush's
-        dirty cache lines back before the work began, and near-tie configs
-        of a matmul then ranked otherwise than under ``do_bench``. In a batch, the flush counts toward
-        the hold (``batched``, :meth:`_flush_credit`).
+        finish them and sit idle inside the timed region. The hold is twice
+        the host's recent launch time (:func:`hold_microseconds`), less what
+        a batch's flush covers (:meth:`_flush_credit`). The flush comes last,
+        as in Triton's ``do_bench``: a spin between them let the device write
+        the flush's dirty lines back first, and a matmul's near ties ranked otherwise.
         """
         flush, hold = self._flush, self._hold
         if hold is not None:

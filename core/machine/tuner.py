@@ -23,7 +23,7 @@ from kerneltune.core.machine.options import (
 )
 from kerneltune.core.machine.schedule import Schedule, Setup
 from kerneltune.core.machine.tuning import Tuning
-from kerneltune.core.machine.warm_start import MODES, Parsed, WarmStart
+from kerneltune.core.machine.warm_start import Parsed, WarmStart, checked_warm_start
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.keys import digest, encode_key
 from kerneltune.core.values.records import Candidate
@@ -35,11 +35,9 @@ __all__ = ["Schedule", "Tuner", "Tuning"]
 class Tuner:
     """The in-process picks of one :class:`Space`, and the way to make more.
 
-    ``picks`` maps business keys to the chosen :class:`Candidate`; drivers
-    read it directly on their dispatch path. ``records`` holds the plain
-    data of every record this process made or read for the space's code,
-    by cache entry: LOOKUP reads it before the cache plugin, and warm
-    starts look for near keys in it.
+    ``picks`` (business key -> :class:`Candidate`) is what drivers dispatch
+    from; ``records`` the plain data of every record this process made or
+    read for the space's code, by cache entry, which LOOKUP and warm starts read first.
     """
 
     def __init__(
@@ -80,10 +78,8 @@ class Tuner:
         """Run KEY, LOOKUP, PRUNE and AGREE for ``key``; the result is a context manager.
 
         :param keep: the prune predicate; ``False`` drops a candidate.
-        :param adaptive: queue nothing up front: the driver chooses what to
-            measure in rounds (:meth:`Tuning.request`), reading the agreed
-            times (:meth:`Tuning.times`) between rounds, as a staged search
-            does; candidates it never requests count as not measured.
+        :param adaptive: queue nothing up front: the driver measures in rounds
+            (:class:`~kerneltune.core.machine.faces.SearchTuning`); what it never requests is not measured.
         :param warmup: untimed runs per candidate (default: the ``warmup`` setting).
         :param repeat: timed runs per candidate (default: the ``repeat`` setting).
         :param flush: let the timer evict the device's caches before each timed run.
@@ -112,15 +108,8 @@ class Tuner:
         if failure is not None and not distributed:
             raise failure
         warm_start = session.settings[WARM_START] if warm_start is None else warm_start
-        if isinstance(warm_start, str):
-            warm_start = warm_start.strip().lower()
         budget = session.settings[WARM_START_BUDGET] if warm_start_budget is None else warm_start_budget
-        if warm_start not in MODES:
-            raise ValueError(
-                f"{self.space.name}: warm_start must be one of {', '.join(MODES)}, got {warm_start!r}"
-            )
-        if type(budget) is not int or budget < 1:
-            raise ValueError(f"{self.space.name}: warm_start_budget must be an integer >= 1, got {budget!r}")
+        warm_start = checked_warm_start(self.space.name, warm_start, budget)
         # Test the failure, not the encoding: a key of None encodes to None. The entry
         # leaves the candidate list out (see kerneltune.core.machine.reuse); before it did, it was
         # named by the whole space, and a record of that name is still found.

@@ -1,10 +1,7 @@
 """One pass of the tuning state machine for one key: a :class:`Tuning`.
 
-``Tuner.begin`` (:mod:`kerneltune.core.machine.tuner`) makes one and runs its
-LOOKUP, PRUNE and AGREE (:meth:`Tuning.prepare`); the driver then steps it
-through COMPILE, MEASURE, REDUCE, SELECT and PERSIST (LOOKUP, PRUNE and
-AGREE are :func:`~kerneltune.core.machine.decision.decide`'s).
-docs/architecture.md ("The stages") draws the whole machine.
+``Tuner.begin`` makes one and prepares it (LOOKUP, PRUNE, AGREE); the driver
+steps it through the rest. docs/architecture.md ("The stages") draws the machine.
 """
 
 from __future__ import annotations
@@ -48,17 +45,12 @@ from kerneltune.core.values.records import Candidate
 
 
 class Tuning(SearchTuning):
-    """One pass of the machine for one key, driven from outside; see the module docstring.
+    """One pass of the machine for one key, driven from outside.
 
-    A coordinator of parts that each own their state: the
-    :class:`~kerneltune.core.machine.planning.MeasurePlanner` decides what is
-    measured and in what order, the :class:`~kerneltune.core.machine.recorder.Recorder`
-    takes each candidate's runs and records them, the
-    :class:`~kerneltune.core.machine.readiness.Readiness` compiles and screens
-    ahead of them, and :func:`~kerneltune.core.machine.select.outcome` makes
-    the pick and its record. A driver sees one of two faces
-    (:mod:`kerneltune.core.machine.faces`), which document the members: a
-    stepped driver's, or an adaptive search's, which adds the round API.
+    A coordinator of parts that own their state (a ``MeasurePlanner``, a
+    ``Recorder``, ``Readiness``, a ``PickKeeper``; :func:`~kerneltune.core.machine.select.outcome`
+    is the pick). Its members are documented on the faces drivers see
+    (:mod:`kerneltune.core.machine.faces`).
     """
 
     def __init__(self, setup: Setup, *, paused_gc: bool = False) -> None:
@@ -75,7 +67,6 @@ class Tuning(SearchTuning):
         self.key = setup.key
         self.verbose = setup.verbose
         self.driver = setup.driver
-        #: every count of runs this tuning takes, purpose by purpose.
         self.schedule = setup.schedule
         self._setup = setup
         self._lock = setup.lock
@@ -114,9 +105,6 @@ class Tuning(SearchTuning):
         self._keeper = PickKeeper(setup, self._header)
         self._verify_pick = False
         self.best: Candidate | None = None
-        #: set by :meth:`finish` once it has reduced what was measured: each candidate's time as the
-        #: ranks agreed on it (``inf``: failed, pruned or not measured), and the seconds from the
-        #: tuning's start to then; empty and ``None`` for a pick found without measuring.
         self.agreed: tuple[float, ...] = ()
         self.seconds: float | None = None
 
@@ -151,11 +139,7 @@ class Tuning(SearchTuning):
     # -- LOOKUP, PRUNE, AGREE ---------------------------------------------------
 
     def prepare(self, keep: Callable[[Candidate], bool] | None, failure: BaseException | None) -> None:
-        """LOOKUP, PRUNE and AGREE: find the pick, or decide with the other ranks what to measure.
-
-        :param keep: the prune predicate; ``False`` drops a candidate.
-        :param failure: what went wrong computing the key, reported to every rank.
-        """
+        """LOOKUP, PRUNE and AGREE (:func:`~.decision.decide`), then follow the decision."""
         if failure is None:
             self.best = self._setup.picks.get(self.key)
             if self.best is not None:
@@ -252,6 +236,15 @@ class Tuning(SearchTuning):
         rounds: int = 1,
         purpose: str = "",
     ) -> None:
+        """Queue candidates for :meth:`next_candidate`, in order; every rank must request the same.
+
+        A candidate measured before is measured again, its first new measurement replacing the
+        old one; with ``rounds`` above one, in that many interleaved rounds that add to the
+        first's samples. ``warmup`` and ``repeat`` default to the tuning's; ``purpose`` is what
+        the observers' events say the measurements are for.
+
+        :raises ValueError: for a candidate that was pruned.
+        """
         listed = list(candidates)
         for candidate in listed:
             if self._measurements.pruned(candidate.index):
@@ -337,6 +330,7 @@ class Tuning(SearchTuning):
         return self.reducer.gather(value) if self.world_size > 1 else [value]
 
     def times(self, candidates: Sequence[Candidate]) -> list[float]:
+        """REDUCE now: each candidate's mean over :meth:`max_over_ranks` (``inf``: failed or unmeasured)."""
         return self.max_over_ranks([self._measurements.get(c.index).mean for c in candidates])
 
     def strategy(self, hinted: str | None = None, where: str | None = None) -> SearchStrategy:

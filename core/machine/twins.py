@@ -1,16 +1,13 @@
 """Twins: candidates that launch the same program, measured once.
 
-Two configs can compile to one program: Triton's interpreter ignores
-``num_warps`` and ``num_stages``; on an NVIDIA GPU, a row sum at 1, 2 and
-3 stages can be one binary; triton-ascend's compiler ignores ``num_warps``
-outside SIMT mode. Measuring each twin costs a measurement and picks
-between them on noise. The backend says what program a candidate launches
+Two configs can compile to one program (Triton's interpreter ignores
+``num_warps`` and ``num_stages``; a row sum at 1, 2 and 3 stages can be one
+binary). The backend says what program a candidate launches
 (:class:`~kerneltune.core.plugin_system.contracts.ProgramLaunch`); the first
-candidate of each program, in the order they are measured, is measured, and
-each later twin is dropped with :class:`TwinDropped`, naming the candidate
-that stands for it. With several ranks, every rank drops alike
-(:meth:`~kerneltune.core.machine.readiness.Readiness.barrier_with_twins`). README.md
-("Twins") says what a user sees.
+candidate of each program is measured, each later twin dropped with
+:class:`TwinDropped`, naming the one that stands for it, alike on every rank
+(:meth:`~kerneltune.core.machine.readiness.Readiness.barrier_with_twins`).
+docs/compiling.md ("Twins") says what a user sees.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Warm start: a new key measures the configs that won for the stored keys nearest to it.
 
-Opt-in. ``warm_start = "nearest"``: :func:`propose` makes the
-:class:`~kerneltune.core.machine.reuse.Plan`, :func:`warm_candidates` picks the
-configs within ``warm_start_budget``. ``warm_start = "screen"``: every kept
-config is timed briefly (a screen), and the screen's fastest, with the
-nearest key's pick, are re-timed head to head (:func:`screen_finalists`):
-where the best config changes between keys, the neighbours never timed the
-new one, and only a screen finds it. docs/guide.md ("Warm start for a new
+Opt-in. ``"nearest"``: :func:`propose` plans the configs :func:`warm_candidates`
+picks within ``warm_start_budget``. ``"screen"``: every kept config is timed
+briefly, then the screen's fastest and the nearest key's pick are re-timed
+head to head (:func:`screen_finalists`). docs/guide.md ("Warm start for a new
 key") explains how each chooses and when not to use it.
 """
 
@@ -57,6 +54,21 @@ class WarmStart:
 
     mode: str = OFF
     budget: int = 5
+
+
+def checked_warm_start(name: str, mode: Any, budget: Any, *, unset: bool = False) -> Any:
+    """``mode`` lower-cased, once it and ``budget`` are checked; with ``unset``, ``None`` passes for either.
+
+    :raises ValueError: naming ``name`` and what each may be.
+    """
+    if isinstance(mode, str):
+        mode = mode.strip().lower()
+    either = " or None" if unset else ""
+    if mode not in MODES and not (unset and mode is None):
+        raise ValueError(f"{name}: warm_start must be one of {', '.join(MODES)}{either}, got {mode!r}")
+    if (type(budget) is not int or budget < 1) and not (unset and budget is None):
+        raise ValueError(f"{name}: warm_start_budget must be an integer >= 1{either}, got {budget!r}")
+    return mode
 
 
 @attrs.frozen
@@ -192,10 +204,8 @@ def stored_records(
 
     :param known: the records this process made or read, by entry; the
         listed ones read here are added to it, so each is read once.
-    :param parsed: what earlier calls parsed, by entry; each entry's data is
-        parsed again only once it is other data (a new record stored under
-        it). A sweep of 30 keys would otherwise parse 29 records for its
-        last key, at 0.14 ms each.
+    :param parsed: what earlier calls parsed, by entry; an entry is parsed again only once its
+        data is other data (a new record stored under it).
     """
     cache = session.cache
     if provides(cache, ListingCache):
@@ -311,15 +321,10 @@ def warm_candidates(
     """The candidates a warm start measures, at most ``budget``.
 
     In order: the nearest key's pick; the configs the neighbours timed, best
-    evidence first (:func:`evidence`); then :data:`EXPLORE` configs the nearest
-    key never timed: where the landscape shifts between keys (a matmul's best
-    tile grows with M), the new best is often one the nearest key never
-    measured, and a chain of warm starts that only re-measures what its
-    neighbours measured would never reach it. Those explored lie the way
-    the key moved first: for a key larger than the nearest (by
-    :func:`growth`), configs larger than its pick; for a smaller key,
-    smaller ones. Among those, the closest in value to the pick come first
-    (:func:`config_distance`).
+    evidence first (:func:`evidence`); then :data:`EXPLORE` configs the
+    nearest key never timed (where the best tile grows with the key, only
+    those reach it), those the way the key moved first (:func:`growth`),
+    then the closest in value to the pick (:func:`config_distance`).
 
     :param key: the new key, encoded; ``None`` explores by closeness alone.
     """
@@ -359,7 +364,6 @@ def propose(
 
     :param screen: screen every kept candidate (``warm_start = "screen"``) instead of measuring
         the budget's few.
-
     :param key: the new key, encoded.
     :param known: the records this process made or read, by entry (see :func:`stored_records`).
     :param parsed: the records parsed before, by entry (see :func:`stored_records`).

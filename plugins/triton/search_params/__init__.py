@@ -2,22 +2,11 @@
 
 This package's own module is the plugin kerneltune registers; it imports
 nothing from Triton until the feature is enabled (``import
-triton_dist.autotune_hooks``), so sessions on machines without Triton stay
-cheap. Its modules, each importing only those above it:
-
-- :mod:`.hints` and :mod:`.classify`: the hint, checked; the kernel's operator class;
-- :mod:`.decorated`: a kernel as the decorator checked it (configs, seeds, base, hooks);
-- :mod:`.space`: the candidates, every block shape times every compile-option profile;
-- :mod:`.launcher`: one round's candidates screened, compiled and launched;
-- :mod:`.seam`: what a search strategy is handed and what it returns, checked;
-- :mod:`.reference`: the finalists gated by ``reference_fn``;
-- :mod:`.summary`: ``kernel.last_search`` and the ``TRITON_PRINT_AUTOTUNING`` lines;
-- :mod:`.run`: one fresh tuning of one key, through the engine's round API;
-- :mod:`.kernel`: ``triton.autotune`` wrapped, and the kernel it makes.
-
-The interception room, :mod:`kerneltune.plugins.triton`, holds what both
-features share: the adapter and its version table, configs, compiling and
-isolation.
+triton_dist.autotune_hooks``). Its modules import only those before them in
+this order: hints, classify, decorated, space, launcher, seam, reference,
+summary, run (one fresh tuning through the engine's round API), kernel
+(``triton.autotune`` wrapped). What both Triton features share (the adapter,
+configs, compiling, isolation) lives in :mod:`kerneltune.plugins.triton`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""A ``search_params`` kernel as its decorator checked it: hints, configs, operator class, hooks.
-
-:class:`DecoratedKernel` is what a run of the search reads of the kernel
-it tunes (:mod:`~kerneltune.plugins.triton.search_params.run`); the kernel
-that launches and starts those runs is its subclass
-:class:`~kerneltune.plugins.triton.search_params.kernel.SearchParamsKernel`.
-"""
+"""A ``search_params`` kernel as its decorator checked it: hints, configs, operator class, hooks."""
 
 from __future__ import annotations
 
@@ -21,10 +15,8 @@ class DecoratedKernel(triton.KernelInterface):
 
     What a search of it reads: its name, hints, configs (hand-written in
     full, seeds, a base), operator class, ``early_config_prune``, and the
-    parts of Triton's ``Autotuner`` that the adapter's launch functions use
-    (``fn``, ``arg_names``, ``pre_hook``, ``post_hook``, ``reset_to_zero``,
-    ``restore_value``). Launching is the subclass's,
-    :class:`~kerneltune.plugins.triton.search_params.kernel.SearchParamsKernel`.
+    parts of Triton's ``Autotuner`` that the adapter's launch functions use.
+    Launching is the subclass's (:mod:`~kerneltune.plugins.triton.search_params.kernel`).
     """
 
     def __init__(

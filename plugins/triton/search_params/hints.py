@@ -1,22 +1,9 @@
 """The ``search_params`` hint of ``triton.autotune``: parsing and validation.
 
-::
-
-    hints={"search_params": {
-        "params": ["BLOCK_M", "BLOCK_N"],      # required: tl.constexpr tile sizes to search
-        "values": [32, 64, 128, 256],          # default 16, 32, ..., 2048
-        "shape_final_top_k": 3,                # finalists re-timed head to head
-        "strategy": "pattern",                 # search strategy (default: the search_strategy setting)
-        "effort": "default",                   # quick | default | full (default: search_effort)
-        "budget_s": 60,                        # no new round after this many seconds (search_budget_s)
-        "max_points": 40,                      # at most this many points measured (search_max_points)
-        "debug": False,                        # print each stage's progress
-        "reference_fn": check,                 # correctness gate of the finalists
-    }}
-
-Everything here is checked when the kernel is decorated, so a typo fails at
-import time, not at the first launch; only the strategy's name waits for the
-first tuning, where the strategies registered then are known.
+docs/search_params.md lists the options. Everything is checked when the
+kernel is decorated, so a typo fails at import time, not at the first
+launch; only the strategy's name waits for the first tuning, where the
+strategies registered then are known.
 """
 
 from __future__ import annotations
@@ -49,23 +36,9 @@ RESERVED = frozenset({"unit_flag", "num_warps", "num_stages", "num_ctas", "maxnr
 
 @attrs.frozen
 class SearchHints:
-    """A validated ``search_params`` hint.
+    """A validated ``search_params`` hint (docs/search_params.md lists the options); ``values`` ascending.
 
-    :ivar params: the ``tl.constexpr`` parameters whose values are searched.
-    :ivar values: the candidate values of each, ascending.
-    :ivar shape_final_top_k: how many finalists the strategy hands to the
-        final re-timing (for ``staged``: the best shapes, each with a profile search).
-    :ivar strategy: the search strategy's registered name; ``None``: the
-        ``search_strategy`` setting. Checked against the registered names at
-        the first tuning.
-    :ivar effort: ``quick``, ``default`` or ``full``; ``None``: the ``search_effort`` setting.
-    :ivar budget_s: seconds after which the search starts no new round;
-        ``None``: the ``search_budget_s`` setting.
-    :ivar max_points: the most points measured; ``None``: the ``search_max_points`` setting.
-    :ivar debug: print each stage's progress and every drop with its reason.
-    :ivar reference_fn: called as ``reference_fn(*args, **kwargs)`` with the
-        launch's own arguments right after a finalist ran on them; returning
-        ``False`` or raising rejects that finalist.
+    ``None`` for ``strategy``, ``effort``, ``budget_s`` or ``max_points`` leaves it to its setting.
     """
 
     params: tuple[str, ...]

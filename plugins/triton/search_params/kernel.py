@@ -2,18 +2,10 @@
 
 :func:`make_autotune` wraps Triton's ``autotune``: without the hint it calls
 the original untouched; with it, the kernel becomes a
-:class:`SearchParamsKernel`, whose candidates are generated
-(:mod:`~kerneltune.plugins.triton.search_params.space`) and searched by the
-strategy in force (:mod:`~kerneltune.plugins.triton.search_params.run`)
-instead of measured exhaustively.
-
-Every measurement goes through kerneltune's engine: one adaptive
-:class:`~kerneltune.core.driving.Tuning` per key over the whole space, so the timer,
-the reducer (MAX over ranks), the observers and the cache are the
-configured plugins, and the pick is remembered like any other. The kernel
-has the parts of Triton's ``Autotuner`` that the adapter's launch functions
-use (:class:`~kerneltune.plugins.triton.search_params.decorated.DecoratedKernel`),
-so it launches candidates through them as the contextual tuner does.
+:class:`SearchParamsKernel`, whose generated candidates the strategy in
+force searches through one adaptive engine tuning per key, so the timer,
+reducer, observers and cache are the configured plugins. It launches
+candidates through the adapter as the contextual tuner does.
 """
 
 from __future__ import annotations

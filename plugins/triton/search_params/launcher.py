@@ -1,11 +1,10 @@
 """How a run launches its kernel's candidates: screened before compiling, compiled, run; why each failed.
 
-A round's candidates are screened first (:meth:`Launcher.screen`): those
-``early_config_prune`` removes, and shapes no smaller than one that ran out
-of the device's resources, are dropped unlaunched. The rest are compiled on
-the engine's COMPILE pool (:meth:`Launcher.build`) and launched through the
-adapter (:meth:`Launcher.runner`); a kernel too large for the device is a
-drop (part of searching), anything else a failure.
+:meth:`Launcher.screen` drops unlaunched what ``early_config_prune`` removes
+and shapes no smaller than one that ran out of the device's resources;
+:meth:`Launcher.build` compiles on the engine's COMPILE pool and
+:meth:`Launcher.runner` launches through the adapter. A kernel too large
+for the device is a drop, anything else a failure.
 """
 
 from __future__ import annotations

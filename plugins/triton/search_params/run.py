@@ -1,15 +1,9 @@
 """One fresh search_params tuning of one key: the strategy's rounds, then the finalists, through the engine.
 
-The search strategy in force (a plugin, :mod:`kerneltune.core.search.strategies`)
-decides what to measure; hand-written configs that give every searched
-param are measured whole by the ``exhaustive`` strategy. :class:`SearchRun`
-screens each round (:mod:`~kerneltune.plugins.triton.search_params.launcher`),
-measures it through the adaptive :class:`~kerneltune.core.driving.Tuning`'s round
-API (``Tuning.round``: compiled on the engine's COMPILE stage, timed,
-agreed over ranks), and returns every rank's agreed times to the strategy.
-Whatever the strategy, the finalists it returns are then re-timed head to
-head in interleaved rounds on the same engine path, and ``reference_fn``
-applies (stage 3, :mod:`~kerneltune.plugins.triton.search_params.reference`).
+:class:`SearchRun` lets the search strategy in force (hand-written configs
+that give every searched param: ``exhaustive``) measure round by round
+through the tuning's round API, then re-times the finalists head to head
+in interleaved rounds and applies ``reference_fn`` (stage 3).
 """
 
 from __future__ import annotations
@@ -131,9 +125,7 @@ class SearchRun:
     def pick_strategy(self) -> tuple[SearchStrategy, SearchBudget]:
         """The strategy and budget in force: the hint's, else the settings'; every rank must agree.
 
-        With several ranks a wall-clock budget is read from the slowest
-        rank's elapsed time at the last round (:meth:`measure`), so every
-        rank stops at the same round.
+        With several ranks a wall-clock budget reads the slowest rank's clock (:meth:`measure`).
         """
         hints = self.hints
         distributed = self.tuning.world_size > 1
@@ -173,11 +165,8 @@ class SearchRun:
         """The strategy's search, its budget bound at the measure it is handed; its finalists.
 
         A strategy stopped by its budget (:class:`BudgetSpent`) ends with the
-        best points measured. One that raises anything else is a fault (one
-        warning naming it) and the search goes on without it: with several
-        ranks one ``max`` makes every rank go on alike. With no finalist
-        that ran, the run falls back to the space's fallback points (in
-        :meth:`finalise`).
+        best points measured; so does one that raises anything else, with one
+        warning naming it (with several ranks, one ``max`` makes all go on alike).
         """
         seam = StrategySeam(
             strategy, self.tuning, self.space.geometry, self.kernel.__name__, self.hints.shape_final_top_k
@@ -216,11 +205,8 @@ class SearchRun:
     def measure(self, points: list[Point]) -> dict[Point, float]:
         """Measure a round through the engine; every rank's agreed time per point.
 
-        The round's candidates that may run are compiled by the engine's
-        COMPILE stage, in parallel, before any of them is measured. Candidates an
-        earlier search of this key measured, for a space that has changed
-        since, keep their stored times (``Tuning.reused``, alike on every
-        rank); stage 3 re-times the finalists whatever they hold.
+        Candidates an earlier search of this key measured keep their stored
+        times (``Tuning.reused``); stage 3 re-times the finalists whatever they hold.
         """
         expected, self.expected = self.expected, []
         stored = self.tuning.reused
@@ -298,11 +284,9 @@ class SearchRun:
     def finalise(self, finalists: list[Point]) -> Candidate:
         """Stage 3: re-time the finalists precisely, gate them, and pick.
 
-        Where no finalist is named, or every one fails in stage 3, the
-        space's fallback points (:meth:`SearchGeometry.fallback`) are
-        measured too, once, and the pick is made among everything that ran:
-        an empty plan never reaches SELECT. Where nothing ran at all, SELECT's
-        error names why each candidate measured failed.
+        Where no finalist is named, or every one fails here, the space's
+        fallback points are measured too, once, and the pick is made among
+        everything that ran.
         """
         twin_of = self.tuning.twin_of
         # Distinct programs only: a twin's program is its first config's, re-timed once.
@@ -352,10 +336,7 @@ class SearchRun:
     def recheck(self) -> Candidate:
         """Re-time a stored pick the record asks to re-check, head to head with its rivals; pick among them.
 
-        The pick was uncertain (or ``kerneltune cache verify`` marked it):
-        instead of searching again, the pick and the rivals it could not be
-        told apart from are compiled and timed in interleaved rounds, and
-        SELECT's verdict replaces the stored one.
+        Instead of searching again (``Tuning.rechecking``); SELECT's verdict replaces the stored one.
         """
         candidates = list(self.tuning.rechecking)
         rounds = self.tuning.schedule.recheck_rounds

@@ -1,11 +1,9 @@
 """Where a search strategy meets a run: the measure function it is handed, and its finalists checked.
 
-A strategy is a plugin, so what it asks and answers is checked here, where
-it enters the run: every point it asks to measure or names as a finalist
-must be a ``(shape, profile)`` point of the space, and its measure function
-binds the search's budget (the point cap, the wall-clock budget) whatever
-route the strategy takes. A wrong answer is a :class:`PluginError` naming
-the strategy's plugin.
+A strategy is a plugin: every point it asks to measure or names as a
+finalist must be a ``(shape, profile)`` point of the space, and its measure
+function binds the search's budget whatever route it takes. A wrong answer
+is a :class:`PluginError` naming the strategy's plugin.
 """
 
 from __future__ import annotations

@@ -2,11 +2,9 @@
 times every compile-option profile of the family the operator classifier chooses.
 
 :func:`build_space` makes the engine's :class:`~kerneltune.core.driving.Space` for one
-set of compile options fixed at launch, with the geometry (axes, profiles,
-probes, seeds) a search strategy (:mod:`kerneltune.core.values.geometry`) walks.
-Configs are made through :mod:`kerneltune.plugins.triton.configs`, which
-alone knows a ``triton.Config``'s fields. Hand-written configs that give
-every searched param make a space of their own: one axis, their indices.
+set of compile options fixed at launch, with the geometry a search strategy
+walks. Hand-written configs that give every searched param make a space of
+their own: one axis, their indices.
 """
 
 from __future__ import annotations

@@ -62,10 +62,8 @@ def print_autotuning(
 ) -> None:
     """``TRITON_PRINT_AUTOTUNING``: the running Triton's own message; ``..._TIMINGS``: each candidate too.
 
-    The message is the installed release's, as its autotuner prints it
-    after tuning (:func:`~kerneltune.plugins.triton.adapter.autotuning_message`),
-    with Triton's key (the fixed compile options are kerneltune's, in
-    :func:`describe`) and the pick's config as Triton shows it.
+    The message is the installed release's (:func:`~kerneltune.plugins.triton.adapter.autotuning_message`),
+    with Triton's key and the pick's config as Triton shows it.
 
     :param outcomes: each measured candidate's latest agreed time, by index (``inf``: failed or dropped).
     :param failures: why a candidate failed or was dropped, by index.

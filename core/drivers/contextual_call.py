@@ -102,8 +102,6 @@ class ContextualCall:
         """Reset the per-execution flags before the outer function runs again."""
         self.executions.start(any(not state.done for state in self.states.values()))
 
-    # -- routing -----------------------------------------------------------------
-
     def route(self, launch: KernelLaunch) -> Any:
         """Run one intercepted launch: measure it, stand in for it, or dispatch its pick."""
         if self.abort is not None:
@@ -222,8 +220,6 @@ class ContextualCall:
             self._engine(self._isolation_of, state, launch)
         return state
 
-    # -- isolation -------------------------------------------------------------------
-
     def _isolation_of(self, state: KernelKey, launch: IsolatingLaunch) -> None:
         state.isolated = launch.isolation()
 
@@ -235,8 +231,6 @@ class ContextualCall:
                 raise ScreenedOut(screened[candidate.index])
 
         tuning.isolate(screen_one)
-
-    # -- the machine ---------------------------------------------------------------
 
     def _focus_on(self, state: KernelKey, launch: KernelLaunch) -> None:
         kept = frozenset(state.kept)
@@ -343,8 +337,6 @@ class ContextualCall:
         while self._open:
             self._close(self._open[-1])
 
-    # -- launches --------------------------------------------------------------------
-
     def _measure(self, state: KernelKey, launch: KernelLaunch) -> Any:
         candidate, runs = state.candidate, state.runs
         assert candidate is not None and runs is not None
@@ -406,8 +398,6 @@ class ContextualCall:
             except Exception:
                 state.bad.add(index)
         return None
-
-    # -- observers ---------------------------------------------------------------------
 
     def _launch_event(
         self,

@@ -129,12 +129,7 @@ class Session:
         try:
             return self.cache.directory(namespace)
         except Exception as exc:
-            warnings.warn(
-                f"kerneltune: {namespace}: {self.cache_plugin} failed to name its folder "
-                f"({type(exc).__name__}: {exc}); tuning without a log file",
-                RuntimeWarning,
-                stacklevel=user_stacklevel(),
-            )
+            self._cache_failed(namespace, "name its folder", exc, "tuning without a log file")
             return None
 
     def cache_load(self, namespace: str, digest: str) -> dict[str, Any] | None:
@@ -150,12 +145,7 @@ class Session:
         except CacheReadError:
             raise
         except Exception as exc:
-            warnings.warn(
-                f"kerneltune: {namespace}: {self.cache_plugin} failed to load a pick "
-                f"({type(exc).__name__}: {exc}); retuning",
-                RuntimeWarning,
-                stacklevel=user_stacklevel(),
-            )
+            self._cache_failed(namespace, "load a pick", exc, "retuning")
             return None
 
     def cache_store(self, namespace: str, digest: str, data: dict[str, Any]) -> None:
@@ -175,6 +165,14 @@ class Session:
                 RuntimeWarning,
                 stacklevel=user_stacklevel(),
             )
+
+    def _cache_failed(self, namespace: str, what: str, exc: Exception, instead: str) -> None:
+        warnings.warn(
+            f"kerneltune: {namespace}: {self.cache_plugin} failed to {what} "
+            f"({type(exc).__name__}: {exc}); {instead}",
+            RuntimeWarning,
+            stacklevel=user_stacklevel(),
+        )
 
     def describe_value(self, value: Any) -> str | None:
         """``kerneltune_describe_value``: the first plugin's readable form of ``value``, or ``None``."""

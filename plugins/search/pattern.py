@@ -179,8 +179,6 @@ class PatternSearch:
         assert self.ledger is not None
         return self.ledger.measure(points)
 
-    # -- the start ------------------------------------------------------------
-
     def _start(self) -> list[Point]:
         """Measure the seeds and the spread at the probes; the points to walk from, best first."""
         assert self.ledger is not None
@@ -217,8 +215,6 @@ class PatternSearch:
             self._measure(points)
             if self.ledger.best(points) is not None:
                 return
-
-    # -- the walk -------------------------------------------------------------
 
     def _walk(self, start: Point) -> Point:
         """Walk from ``start`` until no poll beats the current point; where it ended."""

@@ -99,8 +99,6 @@ class StagedSearch:
             self.say(f"stopped early: {reason}")
         return self.finalists()
 
-    # -- bookkeeping ----------------------------------------------------------
-
     @property
     def _spent(self) -> bool:
         return self._ledger is not None and self._ledger.spent
@@ -132,8 +130,6 @@ class StagedSearch:
             if point is not None:
                 points.append(point)
         return points
-
-    # -- stage 1 --------------------------------------------------------------
 
     def _probe(self, shapes: Sequence[Shape]) -> None:
         """Measure ``shapes`` with every probe profile and score them (inf: failed, or cut by the budget)."""
@@ -200,8 +196,6 @@ class StagedSearch:
             self._probe(chunk)
             if self._ranked_by_score(chunk):
                 return
-
-    # -- stage 2 --------------------------------------------------------------
 
     def _profile_stage(self) -> None:
         shapes = self._ranked_by_score(self.scores)[: self.top_k]

@@ -21,11 +21,8 @@ def kerneltune_add_settings(add: Callable[..., None]) -> None:
     * ``parse(value, where)``: turns a TOML value, or a variable's text,
       into the value, and raises :class:`kerneltune.core.ConfigError` with
       ``where`` (the file and key, or the variable) in its message for one
-      it refuses; :func:`~kerneltune.core.plugin_system.parsers.integer`,
-      :func:`~kerneltune.core.plugin_system.parsers.boolean`,
-      :func:`~kerneltune.core.plugin_system.parsers.one_of`,
-      :func:`~kerneltune.core.plugin_system.parsers.seconds` and
-      :func:`~kerneltune.core.plugin_system.parsers.text` are ready-made;
+      it refuses; ``integer``, ``boolean``, ``one_of``, ``seconds`` and ``text`` of
+      :mod:`kerneltune.core.plugin_system.parsers` are ready-made;
     * ``help``: one line for ``kerneltune plugins``;
     * ``env``: variables that set it, each beginning ``KERNELTUNE_``; the
       first one set wins over every file;
@@ -34,20 +31,12 @@ def kerneltune_add_settings(add: Callable[..., None]) -> None:
     * ``negated_env``: variables that set a boolean setting to the opposite
       of their value.
 
-    Core declares its own settings as ``SettingSpec`` constants in
-    the ``options`` module of each core package, beside their readers.
+    Sources, later wins: ``default``, the files, the variables. A plugin reads the value
+    with :meth:`kerneltune.core.Settings.get` on the settings it is handed or on
+    :attr:`kerneltune.core.Session.settings` (docs/plugins.md, "Settings").
 
-    Sources, later wins: ``default``, the files in the order core reads
-    them, the variables. A plugin reads the value with
-    :meth:`kerneltune.core.Settings.get` on the settings it is handed (a
-    cache's or remote store's ``settings``) or on
-    :attr:`kerneltune.core.Session.settings`. A key in a file that neither
-    core nor a plugin declares is a :class:`~kerneltune.core.ConfigError`
-    listing the keys that exist.
-
-    :param add: call once per setting; a name that core or another plugin
-        declares too, or a variable another setting reads, is a
-        :class:`~kerneltune.core.PluginError` naming both.
+    :param add: a name that core or another plugin declares too, or a variable another setting
+        reads, is a :class:`~kerneltune.core.PluginError` naming both.
 
     All implementations are called, when a session is made.
     """

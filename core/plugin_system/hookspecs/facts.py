@@ -17,8 +17,6 @@ def kerneltune_hardware_info() -> dict[str, Any] | None:
     plugins override earlier ones, and all of them override the session's
     device's own ``facts()`` (see :func:`kerneltune_register_devices`),
     which come first.
-
-    All implementations are called.
     """
 
 
@@ -28,6 +26,4 @@ def kerneltune_software_versions() -> dict[str, str] | None:
 
     Stored in each record; with ``TRITON_DIST_AUTOTUNE_VERSION_CHECK=1`` a
     mismatch forces a retune, otherwise it is a warning.
-
-    All implementations are called.
     """

@@ -17,8 +17,6 @@ def kerneltune_describe_value(value: Any) -> str | None:
     ``str``.
 
     :param value: one value of a config dict.
-
-    The first non-``None`` result is used.
     """
 
 
@@ -34,8 +32,6 @@ def kerneltune_plain_value(value: Any) -> dict[str, Any] | None:
     value no plugin knows leaves the pick without stored values.
 
     :param value: a candidate config, or one value of a config dict.
-
-    The first non-``None`` result is used.
     """
 
 
@@ -43,15 +39,11 @@ def kerneltune_plain_value(value: Any) -> dict[str, Any] | None:
 def kerneltune_key_distance(function: str, key: Any, other: Any) -> float | None:
     """How far apart two tuning keys of one function are, for warm starts.
 
-    With ``warm_start = "nearest"``, a key that has no stored record starts
-    from the stored keys nearest to it (:mod:`kerneltune.core.machine.warm_start`):
-    their best configs are measured instead of the whole candidate list.
-    The engine asks this hook for the distance from the new key to each
-    stored key of the same function, code and hardware, and starts from
-    the nearest ones. Without an answer it uses the default distance
-    (:func:`kerneltune.core.machine.warm_start.default_distance`): keys of the same
-    shape whose non-numeric parts are equal, numeric parts compared on a
-    log scale, so 1024 is as far from 2048 as 8 from 16.
+    A warm start (:mod:`kerneltune.core.machine.warm_start`) asks it how far a key with no
+    stored record is from each stored key of the same function, code and hardware, and starts
+    from the nearest. Without an answer the default distance applies
+    (:func:`kerneltune.core.machine.warm_start.default_distance`: numeric key parts on a log
+    scale, the rest must match).
 
     Implement it where that is wrong for a key: a key whose best config
     changes abruptly at known values (say, M below or above 64 for a
@@ -68,6 +60,4 @@ def kerneltune_key_distance(function: str, key: Any, other: Any) -> float | None
         ``math.inf`` to never start ``key`` from ``other``; ``None`` to
         leave these keys to the next implementation, and at last to the
         default.
-
-    The first non-``None`` result is used.
     """

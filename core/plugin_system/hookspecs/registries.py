@@ -3,7 +3,9 @@
 Each family's contract (what a class and its instances provide, and the
 optional parts) is its protocol in :mod:`kerneltune.core.plugin_system.contracts`,
 and is stated there only; these docstrings say how a class is registered,
-constructed and chosen, and what the engine does with it.
+constructed and chosen, and what the engine does with it. Every implementation is
+called with ``register``, to call once per class; a name another plugin registered too is an
+error that names both plugins.
 """
 
 from __future__ import annotations
@@ -37,11 +39,6 @@ def kerneltune_register_timers(register: Callable[[type[Timer]], None]) -> None:
     (:meth:`kerneltune.core.plugin_system.registry.Registry.ranked`). With the ``device``
     objective, MEASURE passes ``before`` as a hold sized to cover the host's work in ``fn``,
     then the flush, so the device reaches the start mark right after the flush.
-
-    :param register: call once per class; a name another plugin registered
-        too is an error that names both plugins.
-
-    All implementations are called.
     """
 
 
@@ -52,10 +49,6 @@ def kerneltune_register_caches(register: Callable[[type[Cache]], None]) -> None:
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Cache`, with its optional
     parts (listing, settings of its own, layering over another cache), constructed with ``root``
     and what those parts ask for (:func:`kerneltune.core.plugin_system.session.make_cache`).
-
-    :param register: as for :func:`kerneltune_register_timers`.
-
-    All implementations are called.
     """
 
 
@@ -68,10 +61,6 @@ def kerneltune_register_remote_stores(register: Callable[[type[RemoteStore]], No
     (:class:`kerneltune.core.plugin_system.layered_cache.LayeredCache`): local first, the store
     on a local miss, writes to both; an outage is one warning per process, and the store is left
     alone for 30 seconds.
-
-    :param register: as for :func:`kerneltune_register_timers`.
-
-    All implementations are called.
     """
 
 
@@ -81,10 +70,6 @@ def kerneltune_register_reducers(register: Callable[[type[Reducer]], None]) -> N
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Reducer` (with the
     optional :class:`~kerneltune.core.plugin_system.contracts.GlobalRankReducer` part).
-
-    :param register: as for :func:`kerneltune_register_timers`.
-
-    All implementations are called.
     """
 
 
@@ -101,10 +86,6 @@ def kerneltune_register_devices(register: Callable[[type[Device]], None]) -> Non
     owns the candidate's tensor arguments (the session's device asked first, then the others by
     priority; with no tensor, the first one
     :meth:`in_use <kerneltune.core.plugin_system.contracts.Device.in_use>`).
-
-    :param register: as for :func:`kerneltune_register_timers`.
-
-    All implementations are called.
     """
 
 
@@ -116,10 +97,7 @@ def kerneltune_register_interceptors(register: Callable[[type[Interceptor]], Non
     record (:class:`~kerneltune.core.plugin_system.contracts.RecordingInterceptor`) lets the
     function-level tuner's COMPILE stage turn a host launcher's launches into compiles.
 
-    :param register: as for :func:`kerneltune_register_timers`.
-
-    All implementations are called; the contextual tuner installs every
-    available interceptor for the duration of one call.
+    The contextual tuner installs every available interceptor for the duration of one call.
     """
 
 
@@ -129,10 +107,6 @@ def kerneltune_register_profile_families(register: Callable[[type[ProfileFamily]
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.ProfileFamily` (with the
     optional :class:`~kerneltune.core.plugin_system.contracts.ProbingProfileFamily` part).
-
-    :param register: as for :func:`kerneltune_register_timers`.
-
-    All implementations are called.
     """
 
 
@@ -143,10 +117,6 @@ def kerneltune_register_features(register: Callable[[type[Feature]], None]) -> N
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Feature`. The facade's
     activation modules (such as ``triton_dist.autotune_hooks``) call
     :func:`kerneltune.core.plugin_system.features.enable_feature`, which calls it.
-
-    :param register: as for :func:`kerneltune_register_timers`.
-
-    All implementations are called.
     """
 
 
@@ -158,8 +128,4 @@ def kerneltune_register_search_strategies(register: Callable[[type[SearchStrateg
     ``strategy`` hint and the ``search_strategy`` setting select it by name, ``auto`` (the
     setting's default) by ``auto_priority``. The caller re-times the finalists it returns head to
     head in interleaved rounds and applies ``reference_fn``.
-
-    :param register: as for :func:`kerneltune_register_timers`.
-
-    All implementations are called.
     """

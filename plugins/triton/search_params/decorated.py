@@ -72,8 +72,6 @@ class DecoratedKernel(triton.KernelInterface):
         self.operator, self.operator_reason = operator_class(fn)
         self._install_hooks(list(reset_to_zero or ()), list(restore_value or ()), pre_hook, post_hook)
 
-    # -- decoration-time checks and hooks ------------------------------------
-
     def _pruner(self, prune_configs_by: Mapping[str, Any] | None) -> Callable[..., Any] | None:
         if not prune_configs_by:
             return None

@@ -136,8 +136,6 @@ class SearchParamsKernel(DecoratedKernel):
         self._spaces: dict[tuple[tuple[str, Any], ...], SearchSpace] = {}
         self._spaces_lock = threading.Lock()
 
-    # -- launch ---------------------------------------------------------------
-
     def run(self, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         """Launch with this key's pick, searching for it first on a new key."""
         if len(args) > self._first_param or not self._params.isdisjoint(kwargs):
@@ -202,8 +200,6 @@ class SearchParamsKernel(DecoratedKernel):
                 self.pre_hook(named, reset_only=True)
         self._picks[key] = config
         return config
-
-    # -- the space ------------------------------------------------------------
 
     def search_space(self, **fixed: Any) -> SearchSpace:
         """The space searched for launches that fix the compile options ``fixed`` (built on first use).

@@ -79,8 +79,6 @@ class SearchRun:
         if self.tuning.verbose:
             verbose_line(f"{self.kernel.__name__}: {line}", source="search_params")
 
-    # -- the stages -----------------------------------------------------------
-
     def run(self) -> Candidate:
         """Search, re-time, gate, and finish the tuning; the pick."""
         kernel = self.kernel

@@ -922,6 +922,26 @@ def test_a_strategy_that_raises_is_warned_about_and_the_best_measured_wins(monke
     assert kernel.best_config.kwargs["BLOCK"] == 64
 
 
+def test_a_strategy_that_raises_leaves_no_pick_behind_for_a_later_search(monkeypatch):
+    def slow_then_broken(geometry, measure, budget):
+        measure([((0,), 0)])  # BLOCK=16, the slowest
+        raise ZeroDivisionError("oops")
+
+    with pytest.warns(PluginFaultWarning, match=r"raised ZeroDivisionError: oops.*stores no pick"):
+        broken, script = search_with(monkeypatch, slow_then_broken)
+    assert broken.best_config.kwargs["BLOCK"] == 16, "this launch runs the best point measured"
+    broken.last_search = None
+    launch_double(broken, n=128)
+    assert broken.last_search is not None, "the next launch of the same kernel searches again"
+
+    working = make_double(
+        search(params=["BLOCK"], values=VALUES, strategy="exhaustive"), pre_hook=script.hook
+    )
+    launch_double(working, n=128)
+    assert working.last_search is not None, "no stored pick to serve"
+    assert working.best_config.kwargs["BLOCK"] == 64
+
+
 @pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
 def test_finalists_that_all_fail_in_stage_3_fall_back(monkeypatch):
     costs = {**COSTS, 128: math.inf}

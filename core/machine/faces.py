@@ -118,10 +118,12 @@ class SteppedTuning(Protocol):
     ) -> None:
         """Let the per-key lock, the compile pool and the garbage collector go."""
 
-    def finish(self, among: Iterable[Candidate] | None = None) -> Candidate:
+    def finish(self, among: Iterable[Candidate] | None = None, *, persist: bool = True) -> Candidate:
         """REDUCE, SELECT and PERSIST; the pick.
 
         :param among: select only among these (a staged search's finalists); default: all.
+        :param persist: ``False``: the pick is neither stored nor kept in the process (a search
+            whose strategy failed), so that the next tuning of the key measures again.
         :raises NoValidConfigError: when no candidate (of ``among``) has a finite time on every
             rank; nothing is persisted then.
         """

@@ -347,7 +347,7 @@ class Tuning(SearchTuning):
 
     # -- REDUCE, SELECT, PERSIST ---------------------------------------------
 
-    def finish(self, among: Iterable[Candidate] | None = None) -> Candidate:
+    def finish(self, among: Iterable[Candidate] | None = None, *, persist: bool = True) -> Candidate:
         if self.best is not None and not self._measurements:
             return self.best
         self._recorder.settle()
@@ -397,5 +397,8 @@ class Tuning(SearchTuning):
         warn_if_idle(self.space.name, self._recorder.idle)
         if self._verify_pick:
             check_picks(self.reducer, best, self.space.name)
+        if not persist:
+            self.best = candidates[best]
+            return self.best
         self.best = self._keeper.adopt(best, result.record, store=True)
         return self.best

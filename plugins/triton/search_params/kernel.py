@@ -182,6 +182,7 @@ class SearchParamsKernel(DecoratedKernel):
         )
         verbose = self.hints.debug or session.settings.get("verbose")
         begin = space.tuner.begin
+        persist = True
         with begin(session, key, adaptive=True, verbose=verbose, driver="search_params") as tuning:
             if tuning.best is not None:
                 config = tuning.best.config
@@ -194,11 +195,13 @@ class SearchParamsKernel(DecoratedKernel):
                         screen_one = screener(screening, isolation.payload)
                     search = SearchRun(self, space, tuning, args, launch, grid, screen_one)
                     config = search.run().config
+                    persist = search.persist
                     if search.summary is not None:
                         self.last_search = search.summary
                 named = {**dict(zip(self.arg_names, args, strict=False)), **launch, **config.all_kwargs()}
                 self.pre_hook(named, reset_only=True)
-        self._picks[key] = config
+        if persist:
+            self._picks[key] = config
         return config
 
     def search_space(self, **fixed: Any) -> SearchSpace:

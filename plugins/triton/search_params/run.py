@@ -68,6 +68,8 @@ class SearchRun:
         self.fell_back = False
         #: what :meth:`run` did, for ``kernel.last_search``; ``None`` until a search ends (not a re-check).
         self.summary: SearchSummary | None = None
+        #: the pick may be stored and served again: not after a strategy that raised.
+        self.persist = True
         #: the points the strategy expects to measure after its next round (``ahead``), to compile then.
         self.expected: list[Point] = []
         #: the points measured as twins of one measured before (they count against no point cap).
@@ -164,7 +166,8 @@ class SearchRun:
 
         A strategy stopped by its budget (:class:`BudgetSpent`) ends with the
         best points measured; so does one that raises anything else, with one
-        warning naming it (with several ranks, one ``max`` makes all go on alike).
+        warning naming it (with several ranks, one ``max`` makes all go on alike),
+        and its pick is not persisted: a later launch searches again.
         """
         seam = StrategySeam(
             strategy, self.tuning, self.space.geometry, self.kernel.__name__, self.hints.shape_final_top_k
@@ -190,8 +193,9 @@ class SearchRun:
             self.tuning.fault(
                 strategy,
                 f"search strategy {strategy.name!r} raised {type(failure).__name__}: {failure}",
-                f"{self.kernel.__name__} goes on with the best points measured",
+                f"{self.kernel.__name__} goes on with the best points measured and stores no pick",
             )
+            self.persist = False
             found = self.best_measured()
         return seam.checked(found)
 
@@ -292,7 +296,8 @@ class SearchRun:
         if not finalists:
             finalists = self.fall_back("the search named no finalist")
         if not finalists:
-            return self.tuning.finish(among=[self.tuning.candidates[i] for i in sorted(self.outcomes)])
+            measured = [self.tuning.candidates[i] for i in sorted(self.outcomes)]
+            return self.tuning.finish(among=measured, persist=self.persist)
         candidates = [self.space.candidate(p) for p in finalists]
         schedule = self.tuning.schedule
         per_round, rounds = schedule.stage3_per_round, schedule.stage3_rounds
@@ -312,12 +317,12 @@ class SearchRun:
             self.fall_back("every finalist failed in stage 3")
             ran = [self.tuning.candidates[i] for i, t in self.outcomes.items() if math.isfinite(t)]
             if ran:
-                return self.tuning.finish(among=ran)
+                return self.tuning.finish(among=ran, persist=self.persist)
         if self.hints.reference_fn is not None:
             gate = ReferenceGate(self.hints.reference_fn, self.launcher)
             gate.gate(candidates, times, alone=self.tuning.world_size == 1, reject=self.reject)
         try:
-            return self.tuning.finish(among=candidates)
+            return self.tuning.finish(among=candidates, persist=self.persist)
         except NoValidConfigError as exc:
             if self.hints.reference_fn is None:
                 raise

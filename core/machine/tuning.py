@@ -153,7 +153,7 @@ class Tuning(SearchTuning):
             self.best = self._keeper.adopt(decision.pick, decision.record, store=decision.store)
             self._keeper.loaded(self.best, decision.source, decision.record.confidence)
         elif self.session.settings[TUNE] != TUNE_AUTO:
-            self.best = self._keeper.untuned(decision.kept)
+            self.best = self._keeper.untuned(decision.kept, decision.damaged)
         else:
             measured = self._planner.start(decision.plan, decision.record, decision.kept, self.key)
             self._measurements.prune(self.space.candidates, decision.kept)

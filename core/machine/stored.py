@@ -12,11 +12,12 @@ import attrs
 from kerneltune.core.errors import CacheReadError
 from kerneltune.core.machine.options import OBJECTIVE, VERSION_CHECK
 from kerneltune.core.machine.schedule import Schedule
+from kerneltune.core.machine.timing import WALL
 from kerneltune.core.notices import user_stacklevel, warn_once
-from kerneltune.core.plugin_system.contracts import ListingCache, provides
+from kerneltune.core.plugin_system.contracts import DeviceTimer, ListingCache, provides
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.keys import plain_config
-from kerneltune.core.values.records import STATISTIC, Measurement, Method, TuningRecord
+from kerneltune.core.values.records import HOST_CLOCK, STATISTIC, Measurement, Method, TuningRecord
 from kerneltune.core.values.space import Space
 
 logger = logging.getLogger("kerneltune")
@@ -148,10 +149,12 @@ def _pick_values(session: Session, config: Any) -> Any:
 def method_of(session: Session, schedule: Schedule) -> Method:
     """How a tuning of ``session`` and ``schedule`` measures, as its record will say (no sharding)."""
     settings = session.settings
+    objective = settings[OBJECTIVE]
     return Method(
-        objective=settings[OBJECTIVE],
+        objective=objective,
         statistic=STATISTIC,
         timer=session.timer.name,
         warmup=schedule.warmup,
         repeat=schedule.repeat,
+        timed=objective if objective == WALL or provides(session.timer, DeviceTimer) else HOST_CLOCK,
     )

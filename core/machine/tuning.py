@@ -27,7 +27,7 @@ from kerneltune.core.machine.recorder import Recorder
 from kerneltune.core.machine.reduce import reduce_measurements
 from kerneltune.core.machine.samples import Samples
 from kerneltune.core.machine.schedule import Setup
-from kerneltune.core.machine.select import outcome, verdict_fields, warn_if_idle
+from kerneltune.core.machine.select import flag_idle_device, outcome, verdict_fields
 from kerneltune.core.machine.timing import WALL, Around, CandidateRuns
 from kerneltune.core.machine.twins import Twins
 from kerneltune.core.plugin_system.contracts import (
@@ -394,8 +394,8 @@ class Tuning(SearchTuning):
             raise NoValidConfigError(report) from self._measurements.first_failure
         # Its traceback holds the failed run's frames, and with them its arguments.
         self._measurements.first_failure = None
-        warn_if_idle(self.space.name, self._recorder.idle)
+        record = flag_idle_device(self.space.name, self._recorder.idle, result.record)
         if self._verify_pick:
             check_picks(self.reducer, best, self.space.name)
-        self.best = self._keeper.adopt(best, result.record, store=True)
+        self.best = self._keeper.adopt(best, record, store=True)
         return self.best

@@ -57,7 +57,7 @@ def method_text(record: TuningRecord) -> str:
     if not method.timer and not method.repeat:
         return "not recorded"
     return (
-        f"{method.objective} time, {method.statistic} of {method.repeat} runs after {method.warmup} "
+        f"{method.timed_text}, {method.statistic} of {method.repeat} runs after {method.warmup} "
         f"warm-up, timer {method.timer}"
     )
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from kerneltune.core import CacheReadError, CandidateFailedWarning
+from kerneltune.core import CacheReadError, CandidateFailedWarning, NoStoredPickError
 from kerneltune.plugins.caches.files import JsonCache, MsgpackCache
 from kerneltune.plugins.caches.memory import MemoryCache
 from tuning_doubles import load_file, only_record_file, record_files, stored_records
@@ -250,6 +250,27 @@ def test_a_bad_cache_file_is_a_logged_miss_and_a_retune(monkeypatch, caplog, iso
     assert load_file(path)["schema"] == 1, "the retune rewrites a good record"
     _fresh()(3)
     assert len(_work_body.calls) == 1
+
+
+@pytest.mark.parametrize("cache", ["json", "msgpack"])
+@pytest.mark.parametrize("damage", ["garbage", "missing-field", "best-out-of-range"])
+def test_tune_fail_names_the_damaged_record_and_what_is_wrong(monkeypatch, isolated, cache, damage):
+    monkeypatch.setenv("KERNELTUNE_CACHE", cache)
+    _fresh()(3)
+    path = only_record_file(isolated, "_work_body", cache)
+    DAMAGE[damage](path)
+    monkeypatch.setenv("KERNELTUNE_TUNE", "fail")
+
+    with warnings.catch_warnings(), pytest.raises(NoStoredPickError) as info:
+        warnings.simplefilter("ignore")
+        _fresh()(3)
+
+    message = str(info.value)
+    assert message.startswith("_work_body: the stored record for key 3 is damaged"), message
+    assert f"({path}: " in message, "the record's file, then what is wrong with it"
+    assert ": )" not in message, "what is wrong is never left blank"
+    assert "tune = 'fail'" in message
+    assert _work_body.calls == []
 
 
 def test_a_corrupt_file_never_raises_even_on_verbose_calls(isolated, capsys):

@@ -163,3 +163,100 @@ def test_a_restarted_process_serves_the_pick_from_disk(tmp_path):
     assert int(first_measured) > 0
     assert int(second_measured) == 0
     assert second_pick == first_pick
+
+
+def _stored_ms(tmp_path) -> list[float]:
+    """The stored record's time of each of CONFIGS, in order."""
+    (stored,) = (tmp_path / "cache" / "scale_kernel").glob("*.json")
+    return [row["time_ms"] for row in json.loads(stored.read_text())["candidates"]]
+
+
+def _kernel_of(configs, prune=None):
+    prune_by = None if prune is None else {"early_config_prune": prune}
+    return triton.autotune(configs=configs, key=["n"], prune_configs_by=prune_by)(kernels.scale_kernel)
+
+
+def _tuned_then_served(tmp_path, seen, kernel_of):
+    """Tune the three CONFIGS, then launch ``kernel_of(picked num_warps)``; its served num_warps.
+
+    :returns: what the new kernel served, the stored times of CONFIGS, the first pick, and how many
+        launches the second tuning measured.
+    """
+    x = torch.randn(100, device=kernels.DEVICE)
+    first = fresh_kernel()
+    tuned_outer(first)(x)
+    picked = first.best_config.num_warps
+    measured = seen.measured
+    kernel = kernel_of(picked)
+    torch.testing.assert_close(tuned_outer(kernel)(x), 2.0 * x)
+    assert seen.loaded == ["scale_kernel"]
+    return kernel.best_config.num_warps, _stored_ms(tmp_path), picked, seen.measured - measured
+
+
+def test_a_list_without_the_stored_pick_serves_the_best_stored_time_left_measuring_nothing(
+    tmp_path, seen, monkeypatch
+):
+    # docs/contextual.md ("Keeping contextual picks across processes"): nothing tunes again.
+    monkeypatch.setenv("KERNELTUNE_CONTEXTUAL_CACHE", "disk")
+    served, times, picked, measured = _tuned_then_served(
+        tmp_path, seen, lambda picked: _kernel_of([c for c in CONFIGS if c.num_warps != picked])
+    )
+    left = [i for i, c in enumerate(CONFIGS) if c.num_warps != picked]
+    assert measured == 0
+    assert served == CONFIGS[min(left, key=lambda i: (times[i], i))].num_warps, (times, picked)
+
+
+def test_a_stored_pick_of_an_unchanged_list_is_served_without_pruning_again(tmp_path, seen, monkeypatch):
+    # As Triton serves a hit of its own cache: pruning runs where a tuning decides what to measure.
+    monkeypatch.setenv("KERNELTUNE_CONTEXTUAL_CACHE", "disk")
+
+    def dropping(picked):
+        return _kernel_of(
+            CONFIGS, prune=lambda configs, named, **kw: [c for c in configs if c.num_warps != picked]
+        )
+
+    served, _, picked, measured = _tuned_then_served(tmp_path, seen, dropping)
+    assert (served, measured) == (picked, 0)
+
+
+def test_a_changed_list_is_pruned_and_serves_the_best_stored_time_its_pruning_keeps(
+    tmp_path, seen, monkeypatch
+):
+    monkeypatch.setenv("KERNELTUNE_CONTEXTUAL_CACHE", "disk")
+
+    def reordered_and_dropping(picked):
+        return _kernel_of(
+            CONFIGS[::-1], prune=lambda configs, named, **kw: [c for c in configs if c.num_warps != picked]
+        )
+
+    served, times, picked, measured = _tuned_then_served(tmp_path, seen, reordered_and_dropping)
+    warps = [c.num_warps for c in CONFIGS]
+    assert measured == 0
+    assert served != picked
+    assert times[warps.index(served)] == min(t for w, t in zip(warps, times, strict=True) if w != picked)
+
+
+def test_an_added_config_is_measured_against_the_stored_pick_alone(tmp_path, seen, monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_CONTEXTUAL_CACHE", "disk")
+    x = torch.randn(100, device=kernels.DEVICE)
+    first = fresh_kernel()
+    tuned_outer(first)(x)
+    picked = first.best_config.num_warps
+    launched: list[int] = []
+
+    class Launches:
+        @hookimpl
+        def kerneltune_launch_measured(self, event):
+            launched.append(event.candidate.config.num_warps)
+
+    from kerneltune.core import add_plugin, remove_plugin
+
+    observer = Launches()
+    add_plugin(observer)
+    try:
+        added = triton.Config({"BLOCK": BLOCK}, num_warps=8)
+        torch.testing.assert_close(tuned_outer(_kernel_of([*CONFIGS, added]))(x), 2.0 * x)
+    finally:
+        remove_plugin(observer)
+
+    assert set(launched) == {picked, 8}, "only the new config and the stored pick are measured"

@@ -80,6 +80,7 @@ HOSTILE = {
     "warmup-fraction": _set(
         "measured_with", {"objective": "device", "statistic": "mean", "timer": "", "warmup": 0.5, "repeat": 1}
     ),
+    "timed-not-a-string": _set("measured_with.timed", 5),
     "finalists-out-of-range": _set("finalists", [1, 5]),
     "finalists-unsorted": _set("finalists", [2, 1]),
     "finalists-empty": _set("finalists", []),

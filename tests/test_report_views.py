@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 from kerneltune import cli
 from kerneltune.core import CandidateFailedWarning
+from tuning_doubles import make_record
 
 from triton_dist.tune import autotune
 
@@ -66,6 +67,33 @@ def test_report_plot_whiskers_run_from_the_fastest_to_the_slowest_sample(tuned, 
     assert all(b >= 0 for b in below) and all(a >= 0 for a in above)
     assert all(w - b >= 0 for w, b in zip(widths, below, strict=True)), "a whisker below 0 ms"
     assert sorted(texts) == ["failed", "pruned"]
+
+
+@pytest.mark.parametrize(
+    ("objective", "timed"),
+    [("device", "host time (by the host's clock)"), ("wall", "wall time (host-inclusive, per call)")],
+)
+def test_host_timed_work_is_not_called_device_time(monkeypatch, cpu_host, isolated, objective, timed):
+    monkeypatch.setenv("KERNELTUNE_OBJECTIVE", objective)
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda: "k")
+    def on_host(n):
+        sum(range(1_000 * n))
+
+    on_host()
+    for command in (["report", "on_host"], ["cache", "show", "on_host"]):
+        shown = CliRunner().invoke(cli.main, command, catch_exceptions=False)
+        assert shown.exit_code == 0, shown.output
+        assert f"measured with: {timed}, 20% trimmed mean of 10 runs" in shown.stdout, shown.stdout
+        assert "device time" not in shown.stdout
+
+
+def test_a_record_from_before_it_said_what_was_timed_names_its_objective():
+    from kerneltune.core.driving import TuningRecord
+
+    data = make_record().to_data()
+    del data["measured_with"]["timed"]
+    assert TuningRecord.from_data(data).method.timed_text == "device objective"
 
 
 def test_report_and_cache_show_give_each_ranks_time_of_the_pick_and_its_slowest_rank(tmp_path):

@@ -11,6 +11,7 @@ import warnings
 import pytest
 import torch
 from kerneltune.core import Session, load_settings
+from kerneltune.core.driving import TuningRecord
 from kerneltune.plugins.caches.files import JsonCache
 from kerneltune.plugins.devices.accelerators import CudaDevice, NpuDevice
 from kerneltune.plugins.reducers.local import LocalReducer
@@ -506,6 +507,11 @@ def test_work_that_leaves_the_gpu_idle_is_told_to_use_the_wall_objective(monkeyp
     install_session(monkeypatch)
     with pytest.warns(RuntimeWarning, match="on_host: every candidate.*device time cannot rank it"):
         host_work()(10)
+    # The record says so too: its times are no device work's, and `cache show` and `report` say what they are.
+    (record,) = stored_records(isolated, "on_host")
+    assert record["measured_with"]["timed"] == "idle device"
+    shown = TuningRecord.from_data(record).method.timed_text
+    assert shown.startswith("device time of an idle device (every candidate read what an empty run"), shown
 
 
 def test_without_a_hold_the_device_is_not_called_idle(monkeypatch, fake_npu, isolated):
@@ -529,6 +535,7 @@ def test_tuning_on_the_fake_npu_times_with_npu_events(monkeypatch, fake_npu, clo
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*runs on the host")  # it ran on the device
         assert on_npu(1) == 0.5
+    assert stored_records(isolated, "on_npu")[0]["measured_with"]["timed"] == "device", "device work"
 
     # No spin kernel, so no empty runs for measure.IdleDevice either.
     assert fake_npu.synchronize_calls == 3, "one synchronize per candidate"

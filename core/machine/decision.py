@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
-from kerneltune.core.errors import UserFunctionError, describe_error
+from kerneltune.core.errors import CacheReadError, UserFunctionError, describe_error
 from kerneltune.core.machine.agreement import Vote, reach_verdict, short_repr
 from kerneltune.core.machine.options import (
     ALWAYS_TUNE,
@@ -25,7 +25,7 @@ from kerneltune.core.machine.options import (
     VERIFY_PICK,
 )
 from kerneltune.core.machine.reuse import Plan, plan_recheck, plan_reuse
-from kerneltune.core.machine.stored import method_of, read_record
+from kerneltune.core.machine.stored import method_of, read_record, report_damage
 from kerneltune.core.machine.warm_start import NEAREST, SCREEN, propose
 from kerneltune.core.values.keys import digest
 from kerneltune.core.values.records import Candidate, TuningRecord
@@ -59,6 +59,8 @@ class Decision:
     source: str = "cache"
     #: what to measure instead of every kept candidate; ``None``: measure them.
     plan: Plan | None = None
+    #: why the key's stored record could not be used: it is damaged (its file and what is wrong).
+    damaged: str | None = None
 
 
 def retuning(setup: Setup) -> bool:
@@ -91,6 +93,7 @@ def decide(
     record = None
     plan = None
     migrate = loaded = False
+    damaged = None
     kept: tuple[int, ...] = ()
     stage = "computing the key"
     if failure is None:
@@ -99,7 +102,7 @@ def decide(
         try:
             stage = "reading the cache"
             if not retuning(setup):
-                record, migrate, loaded = _lookup(setup)
+                record, migrate, loaded, damaged = _lookup(setup)
             due = record is not None and loaded and _rechecks(setup, record)
             if record is not None and not due and not distributed and _lists_alike(setup, record):
                 return attrs.evolve(alone, pick=record.best_index, record=record, store=migrate)
@@ -115,7 +118,7 @@ def decide(
         if plan is not None and plan.pick is not None:
             assert record is not None
             return attrs.evolve(alone, pick=plan.pick, record=record, store=migrate)
-        return attrs.evolve(alone, kept=kept, record=record, plan=plan)
+        return attrs.evolve(alone, kept=kept, record=record, plan=plan, damaged=damaged)
     vote = _vote(setup, stage, failure, kept, record, plan, log_dir=log_dir, global_rank=global_rank)
     verdict = reach_verdict(reducer, vote, setup.space.name)
     agreed = Decision(
@@ -123,6 +126,7 @@ def decide(
         neighbours=verdict.neighbours(reducer.rank),
         verify_pick=verdict.verify_pick,
         kept=kept,
+        damaged=damaged,
     )
     # Every rank follows the plan of the rank whose record (or warm start) the verdict chose.
     shared = None if verdict.shared_record is None else TuningRecord.from_data(verdict.shared_record)
@@ -140,19 +144,20 @@ def decide(
     return attrs.evolve(agreed, record=shared, plan=plan)
 
 
-def _lookup(setup: Setup) -> tuple[TuningRecord | None, bool, bool]:
+def _lookup(setup: Setup) -> tuple[TuningRecord | None, bool, bool, str | None]:
     """LOOKUP: the record of this key, held in this process or stored, whatever its candidate list.
 
     :returns: the record, whether it was found under its legacy name (to be
-        stored under the new one), and whether this process loaded it from
-        the cache just now (rather than holding it already).
+        stored under the new one), whether this process loaded it from
+        the cache just now (rather than holding it already), and what
+        damage kept a stored record from being used.
     """
     assert setup.entry is not None
     space = setup.space
     held = setup.records.get(setup.entry)
-    record = read_record(setup.session, space.name, setup.entry, setup.encoded, held)
+    record, damaged = _read(setup, setup.entry, held)
     if record is None and held is None and setup.legacy_entry is not None:
-        record = read_record(setup.session, space.name, setup.legacy_entry, setup.encoded)
+        record, _ = _read(setup, setup.legacy_entry)
         if record is not None:
             logger.info(
                 "kerneltune: %s: key %r: record found under its name from before records outlived "
@@ -160,8 +165,17 @@ def _lookup(setup: Setup) -> tuple[TuningRecord | None, bool, bool]:
                 space.name,
                 setup.key,
             )
-            return attrs.evolve(record, source=space.source), True, True
-    return record, False, held is None and record is not None
+            return attrs.evolve(record, source=space.source), True, True, None
+    return record, False, held is None and record is not None, damaged
+
+
+def _read(setup: Setup, entry: str, held: dict | None = None) -> tuple[TuningRecord | None, str | None]:
+    """:func:`read_record`, a damaged record reported and as good as absent: the record, or what is wrong."""
+    try:
+        return read_record(setup.session, setup.space.name, entry, setup.encoded, held), None
+    except CacheReadError as exc:
+        report_damage(setup.session, setup.space.name, entry, exc)
+        return None, str(exc)
 
 
 def _rechecks(setup: Setup, record: TuningRecord) -> bool:

@@ -35,18 +35,23 @@ class PickKeeper:
             setup.session.cache_store(setup.space.name, setup.entry, data)
         return pick
 
-    def untuned(self, kept: tuple[int, ...]) -> Candidate:
+    def untuned(self, kept: tuple[int, ...], damaged: str | None = None) -> Candidate:
         """The pick of a key no rank holds one for, under ``tune = "never"``: the first kept one.
 
         It runs unmeasured and is kept in-process, not stored. With several
         ranks this follows the agreement's verdict, so all ranks do alike.
 
-        :raises NoStoredPickError: under ``tune = "fail"``, naming where that setting came from.
+        :param damaged: why this rank's stored record of the key could not be used, if it was damaged.
+        :raises NoStoredPickError: under ``tune = "fail"``, naming where that setting came from
+            and the damaged record.
         """
         setup = self._setup
         settings = setup.session.settings
         if settings[TUNE] == TUNE_FAIL:
             where = settings.source("tune") or "default"
+            missing = f"no stored pick for key {setup.key!r}"
+            if damaged is not None:
+                missing = f"the stored record for key {setup.key!r} is damaged ({damaged})"
             # contextual_autotune keeps its picks in the process unless contextual_cache = "disk".
             if setup.driver == "contextual" and settings[CONTEXTUAL_CACHE] != CONTEXTUAL_DISK:
                 keep = (
@@ -57,7 +62,7 @@ class PickKeeper:
             else:
                 keep = "tune this key where tuning is allowed (tune = 'auto', the default) and keep its cache"
             raise NoStoredPickError(
-                f"{setup.space.name}: no stored pick for key {setup.key!r}, and tune = 'fail' ({where}) "
+                f"{setup.space.name}: {missing}, and tune = 'fail' ({where}) "
                 f"forbids tuning it; {keep}, or set tune = 'never' to run the first config untuned"
             )
         pick = setup.picks[setup.key] = setup.space.candidates[kept[0]]

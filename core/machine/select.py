@@ -1,7 +1,7 @@
 """SELECT and PERSIST's record for a tuning: the pick among the agreed times, its verdict, its record.
 
 :func:`outcome` is a pure function of what the ranks agreed on;
-:func:`warn_if_idle` says when device time could not rank the candidates.
+:func:`flag_idle_device` says when device time could not rank the candidates.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from kerneltune.core.machine.ties import NearTies
 from kerneltune.core.machine.timing import IdleDevice
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.session import Session
-from kerneltune.core.values.records import Candidate, Measurement, TuningRecord
+from kerneltune.core.values.records import IDLE_DEVICE, Candidate, Measurement, TuningRecord
 
 
 @attrs.frozen
@@ -132,10 +132,13 @@ def verdict_fields(verdict: Confidence | None) -> dict[str, Any]:
     return {"confidence": verdict.level, **fields}
 
 
-def warn_if_idle(name: str, idle: IdleDevice) -> None:
-    """Warn once when every candidate's device time read what a run with no device work reads."""
+def flag_idle_device(name: str, idle: IdleDevice, record: TuningRecord) -> TuningRecord:
+    """``record``, saying so when every candidate's device time read what a run with no device work reads.
+
+    Then a warning says it too, once per function.
+    """
     if not idle.idle or len(idle.medians) <= 1:
-        return
+        return record
     floor_us = (idle.floor_ms or 0.0) * 1000
     warn_once(
         (name, "idle device"),
@@ -144,3 +147,4 @@ def warn_if_idle(name: str, idle: IdleDevice) -> None:
         "reads: this work runs on the host, and device time cannot rank it (the pick is noise). "
         'Set objective = "wall" (KERNELTUNE_OBJECTIVE=wall) to time it by the host clock.',
     )
+    return attrs.evolve(record, method=attrs.evolve(record.method, timed=IDLE_DEVICE))

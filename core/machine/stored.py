@@ -12,10 +12,12 @@ import attrs
 from kerneltune.core.errors import CacheReadError
 from kerneltune.core.machine.options import OBJECTIVE, VERSION_CHECK
 from kerneltune.core.machine.schedule import Schedule
+from kerneltune.core.machine.timing import WALL
 from kerneltune.core.notices import user_stacklevel, warn_once
+from kerneltune.core.plugin_system.contracts import DeviceTimer, ListingCache, provides
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.keys import plain_config
-from kerneltune.core.values.records import STATISTIC, Measurement, Method, TuningRecord
+from kerneltune.core.values.records import HOST_CLOCK, STATISTIC, Measurement, Method, TuningRecord
 from kerneltune.core.values.space import Space
 
 logger = logging.getLogger("kerneltune")
@@ -26,28 +28,25 @@ def read_record(
 ) -> TuningRecord | None:
     """The record stored for ``entry``, or ``None`` (a logged miss) when there is none to trust.
 
-    A record that cannot be read, fails its checks, or is for another key
-    is a miss; one made with other software versions is a warning, or a
-    miss with ``version_check``. Its candidate list may differ from the live one
-    (:mod:`kerneltune.core.machine.reuse`).
+    A record for another key is a miss; one made with other software
+    versions is a warning, or a miss with ``version_check``. Its candidate
+    list may differ from the live one (:mod:`kerneltune.core.machine.reuse`).
 
     :param data: the record's plain data where this process holds it already;
         ``None`` asks the cache plugin.
+    :raises CacheReadError: for a damaged record (it cannot be read, or fails
+        its checks), naming its file where the cache lists one;
+        :func:`report_damage` says so, and the caller goes on as if nothing were stored.
     """
-    if data is None:
-        try:
-            data = session.cache_load(name, entry)
-        except CacheReadError as exc:
-            _damaged(session, name, entry, exc)
-            return None
-    if data is None:
-        return None
     try:
+        if data is None:
+            data = session.cache_load(name, entry)
+        if data is None:
+            return None
         record = TuningRecord.from_data(data)
         record.check_pick()
     except CacheReadError as exc:
-        _damaged(session, name, entry, exc)
-        return None
+        raise CacheReadError(_located(session, name, entry, str(exc))) from exc
     if record.key != key:
         logger.info("kerneltune: %s: cache entry is for another key, retuning", name)
         return None
@@ -70,7 +69,7 @@ def read_record(
     return record
 
 
-def _damaged(session: Session, name: str, entry: str, problem: CacheReadError) -> None:
+def report_damage(session: Session, name: str, entry: str, problem: CacheReadError) -> None:
     """Say once per record that it cannot be trusted: it is as good as absent, and is replaced."""
     message = (
         f"kerneltune: {name}: the stored record {entry} ({session.cache_plugin}) is damaged ({problem}); "
@@ -78,6 +77,19 @@ def _damaged(session: Session, name: str, entry: str, problem: CacheReadError) -
     )
     logger.info(message)
     warn_once(("damaged record", name, entry), message)
+
+
+def _located(session: Session, name: str, entry: str, problem: str) -> str:
+    """``problem`` led by the record's file, where the cache lists it and the problem does not name it."""
+    cache = session.cache
+    if provides(cache, ListingCache):
+        try:
+            path = next((p for _, listed, p in cache.entries(name) if listed == entry), None)
+        except Exception:  # a damaged record is reported whatever the listing does
+            path = None
+        if path is not None and str(path) not in problem:
+            return f"{path}: {problem}"
+    return problem
 
 
 def new_record(
@@ -137,10 +149,12 @@ def _pick_values(session: Session, config: Any) -> Any:
 def method_of(session: Session, schedule: Schedule) -> Method:
     """How a tuning of ``session`` and ``schedule`` measures, as its record will say (no sharding)."""
     settings = session.settings
+    objective = settings[OBJECTIVE]
     return Method(
-        objective=settings[OBJECTIVE],
+        objective=objective,
         statistic=STATISTIC,
         timer=session.timer.name,
         warmup=schedule.warmup,
         repeat=schedule.repeat,
+        timed=objective if objective == WALL or provides(session.timer, DeviceTimer) else HOST_CLOCK,
     )

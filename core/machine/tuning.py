@@ -27,7 +27,7 @@ from kerneltune.core.machine.recorder import Recorder
 from kerneltune.core.machine.reduce import reduce_measurements
 from kerneltune.core.machine.samples import Samples
 from kerneltune.core.machine.schedule import Setup
-from kerneltune.core.machine.select import outcome, verdict_fields, warn_if_idle
+from kerneltune.core.machine.select import flag_idle_device, outcome, verdict_fields
 from kerneltune.core.machine.timing import WALL, Around, CandidateRuns
 from kerneltune.core.machine.twins import Twins
 from kerneltune.core.plugin_system.contracts import (
@@ -153,7 +153,7 @@ class Tuning(SearchTuning):
             self.best = self._keeper.adopt(decision.pick, decision.record, store=decision.store)
             self._keeper.loaded(self.best, decision.source, decision.record.confidence)
         elif self.session.settings[TUNE] != TUNE_AUTO:
-            self.best = self._keeper.untuned(decision.kept)
+            self.best = self._keeper.untuned(decision.kept, decision.damaged)
         else:
             measured = self._planner.start(decision.plan, decision.record, decision.kept, self.key)
             self._measurements.prune(self.space.candidates, decision.kept)
@@ -394,11 +394,11 @@ class Tuning(SearchTuning):
             raise NoValidConfigError(report) from self._measurements.first_failure
         # Its traceback holds the failed run's frames, and with them its arguments.
         self._measurements.first_failure = None
-        warn_if_idle(self.space.name, self._recorder.idle)
+        record = flag_idle_device(self.space.name, self._recorder.idle, result.record)
         if self._verify_pick:
             check_picks(self.reducer, best, self.space.name)
         if not persist:
             self.best = candidates[best]
             return self.best
-        self.best = self._keeper.adopt(best, result.record, store=True)
+        self.best = self._keeper.adopt(best, record, store=True)
         return self.best

@@ -20,6 +20,18 @@ PRUNED = "pruned"
 NOT_MEASURED = "not measured"
 #: What a record's ``confidence`` may say (:mod:`kerneltune.core.machine.confidence`).
 CONFIDENCE_LEVELS = ("confident", "uncertain")
+#: ``Method.timed`` where the host's clock timed the device objective: no timer of a device was in use.
+HOST_CLOCK = "host"
+#: ``Method.timed`` where a device timer read what empty runs read: the work ran on the host.
+IDLE_DEVICE = "idle device"
+#: What a record's times are, as ``kerneltune cache show`` and ``report`` say it, by ``Method.timed``.
+_TIMED_TEXT = {
+    "device": "device time",
+    IDLE_DEVICE: "device time of an idle device (every candidate read what an empty run reads: the work "
+    "runs on the host, and these times cannot rank it)",
+    HOST_CLOCK: "host time (by the host's clock)",
+    "wall": "wall time (host-inclusive, per call)",
+}
 
 
 @attrs.frozen
@@ -87,7 +99,11 @@ class Method:
     ``statistic`` how each candidate's samples became one number, ``timer``
     the timer plugin's name, ``warmup`` and ``repeat`` the untimed and timed
     runs per candidate of the first pass, ``shards`` how many ranks split the
-    candidates between them (1: every rank measured every one).
+    candidates between them (1: every rank measured every one). ``timed`` is
+    what the times are of: ``"device"`` the device's work, ``"idle device"``
+    a device timer's empty readings (the work ran on the host), ``"host"``
+    the host's clock under the ``device`` objective, ``"wall"`` the ``wall``
+    objective's; ``""`` in records made before it was kept.
     """
 
     objective: str = "device"
@@ -96,6 +112,12 @@ class Method:
     warmup: int = 0
     repeat: int = 0
     shards: int = 1
+    timed: str = ""
+
+    @property
+    def timed_text(self) -> str:
+        """What the times are, in words: device time only where a device timer timed device work."""
+        return _TIMED_TEXT.get(self.timed, f"{self.objective} objective")
 
     def to_data(self) -> dict[str, Any]:
         """Plain data for a record."""
@@ -120,6 +142,7 @@ class Method:
             repeat=checked.count(data["repeat"], "measured_with.repeat"),
             # Records made before sharding existed were never sharded.
             shards=checked.count(data.get("shards", 1), "measured_with.shards"),
+            timed=checked.text(data.get("timed", ""), "measured_with.timed"),
         )
 
 

@@ -129,7 +129,8 @@ class FileCache:
         try:
             return self.decode(payload)
         except Exception as exc:
-            raise CacheReadError(f"{path}: cannot decode: {exc}") from exc
+            # Some decoders' errors carry no message (msgpack's FormatError): the type says what it is.
+            raise CacheReadError(f"{path}: cannot decode: {str(exc) or type(exc).__name__}") from exc
 
     def store(self, namespace: str, digest: str, data: Any) -> None:
         """Write atomically under a file lock; nothing when the folder is not this user's own."""

@@ -1,7 +1,8 @@
 """Picks made on a busy machine: stored as right, or marked uncertain, never confidently wrong.
 
 A tuned function whose configs cost 1.0, 1.2, 1.44 and 1.73 times the
-cheapest (listed in another order) is tuned in ``--processes`` fresh
+cheapest (listed in another order; ``--scales 1.12,1.0`` for two configs
+12 % apart) is tuned in ``--processes`` fresh
 processes while ``--load`` other processes keep every core busy, each
 tuning storing its record in a cache folder of its own. Then, with the load
 gone:
@@ -18,10 +19,10 @@ gone:
 ``--device cpu`` tunes host work (a Python loop, ``objective = "wall"``);
 ``--device cuda`` a Triton kernel whose loop count is the config
 (``objective = "device"``), with the host load beside it. Printed: each
-phase's table and the three counts the issue asks for, with the oracle's
-spread between rounds.
+phase's table, the counts (and the rate of confident wrong picks under
+load and on the quiet host), with the oracle's spread between rounds.
 
-    python3 bench/noisy.py [--device cpu|cuda] [--processes 10] [--load N] [--out FILE]
+    python3 bench/noisy.py [--device cpu|cuda] [--processes 10] [--load N] [--scales A,B,...] [--out FILE]
 """
 
 from __future__ import annotations
@@ -74,11 +75,11 @@ def gpu_kernel():
     return busy_kernel
 
 
-def work_function(device: str, unit: int):
+def work_function(device: str, unit: int, scales: tuple[float, ...]):
     """The function each worker tunes: one config per scale, keyed by nothing."""
     from triton_dist.tune import autotune
 
-    configs = [{"scale": scale} for scale in SCALES]
+    configs = [{"scale": scale} for scale in scales]
     if device == "cpu":
 
         @autotune(config_space=configs, key_fn=lambda: "noisy")
@@ -100,7 +101,7 @@ def work_function(device: str, unit: int):
 
 def worker(args: argparse.Namespace) -> None:
     """Tune once with the cache folder given, and print what the record says."""
-    work, arguments = work_function(args.device, args.unit)
+    work, arguments = work_function(args.device, args.unit, args.scales)
     started = time.perf_counter()
     work(*arguments)
     seconds = time.perf_counter() - started
@@ -127,6 +128,7 @@ def run_worker(args: argparse.Namespace, cache: Path) -> dict[str, Any]:
     env = {**os.environ, "TRITON_DIST_AUTOTUNE_CACHE_DIR": str(cache)}
     env["KERNELTUNE_OBJECTIVE"] = "wall" if args.device == "cpu" else "device"
     command = [sys.executable, __file__, "--worker", f"--device={args.device}", f"--unit={args.unit}"]
+    command.append(f"--scales={','.join(map(str, args.scales))}")
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False, timeout=600)
     if done.returncode != 0:
         raise SystemExit(f"worker failed:\n{done.stdout}\n{done.stderr}")
@@ -162,16 +164,16 @@ def oracle(args: argparse.Namespace) -> tuple[list[float], float]:
     The spread is, over the configs, the largest ratio of a config's slowest
     round to its fastest, less one.
     """
-    rounds: list[list[float]] = [[] for _ in SCALES]
+    rounds: list[list[float]] = [[] for _ in args.scales]
     if args.device == "cpu":
         for r in range(args.oracle_rounds):
-            order = list(range(len(SCALES)))
+            order = list(range(len(args.scales)))
             order = order[r % len(order) :] + order[: r % len(order)]
             for i in order:
                 runs = []
                 for _ in range(5):
                     started = time.perf_counter()
-                    spin(int(args.unit * SCALES[i]))
+                    spin(int(args.unit * args.scales[i]))
                     runs.append((time.perf_counter() - started) * 1e3)
                 rounds[i].append(min(runs))
     else:
@@ -182,10 +184,10 @@ def oracle(args: argparse.Namespace) -> tuple[list[float], float]:
         x = torch.zeros(1 << 14, device="cuda")
         grid = (x.numel() // 1024,)
         for r in range(args.oracle_rounds):
-            order = list(range(len(SCALES)))
+            order = list(range(len(args.scales)))
             order = order[r % len(order) :] + order[: r % len(order)]
             for i in order:
-                trips = int(args.unit * SCALES[i])
+                trips = int(args.unit * args.scales[i])
 
                 def launch(trips: int = trips) -> None:
                     kernel[grid](x, x.numel(), TRIPS=trips, BLOCK=1024)
@@ -204,12 +206,12 @@ def judge(outcomes: list[dict[str, Any]], times: list[float]) -> list[dict[str, 
     return outcomes
 
 
-def show(title: str, outcomes: list[dict[str, Any]]) -> None:
+def show(title: str, outcomes: list[dict[str, Any]], scales: tuple[float, ...]) -> None:
     print(f"\n{title}")
     print("  process  pick  scale  regret   confidence  rivals   tuning s")
     for i, o in enumerate(outcomes):
         print(
-            f"  {i:>7}  [{o['pick']}]   {SCALES[o['pick']]:<5}  {o['regret']:>6.1%}   {o['confidence']:<10}  "
+            f"  {i:>7}  [{o['pick']}]   {scales[o['pick']]:<5}  {o['regret']:>6.1%}   {o['confidence']:<10}  "
             f"{o['rivals']!s:<8} {o['seconds']:.2f}"
         )
 
@@ -221,6 +223,12 @@ def main() -> None:
     parser.add_argument("--load", type=int, default=2 * (os.cpu_count() or 1), help="busy processes")
     parser.add_argument("--oracle-rounds", type=int, default=21)
     parser.add_argument("--unit", type=int, default=None, help="work per unit (loop iterations)")
+    parser.add_argument(
+        "--scales",
+        type=lambda text: tuple(float(s) for s in text.split(",")),
+        default=SCALES,
+        help="each config's cost in units, comma-separated",
+    )
     parser.add_argument("--smoke", action="store_true", help="a quick run of every phase (CI)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -234,29 +242,34 @@ def main() -> None:
         args.processes, args.load, args.oracle_rounds, args.unit = 2, 2, 5, args.unit // 10
     with tempfile.TemporaryDirectory(prefix="kerneltune-noisy-") as folder:
         root = Path(folder)
-        print(f"{args.device}: {len(SCALES)} configs costing {SCALES} units; {args.load} busy processes")
+        scales = args.scales
+        print(f"{args.device}: {len(scales)} configs costing {scales} units; {args.load} busy processes")
         busy = under_load(args, root)
         times, spread = oracle(args)
         shown = ", ".join(f"{t:.4f}" for t in times)
         print(f"oracle (quiet, {args.oracle_rounds} interleaved rounds, ms): {shown}")
         print(f"oracle spread between rounds: {spread:.1%}")
         judge(busy, times)
-        show(f"under load ({args.load} busy processes beside each tuning)", busy)
+        show(f"under load ({args.load} busy processes beside each tuning)", busy, args.scales)
         quiet = judge([run_worker(args, root / f"quiet-{i}") for i in range(args.processes)], times)
-        show("quiet", quiet)
+        show("quiet", quiet, args.scales)
         rechecked = []
         for i, outcome in enumerate(busy):
             if outcome["confidence"] == "uncertain":
                 again = judge([run_worker(args, root / f"busy-{i}")], times)[0]
                 again["process"] = i
                 rechecked.append(again)
-        show("re-checked in a quiet process (each uncertain record of the busy phase)", rechecked)
+        show(
+            "re-checked in a quiet process (each uncertain record of the busy phase)", rechecked, args.scales
+        )
     confident_wrong = sum(1 for o in busy if o["confidence"] == "confident" and not o["right"])
+    quiet_confident_wrong = sum(1 for o in quiet if o["confidence"] == "confident" and not o["right"])
     summary = {
         "busy_right_or_uncertain": sum(1 for o in busy if o["right"] or o["confidence"] == "uncertain"),
         "busy_confident_wrong": confident_wrong,
         "busy_right": sum(1 for o in busy if o["right"]),
         "quiet_confident": sum(1 for o in quiet if o["confidence"] == "confident"),
+        "quiet_confident_wrong": quiet_confident_wrong,
         "quiet_right": sum(1 for o in quiet if o["right"]),
         "rechecked": len(rechecked),
         "rechecked_right_and_confident": sum(
@@ -274,6 +287,10 @@ def main() -> None:
     confident = summary["quiet_confident"]
     print(f"  quiet: {confident}/{args.processes} confident ({summary['quiet_right']} right)")
     print(
+        f"  confident and wrong: {confident_wrong / args.processes:.0%} of picks under load, "
+        f"{quiet_confident_wrong / args.processes:.0%} on the quiet host"
+    )
+    print(
         f"  re-checked: {summary['rechecked_right_and_confident']}/{summary['rechecked']} became the right, "
         "confident pick"
     )
@@ -286,7 +303,7 @@ def main() -> None:
             json.dumps(
                 {
                     "device": args.device,
-                    "scales": SCALES,
+                    "scales": args.scales,
                     "oracle_ms": times,
                     "oracle_spread": spread,
                     "busy": busy,

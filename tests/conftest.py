@@ -30,10 +30,12 @@ def isolated(tmp_path, monkeypatch):
     not re-checked when it is loaded (``recheck = false``: candidates timed
     on the host's clock often tie within its noise), and twins are measured
     each (``twins = false``: the interpreter ignores ``num_warps``, which
-    many tests vary), so that tests can count a candidate's runs; the tests
-    of those turn them on.
+    many tests vary), and every timed run counts as taken while the process
+    ran (none is re-taken after the scheduler took the CPU away), so that
+    tests can count a candidate's runs; the tests of those turn them on.
     """
     from kerneltune.core import notices
+    from kerneltune.core.machine import timing
     from kerneltune.core.plugin_system import settings
 
     # Plugins' settings read KERNELTUNE_* variables of their own.
@@ -49,6 +51,7 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELTUNE_RECHECK", "0")
     monkeypatch.setenv("KERNELTUNE_TWINS", "0")
     monkeypatch.setattr(notices, "_issued", set())
+    monkeypatch.setattr(timing, "running", lambda: None)
     cache = tmp_path / "cache"
     monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CACHE_DIR", str(cache))
     monkeypatch.chdir(tmp_path)

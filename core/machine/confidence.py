@@ -7,8 +7,11 @@ round by round (:func:`paired_lead`); the others by their first-pass lead,
 less :data:`SIGMAS` combined standard errors and, on a noisy machine (the
 median spread over :data:`NOISY`), :data:`REACH` times that noise, which a
 burst of other work during one candidate's samples does not show in its
-own spread (:func:`first_pass_lead`). docs/measuring.md ("Uncertain picks")
-says what a user sees.
+own spread (:func:`first_pass_lead`). Samples taken while the measuring
+thread was not running are not evidence: where more of a candidate's are
+such than its trimmed mean leaves out (:func:`descheduled`), the pick is
+uncertain against it. docs/measuring.md ("Uncertain picks") says what a
+user sees.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 from kerneltune.core.machine.timing import standard_error
-from kerneltune.core.values.records import Measurement, spread, trimmed
+from kerneltune.core.values.records import TRIM, Measurement, spread, trimmed
 
 CONFIDENT = "confident"
 UNCERTAIN = "uncertain"
@@ -40,6 +43,21 @@ def drift(noise: float) -> float:
     :data:`REACH` times the noise where it exceeds :data:`NOISY`, else 0.
     """
     return REACH * noise if noise > NOISY else 0.0
+
+
+def untrusted_share(measurement: Measurement) -> float:
+    """The fraction of a measurement's samples taken while the thread was not running (0 for none)."""
+    count = len(measurement.samples)
+    return measurement.untrusted / count if measurement.error is None and count else 0.0
+
+
+def descheduled(share: float) -> bool:
+    """Whether a candidate's samples are not evidence: more were taken off the CPU than trimming leaves out.
+
+    Such a sample reads long, and the trimmed mean drops the highest
+    :data:`~kerneltune.core.values.records.TRIM` of a candidate's samples.
+    """
+    return share > TRIM
 
 
 def error(samples: Sequence[float]) -> float:
@@ -105,12 +123,14 @@ class Evidence:
     :param errors: each candidate's standard error (:func:`error`).
     :param spreads: each candidate's spread.
     :param rounds: each candidate's :func:`round_means` (all alike long; empty without rounds).
+    :param untrusted: each candidate's :func:`untrusted_share` (empty: none).
     """
 
     times: tuple[float, ...]
     errors: tuple[float, ...]
     spreads: tuple[float, ...]
     rounds: tuple[tuple[float, ...], ...]
+    untrusted: tuple[float, ...] = ()
 
     @classmethod
     def of(cls, measurements: Sequence[Measurement], rounds: int) -> Evidence:
@@ -120,22 +140,27 @@ class Evidence:
             errors=tuple(error(m.samples) if m.error is None else 0.0 for m in measurements),
             spreads=tuple(spread(m.samples) if m.error is None else 0.0 for m in measurements),
             rounds=tuple(tuple(round_means(m, rounds)) for m in measurements),
+            untrusted=tuple(untrusted_share(m) for m in measurements),
         )
 
     def to_vector(self) -> list[float]:
         """The evidence as one vector (times first), for one reducer collective."""
-        return [*self.times, *self.errors, *self.spreads, *(v for row in self.rounds for v in row)]
+        count = len(self.times)
+        untrusted = self.untrusted or (0.0,) * count
+        columns = (*self.times, *self.errors, *self.spreads, *untrusted)
+        return [*columns, *(v for row in self.rounds for v in row)]
 
     @classmethod
     def from_vector(cls, vector: Sequence[float], count: int) -> Evidence:
         """Read :meth:`to_vector`'s layout back for ``count`` candidates."""
-        width = (len(vector) - 3 * count) // count if count else 0
-        rows = vector[3 * count :]
+        width = (len(vector) - 4 * count) // count if count else 0
+        rows = vector[4 * count :]
         return cls(
             times=tuple(vector[:count]),
             errors=tuple(vector[count : 2 * count]),
             spreads=tuple(vector[2 * count : 3 * count]),
             rounds=tuple(tuple(rows[i * width : (i + 1) * width]) for i in range(count)),
+            untrusted=tuple(vector[3 * count : 4 * count]),
         )
 
     def noise(self) -> float:
@@ -164,12 +189,15 @@ class Confidence:
         pick's time (below ``-TOLERANCE`` for an uncertain pick; ``inf``
         without rivals).
     :param noise: the tuning's :func:`noise`.
+    :param descheduled: the pick and rivals whose samples are not evidence (:func:`descheduled`):
+        why the pick is uncertain, where they are.
     """
 
     level: str
     rivals: tuple[int, ...] = ()
     margin: float = math.inf
     noise: float = 0.0
+    descheduled: tuple[int, ...] = ()
 
 
 def judge(
@@ -179,10 +207,18 @@ def judge(
 
     :param noise: the first pass's noise, for rivals measured apart.
     :param left_out: rivals within reach that were not re-timed (a cap), which stay undecided.
+
+    A rival is undecided too where its samples, or the pick's, are mostly
+    not evidence (:func:`descheduled`): such samples read long, so a rival's
+    lead is not shown, and a pick's stretched samples tell nothing of it.
     """
     capped = set(left_out)
     # A rival the cap left out is bounded by its first pass: the margin must cover it too.
     leads = {j: evidence.lead(best, j, noise) for j in {*compared, *capped} if j != best}
-    rivals = sorted({j for j, lead in leads.items() if lead < -TOLERANCE} | capped)
+    off_cpu = tuple(
+        i for i, share in enumerate(evidence.untrusted) if descheduled(share) and i in {best, *leads}
+    )
+    rivals = {j for j, lead in leads.items() if lead < -TOLERANCE} | capped
+    rivals |= set(leads) if best in off_cpu else set(off_cpu) - {best}
     margin = min(leads.values(), default=math.inf)
-    return Confidence(UNCERTAIN if rivals else CONFIDENT, tuple(rivals), margin, noise)
+    return Confidence(UNCERTAIN if rivals else CONFIDENT, tuple(sorted(rivals)), margin, noise, off_cpu)

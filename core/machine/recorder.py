@@ -54,10 +54,13 @@ class Recorder:
         #: batched jobs whose runs are launched and whose samples are not yet collected, in order;
         #: the first one's timer flushes and holds for the whole batch.
         self._parked: list[tuple[Job, CandidateRuns]] = []
+        #: the runs :meth:`runs` handed to the driver for the job handed out last.
+        self._handed: CandidateRuns | None = None
 
     def hand_out(self, job: Job) -> None:
         """``job`` is the one the driver measures next."""
         self._job = job
+        self._handed = None
 
     def runs(self, candidate: Candidate) -> CandidateRuns:
         """The runs to take of ``candidate``, the one handed out last (:meth:`hand_out`).
@@ -68,9 +71,12 @@ class Recorder:
         a failed one sampled can reach the next.
         """
         self.settle()
-        return self._runs(self._current(candidate), self.session.make_timer())
+        self._handed = self._runs(self._current(candidate), self.session.make_timer())
+        return self._handed
 
-    def _runs(self, job: Job, timer: Timer, device_work: Timer | None = None) -> CandidateRuns:
+    def _runs(
+        self, job: Job, timer: Timer, device_work: Timer | None = None, *, retake: bool = False
+    ) -> CandidateRuns:
         return CandidateRuns(
             timer,
             warmup=job.warmup,
@@ -85,6 +91,7 @@ class Recorder:
             after_timing=self._after_timing,
             device_work=device_work,
             batched=job.batched,
+            retake=retake,
         )
 
     def _current(self, candidate: Candidate) -> Job:
@@ -96,18 +103,30 @@ class Recorder:
             )
         return job
 
-    def record(self, candidate: Candidate, samples: Sequence[float], *, extend: bool | None = None) -> None:
+    def record(
+        self,
+        candidate: Candidate,
+        samples: Sequence[float],
+        *,
+        extend: bool | None = None,
+        untrusted: int | None = None,
+    ) -> None:
         """Take back a candidate's timing samples, in milliseconds.
 
         :param extend: add to the samples this tuning already holds for the
             candidate instead of replacing them; a candidate that failed
             stays failed. Default: as the queued measurement says (the later
             rounds of :meth:`request` extend).
+        :param untrusted: how many of ``samples`` were taken while the thread was not
+            running (default: as the runs :meth:`runs` handed out for the job counted,
+            :attr:`CandidateRuns.untrusted`; none for samples of a driver's own).
         """
         job = self._job if self._job is not None and self._job.candidate.index == candidate.index else None
         if extend is None:
             extend = job is not None and job.extend
-        measurement = self._measurements.take(candidate.index, samples, job, extend)
+        if untrusted is None:
+            untrusted = self._handed.untrusted if job is not None and self._handed is not None else 0
+        measurement = self._measurements.take(candidate.index, samples, job, extend, untrusted)
         if measurement is None:
             return
         if job is None or job.reports:
@@ -140,7 +159,8 @@ class Recorder:
         timer = self.session.make_timer()
         if not job.batched:
             self.settle()
-        runs = self._runs(job, timer, self._parked[0][1].timer if job.batched and self._parked else None)
+        work = self._parked[0][1].timer if job.batched and self._parked else None
+        runs = self._runs(job, timer, work, retake=True)
         take = (lambda wrap: wrap(run)) if around is None else (lambda wrap: around(wrap, run))
         try:
             while not runs.finished:
@@ -153,7 +173,7 @@ class Recorder:
             self.settle()  # a batch's earlier jobs are recorded first, in order
             self.fail(candidate, exc)
         else:
-            self.record(candidate, samples)
+            self.record(candidate, samples, untrusted=runs.untrusted)
 
     def settle(self) -> None:
         """Collect and record the samples of the batched jobs launched so far, in order.
@@ -173,7 +193,7 @@ class Recorder:
             except Exception as exc:
                 self.fail(job.candidate, exc)
             else:
-                self.record(job.candidate, samples)
+                self.record(job.candidate, samples, untrusted=runs.untrusted)
         self._job = current
 
     def _finish_candidate(self, measurement: Measurement, traceback: str | None = None) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import attrs
 from kerneltune.core.errors import PluginError
-from kerneltune.core.machine.confidence import Evidence, error
+from kerneltune.core.machine.confidence import Evidence, error, untrusted_share
 from kerneltune.core.plugin_system.contracts import GatheringReducer, Reducer, provides
 from kerneltune.core.values.records import Measurement, spread
 
@@ -106,20 +106,22 @@ def gather_times(reducer: Reducer, measurements: Sequence[Measurement], measured
     :param measured: the indices this rank measured (of ``measurements``, one per candidate).
     """
     mine = [
-        [i, list(measurements[i].samples), measurements[i].error, list(measurements[i].rounds)]
+        [i, list(m.samples), m.error, list(m.rounds), m.untrusted]
         for i in measured
+        for m in [measurements[i]]
     ]
     size = len(measurements)
-    times, errors, spreads = [math.inf] * size, [0.0] * size, [0.0] * size
+    times, errors, spreads, untrusted = [math.inf] * size, [0.0] * size, [0.0] * size, [0.0] * size
     owners: list[int | None] = [None] * size
     taken = list(measurements)
     for rank, rows in enumerate(reducer.gather(mine)):
-        for index, samples, its_error, rounds in rows:
-            m = Measurement(index, tuple(float(s) for s in samples), its_error, tuple(rounds))
+        for index, samples, its_error, rounds, kept_untrusted in rows:
+            m = Measurement(index, tuple(float(s) for s in samples), its_error, tuple(rounds), kept_untrusted)
             finite = math.isfinite(m.mean)
             times[index] = m.mean
             errors[index] = error(m.samples) if finite else 0.0
             spreads[index], owners[index], taken[index] = spread(m.samples), rank, m
-    evidence = Evidence(tuple(times), tuple(errors), tuple(spreads), ((),) * size)
+            untrusted[index] = untrusted_share(m)
+    evidence = Evidence(tuple(times), tuple(errors), tuple(spreads), ((),) * size, tuple(untrusted))
     elsewhere = tuple((i, r) for i, r in enumerate(owners) if r is not None and r != reducer.rank)
     return Agreed(Reduced(tuple(times)), evidence, elsewhere, tuple(owners), tuple(taken))

@@ -60,12 +60,15 @@ class Samples:
         """Keep ``measurement`` as its candidate's."""
         self.by_index[measurement.index] = measurement
 
-    def take(self, index: int, samples: Sequence[float], job: Job | None, extend: bool) -> Measurement | None:
+    def take(
+        self, index: int, samples: Sequence[float], job: Job | None, extend: bool, untrusted: int = 0
+    ) -> Measurement | None:
         """Candidate ``index``'s measurement with ``samples`` taken in; ``None`` for one that failed.
 
         :param job: the job the samples were taken for (``None``: a driver's own measurement).
         :param extend: add to the samples held instead of replacing them; a
             later job of the same interleaved round adds to that round's group.
+        :param untrusted: how many of ``samples`` were taken while the thread was not running.
         """
         new = tuple(float(s) for s in samples)
         rounds: tuple[int, ...] = ()
@@ -76,9 +79,10 @@ class Samples:
             same_round = job is not None and job.round and self._rounds_of.get(index) == job.round
             rounds = (*rounds[:-1], rounds[-1] + len(new)) if same_round else (*rounds, len(new))
             new = previous.samples + new
+            untrusted += previous.untrusted
         if job is not None:
             self._rounds_of[index] = job.round
-        return Measurement(index, samples=new, rounds=rounds if len(rounds) > 1 else ())
+        return Measurement(index, samples=new, rounds=rounds if len(rounds) > 1 else (), untrusted=untrusted)
 
     def failure(self, index: int, error: BaseException) -> tuple[Measurement, str | None]:
         """Candidate ``index``'s failed measurement, and the traceback if this is its first failure.

@@ -129,6 +129,7 @@ def verdict_fields(verdict: Confidence | None) -> dict[str, Any]:
     if verdict is None:
         return {}
     fields = {"rivals": verdict.rivals, "margin": verdict.margin, "noise": verdict.noise}
+    fields["descheduled"] = verdict.descheduled
     return {"confidence": verdict.level, **fields}
 
 

@@ -6,7 +6,9 @@ driver. Under the ``"device"`` objective the timer holds the device and
 flushes its caches ahead of each timed run, where it can
 (:meth:`CandidateRuns._before`); under ``"wall"`` timed runs follow each
 other with nothing between them. docs/measuring.md ("The objective") says
-what each compares.
+what each compares. A timed run taken while the measuring thread was not
+running (:func:`ran_throughout`) is not trusted: it is re-taken, a bounded
+number of times, and those left are counted for SELECT's verdict.
 """
 
 from __future__ import annotations
@@ -56,6 +58,55 @@ Wrap = Callable[[Thunk], object]
 #: does before and after (resetting in-place arguments) is not timed.
 Around = Callable[[Wrap, Thunk], object]
 T = TypeVar("T")
+
+try:
+    import resource
+except ImportError:  # no getrusage (Windows): every run is trusted
+    resource = None  # type: ignore[assignment]
+#: The thread's own context switches where the platform counts them (Linux), else the process's...
+USAGE_OF = getattr(resource, "RUSAGE_THREAD", getattr(resource, "RUSAGE_SELF", 0))
+#: ...and its CPU time, to the nanosecond (``getrusage``'s moves by the scheduler's tick).
+CPU_TIME = time.thread_time if hasattr(resource, "RUSAGE_THREAD") else time.process_time
+#: A host-timed run is not trusted when the thread spent more than this fraction of it off the CPU...
+OFF_CPU = 0.02
+#: ...and more than this (seconds): reading the clocks takes about a microsecond.
+OFF_CPU_FLOOR_S = 5e-6
+
+#: What :func:`running` reads: the host clock and the thread's CPU time (seconds), and its
+#: involuntary and voluntary context switches so far.
+Running = tuple[float, float, int, int]
+
+
+def running() -> Running | None:
+    """How long the measuring thread has run so far, to tell whether it ran throughout a timed run."""
+    if resource is None:
+        return None
+    usage = resource.getrusage(USAGE_OF)
+    return time.perf_counter(), CPU_TIME(), usage.ru_nivcsw, usage.ru_nvcsw
+
+
+def ran_throughout(start: Running | None, end: Running | None, *, host_timed: bool) -> bool:
+    """Whether the measuring thread ran throughout a timed run, from :func:`running` either side of it.
+
+    The scheduler taking the CPU away (an involuntary context switch)
+    stretches a host-timed run by the time the thread was off the CPU, and a
+    device-timed one where it falls between the marks' launches, by up to
+    as long: such a run is not evidence about the work. A host-timed run
+    that spent more than :data:`OFF_CPU` of it off the CPU is not trusted
+    when it was switched out or never waited by itself (time taken by the
+    hypervisor, which no switch shows); work that waits by itself (a sleep,
+    a blocking synchronise, its own threads) is off the CPU by design. A
+    device-timed run is not trusted after any involuntary switch.
+    """
+    if start is None or end is None:
+        return True
+    switched_out = end[2] > start[2]
+    if not host_timed:
+        return not switched_out
+    wall = end[0] - start[0]
+    off_cpu = wall - (end[1] - start[1])
+    waited = end[3] > start[3]
+    return off_cpu <= max(OFF_CPU * wall, OFF_CPU_FLOOR_S) or (waited and not switched_out)
 
 
 def hold_microseconds(host_us: Sequence[float]) -> float:
@@ -141,6 +192,9 @@ class CandidateRuns:
     :param device_work: the timer whose ``flush`` and ``hold`` go ahead of each timed run
         (default: ``timer``); a batch shares its first one's, and so one flush buffer.
     :param batched: the runs are part of a batch launched without waiting (:meth:`_flush_credit`).
+    :param retake: take a timed run again when the thread did not run throughout it
+        (:func:`ran_throughout`), at most ``repeat`` times; a driver that counts its runs itself
+        (the contextual one) takes none. Either way :attr:`untrusted` counts those kept.
     """
 
     def __init__(
@@ -157,6 +211,7 @@ class CandidateRuns:
         after_timing: Callable[[], object] | None = None,
         device_work: Timer | None = None,
         batched: bool = False,
+        retake: bool = False,
     ) -> None:
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -180,6 +235,14 @@ class CandidateRuns:
         self._after_timing = after_timing
         #: every hold so far kept the device busy (a timer's ``hold`` returns ``False`` where it cannot).
         self._held = True
+        self._host_timed = self._hold is None
+        #: whether the thread ran throughout the last timed run (:func:`ran_throughout`).
+        self._ran_throughout = True
+        self._retakes_left = repeat if retake else 0
+        #: whether each timed run taken so far is kept (``False``: untrusted and re-taken).
+        self._kept: list[bool] = []
+        #: how many of the samples :meth:`samples` returns were taken while the thread was not running.
+        self.untrusted = 0
 
     @property
     def finished(self) -> bool:
@@ -205,10 +268,21 @@ class CandidateRuns:
         if self.finished:
             raise RuntimeError("every run of this candidate has been taken")
         timed = self.phase == TIMED
-        if timed and self.done == self.warmup and self._before_timing is not None:
+        if timed and not self._kept and self._before_timing is not None:
             self._before_timing()
         self.done += 1
-        return work(self._timed if timed else self._hosted)
+        if not timed:
+            return work(self._hosted)
+        self._ran_throughout = True
+        result = work(self._timed)
+        retaken = not self._ran_throughout and self._retakes_left > 0
+        if retaken:
+            self._retakes_left -= 1
+            self.done -= 1
+        else:
+            self.untrusted += not self._ran_throughout
+        self._kept.append(not retaken)
+        return result
 
     def samples(self) -> list[float]:
         """Collect the timed runs' samples in milliseconds, checked.
@@ -221,13 +295,14 @@ class CandidateRuns:
             self._timing_over()
         samples = self.timer.collect()
         name = getattr(self.timer, "name", type(self.timer).__name__)
-        if not isinstance(samples, list | tuple) or len(samples) != self.repeat:
+        taken = len(self._kept)
+        if not isinstance(samples, list | tuple) or len(samples) != taken:
             count = len(samples) if isinstance(samples, list | tuple) else type(samples).__name__
-            raise PluginError(f"timer {name!r} returned {count} samples for {self.repeat} timed runs")
+            raise PluginError(f"timer {name!r} returned {count} samples for {taken} timed runs")
         for sample in samples:
             if isinstance(sample, bool) or not isinstance(sample, int | float) or not 0 <= sample < math.inf:
                 raise PluginError(f"timer {name!r} returned a sample of {sample!r} ms")
-        checked = [float(s) for s in samples]
+        checked = [float(s) for s, kept in zip(samples, self._kept, strict=True) if kept]
         # Without a hold, an empty run's marks span the host's launch as well, and a tiny
         # kernel can read as little: only held runs tell an idle device apart.
         if self._idle is not None and self._hold is not None and self._held and checked:
@@ -253,7 +328,9 @@ class CandidateRuns:
         self.host_us.append((time.perf_counter() - started) * 1e6)
 
     def _timed(self, thunk: Thunk) -> None:
+        start = running()
         self._sample(lambda: self._hosted(thunk))
+        self._ran_throughout = ran_throughout(start, running(), host_timed=self._host_timed)
 
     def _sample(self, fn: Thunk) -> None:
         """One timed run of ``fn``, the flush and hold (where there are) ahead of its start mark."""

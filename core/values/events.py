@@ -113,7 +113,9 @@ class TuningFinished:
     candidates an uncertain pick could not be told apart from; ``margin``
     the lowest bound on a rival's lead, a fraction of the pick's time
     (negative: it may be faster); ``noise`` the tuning's noise (the median
-    spread of its first pass); ``recheck`` whether this tuning re-checked a
+    spread of its first pass); ``descheduled`` the pick and rivals most of
+    whose samples were taken while the measuring thread was not running
+    (why the pick is uncertain, where any are); ``recheck`` whether this tuning re-checked a
     stored pick. ``errors[i]`` is what this rank knows of candidate ``i``
     without a time: ``"pruned"``, ``"not measured"`` or its error text
     (``None`` where it was timed); empty from a driver that does not say.
@@ -142,6 +144,7 @@ class TuningFinished:
     rivals: tuple[int, ...] = ()
     margin: float = math.inf
     noise: float = 0.0
+    descheduled: tuple[int, ...] = ()
     recheck: bool = False
 
 

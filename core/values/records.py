@@ -50,13 +50,16 @@ class Measurement:
 
     ``rounds`` is how many of the samples each interleaved round added, in
     order, where they came in two or more (near-tie re-timing, a head to
-    head); empty for one pass.
+    head); empty for one pass. ``untrusted`` is how many of the samples were
+    taken while the measuring thread was not running, kept once their
+    re-takes ran out (:func:`~kerneltune.core.machine.timing.ran_throughout`).
     """
 
     index: int
     samples: tuple[float, ...] = ()
     error: str | None = None
     rounds: tuple[int, ...] = ()
+    untrusted: int = 0
 
     @property
     def mean(self) -> float:

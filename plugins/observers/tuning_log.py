@@ -169,7 +169,8 @@ def _verdict(event: TuningFinished) -> str:
     if event.confidence != "uncertain":
         return f"{done}{event.confidence}"
     rivals = ", ".join(f"[{i}]" for i in event.rivals)
-    return f"{done}uncertain (not told apart from {rivals}; noise {event.noise:.0%})"
+    off_cpu = "".join(f"; [{i}] timed off the CPU" for i in event.descheduled)
+    return f"{done}uncertain (not told apart from {rivals}; noise {event.noise:.0%}{off_cpu})"
 
 
 def _time_or_why(event: TuningFinished, index: int) -> str:

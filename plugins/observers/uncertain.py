@@ -47,10 +47,19 @@ def kerneltune_tuning_finished(event: TuningFinished, settings: Settings) -> Non
             "(KERNELTUNE_TUNE=never serves it as it is)"
         )
     pick = f"[{best.index}] {best.label} at {format_ms(event.times[best.index])}"
+    if event.descheduled:
+        named = ", ".join(f"[{i}]" for i in event.descheduled)
+        why = (
+            f"against {rivals}: most samples of {named} were taken while this process was not running "
+            "(a busy machine), which tells nothing of the work"
+        )
+    else:
+        why = (
+            f"{rivals} may be faster {how_far(event.margin)} (the tolerance is {TOLERANCE:.0%}), and "
+            f"the samples spread by {event.noise:.0%} (a busy machine?)"
+        )
     warn_once(
         ("uncertain pick", event.function, repr(event.key)),
-        f"kerneltune: {event.function}: the pick for key {event.key!r}, {pick}, is uncertain: {rivals} "
-        f"may be faster {how_far(event.margin)} (the tolerance is {TOLERANCE:.0%}), and the samples "
-        f"spread by {event.noise:.0%} (a busy machine?); {then}",
+        f"kerneltune: {event.function}: the pick for key {event.key!r}, {pick}, is uncertain: {why}; {then}",
         UncertainPickWarning,
     )

@@ -10,7 +10,16 @@ from typing import Any
 
 import click
 from kerneltune.core import NOT_MEASURED, PRUNED, format_ms
-from kerneltune.core.driving import TuningRecord
+from kerneltune.core.driving import HOST_CLOCK, IDLE_DEVICE, TuningRecord
+
+#: What a record's times are, in words, by ``Method.timed``.
+_TIMED_TEXT = {
+    "device": "device time",
+    IDLE_DEVICE: "device time of an idle device (every candidate read what an empty run reads: the work "
+    "runs on the host, and these times cannot rank it)",
+    HOST_CLOCK: "host time (by the host's clock)",
+    "wall": "wall time (host-inclusive, per call)",
+}
 
 
 def key_text(value: Any) -> str:
@@ -52,12 +61,17 @@ def measured(record: TuningRecord) -> int:
     return sum(1 for t in record.times if math.isfinite(t))
 
 
+def timed_text(record: TuningRecord) -> str:
+    """What the times are: device time only where a device timer timed device work."""
+    return _TIMED_TEXT.get(record.method.timed, f"{record.method.objective} objective")
+
+
 def method_text(record: TuningRecord) -> str:
     method = record.method
     if not method.timer and not method.repeat:
         return "not recorded"
     return (
-        f"{method.timed_text}, {method.statistic} of {method.repeat} runs after {method.warmup} "
+        f"{timed_text(record)}, {method.statistic} of {method.repeat} runs after {method.warmup} "
         f"warm-up, timer {method.timer}"
     )
 

@@ -22,7 +22,7 @@ from kerneltune.core.private_files import remove_private
 from kerneltune.core.search.families import choose_family, family_probes, family_profiles
 from kerneltune.core.search.strategies import choose_strategy
 from kerneltune.core.values.keys import encode_key
-from kerneltune.core.values.records import Candidate, Origin, TuningRecord, iso_date
+from kerneltune.core.values.records import HOST_CLOCK, IDLE_DEVICE, Candidate, Origin, TuningRecord, iso_date
 from kerneltune.core.values.space import Space, source_digest
 
 __all__ = [
@@ -60,6 +60,8 @@ __all__ = [
     "CandidateDropped",
     "describe_error",
     # stored records, as the command reads, lists and removes them
+    "HOST_CLOCK",
+    "IDLE_DEVICE",
     "ListingCache",
     "Origin",
     "TuningRecord",

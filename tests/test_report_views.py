@@ -89,11 +89,12 @@ def test_host_timed_work_is_not_called_device_time(monkeypatch, cpu_host, isolat
 
 
 def test_a_record_from_before_it_said_what_was_timed_names_its_objective():
+    from kerneltune.cli.views import timed_text
     from kerneltune.core.driving import TuningRecord
 
     data = make_record().to_data()
     del data["measured_with"]["timed"]
-    assert TuningRecord.from_data(data).method.timed_text == "device objective"
+    assert timed_text(TuningRecord.from_data(data)) == "device objective"
 
 
 def test_report_and_cache_show_give_each_ranks_time_of_the_pick_and_its_slowest_rank(tmp_path):

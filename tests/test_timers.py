@@ -10,6 +10,7 @@ import warnings
 
 import pytest
 import torch
+from kerneltune.cli.views import timed_text
 from kerneltune.core import Session, load_settings
 from kerneltune.core.driving import TuningRecord
 from kerneltune.plugins.caches.files import JsonCache
@@ -510,7 +511,7 @@ def test_work_that_leaves_the_gpu_idle_is_told_to_use_the_wall_objective(monkeyp
     # The record says so too: its times are no device work's, and `cache show` and `report` say what they are.
     (record,) = stored_records(isolated, "on_host")
     assert record["measured_with"]["timed"] == "idle device"
-    shown = TuningRecord.from_data(record).method.timed_text
+    shown = timed_text(TuningRecord.from_data(record))
     assert shown.startswith("device time of an idle device (every candidate read what an empty run"), shown
 
 

@@ -24,14 +24,6 @@ CONFIDENCE_LEVELS = ("confident", "uncertain")
 HOST_CLOCK = "host"
 #: ``Method.timed`` where a device timer read what empty runs read: the work ran on the host.
 IDLE_DEVICE = "idle device"
-#: What a record's times are, as ``kerneltune cache show`` and ``report`` say it, by ``Method.timed``.
-_TIMED_TEXT = {
-    "device": "device time",
-    IDLE_DEVICE: "device time of an idle device (every candidate read what an empty run reads: the work "
-    "runs on the host, and these times cannot rank it)",
-    HOST_CLOCK: "host time (by the host's clock)",
-    "wall": "wall time (host-inclusive, per call)",
-}
 
 
 @attrs.frozen
@@ -116,11 +108,6 @@ class Method:
     repeat: int = 0
     shards: int = 1
     timed: str = ""
-
-    @property
-    def timed_text(self) -> str:
-        """What the times are, in words: device time only where a device timer timed device work."""
-        return _TIMED_TEXT.get(self.timed, f"{self.objective} objective")
 
     def to_data(self) -> dict[str, Any]:
         """Plain data for a record."""

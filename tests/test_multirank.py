@@ -8,8 +8,13 @@ Real torch.distributed runs are in test_distributed.py.
 
 from __future__ import annotations
 
+import collections
+import functools
+import itertools
 import json
 import logging
+import threading
+import time
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -601,3 +606,26 @@ def test_sharded_ranks_measure_a_share_each_and_gather_the_times_once(tmp_path, 
     assert record["measured_with"]["shards"] == size
     times = [row["time_ms"] for row in record["candidates"]]
     assert times == [5.0, 4.0, None, 2.0, 1.0, 2.0, 3.0], "every rank's times, a failure on its owner kept"
+
+
+def test_ranks_run_each_candidate_alike_though_one_rank_is_switched_out_in_every_run(tmp_path, monkeypatch):
+    # Alone, a timed run the thread was switched out of is taken again; with several ranks none is,
+    # or a rank would run a candidate more often than the others (deadlocking work with collectives).
+    from kerneltune.core.machine import timing
+
+    group, ranks, calls = ThreadGroup(2), threading.local(), itertools.count()
+    monkeypatch.setattr(
+        timing, "running", lambda: (time.perf_counter(), 0.0, next(calls), 0) if ranks.rank == 0 else None
+    )
+    runs: list[collections.Counter] = [collections.Counter(), collections.Counter()]
+
+    def rank(r: int) -> int:
+        ranks.rank = r
+        session = make_session(tmp_path / "cache", warmup=1, repeat=3)
+        with Tuner(space()).begin(session, 7, group=group.member(r)) as tuning:
+            while (candidate := tuning.next_candidate()) is not None:
+                tuning.measure(candidate, functools.partial(runs[r].update, [candidate.index]))
+            return tuning.finish().index
+
+    run_ranks(2, rank)
+    assert runs[0] == runs[1] == {i: 4 for i in range(len(CONFIGS))}

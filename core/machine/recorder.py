@@ -33,11 +33,14 @@ class Recorder:
         *,
         before_timing: Callable[[], None],
         after_timing: Callable[[], None],
+        retake: bool = True,
     ) -> None:
         """:param measurements: the tuning's samples, which this records into.
 
         :param before_timing: called as a candidate's timed runs begin (COMPILE holds its loads).
         :param after_timing: called once they are launched (COMPILE's loads go on).
+        :param retake: take again a timed run the thread was switched out of; only alone, as ranks
+            must run a candidate alike (its work may hold collectives of its own).
         """
         self.session = session
         self._space = space
@@ -46,6 +49,7 @@ class Recorder:
         self._measurements = measurements
         self._before_timing = before_timing
         self._after_timing = after_timing
+        self._retake = retake
         #: the job handed out last (:meth:`hand_out`).
         self._job: Job | None = None
         #: what the device did in the first pass's timed runs, for SELECT's warning.
@@ -160,7 +164,7 @@ class Recorder:
         if not job.batched:
             self.settle()
         work = self._parked[0][1].timer if job.batched and self._parked else None
-        runs = self._runs(job, timer, work, retake=True)
+        runs = self._runs(job, timer, work, retake=self._retake)
         take = (lambda wrap: wrap(run)) if around is None else (lambda wrap: around(wrap, run))
         try:
             while not runs.finished:

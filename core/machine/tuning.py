@@ -90,6 +90,7 @@ class Tuning(SearchTuning):
             self._measurements,
             before_timing=self._ready.timing_begins,
             after_timing=self._ready.timing_ends,
+            retake=self.reducer.world_size == 1,
         )
         self._following = Following(setup.space)
         self._planner = MeasurePlanner(

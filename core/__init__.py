@@ -59,7 +59,7 @@ from kerneltune.core.private_files import (
     read_private,
 )
 from kerneltune.core.search.ledger import SearchLedger
-from kerneltune.core.torch_devices import device_unavailable_reason, torch_device_module
+from kerneltune.core.torch_devices import TorchDeviceType
 from kerneltune.core.values.direct import DirectLaunches
 from kerneltune.core.values.events import (
     CandidateMeasured,
@@ -163,8 +163,7 @@ __all__ = [
     "check_root",
     "make_private_dirs",
     "read_private",
-    "device_unavailable_reason",
-    "torch_device_module",
+    "TorchDeviceType",
     "user_stacklevel",
     "verbose_line",
     "warn_once",

@@ -32,6 +32,7 @@ from kerneltune.core.machine.confidence import TOLERANCE
 from kerneltune.core.machine.timing import format_ms
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import (
+    AlwaysAvailable,
     Cache,
     CompileProcess,
     ConfiguredCache,
@@ -92,7 +93,8 @@ __all__ = [
     "remove_plugin",
     "seconds",
     "text",
-    # the contracts a registered class meets, and the test for optional parts
+    # the contracts a registered class meets, the test for optional parts, the always available base
+    "AlwaysAvailable",
     "Cache",
     "CompileProcess",
     "ConfiguredCache",

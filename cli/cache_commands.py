@@ -214,10 +214,7 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
 
 
 def _remove(doomed: Sequence[Stored], root: Path) -> int:
-    """Remove each record with its lock file, and each function folder left empty; how many records went.
-
-    A record that stays is named on stderr.
-    """
+    """Remove each record with its lock file, and each function folder left empty; how many records went."""
     removed = 0
     folders = set()
     for stored in doomed:

@@ -32,6 +32,7 @@ from kerneltune.core.machine.confidence import TOLERANCE
 from kerneltune.core.machine.timing import format_ms
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import (
+    AlwaysAvailable,
     Cache,
     CompileProcess,
     ConfiguredCache,
@@ -59,7 +60,7 @@ from kerneltune.core.private_files import (
     read_private,
 )
 from kerneltune.core.search.ledger import SearchLedger
-from kerneltune.core.torch_devices import device_unavailable_reason, torch_device_module
+from kerneltune.core.torch_devices import TorchDeviceType
 from kerneltune.core.values.direct import DirectLaunches
 from kerneltune.core.values.events import (
     CandidateMeasured,
@@ -92,7 +93,8 @@ __all__ = [
     "remove_plugin",
     "seconds",
     "text",
-    # the contracts a registered class meets, and the test for optional parts
+    # the contracts a registered class meets, the test for optional parts, the always available base
+    "AlwaysAvailable",
     "Cache",
     "CompileProcess",
     "ConfiguredCache",
@@ -163,8 +165,7 @@ __all__ = [
     "check_root",
     "make_private_dirs",
     "read_private",
-    "device_unavailable_reason",
-    "torch_device_module",
+    "TorchDeviceType",
     "user_stacklevel",
     "verbose_line",
     "warn_once",

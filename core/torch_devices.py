@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from kerneltune.core.notices import warn_once
 
@@ -53,16 +53,33 @@ def torch_device_module(device_type: str) -> Any:
     return getattr(torch, device_type, None)
 
 
-def device_unavailable_reason(device_type: str) -> str | None:
-    """Why ``torch.<device_type>`` cannot serve a device here: its module is missing (and why),
-    or it sees no device; ``None`` where it can. For a plugin's ``unavailable_reason()``.
-    """
-    module = torch_device_module(device_type)
-    if module is None:
-        return _problems.get(device_type) or f"torch has no {device_type} module"
-    if not module.is_available():
-        return f"torch.{device_type}.is_available() is false: no device of the kind is visible"
-    return None
+class TorchDeviceType:
+    """A device or timer plugin's class for the device type ``torch.<device_type>`` serves:
+    its availability, and why not, from that module."""
+
+    #: torch's device type (``tensor.device.type``, ``torch.ones(..., device=...)``).
+    device_type: ClassVar[str] = ""
+
+    @classmethod
+    def device_module(cls) -> Any:
+        """:func:`torch_device_module` of its device type."""
+        return torch_device_module(cls.device_type)
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Whether the device module exists and sees a device (without starting one)."""
+        module = cls.device_module()
+        return module is not None and bool(module.is_available())
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """Why it cannot run here: its torch module is missing (and why), or sees no device."""
+        module = cls.device_module()
+        if module is None:
+            return _problems.get(cls.device_type) or f"torch has no {cls.device_type} module"
+        if not module.is_available():
+            return f"torch.{cls.device_type}.is_available() is false: no device of the kind is visible"
+        return None
 
 
 def _import_problem(package: str, exc: BaseException) -> str:

@@ -186,11 +186,8 @@ class ForkSupervisor:
     def _spawn(self, candidate: Candidate, compile_one: CompileOne, behind: bool) -> _Process:
         """Fork ``candidate``'s compile process, with those of every other candidate queued for one.
 
-        Never while a candidate is measured (:meth:`~.gate.LoadGate.may_fork`).
         One handed over ahead is forked alone, a child of this process (niced,
-        stopped and resumed by its pid); the thread that next holds the fork
-        lock forks every other one queued at once, as a tree where there are
-        several.
+        stopped and resumed by its pid).
         """
         index = candidate.index
         if behind:

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 import msgpack
 from kerneltune.core import (
+    AlwaysAvailable,
     CacheReadError,
     NotPrivateError,
     check_folder,
@@ -57,17 +58,12 @@ def _locked(path: Path) -> contextlib.AbstractContextManager[object]:
     return filelock.FileLock(str(path) + ".lock", mode=0o600)
 
 
-class FileCache:
+class FileCache(AlwaysAvailable):
     """The shared file handling; subclasses say how to encode and decode."""
 
     name: ClassVar[str] = ""
     suffix = ""
     auto_priority = 0
-
-    @classmethod
-    def is_available(cls) -> bool:
-        """Always: the encoders are dependencies of kerneltune."""
-        return True
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)

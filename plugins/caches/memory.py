@@ -6,19 +6,14 @@ import copy
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kerneltune.core import hookimpl
+from kerneltune.core import AlwaysAvailable, hookimpl
 
 
-class MemoryCache:
+class MemoryCache(AlwaysAvailable):
     """A dict per session; gone when the process exits."""
 
     name: ClassVar[str] = "memory"
     auto_priority = 0
-
-    @classmethod
-    def is_available(cls) -> bool:
-        """Always."""
-        return True
 
     def __init__(self, root: Path) -> None:
         self._entries: dict[tuple[str, str], Any] = {}

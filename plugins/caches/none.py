@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kerneltune.core import hookimpl
+from kerneltune.core import AlwaysAvailable, hookimpl
 
 
-class NoCache:
+class NoCache(AlwaysAvailable):
     """Keeps nothing: every tuning measures, and its pick lives only where the tuner keeps it.
 
     The contextual tuner's cache: its picks live in each kernel's own cache,
@@ -17,11 +17,6 @@ class NoCache:
 
     name: ClassVar[str] = "none"
     auto_priority = -100
-
-    @classmethod
-    def is_available(cls) -> bool:
-        """Always."""
-        return True
 
     def __init__(self, root: Path) -> None:
         pass

@@ -2,43 +2,24 @@
 
 ``torch.cuda`` and ``torch.npu`` (which torch_npu registers on import) share
 every call a device needs, so the two classes differ only in their module,
-device type and facts. The module is looked up at each call, never kept, so
-that a process (or a test) that replaces it is heard.
+device type and facts.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from kerneltune.core import device_unavailable_reason, hookimpl, torch_device_module
+from kerneltune.core import TorchDeviceType, hookimpl
 
 
-class TorchDevice:
+class TorchDevice(TorchDeviceType):
     """A device behind a torch device module (``torch.cuda``, ``torch.npu``)."""
 
     name: ClassVar[str] = ""
     auto_priority: ClassVar[int] = 0
-    #: torch's device type (``tensor.device.type``, ``torch.ones(..., device=...)``).
-    device_type: ClassVar[str] = ""
     #: A program that never imported torch has no tensor on the device: ``auto`` does not ask.
     auto_requires_import: ClassVar[str] = "torch"
     shares_memory: ClassVar[bool] = True
-
-    @classmethod
-    def device_module(cls) -> Any:
-        """The torch device module, or ``None`` where it cannot be imported."""
-        return torch_device_module(cls.device_type)
-
-    @classmethod
-    def is_available(cls) -> bool:
-        """Whether the device module exists and sees a device (without starting one)."""
-        module = cls.device_module()
-        return module is not None and bool(module.is_available())
-
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
-        """Why it cannot run here: its torch module is missing (and why), or sees no device."""
-        return device_unavailable_reason(cls.device_type)
 
     @property
     def _module(self) -> Any:

@@ -6,10 +6,10 @@ import os
 import platform
 from typing import Any, ClassVar
 
-from kerneltune.core import hookimpl
+from kerneltune.core import AlwaysAvailable, hookimpl
 
 
-class CpuDevice:
+class CpuDevice(AlwaysAvailable):
     """Host memory and the CPU: one unit, always in use, nothing to wait for or release."""
 
     name: ClassVar[str] = "cpu"
@@ -17,11 +17,6 @@ class CpuDevice:
     #: Host tensors are copied for the isolation worker: sharing would move the caller's own
     #: into shared memory.
     shares_memory: ClassVar[bool] = False
-
-    @classmethod
-    def is_available(cls) -> bool:
-        """Always."""
-        return True
 
     def owns(self, tensor: Any) -> bool:
         """Whether the tensor lives in host memory."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from kerneltune.core import UNSET, CompileTarget, hookimpl, option_grid, unique_profiles
+from kerneltune.core import UNSET, AlwaysAvailable, CompileTarget, hookimpl, option_grid, unique_profiles
 
 MULTIBUFFER_CHILDREN = (
     "limit_auto_multi_buffer_of_local_buffer",
@@ -18,7 +18,7 @@ MULTIBUFFER_CHILDREN = (
 )
 
 
-class AscendMixCVProfiles:
+class AscendMixCVProfiles(AlwaysAvailable):
     """Workspace x tile mix x multibuffer (with its children) for ``tl.dot`` kernels.
 
     These kernels (flash attention, matmul) run on the cube and vector cores
@@ -30,11 +30,6 @@ class AscendMixCVProfiles:
     name: ClassVar[str] = "ascend-mixcv"
     operator: ClassVar[str] = "matrix"
     backends: ClassVar[tuple[str, ...]] = ("npu",)
-
-    @classmethod
-    def is_available(cls) -> bool:
-        """Always: the profiles depend only on the target handed in."""
-        return True
 
     def profiles(self, target: CompileTarget) -> list[dict[str, Any]]:
         """The compiler's defaults first; multibuffer children only with multibuffer on."""
@@ -54,7 +49,7 @@ class AscendMixCVProfiles:
         )
 
 
-class AscendVectorSafeProfiles:
+class AscendVectorSafeProfiles(AlwaysAvailable):
     """Multibuffer on/off (and UB saving) for kernels without ``tl.dot``.
 
     Only options that change buffering, never the tiling or the cube/vector
@@ -65,11 +60,6 @@ class AscendVectorSafeProfiles:
     name: ClassVar[str] = "ascend-vector-safe"
     operator: ClassVar[str] = "vector"
     backends: ClassVar[tuple[str, ...]] = ("npu",)
-
-    @classmethod
-    def is_available(cls) -> bool:
-        """Always: the profiles depend only on the target handed in."""
-        return True
 
     def profiles(self, target: CompileTarget) -> list[dict[str, Any]]:
         """The compiler's defaults first."""

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from kerneltune.core import CompileTarget, hookimpl, option_grid
+from kerneltune.core import AlwaysAvailable, CompileTarget, hookimpl, option_grid
 
 # Left out of both families: ``num_ctas`` (Triton's CTA planning fails plain ``tl.dot`` kernels
 # with it, and clusters pay only for kernels written for them) and ``maxnreg`` (capping registers
 # rarely pays for tiled kernels and would double every family); a caller fixes either at launch.
 
 
-class NvidiaMatrixProfiles:
+class NvidiaMatrixProfiles(AlwaysAvailable):
     """``num_warps`` x ``num_stages`` for ``tl.dot`` kernels.
 
     The software pipeline of the K loop and the warps sharing a tile decide
@@ -26,11 +26,6 @@ class NvidiaMatrixProfiles:
     name: ClassVar[str] = "nvidia-matrix"
     operator: ClassVar[str] = "matrix"
     backends: ClassVar[tuple[str, ...]] = ("cuda",)
-
-    @classmethod
-    def is_available(cls) -> bool:
-        """Always: the profiles depend only on the target handed in."""
-        return True
 
     def profiles(self, target: CompileTarget) -> list[dict[str, Any]]:
         """Triton's defaults (4 warps, 3 stages) first, then the rest of the grid."""
@@ -48,7 +43,7 @@ class NvidiaMatrixProfiles:
         return option_grid({"num_warps": [4, 8], "num_stages": [3]}, target.options)
 
 
-class NvidiaVectorProfiles:
+class NvidiaVectorProfiles(AlwaysAvailable):
     """``num_warps`` 1..16 x ``num_stages`` 1..3 for element-wise and reduction kernels.
 
     These kernels have short or no loops to pipeline, and their speed is
@@ -59,11 +54,6 @@ class NvidiaVectorProfiles:
     name: ClassVar[str] = "nvidia-vector"
     operator: ClassVar[str] = "vector"
     backends: ClassVar[tuple[str, ...]] = ("cuda",)
-
-    @classmethod
-    def is_available(cls) -> bool:
-        """Always: the profiles depend only on the target handed in."""
-        return True
 
     def profiles(self, target: CompileTarget) -> list[dict[str, Any]]:
         """Triton's defaults (4 warps, 3 stages) first, then the rest of the grid."""

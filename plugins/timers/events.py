@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kerneltune.core import device_unavailable_reason, hookimpl, torch_device_module
+from kerneltune.core import TorchDeviceType, hookimpl
 
 if TYPE_CHECKING:
     from kerneltune.core import Device
@@ -38,33 +38,15 @@ FLUSHES_TIMED = 8
 HOLDS_TIMED_EVERY = 8
 
 
-class TorchDeviceTimer:
-    """What the timers of a torch device's work share: availability by its torch module, and the L2 flush.
+class TorchDeviceTimer(TorchDeviceType):
+    """What the timers of a torch device's work share: the L2 flush.
 
-    A subclass names ``device_type`` (torch's name) and keeps the device
-    plugin's instance as ``_device`` and a ``_flush_buffers`` dict (empty at first).
+    A subclass names ``device_type`` and keeps the device plugin's instance
+    as ``_device`` and a ``_flush_buffers`` dict (empty at first).
     """
 
-    #: torch's name for the device type (``torch.empty(..., device=device_type)``).
-    device_type = ""
     _device: Device
     _flush_buffers: dict[int, Any]
-
-    @classmethod
-    def device_module(cls) -> Any:
-        """The torch device module (``torch.cuda``, ``torch.npu``), or ``None``."""
-        return torch_device_module(cls.device_type)
-
-    @classmethod
-    def is_available(cls) -> bool:
-        """Whether the device module exists and sees a device."""
-        module = cls.device_module()
-        return module is not None and bool(module.is_available())
-
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
-        """Why it cannot run here: its torch module is missing (and why), or sees no device."""
-        return device_unavailable_reason(cls.device_type)
 
     def flush(self) -> None:
         """Evict the device's L2 cache: write :meth:`flush_bytes` on the current stream; no waiting.

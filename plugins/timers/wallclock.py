@@ -6,19 +6,14 @@ import time
 from collections.abc import Callable
 from typing import ClassVar
 
-from kerneltune.core import hookimpl
+from kerneltune.core import AlwaysAvailable, hookimpl
 
 
-class WallclockTimer:
+class WallclockTimer(AlwaysAvailable):
     """``time.perf_counter_ns`` around each call."""
 
     name: ClassVar[str] = "wallclock"
     auto_priority = 0
-
-    @classmethod
-    def is_available(cls) -> bool:
-        """Always: every host has a clock."""
-        return True
 
     def __init__(self) -> None:
         self._samples: list[float] = []

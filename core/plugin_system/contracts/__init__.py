@@ -15,7 +15,7 @@ reading a plugin's class against them finds a missing or misnamed method.
 
 from __future__ import annotations
 
-from kerneltune.core.plugin_system.contracts.base import Registrable, Thunk, provides
+from kerneltune.core.plugin_system.contracts.base import AlwaysAvailable, Registrable, Thunk, provides
 from kerneltune.core.plugin_system.contracts.launches import (
     CompileProcess,
     DirectInterceptor,
@@ -58,6 +58,7 @@ from kerneltune.core.plugin_system.contracts.storing import (
 )
 
 __all__ = [
+    "AlwaysAvailable",
     "DirectInterceptor",
     "DirectLaunch",
     "Cache",

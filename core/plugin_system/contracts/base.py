@@ -56,3 +56,12 @@ class Registrable(Protocol):
         cannot run, the refusal quotes it (a missing library, no device).
         """
         ...
+
+
+class AlwaysAvailable:
+    """A base for a registered class that needs nothing a process may lack (a library, a device)."""
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Always."""
+        return True

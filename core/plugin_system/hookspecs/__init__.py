@@ -1,15 +1,8 @@
-"""The hook contract between the kerneltune engine and its plugins.
+"""The hook contract between the kerneltune engine and its plugins, one module per purpose.
 
 Every hook is prefixed ``kerneltune_``; a plugin implementing a hook not
 specified here is refused, with its name, when the plugin manager is made.
-They are grouped by purpose, one module each: ``configuration``
-(``kerneltune_add_settings``), ``registries`` (``kerneltune_register_*``),
-``facts``, ``first_answers`` (``kerneltune_describe_value``,
-``kerneltune_key_distance``, ``kerneltune_plain_value``) and ``observers``;
-each hook's docstring is the authority, and the protocols of
-:mod:`kerneltune.core.plugin_system.contracts` say what a registered
-class's instances provide.
-docs/plugins.md ("Hook reference") maps them.
+Each hook's docstring is the authority; docs/plugins.md ("Hook reference") maps them.
 """
 
 from kerneltune.core.plugin_system.hookspecs.configuration import kerneltune_add_settings

@@ -19,11 +19,13 @@ import triton
 from kerneltune.core import NoStoredPickError
 from kerneltune.core.drivers.contextual_call import ContextualCall
 from kerneltune.core.driving import current_session
+from kerneltune.core.plugin_system.registry import BUILTIN_PLUGINS, DEFERRED_PLUGINS
 from kerneltune.plugins.triton import adapter
 
 from triton_dist.autotuner import contextual_autotune
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "hotpath.py"
+FIRST_HIT = BENCH.with_name("first_hit.py")
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +87,25 @@ def test_the_counter_sees_environment_reads_files_and_sessions(hotpath, tmp_path
 @pytest.mark.parametrize("side", ["contextual", "function", "search-params"])
 def test_a_cache_hit_reads_and_looks_up_nothing(hotpath, side):
     assert hotpath.count(side, hits=5) == {"environment": 0, "files": 0, "sessions": 0, "imports": 0}
+
+
+def test_the_first_call_that_finds_its_pick_on_disk_imports_only_the_plugins_a_hit_needs(tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_first_hit", FIRST_HIT)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert not bench.first_hit(tmp_path)["hit"]
+    hit = bench.first_hit(tmp_path)
+    assert hit["hit"]
+    imported = set(hit["plugins"])
+    # Every built-in but the deferred ones (search strategies, profiles, Triton's interceptor and
+    # feature), their packages, and the Triton config helpers the labels plugin imports: 31 modules.
+    assert imported & set(BUILTIN_PLUGINS) == set(BUILTIN_PLUGINS) - set(DEFERRED_PLUGINS)
+    assert not {
+        m for m in imported if m.startswith(("kerneltune.plugins.search", "kerneltune.plugins.profiles"))
+    }
+    assert not imported & {"kerneltune.plugins.triton.compiler", "kerneltune.plugins.triton.isolated"}
+    assert len(imported) <= 31
 
 
 def test_tuned_launches_are_made_without_the_route(routed):

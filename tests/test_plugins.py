@@ -21,7 +21,12 @@ from kerneltune.core import (
     load_settings,
 )
 from kerneltune.core.driving import Space, Tuner
-from kerneltune.core.plugin_system.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP, make_plugin_manager
+from kerneltune.core.plugin_system.registry import (
+    BUILTIN_PLUGINS,
+    DEFERRED_PLUGINS,
+    ENTRY_POINT_GROUP,
+    make_plugin_manager,
+)
 from kerneltune.plugins.caches.files import JsonCache
 from kerneltune.plugins.reducers.local import LocalReducer
 from kerneltune.plugins.timers.wallclock import WallclockTimer
@@ -126,6 +131,28 @@ def test_a_hook_that_matches_no_spec_is_refused_naming_the_plugin():
 def test_every_built_in_plugin_implements_only_specified_hooks():
     manager = make_plugin_manager(_settings(autoload=False))
     assert {name for name, _ in manager.list_name_plugin()} == set(BUILTIN_PLUGINS)
+
+
+def test_a_deferred_built_in_implements_only_the_hook_of_its_family():
+    # Deferring it then changes no answer but its family's, which is collected before it is read.
+    for name, hook in DEFERRED_PLUGINS.items():
+        module = importlib.import_module(name)
+        assert [attr for attr in dir(module) if hasattr(getattr(module, attr), "kerneltune_impl")] == [hook]
+
+
+def test_deferred_built_ins_keep_their_place_before_the_plugins_registered_after_them():
+    class Later:
+        name = "later"
+
+    plugin = plugin_module(
+        "later_strategy", kerneltune_register_search_strategies=lambda register: register(Later)
+    )
+    session = Session.create(_settings(autoload=False), extra=(plugin,))
+    assert list(session.registries.search_strategies.classes) == ["pattern", "staged", "exhaustive", "later"]
+    assert (
+        Session.create(_settings(autoload=False)).manager.get_plugin("kerneltune.plugins.search.pattern")
+        is None
+    )
 
 
 # -- auto: highest priority, then registration order -----------------------------------------

@@ -29,15 +29,18 @@ class Plugins:
     declared: DeclaredSettings = attrs.field(repr=False)
 
 
-def load_plugins(settings: Settings, extra: tuple[object, ...] = ()) -> Plugins:
+def load_plugins(settings: Settings, extra: tuple[object, ...] = (), *, deferring: bool = False) -> Plugins:
     """Load the plugins ``settings`` allow (and ``extra``), collect their registries and settings.
+
+    :param deferring: leave the deferred built-ins unimported until their family is first read
+        (:data:`~kerneltune.core.plugin_system.registry.DEFERRED_PLUGINS`; a Session's plugins).
 
     :raises ConfigError: for a key of the files that no setting has, or a
         plugin's setting whose value its parser refuses.
     :raises PluginError: for an unknown or clashing plugin name, or a
         registry or settings hook that raises (naming the plugin).
     """
-    manager = make_plugin_manager(settings, extra)
+    manager = make_plugin_manager(settings, extra, deferring=deferring)
     declared = collect_settings(manager)
     return Plugins(
         settings=resolve_declared(settings, declared),

@@ -1,9 +1,10 @@
 """Plugin managers and the registries (timers, caches, reducers, devices, ...) they fill.
 
 Built-in plugins (:data:`BUILTIN_PLUGINS`) are imported only when a manager
-is made; third-party ones come from the entry-point group ``kerneltune``
-unless the ``autoload`` setting is off. Every :class:`Settings` value gets
-its own manager; nothing is loaded globally.
+is made, those of :data:`DEFERRED_PLUGINS` (for a Session's manager) only
+when their family is first collected; third-party ones come from the
+entry-point group ``kerneltune`` unless the ``autoload`` setting is off.
+Every :class:`Settings` value gets its own manager; nothing is loaded globally.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import difflib
 import importlib
 import importlib.metadata
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
@@ -74,8 +76,27 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.environment",
 )
 
+#: The built-ins that only register classes of a family no cache hit asks for, each with the one hook it
+#: implements. A manager made ``deferring`` imports them when :class:`Registries` first collects their
+#: family, or at once where another plugin registers in it too (a clash of names is then found as the
+#: manager is made): the first call that finds its pick on disk imports none of them, nor Triton's adapter.
+DEFERRED_PLUGINS: dict[str, str] = {
+    "kerneltune.plugins.triton.interceptor": "kerneltune_register_interceptors",
+    "kerneltune.plugins.triton.search_params": "kerneltune_register_features",
+    "kerneltune.plugins.profiles.nvidia": "kerneltune_register_profile_families",
+    "kerneltune.plugins.profiles.ascend": "kerneltune_register_profile_families",
+    "kerneltune.plugins.search.pattern": "kerneltune_register_search_strategies",
+    "kerneltune.plugins.search.staged": "kerneltune_register_search_strategies",
+    "kerneltune.plugins.search.exhaustive": "kerneltune_register_search_strategies",
+}
 
-def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> pluggy.PluginManager:
+#: Held while deferred built-ins are registered and a family collected: two threads may ask at once.
+_collecting = threading.RLock()
+
+
+def make_plugin_manager(
+    settings: Settings, extra: Iterable[object] = (), *, deferring: bool = False
+) -> pluggy.PluginManager:
     """A new manager with the built-ins, entry-point plugins and ``extra`` registered.
 
     :param settings: its ``block`` setting names plugins (built-in module names or
@@ -83,6 +104,8 @@ def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> plu
         has is a warning naming where it was set.
     :param extra: plugin objects to register after the others, mainly for tests;
         each is named by its ``__name__`` (a module's) or its class's qualified name.
+    :param deferring: leave the built-ins of :data:`DEFERRED_PLUGINS` whose family no other
+        plugin registers in for :func:`register_deferred` (a Session's manager).
     :raises PluginError: naming the plugin, when one implements a hook that
         :mod:`kerneltune.core.plugin_system.hookspecs` does not specify (a misspelt name
         would otherwise never be called).
@@ -92,7 +115,7 @@ def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> plu
     for name in settings[BLOCK]:
         manager.set_blocked(name)
     for module_name in BUILTIN_PLUGINS:
-        if not manager.is_blocked(module_name):
+        if not manager.is_blocked(module_name) and not (deferring and module_name in DEFERRED_PLUGINS):
             manager.register(importlib.import_module(module_name), name=module_name)
     if settings[AUTOLOAD]:
         manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
@@ -101,6 +124,9 @@ def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> plu
         name = _readable_name(manager, plugin)
         manager.register(plugin, name=name)
         known.add(name)
+    for hook_name in set(DEFERRED_PLUGINS.values()):
+        if getattr(manager.hook, hook_name).get_hookimpls():
+            register_deferred(manager, hook_name)
     where = settings.source("block") or "Settings.block"
     for name in settings[BLOCK]:
         if name not in known:
@@ -111,6 +137,22 @@ def make_plugin_manager(settings: Settings, extra: Iterable[object] = ()) -> plu
             )
     _check_hooks(manager)
     return manager
+
+
+def register_deferred(manager: pluggy.PluginManager, hook_name: str) -> None:
+    """Import and register the deferred built-ins (:data:`DEFERRED_PLUGINS`) of ``hook_name`` not yet in."""
+    with _collecting:
+        for module_name in _pending(manager, hook_name):
+            manager.register(importlib.import_module(module_name), name=module_name)
+        _check_hooks(manager)
+
+
+def _pending(manager: pluggy.PluginManager, hook_name: str) -> list[str]:
+    return [
+        name
+        for name, hook in DEFERRED_PLUGINS.items()
+        if hook == hook_name and not manager.is_blocked(name) and not manager.has_plugin(name)
+    ]
 
 
 def _check_hooks(manager: pluggy.PluginManager) -> None:
@@ -332,7 +374,10 @@ def collect_registry(manager: pluggy.PluginManager, family: str, hook_name: str)
     """
     classes: dict[str, type[Any]] = {}
     owners: dict[str, str] = {}
-    for impl in getattr(manager.hook, hook_name).get_hookimpls():
+    # A deferred built-in is registered after the other plugins; its classes keep their place all the same.
+    builtin = {name: index for index, name in enumerate(BUILTIN_PLUGINS)}
+    impls = getattr(manager.hook, hook_name).get_hookimpls()
+    for impl in sorted(impls, key=lambda impl: builtin.get(impl.plugin_name, len(builtin))):
 
         def register(cls: type[Any], _owner: str = impl.plugin_name) -> None:
             name = getattr(cls, "name", None)
@@ -352,54 +397,72 @@ def collect_registry(manager: pluggy.PluginManager, family: str, hook_name: str)
     return Registry(family=family, classes=classes, owners=owners, manager=manager)
 
 
-@attrs.frozen
+class _Family(Generic[P]):
+    """A family of :class:`Registries`: its registry, collected once, when first read."""
+
+    def __init__(self, family: str, hook_name: str) -> None:
+        self.family, self.hook_name = family, hook_name
+
+    def __get__(self, registries: Registries, owner: type | None = None) -> Registry[P]:
+        collected = registries.collected.get(self.hook_name)
+        if collected is None:
+            with _collecting:
+                collected = registries.collected.get(self.hook_name)
+                if collected is None:
+                    register_deferred(registries.manager, self.hook_name)
+                    collected = collect_registry(registries.manager, self.family, self.hook_name)
+                    registries.collected[self.hook_name] = collected
+        return collected
+
+
 class Registries:
     """Every family's registry for one plugin manager, each collected once.
 
     What :class:`~kerneltune.core.plugin_system.session.Session` holds, and
     what the ``kerneltune`` command lists without making a Session (which
-    needs a working cache and device).
+    needs a working cache and device). A family whose deferred built-ins
+    (:data:`DEFERRED_PLUGINS`) are not registered yet is collected when first
+    read; :func:`collect_registries` collects every other one at once.
     """
 
-    caches: Registry[Cache]
-    remote_stores: Registry[RemoteStore]
-    timers: Registry[Timer]
-    devices: Registry[Device]
-    reducers: Registry[Reducer]
-    interceptors: Registry[Interceptor]
-    profile_families: Registry[ProfileFamily]
-    search_strategies: Registry[SearchStrategy]
-    features: Registry[Feature]
+    caches = _Family[Cache]("cache", "kerneltune_register_caches")
+    remote_stores = _Family[RemoteStore]("remote store", "kerneltune_register_remote_stores")
+    timers = _Family[Timer]("timer", "kerneltune_register_timers")
+    devices = _Family[Device]("device", "kerneltune_register_devices")
+    reducers = _Family[Reducer]("reducer", "kerneltune_register_reducers")
+    interceptors = _Family[Interceptor]("interceptor", "kerneltune_register_interceptors")
+    profile_families = _Family[ProfileFamily]("profile family", "kerneltune_register_profile_families")
+    search_strategies = _Family[SearchStrategy]("search strategy", "kerneltune_register_search_strategies")
+    features = _Family[Feature]("feature", "kerneltune_register_features")
+
+    def __init__(self, manager: pluggy.PluginManager) -> None:
+        """:param manager: the manager whose ``kerneltune_register_*`` hooks fill the registries."""
+        self.manager = manager
+        #: the registries collected so far, by their hook's name.
+        self.collected: dict[str, Registry[Any]] = {}
 
     def awaited_imports(self) -> frozenset[str]:
-        """The modules whose import would widen what ``auto`` may take (:meth:`Registry.awaited_import`)."""
+        """The modules whose import would widen what ``auto`` may take among the families collected so far
+        (:meth:`Registry.awaited_import`)."""
         awaited = (
             registry.awaited_import(cls)
-            for registry in attrs.astuple(self, recurse=False)
+            for registry in list(self.collected.values())
             for cls in registry.classes.values()
         )
         return frozenset(module for module in awaited if module is not None)
 
 
 def collect_registries(manager: pluggy.PluginManager) -> Registries:
-    """Call every ``kerneltune_register_*`` hook once: the one place that names them.
+    """Call every ``kerneltune_register_*`` hook once, but those whose deferred built-ins wait to be read.
 
     :raises PluginError: for a registry hook that raises (naming the plugin),
         or two plugins registering one name (naming both).
     """
-    return Registries(
-        caches=collect_registry(manager, "cache", "kerneltune_register_caches"),
-        remote_stores=collect_registry(manager, "remote store", "kerneltune_register_remote_stores"),
-        timers=collect_registry(manager, "timer", "kerneltune_register_timers"),
-        devices=collect_registry(manager, "device", "kerneltune_register_devices"),
-        reducers=collect_registry(manager, "reducer", "kerneltune_register_reducers"),
-        interceptors=collect_registry(manager, "interceptor", "kerneltune_register_interceptors"),
-        profile_families=collect_registry(manager, "profile family", "kerneltune_register_profile_families"),
-        search_strategies=collect_registry(
-            manager, "search strategy", "kerneltune_register_search_strategies"
-        ),
-        features=collect_registry(manager, "feature", "kerneltune_register_features"),
-    )
+    registries = Registries(manager)
+    for family in vars(Registries).values():
+        if isinstance(family, _Family) and not _pending(manager, family.hook_name):
+            family.__get__(registries)
+    return registries
 
 
 def collect_settings(manager: pluggy.PluginManager) -> DeclaredSettings:

@@ -77,7 +77,7 @@ class Session:
             registry or fact hook that raises (naming the plugin), or no
             device that can run here.
         """
-        loaded = load_plugins(settings, extra)
+        loaded = load_plugins(settings, extra, deferring=True)
         settings, manager, registries = loaded.settings, loaded.manager, loaded.registries
         # Fail at set-up, not mid-tuning, on a misspelt timer name.
         timer = registries.timers.select(settings[TIMER], settings.source("timer"))

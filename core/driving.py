@@ -8,7 +8,13 @@ These names may change in any release (docs/plugins.md, "What the API promises")
 
 from kerneltune.core.drivers.contextual import ContextualAutoTuner, contextual_autotune
 from kerneltune.core.drivers.function_tuner import AutoTuner, autotune
-from kerneltune.core.errors import CandidateDropped, describe_error
+from kerneltune.core.errors import (
+    CandidateDropped,
+    UncheckedOutputsError,
+    WrongOutput,
+    WrongOutputWarning,
+    describe_error,
+)
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.machine.faces import SearchTuning, SteppedTuning
 from kerneltune.core.machine.tuner import Tuner, Tuning
@@ -59,6 +65,10 @@ __all__ = [
     "screener",
     "CandidateDropped",
     "describe_error",
+    # checked outputs: what a wrong candidate fails with, and the warning naming them
+    "UncheckedOutputsError",
+    "WrongOutput",
+    "WrongOutputWarning",
     # stored records, as the command reads, lists and removes them
     "HOST_CLOCK",
     "IDLE_DEVICE",

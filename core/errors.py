@@ -48,6 +48,26 @@ class CandidateFailedWarning(UserWarning):
     """
 
 
+class WrongOutput(CandidateDropped):
+    """A candidate's outputs differ from the reference's; it is dropped as a failed one is, never picked.
+
+    Its text, kept as the candidate's error in the record, names the output
+    and the largest absolute and relative errors (docs/guide.md, "Checked outputs").
+    """
+
+
+class WrongOutputWarning(UserWarning):
+    """Candidates whose outputs differ from the reference's were dropped; one warning per tuning names them.
+
+    Import it from :mod:`kerneltune.core.errors` (or the drivers' door,
+    :mod:`kerneltune.core.driving`) to filter or catch it.
+    """
+
+
+class UncheckedOutputsError(KernelTuneError, RuntimeError):
+    """``check_outputs = "strict"``: a tuning's outputs could not be checked (nothing comparable came out)."""
+
+
 class UncertainPickWarning(UserWarning):
     """A tuning's pick could not be told apart from a rival within the noise; it is stored marked uncertain.
 

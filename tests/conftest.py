@@ -59,6 +59,13 @@ def isolated(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def unchecked(monkeypatch):
+    """``check_outputs = off``, for a test about something else whose tuned function returns what
+    differs by config on purpose (the config's name, a count of calls): no candidate is wrong there."""
+    monkeypatch.setenv("KERNELTUNE_CHECK_OUTPUTS", "off")
+
+
+@pytest.fixture
 def quick(tmp_path):
     """One warm-up-free timed run per candidate, for tests where the timing is not under test."""
     (tmp_path / "kerneltune.toml").write_text("warmup = 0\nrepeat = 1\n")

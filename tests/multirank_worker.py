@@ -20,6 +20,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,13 @@ def flaky(x: int, delays: dict[int, float], calls: list[int], bad_rank: int, *, 
         raise RuntimeError(f"config 0 ran out of memory on rank {bad_rank}")
     time.sleep(delays[cfg] / 1000)
     return cfg
+
+
+def wrong_on(x: torch.Tensor, delays: dict[int, float], bad_rank: int, *, cfg: int) -> torch.Tensor:
+    time.sleep(delays[cfg] / 1000)
+    if cfg == 1 and dist.get_rank() == bad_rank:
+        return x[:-1].sum()  # drops the remainder, on one rank only
+    return x.sum()
 
 
 def summed(x: torch.Tensor, chunks: int) -> torch.Tensor:
@@ -393,6 +401,24 @@ def candidate_fails_on_one_rank(ctx: Rank) -> dict[str, Any]:
     return {"pick": pick, "calls": calls, "candidates": record["candidates"]}
 
 
+def wrong_on_one_rank(ctx: Rank) -> dict[str, Any]:
+    # Config 1 is the fastest everywhere and wrong on the last rank alone: no rank may pick it.
+    delays = {0: SLOW_MS, 1: 1.0, 2: MIDDLE_MS}
+    fn = tuned(wrong_on, 3, key_fn=lambda x, *rest: x.numel())
+    x = torch.arange(8.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = with_env("KERNELTUNE_CHECK_OUTPUTS", "on", lambda: fn(x, delays, ctx.world - 1))
+    dist.barrier()
+    (record,) = ctx.records("wrong_on")
+    return {
+        "result": float(result),
+        "pick": record["best"]["index"],
+        "times": [c["time_ms"] for c in record["candidates"]],
+        "warnings": [str(w.message) for w in caught if type(w.message).__name__ == "WrongOutputWarning"],
+    }
+
+
 def host_function_with_all_reduce(ctx: Rank) -> dict[str, Any]:
     fn = autotune([{"chunks": 1}, {"chunks": 2}, {"chunks": 4}], key_fn=lambda x: tuple(x.shape))(summed)
     x = torch.full((8,), float(ctx.rank + 1), device=ctx.device)
@@ -456,6 +482,7 @@ SCENARIOS: dict[str, Callable[[Rank], Any]] = {
         key_fails_on_one_rank,
         key_unusable_on_one_rank,
         candidate_fails_on_one_rank,
+        wrong_on_one_rank,
         host_function_with_all_reduce,
         wrong_group,
         subgroups_tune_apart,

@@ -28,7 +28,7 @@ beside: set[str] = set()
 @autotune(config_space=[{"work": work} for work in WORK], key_fn=lambda x: x.shape[0])
 def summed(x: np.ndarray, work: int) -> float:
     beside.update(t.name for t in threading.enumerate() if t is not threading.main_thread())
-    return float(sum(np.sum(x) for _ in range(work)))
+    return float(sum(np.sum(x) for _ in range(work)) / work)  # more work, the same result
 
 
 summed(data)

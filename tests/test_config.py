@@ -14,6 +14,9 @@ from tuning_doubles import record_files
 
 from triton_dist.tune import autotune
 
+# Their tuned functions return which config ran (its n, its cost), on purpose: outputs unchecked.
+pytestmark = pytest.mark.usefixtures("unchecked")
+
 
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)

@@ -36,6 +36,9 @@ from triton_dist.tune import autotune
 
 EXAMPLE = "example-cputime"
 
+# Their tuned functions return which config ran (its n, its cost), on purpose: outputs unchecked.
+pytestmark = pytest.mark.usefixtures("unchecked")
+
 
 def _settings(**values) -> Settings:
     return Settings(

@@ -19,14 +19,24 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from kerneltune.core.compiling.processes import CompileProcesses
+from kerneltune.core.drivers.checked_outputs import OutputCheck, named_arguments
 from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
-from kerneltune.core.drivers.options import PRECOMPILE, VERBOSE
+from kerneltune.core.drivers.options import (
+    CHECK_OFF,
+    CHECK_ON,
+    CHECK_OUTPUTS,
+    CHECK_STRICT,
+    PRECOMPILE,
+    VERBOSE,
+)
 from kerneltune.core.drivers.user_functions import call_key_fn, prune_predicate
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
+from kerneltune.core.errors import NoValidConfigError
 from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.machine.faces import SteppedTuning
+from kerneltune.core.machine.outputs import Tolerance
 from kerneltune.core.machine.tuner import Tuner
 from kerneltune.core.machine.warm_start import checked_warm_start
 from kerneltune.core.notices import user_stacklevel, warn_once
@@ -71,6 +81,10 @@ class AutoTuner(FunctionWrapper):
         repeat: int | None = None,
         warm_start: str | None = None,
         warm_start_budget: int | None = None,
+        reference_fn: Callable[..., Any] | None = None,
+        check_outputs: bool | str | None = None,
+        rtol: float | None = None,
+        atol: float | None = None,
     ) -> None:
         name = getattr(fn, "__name__", repr(fn))
         if not callable(fn):
@@ -82,6 +96,18 @@ class AutoTuner(FunctionWrapper):
         for option, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
                 raise ValueError(f"{name}: {option} must be an integer >= {least} or None, got {value!r}")
+        if reference_fn is not None and not callable(reference_fn):
+            raise TypeError(f"{name}: reference_fn must be callable or None, got {reference_fn!r}")
+        modes = {None: None, True: CHECK_ON, False: CHECK_OFF, CHECK_STRICT: CHECK_STRICT}
+        if not isinstance(check_outputs, bool | str | None) or check_outputs not in modes:
+            raise ValueError(
+                f"{name}: check_outputs takes True, False, 'strict' or None, got {check_outputs!r}"
+            )
+        for option, bound in (("rtol", rtol), ("atol", atol)):
+            if bound is not None and (
+                isinstance(bound, bool) or not isinstance(bound, int | float) or not bound >= 0
+            ):
+                raise ValueError(f"{name}: {option} must be a number >= 0 or None, got {bound!r}")
         if isinstance(config_space, Mapping | str) or not isinstance(config_space, Sequence):
             raise TypeError(
                 f"{name}: config_space must be a list of dicts, got {type(config_space).__name__}"
@@ -122,6 +148,9 @@ class AutoTuner(FunctionWrapper):
         self.repeat = repeat
         self.warm_start = warm_start
         self.warm_start_budget = warm_start_budget
+        self.reference_fn = reference_fn
+        self._check_mode = modes[check_outputs]
+        self._tolerance = Tolerance(rtol, atol)
         self._fields = frozenset(fields)
         # A positional argument at or past this index lands on a config field.
         self._positional_limit = min(
@@ -214,18 +243,47 @@ class AutoTuner(FunctionWrapper):
             warm_start=self.warm_start,
             warm_start_budget=self.warm_start_budget,
         ) as tuning:
+            check = None if tuning.hit or failure is not None else self._output_check(session, args, kwargs)
             if target is not None and not tuning.hit:
                 self._screen(tuning, Screening(target, session), allow_overwrite)
-            if not tuning.hit and session.settings[PRECOMPILE]:
-                self._precompile(session, tuning, args, kwargs, allow_overwrite, inplace)
+            precompile = not tuning.hit and session.settings[PRECOMPILE]
+            ran = precompile and self._precompile(session, tuning, args, kwargs, allow_overwrite, inplace)
+            if ran and check is not None:
+                check.touched()  # the COMPILE runs may have changed undeclared arguments
             around = None if inplace is None else inplace.around
+            if check is not None and self.reference_fn is not None:
+                check.run_reference(functools.partial(self.reference_fn, *args, **kwargs), around)
             while (candidate := tuning.next_candidate()) is not None:
                 bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
-                tuning.measure(candidate, functools.partial(self.fn, *args, **bound), around=around)
-            best = tuning.finish()
+                runs = around if check is None else check.around(candidate, around)
+                tuning.measure(candidate, functools.partial(self.fn, *args, **bound), around=runs)
+                if check is not None:
+                    check.raise_if_unchecked()
+            try:
+                best = tuning.finish()
+            except NoValidConfigError as exc:
+                if check is None or not check.wrong:
+                    raise
+                raise NoValidConfigError(f"{exc}\n{check.summary(key)}") from exc.__cause__
+        if check is not None:
+            check.warn(key)
+            check.put_back()
         if inplace is not None:
             inplace.finish()
         return self.fn(*args, **self._merge(best.config, args, kwargs, allow_overwrite))
+
+    def _output_check(
+        self, session: Session, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> OutputCheck | None:
+        """This tuning's check of its candidates' outputs; ``None`` where ``check_outputs`` is off."""
+        mode = self._check_mode or session.settings[CHECK_OUTPUTS]
+        if mode == CHECK_OFF:
+            return None
+        declared = (
+            () if self._inplace is None else (*self._inplace.reset_to_zero, *self._inplace.restore_value)
+        )
+        arguments = named_arguments(self._positional, args, kwargs)
+        return OutputCheck(self.__name__, arguments, declared, self._tolerance, strict=mode == CHECK_STRICT)
 
     def _refuse_unknown_controls(self, kwargs: dict[str, Any]) -> None:
         """Refuse a misspelt call-time control before any candidate runs (unless the function takes it).
@@ -303,13 +361,14 @@ class AutoTuner(FunctionWrapper):
         kwargs: dict[str, Any],
         allow_overwrite: bool,
         inplace: InPlaceRuns | None = None,
-    ) -> None:
+    ) -> bool:
         """COMPILE for a host launcher: run each candidate once with its kernel launches recorded.
 
         Interceptor plugins that can (``recording()``) turn the launches into
         compiles on the engine's pool. This runs on the calling thread in
         candidate order, so ranks whose launchers hold collectives stay in
         step; a launcher that raises here compiles at its first warm-up.
+        Returns whether it ran the function.
         """
         interceptors = session.registries.interceptors
         available = (
@@ -319,7 +378,7 @@ class AutoTuner(FunctionWrapper):
         # recording() is None where nothing is compiled ahead (Triton's interpreter).
         recorders = [rec for rec in capable if rec.recording() is not None]
         if not recorders:
-            return
+            return False
         compiles: dict[int, list[Callable[[], object]]] = {}
         for candidate in tuning.queued():
             bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
@@ -337,7 +396,7 @@ class AutoTuner(FunctionWrapper):
             if thunks:
                 compiles[candidate.index] = thunks
         if not compiles:
-            return  # nothing launched a kernel: no compile stage, no backend set-up
+            return True  # nothing launched a kernel: no compile stage, no backend set-up
 
         def compile_candidate(candidate: Candidate) -> None:
             for thunk in compiles[candidate.index]:
@@ -347,6 +406,7 @@ class AutoTuner(FunctionWrapper):
         parts = tuple(process for process in processes if process is not None)
         child = CompileProcesses(parts) if len(parts) == len(processes) else None
         tuning.compile(compile_candidate, [c for c in tuning.queued() if c.index in compiles], child=child)
+        return True
 
     def _merge(
         self, config: Mapping[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any], allow: bool
@@ -383,6 +443,10 @@ def autotune(
     repeat: int | None = None,
     warm_start: str | None = None,
     warm_start_budget: int | None = None,
+    reference_fn: Callable[..., Any] | None = None,
+    check_outputs: bool | str | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> Callable[[Callable[..., Any]], AutoTuner]:
     """Decorate a host function to run with its fastest config from ``config_space``.
 
@@ -416,6 +480,18 @@ def autotune(
     :param warm_start_budget: how many configs a warm start measures at
         most (``"screen"``: re-times head to head). Default: the
         ``warm_start_budget`` setting.
+    :param reference_fn: ``reference_fn(*args, **kwargs)``, called as the
+        function without the config, gives the reference outputs: what it
+        returns and the arguments it changes. Default: the first candidate
+        that runs. Each candidate's first run must give the same, or it is
+        dropped as wrong (docs/guide.md, "Checked outputs").
+    :param check_outputs: ``True``, ``False`` or ``"strict"`` (fail a tuning
+        whose outputs cannot be compared); default: the ``check_outputs`` setting.
+    :param rtol: relative tolerance of floating-point outputs, every dtype
+        (default by dtype: 1e-5 for float32/64, 1e-2 for float16/bfloat16).
+    :param atol: absolute tolerance, as a fraction of each output's largest
+        magnitude (default by dtype: 1e-4, 1e-2); integers, booleans and fp8
+        are compared bit for bit.
     :raises ValueError: for a name in ``reset_to_zero`` or ``restore_value``
         that is not a parameter of the function (or is a config field), or
         a ``warmup`` below 0 or ``repeat`` below 1.
@@ -437,6 +513,10 @@ def autotune(
             repeat=repeat,
             warm_start=warm_start,
             warm_start_budget=warm_start_budget,
+            reference_fn=reference_fn,
+            check_outputs=check_outputs,
+            rtol=rtol,
+            atol=atol,
         )
 
     return decorate

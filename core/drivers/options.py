@@ -26,3 +26,26 @@ PROGRESS = SettingSpec(
     help="a progress bar on stderr for tunings past about a second, when stderr is a terminal",
     env=("KERNELTUNE_PROGRESS",),
 )
+
+#: The ``check_outputs`` setting's values: compare each candidate's outputs with the reference's
+#: and drop the wrong ones, where they can be compared; never; or fail a tuning whose cannot be.
+CHECK_ON = "on"
+CHECK_OFF = "off"
+CHECK_STRICT = "strict"
+
+
+def check_mode(value: object, where: str) -> str:
+    """``check_outputs``: ``strict``, or a flag (``true``/``on`` or ``false``/``off``)."""
+    if isinstance(value, str) and value.strip().lower() == CHECK_STRICT:
+        return CHECK_STRICT
+    return CHECK_ON if boolean(value, where) else CHECK_OFF
+
+
+CHECK_OUTPUTS = SettingSpec(
+    "check_outputs",
+    default=CHECK_ON,
+    parse=check_mode,
+    help="on: a candidate whose outputs differ from the reference's is dropped; off: none checked; "
+    "strict: as on, and a tuning whose outputs cannot be checked fails",
+    env=("KERNELTUNE_CHECK_OUTPUTS",),
+)

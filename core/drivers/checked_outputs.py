@@ -1,0 +1,217 @@
+"""Each candidate's outputs checked against the reference's, on its first run of a tuning.
+
+The reference is what ``reference_fn`` returns and changes, else the first
+candidate that runs. Its outputs are its return value and the tensor and
+array arguments its run changed; a later candidate's first run (untimed
+where there are warm-up runs) must give the same within the
+:class:`~kerneltune.core.machine.outputs.Tolerance`, and leave alone the
+arguments the reference leaves alone. One that does not is failed with
+:class:`~kerneltune.core.errors.WrongOutput`, so SELECT never picks it.
+Arguments the reference changes that ``reset_to_zero``/``restore_value``
+do not name are put back before each candidate's first run and before the
+call with the pick, with one notice naming them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from kerneltune.core.drivers.inplace import in_place_problem
+from kerneltune.core.errors import UncheckedOutputsError, WrongOutput, WrongOutputWarning
+from kerneltune.core.machine.outputs import (
+    Mismatch,
+    Tolerance,
+    comparable,
+    compare,
+    put_back,
+    snapshot,
+    unchanged,
+)
+from kerneltune.core.machine.timing import Around, Thunk, Wrap
+from kerneltune.core.notices import user_stacklevel, warn_once
+from kerneltune.core.values.records import Candidate
+
+
+def named_arguments(
+    positional: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The call's tensor and array arguments that a run could change, by parameter name."""
+    named = {positional[i] if i < len(positional) else f"args[{i}]": value for i, value in enumerate(args)}
+    named.update(kwargs)
+    return {
+        name: value for name, value in named.items() if comparable(value) and in_place_problem(value) is None
+    }
+
+
+class OutputCheck:
+    """One tuning's check of its candidates' outputs (see the module's docstring).
+
+    :param arguments: the caller's arguments a run could change (:func:`named_arguments`).
+    :param declared: those ``reset_to_zero`` or ``restore_value`` name, which the tuner already
+        resets and restores, and which a candidate may write where the reference did not.
+    """
+
+    def __init__(
+        self,
+        function: str,
+        arguments: Mapping[str, Any],
+        declared: Collection[str],
+        tolerance: Tolerance,
+        *,
+        strict: bool = False,
+    ) -> None:
+        self.function = function
+        self.arguments = dict(arguments)
+        self.declared = frozenset(declared)
+        self.tolerance = tolerance
+        self.strict = strict
+        #: the arguments as the caller passed them.
+        self.initial = {name: snapshot(value) for name, value in self.arguments.items()}
+        #: the reference's return value and the arguments it changed, once it ran; and who it is.
+        self.result: Any = None
+        self.changed: dict[str, Any] | None = None
+        self.reference = ""
+        #: undeclared arguments that runs may have left changed, put back before the next first run...
+        self.dirty: set[str] = set()
+        #: ...and those the reference changes, put back before every first run and the call with the pick.
+        self.restoring: set[str] = set()
+        self.checked: set[int] = set()
+        #: how many first runs returned, the reference's included.
+        self.returned = 0
+        #: each wrong candidate's first mismatch, by index.
+        self.wrong: dict[int, tuple[Candidate, Mismatch]] = {}
+        self.unchecked = ""
+
+    def run_reference(self, reference: Thunk, around: Around | None) -> None:
+        """Take the reference from ``reference``: ``reference_fn`` on the caller's arguments."""
+        self.reference = "reference_fn"
+        self._first_run(None, around)(_call, reference)
+
+    def around(self, candidate: Candidate, around: Around | None) -> Around | None:
+        """What a candidate's runs go through: the check on its first run of this tuning, else ``around``."""
+        if candidate.index in self.checked:
+            return around
+        self.checked.add(candidate.index)
+        return self._first_run(candidate, around)
+
+    def _first_run(self, candidate: Candidate | None, inner: Around | None) -> Around:
+        """An :data:`Around` for every run of one candidate that checks the first."""
+        taken: list[bool] = []
+
+        def first(wrap: Wrap, thunk: Thunk) -> None:
+            if taken:
+                wrap(thunk) if inner is None else inner(wrap, thunk)
+                return
+            taken.append(True)
+            self.put_back()
+
+            def checked(run: Thunk) -> None:
+                returned: list[Any] = []
+                try:
+                    wrap(lambda: returned.append(run()))
+                except BaseException:
+                    self.dirty.update(n for n in self.arguments if n not in self.declared)
+                    raise
+                self.returned += 1
+                self._verdict(candidate, returned[0])
+
+            if inner is None:
+                checked(thunk)
+            else:
+                inner(checked, thunk)
+
+        return first
+
+    def _verdict(self, candidate: Candidate | None, result: Any) -> None:
+        if self.changed is None:
+            self._adopt(candidate, result)
+            return
+        found = compare(result, self.result, self.tolerance)
+        for name, value in self.arguments.items():
+            if name in self.changed:
+                found = found or compare(value, self.changed[name], self.tolerance, f"argument {name}")
+            elif name not in self.declared and not unchanged(value, self.initial[name]):
+                # Looked at whatever else differs: the next candidates need the caller's contents back.
+                found = found or Mismatch(f"argument {name}", "changed, which the reference leaves alone")
+                put_back(value, self.initial[name])
+        if found is not None and candidate is not None:
+            self.wrong[candidate.index] = (candidate, found)
+            raise WrongOutput(f"differs from {self.reference}: {found}")
+
+    def _adopt(self, candidate: Candidate | None, result: Any) -> None:
+        """The first run that returned is the reference: keep what it returned and changed."""
+        if candidate is not None:
+            self.reference = f"the reference [{candidate.index}] {candidate.label}"
+        skipped: list[str] = []
+        self.result = snapshot(result, skipped=skipped)
+        self.changed = {
+            name: snapshot(value)
+            for name, value in self.arguments.items()
+            if not unchanged(value, self.initial[name])
+        }
+        undeclared = sorted(set(self.changed) - self.declared)
+        self.restoring.update(undeclared)
+        if undeclared:
+            names = ", ".join(undeclared)
+            warn_once(
+                ("changed arguments", self.function, names),
+                f"kerneltune: {self.function} changes its argument(s) {names} in place; the tuner puts "
+                f"them back before each candidate and before the call with the pick. Declare them with "
+                f"restore_value=[...] (or reset_to_zero=[...] for outputs it accumulates into) in "
+                "@autotune to say so",
+            )
+        if skipped:
+            self.unchecked = f"{', '.join(skipped)} cannot be compared"
+        elif result is None and not self.changed:
+            self.unchecked = "it returns None and changes no tensor or array argument"
+        if self.unchecked and not self.strict:
+            warn_once(
+                ("unchecked outputs", self.function, self.unchecked),
+                f"kerneltune: {self.function}: {self.unchecked}; those outputs are not checked "
+                '(check_outputs, docs/guide.md "Checked outputs")',
+            )
+
+    def touched(self) -> None:
+        """Runs outside the check (COMPILE's) may have changed any undeclared argument: put them all back."""
+        self.dirty.update(name for name in self.arguments if name not in self.declared)
+
+    def put_back(self) -> None:
+        """Put back the arguments runs may have changed that no option restores."""
+        for name in sorted(self.dirty | self.restoring):
+            put_back(self.arguments[name], self.initial[name])
+        self.dirty.clear()
+
+    def raise_if_unchecked(self) -> None:
+        """``strict``: raise where the reference's outputs could not be checked."""
+        if self.strict and self.unchecked:
+            raise UncheckedOutputsError(
+                f"{self.function}: check_outputs is strict and {self.unchecked}; return tensors, arrays "
+                "or numbers, or pass check_outputs=True to check what can be"
+            )
+
+    def summary(self, key: object) -> str:
+        """Every wrong candidate of this tuning, one a line, and whether only the reference is left."""
+        rows = "\n".join(
+            f"  [{index}] {c.label}: {mismatch}" for index, (c, mismatch) in sorted(self.wrong.items())
+        )
+        text = f"{len(self.wrong)} candidate(s) for key {key!r} differ from {self.reference}"
+        text += f" and were dropped:\n{rows}"
+        if self.reference != "reference_fn" and len(self.wrong) == self.returned - 1:
+            text += f"\nevery candidate that ran but {self.reference} differs from it"
+            text += ": the reference may be the wrong one"
+        return text
+
+    def warn(self, key: object) -> None:
+        """One warning naming every wrong candidate of this tuning, if any."""
+        if self.wrong:
+            warnings.warn(
+                f"kerneltune: {self.function}: {self.summary(key)}",
+                WrongOutputWarning,
+                stacklevel=user_stacklevel(),
+            )
+
+
+def _call(thunk: Thunk) -> None:
+    thunk()

@@ -1,0 +1,291 @@
+"""Outputs compared: a snapshot of what a run returned or changed, and a candidate's checked against it.
+
+A candidate that skips work (drops the remainder of a tile, needs zeroing
+nobody declared) is often the fastest, and wrong. Every tuner can keep
+the reference's outputs with :func:`snapshot` and hold each candidate's to
+them with :func:`compare`, on the device: nothing but the few numbers of a
+mismatch comes back to the host.
+
+What is compared: torch tensors (detached and cloned), NumPy arrays
+(copied), numbers and ``None``, and tuples, lists and dicts of them;
+anything else is skipped, and its path listed so that the caller can say
+so once. Floating-point values pass within :class:`Tolerance`, whose
+defaults by dtype let configs that only add in another order pass and
+catch one that drops a remainder; integers, booleans and fp8 must match
+bit for bit. torch and NumPy are imported only when a value of theirs is met.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+#: Default ``(rtol, atol)`` by dtype family: a candidate's value ``c`` passes beside the reference's
+#: ``r`` when ``|c - r| <= atol * scale + rtol * |r|``, ``scale`` the largest finite ``|r|`` of that
+#: output (1 where it is all zero), so that ``atol`` is relative to the output's magnitude. fp32
+#: sums of a few thousand terms added in another order differ by about 1e-6 of the largest;
+#: a dropped remainder, by far more.
+WIDE_FLOAT = (1e-5, 1e-4)
+#: float16 and bfloat16 round each stored value to 3 or 2 significant digits (Helion checks 1e-2).
+HALF_FLOAT = (1e-2, 1e-2)
+_HALF = ("float16", "bfloat16", "half")
+
+
+@attrs.frozen
+class Tolerance:
+    """How far a candidate's floating-point outputs may be from the reference's.
+
+    ``None`` takes the default of each output's dtype (:data:`WIDE_FLOAT`,
+    :data:`HALF_FLOAT`); a number given applies to every floating dtype.
+    Integers, booleans and fp8 are always compared bit for bit.
+    """
+
+    rtol: float | None = None
+    atol: float | None = None
+
+    def of(self, dtype: str) -> tuple[float, float] | None:
+        """``(rtol, atol)`` for a dtype named as torch or NumPy name it; ``None``: bit for bit."""
+        name = dtype.rpartition(".")[2]
+        if "float8" in name or not ("float" in name or "complex" in name or name == "half"):
+            return None
+        rtol, atol = HALF_FLOAT if name in _HALF else WIDE_FLOAT
+        return (rtol if self.rtol is None else self.rtol, atol if self.atol is None else self.atol)
+
+
+@attrs.frozen
+class Mismatch:
+    """Where a candidate's outputs differ from the reference's, for a record's error text."""
+
+    #: the output's path in what was compared: ``result[0]['y']``, ``argument out``.
+    path: str
+    #: what differs, where no errors can be given: ``shape (4,), the reference's (3,)``.
+    what: str = ""
+    max_abs: float = math.nan
+    max_rel: float = math.nan
+    #: how many elements are off, of how many.
+    off: int = 0
+    total: int = 0
+
+    def __str__(self) -> str:
+        if self.what:
+            return f"{self.path}: {self.what}"
+        return (
+            f"{self.path}: {self.off} of {self.total} values off, largest absolute error "
+            f"{self.max_abs:.3g}, largest relative error {self.max_rel:.3g}"
+        )
+
+
+@attrs.frozen
+class Skipped:
+    """A value of a kind that is not compared, kept as its type's name."""
+
+    kind: str
+
+
+def _is_tensor(value: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _is_array(value: Any) -> bool:
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.ndarray | numpy.generic)
+
+
+def comparable(value: Any) -> bool:
+    """Whether ``value`` is a tensor or an array, whose changes in place can be seen."""
+    return _is_tensor(value) or _is_array(value)
+
+
+def snapshot(value: Any, path: str = "result", skipped: list[str] | None = None) -> Any:
+    """A copy of ``value`` that later runs cannot change; ``skipped`` gets the paths left out."""
+    if value is None or (isinstance(value, bool | numbers.Number) and not _is_array(value)):
+        return value
+    if _is_tensor(value):
+        return value.detach().clone()
+    if _is_array(value):
+        return value.copy()
+    if isinstance(value, tuple | list):
+        return type(value)(snapshot(v, f"{path}[{i}]", skipped) for i, v in enumerate(value))
+    if isinstance(value, Mapping):
+        return {k: snapshot(v, f"{path}[{k!r}]", skipped) for k, v in value.items()}
+    if skipped is not None:
+        skipped.append(f"{path} ({type(value).__name__})")
+    return Skipped(type(value).__name__)
+
+
+def compare(value: Any, reference: Any, tolerance: Tolerance, path: str = "result") -> Mismatch | None:
+    """Where ``value`` first differs from the ``reference`` :func:`snapshot`; ``None`` if nowhere."""
+    if isinstance(reference, Skipped):
+        return None
+    if reference is None or value is None:
+        return (
+            None
+            if value is reference
+            else Mismatch(path, f"{_kind(value)}, the reference's {_kind(reference)}")
+        )
+    if _is_tensor(reference) or _is_array(reference):
+        if type(value) is not type(reference) and not (_is_array(value) and _is_array(reference)):
+            return Mismatch(path, f"{_kind(value)}, the reference's {_kind(reference)}")
+        if tuple(value.shape) != tuple(reference.shape) or str(value.dtype) != str(reference.dtype):
+            return Mismatch(path, f"{_kind(value)}, the reference's {_kind(reference)}")
+        return (_tensors if _is_tensor(reference) else _arrays)(value, reference, tolerance, path)
+    if isinstance(reference, tuple | list):
+        if not isinstance(value, tuple | list) or len(value) != len(reference):
+            return Mismatch(path, f"{_kind(value)}, the reference's {_kind(reference)}")
+        for i, (v, r) in enumerate(zip(value, reference, strict=True)):
+            if (found := compare(v, r, tolerance, f"{path}[{i}]")) is not None:
+                return found
+        return None
+    if isinstance(reference, Mapping):
+        if not isinstance(value, Mapping) or set(value) != set(reference):
+            return Mismatch(path, f"{_kind(value)}, the reference's {_kind(reference)}")
+        for k, r in reference.items():
+            if (found := compare(value[k], r, tolerance, f"{path}[{k!r}]")) is not None:
+                return found
+        return None
+    return _numbers(value, reference, tolerance, path)
+
+
+def _kind(value: Any) -> str:
+    if _is_tensor(value) or _is_array(value):
+        return f"{type(value).__name__} {tuple(value.shape)} {value.dtype}"
+    if isinstance(value, tuple | list | Mapping):
+        return f"{type(value).__name__} of {len(value)}"
+    return "None" if value is None else type(value).__name__
+
+
+def _numbers(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mismatch | None:
+    if not isinstance(value, numbers.Number) or isinstance(value, bool) != isinstance(reference, bool):
+        return Mismatch(path, f"{value!r}, the reference's {reference!r}")
+    exact = isinstance(reference, numbers.Integral) and isinstance(value, numbers.Integral)
+    kind = "int64" if exact else "complex128" if isinstance(reference, complex) else "float64"
+    limits = tolerance.of(kind)
+    c, r = complex(value), complex(reference)  # type: ignore[call-overload]
+    if c == r or (math.isnan(abs(c)) and math.isnan(abs(r))):
+        return None
+    error = abs(c - r)
+    if limits is not None and math.isfinite(abs(r)):
+        rtol, atol = limits
+        if error <= atol * (abs(r) if math.isfinite(abs(r)) and r else 1.0) + rtol * abs(r):
+            return None
+    rel = error / abs(r) if r else math.inf
+    return Mismatch(path, f"{value!r}, the reference's {reference!r}", error, rel, 1, 1)
+
+
+def _tensors(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mismatch | None:
+    import torch
+
+    limits = tolerance.of(str(reference.dtype))
+    value, reference = value.detach(), reference.detach()
+    if value.device != reference.device:
+        value = value.to(reference.device)
+    if limits is None:
+        if value.element_size() == 1 and value.is_floating_point():  # fp8: compared as its bits
+            value, reference = value.view(torch.uint8), reference.view(torch.uint8)
+        if torch.equal(value, reference):
+            return None
+        off = value != reference
+        work = value.double() - reference.double()
+        errors = work.abs()
+        return Mismatch(
+            path,
+            max_abs=float(errors.max()),
+            max_rel=float((errors / reference.double().abs()).max()),
+            off=int(off.sum()),
+            total=value.numel(),
+        )
+    if reference.is_complex():
+        value, reference = torch.view_as_real(value), torch.view_as_real(reference)
+    wide = torch.float64 if reference.dtype in (torch.float64, torch.complex128) else torch.float32
+    c, r = value.to(wide), reference.to(wide)
+    rtol, atol = limits
+    magnitude = r.abs()
+    finite = torch.isfinite(r)
+    scale = (
+        torch.where(finite, magnitude, torch.zeros_like(magnitude)).amax() if r.numel() else magnitude.sum()
+    )
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    errors = (c - r).abs()
+    ok = (finite & (errors <= atol * scale + rtol * magnitude)) | (c == r) | (torch.isnan(c) & torch.isnan(r))
+    if bool(ok.all()):
+        return None
+    bad = ~ok
+    # A NaN error (a NaN the reference lacks) counts as the largest.
+    shown = torch.where(bad, errors, torch.zeros_like(errors)).nan_to_num(nan=math.inf)
+    return Mismatch(
+        path,
+        max_abs=float(shown.max()),
+        max_rel=float((shown / magnitude).nan_to_num(nan=math.inf).max()),
+        off=int(bad.sum()),
+        total=r.numel(),
+    )
+
+
+def _arrays(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mismatch | None:
+    import numpy
+
+    limits = tolerance.of(str(reference.dtype))
+    value, reference = numpy.asarray(value), numpy.asarray(reference)
+    with numpy.errstate(all="ignore"):
+        if limits is None:
+            if numpy.array_equal(value, reference):
+                return None
+            errors = numpy.abs(value.astype(numpy.float64) - reference.astype(numpy.float64))
+            return Mismatch(
+                path,
+                max_abs=float(errors.max()),
+                max_rel=float((errors / numpy.abs(reference.astype(numpy.float64))).max()),
+                off=int((value != reference).sum()),
+                total=int(value.size),
+            )
+        rtol, atol = limits
+        c, r = value, reference
+        magnitude = numpy.abs(r)
+        finite = numpy.isfinite(r)
+        scale = float(numpy.where(finite, magnitude, 0).max()) if r.size else 0.0
+        scale = scale or 1.0
+        errors = numpy.abs(c - r)
+        ok = (
+            (finite & (errors <= atol * scale + rtol * magnitude))
+            | (c == r)
+            | (numpy.isnan(c) & numpy.isnan(r))
+        )
+        if ok.all():
+            return None
+        shown = numpy.nan_to_num(numpy.where(ok, 0.0, errors), nan=math.inf)
+        return Mismatch(
+            path,
+            max_abs=float(shown.max()),
+            max_rel=float(numpy.nan_to_num(shown / magnitude, nan=math.inf).max()),
+            off=int((~ok).sum()),
+            total=int(r.size),
+        )
+
+
+def unchanged(value: Any, before: Any) -> bool:
+    """Whether a tensor or array holds what its :func:`snapshot` ``before`` held, bit for bit (NaN alike)."""
+    if _is_tensor(value):
+        import torch
+
+        if value.is_floating_point() and value.element_size() == 1:  # fp8: as its bits
+            value, before = value.view(torch.uint8), before.view(torch.uint8)
+        if value.is_floating_point() or value.is_complex():
+            return bool(((value == before) | (torch.isnan(value) & torch.isnan(before))).all())
+        return torch.equal(value, before)
+    import numpy
+
+    return bool(numpy.array_equal(value, before, equal_nan=value.dtype.kind in "fc"))
+
+
+def put_back(value: Any, saved: Any) -> None:
+    """Copy the :func:`snapshot` ``saved`` back into the tensor or array ``value``."""
+    if _is_tensor(value):
+        value.copy_(saved)
+    else:
+        value[...] = saved

@@ -1,0 +1,266 @@
+"""Checked outputs: a fast wrong config is never picked by the function-level tuner (docs/guide.md)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+from kerneltune.core.errors import (
+    CandidateFailedWarning,
+    NoValidConfigError,
+    UncheckedOutputsError,
+    WrongOutputWarning,
+)
+from kerneltune.core.machine.outputs import Tolerance, compare, snapshot
+from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
+
+from triton_dist.tune import autotune
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """Deterministic timings: a candidate's time is what it adds to the clock."""
+    fake = FakeClock()
+    install_session(monkeypatch, extra=(clock_plugin(fake),), timer="scripted")
+    return fake
+
+
+def caught_warnings(call):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    return result, caught
+
+
+def of(caught, category):
+    return [str(w.message) for w in caught if issubclass(w.category, category)]
+
+
+# -- the comparison ----------------------------------------------------------------
+
+
+def test_each_dtype_has_its_tolerance_and_exact_ones_are_bit_for_bit():
+    tolerance = Tolerance()
+    assert tolerance.of("torch.float32") == (1e-5, 1e-4)
+    assert tolerance.of("bfloat16") == tolerance.of("torch.float16") == (1e-2, 1e-2)
+    assert tolerance.of("torch.int64") is None and tolerance.of("bool") is None
+    assert tolerance.of("torch.float8_e4m3fn") is None
+    assert Tolerance(rtol=0.5).of("float64") == (0.5, 1e-4)
+
+
+def test_a_mismatch_names_its_path_and_largest_errors():
+    reference = snapshot((torch.ones(4), {"y": torch.tensor([1.0, 2.0, 4.0])}))
+    found = compare((torch.ones(4), {"y": torch.tensor([1.0, 2.0, 3.0])}), reference, Tolerance())
+    assert found is not None
+    assert str(found) == (
+        "result[1]['y']: 1 of 3 values off, largest absolute error 1, largest relative error 0.25"
+    )
+    shape = compare((torch.ones(3), {"y": torch.ones(3)}), reference, Tolerance())
+    assert str(shape).startswith("result[0]: Tensor (3,) torch.float32, the reference's Tensor (4,)")
+    assert compare([1, 2], snapshot((1, 2)), Tolerance()) is None  # a list for a tuple: alike
+
+
+def test_nan_where_the_reference_has_nan_passes_and_nowhere_else():
+    reference = snapshot(torch.tensor([math.nan, 1.0]))
+    assert compare(torch.tensor([math.nan, 1.0]), reference, Tolerance()) is None
+    assert compare(torch.tensor([0.0, math.nan]), reference, Tolerance()) is not None
+    assert compare(torch.tensor([math.inf, 1.0]), snapshot(torch.tensor([1.0, 1.0])), Tolerance()) is not None
+
+
+def test_integers_and_fp8_must_match_bit_for_bit():
+    assert compare(torch.tensor([3]), snapshot(torch.tensor([2])), Tolerance(rtol=1.0, atol=1.0)) is not None
+    if hasattr(torch, "float8_e4m3fn"):
+        a = torch.tensor([1.0, 2.0]).to(torch.float8_e4m3fn)
+        b = torch.tensor([1.0, 2.25]).to(torch.float8_e4m3fn)
+        assert compare(a, snapshot(a), Tolerance()) is None
+        assert compare(b, snapshot(a), Tolerance()) is not None
+
+
+def test_values_of_other_kinds_are_skipped_and_listed():
+    skipped: list[str] = []
+    kept = snapshot({"a": torch.ones(1), "b": object()}, skipped=skipped)
+    assert skipped == ["result['b'] (object)"]
+    assert compare({"a": torch.ones(1), "b": "anything"}, kept, Tolerance()) is None
+
+
+def test_numpy_arrays_are_compared_by_their_dtype():
+    numpy = pytest.importorskip("numpy")
+    x = numpy.random.default_rng(0).standard_normal(1000).astype(numpy.float32)
+    assert (
+        compare(x.sum(dtype=numpy.float32), snapshot(x[::-1].sum(dtype=numpy.float32)), Tolerance()) is None
+    )
+    assert compare(x[:-3].sum(), snapshot(x.sum()), Tolerance()) is not None
+
+
+# -- the function-level tuner ----------------------------------------------------------
+
+
+def truncating_sum(clock):
+    """A tuned row sum whose fastest config drops the remainder of its last block."""
+
+    @autotune(config_space=[{"block": 4}, {"block": 3}, {"block": 5}], key_fn=lambda x: x.numel())
+    def row_sum(x, block):
+        clock.advance({4: 3.0, 3: 1.0, 5: 2.0}[block])
+        blocks = x.numel() // block if block == 3 else -(-x.numel() // block)
+        return torch.stack([x[i * block : (i + 1) * block].sum() for i in range(blocks)]).sum()
+
+    return row_sum
+
+
+def test_a_fast_wrong_config_is_never_picked_is_recorded_and_warned_about_once(clock, isolated):
+    row_sum = truncating_sum(clock)
+    x = torch.arange(1.0, 11.0)  # 10 values: blocks of 3 drop the tenth
+
+    result, caught = caught_warnings(lambda: row_sum(x))
+
+    assert result == 55.0
+    (record,) = stored_records(isolated, "row_sum")
+    assert record["best"]["index"] == 2
+    error = record["candidates"][1]["error"]
+    assert error.startswith(
+        "WrongOutput: differs from the reference [0] block=<4>: result: 1 of 1 values off"
+    )
+    assert "largest absolute error 10" in error
+    (message,) = of(caught, WrongOutputWarning)
+    assert "1 candidate(s) for key 10 differ from the reference [0] block=<4>" in message
+    assert "[1] block=<3>: result: 1 of 1 values off" in message
+    assert not of(caught, CandidateFailedWarning), "one warning per tuning, not one per candidate"
+    _, again = caught_warnings(lambda: row_sum(x))
+    assert not again, "a hit checks nothing"
+
+
+def test_the_check_is_off_by_the_setting(isolated, monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_CHECK_OUTPUTS", "off")
+    clock = FakeClock()
+    install_session(monkeypatch, extra=(clock_plugin(clock),), timer="scripted")
+    assert truncating_sum(clock)(torch.arange(1.0, 11.0)) == 45.0, "unchecked, the fast wrong one wins"
+
+
+def test_configs_adding_in_another_order_all_pass(clock, isolated):
+    x = torch.randn(4099, generator=torch.Generator().manual_seed(0))
+
+    @autotune(config_space=[{"chunks": c} for c in (1, 3, 7, 64, 1000)], key_fn=lambda x: x.numel())
+    def chunked(x, chunks):
+        clock.advance(chunks)
+        return torch.stack([part.sum() for part in x.chunk(chunks)]).sum()
+
+    a = torch.randn(64, 1000, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    b = torch.randn(1000, 48, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+
+    @autotune(config_space=[{"splits": s} for s in (1, 2, 5, 8)], key_fn=lambda a, b: a.shape)
+    def matmul(a, b, splits):
+        clock.advance(splits)
+        parts = [
+            pa.float() @ pb.float() for pa, pb in zip(a.chunk(splits, 1), b.chunk(splits, 0), strict=True)
+        ]
+        return torch.stack(parts).sum(0).to(torch.bfloat16)
+
+    (_, caught) = caught_warnings(lambda: (chunked(x), matmul(a, b)))
+    assert not of(caught, WrongOutputWarning)
+    for name in ("chunked", "matmul"):
+        (record,) = stored_records(isolated, name)
+        assert all(c["error"] is None for c in record["candidates"]), name
+
+
+def test_an_undeclared_in_place_argument_is_found_restored_and_ends_as_after_an_untuned_call(clock, isolated):
+    @autotune(config_space=[{"scale": 1}, {"scale": 2}], key_fn=lambda out, x: out.shape)
+    def accumulate(out, x, scale):
+        clock.advance(3 - scale)
+        out += x * 2 / scale * scale  # the same sum, however it is scaled
+        return None
+
+    x = torch.arange(4.0)
+    untuned = torch.ones(4)
+    accumulate(untuned, x, autotune=False)
+    tuned = torch.ones(4)
+
+    _, caught = caught_warnings(lambda: accumulate(tuned, x))
+
+    assert torch.equal(tuned, untuned), "the caller's tensor took one run, as an untuned call's"
+    (notice,) = [m for m in (str(w.message) for w in caught) if "in place" in m]
+    assert "changes its argument(s) out in place" in notice and "restore_value" in notice
+    assert not of(caught, WrongOutputWarning), "each candidate started from the caller's contents"
+    (record,) = stored_records(isolated, "accumulate")
+    assert record["best"]["index"] == 1
+
+
+def test_a_candidate_writing_into_an_input_is_caught(clock, isolated):
+    @autotune(config_space=[{"mode": "clean"}, {"mode": "scribbles"}], key_fn=lambda x: x.numel())
+    def scale(x, mode):
+        clock.advance(2.0 if mode == "clean" else 1.0)
+        result = x * 2
+        if mode == "scribbles":
+            x[0] = -1.0  # uses its input as scratch
+        return result
+
+    x = torch.arange(1.0, 5.0)
+    result, caught = caught_warnings(lambda: scale(x))
+
+    assert torch.equal(result, torch.arange(2.0, 10.0, 2.0)) and torch.equal(x, torch.arange(1.0, 5.0))
+    (message,) = of(caught, WrongOutputWarning)
+    assert "[1] mode=<scribbles>: argument x: changed, which the reference leaves alone" in message
+
+
+def test_a_reference_fn_gives_the_reference_and_all_wrong_is_an_error_saying_so(clock, isolated):
+    @autotune(
+        config_space=[{"off": 1}, {"off": 2}],
+        key_fn=lambda x: x.numel(),
+        reference_fn=lambda x: x.sum(),
+    )
+    def total(x, off):
+        clock.advance(off)
+        return x.sum() + off
+
+    with pytest.raises(NoValidConfigError) as raised:
+        caught_warnings(lambda: total(torch.ones(3)))
+    text = str(raised.value)
+    assert "[0] off=<1>: WrongOutput: differs from reference_fn: result: 1 of 1 values off" in text
+    assert "2 candidate(s) for key 3 differ from reference_fn and were dropped" in text
+
+
+def test_strict_fails_a_tuning_whose_outputs_cannot_be_compared(clock, isolated):
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x, check_outputs="strict")
+    def opaque(x, n):
+        clock.advance(n)
+        return object()
+
+    with pytest.raises(UncheckedOutputsError, match=r"result \(object\) cannot be compared"):
+        opaque(1)
+
+
+def test_outputs_that_cannot_be_compared_get_one_notice(clock, isolated):
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
+    def opaque(x, n):
+        clock.advance(n)
+        return object()
+
+    _, caught = caught_warnings(lambda: (opaque(1), opaque(2)))
+    (notice,) = [str(w.message) for w in caught]
+    assert "opaque: result (object) cannot be compared; those outputs are not checked" in notice
+
+
+def test_numpy_outputs_are_checked(clock, isolated):
+    numpy = pytest.importorskip("numpy")
+
+    @autotune(config_space=[{"block": 4}, {"block": 3}], key_fn=lambda x: x.size)
+    def head(x, block):
+        clock.advance(block)
+        return {"sum": x[: (x.size // block) * block].sum()}
+
+    _, caught = caught_warnings(lambda: head(numpy.arange(10.0)))
+    (message,) = of(caught, WrongOutputWarning)
+    assert "[1] block=<3>: result['sum']" in message
+
+
+@pytest.mark.parametrize("value", [True, False, None, "strict", "on", 0])
+def test_the_decorator_refuses_a_check_outputs_it_does_not_know(value):
+    def fn(x, n):
+        return x
+
+    if value in (True, False, None, "strict") and type(value) is not int:
+        autotune([{"n": 1}], key_fn=lambda x: x, check_outputs=value)(fn)
+    else:
+        with pytest.raises(ValueError, match="check_outputs takes True, False, 'strict' or None"):
+            autotune([{"n": 1}], key_fn=lambda x: x, check_outputs=value)(fn)

@@ -1,5 +1,5 @@
 """kerneltune's built-in plugins, written exactly as third-party ones are.
 
 Each module registers through the hooks of :mod:`kerneltune.core.plugin_system.hookspecs`;
-the engine lists them in ``kerneltune.core.plugin_system.registry.BUILTIN_PLUGINS``.
+the engine lists them in ``kerneltune.core.plugin_system.manager.BUILTIN_PLUGINS``.
 """

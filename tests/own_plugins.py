@@ -19,7 +19,7 @@ from pathlib import Path
 
 #: The distributions of this repository whose entry-point plugins the tests load.
 OWN_DISTRIBUTIONS = ("kerneltune", "kerneltune-example-plugin", "kerneltune-example-device")
-#: The entry-point group kerneltune's plugin managers load (registry.py's ENTRY_POINT_GROUP).
+#: The entry-point group kerneltune's plugin managers load (manager.py's ENTRY_POINT_GROUP).
 GROUP = "kerneltune"
 
 _ALL_DISTRIBUTIONS = importlib.metadata.distributions

@@ -19,7 +19,7 @@ import triton
 from kerneltune.core import NoStoredPickError
 from kerneltune.core.drivers.contextual_call import ContextualCall
 from kerneltune.core.driving import current_session
-from kerneltune.core.plugin_system.registry import BUILTIN_PLUGINS, DEFERRED_PLUGINS
+from kerneltune.core.plugin_system.manager import BUILTIN_PLUGINS, DEFERRED_PLUGINS
 from kerneltune.plugins.triton import adapter
 
 from triton_dist.autotuner import contextual_autotune

@@ -33,7 +33,7 @@ from kerneltune.core.plugin_system.contracts import (
     UnsupportedLaunch,
     WeighingCompileProcess,
 )
-from kerneltune.core.plugin_system.registry import BUILTIN_PLUGINS, ENTRY_POINT_GROUP
+from kerneltune.core.plugin_system.manager import BUILTIN_PLUGINS, ENTRY_POINT_GROUP
 
 if sys.version_info >= (3, 11):
     import tomllib

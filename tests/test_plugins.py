@@ -21,7 +21,7 @@ from kerneltune.core import (
     load_settings,
 )
 from kerneltune.core.driving import Space, Tuner
-from kerneltune.core.plugin_system.registry import (
+from kerneltune.core.plugin_system.manager import (
     BUILTIN_PLUGINS,
     DEFERRED_PLUGINS,
     ENTRY_POINT_GROUP,

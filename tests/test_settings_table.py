@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 from kerneltune.core import ConfigError, Settings, load_settings
-from kerneltune.core.plugin_system.registry import collect_settings, make_plugin_manager
+from kerneltune.core.plugin_system.manager import make_plugin_manager
+from kerneltune.core.plugin_system.registry import collect_settings
 from kerneltune.core.plugin_system.settings import CORE_SETTING_MODULES, SettingSpec, core_settings
 
 ROOT = Path(__file__).resolve().parents[1]

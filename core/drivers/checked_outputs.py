@@ -18,7 +18,8 @@ import warnings
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from kerneltune.core.drivers.inplace import in_place_problem
+from kerneltune.core.drivers.inplace import InPlaceArguments, in_place_problem
+from kerneltune.core.drivers.options import CHECK_OFF, CHECK_ON, CHECK_OUTPUTS, CHECK_STRICT
 from kerneltune.core.errors import UncheckedOutputsError, WrongOutput, WrongOutputWarning
 from kerneltune.core.machine.outputs import (
     Mismatch,
@@ -31,6 +32,7 @@ from kerneltune.core.machine.outputs import (
 )
 from kerneltune.core.machine.timing import Around, Thunk, Wrap
 from kerneltune.core.notices import user_stacklevel, warn_once
+from kerneltune.core.plugin_system.settings import Settings
 from kerneltune.core.values.records import Candidate
 
 
@@ -43,6 +45,56 @@ def named_arguments(
     return {
         name: value for name, value in named.items() if comparable(value) and in_place_problem(value) is None
     }
+
+
+class CheckOptions:
+    """A decorated function's ``check_outputs``, ``rtol`` and ``atol``, refused where it is decorated."""
+
+    def __init__(self, mode: str | None, tolerance: Tolerance) -> None:
+        #: ``check_outputs`` as the decorator gave it (``None``: the setting decides).
+        self.mode = mode
+        self.tolerance = tolerance
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        reference_fn: Any,
+        check_outputs: bool | str | None,
+        rtol: float | None,
+        atol: float | None,
+    ) -> CheckOptions:
+        """The options, or the error that names the one refused."""
+        if reference_fn is not None and not callable(reference_fn):
+            raise TypeError(f"{name}: reference_fn must be callable or None, got {reference_fn!r}")
+        modes = {None: None, True: CHECK_ON, False: CHECK_OFF, CHECK_STRICT: CHECK_STRICT}
+        if not isinstance(check_outputs, bool | str | None) or check_outputs not in modes:
+            raise ValueError(
+                f"{name}: check_outputs takes True, False, 'strict' or None, got {check_outputs!r}"
+            )
+        for option, bound in (("rtol", rtol), ("atol", atol)):
+            if bound is not None and (
+                isinstance(bound, bool) or not isinstance(bound, int | float) or not bound >= 0
+            ):
+                raise ValueError(f"{name}: {option} must be a number >= 0 or None, got {bound!r}")
+        return cls(modes[check_outputs], Tolerance(rtol, atol))
+
+    def check(
+        self,
+        name: str,
+        settings: Settings,
+        positional: Sequence[str],
+        inplace: InPlaceArguments | None,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+    ) -> OutputCheck | None:
+        """One tuning's check of its candidates' outputs; ``None`` where ``check_outputs`` is off."""
+        mode = self.mode or settings[CHECK_OUTPUTS]
+        if mode == CHECK_OFF:
+            return None
+        declared = () if inplace is None else (*inplace.reset_to_zero, *inplace.restore_value)
+        arguments = named_arguments(positional, args, kwargs)
+        return OutputCheck(name, arguments, declared, self.tolerance, strict=mode == CHECK_STRICT)
 
 
 class OutputCheck:

@@ -19,16 +19,9 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from kerneltune.core.compiling.processes import CompileProcesses
-from kerneltune.core.drivers.checked_outputs import OutputCheck, named_arguments
+from kerneltune.core.drivers.checked_outputs import CheckOptions
 from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
-from kerneltune.core.drivers.options import (
-    CHECK_OFF,
-    CHECK_ON,
-    CHECK_OUTPUTS,
-    CHECK_STRICT,
-    PRECOMPILE,
-    VERBOSE,
-)
+from kerneltune.core.drivers.options import PRECOMPILE, VERBOSE
 from kerneltune.core.drivers.user_functions import call_key_fn, prune_predicate
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
 from kerneltune.core.errors import NoValidConfigError
@@ -36,7 +29,6 @@ from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.machine.faces import SteppedTuning
-from kerneltune.core.machine.outputs import Tolerance
 from kerneltune.core.machine.tuner import Tuner
 from kerneltune.core.machine.warm_start import checked_warm_start
 from kerneltune.core.notices import user_stacklevel, warn_once
@@ -96,18 +88,6 @@ class AutoTuner(FunctionWrapper):
         for option, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
                 raise ValueError(f"{name}: {option} must be an integer >= {least} or None, got {value!r}")
-        if reference_fn is not None and not callable(reference_fn):
-            raise TypeError(f"{name}: reference_fn must be callable or None, got {reference_fn!r}")
-        modes = {None: None, True: CHECK_ON, False: CHECK_OFF, CHECK_STRICT: CHECK_STRICT}
-        if not isinstance(check_outputs, bool | str | None) or check_outputs not in modes:
-            raise ValueError(
-                f"{name}: check_outputs takes True, False, 'strict' or None, got {check_outputs!r}"
-            )
-        for option, bound in (("rtol", rtol), ("atol", atol)):
-            if bound is not None and (
-                isinstance(bound, bool) or not isinstance(bound, int | float) or not bound >= 0
-            ):
-                raise ValueError(f"{name}: {option} must be a number >= 0 or None, got {bound!r}")
         if isinstance(config_space, Mapping | str) or not isinstance(config_space, Sequence):
             raise TypeError(
                 f"{name}: config_space must be a list of dicts, got {type(config_space).__name__}"
@@ -149,8 +129,7 @@ class AutoTuner(FunctionWrapper):
         self.warm_start = warm_start
         self.warm_start_budget = warm_start_budget
         self.reference_fn = reference_fn
-        self._check_mode = modes[check_outputs]
-        self._tolerance = Tolerance(rtol, atol)
+        self._checking = CheckOptions.of(name, reference_fn, check_outputs, rtol, atol)
         self._fields = frozenset(fields)
         # A positional argument at or past this index lands on a config field.
         self._positional_limit = min(
@@ -243,7 +222,11 @@ class AutoTuner(FunctionWrapper):
             warm_start=self.warm_start,
             warm_start_budget=self.warm_start_budget,
         ) as tuning:
-            check = None if tuning.hit or failure is not None else self._output_check(session, args, kwargs)
+            check = None
+            if not tuning.hit and failure is None:
+                check = self._checking.check(
+                    self.__name__, session.settings, self._positional, self._inplace, args, kwargs
+                )
             if target is not None and not tuning.hit:
                 self._screen(tuning, Screening(target, session), allow_overwrite)
             precompile = not tuning.hit and session.settings[PRECOMPILE]
@@ -271,19 +254,6 @@ class AutoTuner(FunctionWrapper):
         if inplace is not None:
             inplace.finish()
         return self.fn(*args, **self._merge(best.config, args, kwargs, allow_overwrite))
-
-    def _output_check(
-        self, session: Session, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> OutputCheck | None:
-        """This tuning's check of its candidates' outputs; ``None`` where ``check_outputs`` is off."""
-        mode = self._check_mode or session.settings[CHECK_OUTPUTS]
-        if mode == CHECK_OFF:
-            return None
-        declared = (
-            () if self._inplace is None else (*self._inplace.reset_to_zero, *self._inplace.restore_value)
-        )
-        arguments = named_arguments(self._positional, args, kwargs)
-        return OutputCheck(self.__name__, arguments, declared, self._tolerance, strict=mode == CHECK_STRICT)
 
     def _refuse_unknown_controls(self, kwargs: dict[str, Any]) -> None:
         """Refuse a misspelt call-time control before any candidate runs (unless the function takes it).

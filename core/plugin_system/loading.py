@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import attrs
 import pluggy
-from kerneltune.core.plugin_system.registry import (
-    Registries,
-    collect_registries,
-    collect_settings,
-    make_plugin_manager,
-)
+from kerneltune.core.plugin_system.manager import make_plugin_manager
+from kerneltune.core.plugin_system.registry import Registries, collect_registries, collect_settings
 from kerneltune.core.plugin_system.settings import DeclaredSettings, Settings, resolve_declared
 
 
@@ -33,7 +29,7 @@ def load_plugins(settings: Settings, extra: tuple[object, ...] = (), *, deferrin
     """Load the plugins ``settings`` allow (and ``extra``), collect their registries and settings.
 
     :param deferring: leave the deferred built-ins unimported until their family is first read
-        (:data:`~kerneltune.core.plugin_system.registry.DEFERRED_PLUGINS`; a Session's plugins).
+        (:data:`~kerneltune.core.plugin_system.manager.DEFERRED_PLUGINS`; a Session's plugins).
 
     :raises ConfigError: for a key of the files that no setting has, or a
         plugin's setting whose value its parser refuses.

@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 from kerneltune.plugins.triton.configs import compile_effort, config_label
 
+# Their tuned functions return which config ran, or work that differs by config: outputs unchecked.
+pytestmark = pytest.mark.usefixtures("unchecked")
+
 triton = pytest.importorskip("triton")
 
 #: A config with the installed release's defaults.

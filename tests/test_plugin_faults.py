@@ -14,7 +14,8 @@ from kerneltune.core.driving import current_session
 from kerneltune.core.plugin_system.seam import PluginFaultWarning
 from tuning_doubles import CALLS, fresh_tuner, install_session, plugin_module
 
-pytestmark = pytest.mark.usefixtures("quick")
+# Their tuned functions return which config ran, or work that differs by config: outputs unchecked.
+pytestmark = pytest.mark.usefixtures("quick", "unchecked")
 
 
 def flaky_cache_plugin(**broken):

@@ -20,6 +20,9 @@ from kerneltune.plugins.triton import compile_device, compiler, warming
 
 from triton_dist.tune import autotune
 
+# Their tuned functions return which config ran, or work that differs by config: outputs unchecked.
+pytestmark = pytest.mark.usefixtures("unchecked")
+
 WORKER = Path(__file__).with_name("quiet_worker.py")
 #: Fresh processes in the pick test: the defect picked wrongly in 4 of 10 on a two-core host.
 PROCESSES = 20

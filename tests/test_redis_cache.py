@@ -30,6 +30,9 @@ from kerneltune.plugins.caches.redis import redacted_url
 from rank_doubles import ThreadGroup, plugin, run_ranks
 from tuning_doubles import CALLS, fresh_tuner, only_record_file, record_files
 
+# Their tuned functions return which config ran, or work that differs by config: outputs unchecked.
+pytestmark = pytest.mark.usefixtures("unchecked")
+
 # Each candidate run once, then the pick once more: what a tuning of fresh_tuner's two costs.
 TUNED = [1, 2]
 

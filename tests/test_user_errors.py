@@ -18,6 +18,9 @@ from kerneltune.core import CandidateFailedWarning, UncertainPickWarning, UserFu
 
 from triton_dist.tune import autotune
 
+# Their tuned functions return which config ran, or work that differs by config: outputs unchecked.
+pytestmark = pytest.mark.usefixtures("unchecked")
+
 
 def _work(calls, **options):
     @autotune(config_space=[{"n": 1}, {"n": 2}], **options)

@@ -44,6 +44,9 @@ from tuning_doubles import FakeClock, clock_plugin, install_session, stored_reco
 from triton_dist.autotuner import contextual_autotune
 from triton_dist.tune import autotune
 
+# Their tuned functions return which config ran, or work that differs by config: outputs unchecked.
+pytestmark = pytest.mark.usefixtures("unchecked")
+
 NS = list(range(1, 9))
 #: a warm start's screen: untimed and timed runs of each kept config.
 SCREEN_WARMUP, SCREEN_REPEAT = Schedule(0, 1).screen_warmup, Schedule(0, 1).screen_repeat

@@ -20,8 +20,9 @@ from triton_dist.tune import AutoTuner, autotune
 
 WARMUP, REPEAT = 5, 10
 
-#: For tests whose tuned function returns what differs by config on purpose (which config ran).
-UNCHECKED = pytest.mark.usefixtures("unchecked")
+# Their tuned functions return which config ran, or work that differs by config: outputs unchecked
+# (tests/test_checked_outputs.py is about the check).
+pytestmark = pytest.mark.usefixtures("unchecked")
 
 
 def counting(config_space, key_fn=lambda x, *args, **kwargs: x, prune_fn=None):
@@ -171,7 +172,6 @@ def test_allowed_conflict_lets_the_business_value_win_with_a_warning(how, autotu
 # -- prune_fn -------------------------------------------------------------------
 
 
-@UNCHECKED
 def test_prune_fn_filters_before_measuring(isolated):
     seen = []
 
@@ -210,7 +210,6 @@ def test_prune_fn_removing_everything_is_a_clear_error(isolated):
 # -- measuring ------------------------------------------------------------------
 
 
-@UNCHECKED
 def test_each_candidate_gets_5_warmups_and_10_timed_runs(isolated):
     work, calls = counting([{"n": 1}, {"n": 2}, {"n": 3}])
 
@@ -227,7 +226,6 @@ def test_each_candidate_gets_5_warmups_and_10_timed_runs(isolated):
     assert final == [1, 2, 3][record["best"]["index"]]
 
 
-@UNCHECKED
 def test_warmup_and_repeat_come_from_the_config_file(isolated, tmp_path):
     (tmp_path / "kerneltune.toml").write_text("warmup = 2\nrepeat = 3\n")
     work, calls = counting([{"n": 1}, {"n": 2}])
@@ -269,7 +267,6 @@ def test_bad_warmup_or_repeat_fails_at_decoration(options, match):
         autotune(config_space=[{"n": 1}], key_fn=lambda x: x, **options)(_target)
 
 
-@UNCHECKED
 def test_time_is_the_mean_and_the_fastest_wins(clock, isolated):
     @autotune(config_space=[{"cost": 3.0}, {"cost": 1.0}, {"cost": 2.0}], key_fn=lambda x: x)
     def work(x, cost):
@@ -284,7 +281,6 @@ def test_time_is_the_mean_and_the_fastest_wins(clock, isolated):
     assert record["candidates"][0]["samples_ms"] == [3.0] * REPEAT
 
 
-@UNCHECKED
 def test_ties_go_to_the_lower_index(clock, isolated):
     @autotune(config_space=[{"cost": 2.0}, {"cost": 1.0}, {"cost": 1.0}], key_fn=lambda x: x)
     def work(x, cost):
@@ -354,7 +350,6 @@ def failure_warnings(caught):
     return [str(w.message) for w in caught if issubclass(w.category, CandidateFailedWarning)]
 
 
-@UNCHECKED
 def test_a_failing_candidate_gives_one_warning_naming_it_and_its_exception(clock, isolated):
     @autotune(config_space=[{"mode": "fast"}, {"mode": "buggy"}, {"mode": "slow"}], key_fn=lambda x: x)
     def work(x, mode):
@@ -432,7 +427,6 @@ def divide(x, n):
     return x // n
 
 
-@UNCHECKED
 def test_returns_the_result_of_a_fresh_run_with_the_best_config(clock):
     calls = []
 
@@ -608,7 +602,6 @@ def test_a_named_argument_that_is_no_tensor_fails_the_first_call(isolated):
 # -- in-process dispatch -----------------------------------------------------------
 
 
-@UNCHECKED
 def test_same_key_dispatches_straight_to_the_pick(monkeypatch, clock):
     keys = []
 
@@ -640,7 +633,6 @@ def test_same_key_dispatches_straight_to_the_pick(monkeypatch, clock):
         work(2, tag="a")
 
 
-@UNCHECKED
 def test_distinct_keys_tune_independently(clock, isolated):
     @autotune(config_space=[{"cost": 1.0}, {"cost": 2.0}], key_fn=lambda x: x)
     def work(x, cost):
@@ -784,7 +776,6 @@ def test_quiet_by_default_but_still_logs_to_file(capsys, isolated):
 # -- threads ------------------------------------------------------------------------
 
 
-@UNCHECKED
 def test_two_threads_with_one_new_key_tune_once(isolated):
     calls = []
     start = threading.Barrier(2)
@@ -851,7 +842,6 @@ def _fresh_tuner():
     return autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)(_shared_body)
 
 
-@UNCHECKED
 def test_a_new_tuner_reuses_the_disk_cache():
     _fresh_tuner()(3)
     assert len(_shared_body.calls) == 2 * (WARMUP + REPEAT) + 1
@@ -862,7 +852,6 @@ def test_a_new_tuner_reuses_the_disk_cache():
     assert len(_shared_body.calls) == 2
 
 
-@UNCHECKED
 def test_always_tune_retunes_once_per_key_per_process(monkeypatch, isolated):
     _fresh_tuner()(3)
     first = only_record_file(isolated, "_shared_body").read_text()

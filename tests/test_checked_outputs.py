@@ -264,3 +264,40 @@ def test_the_decorator_refuses_a_check_outputs_it_does_not_know(value):
     else:
         with pytest.raises(ValueError, match="check_outputs takes True, False, 'strict' or None"):
             autotune([{"n": 1}], key_fn=lambda x: x, check_outputs=value)(fn)
+
+
+def test_outputs_over_the_budget_are_not_checked_and_a_notice_says_so(monkeypatch, isolated):
+    clock = FakeClock()
+    install_session(monkeypatch, extra=(clock_plugin(clock),), timer="scripted", check_outputs_budget=1)
+    big = torch.zeros(1 << 19)  # 2 MiB of float32, over a budget of 1 MiB
+
+    @autotune(config_space=[{"mode": "clean"}, {"mode": "scribbles"}], key_fn=lambda x: x.numel())
+    def scale(x, mode):
+        clock.advance(2.0 if mode == "clean" else 1.0)
+        if mode == "scribbles":
+            x[0] = -1.0
+        return x.sum() if mode == "clean" else x.sum() + 1
+
+    _, caught = caught_warnings(lambda: scale(big))
+
+    (record,) = stored_records(isolated, "scale")
+    assert record["best"]["index"] == 1, "neither the argument nor the result was compared"
+    notices = [str(w.message) for w in caught]
+    assert not of(caught, WrongOutputWarning)
+    assert any("its arguments hold 2 MiB, over check_outputs_budget (1 MiB)" in n for n in notices)
+
+
+def test_a_return_value_over_the_budget_is_not_compared(monkeypatch, isolated):
+    clock = FakeClock()
+    install_session(monkeypatch, extra=(clock_plugin(clock),), timer="scripted", check_outputs_budget=1)
+
+    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
+    def fill(x, n):
+        clock.advance(3 - n)
+        return torch.full((1 << 19,), float(n))
+
+    _, caught = caught_warnings(lambda: fill(1))
+
+    (record,) = stored_records(isolated, "fill")
+    assert record["best"]["index"] == 1 and not of(caught, WrongOutputWarning)
+    assert any("its return value holds 2 MiB, over check_outputs_budget" in str(w.message) for w in caught)

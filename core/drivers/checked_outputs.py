@@ -19,13 +19,21 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from kerneltune.core.drivers.inplace import InPlaceArguments, in_place_problem
-from kerneltune.core.drivers.options import CHECK_OFF, CHECK_ON, CHECK_OUTPUTS, CHECK_STRICT
+from kerneltune.core.drivers.options import (
+    CHECK_OFF,
+    CHECK_ON,
+    CHECK_OUTPUTS,
+    CHECK_OUTPUTS_BUDGET,
+    CHECK_STRICT,
+)
 from kerneltune.core.errors import UncheckedOutputsError, WrongOutput, WrongOutputWarning
 from kerneltune.core.machine.outputs import (
     Mismatch,
+    Skipped,
     Tolerance,
     comparable,
     compare,
+    nbytes,
     put_back,
     snapshot,
     unchanged,
@@ -94,7 +102,10 @@ class CheckOptions:
             return None
         declared = () if inplace is None else (*inplace.reset_to_zero, *inplace.restore_value)
         arguments = named_arguments(positional, args, kwargs)
-        return OutputCheck(name, arguments, declared, self.tolerance, strict=mode == CHECK_STRICT)
+        budget = settings[CHECK_OUTPUTS_BUDGET] * 2**20
+        return OutputCheck(
+            name, arguments, declared, self.tolerance, strict=mode == CHECK_STRICT, budget=budget
+        )
 
 
 class OutputCheck:
@@ -113,9 +124,12 @@ class OutputCheck:
         tolerance: Tolerance,
         *,
         strict: bool = False,
+        budget: int = 0,
     ) -> None:
         self.function = function
-        self.arguments = dict(arguments)
+        #: the most bytes a snapshot may copy (``check_outputs_budget``; 0: no limit).
+        self.budget = budget
+        self.arguments = dict(arguments) if self._within(nbytes(arguments), "its arguments hold") else {}
         self.declared = frozenset(declared)
         self.tolerance = tolerance
         self.strict = strict
@@ -135,6 +149,18 @@ class OutputCheck:
         #: each wrong candidate's first mismatch, by index.
         self.wrong: dict[int, tuple[Candidate, Mismatch]] = {}
         self.unchecked = ""
+
+    def _within(self, size: int, what: str) -> bool:
+        """Whether ``size`` bytes of ``what`` may be copied; a notice where they may not."""
+        if not self.budget or size <= self.budget:
+            return True
+        warn_once(
+            ("over budget", self.function, what),
+            f"kerneltune: {self.function}: {what} {size / 2**20:.0f} MiB, over check_outputs_budget "
+            f"({self.budget / 2**20:.0f} MiB): they are not checked, nor put back between candidates "
+            '(declare restore_value=[...] for those the work changes; docs/guide.md "Checked outputs")',
+        )
+        return False
 
     def run_reference(self, reference: Thunk, around: Around | None) -> None:
         """Take the reference from ``reference``: ``reference_fn`` on the caller's arguments."""
@@ -197,7 +223,11 @@ class OutputCheck:
         if candidate is not None:
             self.reference = f"the reference [{candidate.index}] {candidate.label}"
         skipped: list[str] = []
-        self.result = snapshot(result, skipped=skipped)
+        if self._within(nbytes(result), "its return value holds"):
+            self.result = snapshot(result, skipped=skipped)
+        else:
+            self.result = Skipped("over check_outputs_budget")
+            skipped.append("result (over check_outputs_budget)")
         self.changed = {
             name: snapshot(value)
             for name, value in self.arguments.items()

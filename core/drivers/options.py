@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kerneltune.core.plugin_system.parsers import boolean
+from kerneltune.core.plugin_system.parsers import boolean, integer
 from kerneltune.core.plugin_system.settings import SettingSpec
 
 PRECOMPILE = SettingSpec(
@@ -48,4 +48,12 @@ CHECK_OUTPUTS = SettingSpec(
     help="on: a candidate whose outputs differ from the reference's is dropped; off: none checked; "
     "strict: as on, and a tuning whose outputs cannot be checked fails",
     env=("KERNELTUNE_CHECK_OUTPUTS",),
+)
+CHECK_OUTPUTS_BUDGET = SettingSpec(
+    "check_outputs_budget",
+    default=1024,
+    parse=integer(0),
+    help="MiB the check may copy: arguments, or a reference's return value, holding more are not checked "
+    "(a notice says so); 0: no limit",
+    env=("KERNELTUNE_CHECK_OUTPUTS_BUDGET",),
 )

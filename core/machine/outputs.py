@@ -102,6 +102,19 @@ def comparable(value: Any) -> bool:
     return _is_tensor(value) or _is_array(value)
 
 
+def nbytes(value: Any) -> int:
+    """How many bytes :func:`snapshot` would copy of ``value``'s tensors and arrays."""
+    if _is_tensor(value):
+        return int(value.numel() * value.element_size())
+    if _is_array(value):
+        return int(value.nbytes)
+    if isinstance(value, tuple | list):
+        return sum(nbytes(v) for v in value)
+    if isinstance(value, Mapping):
+        return sum(nbytes(v) for v in value.values())
+    return 0
+
+
 def snapshot(value: Any, path: str = "result", skipped: list[str] | None = None) -> Any:
     """A copy of ``value`` that later runs cannot change; ``skipped`` gets the paths left out."""
     if value is None or (isinstance(value, bool | numbers.Number) and not _is_array(value)):

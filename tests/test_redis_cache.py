@@ -203,7 +203,10 @@ def test_a_server_killed_mid_run_is_one_warning_and_the_local_cache_carries_on(
     script = tmp_path / "fleet.py"
     script.write_text(SCRIPT)
     done = _run_script(script, isolated, gone, 5, 5, 6)
-    assert [len(calls) for calls in _calls(done)] == [4, 1, 4]
+    tuned_five, served_five, tuned_six = _calls(done)
+    # A tuning runs every candidate (a busy host may retake one); a served key runs only its pick.
+    assert set(tuned_five) == set(tuned_six) == {1, 2, 3}
+    assert len(served_five) == 1
     assert done.stderr.count("redis cache at") == 1
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any
 
 from kerneltune.core.drivers.contextual_call import ContextualCall
@@ -97,7 +98,7 @@ class ContextualAutoTuner(FunctionWrapper):
                 "at a time, nested or concurrent use is not supported"
             )
         _ACTIVE.name = self.__name__
-        _ACTIVE.thread = threading.get_ident()
+        _ACTIVE.thread = get_ident()
         installed: list[Interceptor] = []
         try:
             if self._interceptors is None:

@@ -18,6 +18,7 @@ import importlib.util
 import sys
 import threading
 from collections.abc import Callable, Hashable, Sequence
+from threading import get_ident
 from typing import Any, ClassVar
 
 from kerneltune.core import CandidateTiming, CompileProcess, DirectLaunches, hookimpl
@@ -207,7 +208,7 @@ def _replacement(original: Callable[..., Any], cls: type, root: type) -> Callabl
     @functools.wraps(original)
     def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
         active = PATCH.installed
-        if active is None or active.handling or threading.get_ident() != active.owner or kwargs.get("warmup"):
+        if active is None or active.handling or get_ident() != active.owner or kwargs.get("warmup"):
             return original(tuner, *args, **kwargs)
         direct = active.direct
         if direct.serving and (picks := direct.picks.get(tuner)) is not None:
@@ -270,7 +271,7 @@ class TritonInterceptor:
         # A new interceptor (a new tuner, or new settings) walks the classes in full.
         PATCH.ensure(root if root is not None else adapter.autotuner_class(), walk)
         self.route = route
-        self.owner = threading.get_ident()
+        self.owner = get_ident()
         self._before, PATCH.installed = PATCH.installed, self
 
     def route_launch(

@@ -301,3 +301,83 @@ def test_a_return_value_over_the_budget_is_not_compared(monkeypatch, isolated):
     (record,) = stored_records(isolated, "fill")
     assert record["best"]["index"] == 1 and not of(caught, WrongOutputWarning)
     assert any("its return value holds 2 MiB, over check_outputs_budget" in str(w.message) for w in caught)
+
+
+# -- a reference that is the odd one out --------------------------------------------------
+
+
+def off_by_config(clock, wrong, **options):
+    """Tuned sums in place; each config in ``wrong`` adds a wrong term of its own; the last is fastest."""
+    configs = [{"c": c} for c in range(4)]
+
+    @autotune(config_space=configs, key_fn=lambda out, x: out.numel(), **options)
+    def scaled(out, x, c):
+        clock.advance(4 - c)
+        out += 2 * x + (c + 1 if c in wrong else 0)
+        return out.sum()
+
+    return scaled
+
+
+def test_a_first_candidate_that_the_others_agree_against_is_dropped_and_named(clock, isolated):
+    scaled = off_by_config(clock, wrong={0})
+    untuned, tuned, x = torch.ones(3), torch.ones(3), torch.arange(3.0)
+    scaled(untuned, x, autotune=False)  # config 0: the wrong one
+
+    result, caught = caught_warnings(lambda: scaled(tuned, x))
+
+    assert torch.equal(tuned, torch.ones(3) + 2 * x), "one run of the pick on the caller's contents"
+    assert float(result) == float(tuned.sum())
+    (record,) = stored_records(isolated, "scaled")
+    assert record["best"]["index"] == 3
+    assert [c["error"] is None for c in record["candidates"]] == [False, True, True, True]
+    assert record["candidates"][0]["error"].startswith(
+        "WrongOutput: differs from the 3 other candidates, which agree among themselves: result: "
+    )
+    (message,) = of(caught, WrongOutputWarning)
+    assert message.startswith(
+        "kerneltune: scaled: the reference [0] c=<0> looks wrong for key 3: the 3 other candidates that "
+        "ran differ from it and agree among themselves, so it was dropped and they were kept:\n  [0] c=<0>: "
+    )
+    assert not torch.equal(untuned, tuned), "config 0 really is wrong"
+
+
+def test_a_reference_that_one_other_candidate_agrees_with_stands(clock, isolated):
+    scaled = off_by_config(clock, wrong={1, 3})
+
+    _, caught = caught_warnings(lambda: scaled(torch.ones(3), torch.arange(3.0)))
+
+    (record,) = stored_records(isolated, "scaled")
+    assert record["best"]["index"] == 2, "[1] and [3], fast and wrong, are dropped: [2] agrees with [0]"
+    assert [c["error"] is None for c in record["candidates"]] == [True, False, True, False]
+    (message,) = of(caught, WrongOutputWarning)
+    assert "2 candidate(s) for key 3 differ from the reference [0] c=<0> and were dropped" in message
+
+
+def test_a_reference_the_others_disagree_about_among_themselves_stands(clock, isolated):
+    scaled = off_by_config(clock, wrong={1, 2, 3})
+
+    _, caught = caught_warnings(lambda: scaled(torch.ones(3), torch.arange(3.0)))
+
+    (record,) = stored_records(isolated, "scaled")
+    assert record["best"]["index"] == 0
+    assert [c["error"] is None for c in record["candidates"]] == [True, False, False, False]
+    (message,) = of(caught, WrongOutputWarning)
+    assert "every candidate that ran but the reference [0] c=<0> differs from it" in message
+
+
+def test_reference_fn_stands_however_many_candidates_agree_against_it(clock, isolated):
+    scaled = off_by_config(clock, wrong={0}, reference_fn=lambda out, x: out.add_(2 * x).sum())
+    _, caught = caught_warnings(lambda: scaled(torch.ones(3), torch.arange(3.0)))
+    (record,) = stored_records(isolated, "scaled")
+    assert record["best"]["index"] == 3
+    assert record["candidates"][0]["error"].startswith("WrongOutput: differs from reference_fn: result")
+
+    # A reference_fn that does config 0's work: the three agreeing against it are wrong all the same.
+    like_zero = off_by_config(clock, wrong={0}, reference_fn=lambda out, x: out.add_(2 * x + 1).sum())
+    _, caught = caught_warnings(lambda: like_zero(torch.ones(4), torch.arange(4.0)))
+    (message,) = of(caught, WrongOutputWarning)
+    assert "3 candidate(s) for key 4 differ from reference_fn and were dropped" in message
+    (record,) = [r for r in stored_records(isolated, "scaled") if r["key"] == 4]
+    assert record["best"]["index"] == 0
+

@@ -242,6 +242,8 @@ class AutoTuner(FunctionWrapper):
                 tuning.measure(candidate, functools.partial(self.fn, *args, **bound), around=runs)
                 if check is not None:
                     check.raise_if_unchecked()
+            if check is not None:
+                check.settle(tuning)
             try:
                 best = tuning.finish()
             except NoValidConfigError as exc:

@@ -381,3 +381,49 @@ def test_reference_fn_stands_however_many_candidates_agree_against_it(clock, iso
     (record,) = [r for r in stored_records(isolated, "scaled") if r["key"] == 4]
     assert record["best"]["index"] == 0
 
+
+# -- tensors inside list and tuple arguments ------------------------------------------------
+
+
+def test_tensors_in_a_list_argument_are_found_restored_and_checked(clock, isolated):
+    @autotune(config_space=[{"block": 4}, {"block": 3}, {"block": 5}], key_fn=lambda x, outs: x.numel())
+    def split_sums(x, outs, block):
+        clock.advance({4: 3.0, 3: 1.0, 5: 2.0}[block])
+        kept = x[: (x.numel() // block) * block] if block == 3 else x
+        outs[0] += kept.sum()  # accumulates: a candidate after an unrestored one would see its sums
+        outs[1] += x.max()
+
+    x = torch.arange(1.0, 11.0)
+    untuned = [torch.zeros(1), torch.zeros(1)]
+    split_sums(x, untuned, autotune=False)
+    tuned = [torch.zeros(1), torch.zeros(1)]
+
+    _, caught = caught_warnings(lambda: split_sums(x, tuned))
+
+    assert all(torch.equal(t, u) for t, u in zip(tuned, untuned, strict=True))
+    (notice,) = [str(w.message) for w in caught if "in place" in str(w.message)]
+    assert "changes its argument(s) outs[0], outs[1] in place" in notice
+    (message,) = of(caught, WrongOutputWarning)
+    assert "[1] block=<3>: argument outs[0]: 1 of 1 values off, largest absolute error 10" in message
+    (record,) = stored_records(isolated, "split_sums")
+    assert record["best"]["index"] == 2
+
+
+def test_arrays_in_a_tuple_argument_are_found_restored_and_checked(clock, isolated):
+    numpy = pytest.importorskip("numpy")
+
+    @autotune(config_space=[{"mode": "clean"}, {"mode": "scribbles"}], key_fn=lambda pair: pair[0].size)
+    def add_into(pair, mode):
+        clock.advance(2.0 if mode == "clean" else 1.0)
+        pair[1][:] += pair[0]
+        if mode == "scribbles":
+            pair[0][0] = -1.0  # uses its input as scratch
+
+    pair = (numpy.arange(3.0), numpy.ones(3))
+
+    _, caught = caught_warnings(lambda: add_into(pair))
+
+    assert numpy.array_equal(pair[0], numpy.arange(3.0))
+    assert numpy.array_equal(pair[1], numpy.arange(1.0, 4.0)), "one run of the pick on the caller's contents"
+    (message,) = of(caught, WrongOutputWarning)
+    assert "[1] mode=<scribbles>: argument pair[0]: changed, which the reference leaves alone" in message

@@ -54,12 +54,21 @@ from kerneltune.core.values.records import Candidate
 def named_arguments(
     positional: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The call's tensor and array arguments that a run could change, by parameter name."""
+    """The call's tensors and arrays that a run could change, by path: ``out``, or ``outs[1]`` in a list."""
     named = {positional[i] if i < len(positional) else f"args[{i}]": value for i, value in enumerate(args)}
     named.update(kwargs)
-    return {
-        name: value for name, value in named.items() if comparable(value) and in_place_problem(value) is None
-    }
+    found: dict[str, Any] = {}
+    for name, value in named.items():
+        _collect(name, value, found)
+    return found
+
+
+def _collect(path: str, value: Any, found: dict[str, Any]) -> None:
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _collect(f"{path}[{i}]", item, found)
+    elif comparable(value) and in_place_problem(value) is None:
+        found[path] = value
 
 
 class CheckOptions:

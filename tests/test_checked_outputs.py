@@ -13,7 +13,7 @@ from kerneltune.core.errors import (
     UncheckedOutputsError,
     WrongOutputWarning,
 )
-from kerneltune.core.machine.outputs import Tolerance, compare, snapshot
+from kerneltune.core.machine.outputs import Skipped, Tolerance, compare, snapshot
 from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
 
 from triton_dist.tune import autotune
@@ -287,20 +287,58 @@ def test_outputs_over_the_budget_are_not_checked_and_a_notice_says_so(monkeypatc
     assert any("its arguments hold 2 MiB, over check_outputs_budget (1 MiB)" in n for n in notices)
 
 
-def test_a_return_value_over_the_budget_is_not_compared(monkeypatch, isolated):
+def test_a_return_value_over_the_budget_is_checked_on_a_sample_that_ends_with_its_last_value(
+    monkeypatch, isolated
+):
     clock = FakeClock()
     install_session(monkeypatch, extra=(clock_plugin(clock),), timer="scripted", check_outputs_budget=1)
+    x = torch.rand(1 << 18, generator=torch.Generator().manual_seed(0))  # 1 MiB of float32: within
 
-    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
-    def fill(x, n):
-        clock.advance(3 - n)
-        return torch.full((1 << 19,), float(n))
+    @autotune(
+        config_space=[{"mode": m} for m in ("plain", "drops_last", "halves")], key_fn=lambda x: x.numel()
+    )
+    def doubled(x, mode):
+        clock.advance({"plain": 3.0, "drops_last": 1.0, "halves": 2.0}[mode])
+        if mode == "halves":  # the same values, computed in two parts
+            return torch.cat([x * 2, x * 2])
+        out = torch.cat([x, x]) * 2  # 2 MiB: over
+        if mode == "drops_last":
+            out[-1] = 0.0
+        return out
 
-    _, caught = caught_warnings(lambda: fill(1))
+    result, caught = caught_warnings(lambda: doubled(x))
 
-    (record,) = stored_records(isolated, "fill")
-    assert record["best"]["index"] == 1 and not of(caught, WrongOutputWarning)
-    assert any("its return value holds 2 MiB, over check_outputs_budget" in str(w.message) for w in caught)
+    assert torch.equal(result, torch.cat([x, x]) * 2)
+    (record,) = stored_records(isolated, "doubled")
+    assert record["best"]["index"] == 2
+    assert record["candidates"][1]["error"].startswith(
+        "WrongOutput: differs from the reference [0] mode=<plain>: result (sampled): 1 of 262144 values off"
+    )
+    (notice,) = [str(w.message) for w in caught if "check_outputs_budget" in str(w.message)]
+    assert (
+        "its return value holds 2 MiB, over check_outputs_budget (1 MiB): it is checked on a sample, "
+        in notice
+    )
+    assert "one value in 2 of each tensor and array, the last included" in notice
+
+
+def test_a_sample_keeps_every_step_th_value_ending_with_the_last_and_the_whole_shape():
+    kept = snapshot({"y": torch.arange(10.0).reshape(2, 5)}, step=4)
+    assert kept["y"].shape == (2, 5) and kept["y"].dtype == "torch.float32"
+    assert torch.equal(kept["y"].values, torch.tensor([1.0, 5.0, 9.0]))
+    assert compare({"y": torch.arange(10.0).reshape(2, 5)}, kept, Tolerance()) is None
+    changed = torch.arange(10.0).reshape(2, 5)
+    changed[0, 0] = -1.0  # between two sampled values: not seen
+    assert compare({"y": changed}, kept, Tolerance()) is None
+    changed[1, 4] = -1.0
+    assert str(compare({"y": changed}, kept, Tolerance())).startswith(
+        "result['y'] (sampled): 1 of 3 values off"
+    )
+    found = compare({"y": torch.arange(10.0)}, kept, Tolerance())
+    assert str(found) == "result['y']: Tensor (10,) torch.float32, the reference's (2, 5) torch.float32"
+    skipped: list[str] = []
+    assert isinstance(snapshot(torch.ones(4, 4).t(), skipped=skipped, step=2), Skipped)
+    assert skipped == ["result (not contiguous, so not sampled)"]
 
 
 # -- a reference that is the odd one out --------------------------------------------------

@@ -36,7 +36,6 @@ from kerneltune.core.errors import UncheckedOutputsError, WrongOutput, WrongOutp
 from kerneltune.core.machine.faces import SteppedTuning
 from kerneltune.core.machine.outputs import (
     Mismatch,
-    Skipped,
     Tolerance,
     comparable,
     compare,
@@ -274,12 +273,17 @@ class OutputCheck:
         return None
 
     def _keep(self, result: Any, skipped: list[str] | None = None) -> Any:
-        """A snapshot of a run's return value, where the budget allows."""
-        if self._within(nbytes(result), "its return value holds"):
-            return snapshot(result, skipped=skipped)
-        if skipped is not None:
-            skipped.append("result (over check_outputs_budget)")
-        return Skipped("over check_outputs_budget")
+        """A snapshot of a run's return value; over budget, of a sample of each tensor and array."""
+        size = nbytes(result)
+        step = -(-size // self.budget) if self.budget and size > self.budget else 1
+        if step > 1:
+            warn_once(
+                ("sampled", self.function),
+                f"kerneltune: {self.function}: its return value holds {size / 2**20:.0f} MiB, over "
+                f"check_outputs_budget ({self.budget / 2**20:.0f} MiB): it is checked on a sample, one "
+                f"value in {step} of each tensor and array, the last included",
+            )
+        return snapshot(result, skipped=skipped, step=step)
 
     def _changed(self) -> dict[str, Any]:
         """A snapshot of each argument that the run just taken changed."""

@@ -13,7 +13,7 @@ from kerneltune.core.errors import (
     UncheckedOutputsError,
     WrongOutputWarning,
 )
-from kerneltune.core.machine.outputs import Tolerance, compare, snapshot
+from kerneltune.core.machine.outputs import Skipped, Tolerance, compare, snapshot
 from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
 
 from triton_dist.tune import autotune
@@ -287,17 +287,181 @@ def test_outputs_over_the_budget_are_not_checked_and_a_notice_says_so(monkeypatc
     assert any("its arguments hold 2 MiB, over check_outputs_budget (1 MiB)" in n for n in notices)
 
 
-def test_a_return_value_over_the_budget_is_not_compared(monkeypatch, isolated):
+def test_a_return_value_over_the_budget_is_checked_on_a_sample_that_ends_with_its_last_value(
+    monkeypatch, isolated
+):
     clock = FakeClock()
     install_session(monkeypatch, extra=(clock_plugin(clock),), timer="scripted", check_outputs_budget=1)
+    x = torch.rand(1 << 18, generator=torch.Generator().manual_seed(0))  # 1 MiB of float32: within
 
-    @autotune(config_space=[{"n": 1}, {"n": 2}], key_fn=lambda x: x)
-    def fill(x, n):
-        clock.advance(3 - n)
-        return torch.full((1 << 19,), float(n))
+    @autotune(
+        config_space=[{"mode": m} for m in ("plain", "drops_last", "halves")], key_fn=lambda x: x.numel()
+    )
+    def doubled(x, mode):
+        clock.advance({"plain": 3.0, "drops_last": 1.0, "halves": 2.0}[mode])
+        if mode == "halves":  # the same values, computed in two parts
+            return torch.cat([x * 2, x * 2])
+        out = torch.cat([x, x]) * 2  # 2 MiB: over
+        if mode == "drops_last":
+            out[-1] = 0.0
+        return out
 
-    _, caught = caught_warnings(lambda: fill(1))
+    result, caught = caught_warnings(lambda: doubled(x))
 
-    (record,) = stored_records(isolated, "fill")
-    assert record["best"]["index"] == 1 and not of(caught, WrongOutputWarning)
-    assert any("its return value holds 2 MiB, over check_outputs_budget" in str(w.message) for w in caught)
+    assert torch.equal(result, torch.cat([x, x]) * 2)
+    (record,) = stored_records(isolated, "doubled")
+    assert record["best"]["index"] == 2
+    assert record["candidates"][1]["error"].startswith(
+        "WrongOutput: differs from the reference [0] mode=<plain>: result (sampled): 1 of 262144 values off"
+    )
+    (notice,) = [str(w.message) for w in caught if "check_outputs_budget" in str(w.message)]
+    assert (
+        "its return value holds 2 MiB, over check_outputs_budget (1 MiB): it is checked on a sample, "
+        in notice
+    )
+    assert "one value in 2 of each tensor and array, the last included" in notice
+
+
+def test_a_sample_keeps_every_step_th_value_ending_with_the_last_and_the_whole_shape():
+    kept = snapshot({"y": torch.arange(10.0).reshape(2, 5)}, step=4)
+    assert kept["y"].shape == (2, 5) and kept["y"].dtype == "torch.float32"
+    assert torch.equal(kept["y"].values, torch.tensor([1.0, 5.0, 9.0]))
+    assert compare({"y": torch.arange(10.0).reshape(2, 5)}, kept, Tolerance()) is None
+    changed = torch.arange(10.0).reshape(2, 5)
+    changed[0, 0] = -1.0  # between two sampled values: not seen
+    assert compare({"y": changed}, kept, Tolerance()) is None
+    changed[1, 4] = -1.0
+    assert str(compare({"y": changed}, kept, Tolerance())).startswith(
+        "result['y'] (sampled): 1 of 3 values off"
+    )
+    found = compare({"y": torch.arange(10.0)}, kept, Tolerance())
+    assert str(found) == "result['y']: Tensor (10,) torch.float32, the reference's (2, 5) torch.float32"
+    skipped: list[str] = []
+    assert isinstance(snapshot(torch.ones(4, 4).t(), skipped=skipped, step=2), Skipped)
+    assert skipped == ["result (not contiguous, so not sampled)"]
+
+
+# -- a reference that is the odd one out --------------------------------------------------
+
+
+def off_by_config(clock, wrong, **options):
+    """Tuned sums in place; each config in ``wrong`` adds a wrong term of its own; the last is fastest."""
+    configs = [{"c": c} for c in range(4)]
+
+    @autotune(config_space=configs, key_fn=lambda out, x: out.numel(), **options)
+    def scaled(out, x, c):
+        clock.advance(4 - c)
+        out += 2 * x + (c + 1 if c in wrong else 0)
+        return out.sum()
+
+    return scaled
+
+
+def test_a_first_candidate_that_the_others_agree_against_is_dropped_and_named(clock, isolated):
+    scaled = off_by_config(clock, wrong={0})
+    untuned, tuned, x = torch.ones(3), torch.ones(3), torch.arange(3.0)
+    scaled(untuned, x, autotune=False)  # config 0: the wrong one
+
+    result, caught = caught_warnings(lambda: scaled(tuned, x))
+
+    assert torch.equal(tuned, torch.ones(3) + 2 * x), "one run of the pick on the caller's contents"
+    assert float(result) == float(tuned.sum())
+    (record,) = stored_records(isolated, "scaled")
+    assert record["best"]["index"] == 3
+    assert [c["error"] is None for c in record["candidates"]] == [False, True, True, True]
+    assert record["candidates"][0]["error"].startswith(
+        "WrongOutput: differs from the 3 other candidates, which agree among themselves: result: "
+    )
+    (message,) = of(caught, WrongOutputWarning)
+    assert message.startswith(
+        "kerneltune: scaled: the reference [0] c=<0> looks wrong for key 3: the 3 other candidates that "
+        "ran differ from it and agree among themselves, so it was dropped and they were kept:\n  [0] c=<0>: "
+    )
+    assert not torch.equal(untuned, tuned), "config 0 really is wrong"
+
+
+def test_a_reference_that_one_other_candidate_agrees_with_stands(clock, isolated):
+    scaled = off_by_config(clock, wrong={1, 3})
+
+    _, caught = caught_warnings(lambda: scaled(torch.ones(3), torch.arange(3.0)))
+
+    (record,) = stored_records(isolated, "scaled")
+    assert record["best"]["index"] == 2, "[1] and [3], fast and wrong, are dropped: [2] agrees with [0]"
+    assert [c["error"] is None for c in record["candidates"]] == [True, False, True, False]
+    (message,) = of(caught, WrongOutputWarning)
+    assert "2 candidate(s) for key 3 differ from the reference [0] c=<0> and were dropped" in message
+
+
+def test_a_reference_the_others_disagree_about_among_themselves_stands(clock, isolated):
+    scaled = off_by_config(clock, wrong={1, 2, 3})
+
+    _, caught = caught_warnings(lambda: scaled(torch.ones(3), torch.arange(3.0)))
+
+    (record,) = stored_records(isolated, "scaled")
+    assert record["best"]["index"] == 0
+    assert [c["error"] is None for c in record["candidates"]] == [True, False, False, False]
+    (message,) = of(caught, WrongOutputWarning)
+    assert "every candidate that ran but the reference [0] c=<0> differs from it" in message
+
+
+def test_reference_fn_stands_however_many_candidates_agree_against_it(clock, isolated):
+    scaled = off_by_config(clock, wrong={0}, reference_fn=lambda out, x: out.add_(2 * x).sum())
+    _, caught = caught_warnings(lambda: scaled(torch.ones(3), torch.arange(3.0)))
+    (record,) = stored_records(isolated, "scaled")
+    assert record["best"]["index"] == 3
+    assert record["candidates"][0]["error"].startswith("WrongOutput: differs from reference_fn: result")
+
+    # A reference_fn that does config 0's work: the three agreeing against it are wrong all the same.
+    like_zero = off_by_config(clock, wrong={0}, reference_fn=lambda out, x: out.add_(2 * x + 1).sum())
+    _, caught = caught_warnings(lambda: like_zero(torch.ones(4), torch.arange(4.0)))
+    (message,) = of(caught, WrongOutputWarning)
+    assert "3 candidate(s) for key 4 differ from reference_fn and were dropped" in message
+    (record,) = [r for r in stored_records(isolated, "scaled") if r["key"] == 4]
+    assert record["best"]["index"] == 0
+
+
+# -- tensors inside list and tuple arguments ------------------------------------------------
+
+
+def test_tensors_in_a_list_argument_are_found_restored_and_checked(clock, isolated):
+    @autotune(config_space=[{"block": 4}, {"block": 3}, {"block": 5}], key_fn=lambda x, outs: x.numel())
+    def split_sums(x, outs, block):
+        clock.advance({4: 3.0, 3: 1.0, 5: 2.0}[block])
+        kept = x[: (x.numel() // block) * block] if block == 3 else x
+        outs[0] += kept.sum()  # accumulates: a candidate after an unrestored one would see its sums
+        outs[1] += x.max()
+
+    x = torch.arange(1.0, 11.0)
+    untuned = [torch.zeros(1), torch.zeros(1)]
+    split_sums(x, untuned, autotune=False)
+    tuned = [torch.zeros(1), torch.zeros(1)]
+
+    _, caught = caught_warnings(lambda: split_sums(x, tuned))
+
+    assert all(torch.equal(t, u) for t, u in zip(tuned, untuned, strict=True))
+    (notice,) = [str(w.message) for w in caught if "in place" in str(w.message)]
+    assert "changes its argument(s) outs[0], outs[1] in place" in notice
+    (message,) = of(caught, WrongOutputWarning)
+    assert "[1] block=<3>: argument outs[0]: 1 of 1 values off, largest absolute error 10" in message
+    (record,) = stored_records(isolated, "split_sums")
+    assert record["best"]["index"] == 2
+
+
+def test_arrays_in_a_tuple_argument_are_found_restored_and_checked(clock, isolated):
+    numpy = pytest.importorskip("numpy")
+
+    @autotune(config_space=[{"mode": "clean"}, {"mode": "scribbles"}], key_fn=lambda pair: pair[0].size)
+    def add_into(pair, mode):
+        clock.advance(2.0 if mode == "clean" else 1.0)
+        pair[1][:] += pair[0]
+        if mode == "scribbles":
+            pair[0][0] = -1.0  # uses its input as scratch
+
+    pair = (numpy.arange(3.0), numpy.ones(3))
+
+    _, caught = caught_warnings(lambda: add_into(pair))
+
+    assert numpy.array_equal(pair[0], numpy.arange(3.0))
+    assert numpy.array_equal(pair[1], numpy.arange(1.0, 4.0)), "one run of the pick on the caller's contents"
+    (message,) = of(caught, WrongOutputWarning)
+    assert "[1] mode=<scribbles>: argument pair[0]: changed, which the reference leaves alone" in message

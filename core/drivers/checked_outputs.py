@@ -10,6 +10,12 @@ arguments the reference leaves alone. One that does not is failed with
 Arguments the reference changes that ``reset_to_zero``/``restore_value``
 do not name are put back before each candidate's first run and before the
 call with the pick, with one notice naming them.
+
+A first candidate taken as the reference may itself be the wrong one.
+Until a candidate agrees with it, those that differ from it are kept in
+doubt and measured; :meth:`OutputCheck.settle` judges them before SELECT,
+and drops the reference instead where at least two of them differ from it
+and agree among themselves.
 """
 
 from __future__ import annotations
@@ -27,9 +33,9 @@ from kerneltune.core.drivers.options import (
     CHECK_STRICT,
 )
 from kerneltune.core.errors import UncheckedOutputsError, WrongOutput, WrongOutputWarning
+from kerneltune.core.machine.faces import SteppedTuning
 from kerneltune.core.machine.outputs import (
     Mismatch,
-    Skipped,
     Tolerance,
     comparable,
     compare,
@@ -47,12 +53,21 @@ from kerneltune.core.values.records import Candidate
 def named_arguments(
     positional: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The call's tensor and array arguments that a run could change, by parameter name."""
+    """The call's tensors and arrays that a run could change, by path: ``out``, or ``outs[1]`` in a list."""
     named = {positional[i] if i < len(positional) else f"args[{i}]": value for i, value in enumerate(args)}
     named.update(kwargs)
-    return {
-        name: value for name, value in named.items() if comparable(value) and in_place_problem(value) is None
-    }
+    found: dict[str, Any] = {}
+    for name, value in named.items():
+        _collect(name, value, found)
+    return found
+
+
+def _collect(path: str, value: Any, found: dict[str, Any]) -> None:
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _collect(f"{path}[{i}]", item, found)
+    elif comparable(value) and in_place_problem(value) is None:
+        found[path] = value
 
 
 class CheckOptions:
@@ -146,9 +161,19 @@ class OutputCheck:
         self.checked: set[int] = set()
         #: how many first runs returned, the reference's included.
         self.returned = 0
-        #: each wrong candidate's first mismatch, by index.
+        #: each wrong candidate's first mismatch, by index (the reference's, where it was the odd one out).
         self.wrong: dict[int, tuple[Candidate, Mismatch]] = {}
         self.unchecked = ""
+        #: the reference candidate, and whether it stands: ``reference_fn`` does, and one that a
+        #: candidate agreed with, or one the candidates differing from it disagree among themselves about.
+        self.reference_candidate: Candidate | None = None
+        self.confirmed = False
+        #: the first candidate that differed from an unconfirmed reference: what it returned and changed...
+        self.other: tuple[Any, dict[str, Any]] | None = None
+        #: ...and those that differ from the reference and agree with it, judged by :meth:`settle`.
+        self.doubted: dict[int, tuple[Candidate, Mismatch]] = {}
+        #: the reference dropped as the odd one out.
+        self.odd = False
 
     def _within(self, size: int, what: str) -> bool:
         """Whether ``size`` bytes of ``what`` may be copied; a notice where they may not."""
@@ -165,6 +190,7 @@ class OutputCheck:
     def run_reference(self, reference: Thunk, around: Around | None) -> None:
         """Take the reference from ``reference``: ``reference_fn`` on the caller's arguments."""
         self.reference = "reference_fn"
+        self.confirmed = True
         self._first_run(None, around)(_call, reference)
 
     def around(self, candidate: Candidate, around: Around | None) -> Around | None:
@@ -203,36 +229,97 @@ class OutputCheck:
         return first
 
     def _verdict(self, candidate: Candidate | None, result: Any) -> None:
-        if self.changed is None:
+        if self.changed is None or candidate is None:
             self._adopt(candidate, result)
             return
-        found = compare(result, self.result, self.tolerance)
-        for name, value in self.arguments.items():
-            if name in self.changed:
-                found = found or compare(value, self.changed[name], self.tolerance, f"argument {name}")
-            elif name not in self.declared and not unchanged(value, self.initial[name]):
-                # Looked at whatever else differs: the next candidates need the caller's contents back.
-                found = found or Mismatch(f"argument {name}", "changed, which the reference leaves alone")
-                put_back(value, self.initial[name])
-        if found is not None and candidate is not None:
+        found = self._differs(result, self.result, self.changed)
+        if found is not None and not self.confirmed:
+            found = self._doubt(candidate, result, found)
+        elif found is None:
+            self.confirmed = True
+        for name in self._strays(self.changed):
+            # Looked at whatever else differs: the next candidates need the caller's contents back.
+            put_back(self.arguments[name], self.initial[name])
+        if found is not None:
             self.wrong[candidate.index] = (candidate, found)
             raise WrongOutput(f"differs from {self.reference}: {found}")
 
-    def _adopt(self, candidate: Candidate | None, result: Any) -> None:
-        """The first run that returned is the reference: keep what it returned and changed."""
-        if candidate is not None:
-            self.reference = f"the reference [{candidate.index}] {candidate.label}"
-        skipped: list[str] = []
-        if self._within(nbytes(result), "its return value holds"):
-            self.result = snapshot(result, skipped=skipped)
-        else:
-            self.result = Skipped("over check_outputs_budget")
-            skipped.append("result (over check_outputs_budget)")
-        self.changed = {
+    def _differs(self, result: Any, reference: Any, changed: Mapping[str, Any]) -> Mismatch | None:
+        """Where the outputs first differ from a run's that returned ``reference`` and changed ``changed``."""
+        found = compare(result, reference, self.tolerance)
+        for name, value in changed.items():
+            found = found or compare(self.arguments[name], value, self.tolerance, f"argument {name}")
+        if found is None and (strays := self._strays(changed)):
+            found = Mismatch(f"argument {strays[0]}", "changed, which the reference leaves alone")
+        return found
+
+    def _strays(self, changed: Mapping[str, Any]) -> list[str]:
+        """The undeclared arguments now changed that the run which changed ``changed`` left alone."""
+        return [
+            name
+            for name, value in self.arguments.items()
+            if name not in changed and name not in self.declared and not unchanged(value, self.initial[name])
+        ]
+
+    def _doubt(self, candidate: Candidate, result: Any, found: Mismatch) -> Mismatch | None:
+        """A candidate differing from a reference none has agreed with: ``None`` where it is kept in doubt."""
+        if self.other is None:
+            self.other = (self._keep(result), self._changed())
+            self.restoring.update(set(self.other[1]) - self.declared)
+        elif self._differs(result, *self.other) is not None:
+            self.confirmed = True  # the others disagree among themselves: the reference stands
+            return found
+        self.doubted[candidate.index] = (candidate, found)
+        return None
+
+    def _keep(self, result: Any, skipped: list[str] | None = None) -> Any:
+        """A snapshot of a run's return value; over budget, of a sample of each tensor and array."""
+        size = nbytes(result)
+        step = -(-size // self.budget) if self.budget and size > self.budget else 1
+        if step > 1:
+            warn_once(
+                ("sampled", self.function),
+                f"kerneltune: {self.function}: its return value holds {size / 2**20:.0f} MiB, over "
+                f"check_outputs_budget ({self.budget / 2**20:.0f} MiB): it is checked on a sample, one "
+                f"value in {step} of each tensor and array, the last included",
+            )
+        return snapshot(result, skipped=skipped, step=step)
+
+    def _changed(self) -> dict[str, Any]:
+        """A snapshot of each argument that the run just taken changed."""
+        return {
             name: snapshot(value)
             for name, value in self.arguments.items()
             if not unchanged(value, self.initial[name])
         }
+
+    def settle(self, tuning: SteppedTuning) -> None:
+        """Before SELECT: fail the candidates kept in doubt, or the reference where it is the odd one out.
+
+        It is where at least two candidates differ from it and agree among
+        themselves, and none agrees with it; a ``reference_fn`` always stands.
+        """
+        doubted, self.doubted = self.doubted, {}
+        reference = self.reference_candidate
+        if self.confirmed or len(doubted) < 2 or reference is None:
+            for index, (candidate, found) in doubted.items():
+                self.wrong[index] = (candidate, found)
+                tuning.fail(candidate, WrongOutput(f"differs from {self.reference}: {found}"))
+            return
+        self.odd = True
+        (_, found), *_ = doubted.values()
+        self.wrong = {reference.index: (reference, found)}
+        agreeing = f"the {len(doubted)} other candidates, which agree among themselves"
+        tuning.fail(reference, WrongOutput(f"differs from {agreeing}: {found}"))
+
+    def _adopt(self, candidate: Candidate | None, result: Any) -> None:
+        """The first run that returned is the reference: keep what it returned and changed."""
+        if candidate is not None:
+            self.reference_candidate = candidate
+            self.reference = f"the reference [{candidate.index}] {candidate.label}"
+        skipped: list[str] = []
+        self.result = self._keep(result, skipped)
+        self.changed = self._changed()
         undeclared = sorted(set(self.changed) - self.declared)
         self.restoring.update(undeclared)
         if undeclared:
@@ -275,6 +362,13 @@ class OutputCheck:
 
     def summary(self, key: object) -> str:
         """Every wrong candidate of this tuning, one a line, and whether only the reference is left."""
+        if self.odd:
+            ((index, (reference, found)),) = self.wrong.items()
+            return (
+                f"{self.reference} looks wrong for key {key!r}: the {self.returned - 1} other candidates "
+                "that ran differ from it and agree among themselves, so it was dropped and they were "
+                f"kept:\n  [{index}] {reference.label}: {found}"
+            )
         rows = "\n".join(
             f"  [{index}] {c.label}: {mismatch}" for index, (c, mismatch) in sorted(self.wrong.items())
         )

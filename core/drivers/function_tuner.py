@@ -242,6 +242,8 @@ class AutoTuner(FunctionWrapper):
                 tuning.measure(candidate, functools.partial(self.fn, *args, **bound), around=runs)
                 if check is not None:
                     check.raise_if_unchecked()
+            if check is not None:
+                check.settle(tuning)
             try:
                 best = tuning.finish()
             except NoValidConfigError as exc:
@@ -454,7 +456,9 @@ def autotune(
         function without the config, gives the reference outputs: what it
         returns and the arguments it changes. Default: the first candidate
         that runs. Each candidate's first run must give the same, or it is
-        dropped as wrong (docs/guide.md, "Checked outputs").
+        dropped as wrong; a first candidate that at least two others differ
+        from, agreeing among themselves, is dropped instead
+        (docs/guide.md, "Checked outputs").
     :param check_outputs: ``True``, ``False`` or ``"strict"`` (fail a tuning
         whose outputs cannot be compared); default: the ``check_outputs`` setting.
     :param rtol: relative tolerance of floating-point outputs, every dtype

@@ -53,7 +53,7 @@ CHECK_OUTPUTS_BUDGET = SettingSpec(
     "check_outputs_budget",
     default=1024,
     parse=integer(0),
-    help="MiB the check may copy: arguments, or a reference's return value, holding more are not checked "
-    "(a notice says so); 0: no limit",
+    help="MiB the check may copy: arguments holding more are not checked, a return value holding more is "
+    "checked on a sample (a notice says so); 0: no limit",
     env=("KERNELTUNE_CHECK_OUTPUTS_BUDGET",),
 )

@@ -9,10 +9,13 @@ mismatch comes back to the host.
 What is compared: torch tensors (detached and cloned), NumPy arrays
 (copied), numbers and ``None``, and tuples, lists and dicts of them;
 anything else is skipped, and its path listed so that the caller can say
-so once. Floating-point values pass within :class:`Tolerance`, whose
-defaults by dtype let configs that only add in another order pass and
-catch one that drops a remainder; integers, booleans and fp8 must match
-bit for bit. torch and NumPy are imported only when a value of theirs is met.
+so once. A snapshot taken with a ``step`` keeps of each tensor and array
+only a :class:`Sampled` subset, every ``step``-th value ending with the
+last, and a later value's same subset is compared with it. Floating-point
+values pass within :class:`Tolerance`, whose defaults by dtype let configs
+that only add in another order pass and catch one that drops a remainder;
+integers, booleans and fp8 must match bit for bit. torch and NumPy are
+imported only when a value of theirs is met.
 """
 
 from __future__ import annotations
@@ -87,6 +90,26 @@ class Skipped:
     kind: str
 
 
+@attrs.frozen
+class Sampled:
+    """Every ``step``-th value of a tensor or array (:func:`sample`), and the whole's shape and dtype."""
+
+    values: Any
+    step: int
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def sample(value: Any, step: int) -> Any:
+    """Every ``step``-th value of a contiguous tensor or array, flattened, ending with its last: a view."""
+    flat = value.reshape(-1)
+    return flat[(flat.shape[0] - 1) % step :: step]
+
+
+def _contiguous(value: Any) -> bool:
+    return bool(value.is_contiguous()) if _is_tensor(value) else bool(value.flags.c_contiguous)
+
+
 def _is_tensor(value: Any) -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(value, torch.Tensor)
@@ -115,18 +138,28 @@ def nbytes(value: Any) -> int:
     return 0
 
 
-def snapshot(value: Any, path: str = "result", skipped: list[str] | None = None) -> Any:
-    """A copy of ``value`` that later runs cannot change; ``skipped`` gets the paths left out."""
+def snapshot(value: Any, path: str = "result", skipped: list[str] | None = None, step: int = 1) -> Any:
+    """A copy of ``value`` that later runs cannot change; ``skipped`` gets the paths left out.
+
+    :param step: above 1, keep every ``step``-th value of each tensor and array (:class:`Sampled`);
+        one that is not contiguous, which only a full copy could sample, is skipped.
+    """
     if value is None or (isinstance(value, bool | numbers.Number) and not _is_array(value)):
         return value
+    if (_is_tensor(value) or _is_array(value)) and value.ndim and step > 1:
+        if _contiguous(value):
+            return Sampled(snapshot(sample(value, step)), step, tuple(value.shape), str(value.dtype))
+        if skipped is not None:
+            skipped.append(f"{path} (not contiguous, so not sampled)")
+        return Skipped("not contiguous")
     if _is_tensor(value):
         return value.detach().clone()
     if _is_array(value):
         return value.copy()
     if isinstance(value, tuple | list):
-        return type(value)(snapshot(v, f"{path}[{i}]", skipped) for i, v in enumerate(value))
+        return type(value)(snapshot(v, f"{path}[{i}]", skipped, step) for i, v in enumerate(value))
     if isinstance(value, Mapping):
-        return {k: snapshot(v, f"{path}[{k!r}]", skipped) for k, v in value.items()}
+        return {k: snapshot(v, f"{path}[{k!r}]", skipped, step) for k, v in value.items()}
     if skipped is not None:
         skipped.append(f"{path} ({type(value).__name__})")
     return Skipped(type(value).__name__)
@@ -136,6 +169,11 @@ def compare(value: Any, reference: Any, tolerance: Tolerance, path: str = "resul
     """Where ``value`` first differs from the ``reference`` :func:`snapshot`; ``None`` if nowhere."""
     if isinstance(reference, Skipped):
         return None
+    if isinstance(reference, Sampled):
+        whole = (tuple(value.shape), str(value.dtype)) if comparable(value) else None
+        if whole != (reference.shape, reference.dtype):
+            return Mismatch(path, f"{_kind(value)}, the reference's {reference.shape} {reference.dtype}")
+        return compare(sample(value, reference.step), reference.values, tolerance, f"{path} (sampled)")
     if reference is None or value is None:
         return (
             None

@@ -97,9 +97,15 @@ def case(request, monkeypatch):
     return configs, launch, x, out, expected, wrong_flag
 
 
-def _no_wrong_pick(caught, picked, wrong_flag):
-    assert not picked[wrong_flag], picked
-    assert len([w for w in caught if issubclass(w.category, WrongOutputWarning)]) == 1
+def _tuned_then_served(call, x, out, expected):
+    """Tune with ``call``, then call it again: both right; the warnings of the tuning."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call(x, out)
+    torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-2)
+    out.zero_()
+    torch.testing.assert_close(call(x, out), expected, rtol=1e-4, atol=1e-2)
+    return [w for w in caught if issubclass(w.category, WrongOutputWarning)]
 
 
 def test_the_function_level_tuner_never_picks_the_fast_wrong_config(case):
@@ -110,14 +116,9 @@ def test_the_function_level_tuner_never_picks_the_fast_wrong_config(case):
         launch(x, out, cfg)
         return out
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = launcher(x, out)
-    torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-2)
-    out.zero_()
-    torch.testing.assert_close(launcher(x, out), expected, rtol=1e-4, atol=1e-2)
+    assert len(_tuned_then_served(launcher, x, out, expected)) == 1
     ((_, best),) = launcher._picks.items()
-    _no_wrong_pick(caught, best.config["cfg"], wrong_flag)
+    assert not best.config["cfg"][wrong_flag], best
 
 
 def test_contextual_autotune_never_picks_the_fast_wrong_config(case):
@@ -135,10 +136,5 @@ def test_contextual_autotune_never_picks_the_fast_wrong_config(case):
         kernel[grid](x, out, K if rows else N)
         return out
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = outer(x, out)
-    torch.testing.assert_close(result, expected, rtol=1e-4, atol=1e-2)
-    out.zero_()
-    torch.testing.assert_close(outer(x, out), expected, rtol=1e-4, atol=1e-2)
-    _no_wrong_pick(caught, kernel.best_config.kwargs, wrong_flag)
+    assert len(_tuned_then_served(outer, x, out, expected)) == 1
+    assert not kernel.best_config.kwargs[wrong_flag], kernel.best_config

@@ -6,6 +6,7 @@ through these two doors only (tests/test_import_graph.py holds them to it).
 These names may change in any release (docs/plugins.md, "What the API promises").
 """
 
+from kerneltune.core.drivers.checked_outputs import CheckOptions, OutputCheck
 from kerneltune.core.drivers.contextual import ContextualAutoTuner, contextual_autotune
 from kerneltune.core.drivers.function_tuner import AutoTuner, autotune
 from kerneltune.core.errors import (
@@ -65,7 +66,9 @@ __all__ = [
     "screener",
     "CandidateDropped",
     "describe_error",
-    # checked outputs: what a wrong candidate fails with, and the warning naming them
+    # checked outputs: the options, one tuning's check, what a wrong candidate fails with, the warning
+    "CheckOptions",
+    "OutputCheck",
     "UncheckedOutputsError",
     "WrongOutput",
     "WrongOutputWarning",

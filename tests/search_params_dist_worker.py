@@ -7,8 +7,9 @@ Usage::
 Each rank's scripted timer gives the candidates different times, so a rank
 alone would pick differently; the reducer's MAX must make both ranks search
 the same points and pick the same config. A second kernel's reference_fn
-rejects the fastest finalist on rank 1 only; both ranks must fall to the
-same next one.
+rejects the fastest finalist on rank 1 only, in stage 3 (the output check
+off); both ranks must fall to the same next one. A third's rejects the same
+config on rank 1 with the check on, at its first run: both ranks must drop it.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def tune(kernel, script):
     return {
         "pick": kernel.best_config.kwargs["BLOCK"],
         "launched": sorted({block for (block,) in script.seen("BLOCK")}),
+        "runs": [block for (block,) in script.seen("BLOCK")],
         "correct": bool(torch.equal(y, 2 * x)),
     }
 
@@ -76,17 +78,17 @@ def main() -> None:
         )
     }
 
-    gated_script = Script(by_block(COSTS[rank], "BLOCK"))
+    for name, checked in (("gated", False), ("checked", True)):
+        gated_script = Script(by_block(COSTS[rank], "BLOCK"))
 
-    def reject_32_on_rank_1(x, y, n):
-        # The finalist just launched is the last launch the script saw.
-        return not (rank == 1 and gated_script.launches[-1]["BLOCK"] == 32)
+        def reject_32_on_rank_1(x, y, n, script=gated_script):
+            # The candidate just launched is the last launch the script saw.
+            return not (rank == 1 and script.launches[-1]["BLOCK"] == 32)
 
-    use_session(Patch(), timer_plugin(gated_script))
-    hints = {
-        "search_params": {"params": ["BLOCK"], "values": [16, 32, 64], "reference_fn": reject_32_on_rank_1}
-    }
-    outcome["gated"] = tune(make_kernel(hints, gated_script.hook), gated_script)
+        use_session(Patch(), timer_plugin(gated_script))
+        options = {"params": ["BLOCK"], "values": [16, 32, 64], "reference_fn": reject_32_on_rank_1}
+        hints = {"search_params": {**options, "check_outputs": checked}}
+        outcome[name] = tune(make_kernel(hints, gated_script.hook), gated_script)
     with open(out, "w") as handle:
         json.dump(outcome, handle)
     dist.destroy_process_group()

@@ -180,6 +180,8 @@ def test_unknown_feature_lists_the_known_ones():
         (search(params=["BLOCK"], shape_final_top_k=0), ValueError, "shape_final_top_k"),
         (search(params=["BLOCK"], debug="yes"), TypeError, "debug"),
         (search(params=["BLOCK"], reference_fn=3), TypeError, "reference_fn"),
+        (search(params=["BLOCK"], check_outputs="yes"), ValueError, "check_outputs takes True, False"),
+        (search(params=["BLOCK"], rtol=-1), ValueError, "search_params: rtol must be a number >= 0"),
         (search(params=["BLOCK"], strategy=""), TypeError, "'strategy' must be a strategy's name"),
         (search(params=["BLOCK"], effort="max"), ValueError, "'effort' must be one of quick, default, full"),
         (search(params=["BLOCK"], budget_s=0), ValueError, "'budget_s' must be a number of seconds > 0"),
@@ -548,7 +550,9 @@ def sums_right(x, out, n):
 
 
 @pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
-def test_reference_fn_rejecting_the_fastest_makes_the_next_win(monkeypatch, capsys):
+def test_reference_fn_rejecting_the_fastest_makes_the_next_win(monkeypatch, capsys, unchecked):
+    # The reference_fn tests here are of stage 3's gate, which check_outputs = off keeps (row_sum's
+    # BLOCK=16 sums half the values); tests/test_search_params_checked.py has them with the check on.
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
     hints = search(params=["BLOCK"], values=[16, 32], reference_fn=sums_right, debug=True)
@@ -561,7 +565,8 @@ def test_reference_fn_rejecting_the_fastest_makes_the_next_win(monkeypatch, caps
     assert "BLOCK=16 rejected: RejectedByReference: reference_fn returned False" in capsys.readouterr().out
 
 
-def test_finalists_are_re_timed_in_interleaved_rounds(monkeypatch):
+def test_finalists_are_re_timed_in_interleaved_rounds(monkeypatch, unchecked):
+    # row_sum's BLOCK=16 sums half the values: the check would drop it before stage 3.
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script), repeat=2)
     kernel = make_row_sum(search(params=["BLOCK"], values=[16, 32]), pre_hook=script.hook)
@@ -574,7 +579,7 @@ def test_finalists_are_re_timed_in_interleaved_rounds(monkeypatch):
 
 
 @pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
-def test_reference_fn_may_reject_by_raising(monkeypatch):
+def test_reference_fn_may_reject_by_raising(monkeypatch, unchecked):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
 
@@ -587,7 +592,7 @@ def test_reference_fn_may_reject_by_raising(monkeypatch):
 
 
 @pytest.mark.expected_warning(CandidateFailedWarning, match="failed for key")
-def test_no_finalist_passing_is_a_clear_error(monkeypatch):
+def test_no_finalist_passing_is_a_clear_error(monkeypatch, unchecked):
     script = Script(by_block({16: 1.0, 32: 2.0}, "BLOCK"))
     use_session(monkeypatch, timer_plugin(script))
     hints = search(params=["BLOCK"], values=[16, 32], reference_fn=lambda *args: False)

@@ -75,3 +75,11 @@ def test_a_finalist_rejected_on_one_rank_is_rejected_on_all(outcomes):
     first, second = (o["gated"] for o in outcomes)
     assert first["pick"] == second["pick"] == 16
     assert first["correct"] and second["correct"]
+
+
+def test_a_candidate_the_check_rejects_on_one_rank_is_dropped_on_all(outcomes):
+    first, second = (o["checked"] for o in outcomes)
+    assert first["pick"] == second["pick"] != 32
+    assert first["correct"] and second["correct"]
+    # Rejected at its first run on rank 1, infinite on both: neither re-times it as a finalist.
+    assert first["runs"].count(32) == second["runs"].count(32) == 1

@@ -9,7 +9,9 @@ arguments the reference leaves alone. One that does not is failed with
 :class:`~kerneltune.core.errors.WrongOutput`, so SELECT never picks it.
 Arguments the reference changes that ``reset_to_zero``/``restore_value``
 do not name are put back before each candidate's first run and before the
-call with the pick, with one notice naming them.
+call with the pick, with one notice naming them. Where a judge is given
+(search_params' ``reference_fn``, a predicate), it decides each first run's
+verdict instead of a reference's outputs.
 
 A first candidate taken as the reference may itself be the wrong one.
 Until a candidate agrees with it, those that differ from it are kept in
@@ -21,10 +23,10 @@ and agree among themselves.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
-from kerneltune.core.drivers.inplace import InPlaceArguments, in_place_problem
+from kerneltune.core.drivers.inplace import in_place_problem
 from kerneltune.core.drivers.options import (
     CHECK_OFF,
     CHECK_ON,
@@ -32,7 +34,7 @@ from kerneltune.core.drivers.options import (
     CHECK_OUTPUTS_BUDGET,
     CHECK_STRICT,
 )
-from kerneltune.core.errors import UncheckedOutputsError, WrongOutput, WrongOutputWarning
+from kerneltune.core.errors import NoValidConfigError, UncheckedOutputsError, WrongOutput, WrongOutputWarning
 from kerneltune.core.machine.faces import SteppedTuning
 from kerneltune.core.machine.outputs import (
     Mismatch,
@@ -48,6 +50,22 @@ from kerneltune.core.machine.timing import Around, Thunk, Wrap
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.settings import Settings
 from kerneltune.core.values.records import Candidate
+
+T = TypeVar("T")
+
+#: Asked after a candidate's first run, instead of comparing with a reference: why its outputs are
+#: wrong, or ``None``.
+Judge = Callable[[], str | None]
+
+
+class DeclaresInPlace(Protocol):
+    """What names the arguments the tuner resets and restores itself: a decorated function, a kernel."""
+
+    @property
+    def reset_to_zero(self) -> Sequence[str]: ...
+
+    @property
+    def restore_value(self) -> Sequence[str]: ...
 
 
 def named_arguments(
@@ -107,9 +125,12 @@ class CheckOptions:
         name: str,
         settings: Settings,
         positional: Sequence[str],
-        inplace: InPlaceArguments | None,
+        inplace: DeclaresInPlace | None,
         args: Sequence[Any],
         kwargs: Mapping[str, Any],
+        judge: Judge | None = None,
+        writes_arguments: bool = False,
+        odd_reference: bool = False,
     ) -> OutputCheck | None:
         """One tuning's check of its candidates' outputs; ``None`` where ``check_outputs`` is off."""
         mode = self.mode or settings[CHECK_OUTPUTS]
@@ -119,7 +140,15 @@ class CheckOptions:
         arguments = named_arguments(positional, args, kwargs)
         budget = settings[CHECK_OUTPUTS_BUDGET] * 2**20
         return OutputCheck(
-            name, arguments, declared, self.tolerance, strict=mode == CHECK_STRICT, budget=budget
+            name,
+            arguments,
+            declared,
+            self.tolerance,
+            strict=mode == CHECK_STRICT,
+            budget=budget,
+            judge=judge,
+            writes_arguments=writes_arguments,
+            odd_reference=odd_reference,
         )
 
 
@@ -129,6 +158,11 @@ class OutputCheck:
     :param arguments: the caller's arguments a run could change (:func:`named_arguments`).
     :param declared: those ``reset_to_zero`` or ``restore_value`` name, which the tuner already
         resets and restores, and which a candidate may write where the reference did not.
+    :param judge: gives each first run's verdict, in place of a reference's outputs (``reference_fn``).
+    :param writes_arguments: the work writes its outputs into its arguments (a kernel): those the
+        reference changes are put back all the same, with no notice.
+    :param odd_reference: a first candidate taken as the reference may be found the odd one out
+        (:meth:`settle`, which the driver then calls before SELECT); otherwise it stands from the start.
     """
 
     def __init__(
@@ -140,8 +174,13 @@ class OutputCheck:
         *,
         strict: bool = False,
         budget: int = 0,
+        judge: Judge | None = None,
+        writes_arguments: bool = False,
+        odd_reference: bool = False,
     ) -> None:
         self.function = function
+        self.writes_arguments = writes_arguments
+        self.judge = judge
         #: the most bytes a snapshot may copy (``check_outputs_budget``; 0: no limit).
         self.budget = budget
         self.arguments = dict(arguments) if self._within(nbytes(arguments), "its arguments hold") else {}
@@ -153,7 +192,7 @@ class OutputCheck:
         #: the reference's return value and the arguments it changed, once it ran; and who it is.
         self.result: Any = None
         self.changed: dict[str, Any] | None = None
-        self.reference = ""
+        self.reference = "" if judge is None else "reference_fn"
         #: undeclared arguments that runs may have left changed, put back before the next first run...
         self.dirty: set[str] = set()
         #: ...and those the reference changes, put back before every first run and the call with the pick.
@@ -167,7 +206,7 @@ class OutputCheck:
         #: the reference candidate, and whether it stands: ``reference_fn`` does, and one that a
         #: candidate agreed with, or one the candidates differing from it disagree among themselves about.
         self.reference_candidate: Candidate | None = None
-        self.confirmed = False
+        self.confirmed = judge is not None or not odd_reference
         #: the first candidate that differed from an unconfirmed reference: what it returned and changed...
         self.other: tuple[Any, dict[str, Any]] | None = None
         #: ...and those that differ from the reference and agree with it, judged by :meth:`settle`.
@@ -229,15 +268,19 @@ class OutputCheck:
         return first
 
     def _verdict(self, candidate: Candidate | None, result: Any) -> None:
-        if self.changed is None or candidate is None:
+        if self.judge is not None and candidate is not None:
+            why = self.judge()
+            found = None if why is None else Mismatch("arguments", why)
+        elif self.changed is None or candidate is None:
             self._adopt(candidate, result)
             return
-        found = self._differs(result, self.result, self.changed)
+        else:
+            found = self._differs(result, self.result, self.changed)
         if found is not None and not self.confirmed:
             found = self._doubt(candidate, result, found)
         elif found is None:
             self.confirmed = True
-        for name in self._strays(self.changed):
+        for name in self._strays(self.changed) if self.changed is not None else ():
             # Looked at whatever else differs: the next candidates need the caller's contents back.
             put_back(self.arguments[name], self.initial[name])
         if found is not None:
@@ -322,7 +365,7 @@ class OutputCheck:
         self.changed = self._changed()
         undeclared = sorted(set(self.changed) - self.declared)
         self.restoring.update(undeclared)
-        if undeclared:
+        if undeclared and not self.writes_arguments:
             names = ", ".join(undeclared)
             warn_once(
                 ("changed arguments", self.function, names),
@@ -374,10 +417,28 @@ class OutputCheck:
         )
         text = f"{len(self.wrong)} candidate(s) for key {key!r} differ from {self.reference}"
         text += f" and were dropped:\n{rows}"
-        if self.reference != "reference_fn" and len(self.wrong) == self.returned - 1:
+        if self.reference_alone:
             text += f"\nevery candidate that ran but {self.reference} differs from it"
             text += ": the reference may be the wrong one"
         return text
+
+    @property
+    def reference_alone(self) -> bool:
+        """Whether a reference config is the only candidate left: every other one that ran is wrong."""
+        return bool(self.wrong) and self.reference != "reference_fn" and len(self.wrong) == self.returned - 1
+
+    def finish(self, select: Callable[[], T], key: object) -> T:
+        """``select()`` (the tuning's SELECT), then :meth:`warn` and :meth:`put_back` for the call with
+        the pick; where none is left, its ``NoValidConfigError`` ends with the :meth:`summary`."""
+        try:
+            best = select()
+        except NoValidConfigError as exc:
+            if not self.wrong:
+                raise
+            raise NoValidConfigError(f"{exc}\n{self.summary(key)}") from exc.__cause__
+        self.warn(key)
+        self.put_back()
+        return best
 
     def warn(self, key: object) -> None:
         """One warning naming every wrong candidate of this tuning, if any."""

@@ -24,7 +24,6 @@ from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
 from kerneltune.core.drivers.options import PRECOMPILE, VERBOSE
 from kerneltune.core.drivers.user_functions import call_key_fn, prune_predicate
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
-from kerneltune.core.errors import NoValidConfigError
 from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
@@ -225,7 +224,13 @@ class AutoTuner(FunctionWrapper):
             check = None
             if not tuning.hit and failure is None:
                 check = self._checking.check(
-                    self.__name__, session.settings, self._positional, self._inplace, args, kwargs
+                    self.__name__,
+                    session.settings,
+                    self._positional,
+                    self._inplace,
+                    args,
+                    kwargs,
+                    odd_reference=True,
                 )
             if target is not None and not tuning.hit:
                 self._screen(tuning, Screening(target, session), allow_overwrite)
@@ -244,15 +249,7 @@ class AutoTuner(FunctionWrapper):
                     check.raise_if_unchecked()
             if check is not None:
                 check.settle(tuning)
-            try:
-                best = tuning.finish()
-            except NoValidConfigError as exc:
-                if check is None or not check.wrong:
-                    raise
-                raise NoValidConfigError(f"{exc}\n{check.summary(key)}") from exc.__cause__
-        if check is not None:
-            check.warn(key)
-            check.put_back()
+            best = tuning.finish() if check is None else check.finish(tuning.finish, key)
         if inplace is not None:
             inplace.finish()
         return self.fn(*args, **self._merge(best.config, args, kwargs, allow_overwrite))

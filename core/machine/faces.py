@@ -181,6 +181,7 @@ class SearchTuning(SteppedTuning, Protocol):
         rounds: int = 1,
         purpose: str = "",
         ahead: Sequence[Candidate] = (),
+        around: Callable[[Candidate], Around | None] | None = None,
     ) -> list[float]:
         """Measure a batch now; each candidate's time as every rank agrees on it, in order.
 
@@ -192,6 +193,7 @@ class SearchTuning(SteppedTuning, Protocol):
         :param ahead: candidates a later round will likely ask for: with ``compile_one``, compile
             processes and ``compile_ahead`` on, they compile meanwhile at a lower priority
             (:meth:`~kerneltune.core.compiling.stage.CompileStage.ahead`); nothing waits for them.
+        :param around: gives each candidate's :meth:`measure` its ``around`` (``None``: none).
         """
 
     def max_over_ranks(self, values: Sequence[float]) -> list[float]:

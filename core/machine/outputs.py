@@ -247,7 +247,7 @@ def _tensors(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mis
         return Mismatch(
             path,
             max_abs=float(errors.max()),
-            max_rel=float((errors / reference.double().abs()).max()),
+            max_rel=float((errors / reference.double().abs())[off].max()),
             off=int(off.sum()),
             total=value.numel(),
         )
@@ -267,12 +267,14 @@ def _tensors(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mis
     if bool(ok.all()):
         return None
     bad = ~ok
-    # A NaN error (a NaN the reference lacks) counts as the largest.
-    shown = torch.where(bad, errors, torch.zeros_like(errors)).nan_to_num(nan=math.inf)
+    # A NaN error (a NaN the reference lacks) counts as the largest; the values that pass count as no
+    # error, a zero beside the reference's zero too.
+    shown = torch.where(bad, errors, torch.zeros_like(errors)).nan_to_num(nan=math.inf, posinf=math.inf)
+    relative = torch.where(bad, shown / magnitude, torch.zeros_like(shown))
     return Mismatch(
         path,
         max_abs=float(shown.max()),
-        max_rel=float((shown / magnitude).nan_to_num(nan=math.inf).max()),
+        max_rel=float(relative.nan_to_num(nan=math.inf, posinf=math.inf).max()),
         off=int(bad.sum()),
         total=r.numel(),
     )
@@ -288,11 +290,12 @@ def _arrays(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mism
             if numpy.array_equal(value, reference):
                 return None
             errors = numpy.abs(value.astype(numpy.float64) - reference.astype(numpy.float64))
+            off = value != reference
             return Mismatch(
                 path,
                 max_abs=float(errors.max()),
-                max_rel=float((errors / numpy.abs(reference.astype(numpy.float64))).max()),
-                off=int((value != reference).sum()),
+                max_rel=float((errors / numpy.abs(reference.astype(numpy.float64)))[off].max()),
+                off=int(off.sum()),
                 total=int(value.size),
             )
         rtol, atol = limits
@@ -309,11 +312,12 @@ def _arrays(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mism
         )
         if ok.all():
             return None
-        shown = numpy.nan_to_num(numpy.where(ok, 0.0, errors), nan=math.inf)
+        shown = numpy.nan_to_num(numpy.where(ok, 0.0, errors), nan=math.inf, posinf=math.inf)
+        relative = numpy.where(ok, 0.0, shown / magnitude)
         return Mismatch(
             path,
             max_abs=float(shown.max()),
-            max_rel=float(numpy.nan_to_num(shown / magnitude, nan=math.inf).max()),
+            max_rel=float(numpy.nan_to_num(relative, nan=math.inf, posinf=math.inf).max()),
             off=int((~ok).sum()),
             total=int(r.size),
         )

@@ -264,6 +264,7 @@ class Tuning(SearchTuning):
         rounds: int = 1,
         purpose: str = "",
         ahead: Sequence[Candidate] = (),
+        around: Callable[[Candidate], Around | None] | None = None,
     ) -> list[float]:
         listed = list(candidates)
         failed = failed or {}
@@ -280,7 +281,7 @@ class Tuning(SearchTuning):
             if problem is not None:
                 self.fail(candidate, problem)
             else:
-                self.measure(candidate, run(candidate))
+                self.measure(candidate, run(candidate), around=None if around is None else around(candidate))
         return self.times(listed)
 
     # -- the driver's side of MEASURE: the recorder's -------------------------

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeGuard
 
 import attrs
-from kerneltune.core.driving import SEARCH_EFFORTS
+from kerneltune.core.driving import SEARCH_EFFORTS, CheckOptions
 
 DEFAULT_VALUES = (16, 32, 64, 128, 256, 512, 1024, 2048)
 DEFAULT_TOP_K = 3
@@ -27,6 +27,9 @@ OPTIONS = (
     "max_points",
     "debug",
     "reference_fn",
+    "check_outputs",
+    "rtol",
+    "atol",
 )
 
 # Compile options the tuner decides itself; as search params they would only
@@ -50,6 +53,10 @@ class SearchHints:
     max_points: int | None = None
     debug: bool = False
     reference_fn: Callable[..., Any] | None = None
+    #: ``check_outputs``, ``rtol`` and ``atol``, as the function-level tuner takes them.
+    checking: CheckOptions = attrs.field(
+        factory=lambda: CheckOptions.of("search_params", None, None, None, None), eq=False
+    )
 
 
 def wants_search(hints: object) -> TypeGuard[Mapping[str, Any]]:
@@ -92,6 +99,9 @@ def parse_hints(hints: Mapping[str, Any], kernel: str) -> SearchHints:
         max_points=_max_points(spec.get("max_points"), kernel),
         debug=_flag(spec.get("debug", False), kernel),
         reference_fn=_reference(spec.get("reference_fn"), kernel),
+        checking=CheckOptions.of(
+            f"{kernel}: search_params", None, spec.get("check_outputs"), spec.get("rtol"), spec.get("atol")
+        ),
     )
 
 

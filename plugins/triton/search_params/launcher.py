@@ -3,21 +3,27 @@
 :meth:`Launcher.screen` drops unlaunched what ``early_config_prune`` removes
 and shapes no smaller than one that ran out of the device's resources;
 :meth:`Launcher.build` compiles on the engine's COMPILE pool and
-:meth:`Launcher.runner` launches through the adapter. A kernel too large
-for the device is a drop, anything else a failure.
+:meth:`Launcher.runner` launches through the adapter, :meth:`Launcher.checked`
+with each candidate's first run checked. A kernel too large for the device
+is a drop, anything else a failure.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
 from kerneltune.core import CompileMiss, Point, Shape
-from kerneltune.core.driving import Candidate, CandidateDropped, describe_error
+from kerneltune.core.driving import Candidate, CandidateDropped, OutputCheck, describe_error
 from kerneltune.plugins.triton import adapter, compile_device, compiler, programs
 from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
 from kerneltune.plugins.triton.search_params.space import SearchSpace
+
+#: What a timed run calls around exactly the launch, and what a run calls instead of ``wrap(run)``.
+Wrap = Callable[[adapter.Thunk], object]
+Around = Callable[[Wrap, adapter.Thunk], object]
 
 
 class Launcher:
@@ -149,18 +155,48 @@ class Launcher:
 
     def runner(self, candidate: Candidate) -> Callable[[], None]:
         """One timed run of ``candidate``: a launch with its config."""
+        return functools.partial(self.run_noted, candidate)
 
-        def run() -> None:
-            try:
-                self.run_once(candidate)
-            except Exception as exc:
-                self.failures[candidate.index] = describe_error(exc)
-                if compiler.out_of_resources(exc):
-                    self.note_exhausted(self.space.point(candidate.index), str(exc))
-                    raise CandidateDropped(describe_error(exc)) from exc
-                raise
+    def run_noted(
+        self, candidate: Candidate, around: Callable[[adapter.Thunk], object] | None = None
+    ) -> None:
+        """:meth:`run_once`, keeping why ``candidate`` failed; out of the device's resources it is dropped."""
+        try:
+            self.run_once(candidate, around)
+        except Exception as exc:
+            self.failures[candidate.index] = describe_error(exc)
+            if compiler.out_of_resources(exc):
+                self.note_exhausted(self.space.point(candidate.index), str(exc))
+                raise CandidateDropped(describe_error(exc)) from exc
+            raise
 
-        return run
+    def checked(self, check: OutputCheck) -> Callable[[Candidate], Around | None]:
+        """Each candidate's runs (a round's ``around``), the first of this tuning checked by ``check``.
+
+        That run's launch alone goes through the check, between the kernel's
+        hooks: ``reset_to_zero`` zeroes before it, and the arguments are
+        compared before ``restore_value`` puts anything back. The arguments the
+        reference changes are put back after it, so that the timed runs start
+        from the caller's contents, as the first did.
+        """
+
+        def runs(candidate: Candidate) -> Around | None:
+            first = check.around(candidate, None)
+            if first is None:  # checked earlier in this tuning
+                return None
+            pending = [first]
+
+            def around(wrap: Wrap, run: adapter.Thunk) -> None:
+                if not pending:
+                    wrap(run)
+                    return
+                checked = pending.pop()
+                self.run_noted(candidate, lambda launch: checked(wrap, launch))
+                check.put_back()
+
+            return around
+
+        return runs
 
     def run_once(self, candidate: Candidate, around: Callable[[adapter.Thunk], object] | None = None) -> Any:
         """Launch the kernel once with ``candidate``'s config (``around`` wraps the launch alone)."""

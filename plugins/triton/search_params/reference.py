@@ -1,10 +1,12 @@
-"""Stage 3's gate: the finalists checked against ``reference_fn`` on the caller's own arguments.
+"""``reference_fn``, asked about the caller's arguments after a launch: ``False`` or raising rejects it.
 
-Each finalist that ran is launched once more, between the hooks Triton runs
+With ``check_outputs`` on, the run's :class:`~kerneltune.core.driving.OutputCheck`
+asks it (:meth:`ReferenceGate.verdict`) after each candidate's first run.
+With it off, it is stage 3's gate (:meth:`ReferenceGate.gate`): each
+finalist that ran is launched once more, between the hooks Triton runs
 around a benchmark (so ``reset_to_zero`` applies first and ``restore_value``
 after), and ``reference_fn(*args, **kwargs)`` is asked about those same
-arguments before the post-hook restores anything: returning ``False`` or
-raising rejects it.
+arguments before the post-hook restores anything.
 """
 
 from __future__ import annotations
@@ -55,23 +57,27 @@ class ReferenceGate:
                 say(f"stage 3: {candidate.label} rejected: {describe_error(problem)}")
                 reject(candidate, problem)
 
+    def verdict(self) -> str | None:
+        """Why ``reference_fn`` rejects the launch's arguments as they are now; ``None``: it does not."""
+        launcher = self.launcher
+        try:
+            passed = self.reference(*launcher.args, **launcher.launch)
+        except Exception as exc:
+            return f"reference_fn raised {describe_error(exc)}"
+        return "reference_fn returned False" if passed is False else None
+
     def check(self, candidate: Candidate) -> BaseException | None:
         """Run a finalist once on the caller's arguments and ask ``reference_fn``; the rejection, if any."""
-        launcher = self.launcher
         verdicts: list[BaseException] = []
 
         def launch_then_check(launch: Callable[[], object]) -> None:
             launch()
-            try:
-                passed = self.reference(*launcher.args, **launcher.launch)
-            except Exception as exc:
-                verdicts.append(RejectedByReference(f"reference_fn raised {describe_error(exc)}"))
-                return
-            if passed is False:
-                verdicts.append(RejectedByReference("reference_fn returned False"))
+            why = self.verdict()
+            if why is not None:
+                verdicts.append(RejectedByReference(why))
 
         try:
-            launcher.run_once(candidate, around=launch_then_check)
+            self.launcher.run_once(candidate, around=launch_then_check)
         except Exception as exc:
             return exc
         return verdicts[0] if verdicts else None

@@ -3,11 +3,15 @@
 :class:`SearchRun` lets the search strategy in force (hand-written configs
 that give every searched param: ``exhaustive``) measure round by round
 through the tuning's round API, then re-times the finalists head to head
-in interleaved rounds and applies ``reference_fn`` (stage 3).
+in interleaved rounds (stage 3). Each candidate's first run is checked
+(``check_outputs``): the arguments it writes against the first
+candidate's, or ``reference_fn``'s verdict; with the check off,
+``reference_fn`` gates the finalists in stage 3.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -75,6 +79,20 @@ class SearchRun:
         #: the points measured as twins of one measured before (they count against no point cap).
         self.twin_points: set[Point] = set()
         self.launcher = Launcher(kernel, space, args, launch, grid, self.say)
+        reference = self.hints.reference_fn
+        #: each candidate's first run checked; ``None`` where check_outputs is off...
+        self.check = self.hints.checking.check(
+            kernel.__name__,
+            tuning.settings,
+            kernel.arg_names,
+            kernel,
+            args,
+            launch,
+            judge=None if reference is None else ReferenceGate(reference, self.launcher).verdict,
+            writes_arguments=True,
+        )
+        #: ...through every round's runs.
+        self.runs = None if self.check is None else self.launcher.checked(self.check)
 
     def say(self, line: str) -> None:
         # The tuning is verbose with the debug hint or the verbose setting.
@@ -227,6 +245,7 @@ class SearchRun:
             compile_one=None if launcher.compile_config is None else launcher.build,
             child=launcher.compile_process,
             ahead=self.likely(points, expected),
+            around=self.runs,
         )
         times = self.twin_times(candidates, times)
         twin_of = self.tuning.twin_of
@@ -297,7 +316,7 @@ class SearchRun:
             finalists = self.fall_back("the search named no finalist")
         if not finalists:
             measured = [self.tuning.candidates[i] for i in sorted(self.outcomes)]
-            return self.tuning.finish(among=measured, persist=self.persist)
+            return self.finish(measured)
         candidates = [self.space.candidate(p) for p in finalists]
         schedule = self.tuning.schedule
         per_round, rounds = schedule.stage3_per_round, schedule.stage3_rounds
@@ -308,7 +327,12 @@ class SearchRun:
         # Every rank requests every finalist in every round, failed or not, so
         # that the per-candidate barriers stay matched across ranks.
         times = self.tuning.round(
-            candidates, self.launcher.runner, repeat=per_round, rounds=rounds, purpose="stage 3"
+            candidates,
+            self.launcher.runner,
+            repeat=per_round,
+            rounds=rounds,
+            purpose="stage 3",
+            around=self.runs,
         )
         for candidate, value in zip(candidates, times, strict=True):
             self.outcomes[candidate.index] = value
@@ -317,18 +341,37 @@ class SearchRun:
             self.fall_back("every finalist failed in stage 3")
             ran = [self.tuning.candidates[i] for i, t in self.outcomes.items() if math.isfinite(t)]
             if ran:
-                return self.tuning.finish(among=ran, persist=self.persist)
-        if self.hints.reference_fn is not None:
+                return self.finish(ran)
+        gated = self.hints.reference_fn is not None and self.check is None
+        if self.hints.reference_fn is not None and self.check is None:
             gate = ReferenceGate(self.hints.reference_fn, self.launcher)
             gate.gate(candidates, times, alone=self.tuning.world_size == 1, reject=self.reject)
         try:
-            return self.tuning.finish(among=candidates, persist=self.persist)
+            return self.finish(candidates)
         except NoValidConfigError as exc:
-            if self.hints.reference_fn is None:
+            if not gated:
                 raise
             raise NoValidConfigError(
                 f"{self.kernel.__name__}: none of the {len(candidates)} finalists passed reference_fn\n{exc}"
             ) from exc
+
+    def finish(self, among: list[Candidate]) -> Candidate:
+        """SELECT among ``among``; with the check, its one warning, and the caller's arguments put back.
+
+        :raises NoValidConfigError: where none is left, or where a reference
+            config alone is left on any rank (it may be the wrong one); both
+            name the wrong candidates, and nothing is stored.
+        """
+        check, key = self.check, self.tuning.key
+        if check is not None:
+            check.raise_if_unchecked()
+        # Every rank asks, so that all raise or none: one rank alone would leave the others waiting.
+        (alone,) = self.tuning.max_over_ranks([float(check is not None and check.reference_alone)])
+        if alone:
+            why = check.summary(key) if check is not None else "another rank has only its reference left"
+            raise NoValidConfigError(f"{self.kernel.__name__}: no candidate left but the reference: {why}")
+        select = functools.partial(self.tuning.finish, among=among, persist=self.persist)
+        return select() if check is None else check.finish(select, key)
 
     def reject(self, candidate: Candidate, problem: BaseException) -> None:
         """A finalist ``reference_fn`` rejected: failed here, and so at SELECT."""
@@ -356,8 +399,9 @@ class SearchRun:
             repeat=self.tuning.schedule.recheck_repeat,
             rounds=rounds,
             purpose="re-check",
+            around=self.runs,
         )
-        return self.tuning.finish(among=candidates)
+        return self.finish(candidates)
 
     def fall_back(self, why: str) -> list[Point]:
         """Measure the space's fallback points not measured yet, once; the best points that ran since.

@@ -14,7 +14,10 @@ the launch, never inside a timed region.
 
 The reference is the first candidate whose first run returns; it runs
 again only when the arguments hold other contents than it last ran on
-(always with several ranks, whose launches must stay alike). A wrong
+(always with several ranks, whose launches must stay alike). The outputs
+it writes whole, whatever they held, are poisoned before each candidate's
+run (:meth:`LaunchCheck._probe`), so that an element a candidate skips
+shows even in a buffer that already held the result. A wrong
 candidate is failed with :class:`~kerneltune.core.errors.WrongOutput`,
 and one :class:`~kerneltune.core.errors.WrongOutputWarning` per tuning
 names them all.
@@ -117,7 +120,8 @@ class LaunchCheck:
         if self.reference is None:
             self.reference = candidate
             self.result = self._take(result, arguments, before)
-            self.blind = self._probe(launch, arguments)
+            # Ranks launch alike: how many probes a rank runs would depend on what its arguments hold.
+            self.blind = frozenset() if self.rerun else self._probe(launch, arguments)
             return result
         found = self._verdict(arguments)
         _put_back(arguments, self.after)

@@ -266,6 +266,61 @@ def twins_on_every_rank(rank: int, split: bool = False) -> dict:
     }
 
 
+def wrong_on_one_rank(rank: int) -> dict:
+    """Config 1, the fastest on both ranks, clamps what exceeds 100: wrong on rank 1's data alone."""
+    import warnings
+
+    import attrs
+    import triton
+    import triton.language as tl
+    from kerneltune.core import Session, load_settings
+    from kerneltune.core.drivers import contextual as contextual_module
+    from kerneltune.core.errors import WrongOutputWarning
+    from tuning_doubles import scripted_timer_plugin
+
+    from triton_dist.autotuner import contextual_autotune
+
+    noted: list[float] = []
+    plugin = scripted_timer_plugin(lambda fn: (fn(), noted[-1])[1])
+
+    def session(settings=None, **overrides):  # current_session's signature
+        settings = settings or load_settings()
+        return Session.create(attrs.evolve(settings, timer="scripted", **overrides), extra=(plugin,))
+
+    contextual_module.current_session = session
+
+    @triton.jit
+    def clamped_double(x_ptr, y_ptr, n, BLOCK: tl.constexpr, CLAMP: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+        if CLAMP:
+            x = tl.minimum(x, 100.0)
+        tl.store(y_ptr + offsets, 2.0 * x, mask=mask)
+
+    configs = [
+        triton.Config({"BLOCK": 64, "CLAMP": clamp}, pre_hook=lambda args, cost=cost: noted.append(cost))
+        for clamp, cost in ((False, 10.0), (True, 1.0))
+    ]
+    kernel = triton.autotune(configs=configs, key=["n"])(clamped_double)
+
+    @contextual_autotune(is_dist=True, n_repeat=1, n_warmup=1)
+    def run(x):
+        y = torch.empty_like(x)
+        kernel[(1,)](x, y, x.numel())
+        return y
+
+    x = torch.arange(64, dtype=torch.float32) * (1 if rank == 0 else 10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = run(x)
+    return {
+        "correct": bool(torch.equal(y, 2 * x)),
+        "pick": configs.index(kernel.best_config),
+        "wrong": [str(w.message) for w in caught if issubclass(w.category, WrongOutputWarning)],
+    }
+
+
 SCENARIOS = {
     "seed": seed_example,
     "slowest": slowest_rank_decides,
@@ -276,6 +331,7 @@ SCENARIOS = {
     "autotiling_by_params": lambda rank: auto_tiled_on_two_ranks(rank, by_params=True),
     "unknown_tuner": unknown_tuner_class_refused,
     "twins": twins_on_every_rank,
+    "wrong_on_one_rank": wrong_on_one_rank,
     "twins_split": lambda rank: twins_on_every_rank(rank, split=True),
 }
 

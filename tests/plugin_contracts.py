@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from kerneltune.core.plugin_system.contracts import (
     Cache,
+    CheckedLaunch,
     CompileProcess,
     ConfiguredCache,
     Device,
@@ -129,6 +130,7 @@ SEARCH_STRATEGIES: list[type[SearchStrategy]] = [
 
 KERNEL_LAUNCHES: list[type[KernelLaunch]] = [TritonLaunch]
 UNSUPPORTED_LAUNCHES: list[type[UnsupportedLaunch]] = [TritonLaunch]
+CHECKED_LAUNCHES: list[type[CheckedLaunch]] = [TritonLaunch]
 IN_PLACE_LAUNCHES: list[type[InPlaceLaunch]] = [TritonLaunch]
 ISOLATING_LAUNCHES: list[type[IsolatingLaunch]] = [TritonLaunch]
 FORKING_LAUNCHES: list[type[ForkingLaunch]] = [TritonLaunch]

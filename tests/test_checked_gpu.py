@@ -57,13 +57,12 @@ def vector_sum(x, out, n, BLOCK: tl.constexpr, RACY: tl.constexpr):
         tl.store(out, tl.sum(acc))
 
 
-#: The wrong config second here, first below: there the first config to run, the reference, is the wrong one.
 ROW_CONFIGS = [
     {"BLOCK_K": 4096, "DROP": False},
     {"BLOCK_K": 4096, "DROP": True},
     {"BLOCK_K": 1024, "DROP": False},
 ]
-SUM_CONFIGS = [{"BLOCK": 1024, "RACY": True}, {"BLOCK": 1024, "RACY": False}, {"BLOCK": 4096, "RACY": False}]
+SUM_CONFIGS = [{"BLOCK": 1024, "RACY": False}, {"BLOCK": 4096, "RACY": False}, {"BLOCK": 1024, "RACY": True}]
 
 
 def launch_rows(x, out, cfg):

@@ -164,3 +164,14 @@ def test_a_rank_that_sees_no_twins_has_every_rank_measure_them_all_without_hangi
     assert [r["measured"] for r in results] == [list(range(8))] * WORLD
     assert [r["dropped"] for r in results] == [[]] * WORLD
     assert results[0]["pick"] == results[1]["pick"]
+
+
+def test_a_candidate_wrong_on_one_rank_alone_is_picked_by_no_rank(tmp_path):
+    results = run_ranks("wrong_on_one_rank", tmp_path)
+    assert all("error" not in r for r in results), results
+    assert all(r["correct"] for r in results)
+    # The fastest on both ranks, but wrong on rank 1's data: infinite there, and so over the ranks.
+    assert [r["pick"] for r in results] == [0, 0]
+    assert results[0]["wrong"] == []
+    (message,) = results[1]["wrong"]
+    assert "kernel clamped_double: 1 candidate(s)" in message and "argument y_ptr: " in message

@@ -17,6 +17,7 @@ import pytest
 from kerneltune.core import ConfiguredCache, IsolatingLaunch, LayeringCache, provides
 from kerneltune.core.driving import ListingCache
 from kerneltune.core.plugin_system.contracts import (
+    CheckedLaunch,
     DeviceTimer,
     FlushingTimer,
     ForkingLaunch,
@@ -134,6 +135,7 @@ def test_the_contracts_list_every_optional_part_a_registered_class_has(hook):
 def test_the_launch_lists_hold_every_optional_part_of_the_launch():
     parts = {
         UnsupportedLaunch: contracts.UNSUPPORTED_LAUNCHES,
+        CheckedLaunch: contracts.CHECKED_LAUNCHES,
         InPlaceLaunch: contracts.IN_PLACE_LAUNCHES,
         IsolatingLaunch: contracts.ISOLATING_LAUNCHES,
         ForkingLaunch: contracts.FORKING_LAUNCHES,

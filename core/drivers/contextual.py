@@ -14,6 +14,7 @@ from collections.abc import Callable
 from threading import get_ident
 from typing import Any
 
+from kerneltune.core.drivers.checked_outputs import CheckOptions
 from kerneltune.core.drivers.contextual_call import ContextualCall
 from kerneltune.core.drivers.executions import STALL_LIMIT
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
@@ -59,6 +60,9 @@ class ContextualAutoTuner(FunctionWrapper):
         n_warmup: int = 3,
         flush_cache: bool = True,
         verbose: bool = False,
+        check_outputs: bool | str | None = None,
+        rtol: float | None = None,
+        atol: float | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"contextual_autotune decorates a function, got {fn!r}")
@@ -75,6 +79,7 @@ class ContextualAutoTuner(FunctionWrapper):
         self.n_warmup = n_warmup
         self.flush_cache = flush_cache
         self.verbose = verbose
+        self._checking = CheckOptions.of("contextual_autotune", None, check_outputs, rtol, atol)
         self._source_text: str | None = None
         #: the (kernel, key) pairs met as plain cache hits, which the interceptors launch themselves.
         self._direct = DirectLaunches()
@@ -166,6 +171,7 @@ class ContextualAutoTuner(FunctionWrapper):
             repeat=self.n_repeat,
             flush=self.flush_cache,
             direct=self._direct,
+            checking=self._checking,
         )
         call.start_execution()
         if session is self._session:
@@ -222,6 +228,9 @@ def contextual_autotune(
     *,
     flush_cache: bool = True,
     verbose: bool = False,
+    check_outputs: bool | str | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
 ) -> Callable[[Callable[..., Any]], ContextualAutoTuner]:
     """Decorate a function so that the ``triton.autotune`` kernels it launches are tuned in its context.
 
@@ -235,6 +244,12 @@ def contextual_autotune(
     :param verbose: show each candidate's time and the picks as INFO lines
         (:mod:`kerneltune.core.verbose`); the ``verbose`` setting turns them
         on for every tuner.
+    :param check_outputs: ``True``, ``False`` or ``"strict"``: check each
+        candidate's writes into its kernel's tensor arguments against a
+        reference config's, dropping the wrong ones (docs/contextual.md,
+        "Checked launches"); default: the ``check_outputs`` setting.
+    :param rtol, atol: the check's tolerances for every floating dtype;
+        default: by dtype, as the function-level tuner's.
 
     The outer function runs repeatedly until every kernel it launches has a
     pick, then once more with the picks; that result is returned. A kernel
@@ -260,6 +275,9 @@ def contextual_autotune(
             n_warmup=n_warmup,
             flush_cache=flush_cache,
             verbose=verbose,
+            check_outputs=check_outputs,
+            rtol=rtol,
+            atol=atol,
         )
 
     return decorate

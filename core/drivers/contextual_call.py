@@ -9,21 +9,27 @@ execution left kernels waiting.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from kerneltune.core.drivers.checked_launches import launch_check
+from kerneltune.core.drivers.checked_outputs import CheckOptions
 from kerneltune.core.drivers.executions import Executions
 from kerneltune.core.drivers.kernel_keys import KernelKey
 from kerneltune.core.drivers.options import VERBOSE
 from kerneltune.core.errors import (
+    CandidateDropped,
     KernelTuneError,
     NoValidConfigError,
+    WrongOutput,
     describe_error,
     format_failure,
 )
 from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut
 from kerneltune.core.machine.faces import SteppedTuning
+from kerneltune.core.machine.outputs import Tolerance
 from kerneltune.core.machine.timing import TIMED, WARMUP
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import (
@@ -53,6 +59,7 @@ class ContextualCall:
     :param warmup, repeat, flush: the tuner's ``n_warmup``, ``n_repeat`` and ``flush_cache``.
     :param direct: where launches met as plain cache hits are filed for the interceptors to make
         themselves in later calls (:class:`~kerneltune.core.values.direct.DirectLaunches`).
+    :param checking: the tuner's ``check_outputs``, ``rtol`` and ``atol`` (default: the settings').
     """
 
     def __init__(
@@ -67,6 +74,7 @@ class ContextualCall:
         flush: bool,
         context: str = "",
         direct: DirectLaunches | None = None,
+        checking: CheckOptions | None = None,
     ) -> None:
         self.name = name
         self.session = session
@@ -87,6 +95,7 @@ class ContextualCall:
         self.repeat = repeat
         self.flush = flush
         self.direct = direct
+        self.checking = checking or CheckOptions(None, Tolerance())
         self.isolating = session.settings[ISOLATE] == SUBPROCESS
         # By id(): every state holds its kernel, so no id is reused during the call.
         self.states: dict[tuple[int, Hashable], KernelKey] = {}
@@ -253,6 +262,9 @@ class ContextualCall:
             state.done = True
             return
         state.tuning = tuning
+        state.check = launch_check(
+            self.checking, self.session.settings, state.name, state.key, rerun=self.distributed
+        )
         self.focus = state
         screened = state.screened(self.session)
         if screened is not None:
@@ -275,21 +287,27 @@ class ContextualCall:
             return
         state.candidate = candidate
         state.launches = 0
-        state.error = None
+        # One found wrong and handed out again (a later round) runs no more: stand-ins take its launches.
+        state.error = None if state.check is None else state.check.dropped(candidate)
         state.runs = state.tuning.runs(candidate)
 
     def _finish(self, state: KernelKey, launch: KernelLaunch) -> None:
         assert state.tuning is not None
         tuning, state.tuning = state.tuning, None
         self.focus = None
+        check, state.check = state.check, None
         try:
             best = tuning.finish()
-        except NoValidConfigError:
+        except NoValidConfigError as exc:
             self._tuned(state, tuning, None)
-            raise
+            if check is None or not check.wrong:
+                raise
+            raise NoValidConfigError(f"{exc}\n{check.summary()}") from exc.__cause__
         finally:
             self._close(tuning)
         self._tuned(state, tuning, best)
+        if check is not None:
+            check.warn()
         launch.commit(best.config)
         state.done = True
         if provides(launch, ReportingLaunch):
@@ -346,16 +364,25 @@ class ContextualCall:
         else:
             phase, round_ = runs.phase, runs.round
             rounds = runs.warmup if phase == WARMUP else runs.repeat
+            check = state.check
             try:
-                result = runs.run(lambda wrap: launch.run(candidate.config, around=wrap))
+                if check is not None and candidate.index not in check.checked:
+                    result = runs.run(functools.partial(check.run, launch, candidate))
+                else:
+                    result = runs.run(lambda wrap: launch.run(candidate.config, around=wrap))
             except Exception as exc:
                 state.error = exc
                 state.bad.add(candidate.index)
                 self._launch_event(state, candidate, phase, round_, rounds, None, exc)
-                result = self._stand_in(state, launch)
+                if check is not None and isinstance(exc, WrongOutput):
+                    result = check.result  # the reference's writes are in place: nothing to stand in for
+                else:
+                    result = self._stand_in(state, launch)
             else:
                 if phase == WARMUP:
                     self._launch_event(state, candidate, phase, round_, rounds, None, None)
+            if check is not None:
+                self._engine(check.raise_if_unchecked)
         # Every rank spends every launch on a candidate, failed or not, so that
         # ranks whose outer function holds collectives stay aligned.
         if state.launches == runs.warmup + runs.repeat:
@@ -419,9 +446,14 @@ class ContextualCall:
                 rounds=rounds,
                 time_ms=time_ms,
                 error=None if error is None else describe_error(error),
-                traceback=None if error is None else format_failure(error),
+                traceback=_traceback(error),
             ),
         )
+
+
+def _traceback(error: BaseException | None) -> str | None:
+    # A candidate dropped on purpose (a wrong output) has its reason, not a failure to trace.
+    return None if error is None or isinstance(error, CandidateDropped) else format_failure(error)
 
 
 def _contains(configs: Sequence[Any], config: Any) -> bool:

@@ -11,6 +11,7 @@ import weakref
 from collections.abc import Hashable
 
 import attrs
+from kerneltune.core.drivers.checked_launches import LaunchCheck
 from kerneltune.core.isolation.parent import Screening, screen_all, screener
 from kerneltune.core.machine.faces import SteppedTuning
 from kerneltune.core.machine.timing import CandidateRuns
@@ -51,6 +52,8 @@ class KernelKey:
     screened_out: dict[int, str] | None = None
     #: the execution whose first launch of this (kernel, key) reset what the kernel zeroes.
     reset_in: int = 0
+    #: the check of its candidates' writes while it is tuned; ``None`` with ``check_outputs`` off.
+    check: LaunchCheck | None = None
 
     def tuner(self) -> Tuner:
         """The kernel's tuner for this candidate list, made at the first need."""

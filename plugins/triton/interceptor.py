@@ -92,6 +92,14 @@ class TritonLaunch:
         """Why what the autotuner zeroes or restores cannot be, for this launch; ``None`` when it can."""
         return adapter.in_place_problem(self.kernel, self._args, self._kwargs)
 
+    def arguments(self) -> dict[str, Any]:
+        """The launch's kernel arguments by name."""
+        return adapter.named_arguments(self.kernel, self._args, self._kwargs)
+
+    def scratch(self) -> tuple[str, ...]:
+        """The arguments the autotuner zeroes or restores around each run (:func:`adapter.in_place_names`)."""
+        return adapter.in_place_names(self.kernel)
+
     def changes_in_place(self) -> bool:
         """Whether the autotuner puts arguments back after each run (``restore_value``, a post-hook)."""
         return adapter.changes_in_place(self.kernel)

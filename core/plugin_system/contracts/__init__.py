@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from kerneltune.core.plugin_system.contracts.base import AlwaysAvailable, Registrable, Thunk, provides
 from kerneltune.core.plugin_system.contracts.launches import (
+    CheckedLaunch,
     CompileProcess,
     DirectInterceptor,
     DirectLaunch,
@@ -62,6 +63,7 @@ __all__ = [
     "DirectInterceptor",
     "DirectLaunch",
     "Cache",
+    "CheckedLaunch",
     "CompileProcess",
     "ConfiguredCache",
     "Device",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -170,6 +170,30 @@ class InPlaceLaunch(KernelLaunch, Protocol):
 
         Asked before any candidate runs: otherwise every candidate would fail
         alike, without naming the kernel's option.
+        """
+        ...
+
+
+@runtime_checkable
+class CheckedLaunch(KernelLaunch, Protocol):
+    """A launch whose arguments can be read (optional part of :class:`KernelLaunch`).
+
+    With it the contextual tuner checks each candidate's writes into the
+    launch's tensor arguments against a reference config's
+    (:mod:`kerneltune.core.drivers.checked_launches`); a launch without it
+    is tuned unchecked, with one notice.
+    """
+
+    def arguments(self) -> Mapping[str, Any]:
+        """The launch's kernel arguments by parameter name, as passed (launch options, a grid, left out).
+
+        The tensors among them are copied and put back between runs, so they must be the launch's own.
+        """
+        ...
+
+    def scratch(self) -> Collection[str]:
+        """The arguments the kernel's tuner resets or restores around every run (Triton: ``reset_to_zero``,
+        ``restore_value``): a candidate may write them where the reference does not, as a workspace.
         """
         ...
 

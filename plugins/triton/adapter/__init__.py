@@ -347,7 +347,7 @@ def in_place_problem(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
     does not pass, or a value that is no tensor autograd lets change in place.
     """
     named = {**dict(zip(tuner.arg_names, args, strict=False)), **kwargs}
-    for option in ("reset_to_zero", "restore_value"):
+    for option in _IN_PLACE_OPTIONS:
         for name in getattr(tuner, option, None) or ():
             if name not in named:
                 return f"{option} names {name!r}, which this launch does not pass"
@@ -355,6 +355,15 @@ def in_place_problem(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
             if problem is not None:
                 return f"{option} names {name!r}, {problem}"
     return None
+
+
+#: The autotuner's options naming the arguments it zeroes or restores around each run.
+_IN_PLACE_OPTIONS = ("reset_to_zero", "restore_value")
+
+
+def in_place_names(tuner: Any) -> tuple[str, ...]:
+    """The arguments the autotuner zeroes (``reset_to_zero``) or restores (``restore_value``) around runs."""
+    return tuple(name for option in _IN_PLACE_OPTIONS for name in getattr(tuner, option, None) or ())
 
 
 def changes_in_place(tuner: Any) -> bool:

@@ -1,0 +1,288 @@
+"""Each candidate of an intercepted kernel launch checked against a reference config's writes.
+
+The contextual tuner cannot see what the outer function makes of a
+kernel's work, so the check is the kernel's own: its tensor arguments are
+what it writes. On a candidate's first run of a tuning the arguments are
+copied, the reference config runs on them and what it leaves is copied,
+the arguments are put back, and the candidate runs: it must leave what the
+reference leaves, within the
+:class:`~kerneltune.core.machine.outputs.Tolerance`, and leave alone what
+the reference leaves alone (but for the kernel's declared scratch, which
+its hooks reset or restore). What the reference left is put back after, so
+the rest of the execution sees a correct result. All of it happens around
+the launch, never inside a timed region.
+
+The reference is the first candidate whose first run returns; it runs
+again only when the arguments hold other contents than it last ran on
+(always with several ranks, whose launches must stay alike). The outputs
+it writes whole, whatever they held, are poisoned before each candidate's
+run (:meth:`LaunchCheck._probe`), so that an element a candidate skips
+shows even in a buffer that already held the result. A wrong
+candidate is failed with :class:`~kerneltune.core.errors.WrongOutput`,
+and one :class:`~kerneltune.core.errors.WrongOutputWarning` per tuning
+names them all.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from kerneltune.core.drivers.checked_outputs import CheckOptions
+from kerneltune.core.drivers.inplace import in_place_problem
+from kerneltune.core.drivers.options import CHECK_OFF, CHECK_OUTPUTS, CHECK_OUTPUTS_BUDGET, CHECK_STRICT
+from kerneltune.core.errors import UncheckedOutputsError, WrongOutput, WrongOutputWarning
+from kerneltune.core.machine import outputs
+from kerneltune.core.machine.outputs import Mismatch, Tolerance
+from kerneltune.core.machine.timing import Wrap
+from kerneltune.core.notices import user_stacklevel, warn_once
+from kerneltune.core.plugin_system.contracts import CheckedLaunch, KernelLaunch, provides
+from kerneltune.core.plugin_system.settings import Settings
+from kerneltune.core.values.records import Candidate
+
+
+def launch_check(
+    options: CheckOptions, settings: Settings, kernel: str, key: Hashable, *, rerun: bool
+) -> LaunchCheck | None:
+    """One (kernel, key)'s check under ``options`` and the settings; ``None`` where ``check_outputs`` is off.
+
+    :param rerun: run the reference before every candidate's check (ranks that must launch alike).
+    """
+    mode = options.mode or settings[CHECK_OUTPUTS]
+    if mode == CHECK_OFF:
+        return None
+    budget = settings[CHECK_OUTPUTS_BUDGET] * 2**20
+    return LaunchCheck(
+        kernel, key, options.tolerance, strict=mode == CHECK_STRICT, budget=budget, rerun=rerun
+    )
+
+
+class LaunchCheck:
+    """One (kernel, key)'s check of its candidates' writes, for the length of its tuning (module docstring).
+
+    :param kernel: the kernel's name, for messages.
+    :param strict: a launch whose writes cannot be checked fails the call (:meth:`raise_if_unchecked`).
+    :param budget: the most bytes the launch's tensor arguments may hold to be copied (0: no limit).
+    """
+
+    def __init__(
+        self, kernel: str, key: Hashable, tolerance: Tolerance, *, strict: bool, budget: int, rerun: bool
+    ) -> None:
+        self.kernel = kernel
+        self.key = key
+        self.tolerance = tolerance
+        self.strict = strict
+        self.budget = budget
+        self.rerun = rerun
+        self.reference: Candidate | None = None
+        #: the arguments as the reference last ran on them and as it left them, those it changed,
+        #: and what its launch returned.
+        self.before: dict[str, Any] = {}
+        self.after: dict[str, Any] = {}
+        self.changed: frozenset[str] = frozenset()
+        #: the arguments the kernel's hooks reset or restore, which any candidate may write.
+        self.scratch: frozenset[str] = frozenset()
+        #: the outputs the reference writes whatever they held, which a candidate's run gets poisoned.
+        self.blind: frozenset[str] = frozenset()
+        self.result: Any = None
+        #: the candidates whose first run was checked, and those found wrong, with their first mismatch.
+        self.checked: set[int] = set()
+        self.wrong: dict[int, tuple[Candidate, Mismatch]] = {}
+        #: how many first runs returned, the reference's included.
+        self.returned = 0
+        #: why the writes cannot be checked, where they cannot.
+        self.unchecked = ""
+
+    def run(self, launch: KernelLaunch, candidate: Candidate, wrap: Wrap) -> Any:
+        """The candidate's first run, checked; what its launch returned.
+
+        :raises WrongOutput: when it differs from the reference, whose writes are left in the arguments.
+        """
+        self.checked.add(candidate.index)
+        arguments = self._arguments(launch)
+        if not arguments:
+            return launch.run(candidate.config, around=wrap)
+        before = _copies(arguments)
+        if self.reference is not None and (self.rerun or not _holding(arguments, self.before)):
+            try:
+                self.result = self._take(launch.run(self.reference.config), arguments, before)
+            finally:
+                _put_back(arguments, before)
+        for name in self.blind:
+            _poison(arguments[name], self.after[name])
+        try:
+            result = launch.run(candidate.config, around=wrap)
+        except BaseException:
+            _put_back(arguments, before)  # a stand-in runs next, on what the outer function passed
+            raise
+        self.returned += 1
+        if self.reference is None:
+            self.reference = candidate
+            self.result = self._take(result, arguments, before)
+            # Ranks launch alike: how many probes a rank runs would depend on what its arguments hold.
+            self.blind = frozenset() if self.rerun else self._probe(launch, arguments)
+            return result
+        found = self._verdict(arguments)
+        _put_back(arguments, self.after)
+        if found is None:
+            return result
+        self.wrong[candidate.index] = (candidate, found)
+        raise WrongOutput(f"differs from {self._reference()}: {found}")
+
+    def dropped(self, candidate: Candidate) -> WrongOutput | None:
+        """Why ``candidate`` was found wrong in this tuning; ``None`` if it was not."""
+        found = self.wrong.get(candidate.index)
+        return None if found is None else WrongOutput(f"differs from {self._reference()}: {found[1]}")
+
+    def _arguments(self, launch: KernelLaunch) -> dict[str, Any]:
+        """The launch's tensor arguments that can be copied and put back; empty where none is checked."""
+        if not provides(launch, CheckedLaunch):
+            self._cannot("its interceptor's launches do not show their arguments (no arguments())")
+            return {}
+        arguments = {
+            name: value
+            for name, value in launch.arguments().items()
+            if outputs.comparable(value) and in_place_problem(value) is None
+        }
+        self.scratch = frozenset(launch.scratch())
+        size = outputs.nbytes(arguments)
+        if not arguments:
+            self._cannot("it has no tensor argument")
+        elif self.budget and size > self.budget:
+            self._cannot(
+                f"its tensor arguments hold {size / 2**20:.0f} MiB, over check_outputs_budget "
+                f"({self.budget / 2**20:.0f} MiB)"
+            )
+            return {}
+        return arguments
+
+    def _take(self, result: Any, arguments: Mapping[str, Any], before: dict[str, Any]) -> Any:
+        """Keep what a reference run on ``before`` left in ``arguments``; ``result``, what it returned."""
+        self.before = before
+        self.after = _copies(arguments)
+        self.changed = frozenset(
+            name for name in arguments if not outputs.unchanged(self.after[name], before[name])
+        )
+        return result
+
+    def _probe(self, launch: KernelLaunch, arguments: Mapping[str, Any]) -> frozenset[str]:
+        """The outputs the reference writes whole, whatever they held: a candidate's run gets them poisoned.
+
+        So an element a candidate skips shows even where the outer function's buffer already held
+        the right result (reused from an earlier execution). The arguments the reference changed
+        are tried together, in one launch of it; where it changed none (every output already held
+        its result), each argument alone.
+        """
+        candidates = [n for n in arguments if n not in self.scratch and _poisonable(arguments[n])]
+        changed = frozenset(n for n in candidates if n in self.changed)
+        groups = [changed] if changed else [frozenset({n}) for n in candidates]
+        return frozenset().union(
+            *(group for group in groups if self._written_whole(launch, arguments, group))
+        )
+
+    def _written_whole(
+        self, launch: KernelLaunch, arguments: Mapping[str, Any], group: frozenset[str]
+    ) -> bool:
+        """Whether the reference, run with ``group`` poisoned, leaves what it left before."""
+        assert self.reference is not None
+        _put_back(arguments, self.before)
+        for name in group:
+            _poison(arguments[name], self.after[name])
+        try:
+            launch.run(self.reference.config)
+        except Exception:
+            return False
+        else:
+            return self._verdict(arguments, group) is None
+        finally:
+            _put_back(arguments, self.after)
+
+    def _verdict(self, arguments: Mapping[str, Any], blind: frozenset[str] | None = None) -> Mismatch | None:
+        blind = self.blind if blind is None else blind
+        for name, value in arguments.items():
+            path = f"argument {name}"
+            if name in self.changed or name in blind:
+                found = outputs.compare(value, self.after[name], self.tolerance, path)
+            elif name not in self.scratch and not outputs.unchanged(value, self.before[name]):
+                found = Mismatch(path, "changed, which the reference leaves alone")
+            else:
+                found = None
+            if found is not None:
+                return found
+        return None
+
+    def _reference(self) -> str:
+        assert self.reference is not None
+        return f"the reference [{self.reference.index}] {self.reference.label}"
+
+    def _cannot(self, why: str) -> None:
+        """Note why the writes go unchecked: one notice, or under ``strict`` the error to come."""
+        self.unchecked = why
+        if not self.strict:
+            warn_once(
+                ("unchecked launch", self.kernel, why),
+                f"kerneltune: kernel {self.kernel}: {why}; its candidates' outputs are not checked "
+                '(check_outputs, docs/contextual.md "Checked launches")',
+            )
+
+    def raise_if_unchecked(self) -> None:
+        """``strict``: raise where the launch's writes could not be checked."""
+        if self.strict and self.unchecked:
+            raise UncheckedOutputsError(
+                f"kernel {self.kernel}: check_outputs is strict and {self.unchecked}, so its candidates' "
+                "outputs cannot be checked; pass check_outputs=True to check what can be"
+            )
+
+    def summary(self) -> str:
+        """The wrong candidates, one a line, and whether every other candidate that ran is among them."""
+        text = (
+            f"kernel {self.kernel}: {len(self.wrong)} candidate(s) for key {self.key!r} differ from "
+            f"{self._reference()} and were dropped:"
+        )
+        for index, (candidate, mismatch) in sorted(self.wrong.items()):
+            text += f"\n  [{index}] {candidate.label}: {mismatch}"
+        if len(self.wrong) == self.returned - 1:
+            text += "\nno candidate that ran agrees with the reference: the reference may be the wrong one"
+        return text
+
+    def warn(self) -> None:
+        """One warning naming every wrong candidate of this tuning, if any."""
+        if self.wrong:
+            warnings.warn(f"kerneltune: {self.summary()}", WrongOutputWarning, stacklevel=user_stacklevel())
+
+
+def _copies(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: outputs.snapshot(value) for name, value in arguments.items()}
+
+
+def _put_back(arguments: Mapping[str, Any], saved: Mapping[str, Any]) -> None:
+    for name, value in arguments.items():
+        outputs.put_back(value, saved[name])
+
+
+#: Each element size's integer dtype, by name, to flip a floating-point tensor's bits through.
+_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def _poisonable(value: Any) -> bool:
+    # Floating point only: an integer argument may hold indices, which poisoned would send loads astray.
+    return hasattr(value, "is_floating_point") and value.is_floating_point() and value.element_size() in _BITS
+
+
+def _poison(value: Any, expected: Any) -> None:
+    """Fill the tensor ``value`` with the bitwise complement of ``expected``: no element equals it."""
+    import torch
+
+    value.copy_(expected)
+    value.view(getattr(torch, _BITS[value.element_size()])).bitwise_not_()
+
+
+def _holding(arguments: Mapping[str, Any], saved: Mapping[str, Any]) -> bool:
+    """Whether ``arguments`` hold exactly the ``saved`` copies: the same names, shapes, dtypes and bits."""
+    return arguments.keys() == saved.keys() and all(
+        tuple(value.shape) == tuple(saved[name].shape)
+        and str(value.dtype) == str(saved[name].dtype)
+        and outputs.unchanged(value, saved[name])
+        for name, value in arguments.items()
+    )

@@ -1,0 +1,330 @@
+"""contextual_autotune checks each candidate of a kernel launch against a reference config's writes.
+
+Real ``@triton.autotune`` kernels in Triton's interpreter (conftest sets
+TRITON_INTERPRET=1), one or two programs per launch. A timer reads a fake
+clock that each config's pre-hook sets, so that the wrong config is the
+fastest: without the check it would be picked.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import ascend_stand_in
+import kernels
+import pytest
+import torch
+import triton
+import triton.language as tl
+from kerneltune.core import add_plugin, remove_plugin
+from kerneltune.core.errors import NoValidConfigError, UncheckedOutputsError, WrongOutputWarning
+from kerneltune.plugins.triton.configs import config_label
+from tuning_doubles import scripted_timer_plugin
+
+from triton_dist.autotuner import contextual_autotune
+
+DEVICE = kernels.DEVICE
+N = 100
+KEY = (N, "torch.float32", "torch.float32")
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """``clock[cost]``: the milliseconds each launch reads, by the ``COST`` its config's pre-hook notes."""
+    noted: list[float] = []
+    plugin = scripted_timer_plugin(lambda fn: (fn(), noted[-1])[1])
+    add_plugin(plugin)
+    monkeypatch.setenv("KERNELTUNE_TIMER", "scripted")
+    yield noted
+    remove_plugin(plugin)
+
+
+def config(noted, cost, **meta):
+    """A config whose launches read ``cost`` ms on the fake clock."""
+    return triton.Config(meta, pre_hook=lambda args: noted.append(cost))
+
+
+@triton.jit
+def double_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr, SCRIBBLE: tl.constexpr):
+    """``y = 2 * x``; with ``EVEN`` it assumes ``BLOCK`` divides ``n`` and drops the remainder, with
+    ``SCRIBBLE`` it also zeroes ``x``, its input."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < ((n // BLOCK) * BLOCK if EVEN else n)
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    tl.store(y_ptr + offsets, 2.0 * x, mask=mask)
+    if SCRIBBLE:
+        tl.store(x_ptr + offsets, tl.zeros_like(x), mask=mask)
+
+
+def doubling(noted, wrong, **options):
+    """``double_kernel`` over a right config (10 ms) and a ``wrong`` one (1 ms, the fastest)."""
+    right = config(noted, 10.0, BLOCK=64, EVEN=False, SCRIBBLE=False)
+    fast = config(noted, 1.0, BLOCK=64, **{"EVEN": False, "SCRIBBLE": False, **wrong})
+    return triton.autotune(configs=[right, fast], key=["n"], **options)(double_kernel)
+
+
+def launch(kernel, x, y):
+    kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, x.numel())
+    return y
+
+
+def tune(kernel, x, **options):
+    """Tune ``kernel`` in a call that doubles ``x`` into a fresh buffer; the warnings it gave."""
+
+    @contextual_autotune(n_repeat=1, n_warmup=1, **options)
+    def run(x):
+        return launch(kernel, x, torch.empty_like(x))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run(x)
+    return caught
+
+
+def wrong_warnings(caught):
+    return [str(w.message) for w in caught if issubclass(w.category, WrongOutputWarning)]
+
+
+@pytest.mark.parametrize(
+    ("wrong", "what"),
+    [
+        ({"EVEN": True}, "argument y_ptr: 36 of 100 values off, largest absolute error"),
+        ({"SCRIBBLE": True}, "argument x_ptr: changed, which the reference leaves alone"),
+    ],
+    ids=["drops-the-remainder", "writes-into-its-input"],
+)
+def test_a_fast_wrong_config_is_never_picked_and_is_recorded_and_warned_about_once(
+    clock, tmp_path, monkeypatch, wrong, what
+):
+    # The first pass in two rounds, as on the host's clock by default: the wrong one comes up again.
+    monkeypatch.setenv("KERNELTUNE_TIE_ROUNDS", "2")
+    kernel = doubling(clock, wrong)
+    results = []
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run(x):
+        results.append(launch(kernel, x, torch.empty_like(x)))
+        return results[-1]
+
+    x = torch.randn(N, device=DEVICE)
+    expected = 2 * x
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(run(x), expected)
+        torch.testing.assert_close(run(x), expected)
+    assert kernel.best_config is kernel.configs[0]
+    (message,) = wrong_warnings(caught)
+    assert message.startswith(
+        f"kerneltune: kernel double_kernel: 1 candidate(s) for key {KEY!r} differ from the reference [0] "
+    )
+    assert f"and were dropped:\n  [1] {config_label(kernel.configs[1])}: " in message and what in message
+    assert "the reference may be the wrong one" in message, "no other candidate agrees with the reference"
+    log = (tmp_path / ".autotune_logs" / "rank-0.log").read_text()
+    reference, dropped = (config_label(c) for c in kernel.configs)
+    assert (
+        f"config 1 warmup round 1/1: exception: WrongOutput: differs from the reference [0] {reference}: "
+        in log
+    )
+    assert f"config 1 mean invalid [{dropped}] failed: WrongOutput: differs from the reference [0] " in log
+    assert log.count("config 1 ") == 2, "its later round's launch ran the reference as a stand-in"
+    assert kernel.configs_timings[kernel.configs[1]] == [float("inf")] * 3
+    # Every execution, tuning ones included, saw the reference's writes, never the wrong candidate's;
+    # and the input is the caller's.
+    torch.testing.assert_close(x, expected / 2)
+    assert len(results) >= 2 * 3
+    for y in results:
+        torch.testing.assert_close(y, expected)
+
+
+def test_check_outputs_off_lets_the_fastest_be_picked_however_wrong(clock, monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_CHECK_OUTPUTS", "off")
+    kernel = doubling(clock, {"EVEN": True})
+    caught = tune(kernel, torch.randn(N, device=DEVICE))
+    assert kernel.best_config is kernel.configs[1] and not wrong_warnings(caught)
+
+    option = doubling(clock, {"EVEN": True})
+    monkeypatch.setenv("KERNELTUNE_CHECK_OUTPUTS", "on")
+    caught = tune(option, torch.randn(N, device=DEVICE), check_outputs=False)
+    assert option.best_config is option.configs[1] and not wrong_warnings(caught)
+
+
+def test_an_output_that_already_holds_the_result_still_shows_the_elements_a_candidate_skips(clock):
+    # The caller's buffer holds the right answer before any launch (as a reused buffer does from the
+    # last execution): the skipped elements would pass unseen, but the candidate's run gets them poisoned.
+    kernel = doubling(clock, {"EVEN": True})
+
+    @contextual_autotune(n_repeat=1, n_warmup=1)
+    def run(x, y):
+        return launch(kernel, x, y)
+
+    x = torch.randn(N, device=DEVICE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = run(x, 2 * x)
+    assert kernel.best_config is kernel.configs[0]
+    torch.testing.assert_close(y, 2 * x)
+    assert "argument y_ptr: 36 of 100 values off" in wrong_warnings(caught)[0]
+
+
+@triton.jit
+def sum_kernel(x_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
+    """``out[0] = sum(x)``, one program adding ``BLOCK`` elements at a time (``n`` a constant: older
+    interpreters, triton-ascend's, loop over constants only)."""
+    total = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, n, BLOCK):
+        offsets = start + tl.arange(0, BLOCK)
+        total += tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
+    tl.store(out_ptr, tl.sum(total, axis=0))
+
+
+def test_configs_of_a_reduction_that_add_in_another_order_all_pass(clock):
+    blocks = (16, 32, 64, 128)
+    kernel = triton.autotune(
+        configs=[config(clock, float(8 - i), BLOCK=b) for i, b in enumerate(blocks)], key=["n"]
+    )(sum_kernel)
+    # Positive terms: a sum that cancels to near zero would be off by more than fp32's tolerance, which
+    # is a fraction of the output's own magnitude.
+    x = torch.rand(1000, generator=torch.Generator().manual_seed(1)).to(DEVICE) * 100
+    sums = []
+    for block in blocks:
+        out = torch.zeros(1, device=DEVICE)
+        sum_kernel[(1,)](x, out, x.numel(), BLOCK=block)
+        sums.append(out.item())
+    assert len(set(sums)) > 1, "the orders of addition give sums that differ in their last bits"
+
+    @contextual_autotune(n_repeat=1, n_warmup=1)
+    def total(x):
+        out = torch.empty(1, device=DEVICE)
+        kernel[(1,)](x, out, x.numel())
+        return out
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = total(x)
+    assert not wrong_warnings(caught)
+    assert kernel.best_config is kernel.configs[-1], "the fastest, right within the tolerance"
+    assert all(times[0] < float("inf") for times in kernel.configs_timings.values())
+    torch.testing.assert_close(result, x.sum().reshape(1), rtol=1e-5, atol=1e-3)
+
+
+def test_a_reference_the_others_all_differ_from_is_reported_and_the_call_still_picks_it(clock):
+    # The first config is the wrong one: the others, which agree among themselves, differ from it.
+    wrong = config(clock, 10.0, BLOCK=64, EVEN=True, SCRIBBLE=False)
+    rights = [config(clock, 1.0, BLOCK=b, EVEN=False, SCRIBBLE=False) for b in (32, 64)]
+    kernel = triton.autotune(configs=[wrong, *rights], key=["n"])(double_kernel)
+    (message,) = wrong_warnings(tune(kernel, torch.randn(N, device=DEVICE)))
+    assert "2 candidate(s)" in message and "[1] " in message and "[2] " in message
+    assert message.endswith(
+        "no candidate that ran agrees with the reference: the reference may be the wrong one"
+    )
+
+
+@pytest.mark.filterwarnings("ignore::kerneltune.core.CandidateFailedWarning")
+def test_when_no_candidate_is_valid_the_error_lists_the_wrong_ones(clock, monkeypatch):
+    # The reference's own timed runs fail (a timer that cannot read them); the other one was wrong.
+    kernel = doubling(clock, {"EVEN": True})
+    reads = []
+
+    def time_of(fn):
+        fn()
+        reads.append(clock[-1])
+        if clock[-1] == 10.0:
+            raise RuntimeError("the timer lost this run")
+        return clock[-1]
+
+    plugin = scripted_timer_plugin(time_of, "failing")
+    add_plugin(plugin)
+    monkeypatch.setenv("KERNELTUNE_TIMER", "failing")
+    try:
+
+        @contextual_autotune(n_repeat=1, n_warmup=1)
+        def run(x):
+            return launch(kernel, x, torch.empty_like(x))
+
+        with pytest.raises(NoValidConfigError) as info:
+            run(torch.randn(N, device=DEVICE))
+    finally:
+        remove_plugin(plugin)
+    text = str(info.value)
+    assert text.startswith("cannot find valid config")
+    assert "differ from the reference [0]" in text and "[1] " in text
+
+
+needs_tiling_by_hints = pytest.mark.skipif(
+    ascend_stand_in.auto_tiling_by_hints_missing() is not None,
+    reason=ascend_stand_in.auto_tiling_by_hints_missing() or "",
+)
+
+
+@triton.jit
+def even_add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """``out = x + y`` that assumes ``BLOCK`` divides ``n``: a tile that does not drops the remainder."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n  # as triton-ascend's parser finds the axis BLOCK splits
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    y = tl.load(y_ptr + offsets, mask=mask, other=0.0)
+    tl.store(out_ptr + offsets, x + y, mask=offsets < (n // BLOCK) * BLOCK)
+
+
+@needs_tiling_by_hints
+@pytest.mark.filterwarnings("ignore::kerneltune.core.UncertainPickWarning")
+def test_a_wrong_tiling_that_triton_ascend_generates_is_never_picked(monkeypatch):
+    # For AUTO_TILED_N elements it generates BLOCK 2048, which divides it, and 1639, which does not;
+    # the fake clock makes 1639 the fastest.
+    noted: list[float] = []
+
+    def note(args, reset_only=False):
+        noted.append(1.0 if args["BLOCK"] == 1639 else 5.0)
+
+    plugin = scripted_timer_plugin(lambda fn: (fn(), noted[-1])[1])
+    add_plugin(plugin)
+    monkeypatch.setenv("KERNELTUNE_TIMER", "scripted")
+    kernel = triton.autotune(configs=[], key=["n"], hints={"enable_ascend_autotune": True}, pre_hook=note)(
+        even_add_kernel
+    )
+    try:
+
+        @contextual_autotune(n_repeat=1, n_warmup=0)
+        def outer(x, y):
+            return kernels.launch_add(kernel, x, y)
+
+        x = torch.randn(kernels.AUTO_TILED_N)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.testing.assert_close(outer(x, x), 2 * x)
+    finally:
+        remove_plugin(plugin)
+    assert type(kernel).__name__ == "AutoTilingTuner"
+    assert sorted(c.kwargs["BLOCK"] for c in kernel.configs) == [1639, 2048]
+    assert kernel.best_config.kwargs["BLOCK"] == 2048
+    (message,) = wrong_warnings(caught)
+    assert "1 candidate(s)" in message and "BLOCK=1639" in message
+    assert "argument out_ptr: " in message
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_arguments_over_the_budget_are_not_checked_with_a_notice_or_under_strict_an_error(
+    clock, monkeypatch, strict
+):
+    monkeypatch.setenv("KERNELTUNE_CHECK_OUTPUTS_BUDGET", "1")
+    kernel = doubling(clock, {"EVEN": True})
+
+    @contextual_autotune(n_repeat=1, n_warmup=1, check_outputs="strict" if strict else None)
+    def run(x):
+        y = torch.empty_like(x)
+        kernel[(2,)](x, y, N)  # the first N of 2**18 elements: 2 MiB of tensors, one program's work
+        return y
+
+    x = torch.randn(2**18, device=DEVICE)
+    if strict:
+        with pytest.raises(
+            UncheckedOutputsError, match="check_outputs is strict and its tensor arguments hold"
+        ):
+            run(x)
+        assert not kernel.cache
+        return
+    with pytest.warns(
+        RuntimeWarning, match="over check_outputs_budget .1 MiB.; its candidates' outputs are not"
+    ):
+        run(x)
+    assert kernel.best_config is kernel.configs[1], "unchecked, the fastest is picked"

@@ -302,21 +302,32 @@ def wrong_on_one_rank(rank: int) -> dict:
         triton.Config({"BLOCK": 64, "CLAMP": clamp}, pre_hook=lambda args, cost=cost: noted.append(cost))
         for clamp, cost in ((False, 10.0), (True, 1.0))
     ]
-    kernel = triton.autotune(configs=configs, key=["n"])(clamped_double)
 
-    @contextual_autotune(is_dist=True, n_repeat=1, n_warmup=1)
-    def run(x):
-        y = torch.empty_like(x)
-        kernel[(1,)](x, y, x.numel())
-        return y
+    def tuned(**options):
+        """A kernel of its own under contextual_autotune(is_dist=True, **options)."""
+        kernel = triton.autotune(configs=configs, key=["n"])(clamped_double)
+
+        @contextual_autotune(is_dist=True, n_repeat=1, n_warmup=1, **options)
+        def run(x):
+            y = torch.empty_like(x)
+            kernel[(1,)](x, y, x.numel())
+            return y
+
+        return kernel, run
 
     x = torch.arange(64, dtype=torch.float32) * (1 if rank == 0 else 10)
+    # With is_dist the check is asked for by the decorator alone; the setting leaves it off.
+    kernel, run = tuned()
+    run(x)
+    unchecked_pick = configs.index(kernel.best_config)
+    kernel, run = tuned(check_outputs=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         y = run(x)
     return {
         "correct": bool(torch.equal(y, 2 * x)),
         "pick": configs.index(kernel.best_config),
+        "unchecked_pick": unchecked_pick,
         "wrong": [str(w.message) for w in caught if issubclass(w.category, WrongOutputWarning)],
     }
 

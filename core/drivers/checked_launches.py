@@ -48,8 +48,10 @@ def launch_check(
     """One (kernel, key)'s check under ``options`` and the settings; ``None`` where ``check_outputs`` is off.
 
     :param rerun: run the reference before every candidate's check (ranks that must launch alike).
+        Such kernels may write into other ranks' memory while this one copies and puts back its
+        own, so they are checked only where the decorator's ``check_outputs`` asks, never by the setting.
     """
-    mode = options.mode or settings[CHECK_OUTPUTS]
+    mode = options.mode or (CHECK_OFF if rerun else settings[CHECK_OUTPUTS])
     if mode == CHECK_OFF:
         return None
     budget = settings[CHECK_OUTPUTS_BUDGET] * 2**20

@@ -247,7 +247,8 @@ def contextual_autotune(
     :param check_outputs: ``True``, ``False`` or ``"strict"``: check each
         candidate's writes into its kernel's tensor arguments against a
         reference config's, dropping the wrong ones (docs/contextual.md,
-        "Checked launches"); default: the ``check_outputs`` setting.
+        "Checked launches"); default: the ``check_outputs`` setting, and
+        off with ``is_dist=True``, whose kernels may talk to other ranks.
     :param rtol, atol: the check's tolerances for every floating dtype;
         default: by dtype, as the function-level tuner's.
 

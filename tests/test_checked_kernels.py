@@ -207,16 +207,41 @@ def test_configs_of_a_reduction_that_add_in_another_order_all_pass(clock):
     torch.testing.assert_close(result, x.sum().reshape(1), rtol=1e-5, atol=1e-3)
 
 
-def test_a_reference_the_others_all_differ_from_is_reported_and_the_call_still_picks_it(clock):
-    # The first config is the wrong one: the others, which agree among themselves, differ from it.
-    wrong = config(clock, 10.0, BLOCK=64, EVEN=True, SCRIBBLE=False)
-    rights = [config(clock, 1.0, BLOCK=b, EVEN=False, SCRIBBLE=False) for b in (32, 64)]
+def test_a_reference_two_others_agree_against_is_dropped_and_they_are_kept(clock):
+    # The first config is the wrong one: the next, asked for a second opinion, agrees with the one
+    # after the reference, so the reference is the odd one out.
+    wrong = config(clock, 1.0, BLOCK=64, EVEN=True, SCRIBBLE=False)
+    rights = [config(clock, c, BLOCK=b, EVEN=False, SCRIBBLE=False) for b, c in ((32, 10.0), (64, 5.0))]
     kernel = triton.autotune(configs=[wrong, *rights], key=["n"])(double_kernel)
+    x = torch.randn(N, device=DEVICE)
+    (message,) = wrong_warnings(tune(kernel, x))
+    assert kernel.best_config is rights[1], "the fastest of those left"
+    assert "1 candidate(s)" in message and "differ from the reference [1] " in message
+    assert f"\n  [0] {config_label(wrong)}: differs from [1] " in message and ", which agree: " in message
+    assert "may be the wrong one" not in message
+
+
+def test_a_reference_only_one_other_differs_from_stands_and_is_reported(clock):
+    wrong = config(clock, 10.0, BLOCK=64, EVEN=True, SCRIBBLE=False)
+    right = config(clock, 1.0, BLOCK=32, EVEN=False, SCRIBBLE=False)
+    kernel = triton.autotune(configs=[wrong, right], key=["n"])(double_kernel)
     (message,) = wrong_warnings(tune(kernel, torch.randn(N, device=DEVICE)))
-    assert "2 candidate(s)" in message and "[1] " in message and "[2] " in message
+    assert kernel.best_config is wrong, "no second opinion: the reference stands"
     assert message.endswith(
         "no candidate that ran agrees with the reference: the reference may be the wrong one"
     )
+
+
+def test_a_second_opinion_that_agrees_with_the_reference_drops_the_candidate(clock):
+    right, also_right = (
+        config(clock, c, BLOCK=b, EVEN=False, SCRIBBLE=False) for b, c in ((64, 10.0), (32, 5.0))
+    )
+    wrong = config(clock, 1.0, BLOCK=64, EVEN=True, SCRIBBLE=False)
+    kernel = triton.autotune(configs=[right, wrong, also_right], key=["n"])(double_kernel)
+    (message,) = wrong_warnings(tune(kernel, torch.randn(N, device=DEVICE)))
+    assert kernel.best_config is also_right
+    assert "1 candidate(s)" in message and "differ from the reference [0] " in message
+    assert "may be the wrong one" not in message
 
 
 @pytest.mark.filterwarnings("ignore::kerneltune.core.CandidateFailedWarning")

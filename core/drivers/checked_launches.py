@@ -34,6 +34,7 @@ from kerneltune.core.drivers.inplace import in_place_problem
 from kerneltune.core.drivers.options import CHECK_OFF, CHECK_OUTPUTS, CHECK_OUTPUTS_BUDGET, CHECK_STRICT
 from kerneltune.core.errors import UncheckedOutputsError, WrongOutput, WrongOutputWarning
 from kerneltune.core.machine import outputs
+from kerneltune.core.machine.faces import SteppedTuning
 from kerneltune.core.machine.outputs import Mismatch, Tolerance
 from kerneltune.core.machine.timing import Wrap
 from kerneltune.core.notices import user_stacklevel, warn_once
@@ -43,7 +44,13 @@ from kerneltune.core.values.records import Candidate
 
 
 def launch_check(
-    options: CheckOptions, settings: Settings, kernel: str, key: Hashable, *, rerun: bool
+    options: CheckOptions,
+    settings: Settings,
+    tuning: SteppedTuning,
+    kernel: str,
+    key: Hashable,
+    *,
+    rerun: bool,
 ) -> LaunchCheck | None:
     """One (kernel, key)'s check under ``options`` and the settings; ``None`` where ``check_outputs`` is off.
 
@@ -56,7 +63,7 @@ def launch_check(
         return None
     budget = settings[CHECK_OUTPUTS_BUDGET] * 2**20
     return LaunchCheck(
-        kernel, key, options.tolerance, strict=mode == CHECK_STRICT, budget=budget, rerun=rerun
+        kernel, key, tuning, options.tolerance, strict=mode == CHECK_STRICT, budget=budget, rerun=rerun
     )
 
 
@@ -64,14 +71,25 @@ class LaunchCheck:
     """One (kernel, key)'s check of its candidates' writes, for the length of its tuning (module docstring).
 
     :param kernel: the kernel's name, for messages.
+    :param tuning: the (kernel, key)'s tuning: its candidates still queued give a second opinion,
+        and a reference found the odd one out is failed in it.
     :param strict: a launch whose writes cannot be checked fails the call (:meth:`raise_if_unchecked`).
     :param budget: the most bytes the launch's tensor arguments may hold to be copied (0: no limit).
     """
 
     def __init__(
-        self, kernel: str, key: Hashable, tolerance: Tolerance, *, strict: bool, budget: int, rerun: bool
+        self,
+        kernel: str,
+        key: Hashable,
+        tuning: SteppedTuning,
+        tolerance: Tolerance,
+        *,
+        strict: bool,
+        budget: int,
+        rerun: bool,
     ) -> None:
         self.kernel = kernel
+        self.tuning = tuning
         self.key = key
         self.tolerance = tolerance
         self.strict = strict
@@ -95,6 +113,12 @@ class LaunchCheck:
         self.returned = 0
         #: why the writes cannot be checked, where they cannot.
         self.unchecked = ""
+        #: whether no candidate agreed with the reference yet (never with several ranks, which must
+        #: launch alike): one that differs from it then gets a second opinion (:meth:`_odd_reference`).
+        self.doubting = not rerun
+        #: the first reference, where a second opinion found it the odd one out, and why.
+        self.odd_reference: Candidate | None = None
+        self.odd = ""
 
     def run(self, launch: KernelLaunch, candidate: Candidate, wrap: Wrap) -> Any:
         """The candidate's first run, checked; what its launch returned.
@@ -126,16 +150,76 @@ class LaunchCheck:
             self.blind = frozenset() if self.rerun else self._probe(launch, arguments)
             return result
         found = self._verdict(arguments)
+        if found is None:
+            self.doubting = False
+        elif self.doubting and self._odd_reference(launch, candidate, arguments, before, found):
+            self.result = self._take(result, arguments, before)
+            found = None
         _put_back(arguments, self.after)
         if found is None:
             return result
         self.wrong[candidate.index] = (candidate, found)
         raise WrongOutput(f"differs from {self._reference()}: {found}")
 
+    def _odd_reference(
+        self,
+        launch: KernelLaunch,
+        candidate: Candidate,
+        arguments: Mapping[str, Any],
+        before: Mapping[str, Any],
+        found: Mismatch,
+    ) -> bool:
+        """Whether a second opinion finds the reference, not ``candidate``, wrong; then it is replaced.
+
+        The second opinion is the next candidate queued (else the first found
+        wrong), run on the same contents. Where it agrees with the reference,
+        the reference stands; where it agrees with ``candidate``, the reference
+        is failed and ``candidate``, whose writes ``arguments`` hold again,
+        becomes the reference; where with neither, the reference stands in doubt.
+        """
+        queued = [c for c in self.tuning.queued() if c.index != candidate.index]
+        others = queued or [c for c, _ in self.wrong.values()]
+        reference = self.reference
+        if not others or reference is None:
+            return False
+        written = _copies(arguments)
+        _put_back(arguments, before)
+        for name in self.blind:
+            _poison(arguments[name], self.after[name])
+        try:
+            launch.run(others[0].config)
+        except Exception:
+            return False
+        if self._verdict(arguments) is None:
+            self.doubting = False
+            return False
+        tolerance = self.tolerance
+        if any(outputs.compare(v, written[n], tolerance) is not None for n, v in arguments.items()):
+            return False
+        _put_back(arguments, written)
+        self.doubting = False
+        second = others[0]
+        self.odd = (
+            f"differs from [{candidate.index}] {candidate.label} and [{second.index}] {second.label}, "
+            f"which agree: {found}"
+        )
+        self.odd_reference = reference
+        self.wrong[reference.index] = (reference, found)
+        self.tuning.fail(reference, WrongOutput(self.odd))
+        self.reference = candidate
+        return True
+
     def dropped(self, candidate: Candidate) -> WrongOutput | None:
         """Why ``candidate`` was found wrong in this tuning; ``None`` if it was not."""
         found = self.wrong.get(candidate.index)
-        return None if found is None else WrongOutput(f"differs from {self._reference()}: {found[1]}")
+        if found is None:
+            return None
+        return WrongOutput(self._why(*found))
+
+    def _why(self, candidate: Candidate, found: Mismatch) -> str:
+        if candidate is self.odd_reference:
+            return self.odd
+        return f"differs from {self._reference()}: {found}"
 
     def _arguments(self, launch: KernelLaunch) -> dict[str, Any]:
         """The launch's tensor arguments that can be copied and put back; empty where none is checked."""
@@ -243,8 +327,9 @@ class LaunchCheck:
             f"{self._reference()} and were dropped:"
         )
         for index, (candidate, mismatch) in sorted(self.wrong.items()):
-            text += f"\n  [{index}] {candidate.label}: {mismatch}"
-        if len(self.wrong) == self.returned - 1:
+            text += f"\n  [{index}] {candidate.label}: "
+            text += self.odd if candidate is self.odd_reference else str(mismatch)
+        if not self.odd and len(self.wrong) == self.returned - 1:
             text += "\nno candidate that ran agrees with the reference: the reference may be the wrong one"
         return text
 

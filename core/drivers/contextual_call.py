@@ -263,7 +263,7 @@ class ContextualCall:
             return
         state.tuning = tuning
         state.check = launch_check(
-            self.checking, self.session.settings, state.name, state.key, rerun=self.distributed
+            self.checking, self.session.settings, tuning, state.name, state.key, rerun=self.distributed
         )
         self.focus = state
         screened = state.screened(self.session)

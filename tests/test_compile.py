@@ -875,10 +875,14 @@ def test_a_compile_process_far_slower_than_its_siblings_is_stopped_at_the_deadli
     assert time.monotonic() - started < 10
     assert best.config["name"] == "c", "b failed; the fastest of the rest"
     (record,) = stored_records(isolated, "work")
-    assert record["candidates"][1]["error"] == (
-        "CompileTimeout: compiling took longer than 0.5 s, compile_deadline = 5 times the median compile "
-        "of its siblings"
+    # The deadline is 5 times the siblings' median, at least 0.5 s: more where a busy host slowed them.
+    error = record["candidates"][1]["error"]
+    took = re.fullmatch(
+        r"CompileTimeout: compiling took longer than ([0-9.]+) s, compile_deadline = 5 times the median "
+        r"compile of its siblings",
+        error,
     )
+    assert took is not None and float(took[1]) >= 0.5, error
     assert ("here", "b") not in backend.compiled(), "failed, not compiled again here"
     deadline = time.monotonic() + 5
     while _alive(int(pids.read_text())) and time.monotonic() < deadline:

@@ -159,8 +159,9 @@ def test_a_second_node_uses_the_remote_pick_without_measuring(url, tmp_path):
     script = tmp_path / "fleet.py"
     script.write_text(SCRIPT)
     first = _calls(_run_script(script, tmp_path / "node-a", url, 4))
-    assert sorted(first[0][:3]) == [1, 2, 3]
-    pick = first[0][3]
+    # Every candidate ran (a busy host may retake one), then the pick, last.
+    assert set(first[0]) == {1, 2, 3}
+    pick = first[0][-1]
     second = _calls(_run_script(script, tmp_path / "node-b", url, 4))
     assert second == [[pick]]
     assert json.loads(only_record_file(tmp_path / "node-b", "fleet_work").read_text()) == json.loads(

@@ -290,12 +290,20 @@ def nearest(
             continue
         distance = key_distance(session, space.name, key, record.key)
         if math.isfinite(distance):
-            found.append((distance, digest(record.key), record))
-    found.sort(key=lambda entry: entry[:2])
-    unique: dict[str, Neighbour] = {}
-    for distance, name, record in found:
-        unique.setdefault(name, Neighbour(distance, record))
-    return list(unique.values())
+            found.append((distance, record))
+    found.sort(key=lambda entry: entry[0])
+    # Records of one key lie at one distance: only those sharing it need their keys' digests,
+    # to order them and keep one per key (a digest per stored key cost most of a served key).
+    neighbours: list[Neighbour] = []
+    for distance, group in itertools.groupby(found, key=lambda entry: entry[0]):
+        same = [record for _, record in group]
+        if len(same) > 1:
+            by_key: dict[str, TuningRecord] = {}
+            for record in same:
+                by_key.setdefault(digest(record.key), record)
+            same = [by_key[name] for name in sorted(by_key)]
+        neighbours.extend(Neighbour(distance, record) for record in same)
+    return neighbours
 
 
 def ranked(record: TuningRecord, space: Space, kept: Mapping[int, Any]) -> list[int]:

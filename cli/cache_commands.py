@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from kerneltune.cli import live, views
+from kerneltune.cli import live, pending, views
 from kerneltune.cli.archive import read_archive, write_archive
 from kerneltune.cli.loading import (
     Stored,
@@ -41,11 +41,18 @@ def list_records(function: str | None, directory: Path | None, as_json: bool) ->
     loaded = _Plugins.load()
     root = existing_cache_dir(directory, loaded)
     found = live.mark(readable(loaded.file_caches(root), function))
+    marks = pending.pending_marks(loaded.file_caches(root), function)
     if as_json:
-        click.echo(json.dumps([_summary(marked) for marked in found], indent=2))
+        entries = [*(_summary(marked) for marked in found), *(pending.summary(mark) for mark in marks)]
+        click.echo(json.dumps(entries, indent=2))
         return
-    if not found:
+    if not found and not marks:
         click.echo(f"no records in {root}" + (f" for {function}" if function else ""))
+        return
+    if marks:
+        for line in pending.list_lines(marks, root):
+            click.echo(line)
+    if not found:
         return
     rows = []
     for marked in found:
@@ -61,21 +68,13 @@ def list_records(function: str | None, directory: Path | None, as_json: bool) ->
                 f"{views.measured(record)}/{len(record.times)}",
                 iso_date(record.created),
                 marked.status,
-                _relative(marked.stored.path, root),
+                views.relative(marked.stored.path, root),
             ]
         )
     click.echo(f"records in {root}:")
     headers = ["function", "key", "pick", "time", "confidence", "measured", "date", "source", "file"]
     for line in views.table(headers, rows):
         click.echo(line)
-
-
-def _relative(path: Path, root: Path) -> str:
-    """``path`` below ``root``, as the list prints it (the whole key fits beside a short file name)."""
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
 
 
 def _summary(marked: live.Marked) -> dict[str, Any]:
@@ -121,8 +120,12 @@ def show(record_ref: str, directory: Path | None) -> None:
     ``cache list`` does.
     """
     loaded = _Plugins.load()
+    found = find_records(loaded, record_ref, directory)
+    if found[0].pending is not None:
+        pending.show(found[0])
+        return
     # In cache list's order: by function, key and date.
-    for number, marked in enumerate(live.mark(find_records(loaded, record_ref, directory))):
+    for number, marked in enumerate(live.mark(found)):
         if number:
             click.echo("")
         _show_record(marked.stored, _source(loaded, marked.stored))
@@ -194,7 +197,7 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
         if stored.path.is_symlink():
             click.echo(f"kerneltune: not removing {stored.path}: {stored.problem}", err=True)
             continue
-        if stored.record is None:
+        if stored.record is None and stored.pending is None:
             click.echo(f"kerneltune: removing a damaged record, {stored.path}: {stored.problem}", err=True)
         doomed.append(stored)
     what = f"{len(doomed)} record(s)" + (f" of {function}" if function else "") + f" in {root}"
@@ -276,7 +279,7 @@ def prune(function: str | None, directory: Path | None, dry_run: bool) -> None:
         record = marked.stored.record
         assert record is not None
         when = iso_date(record.created)
-        file = _relative(marked.stored.path, root)
+        file = views.relative(marked.stored.path, root)
         rows.append([record.function, views.key_text(record.key), when, str(record.origin), file])
     for line in views.table(["function", "key", "date", "defined as", "file"], rows):
         click.echo(f"  {line}")

@@ -19,10 +19,12 @@ from kerneltune.core import CacheReadError, Settings, load_settings, provides
 from kerneltune.core.driving import (
     DeclaredSettings,
     ListingCache,
+    PendingMark,
     Registries,
     Registry,
     TuningRecord,
     hardware_facts,
+    is_pending,
     load_plugins,
     make_cache,
     resolve_devices,
@@ -84,6 +86,8 @@ class Stored:
     problem: str | None
     #: the cache plugin instance that holds the file.
     cache: ListingCache = attrs.field(repr=False)
+    #: the pending mark the file holds instead of a record: a key served unmeasured, not yet tuned.
+    pending: PendingMark | None = None
 
 
 def stored_records(caches: Sequence[ListingCache], function: str | None) -> Iterator[Stored]:
@@ -92,6 +96,11 @@ def stored_records(caches: Sequence[ListingCache], function: str | None) -> Iter
         for namespace, digest, path in cache.entries(function):
             try:
                 data = cache.load(namespace, digest)
+                if is_pending(data):
+                    mark = PendingMark.from_data(data)
+                    if function is None or mark.function == function:
+                        yield Stored(namespace, digest, path, data, None, None, cache, mark)
+                    continue
                 record = TuningRecord.from_data(data)
             except CacheReadError as exc:
                 yield Stored(namespace, digest, path, None, None, str(exc), cache)
@@ -101,9 +110,11 @@ def stored_records(caches: Sequence[ListingCache], function: str | None) -> Iter
 
 
 def readable(caches: Sequence[ListingCache], function: str | None) -> list[Stored]:
-    """The records that read back, with a note on stderr for each file that did not."""
+    """The records that read back, with a note on stderr for each file that did not; no pending mark."""
     kept = []
     for stored in stored_records(caches, function):
+        if stored.pending is not None:
+            continue
         if stored.record is None:
             click.echo(f"kerneltune: skipping {stored.path}: {stored.problem}", err=True)
         else:
@@ -142,7 +153,7 @@ def find_records(loaded: _Plugins, reference: str, directory: Path | None) -> li
             raise click.ClickException(
                 f"{reference!r} matches {len(matches)} records ({listed}); give more digits"
             )
-    if matches[0].record is None:
+    if matches[0].record is None and matches[0].pending is None:
         raise click.ClickException(f"{matches[0].path}: {matches[0].problem}")
     return matches[:1]
 

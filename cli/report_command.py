@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from kerneltune.cli import live, views
+from kerneltune.cli import live, pending, views
 from kerneltune.cli.loading import _Plugins, dir_option, existing_cache_dir, readable
 from kerneltune.core.driving import iso_date
 
@@ -24,12 +24,14 @@ def report(function: str | None, directory: Path | None, plot: Path | None) -> N
 
     Records come by function, key and date, each saying whether it is of its
     function's current source. Where a record kept each rank's times, also
-    the pick's time on every rank and each candidate's slowest rank.
+    the pick's time on every rank and each candidate's slowest rank. Keys
+    served without measuring and not tuned yet come last, as pending.
     """
     loaded = _Plugins.load()
     root = existing_cache_dir(directory, loaded)
     found = live.mark(readable(loaded.file_caches(root), function))
-    if not found:
+    marks = pending.pending_marks(loaded.file_caches(root), function)
+    if not found and not marks:
         raise click.ClickException(f"no records in {root}" + (f" for {function}" if function else ""))
     records = []
     for number, marked in enumerate(found):
@@ -47,6 +49,11 @@ def report(function: str | None, directory: Path | None, plot: Path | None) -> N
             click.echo(f"  {line}")
         for line in views.candidate_lines(record):
             click.echo(line)
-    if plot is not None:
+    for number, mark in enumerate(marks, start=len(found)):
+        if number:
+            click.echo("")
+        for line in pending.report_lines(mark):
+            click.echo(line)
+    if plot is not None and records:
         views.plot(records, plot)
         click.echo(f"\nwrote {plot}")

@@ -117,6 +117,14 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
+def relative(path: Path, root: Path) -> str:
+    """``path`` below ``root``, as the commands print it (the whole key fits beside a short file name)."""
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
 def clip(text: str, width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 

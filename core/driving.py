@@ -29,6 +29,7 @@ from kerneltune.core.private_files import remove_private
 from kerneltune.core.search.families import choose_family, family_probes, family_profiles
 from kerneltune.core.search.strategies import choose_strategy
 from kerneltune.core.values.keys import encode_key
+from kerneltune.core.values.pending import PendingMark, is_pending
 from kerneltune.core.values.records import HOST_CLOCK, IDLE_DEVICE, Candidate, Origin, TuningRecord, iso_date
 from kerneltune.core.values.space import Space, source_digest
 
@@ -77,7 +78,9 @@ __all__ = [
     "IDLE_DEVICE",
     "ListingCache",
     "Origin",
+    "PendingMark",
     "TuningRecord",
+    "is_pending",
     "encode_key",
     "iso_date",
     "make_cache",

@@ -931,6 +931,9 @@ def test_tune_from_a_config_file(tmp_path):
 
 def test_a_bad_tune_value_is_a_config_error_naming_the_variable(monkeypatch):
     monkeypatch.setenv("KERNELTUNE_TUNE", "sometimes")
-    expected = "environment variable KERNELTUNE_TUNE: expected 'auto', 'never' or 'fail', got 'sometimes'"
+    expected = (
+        "environment variable KERNELTUNE_TUNE: expected 'auto', 'never', 'fail', 'nearest' or 'pending', "
+        "got 'sometimes'"
+    )
     with pytest.raises(ConfigError, match=expected):
         _fresh_tuner()(3)

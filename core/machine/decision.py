@@ -28,6 +28,7 @@ from kerneltune.core.machine.reuse import Plan, plan_recheck, plan_reuse
 from kerneltune.core.machine.stored import method_of, read_record, report_damage
 from kerneltune.core.machine.warm_start import NEAREST, SCREEN, propose
 from kerneltune.core.values.keys import digest
+from kerneltune.core.values.pending import PendingMark
 from kerneltune.core.values.records import Candidate, TuningRecord
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ class Decision:
     plan: Plan | None = None
     #: why the key's stored record could not be used: it is damaged (its file and what is wrong).
     damaged: str | None = None
+    #: the key's pending mark, where it was served unmeasured before and not tuned since.
+    pending: PendingMark | None = None
 
 
 def retuning(setup: Setup) -> bool:
@@ -90,7 +93,8 @@ def decide(
     reducer = setup.reducer
     distributed = reducer.world_size > 1
     alone = Decision(writers=frozenset({reducer.rank}), neighbours=(reducer.rank,))
-    record = None
+    record: TuningRecord | None = None
+    mark: PendingMark | None = None
     plan = None
     migrate = loaded = False
     damaged = None
@@ -102,7 +106,9 @@ def decide(
         try:
             stage = "reading the cache"
             if not retuning(setup):
-                record, migrate, loaded, damaged = _lookup(setup)
+                found, migrate, loaded, damaged = _lookup(setup)
+                mark = found if isinstance(found, PendingMark) else None
+                record = found if isinstance(found, TuningRecord) else None
             due = record is not None and loaded and _rechecks(setup, record)
             if record is not None and not due and not distributed and _lists_alike(setup, record):
                 return attrs.evolve(alone, pick=record.best_index, record=record, store=migrate)
@@ -118,7 +124,7 @@ def decide(
         if plan is not None and plan.pick is not None:
             assert record is not None
             return attrs.evolve(alone, pick=plan.pick, record=record, store=migrate)
-        return attrs.evolve(alone, kept=kept, record=record, plan=plan, damaged=damaged)
+        return attrs.evolve(alone, kept=kept, record=record, plan=plan, damaged=damaged, pending=mark)
     vote = _vote(setup, stage, failure, kept, record, plan, log_dir=log_dir, global_rank=global_rank)
     verdict = reach_verdict(reducer, vote, setup.space.name)
     agreed = Decision(
@@ -144,8 +150,10 @@ def decide(
     return attrs.evolve(agreed, record=shared, plan=plan)
 
 
-def _lookup(setup: Setup) -> tuple[TuningRecord | None, bool, bool, str | None]:
+def _lookup(setup: Setup) -> tuple[TuningRecord | PendingMark | None, bool, bool, str | None]:
     """LOOKUP: the record of this key, held in this process or stored, whatever its candidate list.
+
+    Where the key's entry holds a pending mark instead, the mark.
 
     :returns: the record, whether it was found under its legacy name (to be
         stored under the new one), whether this process loaded it from
@@ -158,7 +166,7 @@ def _lookup(setup: Setup) -> tuple[TuningRecord | None, bool, bool, str | None]:
     record, damaged = _read(setup, setup.entry, held)
     if record is None and held is None and setup.legacy_entry is not None:
         record, _ = _read(setup, setup.legacy_entry)
-        if record is not None:
+        if isinstance(record, TuningRecord):
             logger.info(
                 "kerneltune: %s: key %r: record found under its name from before records outlived "
                 "candidate lists; stored under the new name too",
@@ -169,7 +177,9 @@ def _lookup(setup: Setup) -> tuple[TuningRecord | None, bool, bool, str | None]:
     return record, False, held is None and record is not None, damaged
 
 
-def _read(setup: Setup, entry: str, held: dict | None = None) -> tuple[TuningRecord | None, str | None]:
+def _read(
+    setup: Setup, entry: str, held: dict | None = None
+) -> tuple[TuningRecord | PendingMark | None, str | None]:
     """:func:`read_record`, a damaged record reported and as good as absent: the record, or what is wrong."""
     try:
         return read_record(setup.session, setup.space.name, entry, setup.encoded, held), None

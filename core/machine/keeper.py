@@ -5,6 +5,7 @@ from __future__ import annotations
 from kerneltune.core.errors import NoStoredPickError
 from kerneltune.core.machine.options import CONTEXTUAL_CACHE, CONTEXTUAL_DISK, TUNE, TUNE_FAIL
 from kerneltune.core.machine.schedule import Setup
+from kerneltune.core.machine.serving import mark_pending, served, serves
 from kerneltune.core.values.events import Header, PickLoaded
 from kerneltune.core.values.records import Candidate, TuningRecord
 
@@ -40,6 +41,8 @@ class PickKeeper:
 
         It runs unmeasured and is kept in-process, not stored. With several
         ranks this follows the agreement's verdict, so all ranks do alike.
+        Alone, under ``tune = "nearest"`` or ``"pending"``, it is the nearest
+        stored key's pick (:func:`~.serving.served`), and the key is marked pending.
 
         :param damaged: why this rank's stored record of the key could not be used, if it was damaged.
         :raises NoStoredPickError: under ``tune = "fail"``, naming where that setting came from
@@ -65,14 +68,31 @@ class PickKeeper:
                 f"{setup.space.name}: {missing}, and tune = 'fail' ({where}) "
                 f"forbids tuning it; {keep}, or set tune = 'never' to run the first config untuned"
             )
-        pick = setup.picks[setup.key] = setup.space.candidates[kept[0]]
-        self.loaded(pick, "default")
+        if not serves(settings, setup.reducer.world_size):
+            pick = setup.picks[setup.key] = setup.space.candidates[kept[0]]
+            self.loaded(pick, "default")
+            return pick
+        index, neighbour = served(setup, kept)
+        pick = setup.picks[setup.key] = setup.space.candidates[index]
+        mark_pending(setup, pick, neighbour)
+        self.loaded(pick, "default" if neighbour is None else "neighbour", served_by=neighbour)
         return pick
 
-    def loaded(self, best: Candidate, source: str, confidence: str | None = None) -> None:
-        """Tell the observers that ``best`` was found without measuring, and where (``source``)."""
+    def loaded(
+        self, best: Candidate, source: str, confidence: str | None = None, *, served_by: object = None
+    ) -> None:
+        """Tell the observers that ``best`` was found without measuring, and where (``source``).
+
+        :param served_by: for a ``"neighbour"`` source, the encoded key whose pick it is.
+        """
         session = self._setup.session
         event = self._header.make(
-            PickLoaded, best=best, source=source, cache=session.cache.name, confidence=confidence
+            PickLoaded,
+            best=best,
+            source=source,
+            cache=session.cache.name,
+            confidence=confidence,
+            served_by=served_by,
+            tune=session.settings[TUNE],
         )
         session.observers.pick_loaded(event)

@@ -6,10 +6,14 @@ from kerneltune.core.plugin_system.parsers import boolean, integer, one_of
 from kerneltune.core.plugin_system.settings import SettingSpec
 
 #: The ``tune`` setting's values: tune a key that has no stored pick; run
-#: the first candidate instead, measuring nothing; raise instead.
+#: the first candidate instead, measuring nothing; raise instead; run the
+#: nearest stored key's pick, measuring nothing, and mark the key pending;
+#: tune the pending keys and serve every other as ``nearest`` does.
 TUNE_AUTO = "auto"
 TUNE_NEVER = "never"
 TUNE_FAIL = "fail"
+TUNE_NEAREST = "nearest"
+TUNE_PENDING = "pending"
 
 #: The ``contextual_cache`` setting's values: contextual picks live in the process (as
 #: Triton-distributed's do), or in the cache on disk too, so that a restart tunes nothing.
@@ -71,8 +75,9 @@ TWINS = SettingSpec(
 TUNE = SettingSpec(
     "tune",
     default=TUNE_AUTO,
-    parse=one_of(TUNE_AUTO, TUNE_NEVER, TUNE_FAIL),
-    help="what a key without a stored pick gets: a tuning, the first config unmeasured, or an error",
+    parse=one_of(TUNE_AUTO, TUNE_NEVER, TUNE_FAIL, TUNE_NEAREST, TUNE_PENDING),
+    help="what a key without a stored pick gets: a tuning, the first config unmeasured, an error, "
+    "the nearest stored key's pick unmeasured (marked pending), or that unless it is pending (tuned)",
     env=("KERNELTUNE_TUNE",),
 )
 ALWAYS_TUNE = SettingSpec(

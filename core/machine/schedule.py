@@ -8,7 +8,7 @@ from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-from kerneltune.core.machine.warm_start import Parsed, WarmStart
+from kerneltune.core.machine.warm_start import Parsed, StoredKeys, WarmStart
 from kerneltune.core.values.records import Candidate
 from kerneltune.core.values.space import Space
 
@@ -148,3 +148,5 @@ class Setup:
     warm: WarmStart = attrs.field(factory=WarmStart)
     #: the records a warm start read before, parsed, by entry (:func:`~.warm_start.stored_records`).
     parsed: Parsed = attrs.field(factory=dict)
+    #: whether the tuner listed the stored records yet, for keys served from them (:mod:`.serving`).
+    stored: StoredKeys = attrs.field(factory=StoredKeys)

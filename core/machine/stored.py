@@ -17,6 +17,7 @@ from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import DeviceTimer, ListingCache, provides
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.keys import plain_config
+from kerneltune.core.values.pending import PendingMark, is_pending
 from kerneltune.core.values.records import HOST_CLOCK, STATISTIC, Measurement, Method, TuningRecord
 from kerneltune.core.values.space import Space
 
@@ -25,8 +26,11 @@ logger = logging.getLogger("kerneltune")
 
 def read_record(
     session: Session, name: str, entry: str, key: Any, data: dict[str, Any] | None = None
-) -> TuningRecord | None:
+) -> TuningRecord | PendingMark | None:
     """The record stored for ``entry``, or ``None`` (a logged miss) when there is none to trust.
+
+    An entry holding a pending mark for the key (a key served unmeasured, not yet
+    tuned) gives the mark.
 
     A record for another key is a miss; one made with other software
     versions is a warning, or a miss with ``version_check``. Its candidate
@@ -43,6 +47,9 @@ def read_record(
             data = session.cache_load(name, entry)
         if data is None:
             return None
+        if is_pending(data):
+            mark = PendingMark.from_data(data)
+            return mark if mark.key == key else None
         record = TuningRecord.from_data(data)
         record.check_pick()
     except CacheReadError as exc:

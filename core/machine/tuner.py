@@ -23,7 +23,7 @@ from kerneltune.core.machine.options import (
 )
 from kerneltune.core.machine.schedule import Schedule, Setup
 from kerneltune.core.machine.tuning import Tuning
-from kerneltune.core.machine.warm_start import Parsed, WarmStart, checked_warm_start
+from kerneltune.core.machine.warm_start import Parsed, StoredKeys, WarmStart, checked_warm_start
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.keys import digest, encode_key
 from kerneltune.core.values.records import Candidate
@@ -55,6 +55,8 @@ class Tuner:
         self.records: dict[str, dict[str, Any]] = {} if records is None else records
         #: ``records`` parsed, by entry, as warm starts read them (:func:`.warm_start.stored_records`).
         self.parsed: Parsed = {}
+        #: whether ``records`` holds what the cache listed, for keys served unmeasured.
+        self.stored = StoredKeys()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -149,6 +151,7 @@ class Tuner:
                 legacy_entry=legacy,
                 warm=warm,
                 parsed=self.parsed,
+                stored=self.stored,
             )
             tuning = Tuning(setup, paused_gc=pause)
             tuning.prepare(keep, failure)

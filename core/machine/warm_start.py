@@ -24,6 +24,7 @@ from kerneltune.core.machine.ties import Finalists
 from kerneltune.core.plugin_system.contracts import ListingCache, provides
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.keys import describe, digest
+from kerneltune.core.values.pending import is_pending
 from kerneltune.core.values.records import TuningRecord
 from kerneltune.core.values.space import Space
 
@@ -197,8 +198,25 @@ def _plain(value: Any) -> Any:
 Parsed = dict[str, tuple[dict[str, Any], TuningRecord | None]]
 
 
+@attrs.define
+class StoredKeys:
+    """Whether a tuner listed its code's stored records yet: a serving process lists them once.
+
+    It meets new keys one after another; listing and reading every stored
+    record at each would cost more than the key's whole miss. Later records
+    come from those the process makes or reads itself.
+    """
+
+    listed: bool = False
+
+
 def stored_records(
-    session: Session, space: Space, known: dict[str, dict[str, Any]], parsed: Parsed | None = None
+    session: Session,
+    space: Space,
+    known: dict[str, dict[str, Any]],
+    parsed: Parsed | None = None,
+    *,
+    listing: bool = True,
 ) -> list[TuningRecord]:
     """The records of ``space``'s function that this process knows or the cache lists.
 
@@ -206,9 +224,10 @@ def stored_records(
         listed ones read here are added to it, so each is read once.
     :param parsed: what earlier calls parsed, by entry; an entry is parsed again only once its
         data is other data (a new record stored under it).
+    :param listing: list the cache; without, only ``known`` is read.
     """
     cache = session.cache
-    if provides(cache, ListingCache):
+    if listing and provides(cache, ListingCache):
         try:
             listed = [entry for _, entry, _ in cache.entries(space.name)]
         except Exception as exc:
@@ -224,7 +243,7 @@ def stored_records(
             except CacheReadError as exc:
                 logger.debug("kerneltune: %s: warm start skips entry %s (%s)", space.name, entry, exc)
                 continue
-            if data is not None:
+            if data is not None and not is_pending(data):
                 known[entry] = data
     parsed = {} if parsed is None else parsed
     records = []
@@ -271,12 +290,20 @@ def nearest(
             continue
         distance = key_distance(session, space.name, key, record.key)
         if math.isfinite(distance):
-            found.append((distance, digest(record.key), record))
-    found.sort(key=lambda entry: entry[:2])
-    unique: dict[str, Neighbour] = {}
-    for distance, name, record in found:
-        unique.setdefault(name, Neighbour(distance, record))
-    return list(unique.values())
+            found.append((distance, record))
+    found.sort(key=lambda entry: entry[0])
+    # Records of one key lie at one distance: only those sharing it need their keys' digests,
+    # to order them and keep one per key (a digest per stored key cost most of a served key).
+    neighbours: list[Neighbour] = []
+    for distance, group in itertools.groupby(found, key=lambda entry: entry[0]):
+        same = [record for _, record in group]
+        if len(same) > 1:
+            by_key: dict[str, TuningRecord] = {}
+            for record in same:
+                by_key.setdefault(digest(record.key), record)
+            same = [by_key[name] for name in sorted(by_key)]
+        neighbours.extend(Neighbour(distance, record) for record in same)
+    return neighbours
 
 
 def ranked(record: TuningRecord, space: Space, kept: Mapping[int, Any]) -> list[int]:

@@ -190,9 +190,11 @@ class PickLoaded:
     """A miss of the in-process picks served without measuring.
 
     ``source`` is ``"cache"`` (this rank's cache plugin held the record),
-    ``"rank"`` (another rank held it and shared it) or ``"default"`` (no
-    rank held one, and ``tune = "never"`` runs the first candidate kept,
-    unmeasured). Sent once per key per process: afterwards the key is one of
+    ``"rank"`` (another rank held it and shared it), ``"neighbour"`` (no
+    record, and ``tune = "nearest"`` or ``"pending"`` runs the pick of the
+    nearest stored key, ``served_by``, unmeasured) or ``"default"`` (no
+    rank held one, and ``tune`` runs the first candidate kept,
+    unmeasured; ``tune`` says which setting did). Sent once per key per process: afterwards the key is one of
     the process's picks, and that dispatch path sends nothing. ``cache`` is
     the cache plugin's name: a layered cache (``redis``: local files, then
     the server) may have found the record in either layer. ``confidence``
@@ -209,6 +211,10 @@ class PickLoaded:
     log_dir: Path | None
     cache: str = ""
     confidence: str | None = None
+    #: the encoded key whose stored pick served this one (``source = "neighbour"``), else ``None``.
+    served_by: object = None
+    #: the ``tune`` setting in force.
+    tune: str = "auto"
 
 
 @attrs.frozen

@@ -148,16 +148,29 @@ class FileCache(AlwaysAvailable):
         :param change: given the stored data, the data to write, or ``None`` to write nothing.
         :returns: whether it wrote; an absent or unreadable record is left as it is.
         """
+        return self._change(
+            namespace, digest, lambda data: None if data is None else change(data), make=False
+        )
+
+    def amend(self, namespace: str, digest: str, change: Callable[[Any], Any]) -> bool:
+        """As :meth:`update`, but an absent or unreadable entry is changed too: ``change`` gets ``None``."""
+        return self._change(namespace, digest, change, make=True)
+
+    def _change(self, namespace: str, digest: str, change: Callable[[Any], Any], *, make: bool) -> bool:
         folder = self.directory(namespace)
-        if folder is None or not self._usable(folder):
+        if folder is None:
+            return False
+        if make:
+            make_private_dirs(folder)
+        if not self._usable(folder):
             return False
         path = self._path(folder, digest)
         with _locked(path):
             try:
                 current = self.load(namespace, digest)
             except CacheReadError:
-                return False
-            changed = None if current is None else change(current)
+                current = None
+            changed = change(current)
             if changed is None:
                 return False
             self._replace(folder, path, self.encode(changed))

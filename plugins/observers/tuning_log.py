@@ -44,8 +44,8 @@ def _say(line: str, verbose: bool) -> None:
         logger.debug(line)
 
 
-#: The events whose lines go to the log file.
-_Logged = TuningStarted | CompileFinished | CandidateMeasured | TuningFinished
+#: The events whose lines go to the log file (a pick loaded only where served unmeasured, marked pending).
+_Logged = TuningStarted | CompileFinished | CandidateMeasured | TuningFinished | PickLoaded
 
 #: The logs written to, each kept open between lines (a line per candidate; opening took 35 us).
 _logs = PrivateAppender()
@@ -124,9 +124,22 @@ def kerneltune_compile_finished(event: CompileFinished) -> None:
 
 @hookimpl
 def kerneltune_pick_loaded(event: PickLoaded) -> None:
+    if event.source in ("default", "neighbour") and event.tune in ("nearest", "pending"):
+        # Served unmeasured and marked pending: worth a line in the file, as a tuning is.
+        by = (
+            f"the pick of the nearest stored key {event.served_by!r}"
+            if event.source == "neighbour"
+            else "the first config (no stored key near it)"
+        )
+        _emit(
+            event,
+            f"{event.function}: key {event.key!r}: no stored pick, and tune = {event.tune!r}: served "
+            f"without measuring by {by}, [{event.best.index}] {event.best.label}; marked pending",
+        )
+        return
     if event.source == "default":
         line = (
-            f"{event.function}: key {event.key!r}: no stored pick, and tune = 'never': running "
+            f"{event.function}: key {event.key!r}: no stored pick, and tune = {event.tune!r}: running "
             f"[{event.best.index}] {event.best.label} unmeasured"
         )
     else:

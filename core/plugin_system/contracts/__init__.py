@@ -51,6 +51,7 @@ from kerneltune.core.plugin_system.contracts.searching import (
     SearchStrategy,
 )
 from kerneltune.core.plugin_system.contracts.storing import (
+    AmendingCache,
     Cache,
     ConfiguredCache,
     LayeringCache,
@@ -60,6 +61,7 @@ from kerneltune.core.plugin_system.contracts.storing import (
 
 __all__ = [
     "AlwaysAvailable",
+    "AmendingCache",
     "DirectInterceptor",
     "DirectLaunch",
     "Cache",

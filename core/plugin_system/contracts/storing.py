@@ -114,6 +114,25 @@ class ListingCache(Cache, Protocol):
 
 
 @runtime_checkable
+class AmendingCache(Cache, Protocol):
+    """A cache that changes one entry under its lock, made where absent (optional part of :class:`Cache`).
+
+    The engine records pending marks through it (docs/guide.md, "Serving
+    unseen shapes"), so that processes marking one key at once lose no mark;
+    a cache without it is read and written in two steps.
+    """
+
+    def amend(self, namespace: str, digest: str, change: Callable[[Any], Any]) -> bool:
+        """Read, change and write one entry, with no store of another process in between.
+
+        ``change`` gets the stored data (``None`` where there is none, or it
+        cannot be read) and returns the data to write, or ``None`` to write
+        nothing. Returns whether it wrote.
+        """
+        ...
+
+
+@runtime_checkable
 class ConfiguredCache(Cache, Protocol):
     """A cache with settings of its own (optional part of :class:`Cache`).
 

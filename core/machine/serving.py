@@ -1,0 +1,100 @@
+"""Serving a key nobody tuned, measuring nothing: the nearest stored key's pick, and the key marked pending.
+
+``tune = "nearest"`` serves a key without a stored pick at once, by the pick
+of the nearest stored key (:func:`~.warm_start.nearest`, the warm start's
+distance), or by the first kept config where nothing is stored; the key's
+cache entry then holds a :class:`~kerneltune.core.values.pending.PendingMark`.
+``tune = "pending"`` tunes the keys so marked and serves every other key
+the same way. docs/guide.md ("Serving unseen shapes") explains the modes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from kerneltune.core.errors import CacheReadError
+from kerneltune.core.machine.options import OBJECTIVE, TUNE, TUNE_NEAREST, TUNE_PENDING
+from kerneltune.core.machine.schedule import Setup
+from kerneltune.core.machine.warm_start import nearest, ranked, stored_records
+from kerneltune.core.notices import warn_once
+from kerneltune.core.plugin_system.contracts import AmendingCache, provides
+from kerneltune.core.plugin_system.settings import Settings
+from kerneltune.core.values.pending import PendingMark, is_pending
+from kerneltune.core.values.records import Candidate
+
+logger = logging.getLogger("kerneltune")
+
+#: The ``tune`` values that serve a key without a stored pick from what is stored.
+SERVING = (TUNE_NEAREST, TUNE_PENDING)
+
+
+def serves(settings: Settings, reducer_size: int) -> bool:
+    """Whether a key without a stored pick is served from the stored ones (alone: ranks would disagree)."""
+    return settings[TUNE] in SERVING and reducer_size == 1
+
+
+def due(settings: Settings, mark: PendingMark | None) -> bool:
+    """Whether a key is tuned though ``tune`` is not ``"auto"``: it is pending, under ``tune = "pending"``."""
+    return settings[TUNE] == TUNE_PENDING and mark is not None
+
+
+def served(setup: Setup, kept: tuple[int, ...]) -> tuple[int, Any]:
+    """The kept candidate that serves ``setup``'s key unmeasured, and the encoded key whose pick it is.
+
+    The nearest stored key that timed a kept candidate gives its pick (or
+    its fastest kept one); with none, the first kept candidate (and ``None``).
+    """
+    session, space = setup.session, setup.space
+    records = stored_records(session, space, setup.records, setup.parsed, listing=not setup.stored.listed)
+    setup.stored.listed = True
+    allowed = dict.fromkeys(kept)
+    for neighbour in nearest(session, space, setup.encoded, records, session.settings[OBJECTIVE]):
+        order = ranked(neighbour.record, space, allowed)
+        if order:
+            return order[0], neighbour.record.key
+    return kept[0], None
+
+
+def mark_pending(setup: Setup, pick: Candidate, served_by: Any) -> None:
+    """Record in the cache that ``setup``'s key was served by ``pick`` unmeasured: a new mark, or one more.
+
+    Under the cache's lock where it has one (:class:`AmendingCache`), so
+    processes marking one key at once each count; a record stored meanwhile
+    stays. A cache that fails is a warning: the key is served all the same.
+    """
+    session, space, entry = setup.session, setup.space, setup.entry
+    assert entry is not None
+    now = time.time()
+    mark = PendingMark(space.name, setup.encoded, space.source, served_by, pick.label, now, now)
+
+    def change(current: Any) -> dict[str, Any] | None:
+        if current is not None and not is_pending(current):
+            return None  # a tuning stored its record since LOOKUP
+        if current is None:
+            return mark.to_data()
+        try:
+            return PendingMark.from_data(current).again(mark).to_data()
+        except CacheReadError as exc:
+            logger.info("kerneltune: %s: replacing a damaged pending mark %s (%s)", space.name, entry, exc)
+            return mark.to_data()
+
+    cache = session.cache
+    if provides(cache, AmendingCache):
+        try:
+            cache.amend(space.name, entry, change)
+        except Exception as exc:
+            warn_once(
+                ("pending mark", space.name),
+                f"kerneltune: {space.name}: {session.cache_plugin} failed to mark a key pending "
+                f"({type(exc).__name__}: {exc}); serving it unmarked",
+            )
+        return
+    try:
+        current = session.cache_load(space.name, entry)
+    except CacheReadError:
+        current = None
+    data = change(current)
+    if data is not None:
+        session.cache_store(space.name, entry, data)

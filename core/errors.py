@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 
 class KernelTuneError(Exception):
@@ -36,8 +36,12 @@ class CandidateDropped(KernelTuneError):
 
     Handed to :meth:`~kerneltune.core.Tuning.fail`, it is recorded as the
     candidate's reason like any failure, but it is no failure to report: it
-    gets no warning and no traceback in the log.
+    gets no warning and no traceback in the log, only its count in the
+    tuning's one line of drops (docs/guide.md, "Dropped configs").
     """
+
+    #: whether that line counts it (not a wrong output, which has its own warning, nor a twin).
+    counted: ClassVar[bool] = True
 
 
 class CandidateFailedWarning(UserWarning):
@@ -54,6 +58,8 @@ class WrongOutput(CandidateDropped):
     Its text, kept as the candidate's error in the record, names the output
     and the largest absolute and relative errors (docs/guide.md, "Checked outputs").
     """
+
+    counted = False
 
 
 class WrongOutputWarning(UserWarning):

@@ -18,6 +18,7 @@ from kerneltune.core.compiling import fork_tree
 from kerneltune.core.compiling.fork_tree import ChildCompile, TreeCompile
 from kerneltune.core.compiling.gate import LoadGate
 from kerneltune.core.compiling.siblings import STALL_FACTOR, Siblings, tree_processor_seconds
+from kerneltune.core.errors import CandidateDropped
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import CompileProcess
 from kerneltune.core.values.records import Candidate
@@ -39,6 +40,10 @@ _Spawned = concurrent.futures.Future[_Process]
 
 class CompileTimeout(TimeoutError):
     """A candidate's compile took longer than the ``compile_timeout`` setting."""
+
+
+class CompileDeadline(CompileTimeout, CandidateDropped):
+    """A candidate's compile passed the ``compile_deadline``: part of searching, dropped without a warning."""
 
 
 class CompilerCrashed(RuntimeError):
@@ -149,7 +154,7 @@ class ForkSupervisor:
         limit = self._siblings.past_deadline(_age(now - since, pid, behind))
         if limit is not None:
             process.kill()
-            return True, CompileTimeout(
+            return True, CompileDeadline(
                 f"compiling took longer than {limit:.1f} s, compile_deadline = {self._siblings.deadline:g} "
                 "times the median compile of its siblings"
             )

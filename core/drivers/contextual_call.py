@@ -218,6 +218,8 @@ class ContextualCall:
         candidates = list(launch.candidates())
         if not self.distributed and len(candidates) == 1:
             launch.commit(candidates[0])
+            if provides(launch, ReportingLaunch):
+                launch.report(candidates[0], (), None)
             state.done = True
             return state
         extra = [c for c in candidates if not _contains(configs, c)]
@@ -259,6 +261,8 @@ class ContextualCall:
             best = tuning.finish()
             self._close(tuning)
             launch.commit(best.config)
+            if provides(launch, ReportingLaunch):
+                launch.report(best.config, (), None)
             state.done = True
             return
         state.tuning = tuning
@@ -321,7 +325,8 @@ class ContextualCall:
         A twin (a candidate launching the program of one measured before it) gets that one's times.
         """
         assert state.space is not None
-        if tuning.seconds is None:  # picked without measuring: nothing to tell
+        if tuning.seconds is None:  # picked without measuring: a hit, as the kernel's own tuner tells it
+            launch.report(best.config, (), None)
             return
         timings = []
         for candidate in state.space.candidates:

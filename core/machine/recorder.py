@@ -141,10 +141,12 @@ class Recorder:
     def fail(self, candidate: Candidate, error: BaseException) -> None:
         """Record that a candidate raised; it counts as infinitely slow.
 
-        Its first failure reaches the observers with its traceback; the
-        first failure of all becomes the cause of :class:`NoValidConfigError`.
+        Its first failure reaches the observers with its traceback, unless
+        it is an expected drop (:meth:`Session.expected_failure`); the first
+        failure of all becomes the cause of :class:`NoValidConfigError`.
         """
-        measurement, trace = self._measurements.failure(candidate.index, error)
+        expected = self.session.expected_failure(error)
+        measurement, trace = self._measurements.failure(candidate.index, error, expected=expected)
         self._finish_candidate(measurement, traceback=trace)
 
     def measure(

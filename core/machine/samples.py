@@ -23,6 +23,8 @@ class Samples:
         #: the interleaved round of each candidate's last samples (``Job.round``).
         self._rounds_of: dict[int, int] = {}
         self._failed: set[int] = set()
+        #: the candidates dropped as expected, for the tuning's one line of drops.
+        self.dropped: set[int] = set()
         #: the first exception any candidate raised, until the tuning succeeds.
         self.first_failure: BaseException | None = None
 
@@ -51,6 +53,10 @@ class Samples:
         for candidate in candidates:
             if candidate.index not in keep:
                 self.by_index[candidate.index] = Measurement(candidate.index, error=PRUNED)
+
+    def left_out(self) -> tuple[int, ...]:
+        """The candidates left out as expected: pruned, or dropped (:attr:`dropped`), in index order."""
+        return tuple(sorted(self.dropped | {i for i, m in self.by_index.items() if m.error == PRUNED}))
 
     def measured(self) -> list[int]:
         """The candidates measured (or failed), in index order, without the pruned ones."""
@@ -84,13 +90,19 @@ class Samples:
             self._rounds_of[index] = job.round
         return Measurement(index, samples=new, rounds=rounds if len(rounds) > 1 else (), untrusted=untrusted)
 
-    def failure(self, index: int, error: BaseException) -> tuple[Measurement, str | None]:
+    def failure(
+        self, index: int, error: BaseException, *, expected: bool = False
+    ) -> tuple[Measurement, str | None]:
         """Candidate ``index``'s failed measurement, and the traceback if this is its first failure.
 
-        A :class:`~kerneltune.core.errors.CandidateDropped` is recorded alone, with no traceback.
+        A :class:`~kerneltune.core.errors.CandidateDropped`, or an ``expected``
+        drop, is recorded alone, with no traceback.
         """
         trace = None
-        if not isinstance(error, CandidateDropped) and index not in self._failed:
+        if expected or isinstance(error, CandidateDropped):
+            if getattr(error, "counted", True):
+                self.dropped.add(index)
+        elif index not in self._failed:
             self._failed.add(index)
             self.first_failure = self.first_failure or error
             trace = format_failure(error)

@@ -385,6 +385,7 @@ class Tuning(SearchTuning):
                 seconds=seconds,
                 rank_times=reduced.rank_times,
                 errors=tuple(m.error for m in measurements),
+                dropped=self._measurements.left_out(),
                 measured_elsewhere=agreed.elsewhere,
                 world_size=self.reducer.world_size,
                 measured_on=agreed.owners,

@@ -25,6 +25,8 @@ ProgramOf = Callable[[Candidate], "Hashable | None"]
 class TwinDropped(CandidateDropped):
     """A candidate left out because an earlier one launches the same program (its ``twin``)."""
 
+    counted = False
+
     def __init__(self, message: str, twin: int) -> None:
         super().__init__(message)
         #: the index of the candidate measured for both.

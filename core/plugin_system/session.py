@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 import pluggy
-from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
+from kerneltune.core.errors import CacheReadError, CandidateDropped, ConfigError, PluginError
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import (
     Cache,
@@ -172,6 +172,13 @@ class Session:
             f"({type(exc).__name__}: {exc}); {instead}",
             RuntimeWarning,
             stacklevel=user_stacklevel(),
+        )
+
+    def expected_failure(self, error: BaseException) -> bool:
+        """Whether a candidate's ``error`` drops it as expected: a :class:`CandidateDropped`, or
+        ``kerneltune_expected_failure`` says so (Triton's ``OutOfResources``)."""
+        return isinstance(error, CandidateDropped) or bool(
+            self.manager.hook.kerneltune_expected_failure(error=error)
         )
 
     def describe_value(self, value: Any) -> str | None:

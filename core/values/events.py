@@ -119,6 +119,9 @@ class TuningFinished:
     stored pick. ``errors[i]`` is what this rank knows of candidate ``i``
     without a time: ``"pruned"``, ``"not measured"`` or its error text
     (``None`` where it was timed); empty from a driver that does not say.
+    ``dropped`` holds the candidates left out as expected, with no warning:
+    pruned, out of the device's resources, past the ``compile_deadline``
+    (``kerneltune_expected_failure``, ``CandidateDropped``).
     ``world_size`` is the number of ranks that tuned together;
     ``measured_on``, where they split the candidates (``shard = true``),
     the rank (in the group) that measured each one, whose time is then its
@@ -137,6 +140,7 @@ class TuningFinished:
     driver: str = "function"
     rank_times: tuple[tuple[float, ...], ...] = ()
     errors: tuple[str | None, ...] = ()
+    dropped: tuple[int, ...] = ()
     measured_elsewhere: tuple[tuple[int, int], ...] = ()
     world_size: int = 1
     measured_on: tuple[int | None, ...] = ()

@@ -144,16 +144,22 @@ class TritonLaunch:
         """Store the pick in the autotuner's cache and ``best_config``."""
         adapter.store_config(self.kernel, self.key, config)
 
-    def report(self, config: Any, timings: Sequence[CandidateTiming], seconds: float) -> None:
-        """After a tuning that measured, what Triton's own leaves: its timings, and its message.
+    def report(self, config: Any, timings: Sequence[CandidateTiming], seconds: float | None) -> None:
+        """After a tuning, what Triton's own leaves: its timings and message, and its listener told.
 
         ``configs_timings`` and ``bench_time`` (:func:`adapter.store_timings`);
-        with ``TRITON_PRINT_AUTOTUNING`` the running release's own message.
+        with ``TRITON_PRINT_AUTOTUNING`` the running release's own message;
+        Triton's autotune listener (:func:`adapter.tell_listener`). A pick found
+        without measuring (``seconds`` ``None``) reaches the listener alone, as a cache hit.
         """
+        if seconds is None:
+            adapter.tell_listener(self.kernel, self.key, config, {}, None)
+            return
         adapter.store_timings(self.kernel, timings, seconds)
         if adapter.prints_autotuning():
             layout = adapter.layout_of(self.kernel)
             print(adapter.autotuning_message(layout, self.name, self.key, seconds, config), flush=True)
+        adapter.tell_listener(self.kernel, self.key, config, self.kernel.configs_timings, seconds)
 
 
 class _Patch:

@@ -219,17 +219,21 @@ class ReportingLaunch(KernelLaunch, Protocol):
     """A launch whose kernel keeps what its tuning measured (optional part of :class:`KernelLaunch`).
 
     Stock tuners leave their timings on the kernel (Triton: ``configs_timings``
-    and ``bench_time``); a launch with this part is told them after each
-    tuning the contextual tuner measured, right after :meth:`commit`. A pick
-    found without measuring (a cache hit) tells it nothing.
+    and ``bench_time``) and tell their listeners (Triton: ``knobs.autotuning.listener``);
+    a launch with this part is told them right after :meth:`commit`, for
+    each key the contextual tuner picks for that the kernel's own cache did
+    not hold: after a tuning that measured, and for a pick found without
+    measuring (a stored pick, the one candidate pruning left).
     """
 
-    def report(self, config: Any, timings: Sequence[CandidateTiming], seconds: float) -> None:
+    def report(self, config: Any, timings: Sequence[CandidateTiming], seconds: float | None) -> None:
         """Keep what the tuning that picked ``config`` measured.
 
         :param timings: one entry per candidate the tuning kept (after the
-            kernel's own pruning), in the kernel's order.
-        :param seconds: how long the tuning took, from its start to its pick.
+            kernel's own pruning), in the kernel's order; empty where nothing was measured.
+        :param seconds: how long the tuning took, from its start to its pick;
+            ``None`` for a pick found without measuring (a cache hit: keep
+            what the kernel holds, tell its listeners of the hit).
         """
         ...
 

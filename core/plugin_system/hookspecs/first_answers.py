@@ -8,6 +8,22 @@ from kerneltune.core.plugin_system.hookspecs.markers import hookspec
 
 
 @hookspec(firstresult=True)
+def kerneltune_expected_failure(error: BaseException) -> bool | None:
+    """Whether an exception a candidate raised is an expected drop, not a failure to warn about.
+
+    A config the device cannot run (Triton's ``OutOfResources``: more shared
+    memory or registers than it has) is part of tuning, as stock
+    ``triton.autotune`` treats it. An expected drop gets no
+    ``CandidateFailedWarning`` and no traceback; the tuning's one line of
+    drops counts it (docs/guide.md, "Dropped configs").
+
+    :param error: what compiling or running the candidate raised.
+    :returns: ``True`` for an expected drop; ``None`` leaves it to the next
+        plugin, and at last to the default: a failure, warned about.
+    """
+
+
+@hookspec(firstresult=True)
 def kerneltune_describe_value(value: Any) -> str | None:
     """A short readable form of one value of a function-level config, for labels.
 

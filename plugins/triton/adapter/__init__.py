@@ -222,8 +222,48 @@ def store_timings(tuner: Any, timings: Sequence[Any], seconds: float) -> None:
 
     :param timings: :class:`kerneltune.core.CandidateTiming` of each kept config.
     """
-    tuner.configs_timings = {t.config: _three_times(t.time, t.samples) for t in timings}
+    tuner.configs_timings = triton_timings(timings)
     tuner.bench_time = seconds
+
+
+def triton_timings(timings: Sequence[Any]) -> dict[Any, list[float]]:
+    """``configs_timings`` in Triton's form (:func:`store_timings`) from ``CandidateTiming`` values."""
+    return {t.config: _three_times(t.time, t.samples) for t in timings}
+
+
+def tell_listener(
+    tuner: Any, key: Hashable, config: Any, configs_timings: Mapping[Any, Any], seconds: float | None
+) -> None:
+    """Call Triton's autotune listener (``knobs.autotuning.listener``, 3.9 on) as Triton's own ``run`` does.
+
+    Triton calls it when a key first meets its cache in the process: after
+    a tuning (``seconds``: its duration), or where the pick came without
+    benchmarking (``seconds`` ``None``: ``cache_hit=True``, ``duration=None``).
+    Nothing on a release without the knob, or while it is unset.
+
+    :param configs_timings: in Triton's form (:func:`triton_timings`).
+    """
+    try:
+        from triton import knobs
+    except ImportError:
+        return
+    listener = getattr(knobs.autotuning, "listener", None)
+    if listener is None:
+        return
+    from triton.runtime.jit import JITFunction, KernelInterface
+
+    # Through wrappers (heuristics) to the JITFunction, or under the interpreter what triton.jit made.
+    fn = tuner.fn
+    while not isinstance(fn, JITFunction) and isinstance(getattr(fn, "fn", None), KernelInterface):
+        fn = fn.fn
+    listener(
+        fn=fn,
+        key=key,
+        best_config=config,
+        configs_timings=configs_timings,
+        duration=seconds,
+        cache_hit=seconds is None,
+    )
 
 
 def _three_times(time: float, samples: Sequence[float]) -> list[float]:

@@ -14,6 +14,7 @@ import contextlib
 import functools
 import inspect
 import threading
+import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
@@ -25,7 +26,7 @@ from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
 from kerneltune.plugins.triton.search_params.hints import wants_search
 from kerneltune.plugins.triton.search_params.run import SearchRun
 from kerneltune.plugins.triton.search_params.space import SearchSpace, build_space
-from kerneltune.plugins.triton.search_params.summary import SearchSummary
+from kerneltune.plugins.triton.search_params.summary import SearchSummary, configs_timings
 
 #: ``triton.autotune`` arguments a search_params kernel honours; the rest must keep their defaults.
 SUPPORTED_ARGUMENTS = (
@@ -163,7 +164,7 @@ class SearchParamsKernel(DecoratedKernel):
 
     def _tune(
         self,
-        key: Hashable,
+        key: tuple[Hashable, tuple[tuple[str, Any], ...]],
         fixed: tuple[tuple[str, Any], ...],
         args: tuple[Any, ...],
         launch: dict[str, Any],
@@ -183,9 +184,11 @@ class SearchParamsKernel(DecoratedKernel):
         verbose = self.hints.debug or session.settings.get("verbose")
         begin = space.tuner.begin
         persist = True
+        started = time.perf_counter()
         with begin(session, key, adaptive=True, verbose=verbose, driver="search_params") as tuning:
             if tuning.best is not None:
                 config = tuning.best.config
+                adapter.tell_listener(self, key[0], config, {}, None)
             else:
                 # One screening for the whole search: the worker holds the arguments until it ends.
                 with contextlib.ExitStack() as stack:
@@ -200,6 +203,8 @@ class SearchParamsKernel(DecoratedKernel):
                         self.last_search = search.summary
                 named = {**dict(zip(self.arg_names, args, strict=False)), **launch, **config.all_kwargs()}
                 self.pre_hook(named, reset_only=True)
+                timings = configs_timings(tuning, search.outcomes)
+                adapter.tell_listener(self, key[0], config, timings, time.perf_counter() - started)
         if persist:
             self._picks[key] = config
         return config

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from kerneltune.core import CompileMiss, Point, Shape
+from kerneltune.core import PRUNED, CompileMiss, Point, Shape
 from kerneltune.core.driving import Candidate, CandidateDropped, OutputCheck, describe_error
 from kerneltune.plugins.triton import adapter, compile_device, compiler, programs
 from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
@@ -82,7 +82,8 @@ class Launcher:
         pruned = self.pruned([c.config for c in candidates])
         for point, candidate in zip(points, candidates, strict=True):
             if candidate.config in pruned:
-                problems[candidate.index] = CandidateDropped("removed by early_config_prune")
+                # Named pruned first: the line of drops counts it as pruning, not a limit of the device.
+                problems[candidate.index] = CandidateDropped(f"{PRUNED}: removed by early_config_prune")
                 continue
             larger = self.dominated(point)
             if larger is not None:

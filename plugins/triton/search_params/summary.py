@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-from kerneltune.core import format_ms
-from kerneltune.core.driving import Candidate
+from kerneltune.core import CandidateTiming, format_ms
+from kerneltune.core.driving import Candidate, SearchTuning
 from kerneltune.plugins.triton import adapter
 
 _TRUE = ("1", "true", "yes", "on")
@@ -77,3 +77,19 @@ def print_autotuning(
         for index, value in sorted(outcomes.items(), key=lambda item: (item[1], item[0])):
             outcome = failures.get(index) if not math.isfinite(value) else None
             print(f"  {candidates[index].label}: {outcome or format_ms(value)}", flush=True)
+
+
+def configs_timings(tuning: SearchTuning, outcomes: Mapping[int, float]) -> dict[Any, list[float]]:
+    """The search's ``configs_timings`` in Triton's form, for Triton's autotune listener.
+
+    Each candidate measured or dropped, by its config: its latest agreed
+    time, then the 20th and 80th percentiles of this rank's samples (``inf``
+    three times for one that failed or was dropped).
+    """
+    candidates = tuning.candidates
+    return adapter.triton_timings(
+        [
+            CandidateTiming(candidates[i].config, time, tuple(sorted(tuning.samples(candidates[i]))))
+            for i, time in sorted(outcomes.items())
+        ]
+    )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import json
 import math
+import random
 from typing import Any
 
 import pytest
@@ -162,6 +163,29 @@ def test_leave_one_out_is_the_loss_of_each_key_under_the_choice_made_without_it(
         leave_one_out(TimeTable(keys=(1,), times=((1.0, 2.0),)), choose_portfolio(table, 1, 0.0), 1, 0.0)
         is None
     )
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_leave_one_out_is_the_choice_made_on_the_table_without_the_key(exact):
+    # Tables full of ties and failures, where which configs are beaten everywhere depends on the keys.
+    rng = random.Random(2)
+    for _ in range(150):
+        configs, keys = rng.randint(2, 8), rng.randint(2, 6)
+        values = [rng.uniform(1, 2) for _ in range(3)]
+        times = [[rng.choice([math.inf, *values]) for _ in range(configs)] for _ in range(keys)]
+        times = [row if any(map(math.isfinite, row)) else [1.0, *row[1:]] for row in times]
+        table = TimeTable(keys=tuple(range(keys)), times=tuple(map(tuple, times)))
+        most, tolerance = rng.randint(1, 4), rng.choice([0.0, 0.05, 0.2])
+        estimates = leave_one_out(
+            table, choose_portfolio(table, most, tolerance, exact=exact), most, tolerance
+        )
+        by_hand = []
+        for out, row in enumerate(times):
+            rest = [r for k, r in enumerate(times) if k != out]
+            without = TimeTable(keys=tuple(range(keys - 1)), times=tuple(map(tuple, rest)))
+            chosen = choose_portfolio(without, most, tolerance, exact=exact).configs
+            by_hand.append(min(row[c] for c in chosen) / min(row) - 1)
+        assert list(estimates or ()) == by_hand
 
 
 def test_json_shape(swept):

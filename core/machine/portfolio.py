@@ -10,6 +10,7 @@ tolerance; where none is, the set of K with the lowest worst loss.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from collections.abc import Sequence
@@ -149,18 +150,20 @@ def leave_one_out(
     ``tolerance`` and method, exact or greedy) over the rest, and the key's
     loss is measured under it: an estimate of the loss on a key never measured.
     """
-    exact = choice.exact
     count = len(table.keys)
     if count < 2:
         return None
-    losses = []
-    for out in range(count):
-        others = [k for k in range(count) if k != out]
-        columns = table.columns(others)
-        chosen = (_exact if exact else _greedy)(columns, _undominated(columns), most, tolerance)
-        best = min(table.times[out])
-        losses.append(min(table.times[out][c] for c in chosen) / best - 1.0)
-    return tuple(losses)
+    if choice.exact:
+        # One pass over the sets serves every key left out.
+        chosen = _exact_left_out(table.columns(range(count)), most, tolerance)
+    else:
+        chosen = []
+        for out in range(count):
+            columns = table.columns([k for k in range(count) if k != out])
+            chosen.append(_greedy(columns, _undominated(columns), most, tolerance))
+    return tuple(
+        min(table.times[out][c] for c in chosen[out]) / min(table.times[out]) - 1.0 for out in range(count)
+    )
 
 
 def _undominated(columns: Sequence[tuple[float, ...]]) -> list[int]:
@@ -204,6 +207,47 @@ def _exact(
             break
     assert best is not None
     return best[2]
+
+
+def _exact_left_out(
+    columns: Sequence[tuple[float, ...]], most: int, tolerance: float
+) -> list[tuple[int, ...]]:
+    """Per key, what :func:`_exact` chooses over the other keys, all in one pass over the sets.
+
+    A key's ratios do not depend on the other keys, so each key left out
+    sees ``columns`` without its row; each considers only the configs that
+    no other config beats on the remaining keys, as :func:`_exact` would.
+    """
+    count = len(columns[0])
+    allowed = [
+        frozenset(_undominated([column[:out] + column[out + 1 :] for column in columns]))
+        for out in range(count)
+    ]
+    best: list[tuple[float, float, tuple[int, ...]] | None] = [None] * count
+    unsettled = list(range(count))
+    configs = sorted(frozenset().union(*allowed))
+    for size in range(1, min(most, len(configs)) + 1):
+        for combination in itertools.combinations(configs, size):
+            per_key = _per_key(columns, combination)
+            top, second = heapq.nlargest(2, per_key)
+            at = per_key.index(top)
+            for out in unsettled:
+                worst = second if out == at else top
+                held = best[out]
+                if (held is not None and worst > held[0]) or not allowed[out].issuperset(combination):
+                    continue
+                mean = math.fsum(v for k, v in enumerate(per_key) if k != out) / (count - 1)
+                if held is None or (worst, mean) < held[:2]:
+                    best[out] = (worst, mean, combination)
+        unsettled = [out for out in unsettled if _held(best[out])[0] - 1.0 > tolerance + _SLACK]
+        if not unsettled:
+            break
+    return [_held(held)[2] for held in best]
+
+
+def _held(held: tuple[float, float, tuple[int, ...]] | None) -> tuple[float, float, tuple[int, ...]]:
+    assert held is not None
+    return held
 
 
 def _greedy(

@@ -311,7 +311,8 @@ def sweeps(work: Workload, tunings: Tunings, plans: list[Sweep]) -> None:
         starts = {}
         for path in (plan.cache / "matmul_launch").glob("*.json"):
             record = json.loads(path.read_text())
-            starts[record["key"][0]] = record.get("warm_start")
+            if "key" in record:  # not the portfolio kerneltune portfolio --store keeps beside the records
+                starts[record["key"][0]] = record.get("warm_start")
         for row in plan.rows:
             row["warm_start"] = starts.get(row["m"])
         plan.rows.sort(key=lambda row: row["m"])

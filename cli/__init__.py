@@ -12,6 +12,7 @@ import click
 from kerneltune import __version__
 from kerneltune.cli.cache_commands import cache
 from kerneltune.cli.plugins_command import plugins
+from kerneltune.cli.portfolio_command import portfolio
 from kerneltune.cli.report_command import report
 from kerneltune.core import KernelTuneError
 
@@ -46,3 +47,4 @@ def main() -> None:
 main.add_command(plugins)
 main.add_command(cache)
 main.add_command(report)
+main.add_command(portfolio)

@@ -20,11 +20,12 @@ from kerneltune.cli.loading import (
     dir_option,
     existing_cache_dir,
     find_records,
+    portfolio_files,
     readable,
     stored_records,
 )
-from kerneltune.core import CacheReadError, format_ms, provides
-from kerneltune.core.driving import ListingCache, iso_date, make_cache, remove_private
+from kerneltune.core import CacheReadError, format_ms
+from kerneltune.core.driving import iso_date, remove_private
 
 
 @click.group()
@@ -186,14 +187,15 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
     """Remove stored records: all of them, or FUNCTION's.
 
     The cache's record files are removed, damaged ones too (said on stderr),
-    each through :func:`~kerneltune.core.driving.remove_private`:
-    nothing reached through a link, nothing that is not a regular file of
-    this user's.
+    and the functions' stored portfolios with them, each through
+    :func:`~kerneltune.core.driving.remove_private`: nothing reached through
+    a link, nothing that is not a regular file of this user's.
     """
     loaded = _Plugins.load()
     root = existing_cache_dir(directory, loaded)
+    caches = loaded.file_caches(root)
     doomed = []
-    for stored in stored_records(loaded.file_caches(root), function):
+    for stored in stored_records(caches, function):
         if stored.path.is_symlink():
             click.echo(f"kerneltune: not removing {stored.path}: {stored.problem}", err=True)
             continue
@@ -210,19 +212,23 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
         if not _interactive():
             raise click.ClickException(f"not removing {what} without --yes: there is no terminal to ask")
         click.confirm(f"Remove {what}?", abort=True)
-    removed = _remove(doomed, root)
+    removed = _remove(doomed, root, portfolio_files(caches, function))
     if removed < len(doomed):
         raise click.ClickException(f"removed {removed} of {what}; the others are named above")
     click.echo(f"removed {what}")
 
 
-def _remove(doomed: Sequence[Stored], root: Path) -> int:
-    """Remove each record with its lock file, and each function folder left empty; how many records went."""
+def _remove(doomed: Sequence[Stored], root: Path, portfolios: Sequence[Path] = ()) -> int:
+    """Remove each record and portfolio with its lock file, and each function folder left empty.
+
+    :returns: how many records went.
+    """
     removed = 0
     folders = set()
-    for stored in doomed:
+    files = [(stored.path, True) for stored in doomed] + [(path, False) for path in portfolios]
+    for file, counted in files:
         # The file caches keep a lock file beside each record.
-        for path in (stored.path, stored.path.with_name(stored.path.name + ".lock")):
+        for path in (file, file.with_name(file.name + ".lock")):
             try:
                 remove_private(root, path)
             except FileNotFoundError:
@@ -230,7 +236,7 @@ def _remove(doomed: Sequence[Stored], root: Path) -> int:
             except OSError as exc:
                 click.echo(f"kerneltune: not removing {path}: {exc.strerror or exc}", err=True)
             else:
-                removed += path == stored.path
+                removed += counted and path == file
                 folders.add(path.parent)
     for folder in folders:
         try:
@@ -362,14 +368,7 @@ def import_records(archive: Path, directory: Path | None) -> None:
     loaded = _Plugins.load()
     root = cache_dir(directory, loaded)
     entries = read_archive(archive)
-    caches = loaded.registries.caches
-    cache = loaded.settings.get("cache")
-    listing = ", ".join(loaded.file_cache_names())
-    if cache in loaded.registries.remote_stores.classes:
-        raise click.ClickException(f"cache {cache!r} keeps no files; set cache to one of: {listing}")
-    target = make_cache(caches.select(cache), root, loaded.settings, caches)
-    if not provides(target, ListingCache):
-        raise click.ClickException(f"cache {target.name!r} keeps no files; set cache to one of: {listing}")
+    target = loaded.writing_cache(root)
     for entry in entries:
         folder = target.directory(entry.record.function)
         if folder is None:

@@ -17,6 +17,7 @@ import click
 import pluggy
 from kerneltune.core import CacheReadError, Settings, load_settings, provides
 from kerneltune.core.driving import (
+    PORTFOLIO_ENTRY,
     DeclaredSettings,
     ListingCache,
     PendingMark,
@@ -65,6 +66,20 @@ class _Plugins:
         classes = self.registries.caches.classes
         return [name for name in sorted(classes) if provides(classes[name], ListingCache)]
 
+    def writing_cache(self, root: Path) -> ListingCache:
+        """The configured cache at ``root``, which tunings here read; a failure unless it keeps files."""
+        caches = self.registries.caches
+        cache = self.settings.get("cache")
+        listing = ", ".join(self.file_cache_names())
+        if cache in self.registries.remote_stores.classes:
+            raise click.ClickException(f"cache {cache!r} keeps no files; set cache to one of: {listing}")
+        target = make_cache(caches.select(cache), root, self.settings, caches)
+        if not provides(target, ListingCache):
+            raise click.ClickException(
+                f"cache {target.name!r} keeps no files; set cache to one of: {listing}"
+            )
+        return target
+
     def file_caches(self, root: Path) -> list[ListingCache]:
         """One instance per cache that can enumerate its records."""
         caches = self.registries.caches
@@ -91,9 +106,14 @@ class Stored:
 
 
 def stored_records(caches: Sequence[ListingCache], function: str | None) -> Iterator[Stored]:
-    """Every record file of ``caches`` (only ``function``'s, when given), read or not."""
+    """Every record file of ``caches`` (only ``function``'s, when given), read or not.
+
+    A function's stored portfolio, beside its records, is no record and is not listed.
+    """
     for cache in caches:
         for namespace, digest, path in cache.entries(function):
+            if digest == PORTFOLIO_ENTRY:
+                continue
             try:
                 data = cache.load(namespace, digest)
                 if is_pending(data):
@@ -107,6 +127,16 @@ def stored_records(caches: Sequence[ListingCache], function: str | None) -> Iter
                 continue
             if function is None or record.function == function:
                 yield Stored(namespace, digest, path, data, record, None, cache)
+
+
+def portfolio_files(caches: Sequence[ListingCache], function: str | None) -> list[Path]:
+    """The files of the portfolios stored beside the records (only ``function``'s, when given)."""
+    return [
+        path
+        for cache in caches
+        for _, digest, path in cache.entries(function)
+        if digest == PORTFOLIO_ENTRY and not path.is_symlink()
+    ]
 
 
 def readable(caches: Sequence[ListingCache], function: str | None) -> list[Stored]:

@@ -236,17 +236,42 @@ def snippet_lines(record: TuningRecord) -> list[str]:
             f"config that plain data cannot say whole, such as one with a pre_hook or an object no "
             f"plugin describes): [{record.best_index}] {record.labels[record.best_index]}"
         ]
+    argument, decorator = _list_argument([values])
     if _triton_config(values) is not None:
         return [
-            f"# {record.function}: the one config to keep, so nothing is tuned: "
-            "@triton.autotune(configs=[...], ...)",
+            f"# {record.function}: the one config to keep, so nothing is tuned: {decorator}",
             "# (a search_params kernel drops its hints too)",
-            f"configs=[{python_text(values)}]",
+            f"{argument}=[{python_text(values)}]",
         ]
     return [
-        f"# {record.function}: one candidate left, so nothing is tuned: @autotune(config_space=[...], ...)",
-        f"config_space=[{python_text(values)}]",
+        f"# {record.function}: one candidate left, so nothing is tuned: {decorator}",
+        f"{argument}=[{python_text(values)}]",
     ]
+
+
+def _list_argument(values: Sequence[Any]) -> tuple[str, str]:
+    """The argument a list of configs' plain values goes to, and the decorator that takes it."""
+    if values and all(_triton_config(v) is not None for v in values):
+        return "configs", "@triton.autotune(configs=[...], ...)"
+    return "config_space", "@autotune(config_space=[...], ...)"
+
+
+def configs_snippet_lines(function: str, configs: Sequence[tuple[Any, str]]) -> list[str]:
+    """Python that lists a portfolio's configs, to ship as a fixed candidate list.
+
+    :param configs: each config's plain values (``None`` where no stored record kept them) and label.
+    """
+    known = [values for values, _ in configs if values is not None]
+    argument, decorator = _list_argument(known)
+    lines = [
+        f"# {function}: its portfolio's {len(configs)} config(s), tuned among at each new key: {decorator}"
+    ]
+    lines += [
+        f"# {label}: no stored key picked it, so no record kept its values: add it by hand"
+        for values, label in configs
+        if values is None
+    ]
+    return [*lines, f"{argument}=[", *(f"    {python_text(values)}," for values in known), "]"]
 
 
 def plot(records: Sequence[TuningRecord], path: Path) -> None:

@@ -18,6 +18,13 @@ from kerneltune.core.errors import (
 )
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.machine.faces import SearchTuning, SteppedTuning
+from kerneltune.core.machine.portfolio import (
+    PortfolioChoice,
+    TimeTable,
+    choose_portfolio,
+    leave_one_out,
+    tuned_fully,
+)
 from kerneltune.core.machine.tuner import Tuner, Tuning
 from kerneltune.core.plugin_system.contracts import ListingCache
 from kerneltune.core.plugin_system.features import enable_feature
@@ -30,6 +37,7 @@ from kerneltune.core.search.families import choose_family, family_probes, family
 from kerneltune.core.search.strategies import choose_strategy
 from kerneltune.core.values.keys import encode_key
 from kerneltune.core.values.pending import PendingMark, is_pending
+from kerneltune.core.values.portfolio import PORTFOLIO_ENTRY, Portfolio, PortfolioConfig
 from kerneltune.core.values.records import HOST_CLOCK, IDLE_DEVICE, Candidate, Origin, TuningRecord, iso_date
 from kerneltune.core.values.space import Space, source_digest
 
@@ -86,4 +94,13 @@ __all__ = [
     "make_cache",
     "remove_private",
     "source_digest",
+    # portfolios: choosing a few configs from the stored times, and keeping them for new keys
+    "PORTFOLIO_ENTRY",
+    "Portfolio",
+    "PortfolioChoice",
+    "PortfolioConfig",
+    "TimeTable",
+    "choose_portfolio",
+    "leave_one_out",
+    "tuned_fully",
 ]

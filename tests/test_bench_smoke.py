@@ -71,6 +71,25 @@ def test_warm_start_smoke_refines_every_pick_it_judges(tmp_path):
         assert 0.02 < max(row["warm"]["regret"], row["full"]["regret"]) <= row["oracle_disagreement"]
 
 
+def test_portfolio_smoke_serves_the_held_out_half_from_the_stored_half(tmp_path):
+    result = run_bench("portfolio.py", tmp_path=tmp_path)
+    chosen = [c["index"] for c in result["portfolio"]["configs"]]
+    assert 1 <= len(chosen) <= 2 and result["portfolio"]["stored"].endswith("portfolio.json")
+    assert result["held_out_m"] == [2, 8, 32] and result["stored_m"] == [1, 4, 16]
+    for row in result["rows"]:
+        refined = {int(i): ms for i, ms in row["refined_ms"].items()}
+        assert set(chosen) | {row["served"]["pick"], row["full"]["pick"]} <= set(refined)
+        assert row["served"]["pick"] in chosen and row["served"]["measured"] <= len(chosen)
+        assert row["full"]["measured"] == len(result["configs"])
+        best = min(refined.values())
+        assert row["portfolio_loss"] == pytest.approx(min(refined[i] for i in chosen) / best - 1)
+        assert row["served"]["regret"] == pytest.approx(refined[row["served"]["pick"]] / best - 1)
+    summary = result["summary"]
+    losses = [row["portfolio_loss"] for row in result["rows"]]
+    assert summary["portfolio_within_3pct"] == pytest.approx(sum(v <= 0.03 for v in losses) / len(losses))
+    assert summary["command_worst_pct"] == result["portfolio"]["worst"]
+
+
 def test_warm_start_smoke_screens_with_the_run_counts_asked_for(tmp_path):
     root = tmp_path / "caches"
     arguments = (

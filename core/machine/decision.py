@@ -24,6 +24,7 @@ from kerneltune.core.machine.options import (
     TUNE_AUTO,
     VERIFY_PICK,
 )
+from kerneltune.core.machine.portfolio_start import portfolio_plan
 from kerneltune.core.machine.reuse import Plan, plan_recheck, plan_reuse
 from kerneltune.core.machine.stored import method_of, read_record, report_damage
 from kerneltune.core.machine.warm_start import NEAREST, SCREEN, propose
@@ -232,7 +233,12 @@ def _plan(setup: Setup, record: TuningRecord | None, kept: tuple[int, ...], *, r
             if plan is not None:
                 return plan
         return plan_reuse(record, space, kept, method_of(session, schedule), adaptive=schedule.adaptive)
-    if _warm(setup) and not session.settings[ALWAYS_TUNE]:
+    if session.settings[ALWAYS_TUNE] or schedule.adaptive:
+        return None
+    portfolio = portfolio_plan(session, space, kept, setup.key)
+    if portfolio is not None:
+        return portfolio
+    if _warm(setup):
         screen = setup.warm.mode == SCREEN
         known = setup.records
         return propose(session, space, setup.encoded, kept, known, setup.warm.budget, screen, setup.parsed)

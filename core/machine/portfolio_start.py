@@ -35,6 +35,16 @@ def stored_portfolio(session: Session, name: str) -> Portfolio | None:
         return None
 
 
+def portfolio_indices(session: Session, space: Space, kept: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The kept candidates the stored portfolio names, in its order; ``None`` where none is stored."""
+    portfolio = stored_portfolio(session, space.name)
+    if portfolio is None:
+        return None
+    allowed = set(kept)
+    live = {c.fingerprint: c.index for c in space.candidates if c.index in allowed}
+    return tuple(dict.fromkeys(live[c.fingerprint] for c in portfolio.configs if c.fingerprint in live))
+
+
 def portfolio_plan(session: Session, space: Space, kept: tuple[int, ...], key: Hashable) -> Plan | None:
     """For a key without a record: measure the stored portfolio's configs that PRUNE kept.
 
@@ -43,19 +53,15 @@ def portfolio_plan(session: Session, space: Space, kept: tuple[int, ...], key: H
     Should every one of them fail, the rest of the kept list is measured
     (:meth:`~kerneltune.core.machine.following.Following.fall_back`).
     """
-    portfolio = stored_portfolio(session, space.name)
-    if portfolio is None:
+    measure = portfolio_indices(session, space, kept)
+    if measure is None:
         return None
-    allowed = set(kept)
-    live = {c.fingerprint: c.index for c in space.candidates if c.index in allowed}
-    measure = tuple(dict.fromkeys(live[c.fingerprint] for c in portfolio.configs if c.fingerprint in live))
     if not measure:
         logger.info(
-            "kerneltune: %s: key %r: none of the stored portfolio's %d configs is a kept candidate; "
+            "kerneltune: %s: key %r: none of the stored portfolio's configs is a kept candidate; "
             "tuning in full",
             space.name,
             key,
-            len(portfolio.configs),
         )
         return None
     if len(measure) >= len(kept):

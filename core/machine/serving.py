@@ -16,6 +16,7 @@ from typing import Any
 
 from kerneltune.core.errors import CacheReadError
 from kerneltune.core.machine.options import OBJECTIVE, TUNE, TUNE_NEAREST, TUNE_PENDING
+from kerneltune.core.machine.portfolio_start import portfolio_indices
 from kerneltune.core.machine.schedule import Setup
 from kerneltune.core.machine.warm_start import nearest, ranked, stored_records
 from kerneltune.core.notices import warn_once
@@ -45,16 +46,18 @@ def served(setup: Setup, kept: tuple[int, ...]) -> tuple[int, Any]:
 
     The nearest stored key that timed a kept candidate gives its pick (or
     its fastest kept one); with none, the first kept candidate (and ``None``).
+    Where a portfolio is stored (``kerneltune portfolio --store``), only its
+    configs serve: the nearest key's fastest of them, else its first.
     """
     session, space = setup.session, setup.space
     records = stored_records(session, space, setup.records, setup.parsed, listing=not setup.stored.listed)
     setup.stored.listed = True
-    allowed = dict.fromkeys(kept)
+    allowed = dict.fromkeys(portfolio_indices(session, space, kept) or kept)
     for neighbour in nearest(session, space, setup.encoded, records, session.settings[OBJECTIVE]):
         order = ranked(neighbour.record, space, allowed)
         if order:
             return order[0], neighbour.record.key
-    return kept[0], None
+    return next(iter(allowed)), None
 
 
 def mark_pending(setup: Setup, pick: Candidate, served_by: Any) -> None:

@@ -18,11 +18,13 @@ import pluggy
 from kerneltune.core import CacheReadError, Settings, load_settings, provides
 from kerneltune.core.driving import (
     DeclaredSettings,
+    FailedConfigs,
     ListingCache,
     Registries,
     Registry,
     TuningRecord,
     hardware_facts,
+    is_failed_configs,
     load_plugins,
     make_cache,
     resolve_devices,
@@ -84,26 +86,37 @@ class Stored:
     problem: str | None
     #: the cache plugin instance that holds the file.
     cache: ListingCache = attrs.field(repr=False)
+    #: a function's remembered failed configs, where the file holds those instead of a record.
+    failed: FailedConfigs | None = None
 
 
 def stored_records(caches: Sequence[ListingCache], function: str | None) -> Iterator[Stored]:
-    """Every record file of ``caches`` (only ``function``'s, when given), read or not."""
+    """Every record file of ``caches`` (only ``function``'s, when given), read or not.
+
+    A file of remembered failed configs comes with ``failed`` set and no ``record``.
+    """
     for cache in caches:
         for namespace, digest, path in cache.entries(function):
+            failed = None
             try:
                 data = cache.load(namespace, digest)
-                record = TuningRecord.from_data(data)
+                if is_failed_configs(data):
+                    failed = FailedConfigs.from_data(data)
+                record = None if failed is not None else TuningRecord.from_data(data)
             except CacheReadError as exc:
                 yield Stored(namespace, digest, path, None, None, str(exc), cache)
                 continue
-            if function is None or record.function == function:
-                yield Stored(namespace, digest, path, data, record, None, cache)
+            named = failed.function if failed is not None else record.function if record is not None else None
+            if function is None or named == function:
+                yield Stored(namespace, digest, path, data, record, None, cache, failed)
 
 
 def readable(caches: Sequence[ListingCache], function: str | None) -> list[Stored]:
     """The records that read back, with a note on stderr for each file that did not."""
     kept = []
     for stored in stored_records(caches, function):
+        if stored.failed is not None:
+            continue  # no record: `cache show` lists a function's remembered failures apart
         if stored.record is None:
             click.echo(f"kerneltune: skipping {stored.path}: {stored.problem}", err=True)
         else:
@@ -128,7 +141,9 @@ def find_records(loaded: _Plugins, reference: str, directory: Path | None) -> li
     else:
         root = existing_cache_dir(directory, loaded)
         matches = [
-            s for s in stored_records(loaded.file_caches(root), None) if s.digest.startswith(reference)
+            s
+            for s in stored_records(loaded.file_caches(root), None)
+            if s.digest.startswith(reference) and s.failed is None
         ]
         if not matches:
             named = readable(loaded.file_caches(root), reference)

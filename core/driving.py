@@ -28,6 +28,7 @@ from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS, DeclaredSetti
 from kerneltune.core.private_files import remove_private
 from kerneltune.core.search.families import choose_family, family_probes, family_profiles
 from kerneltune.core.search.strategies import choose_strategy
+from kerneltune.core.values.failed import FailedConfigs, is_failed_configs
 from kerneltune.core.values.keys import encode_key
 from kerneltune.core.values.records import HOST_CLOCK, IDLE_DEVICE, Candidate, Origin, TuningRecord, iso_date
 from kerneltune.core.values.space import Space, source_digest
@@ -73,12 +74,14 @@ __all__ = [
     "WrongOutput",
     "WrongOutputWarning",
     # stored records, as the command reads, lists and removes them
+    "FailedConfigs",
     "HOST_CLOCK",
     "IDLE_DEVICE",
     "ListingCache",
     "Origin",
     "TuningRecord",
     "encode_key",
+    "is_failed_configs",
     "iso_date",
     "make_cache",
     "remove_private",

@@ -38,7 +38,12 @@ _Spawned = concurrent.futures.Future[_Process]
 
 
 class CompileTimeout(TimeoutError):
-    """A candidate's compile took longer than the ``compile_timeout`` setting."""
+    """A candidate's compile took longer than ``compile_timeout``, or ran past the ``compile_deadline``."""
+
+    def __init__(self, message: str, *, deadline: bool = False) -> None:
+        """:param deadline: stopped by the ``compile_deadline`` (its siblings' median times it)."""
+        super().__init__(message)
+        self.deadline = deadline
 
 
 class CompilerCrashed(RuntimeError):
@@ -151,7 +156,8 @@ class ForkSupervisor:
             process.kill()
             return True, CompileTimeout(
                 f"compiling took longer than {limit:.1f} s, compile_deadline = {self._siblings.deadline:g} "
-                "times the median compile of its siblings"
+                "times the median compile of its siblings",
+                deadline=True,
             )
         if self._siblings.stuck(now - since, pid):
             process.kill()

@@ -34,6 +34,7 @@ class Recorder:
         before_timing: Callable[[], None],
         after_timing: Callable[[], None],
         retake: bool = True,
+        on_failure: Callable[[Candidate, BaseException], None] | None = None,
     ) -> None:
         """:param measurements: the tuning's samples, which this records into.
 
@@ -41,6 +42,7 @@ class Recorder:
         :param after_timing: called once they are launched (COMPILE's loads go on).
         :param retake: take again a timed run the thread was switched out of; only alone, as ranks
             must run a candidate alike (its work may hold collectives of its own).
+        :param on_failure: told each failure :meth:`fail` records (the failed-config memory).
         """
         self.session = session
         self._space = space
@@ -50,6 +52,7 @@ class Recorder:
         self._before_timing = before_timing
         self._after_timing = after_timing
         self._retake = retake
+        self._on_failure = on_failure
         #: the job handed out last (:meth:`hand_out`).
         self._job: Job | None = None
         #: what the device did in the first pass's timed runs, for SELECT's warning.
@@ -145,6 +148,8 @@ class Recorder:
         first failure of all becomes the cause of :class:`NoValidConfigError`.
         """
         measurement, trace = self._measurements.failure(candidate.index, error)
+        if self._on_failure is not None:
+            self._on_failure(candidate, error)
         self._finish_candidate(measurement, traceback=trace)
 
     def measure(

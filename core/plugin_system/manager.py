@@ -45,6 +45,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.observers.print_autotuning",
     "kerneltune.plugins.triton.interceptor",
     "kerneltune.plugins.triton.labels",
+    "kerneltune.plugins.triton.failures",
     "kerneltune.plugins.triton.search_params",
     "kerneltune.plugins.profiles.nvidia",
     "kerneltune.plugins.profiles.ascend",

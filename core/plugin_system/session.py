@@ -183,6 +183,20 @@ class Session:
         """``kerneltune_plain_value``: the first plugin's plain-data form of ``value``, or ``None``."""
         return self.manager.hook.kerneltune_plain_value(value=value)
 
+    def failure_kind(self, error: BaseException) -> str | None:
+        """``kerneltune_failure_kind``: why ``error`` would fail every key, or ``None``.
+
+        A plugin that raises or answers other than a non-empty string is a fault, and the next is asked.
+        """
+        kind: str | None = first_answer(
+            self.manager,
+            "kerneltune_failure_kind",
+            lambda answer: None if isinstance(answer, str) and answer else f"{answer!r}, not a name or None",
+            "the failure is not remembered",
+            error=error,
+        )
+        return kind
+
     def key_distance(self, function: str, key: Any, other: Any) -> float | None:
         """``kerneltune_key_distance``: the first plugin's good answer; ``None`` where none gives one.
 

@@ -61,3 +61,22 @@ def kerneltune_key_distance(function: str, key: Any, other: Any) -> float | None
         leave these keys to the next implementation, and at last to the
         default.
     """
+
+
+@hookspec(firstresult=True)
+def kerneltune_failure_kind(error: BaseException) -> str | None:
+    """Why a candidate's failure would happen for every key, or ``None`` where a key may change it.
+
+    A config whose failure no key changes (the device has too few
+    resources for it, its program does not compile) is remembered per
+    function, argument dtypes, hardware and software, and later keys fail it
+    at once instead of compiling or launching it again
+    (:mod:`kerneltune.core.machine.failed_configs`). Triton's answers
+    ``"out of resources"`` for its ``OutOfResources`` and ``"compile
+    error"`` for a ``CompilationError``; an exception from the user's own
+    code must get ``None``, since the next key may run fine.
+
+    :param error: what a candidate raised (or one of the exceptions it was
+        raised ``from``), compiling or running.
+    :returns: a short name of the reason (it is stored and shown), or ``None``.
+    """

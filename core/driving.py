@@ -18,6 +18,7 @@ from kerneltune.core.errors import (
 )
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.machine.faces import SearchTuning, SteppedTuning
+from kerneltune.core.machine.failed_configs import argument_dtypes
 from kerneltune.core.machine.tuner import Tuner, Tuning
 from kerneltune.core.plugin_system.contracts import ListingCache
 from kerneltune.core.plugin_system.features import enable_feature
@@ -45,6 +46,7 @@ __all__ = [
     "SteppedTuning",
     "Tuner",
     "Tuning",
+    "argument_dtypes",
     # the session, its plugins and their settings
     "DeclaredSettings",
     "Registries",

@@ -16,6 +16,11 @@ from kerneltune.core import CandidateFailedWarning
 from kerneltune.core.compiling.forks import CompileTimeout
 from kerneltune.core.drivers import function_tuner
 from kerneltune.core.machine.failed_configs import DEADLINE, failure_kind
+from kerneltune.core.plugin_system.layered_cache import LayeredCache
+from kerneltune.core.values.failed import FailedConfig, FailedConfigs
+from kerneltune.plugins.caches.files import JsonCache, MsgpackCache
+from kerneltune.plugins.caches.memory import MemoryCache
+from search_doubles import Script, by_block, timer_plugin, use_session
 from tuning_doubles import FakeClock, clock_plugin, install_session, load_file, record_files
 
 from triton_dist.autotuner import contextual_autotune
@@ -191,3 +196,69 @@ def test_a_contextual_kernels_config_out_of_resources_runs_once_over_keys(monkey
             x = torch.randn(size, device=kernels.DEVICE)
             torch.testing.assert_close(run(x), 2.0 * x)
     assert launched == [16], "the failing config launched for the first key only"
+
+
+# -- search_params -------------------------------------------------------------------------------
+
+
+def test_search_params_fails_a_remembered_config_unrun(monkeypatch):
+    import triton_dist.autotune_hooks  # noqa: F401  (search_params hints take effect)
+
+    script = Script(by_block({16: 2.0, 32: 1.0}, "BLOCK"))
+    refused: list[int] = []
+
+    def hook(named, reset_only=False):
+        script.hook(named, reset_only)
+        if named["BLOCK"] == 32 and not reset_only:
+            refused.append(named["n"])
+            raise out_of_resources()
+
+    use_session(monkeypatch, timer_plugin(script))
+    configs = [triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})]
+    hints = {"search_params": {"params": ["BLOCK"]}}
+    kernel = triton.autotune(configs=configs, key=["n"], hints=hints, pre_hook=hook)(kernels.scale_kernel)
+    for n in (16, 32, 48):
+        x = torch.ones(n)
+        y = torch.empty_like(x)
+        kernel[lambda meta, n=n: (triton.cdiv(n, meta["BLOCK"]),)](x, y, 2.0, n)
+        assert torch.equal(y, 2 * x)
+        assert kernel.best_config.kwargs == {"BLOCK": 16}
+    assert refused == [16], "the config out of resources launched for the first key only"
+
+
+# -- the caches carry the memory -----------------------------------------------------------------
+
+
+class DictStore:
+    """A remote store in a dict, as the redis cache's client reads and writes."""
+
+    name = "dict-store"
+    location = "memory://"
+    ttl = None
+
+    def __init__(self) -> None:
+        self.values: dict[str, bytes] = {}
+
+    def get(self, key):
+        return self.values.get(key)
+
+    def put(self, key, value, ttl):
+        self.values[key] = value
+
+
+def a_memory():
+    failed = FailedConfig(
+        "f" * 16, "BLOCK=128", ("torch.float16",), "out of resources", "OutOfResources: smem"
+    )
+    return FailedConfigs("work", "def work(): ...", {"triton": "3.9.0"}, {"device": "cpu"}, (failed,), 1.0e9)
+
+
+@pytest.mark.parametrize("suffix", ["json", "msgpack"])
+def test_the_file_caches_and_a_remote_store_carry_the_memory(tmp_path, suffix):
+    data = a_memory().to_data()
+    file_cache = {"json": JsonCache, "msgpack": MsgpackCache}[suffix](tmp_path / suffix)
+    store = DictStore()
+    LayeredCache(file_cache, store, "tests").store("work", "entry", data)
+    assert FailedConfigs.from_data(file_cache.load("work", "entry")) == a_memory()
+    elsewhere = LayeredCache(MemoryCache(tmp_path), store, "tests")  # another node: the store's copy
+    assert FailedConfigs.from_data(elsewhere.load("work", "entry")) == a_memory()

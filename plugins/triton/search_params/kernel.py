@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from kerneltune.core.driving import SUBPROCESS, Screening, current_session, screener
+from kerneltune.core.driving import SUBPROCESS, Screening, argument_dtypes, current_session, screener
 from kerneltune.plugins.triton import adapter
 from kerneltune.plugins.triton.autotune import dict_key_arguments, hints_parameter
 from kerneltune.plugins.triton.isolated import KernelIsolation
@@ -183,7 +183,10 @@ class SearchParamsKernel(DecoratedKernel):
         verbose = self.hints.debug or session.settings.get("verbose")
         begin = space.tuner.begin
         persist = True
-        with begin(session, key, adaptive=True, verbose=verbose, driver="search_params") as tuning:
+        dtypes = argument_dtypes((*args, *launch.values()))
+        with begin(
+            session, key, adaptive=True, verbose=verbose, driver="search_params", dtypes=dtypes
+        ) as tuning:
             if tuning.best is not None:
                 config = tuning.best.config
             else:

@@ -27,6 +27,7 @@ from kerneltune.core.plugin_system.contracts import (
 )
 from kerneltune.core.plugin_system.layered_cache import LayeredCache
 from kerneltune.core.plugin_system.loading import load_plugins
+from kerneltune.core.plugin_system.manager import register_deferred
 from kerneltune.core.plugin_system.observers import Observers
 from kerneltune.core.plugin_system.options import CACHE, CACHE_DIR, REDUCER, TIMER
 from kerneltune.core.plugin_system.registry import Registries, Registry, merged_facts
@@ -188,6 +189,7 @@ class Session:
 
         A plugin that raises or answers other than a non-empty string is a fault, and the next is asked.
         """
+        register_deferred(self.manager, "kerneltune_failure_kind")  # no cache hit asks: imported now
         kind: str | None = first_answer(
             self.manager,
             "kerneltune_failure_kind",

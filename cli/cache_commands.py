@@ -118,11 +118,21 @@ def show(record_ref: str, directory: Path | None) -> None:
     without its suffix), or a function's name for every record of it (by
     key and date), looked up in the cache directory. Each says where its
     function is defined and whether it is of the current source, as
-    ``cache list`` does.
+    ``cache list`` does. For a function's name, the configs remembered to
+    fail for every key follow (docs/guide.md, "Configs that cannot run").
     """
     loaded = _Plugins.load()
-    found = find_records(loaded, record_ref, directory)
-    if found[0].pending is not None:
+    failed = []
+    if not Path(record_ref).expanduser().is_file():
+        root = existing_cache_dir(directory, loaded)
+        failed = [s for s in stored_records(loaded.file_caches(root), record_ref) if s.failed is not None]
+    try:
+        found = find_records(loaded, record_ref, directory)
+    except click.ClickException:
+        if not failed:
+            raise
+        found = []
+    if found and found[0].pending is not None:
         pending.show(found[0])
         return
     # In cache list's order: by function, key and date.
@@ -130,6 +140,18 @@ def show(record_ref: str, directory: Path | None) -> None:
         if number:
             click.echo("")
         _show_record(marked.stored, _source(loaded, marked.stored))
+    for stored in failed:
+        _show_failed(stored)
+
+
+def _show_failed(stored: Stored) -> None:
+    memory = stored.failed
+    assert memory is not None
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(memory.versions.items()))
+    click.echo(f"\nremembered failures of {memory.function} ({stored.path}; {versions}):")
+    for failure in memory.failed:
+        dtypes = ", ".join(failure.dtypes) or "no tensors"
+        click.echo(f"  {failure.label} [{dtypes}]: {failure.kind}: {failure.reason}")
 
 
 def _source(loaded: _Plugins, stored: Stored) -> str:
@@ -184,7 +206,7 @@ def _interactive() -> bool:
 @dir_option
 @click.option("--yes", "-y", is_flag=True, help="Remove without asking.")
 def clear(function: str | None, directory: Path | None, yes: bool) -> None:
-    """Remove stored records: all of them, or FUNCTION's.
+    """Remove stored records: all of them, or FUNCTION's (its remembered failed configs too).
 
     The cache's record files are removed, damaged ones too (said on stderr),
     and the functions' stored portfolios with them, each through
@@ -199,7 +221,7 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
         if stored.path.is_symlink():
             click.echo(f"kerneltune: not removing {stored.path}: {stored.problem}", err=True)
             continue
-        if stored.record is None and stored.pending is None:
+        if stored.problem is not None:
             click.echo(f"kerneltune: removing a damaged record, {stored.path}: {stored.problem}", err=True)
         doomed.append(stored)
     what = f"{len(doomed)} record(s)" + (f" of {function}" if function else "") + f" in {root}"

@@ -19,12 +19,14 @@ from kerneltune.core import CacheReadError, Settings, load_settings, provides
 from kerneltune.core.driving import (
     PORTFOLIO_ENTRY,
     DeclaredSettings,
+    FailedConfigs,
     ListingCache,
     PendingMark,
     Registries,
     Registry,
     TuningRecord,
     hardware_facts,
+    is_failed_configs,
     is_pending,
     load_plugins,
     make_cache,
@@ -103,30 +105,38 @@ class Stored:
     cache: ListingCache = attrs.field(repr=False)
     #: the pending mark the file holds instead of a record: a key served unmeasured, not yet tuned.
     pending: PendingMark | None = None
+    #: a function's remembered failed configs, where the file holds those instead of a record.
+    failed: FailedConfigs | None = None
 
 
 def stored_records(caches: Sequence[ListingCache], function: str | None) -> Iterator[Stored]:
     """Every record file of ``caches`` (only ``function``'s, when given), read or not.
 
-    A function's stored portfolio, beside its records, is no record and is not listed.
+    A function's stored portfolio, beside its records, is no record and is not listed. A pending
+    mark comes with ``pending`` set, a file of remembered failed configs with ``failed``; neither has
+    a ``record``.
     """
     for cache in caches:
         for namespace, digest, path in cache.entries(function):
             if digest == PORTFOLIO_ENTRY:
                 continue
+            failed = None
             try:
                 data = cache.load(namespace, digest)
                 if is_pending(data):
                     mark = PendingMark.from_data(data)
                     if function is None or mark.function == function:
-                        yield Stored(namespace, digest, path, data, None, None, cache, mark)
+                        yield Stored(namespace, digest, path, data, None, None, cache, pending=mark)
                     continue
-                record = TuningRecord.from_data(data)
+                if is_failed_configs(data):
+                    failed = FailedConfigs.from_data(data)
+                record = None if failed is not None else TuningRecord.from_data(data)
             except CacheReadError as exc:
                 yield Stored(namespace, digest, path, None, None, str(exc), cache)
                 continue
-            if function is None or record.function == function:
-                yield Stored(namespace, digest, path, data, record, None, cache)
+            named = failed.function if failed is not None else record.function if record is not None else None
+            if function is None or named == function:
+                yield Stored(namespace, digest, path, data, record, None, cache, failed=failed)
 
 
 def portfolio_files(caches: Sequence[ListingCache], function: str | None) -> list[Path]:
@@ -143,8 +153,8 @@ def readable(caches: Sequence[ListingCache], function: str | None) -> list[Store
     """The records that read back, with a note on stderr for each file that did not; no pending mark."""
     kept = []
     for stored in stored_records(caches, function):
-        if stored.pending is not None:
-            continue
+        if stored.pending is not None or stored.failed is not None:
+            continue  # no record: `cache show` shows a pending mark and remembered failures apart
         if stored.record is None:
             click.echo(f"kerneltune: skipping {stored.path}: {stored.problem}", err=True)
         else:
@@ -169,7 +179,9 @@ def find_records(loaded: _Plugins, reference: str, directory: Path | None) -> li
     else:
         root = existing_cache_dir(directory, loaded)
         matches = [
-            s for s in stored_records(loaded.file_caches(root), None) if s.digest.startswith(reference)
+            s
+            for s in stored_records(loaded.file_caches(root), None)
+            if s.digest.startswith(reference) and s.failed is None
         ]
         if not matches:
             named = readable(loaded.file_caches(root), reference)

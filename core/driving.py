@@ -18,6 +18,7 @@ from kerneltune.core.errors import (
 )
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.machine.faces import SearchTuning, SteppedTuning
+from kerneltune.core.machine.failed_configs import argument_dtypes
 from kerneltune.core.machine.portfolio import (
     PortfolioChoice,
     TimeTable,
@@ -35,6 +36,7 @@ from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS, DeclaredSetti
 from kerneltune.core.private_files import remove_private
 from kerneltune.core.search.families import choose_family, family_probes, family_profiles
 from kerneltune.core.search.strategies import choose_strategy
+from kerneltune.core.values.failed import FailedConfigs, is_failed_configs
 from kerneltune.core.values.keys import encode_key
 from kerneltune.core.values.pending import PendingMark, is_pending
 from kerneltune.core.values.portfolio import PORTFOLIO_ENTRY, Portfolio, PortfolioConfig
@@ -53,6 +55,7 @@ __all__ = [
     "SteppedTuning",
     "Tuner",
     "Tuning",
+    "argument_dtypes",
     # the session, its plugins and their settings
     "DeclaredSettings",
     "Registries",
@@ -82,6 +85,7 @@ __all__ = [
     "WrongOutput",
     "WrongOutputWarning",
     # stored records, as the command reads, lists and removes them
+    "FailedConfigs",
     "HOST_CLOCK",
     "IDLE_DEVICE",
     "ListingCache",
@@ -90,6 +94,7 @@ __all__ = [
     "TuningRecord",
     "is_pending",
     "encode_key",
+    "is_failed_configs",
     "iso_date",
     "make_cache",
     "remove_private",

@@ -6,6 +6,10 @@ import traceback
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
+#: The failure kind (``kerneltune_failure_kind``) of a config the device cannot run: remembered
+#: across keys, and dropped quietly, as stock ``triton.autotune`` drops it.
+OUT_OF_RESOURCES = "out of resources"
+
 
 class KernelTuneError(Exception):
     """Base class of every error kerneltune raises on purpose."""

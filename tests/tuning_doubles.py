@@ -190,8 +190,9 @@ def load_file(path: Path) -> Any:
 
 
 def stored_records(cache_dir: Path, function: str, suffix: str = "json") -> list[dict[str, Any]]:
-    """Every record stored for ``function``, decoded."""
-    return [load_file(path) for path in record_files(cache_dir, function, suffix)]
+    """Every record stored for ``function``, decoded (not its remembered failed configs)."""
+    decoded = (load_file(path) for path in record_files(cache_dir, function, suffix))
+    return [data for data in decoded if data.get("kind") != "failed configs"]
 
 
 def only_record_file(cache_dir: Path, function: str, suffix: str = "json") -> Path:

@@ -39,7 +39,7 @@ _Spawned = concurrent.futures.Future[_Process]
 
 
 class CompileTimeout(TimeoutError):
-    """A candidate's compile took longer than the ``compile_timeout`` setting."""
+    """A candidate's compile took longer than ``compile_timeout``, or ran past the ``compile_deadline``."""
 
 
 class CompileDeadline(CompileTimeout, CandidateDropped):

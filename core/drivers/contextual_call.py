@@ -29,10 +29,12 @@ from kerneltune.core.errors import (
 from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import SUBPROCESS, ScreenedOut
 from kerneltune.core.machine.faces import SteppedTuning
+from kerneltune.core.machine.failed_configs import argument_dtypes
 from kerneltune.core.machine.outputs import Tolerance
 from kerneltune.core.machine.timing import TIMED, WARMUP
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import (
+    CheckedLaunch,
     DirectLaunch,
     ForkingLaunch,
     InPlaceLaunch,
@@ -255,6 +257,8 @@ class ContextualCall:
             repeat=self.repeat,
             flush=self.flush,
             driver="contextual",
+            # Remembered failures are keyed by the arguments' dtypes: only a launch that shows them.
+            dtypes=argument_dtypes(launch.arguments().values()) if provides(launch, CheckedLaunch) else None,
         )
         self._open.append(tuning)
         if tuning.hit:

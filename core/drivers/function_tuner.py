@@ -28,6 +28,7 @@ from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import SUBPROCESS, Screening, screener
 from kerneltune.core.isolation.targets import target_of
 from kerneltune.core.machine.faces import SteppedTuning
+from kerneltune.core.machine.failed_configs import argument_dtypes
 from kerneltune.core.machine.tuner import Tuner
 from kerneltune.core.machine.warm_start import checked_warm_start
 from kerneltune.core.notices import user_stacklevel, warn_once
@@ -220,6 +221,7 @@ class AutoTuner(FunctionWrapper):
             repeat=self.repeat,
             warm_start=self.warm_start,
             warm_start_budget=self.warm_start_budget,
+            dtypes=argument_dtypes((*args, *kwargs.values())),
         ) as tuning:
             check = None
             if not tuning.hit and failure is None:

@@ -13,6 +13,7 @@ from kerneltune.core.compiling.options import COMPILE_AHEAD
 from kerneltune.core.compiling.stage import CompileStage
 from kerneltune.core.isolation.options import ISOLATE
 from kerneltune.core.isolation.parent import ScreenedOut, merge_ranks, screen_all, warn_unscreened
+from kerneltune.core.machine.failed_configs import RememberedFailure
 from kerneltune.core.machine.schedule import share
 from kerneltune.core.machine.twins import TwinDropped, Twins
 from kerneltune.core.plugin_system.contracts import CompileProcess, Reducer
@@ -45,11 +46,14 @@ class Readiness:
         self._quiet = False
         #: the programs measured so far, where the backend tells them (:meth:`twins`).
         self.twins: Twins | None = None
+        #: the candidates that failed for every key before, failed at once unrun (:mod:`~.failed_configs`).
+        self.remembered: dict[int, RememberedFailure] = {}
 
     @property
-    def screened(self) -> dict[int, ScreenedOut]:
-        """The candidates screened out so far, by index."""
-        return self._screened or {}
+    def screened(self) -> dict[int, BaseException]:
+        """The candidates screened out so far, and those remembered to fail, by index: none of them is
+        compiled, screened or run."""
+        return {**self.remembered, **(self._screened or {})}
 
     def compile(
         self,
@@ -92,7 +96,7 @@ class Readiness:
         failed = screen_all(screen_one, listed)
         if self._reducer.world_size > 1:
             failed = merge_ranks(self._reducer.gather(sorted(failed.items())), self._reducer.rank)
-        self._screened = {**self.screened, **{i: ScreenedOut(why) for i, why in failed.items()}}
+        self._screened = {**(self._screened or {}), **{i: ScreenedOut(why) for i, why in failed.items()}}
         return failed
 
     def begin_measuring(self, function: str) -> None:
@@ -126,6 +130,8 @@ class Readiness:
 
         Waits for its compile to end first.
         """
+        if candidate.index in self.remembered:
+            return self.remembered[candidate.index]  # never handed to COMPILE: nothing to wait for
         problem = None if self._compiling is None else self._compiling.wait(candidate)
         problem = self.screened.get(candidate.index, problem)
         if problem is None and self.twins is not None:

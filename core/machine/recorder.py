@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from kerneltune.core.machine.failed_configs import expected_failure
 from kerneltune.core.machine.options import OBJECTIVE
 from kerneltune.core.machine.samples import Samples
 from kerneltune.core.machine.schedule import Job, Schedule
@@ -34,6 +35,7 @@ class Recorder:
         before_timing: Callable[[], None],
         after_timing: Callable[[], None],
         retake: bool = True,
+        on_failure: Callable[[Candidate, BaseException], None] | None = None,
     ) -> None:
         """:param measurements: the tuning's samples, which this records into.
 
@@ -41,6 +43,7 @@ class Recorder:
         :param after_timing: called once they are launched (COMPILE's loads go on).
         :param retake: take again a timed run the thread was switched out of; only alone, as ranks
             must run a candidate alike (its work may hold collectives of its own).
+        :param on_failure: told each failure :meth:`fail` records (the failed-config memory).
         """
         self.session = session
         self._space = space
@@ -50,6 +53,7 @@ class Recorder:
         self._before_timing = before_timing
         self._after_timing = after_timing
         self._retake = retake
+        self._on_failure = on_failure
         #: the job handed out last (:meth:`hand_out`).
         self._job: Job | None = None
         #: what the device did in the first pass's timed runs, for SELECT's warning.
@@ -142,11 +146,13 @@ class Recorder:
         """Record that a candidate raised; it counts as infinitely slow.
 
         Its first failure reaches the observers with its traceback, unless
-        it is an expected drop (:meth:`Session.expected_failure`); the first
+        it is an expected drop (:func:`~.failed_configs.expected_failure`); the first
         failure of all becomes the cause of :class:`NoValidConfigError`.
         """
-        expected = self.session.expected_failure(error)
+        expected = expected_failure(self.session, error)
         measurement, trace = self._measurements.failure(candidate.index, error, expected=expected)
+        if self._on_failure is not None:
+            self._on_failure(candidate, error)
         self._finish_candidate(measurement, traceback=trace)
 
     def measure(

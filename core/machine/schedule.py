@@ -13,6 +13,7 @@ from kerneltune.core.values.records import Candidate
 from kerneltune.core.values.space import Space
 
 if TYPE_CHECKING:
+    from kerneltune.core.machine.failed_configs import FailedConfigMemory
     from kerneltune.core.plugin_system.contracts import Reducer
     from kerneltune.core.plugin_system.session import Session
 
@@ -150,3 +151,7 @@ class Setup:
     parsed: Parsed = attrs.field(factory=dict)
     #: whether the tuner listed the stored records yet, for keys served from them (:mod:`.serving`).
     stored: StoredKeys = attrs.field(factory=StoredKeys)
+    #: the configs of the space's code that failed for every key, and the argument dtypes this
+    #: key's are; ``None`` where the driver gave no dtypes (nothing is remembered or consulted).
+    failed: FailedConfigMemory | None = None
+    dtypes: tuple[str, ...] = ()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from kerneltune.core.machine import collector
+from kerneltune.core.machine.failed_configs import FailedConfigMemory
 from kerneltune.core.machine.options import (
     PAUSE_GC,
     REPEAT,
@@ -57,6 +58,8 @@ class Tuner:
         self.parsed: Parsed = {}
         #: whether ``records`` holds what the cache listed, for keys served unmeasured.
         self.stored = StoredKeys()
+        #: the configs that failed for a reason no key changes (:mod:`~.failed_configs`).
+        self.failed = FailedConfigMemory(space)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -76,6 +79,7 @@ class Tuner:
         driver: str = "function",
         warm_start: str | None = None,
         warm_start_budget: int | None = None,
+        dtypes: tuple[str, ...] | None = None,
     ) -> Tuning:
         """Run KEY, LOOKUP, PRUNE and AGREE for ``key``; the result is a context manager.
 
@@ -90,6 +94,9 @@ class Tuner:
         :param warm_start: ``"nearest"``, ``"screen"`` or ``"off"`` (default: the ``warm_start`` setting).
         :param warm_start_budget: how many configs a warm start measures at most
             (default: the ``warm_start_budget`` setting).
+        :param dtypes: the arguments' dtypes (:func:`~.failed_configs.argument_dtypes`): a config
+            that failed for a reason no key changes is remembered under them and, alone, failed
+            at once for a later key with the same; ``None`` (default) remembers nothing.
         :param failure: an exception the driver met while computing the key;
             alone it is re-raised, with several ranks it is reported to all.
         :param group: the process group handed to the reducer.
@@ -152,6 +159,8 @@ class Tuner:
                 warm=warm,
                 parsed=self.parsed,
                 stored=self.stored,
+                failed=None if dtypes is None else self.failed,
+                dtypes=dtypes or (),
             )
             tuning = Tuning(setup, paused_gc=pause)
             tuning.prepare(keep, failure)

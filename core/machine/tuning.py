@@ -6,6 +6,7 @@ steps it through the rest. docs/architecture.md ("The stages") draws the machine
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -92,6 +93,9 @@ class Tuning(SearchTuning):
             before_timing=self._ready.timing_begins,
             after_timing=self._ready.timing_ends,
             retake=self.reducer.world_size == 1,
+            on_failure=None
+            if setup.failed is None
+            else functools.partial(setup.failed.note, session, setup.dtypes),
         )
         self._following = Following(setup.space)
         self._planner = MeasurePlanner(
@@ -159,6 +163,9 @@ class Tuning(SearchTuning):
         else:
             measured = self._planner.start(decision.plan, decision.record, decision.kept, self.key)
             self._measurements.prune(self.space.candidates, decision.kept)
+            # Alone only: ranks must run a candidate alike, and their memories may differ.
+            if self._setup.failed is not None and self.reducer.world_size == 1:
+                self._ready.remembered = self._setup.failed.remembered(self.session, self._setup.dtypes)
             self.session.observers.tuning_started(
                 self._header.make(TuningStarted, candidates=measured, world_size=self.reducer.world_size)
             )

@@ -1,7 +1,7 @@
 """One cache over two layers: the local cache first, a shared remote store second.
 
 ``cache = "<a remote store's name>"`` (``redis``) builds it over the cache
-registered as ``json``. A remote hit is checked as a record and copied to
+registered as ``json``. A remote hit is checked as a record (or a memory of failed configs) and copied to
 the local layer; a failing store is one warning per process and
 :data:`RETRY_SECONDS` of the local layer alone, never a failed tuning
 (docs/fleet.md).
@@ -18,6 +18,7 @@ from kerneltune.core.errors import CacheReadError
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import Cache, RemoteStore
 from kerneltune.core.private_files import MAX_READ
+from kerneltune.core.values.failed import FailedConfigs, is_failed_configs
 from kerneltune.core.values.records import SCHEMA, TuningRecord
 
 #: After a failure, how long this process uses the local cache alone before asking the store again.
@@ -108,7 +109,10 @@ class LayeredCache:
             raise CacheReadError(f"{where}: larger than {MAX_READ} bytes")
         try:
             data = json.loads(payload)
-            TuningRecord.from_data(data).check_pick()
+            if is_failed_configs(data):
+                FailedConfigs.from_data(data)
+            else:
+                TuningRecord.from_data(data).check_pick()
         except CacheReadError as exc:
             raise CacheReadError(f"{where}: {exc}") from exc
         except Exception as exc:

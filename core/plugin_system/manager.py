@@ -45,7 +45,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.observers.print_autotuning",
     "kerneltune.plugins.triton.interceptor",
     "kerneltune.plugins.triton.labels",
-    "kerneltune.plugins.triton.drops",
+    "kerneltune.plugins.triton.failures",
     "kerneltune.plugins.triton.search_params",
     "kerneltune.plugins.profiles.nvidia",
     "kerneltune.plugins.profiles.ascend",
@@ -55,13 +55,16 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "kerneltune.plugins.environment",
 )
 
-#: The built-ins that only register classes of a family no cache hit asks for, each with the one hook it
-#: implements. A manager made ``deferring`` imports them when :class:`Registries` first collects their
-#: family, or at once where another plugin registers in it too (a clash of names is then found as the
-#: manager is made): the first call that finds its pick on disk imports none of them, nor Triton's adapter.
+#: The built-ins that only register classes of a family no cache hit asks for, or answer a hook no cache
+#: hit asks (a failed candidate's kind), each with the one hook it implements. A manager made
+#: ``deferring`` imports them when :class:`Registries` first collects their family (the session first
+#: asks that hook), or at once where another plugin implements it too (a clash of names is then found
+#: as the manager is made): the first call that finds its pick on disk imports none of them, nor
+#: Triton's adapter.
 DEFERRED_PLUGINS: dict[str, str] = {
     "kerneltune.plugins.triton.interceptor": "kerneltune_register_interceptors",
     "kerneltune.plugins.triton.search_params": "kerneltune_register_features",
+    "kerneltune.plugins.triton.failures": "kerneltune_failure_kind",
     "kerneltune.plugins.profiles.nvidia": "kerneltune_register_profile_families",
     "kerneltune.plugins.profiles.ascend": "kerneltune_register_profile_families",
     "kerneltune.plugins.search.pattern": "kerneltune_register_search_strategies",

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 import pluggy
-from kerneltune.core.errors import CacheReadError, CandidateDropped, ConfigError, PluginError
+from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import (
     Cache,
@@ -27,6 +27,7 @@ from kerneltune.core.plugin_system.contracts import (
 )
 from kerneltune.core.plugin_system.layered_cache import LayeredCache
 from kerneltune.core.plugin_system.loading import load_plugins
+from kerneltune.core.plugin_system.manager import register_deferred
 from kerneltune.core.plugin_system.observers import Observers
 from kerneltune.core.plugin_system.options import CACHE, CACHE_DIR, REDUCER, TIMER
 from kerneltune.core.plugin_system.registry import Registries, Registry, merged_facts
@@ -174,13 +175,6 @@ class Session:
             stacklevel=user_stacklevel(),
         )
 
-    def expected_failure(self, error: BaseException) -> bool:
-        """Whether a candidate's ``error`` drops it as expected: a :class:`CandidateDropped`, or
-        ``kerneltune_expected_failure`` says so (Triton's ``OutOfResources``)."""
-        return isinstance(error, CandidateDropped) or bool(
-            self.manager.hook.kerneltune_expected_failure(error=error)
-        )
-
     def describe_value(self, value: Any) -> str | None:
         """``kerneltune_describe_value``: the first plugin's readable form of ``value``, or ``None``."""
         described: str | None = self.manager.hook.kerneltune_describe_value(value=value)
@@ -189,6 +183,21 @@ class Session:
     def plain_value(self, value: Any) -> Any:
         """``kerneltune_plain_value``: the first plugin's plain-data form of ``value``, or ``None``."""
         return self.manager.hook.kerneltune_plain_value(value=value)
+
+    def failure_kind(self, error: BaseException) -> str | None:
+        """``kerneltune_failure_kind``: why ``error`` would fail every key, or ``None``.
+
+        A plugin that raises or answers other than a non-empty string is a fault, and the next is asked.
+        """
+        register_deferred(self.manager, "kerneltune_failure_kind")  # no cache hit asks: imported now
+        kind: str | None = first_answer(
+            self.manager,
+            "kerneltune_failure_kind",
+            lambda answer: None if isinstance(answer, str) and answer else f"{answer!r}, not a name or None",
+            "the failure is not remembered",
+            error=error,
+        )
+        return kind
 
     def key_distance(self, function: str, key: Any, other: Any) -> float | None:
         """``kerneltune_key_distance``: the first plugin's good answer; ``None`` where none gives one.

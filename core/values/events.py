@@ -121,7 +121,7 @@ class TuningFinished:
     (``None`` where it was timed); empty from a driver that does not say.
     ``dropped`` holds the candidates left out as expected, with no warning:
     pruned, out of the device's resources, past the ``compile_deadline``
-    (``kerneltune_expected_failure``, ``CandidateDropped``).
+    (``kerneltune_failure_kind`` answering ``"out of resources"``, ``CandidateDropped``).
     ``world_size`` is the number of ranks that tuned together;
     ``measured_on``, where they split the candidates (``shard = true``),
     the rank (in the group) that measured each one, whose time is then its

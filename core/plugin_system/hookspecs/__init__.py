@@ -12,7 +12,7 @@ from kerneltune.core.plugin_system.hookspecs.facts import (
 )
 from kerneltune.core.plugin_system.hookspecs.first_answers import (
     kerneltune_describe_value,
-    kerneltune_expected_failure,
+    kerneltune_failure_kind,
     kerneltune_key_distance,
     kerneltune_plain_value,
 )
@@ -48,7 +48,7 @@ __all__ = [
     "kerneltune_compile_finished",
     "kerneltune_compile_started",
     "kerneltune_describe_value",
-    "kerneltune_expected_failure",
+    "kerneltune_failure_kind",
     "kerneltune_hardware_info",
     "kerneltune_kernel_tuned",
     "kerneltune_key_distance",

@@ -8,22 +8,6 @@ from kerneltune.core.plugin_system.hookspecs.markers import hookspec
 
 
 @hookspec(firstresult=True)
-def kerneltune_expected_failure(error: BaseException) -> bool | None:
-    """Whether an exception a candidate raised is an expected drop, not a failure to warn about.
-
-    A config the device cannot run (Triton's ``OutOfResources``: more shared
-    memory or registers than it has) is part of tuning, as stock
-    ``triton.autotune`` treats it. An expected drop gets no
-    ``CandidateFailedWarning`` and no traceback; the tuning's one line of
-    drops counts it (docs/guide.md, "Dropped configs").
-
-    :param error: what compiling or running the candidate raised.
-    :returns: ``True`` for an expected drop; ``None`` leaves it to the next
-        plugin, and at last to the default: a failure, warned about.
-    """
-
-
-@hookspec(firstresult=True)
 def kerneltune_describe_value(value: Any) -> str | None:
     """A short readable form of one value of a function-level config, for labels.
 
@@ -76,4 +60,27 @@ def kerneltune_key_distance(function: str, key: Any, other: Any) -> float | None
         ``math.inf`` to never start ``key`` from ``other``; ``None`` to
         leave these keys to the next implementation, and at last to the
         default.
+    """
+
+
+@hookspec(firstresult=True)
+def kerneltune_failure_kind(error: BaseException) -> str | None:
+    """Why a candidate's failure would happen for every key, or ``None`` where a key may change it.
+
+    A config whose failure no key changes (the device has too few
+    resources for it, its program does not compile) is remembered per
+    function, argument dtypes, hardware and software, and later keys fail it
+    at once instead of compiling or launching it again
+    (:mod:`kerneltune.core.machine.failed_configs`). Triton's answers
+    ``"out of resources"`` for its ``OutOfResources`` and ``"compile
+    error"`` for a ``CompilationError``; an exception from the user's own
+    code must get ``None``, since the next key may run fine.
+
+    :param error: what a candidate raised (or one of the exceptions it was
+        raised ``from``), compiling or running.
+    :returns: a short name of the reason (it is stored and shown), or ``None``.
+        ``"out of resources"`` (a config the device cannot run, as stock
+        ``triton.autotune`` treats it) also makes the drop an expected one: no
+        ``CandidateFailedWarning`` and no traceback, only the tuning's one line
+        of drops counts it (docs/guide.md, "Dropped configs").
     """

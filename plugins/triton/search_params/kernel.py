@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from kerneltune.core.driving import SUBPROCESS, Screening, current_session, screener
+from kerneltune.core.driving import SUBPROCESS, Screening, argument_dtypes, current_session, screener
 from kerneltune.plugins.triton import adapter
 from kerneltune.plugins.triton.autotune import dict_key_arguments, hints_parameter
 from kerneltune.plugins.triton.isolated import KernelIsolation
@@ -185,7 +185,10 @@ class SearchParamsKernel(DecoratedKernel):
         begin = space.tuner.begin
         persist = True
         started = time.perf_counter()
-        with begin(session, key, adaptive=True, verbose=verbose, driver="search_params") as tuning:
+        dtypes = argument_dtypes((*args, *launch.values()))
+        with begin(
+            session, key, adaptive=True, verbose=verbose, driver="search_params", dtypes=dtypes
+        ) as tuning:
             if tuning.best is not None:
                 config = tuning.best.config
                 adapter.tell_listener(self, key[0], config, {}, None)

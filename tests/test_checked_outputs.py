@@ -420,7 +420,7 @@ def test_reference_fn_stands_however_many_candidates_agree_against_it(clock, iso
     assert record["best"]["index"] == 0
 
 
-# -- tensors inside list and tuple arguments ------------------------------------------------
+# -- tensors inside list, tuple and dict arguments---------------------------------------------
 
 
 def test_tensors_in_a_list_argument_are_found_restored_and_checked(clock, isolated):
@@ -445,6 +445,22 @@ def test_tensors_in_a_list_argument_are_found_restored_and_checked(clock, isolat
     assert "[1] block=<3>: argument outs[0]: 1 of 1 values off, largest absolute error 10" in message
     (record,) = stored_records(isolated, "split_sums")
     assert record["best"]["index"] == 2
+
+
+def test_tensors_in_a_dict_argument_are_found_restored_and_checked(clock, isolated):
+    @autotune(config_space=[{"block": 4}, {"block": 3}], key_fn=lambda x, bufs: x.numel())
+    def into(x, bufs, block):
+        clock.advance(2.0 if block == 4 else 1.0)
+        bufs["sum"] += (x[: (x.numel() // block) * block] if block == 3 else x).sum()
+
+    x = torch.arange(1.0, 11.0)
+    bufs = {"sum": torch.zeros(1)}
+
+    _, caught = caught_warnings(lambda: into(x, bufs))
+
+    assert torch.equal(bufs["sum"], torch.tensor([55.0])), "the pick ran once on the caller's contents"
+    (message,) = of(caught, WrongOutputWarning)
+    assert "[1] block=<3>: argument bufs['sum']: 1 of 1 values off" in message
 
 
 def test_arrays_in_a_tuple_argument_are_found_restored_and_checked(clock, isolated):

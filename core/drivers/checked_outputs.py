@@ -71,7 +71,8 @@ class DeclaresInPlace(Protocol):
 def named_arguments(
     positional: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The call's tensors and arrays that a run could change, by path: ``out``, or ``outs[1]`` in a list."""
+    """The call's tensors and arrays that a run could change, by path: ``out``, ``outs[1]`` in a list or
+    tuple, ``bufs['k']`` in a dict."""
     named = {positional[i] if i < len(positional) else f"args[{i}]": value for i, value in enumerate(args)}
     named.update(kwargs)
     found: dict[str, Any] = {}
@@ -84,6 +85,9 @@ def _collect(path: str, value: Any, found: dict[str, Any]) -> None:
     if isinstance(value, list | tuple):
         for i, item in enumerate(value):
             _collect(f"{path}[{i}]", item, found)
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            _collect(f"{path}[{name!r}]", item, found)
     elif comparable(value) and in_place_problem(value) is None:
         found[path] = value
 

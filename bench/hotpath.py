@@ -41,6 +41,9 @@ picks on disk from an earlier process for ``contextual``, which runs with
 the plain kernel's first call). A first pass of every side fills the Triton
 cache and the picks on disk and is not reported.
 
+CPU (``--parts``, under ``TRITON_INTERPRET=1``): where a contextual hit's
+host time goes, the kernel's own ``run`` stubbed out (:func:`parts`).
+
 CPU (``--count``, under ``TRITON_INTERPRET=1``): for each kerneltune tuner,
 what one cache hit reads and looks up, counted over many hits: environment
 reads, file operations (stat, lstat, open, scandir), Session and settings
@@ -382,6 +385,42 @@ def count(side: str, workload: str = "scale", hits: int = 20) -> dict[str, int]:
     return lookups.counts
 
 
+def parts(repeat: int = 31, number: int = 5000) -> dict[str, float]:
+    """CPU, under the interpreter: where a contextual hit's host time goes, the kernels' run stubbed.
+
+    The interpreter's ``run`` of the jitted kernel is replaced by one that
+    returns at once, so that what is left of a call is the Python around the
+    launch. Each figure is the fastest of ``repeat`` timings of ``number``
+    calls, in microseconds per call: the plain outer function, the
+    contextual one, a contextual function that launches nothing (the tuner's
+    wrapper alone) and Triton's key of the scale launch (``tuning_key``).
+    """
+    import timeit
+
+    from kerneltune.plugins.triton import adapter
+    from triton.runtime.interpreter import InterpretedFunction
+
+    from triton_dist.autotuner import contextual_autotune
+
+    plain, contextual = build("scale", "plain", "cpu"), build("scale", "contextual", "cpu")
+    contextual()  # tunes
+    empty = contextual_autotune(n_repeat=1, n_warmup=0)(lambda: None)
+    empty()
+    kernel = triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"])(scale_kernel)
+    _, _, _, args, _ = workload_of("scale", "cpu")
+    InterpretedFunction.run = lambda self, *a, **k: None  # type: ignore[method-assign]
+    calls = {
+        "plain": plain,
+        "contextual": contextual,
+        "wrapper alone": empty,
+        "key": lambda: adapter.tuning_key(kernel, args, {}),
+    }
+    return {
+        name: min(timeit.repeat(call, number=number, repeat=repeat)) / number * 1e6
+        for name, call in calls.items()
+    }
+
+
 # -- the command ------------------------------------------------------------------------------
 
 
@@ -397,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
         "--before", type=Path, help="an earlier tree's install (pip --target), for SIDE@before"
     )
     parser.add_argument("--count", action="store_true", help="CPU: count what a hit looks up, per tuner")
+    parser.add_argument(
+        "--parts", action="store_true", help="CPU: time a contextual hit's parts, launches stubbed"
+    )
     parser.add_argument("--smoke", action="store_true", help="CPU: the timing path, small and quick")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--workload", default="scale", help=argparse.SUPPRESS)
@@ -405,7 +447,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child(options.workload, options.child, options.batches, options.number)))
         return 0
     os.environ.setdefault("KERNELTUNE_CACHE", "memory")
-    if options.count:
+    if options.parts:
+        result = parts()
+        for name, micros in result.items():
+            print(f"{name:14} {micros:7.3f} us per call")
+        print(f"contextual over plain: {result['contextual'] - result['plain']:+.3f} us")
+    elif options.count:
         result: dict[str, Any] = {side: count(side) for side in ("contextual", "function", "search-params")}
         for side, counts in result.items():
             print(f"{side:14} per {20} hits: " + ", ".join(f"{k} {v}" for k, v in counts.items()))

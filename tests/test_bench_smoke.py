@@ -355,6 +355,16 @@ def test_the_hotpath_bench_times_each_side_beside_its_baseline_in_one_process(tm
     assert "contextual" in printed and f"{'over baselines (paired, us)':36}" in printed
 
 
+def test_the_hotpath_bench_times_a_contextual_hits_parts(tmp_path):
+    out = tmp_path / "parts.json"
+    printed = run_script("hotpath.py", "--parts", "--json", str(out), tmp_path=tmp_path)
+    parts = json.loads(out.read_text())
+    assert list(parts) == ["plain", "contextual", "wrapper alone", "key"]
+    assert all(0 < micros < 1000 for micros in parts.values())
+    assert parts["contextual"] > parts["plain"], "the tuner's hit costs something over the plain launch"
+    assert "contextual over plain: +" in printed
+
+
 def test_the_key_profile_runs_every_tuning_under_the_profiler(tmp_path):
     out = run_script("key_profile.py", "--smoke", tmp_path=tmp_path)
     for label in ("full tuning, M=8", "full tuning, M=32", "screened warm start, M=12"):

@@ -64,7 +64,8 @@ def test_a_second_process_hits_the_disk_cache(tmp_path, isolated):
     script.write_text(SCRIPT)
 
     first = _run_script(script, 4)
-    assert len(first["calls"]) == 3 * 15 + 1
+    # 15 runs of each candidate, then the pick; a busy host may retake a timed run or a few.
+    assert sorted(set(first["calls"])) == [1, 2, 3] and len(first["calls"]) >= 3 * 15 + 1
     (record,) = stored_records(isolated, "tuned_in_a_script")
     best_n = [1, 2, 3][record["best"]["index"]]
     assert first["result"] == 4 * best_n

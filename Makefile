@@ -18,6 +18,8 @@ TRITON_TESTS ?= tests/test_contextual.py tests/test_contextual_dist.py tests/tes
 # tests/conftest.py stands in for its NPU driver only (tests/ascend_stand_in.py says exactly
 # how); docs/ascend.md lists what runs.
 TRITON_ASCENDS ?= 3.2.0 3.2.0rc4
+# Beside those, the tests of what only triton-ascend has (its auto-tiling tuner's checked tilings).
+ASCEND_TESTS ?= $(TRITON_TESTS) tests/test_checked_kernels.py
 ASCEND_VENV ?= build/venv-triton-ascend
 ASCEND_FIRST := $(firstword $(TRITON_ASCENDS))
 
@@ -85,5 +87,5 @@ test-triton-ascend:
 		fi; \
 		PYTHONPATH=$$over $(ASCEND_VENV)/bin/python -c \
 			"import importlib.metadata as m; print('triton-ascend', m.version('triton-ascend'))"; \
-		PYTHONPATH=$$over $(ASCEND_VENV)/bin/python -m pytest -q $(TRITON_TESTS); \
+		PYTHONPATH=$$over $(ASCEND_VENV)/bin/python -m pytest -q $(ASCEND_TESTS); \
 	done

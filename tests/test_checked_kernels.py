@@ -224,23 +224,23 @@ def test_matmul_tiles_that_add_in_another_order_all_pass(clock):
     # float16 in, float32 out (where the order of addition shows); not bfloat16: Triton's interpreter
     # computes a bfloat16 tl.dot wrongly (NumPy has no bfloat16).
     dtype = torch.float16
-    blocks = (8, 16, 32)
+    blocks = (16, 32, 64)  # tl.dot takes K >= 16 (triton-ascend 3.2.0's checks it)
     kernel = triton.autotune(
         configs=[config(clock, float(4 - i), BLOCK_K=b) for i, b in enumerate(blocks)], key=["S"]
     )(tiled_matmul)
     generator = torch.Generator().manual_seed(2)
-    a, b = (torch.randn(32, 32, generator=generator).to(dtype).to(DEVICE) for _ in range(2))
+    a, b = (torch.randn(64, 64, generator=generator).to(dtype).to(DEVICE) for _ in range(2))
     products = []
     for block in blocks:
-        c = torch.empty(32, 32, device=DEVICE)
-        tiled_matmul[(1,)](a, b, c, 32, BLOCK_K=block)
+        c = torch.empty(64, 64, device=DEVICE)
+        tiled_matmul[(1,)](a, b, c, 64, BLOCK_K=block)
         products.append(c)
     assert any(not torch.equal(products[0], c) for c in products), "the tiles add in another order"
 
     @contextual_autotune(n_repeat=1, n_warmup=1)
     def product(a, b):
-        c = torch.empty(32, 32, device=DEVICE)
-        kernel[(1,)](a, b, c, 32)
+        c = torch.empty(64, 64, device=DEVICE)
+        kernel[(1,)](a, b, c, 64)
         return c
 
     with warnings.catch_warnings(record=True) as caught:

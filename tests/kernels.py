@@ -36,6 +36,19 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, x + y, mask=mask)
 
 
+@triton.jit
+def tiled_matmul(a_ptr, b_ptr, c_ptr, S: tl.constexpr, BLOCK_K: tl.constexpr):
+    """``c = a @ b`` for S x S matrices, the inner dimension taken BLOCK_K at a time (K >= 16 for tl.dot)."""
+    rows = tl.arange(0, S)
+    acc = tl.zeros([S, S], tl.float32)
+    for start in range(0, S, BLOCK_K):
+        inner = start + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + rows[:, None] * S + inner[None, :])
+        b = tl.load(b_ptr + inner[:, None] * S + rows[None, :])
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rows[:, None] * S + rows[None, :], acc.to(c_ptr.dtype.element_ty))
+
+
 #: Elements of the add for which triton-ascend 3.2.0 generates two tiles (BLOCK 2048 and 1639) for a
 #: 910B4's 20 AI cores, as the stand-in reports them.
 AUTO_TILED_N = 65536

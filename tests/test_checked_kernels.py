@@ -207,19 +207,6 @@ def test_configs_of_a_reduction_that_add_in_another_order_all_pass(clock):
     torch.testing.assert_close(result, x.sum().reshape(1), rtol=1e-5, atol=1e-3)
 
 
-@triton.jit
-def tiled_matmul(a_ptr, b_ptr, c_ptr, S: tl.constexpr, BLOCK_K: tl.constexpr):
-    """``c = a @ b`` for S x S matrices, the inner dimension taken BLOCK_K at a time."""
-    rows = tl.arange(0, S)
-    acc = tl.zeros([S, S], tl.float32)
-    for start in range(0, S, BLOCK_K):
-        inner = start + tl.arange(0, BLOCK_K)
-        a = tl.load(a_ptr + rows[:, None] * S + inner[None, :])
-        b = tl.load(b_ptr + inner[:, None] * S + rows[None, :])
-        acc += tl.dot(a, b)
-    tl.store(c_ptr + rows[:, None] * S + rows[None, :], acc.to(c_ptr.dtype.element_ty))
-
-
 def test_matmul_tiles_that_add_in_another_order_all_pass(clock):
     # float16 in, float32 out (where the order of addition shows); not bfloat16: Triton's interpreter
     # computes a bfloat16 tl.dot wrongly (NumPy has no bfloat16).
@@ -227,13 +214,13 @@ def test_matmul_tiles_that_add_in_another_order_all_pass(clock):
     blocks = (16, 32, 64)  # tl.dot takes K >= 16 (triton-ascend 3.2.0's checks it)
     kernel = triton.autotune(
         configs=[config(clock, float(4 - i), BLOCK_K=b) for i, b in enumerate(blocks)], key=["S"]
-    )(tiled_matmul)
+    )(kernels.tiled_matmul)
     generator = torch.Generator().manual_seed(2)
     a, b = (torch.randn(64, 64, generator=generator).to(dtype).to(DEVICE) for _ in range(2))
     products = []
     for block in blocks:
         c = torch.empty(64, 64, device=DEVICE)
-        tiled_matmul[(1,)](a, b, c, 64, BLOCK_K=block)
+        kernels.tiled_matmul[(1,)](a, b, c, 64, BLOCK_K=block)
         products.append(c)
     assert any(not torch.equal(products[0], c) for c in products), "the tiles add in another order"
 

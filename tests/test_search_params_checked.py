@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import kernels
 import pytest
 import torch
 import triton
@@ -123,21 +124,8 @@ def make_chunked_sum(hints, **autotune):
 
 
 def make_tiled_matmul(hints, **autotune):
-    """c = a @ b in float16, the inner dimension taken BLOCK_K at a time."""
-
-    @triton.autotune(configs=[], key=["S"], hints=hints, **autotune)
-    @triton.jit
-    def tiled_matmul(a_ptr, b_ptr, c_ptr, S: tl.constexpr, BLOCK_K: tl.constexpr):
-        rows = tl.arange(0, S)
-        acc = tl.zeros([S, S], tl.float32)
-        for start in range(0, S, BLOCK_K):
-            inner = start + tl.arange(0, BLOCK_K)
-            a = tl.load(a_ptr + rows[:, None] * S + inner[None, :])
-            b = tl.load(b_ptr + inner[:, None] * S + rows[None, :])
-            acc += tl.dot(a, b)
-        tl.store(c_ptr + rows[:, None] * S + rows[None, :], acc.to(tl.float16))
-
-    return tiled_matmul
+    """c = a @ b, the inner dimension taken BLOCK_K at a time, under search_params ``hints``."""
+    return triton.autotune(configs=[], key=["S"], hints=hints, **autotune)(kernels.tiled_matmul)
 
 
 def test_configs_adding_in_another_order_all_pass(monkeypatch):

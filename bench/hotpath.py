@@ -393,7 +393,8 @@ def parts(repeat: int = 31, number: int = 5000) -> dict[str, float]:
     launch. Each figure is the fastest of ``repeat`` timings of ``number``
     calls, in microseconds per call: the plain outer function, the
     contextual one, a contextual function that launches nothing (the tuner's
-    wrapper alone) and Triton's key of the scale launch (``tuning_key``).
+    wrapper alone), Triton's key of the scale launch (``tuning_key``) and the
+    key the interceptor's direct launch takes instead (``DirectKernel.key``).
     """
     import timeit
 
@@ -408,12 +409,17 @@ def parts(repeat: int = 31, number: int = 5000) -> dict[str, float]:
     empty()
     kernel = triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"])(scale_kernel)
     _, _, _, args, _ = workload_of("scale", "cpu")
+    contextual()  # served by the route once, filed for the interceptor
+    contextual()  # the interceptor's direct launch, which plans its key
+    (served,) = contextual._interceptors[0].served.values()
+    direct_key = served.key
     InterpretedFunction.run = lambda self, *a, **k: None  # type: ignore[method-assign]
     calls = {
         "plain": plain,
         "contextual": contextual,
         "wrapper alone": empty,
-        "key": lambda: adapter.tuning_key(kernel, args, {}),
+        "Triton's key": lambda: adapter.tuning_key(kernel, args, {}),
+        "direct key": lambda: direct_key(args, {"grid": None, "warmup": False}),
     }
     return {
         name: min(timeit.repeat(call, number=number, repeat=repeat)) / number * 1e6

@@ -234,3 +234,44 @@ def test_an_autotuner_class_defined_between_two_calls_is_intercepted_in_the_seco
         outputs = outer(x)
     for out in outputs:
         torch.testing.assert_close(out, 2.0 * x)
+
+
+def test_direct_launches_find_the_pick_triton_would_by_a_cheaper_key(monkeypatch):
+    from kerneltune.plugins.triton.adapter import direct
+
+    kernel = make_scale_kernel()
+    made = []
+    monkeypatch.setattr(kernel.fn, "run", lambda *args, **kwargs: made.append(kwargs["num_warps"]))
+    x32, y32 = torch.zeros(4), torch.zeros(4)
+    x16, y16 = torch.zeros(4, dtype=torch.float16), torch.zeros(4, dtype=torch.float16)
+    launches = {  # args, kwargs -> the pick's num_warps
+        ((x32, y32, 2.0, 64), ("grid", "warmup")): 4,
+        ((x16, y16, 2.0, 64), ("grid", "warmup")): 8,
+        ((x32, y32, 2.0, 128), ("grid", "warmup")): 8,
+        ((x32, y32, 3, 64), ("grid", "warmup")): 4,  # an int alpha, another shape: Triton's key
+        ((x32, y32, 2.0), ("n", "grid")): 8,  # n by name (32): Triton's key
+    }
+    picks = {}
+    for (args, names), warps in launches.items():
+        kwargs = {name: 32 if name == "n" else None for name in names}
+        key = adapter.tuning_key(kernel, args, kwargs)
+        kernel.cache[key] = next(c for c in kernel.configs if c.num_warps == warps)
+        picks[key] = adapter.direct_entry(kernel, key)
+    del picks[adapter.tuning_key(kernel, (x32, y32, 2.0, 128), {})]
+    keys = []
+    monkeypatch.setattr(direct, "tuning_key", lambda *a: keys.append(1) or adapter.tuning_key(*a))
+    served = direct.DirectKernel(picks)
+    for _ in range(3):
+        for (args, names), warps in launches.items():
+            kwargs = {name: 32 if name == "n" else None for name in names}
+            made.clear()
+            result = served.launch(kernel, args, kwargs)
+            if args[3:] == (128,):
+                assert result is direct.NOT_DIRECT, "a key without a pick goes to the route"
+            else:
+                assert made == [warps] and kernel.best_config.num_warps == warps
+    # Triton's key once for each of the two launches of the planned shape, then the cheap key;
+    # every time for the 128 one (no pick), the int alpha (another shape) and the by-name n.
+    assert len(keys) == 2 + 3 * 3
+    kernel.cache[adapter.tuning_key(kernel, (x32, y32, 2.0, 64), {})] = kernel.configs[1]
+    assert served.launch(kernel, (x32, y32, 2.0, 64), {"grid": None, "warmup": None}) is direct.NOT_DIRECT

@@ -29,11 +29,11 @@ __all__ = ["STALL_LIMIT", "ContextualAutoTuner", "contextual_autotune"]
 
 
 class _Active:
-    """The process's one active contextual tuner: its lock, and its name and thread for the busy error."""
+    """The process's one active contextual tuner: its lock, and the tuner and thread for the busy error."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.name = ""
+        self.tuner: ContextualAutoTuner | None = None
         self.thread = 0
 
 
@@ -96,45 +96,56 @@ class ContextualAutoTuner(FunctionWrapper):
         work and the interceptors' direct launches: no setting, file or
         session is looked up (:meth:`_start_call` says when they are).
         """
-        if not _ACTIVE.lock.acquire(blocking=False):
-            raise TunerBusyError(
-                f"contextual_autotune: cannot run {self.__name__} while {_ACTIVE.name} is being tuned "
-                f"(in thread {_thread_name(_ACTIVE.thread)}); only one ContextualAutoTuner may be active "
-                "at a time, nested or concurrent use is not supported"
-            )
-        _ACTIVE.name = self.__name__
+        if not _ACTIVE.lock.acquire(False):
+            raise self._busy()
+        _ACTIVE.tuner = self
         _ACTIVE.thread = get_ident()
-        installed: list[Interceptor] = []
+        interceptors = self._interceptors
+        installed = 0
         try:
-            if self._interceptors is None:
+            if interceptors is None:
                 self._start_call()
-            for interceptor in self._interceptors or ():
-                interceptor.install(self._route)
-                installed.append(interceptor)
+                interceptors = self._interceptors or ()
+            route = self._route
+            for interceptor in interceptors:
+                interceptor.install(route)
+                installed += 1
             self._direct.serving = self._call is None
-            result = self._execute(args, kwargs)
+            try:
+                result = self.fn(*args, **kwargs)
+            except BaseException as exc:
+                self._raise_abort(exc)
+                raise
             if self._call is None:  # every launch had its pick and was made directly
                 return result
             return self._until_tuned(args, kwargs, result)
         finally:
-            # Undone whatever was raised; one interceptor failing to uninstall must not leave
-            # another library patched, and the first such error is raised after the rest.
-            self._direct.serving = False
-            failed: BaseException | None = None
-            try:
-                for interceptor in reversed(installed):
-                    try:
-                        interceptor.uninstall()
-                    except BaseException as exc:
-                        failed = failed or exc
-                if self._call is not None:  # open tunings, released last
-                    self._call.close()
-            finally:
-                self._call = None
-                _ACTIVE.name = ""
-                _ACTIVE.lock.release()
-            if failed is not None:
-                raise failed
+            self._finish(interceptors, installed)
+
+    def _busy(self) -> TunerBusyError:
+        other = _ACTIVE.tuner
+        return TunerBusyError(
+            f"contextual_autotune: cannot run {self.__name__} while {other.__name__ if other else '?'} is "
+            f"being tuned (in thread {_thread_name(_ACTIVE.thread)}); only one ContextualAutoTuner may be "
+            "active at a time, nested or concurrent use is not supported"
+        )
+
+    def _finish(self, interceptors: tuple[Interceptor, ...] | None, installed: int) -> None:
+        """After a call, whatever was raised: the first ``installed`` interceptors out, the lock released.
+
+        One interceptor failing to uninstall must not leave another routing;
+        the first such error is raised after the rest.
+        """
+        self._direct.serving = False
+        try:
+            if installed:
+                _uninstall(interceptors[:installed])  # type: ignore[index]
+            call = self._call
+            if call is not None:  # open tunings, released last
+                call.close()
+        finally:
+            self._call = _ACTIVE.tuner = None
+            _ACTIVE.lock.release()
 
     def _source(self) -> str:
         """The outer function's source, read once: every later call that serves its picks needs it."""
@@ -196,14 +207,18 @@ class ContextualAutoTuner(FunctionWrapper):
         return call.route(launch)
 
     def _execute(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """One execution of the outer function; the machine's own error wins over what it caused."""
+        """One execution of the outer function (:meth:`_raise_abort` on an error)."""
         try:
             return self.fn(*args, **kwargs)
         except BaseException as exc:
-            call = self._call
-            if call is not None and call.abort is not None and exc is not call.abort:
-                raise call.abort from exc
+            self._raise_abort(exc)
             raise
+
+    def _raise_abort(self, exc: BaseException) -> None:
+        """The machine's own error, where it caused ``exc``: it wins over what it caused."""
+        call = self._call
+        if call is not None and call.abort is not None and exc is not call.abort:
+            raise call.abort from exc
 
     def _until_tuned(self, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
         """Execute again until nothing waits for a pick; the last execution's result."""
@@ -219,6 +234,18 @@ class ContextualAutoTuner(FunctionWrapper):
                 call.executions.check_progress(call.focus)
             call.start_execution()
             result = self._execute(args, kwargs)
+
+
+def _uninstall(interceptors: tuple[Interceptor, ...]) -> None:
+    """Uninstall each, last first; one failing must not leave another routing (the first error is raised)."""
+    failed: BaseException | None = None
+    for interceptor in reversed(interceptors):
+        try:
+            interceptor.uninstall()
+        except BaseException as exc:
+            failed = failed or exc
+    if failed is not None:
+        raise failed
 
 
 def contextual_autotune(

@@ -2,9 +2,9 @@
 
 The first ``install`` replaces ``run`` on Triton's ``Autotuner`` class and its
 subclasses with a ``run`` of their own for the rest of the process (:data:`PATCH`).
-The replacement routes only launches made on the installing thread, of
-autotuners with more than one candidate, outside the tuner's own handling
-of a launch; a launch filed as a plain cache hit
+The replacement routes only launches made on the installing thread between
+``install`` and ``uninstall``, of autotuners with more than one candidate,
+outside the tuner's own handling of a launch; a launch filed as a plain cache hit
 (:class:`~kerneltune.core.DirectLaunches`) it makes itself from the pick.
 Everything else reaches the original ``run`` untouched. All reads and
 writes of the autotuner go through :mod:`kerneltune.plugins.triton.adapter`.
@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from kerneltune.core import CandidateTiming, CompileProcess, DirectLaunches, hookimpl
 from kerneltune.plugins.triton import adapter, compiler, configs, isolated, programs, warm_cache
+from kerneltune.plugins.triton.adapter.direct import NOT_DIRECT, DirectKernel
 
 
 class TritonLaunch:
@@ -166,38 +167,57 @@ class _Patch:
     """Triton's autotuner classes as patched in this process: at the first install, then kept.
 
     Replacing and restoring the class attribute around every call of an
-    outer function would cost more than the launch it serves.
+    outer function would cost more than the launch it serves; so would
+    listing a class's subclasses on every call to find one whose ``run``
+    is not patched yet. A patched root class counts its new subclasses
+    instead (:func:`_count_subclasses`), and a later :meth:`ensure` walks the
+    classes again only where that count moved or the root's own ``run`` was
+    replaced.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        #: the interceptor routing launches now; one contextual tuner is active at a time.
+        #: the interceptor installed last: routing while its ``owner`` is set, dormant after.
         self.installed: TritonInterceptor | None = None
-        #: by root class, at its last check: the modules loaded, its direct subclasses and its own ``run``.
-        self.roots: dict[type, tuple[int, list[type], Callable[..., Any]]] = {}
+        #: classes made under a patched root so far (:func:`_count_subclasses`).
+        self.subclasses = 0
+        #: by root class, at its last walk: :attr:`subclasses` then, and the root's own ``run``.
+        self.roots: dict[type, tuple[int, Callable[..., Any]]] = {}
 
     def ensure(self, root: type, walk: bool = False) -> None:
-        """Patch ``root`` and its loaded subclasses where not yet, and a ``run`` someone replaced since.
+        """Patch ``root`` and its subclasses where not yet, and a ``run`` someone replaced since.
 
-        A class that overrides ``run`` is a new subclass of the root or
-        comes with a module imported, and a library replacing Triton's
-        replaces the root's: while none of that happened since the last
-        check, nothing is walked, unless ``walk``.
+        Nothing is walked while no subclass was made and the root's ``run``
+        is the one patched, unless ``walk``.
         """
         known = self.roots.get(root)
-        if (
-            not walk
-            and known is not None
-            and known[0] == len(sys.modules)
-            and root.__dict__.get("run") is known[2]
-            and root.__subclasses__() == known[1]
-        ):
+        if not walk and known == (self.subclasses, root.__dict__.get("run")):
             return
         with self.lock:
+            if known is None:
+                _count_subclasses(root)
             for owner, run in adapter.own_runs(root):
                 if getattr(run, _REPLACES, None) is None:
                     owner.run = _replacement(run, owner, root)
-            self.roots[root] = (len(sys.modules), root.__subclasses__(), root.__dict__["run"])
+            self.roots[root] = (self.subclasses, root.__dict__["run"])
+
+
+def _count_subclasses(root: type) -> None:
+    """Make every class defined under ``root`` from now on bump :attr:`_Patch.subclasses`.
+
+    Through ``root.__init_subclass__``, which Python calls for every
+    descendant; a hook the root had is still called.
+    """
+    own = root.__dict__.get("__init_subclass__")
+
+    def counted(cls: Any, **kwargs: Any) -> None:
+        PATCH.subclasses += 1
+        if own is not None:
+            own.__func__(cls, **kwargs)
+        else:
+            super(root, cls).__init_subclass__(**kwargs)  # type: ignore[arg-type]
+
+    root.__init_subclass__ = classmethod(counted)  # type: ignore[assignment,method-assign]
 
 
 #: The process's one patch (an instance: writing a class's attribute costs more on every call).
@@ -222,12 +242,11 @@ def _replacement(original: Callable[..., Any], cls: type, root: type) -> Callabl
     @functools.wraps(original)
     def run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
         active = PATCH.installed
-        if active is None or active.handling or get_ident() != active.owner or kwargs.get("warmup"):
+        if active is None or get_ident() != active.owner or active.handling or kwargs.get("warmup"):
             return original(tuner, *args, **kwargs)
-        direct = active.direct
-        if direct.serving and (picks := direct.picks.get(tuner)) is not None:
-            made = adapter.launch_direct(tuner, args, kwargs, picks)
-            if made is not adapter.NOT_DIRECT:
+        if active.direct.serving and (served := active.served.get(tuner) or active.serve_kernel(tuner)):
+            made = served.launch(tuner, args, kwargs)
+            if made is not NOT_DIRECT:
                 return made
         if unsupported is None and not adapter.tunable(tuner):
             return original(tuner, *args, **kwargs)
@@ -251,16 +270,31 @@ class TritonInterceptor:
         self.route: Callable[[TritonLaunch], Any] | None = None
         #: what this interceptor launches itself (:meth:`serve`); empty until served.
         self.direct = DirectLaunches()
+        #: by autotuner, its picks in :attr:`direct` as launched (:meth:`serve_kernel`).
+        self.served: dict[Any, DirectKernel] = {}
         #: the installing thread, and whether a launch of it is being routed now.
         self.owner = 0
         self.handling = False
         self._prepared = False
-        #: what was installed before this one, put back by :meth:`uninstall`.
-        self._before: TritonInterceptor | None = None
+        #: Triton's autotuner class, once Triton was imported.
+        self._triton: type | None = None
+        #: at the last :meth:`_patch`: the root class, its ``run`` and :attr:`_Patch.subclasses`.
+        self._root: type | None = None
+        self._run: object = None
+        self._subclasses = -1
 
     def serve(self, direct: DirectLaunches) -> None:
         """Launch the tuned (kernel, key) pairs ``direct`` holds from their picks, without the route."""
         self.direct = direct
+        self.served = {}
+
+    def serve_kernel(self, tuner: Any) -> DirectKernel | None:
+        """The direct launches of ``tuner``, where :attr:`direct` holds picks of it."""
+        picks = self.direct.picks.get(tuner)
+        if picks is None:
+            return None
+        served = self.served[tuner] = DirectKernel(picks)
+        return served
 
     def install(self, route: Callable[[TritonLaunch], Any], root: type | None = None) -> None:
         """Route this thread's tunable launches to ``route`` until :meth:`uninstall`.
@@ -273,20 +307,33 @@ class TritonInterceptor:
         intercepted from the next call), and importing Triton here would run
         its set-up beside the measurements.
         """
-        if root is None and "triton" not in sys.modules:
-            return
+        if root is None:
+            root = self._triton
+            if root is None:
+                if "triton" not in sys.modules:
+                    return
+                root = self._triton = adapter.autotuner_class()
+        if (
+            root is not self._root
+            or root.run is not self._run  # type: ignore[attr-defined]
+            or self._subclasses != PATCH.subclasses
+        ):
+            self._patch(root)
+        self.route = route
+        self.owner = get_ident()
+        PATCH.installed = self
+
+    def _patch(self, root: type) -> None:
+        """Patch ``root``'s family (:meth:`_Patch.ensure`); in full at this interceptor's first install."""
         walk = not self._prepared
         if walk:
             adapter.register_key_types()
-            if root is None and not adapter.interpreting():
+            if root is self._triton and not adapter.interpreting():
                 # Before this call compiles or loads a kernel: Triton's hash of itself, kept across processes.
                 warm_cache.remember_triton_key()
             self._prepared = True
-        # A new interceptor (a new tuner, or new settings) walks the classes in full.
-        PATCH.ensure(root if root is not None else adapter.autotuner_class(), walk)
-        self.route = route
-        self.owner = get_ident()
-        self._before, PATCH.installed = PATCH.installed, self
+        PATCH.ensure(root, walk)
+        self._root, self._run, self._subclasses = root, root.run, PATCH.subclasses  # type: ignore[attr-defined]
 
     def route_launch(
         self,
@@ -320,9 +367,12 @@ class TritonInterceptor:
         return compiler.forked_compiles()
 
     def uninstall(self) -> None:
-        """Stop routing: every launch reaches Triton's own ``run`` again, through the pass-through."""
-        if PATCH.installed is self:
-            PATCH.installed, self._before = self._before, None
+        """Stop routing: every launch reaches Triton's own ``run`` again, through the pass-through.
+
+        The interceptor stays :attr:`_Patch.installed`, dormant (no owner), so
+        that the next :meth:`install` of the same tuner sets two attributes.
+        """
+        self.owner = 0
         self.route = None
 
 

@@ -83,7 +83,7 @@ def tuning_key(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
                 key.append(args[i])
         names = _DTYPE_NAMES
         for value in args:
-            if type(value) not in _NO_DTYPE and (dtype := getattr(value, "dtype", _ABSENT)) is not _ABSENT:
+            if type(value) not in NO_DTYPE and (dtype := getattr(value, "dtype", _ABSENT)) is not _ABSENT:
                 key.append(names.get(dtype) or _dtype_name(dtype))
         return tuple(key)
     named = named_arguments(tuner, args, kwargs)
@@ -94,7 +94,7 @@ def tuning_key(tuner: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple
 
 
 #: Argument types that never carry a ``dtype``: the key skips them without asking.
-_NO_DTYPE = frozenset({int, float, bool, str, type(None)})
+NO_DTYPE = frozenset({int, float, bool, str, type(None)})
 _ABSENT = object()
 #: ``str(dtype)`` by dtype, as the key spells each.
 _DTYPE_NAMES: dict[object, str] = {}
@@ -115,6 +115,11 @@ def _plan_key(tuner: Any) -> tuple[object, object, frozenset[str], tuple[int, ..
     positions = tuple(arg_names.index(name) for name in names if name in arg_names)
     plan = _KEY_PLANS[id(tuner)] = (arg_names, keys, frozenset(arg_names), positions)
     return plan
+
+
+def key_positions(tuner: Any) -> tuple[int, ...]:
+    """The position of each key argument among the kernel's, in the key's order."""
+    return _plan_key(tuner)[3]
 
 
 def register_key_types() -> None:
@@ -161,7 +166,7 @@ def cached_config(tuner: Any, key: Hashable) -> Any | None:
 
 
 def direct_entry(tuner: Any, key: Hashable) -> tuple[Any, dict[str, Any]] | None:
-    """What :func:`launch_direct` needs to make this key's cache hits, or ``None`` where it cannot.
+    """What a ``DirectKernel`` (adapter/direct.py) needs to make this key's hits, or ``None`` where it cannot.
 
     It can for a row whose hit is plain (:attr:`Layout.hits_directly`), a
     pick without a pre-hook, and a tuner whose runs change nothing in place.
@@ -175,30 +180,6 @@ def direct_entry(tuner: Any, key: Hashable) -> tuple[Any, dict[str, Any]] | None
     ):
         return None
     return config, config.all_kwargs()
-
-
-#: What :func:`launch_direct` returns for a launch it did not make.
-NOT_DIRECT = object()
-
-
-def launch_direct(
-    tuner: Any,
-    args: Sequence[Any],
-    kwargs: dict[str, Any],
-    picks: Mapping[Hashable, Any],
-) -> Any:
-    """The autotuner's own cache hit, from ``picks`` (key -> :func:`direct_entry`) where they hold its key.
-
-    :returns: what the kernel's ``run`` returned, or :data:`NOT_DIRECT` where
-        ``picks`` lack this launch's key or the autotuner's cache no longer
-        holds that pick.
-    """
-    key = tuning_key(tuner, args, kwargs)
-    entry = picks.get(key)
-    if entry is None or tuner.cache.get(key) is not entry[0]:
-        return NOT_DIRECT
-    tuner.best_config = entry[0]
-    return tuner.fn.run(*args, **kwargs, **entry[1])
 
 
 def store_config(tuner: Any, key: Hashable, config: Any) -> None:

@@ -40,7 +40,7 @@ class Layout:
     #: or is the one line of earlier releases (:func:`autotuning_message`).
     prints_key: bool = False
     #: whether a cache hit of this row's ``run`` is only ``best_config``, the config's pre-hook and
-    #: ``fn.run(*args, **kwargs, **config.all_kwargs())``, which :func:`launch_direct` makes itself.
+    #: ``fn.run(*args, **kwargs, **config.all_kwargs())``, which a ``DirectKernel`` makes itself.
     hits_directly: bool = False
 
 

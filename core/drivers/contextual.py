@@ -137,15 +137,22 @@ class ContextualAutoTuner(FunctionWrapper):
         the first such error is raised after the rest.
         """
         self._direct.serving = False
+        failed: BaseException | None = None
         try:
-            if installed:
-                _uninstall(interceptors[:installed])  # type: ignore[index]
+            while installed:  # last installed first
+                installed -= 1
+                try:
+                    interceptors[installed].uninstall()  # type: ignore[index]
+                except BaseException as exc:
+                    failed = failed or exc
             call = self._call
             if call is not None:  # open tunings, released last
                 call.close()
         finally:
             self._call = _ACTIVE.tuner = None
             _ACTIVE.lock.release()
+        if failed is not None:
+            raise failed
 
     def _source(self) -> str:
         """The outer function's source, read once: every later call that serves its picks needs it."""
@@ -234,18 +241,6 @@ class ContextualAutoTuner(FunctionWrapper):
                 call.executions.check_progress(call.focus)
             call.start_execution()
             result = self._execute(args, kwargs)
-
-
-def _uninstall(interceptors: tuple[Interceptor, ...]) -> None:
-    """Uninstall each, last first; one failing must not leave another routing (the first error is raised)."""
-    failed: BaseException | None = None
-    for interceptor in reversed(interceptors):
-        try:
-            interceptor.uninstall()
-        except BaseException as exc:
-            failed = failed or exc
-    if failed is not None:
-        raise failed
 
 
 def contextual_autotune(

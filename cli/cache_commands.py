@@ -20,8 +20,8 @@ from kerneltune.cli.loading import (
     dir_option,
     existing_cache_dir,
     find_records,
-    portfolio_files,
     readable,
+    side_files,
     stored_records,
 )
 from kerneltune.core import CacheReadError, format_ms
@@ -234,20 +234,20 @@ def clear(function: str | None, directory: Path | None, yes: bool) -> None:
         if not _interactive():
             raise click.ClickException(f"not removing {what} without --yes: there is no terminal to ask")
         click.confirm(f"Remove {what}?", abort=True)
-    removed = _remove(doomed, root, portfolio_files(caches, function))
+    removed = _remove(doomed, root, side_files(caches, function))
     if removed < len(doomed):
         raise click.ClickException(f"removed {removed} of {what}; the others are named above")
     click.echo(f"removed {what}")
 
 
-def _remove(doomed: Sequence[Stored], root: Path, portfolios: Sequence[Path] = ()) -> int:
-    """Remove each record and portfolio with its lock file, and each function folder left empty.
+def _remove(doomed: Sequence[Stored], root: Path, beside: Sequence[Path] = ()) -> int:
+    """Remove each record and file ``beside`` them with its lock file, and each function folder left empty.
 
     :returns: how many records went.
     """
     removed = 0
     folders = set()
-    files = [(stored.path, True) for stored in doomed] + [(path, False) for path in portfolios]
+    files = [(stored.path, True) for stored in doomed] + [(path, False) for path in beside]
     for file, counted in files:
         # The file caches keep a lock file beside each record.
         for path in (file, file.with_name(file.name + ".lock")):

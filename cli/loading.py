@@ -17,6 +17,7 @@ import click
 import pluggy
 from kerneltune.core import CacheReadError, Settings, load_settings, provides
 from kerneltune.core.driving import (
+    KEY_INDEX_ENTRY,
     PORTFOLIO_ENTRY,
     DeclaredSettings,
     FailedConfigs,
@@ -112,13 +113,13 @@ class Stored:
 def stored_records(caches: Sequence[ListingCache], function: str | None) -> Iterator[Stored]:
     """Every record file of ``caches`` (only ``function``'s, when given), read or not.
 
-    A function's stored portfolio, beside its records, is no record and is not listed. A pending
-    mark comes with ``pending`` set, a file of remembered failed configs with ``failed``; neither has
-    a ``record``.
+    A function's portfolio and key index, stored beside its records, are no records and are not
+    listed. A pending mark comes with ``pending`` set, a file of remembered failed configs with
+    ``failed``; neither has a ``record``.
     """
     for cache in caches:
         for namespace, digest, path in cache.entries(function):
-            if digest == PORTFOLIO_ENTRY:
+            if digest in (PORTFOLIO_ENTRY, KEY_INDEX_ENTRY):
                 continue
             failed = None
             try:
@@ -139,13 +140,13 @@ def stored_records(caches: Sequence[ListingCache], function: str | None) -> Iter
                 yield Stored(namespace, digest, path, data, record, None, cache, failed=failed)
 
 
-def portfolio_files(caches: Sequence[ListingCache], function: str | None) -> list[Path]:
-    """The files of the portfolios stored beside the records (only ``function``'s, when given)."""
+def side_files(caches: Sequence[ListingCache], function: str | None) -> list[Path]:
+    """The files stored beside the records: portfolios and key indexes (only ``function``'s, when given)."""
     return [
         path
         for cache in caches
         for _, digest, path in cache.entries(function)
-        if digest == PORTFOLIO_ENTRY and not path.is_symlink()
+        if digest in (PORTFOLIO_ENTRY, KEY_INDEX_ENTRY) and not path.is_symlink()
     ]
 
 

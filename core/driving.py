@@ -26,6 +26,7 @@ from kerneltune.core.machine.portfolio import (
     leave_one_out,
     tuned_fully,
 )
+from kerneltune.core.machine.serving import flush_marks
 from kerneltune.core.machine.tuner import Tuner, Tuning
 from kerneltune.core.plugin_system.contracts import ListingCache
 from kerneltune.core.plugin_system.features import enable_feature
@@ -37,6 +38,7 @@ from kerneltune.core.private_files import remove_private
 from kerneltune.core.search.families import choose_family, family_probes, family_profiles
 from kerneltune.core.search.strategies import choose_strategy
 from kerneltune.core.values.failed import FailedConfigs, is_failed_configs
+from kerneltune.core.values.key_index import KEY_INDEX_ENTRY
 from kerneltune.core.values.keys import encode_key
 from kerneltune.core.values.pending import PendingMark, is_pending
 from kerneltune.core.values.portfolio import PORTFOLIO_ENTRY, Portfolio, PortfolioConfig
@@ -99,6 +101,9 @@ __all__ = [
     "make_cache",
     "remove_private",
     "source_digest",
+    # serving new keys: the stored key index beside the records, the pending marks' writer
+    "KEY_INDEX_ENTRY",
+    "flush_marks",
     # portfolios: choosing a few configs from the stored times, and keeping them for new keys
     "PORTFOLIO_ENTRY",
     "Portfolio",

@@ -410,3 +410,19 @@ def test_the_fork_tree_bench_times_both_ways_of_forking(tmp_path):
     for _, serial, tree, ratio in rows:
         assert float(serial) > 0 and float(tree) > 0
         assert float(ratio) == pytest.approx(float(tree) / float(serial), rel=0.05, abs=0.01)
+
+
+def test_the_serving_bench_times_a_nearest_key_beside_a_hit(tmp_path):
+    out = tmp_path / "serving.json"
+    printed = run_script(
+        "serving.py", "--keys", "30", "--procs", "1", "--new", "3", "--json", str(out), tmp_path=tmp_path
+    )
+    result = json.loads(out.read_text())["median"]
+    assert set(result) == {
+        "hit",
+        "first new key over hit",
+        "new keys 10 ms apart, over hit",
+        "new keys back to back, over hit",
+    }
+    assert 0 < result["hit"] < 1000 and result["first new key over hit"] > 0
+    assert "30 keys tuned" in printed

@@ -8,6 +8,7 @@ The landscape is tests/test_warm_start.py's: configs ``n`` in 1..8, a key ``m`` 
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import os
 
@@ -18,11 +19,12 @@ import torch
 from click.testing import CliRunner
 from kerneltune import cli
 from kerneltune.core import NoStoredPickError, add_plugin, hookimpl, remove_plugin
+from kerneltune.core.driving import flush_marks
 from kerneltune.plugins.caches.files import JsonCache
 from search_doubles import Script, by_block, timer_plugin, use_session
 from test_contextual_disk import fresh_kernel, tuned_outer
 from test_search_params import launch_double, make_double
-from test_warm_start import NS, landscape
+from test_warm_start import NS, distance_plugin, landscape
 from tuning_doubles import stored_records
 
 pytestmark = pytest.mark.usefixtures("unchecked")
@@ -64,6 +66,60 @@ def test_the_stored_keys_are_listed_once_per_process_and_function(monkeypatch, i
     fresh = serving.tuner()
     assert [fresh(m) for m in (96, 300, 700)] == [3, 7, 7] and serving.calls == [3, 7, 7]
     assert listings == [("swept",)], "one listing, kept for the later keys"
+
+
+def run_cli(*arguments):
+    result = CliRunner().invoke(cli.main, list(arguments), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def reads(monkeypatch):
+    """The cache entries JsonCache.load reads, and its listings, from now on."""
+    loads, listings = [], []
+    load, listing = JsonCache.load, JsonCache.entries
+    monkeypatch.setattr(
+        JsonCache, "load", lambda self, ns, entry: loads.append(entry) or load(self, ns, entry)
+    )
+    monkeypatch.setattr(JsonCache, "entries", lambda self, *a: listings.append(a) or listing(self, *a))
+    return loads, listings
+
+
+def test_a_serving_process_reads_the_key_index_not_the_records_and_tunings_add_to_it(monkeypatch, isolated):
+    tuned = landscape(monkeypatch).tuner()
+    for m in (64, 1024):
+        tuned(m)
+    records = {r["digest"] for r in json.loads(run_cli("cache", "list", "--json"))}
+    monkeypatch.setenv("KERNELTUNE_TUNE", "nearest")
+    assert landscape(monkeypatch).tuner()(96) == 3  # the first serving process lists, and stores the index
+    assert (isolated / "swept" / "stored-keys.json").is_file()
+
+    loads, listings = reads(monkeypatch)
+    assert landscape(monkeypatch).tuner()(700) == 7
+    assert not listings and "stored-keys" in loads
+    assert not records & set(loads), "no record read: the index holds what serving needs"
+
+    monkeypatch.delenv("KERNELTUNE_TUNE")
+    assert landscape(monkeypatch).tuner()(4096) == 8  # tuned: its row joins the index
+    monkeypatch.setenv("KERNELTUNE_TUNE", "nearest")
+    loads.clear()
+    serving = landscape(monkeypatch)
+    assert serving.tuner()(3000) == 8 and serving.calls == [8], "served by 4096's pick, from the index"
+    assert not listings and not records & set(loads)
+
+
+def test_a_damaged_key_index_is_listed_again_and_replaced(monkeypatch, isolated):
+    tuned = landscape(monkeypatch).tuner()
+    for m in (64, 1024):
+        tuned(m)
+    monkeypatch.setenv("KERNELTUNE_TUNE", "nearest")
+    landscape(monkeypatch).tuner()(96)
+    index = isolated / "swept" / "stored-keys.json"
+    index.write_text(json.dumps({"kind": "kerneltune stored keys", "schema": 1, "rows": 3}))
+    _, listings = reads(monkeypatch)
+    assert landscape(monkeypatch).tuner()(700) == 7, "served from the records, listed"
+    assert listings == [("swept",)]
+    assert len(json.loads(index.read_text())["rows"]) == 2, "the index listed again replaced the damaged one"
 
 
 def served_then_pending(monkeypatch, isolated):
@@ -195,6 +251,7 @@ def test_a_damaged_mark_is_a_logged_miss_and_the_next_serve_replaces_it(monkeypa
     serving = landscape(monkeypatch)
     with pytest.warns(RuntimeWarning, match="is damaged .*pending"):
         assert serving.tuner()(96) == 3 and serving.calls == [3]
+    flush_marks()
     assert json.loads(path.read_text())["pending"]["count"] == 1, "a fresh mark replaced it"
 
     monkeypatch.setenv("KERNELTUNE_TUNE", "fail")
@@ -280,3 +337,14 @@ def test_search_params_nearest_serves_a_new_size_from_the_stored_one_measuring_n
     (mark,) = marks(isolated, "double_kernel")
     assert mark["served_by"] == record["key"] and mark["key"][0][0] == 48
     assert mark["config"] == "BLOCK=32", "the neighbour's pick, not the first config"
+
+
+def test_a_distance_plugin_decides_which_stored_key_serves(monkeypatch, isolated):
+    tuned = landscape(monkeypatch).tuner()
+    for m in (64, 1024):
+        tuned(m)
+    monkeypatch.setenv("KERNELTUNE_TUNE", "nearest")
+    # Keys under 100 and above it never share picks: 96 is served by 1024's, far as it is.
+    plugin = distance_plugin(lambda key, other: math.inf if (key < 100) == (other < 100) else 1.0)
+    serving = landscape(monkeypatch, extra=(plugin,))
+    assert serving.tuner()(96) == 7 and serving.calls == [7]

@@ -27,7 +27,8 @@ import attrs
 import msgpack
 from kerneltune.core import Session, hookimpl, load_settings
 from kerneltune.core.drivers import function_tuner
-from kerneltune.core.driving import TuningRecord
+from kerneltune.core.driving import TuningRecord, flush_marks
+from kerneltune.core.values.key_index import KEY_INDEX_KIND
 from kerneltune.core.values.records import Measurement
 
 
@@ -190,9 +191,11 @@ def load_file(path: Path) -> Any:
 
 
 def stored_records(cache_dir: Path, function: str, suffix: str = "json") -> list[dict[str, Any]]:
-    """Every record stored for ``function``, decoded (not its remembered failed configs)."""
+    """Every record stored for ``function``, decoded, and the pending marks, all written by now
+    (not its remembered failed configs or key index)."""
+    flush_marks()
     decoded = (load_file(path) for path in record_files(cache_dir, function, suffix))
-    return [data for data in decoded if data.get("kind") != "failed configs"]
+    return [data for data in decoded if data.get("kind") not in ("failed configs", KEY_INDEX_KIND)]
 
 
 def only_record_file(cache_dir: Path, function: str, suffix: str = "json") -> Path:

@@ -26,6 +26,7 @@ from kerneltune.core.machine.options import (
 )
 from kerneltune.core.machine.portfolio_start import portfolio_plan
 from kerneltune.core.machine.reuse import Plan, plan_recheck, plan_reuse
+from kerneltune.core.machine.serving import untuned
 from kerneltune.core.machine.stored import method_of, read_record, report_damage
 from kerneltune.core.machine.warm_start import NEAREST, SCREEN, propose
 from kerneltune.core.values.keys import digest
@@ -116,7 +117,8 @@ def decide(
             stage = "pruning"
             kept = _prune(setup, keep)
             stage = "planning what to measure"
-            plan = _plan(setup, record, kept, recheck=loaded)
+            if record is not None or not untuned(setup.session.settings, mark):
+                plan = _plan(setup, record, kept, recheck=loaded)
         except Exception as exc:
             if not distributed:
                 raise

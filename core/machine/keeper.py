@@ -6,6 +6,7 @@ from kerneltune.core.errors import NoStoredPickError
 from kerneltune.core.machine.options import CONTEXTUAL_CACHE, CONTEXTUAL_DISK, TUNE, TUNE_FAIL
 from kerneltune.core.machine.schedule import Setup
 from kerneltune.core.machine.serving import mark_pending, served, serves
+from kerneltune.core.machine.stored_keys import index_record
 from kerneltune.core.values.events import Header, PickLoaded
 from kerneltune.core.values.records import Candidate, TuningRecord
 
@@ -34,6 +35,7 @@ class PickKeeper:
         setup.records[setup.entry] = data
         if store and setup.reducer.rank in self.writers:
             setup.session.cache_store(setup.space.name, setup.entry, data)
+            index_record(setup.session, setup.space.name, setup.stored, record)
         return pick
 
     def untuned(self, kept: tuple[int, ...], damaged: str | None = None) -> Candidate:

@@ -35,9 +35,14 @@ def stored_portfolio(session: Session, name: str) -> Portfolio | None:
         return None
 
 
-def portfolio_indices(session: Session, space: Space, kept: tuple[int, ...]) -> tuple[int, ...] | None:
-    """The kept candidates the stored portfolio names, in its order; ``None`` where none is stored."""
-    portfolio = stored_portfolio(session, space.name)
+def portfolio_indices(
+    session: Session, space: Space, kept: tuple[int, ...], portfolio: Portfolio | None = None
+) -> tuple[int, ...] | None:
+    """The kept candidates the stored portfolio names, in its order; ``None`` where none is stored.
+
+    :param portfolio: the stored portfolio, read before; default: read now.
+    """
+    portfolio = portfolio or stored_portfolio(session, space.name)
     if portfolio is None:
         return None
     allowed = set(kept)

@@ -8,7 +8,8 @@ from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-from kerneltune.core.machine.warm_start import Parsed, StoredKeys, WarmStart
+from kerneltune.core.machine.stored_keys import StoredKeys
+from kerneltune.core.machine.warm_start import Parsed, WarmStart
 from kerneltune.core.values.records import Candidate
 from kerneltune.core.values.space import Space
 
@@ -149,7 +150,7 @@ class Setup:
     warm: WarmStart = attrs.field(factory=WarmStart)
     #: the records a warm start read before, parsed, by entry (:func:`~.warm_start.stored_records`).
     parsed: Parsed = attrs.field(factory=dict)
-    #: whether the tuner listed the stored records yet, for keys served from them (:mod:`.serving`).
+    #: the tuner's stored keys, read once for the keys ``tune = "nearest"`` serves (:mod:`.serving`).
     stored: StoredKeys = attrs.field(factory=StoredKeys)
     #: the configs of the space's code that failed for every key, and the argument dtypes this
     #: key's are; ``None`` where the driver gave no dtypes (nothing is remembered or consulted).

@@ -10,17 +10,21 @@ the same way. docs/guide.md ("Serving unseen shapes") explains the modes.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import queue
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kerneltune.core.errors import CacheReadError
-from kerneltune.core.machine.options import OBJECTIVE, TUNE, TUNE_NEAREST, TUNE_PENDING
+from kerneltune.core.machine.options import TUNE, TUNE_AUTO, TUNE_NEAREST, TUNE_PENDING
 from kerneltune.core.machine.portfolio_start import portfolio_indices
 from kerneltune.core.machine.schedule import Setup
-from kerneltune.core.machine.warm_start import nearest, ranked, stored_records
+from kerneltune.core.machine.warm_start import key_distance
 from kerneltune.core.notices import warn_once
-from kerneltune.core.plugin_system.contracts import AmendingCache, provides
+from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.plugin_system.settings import Settings
 from kerneltune.core.values.pending import PendingMark, is_pending
 from kerneltune.core.values.records import Candidate
@@ -36,9 +40,10 @@ def serves(settings: Settings, reducer_size: int) -> bool:
     return settings[TUNE] in SERVING and reducer_size == 1
 
 
-def due(settings: Settings, mark: PendingMark | None) -> bool:
-    """Whether a key is tuned though ``tune`` is not ``"auto"``: it is pending, under ``tune = "pending"``."""
-    return settings[TUNE] == TUNE_PENDING and mark is not None
+def untuned(settings: Settings, mark: PendingMark | None) -> bool:
+    """Whether a key without a pick runs unmeasured: ``tune`` is not ``"auto"``, and under
+    ``tune = "pending"`` the key is not pending (``mark``)."""
+    return settings[TUNE] != TUNE_AUTO and not (settings[TUNE] == TUNE_PENDING and mark is not None)
 
 
 def served(setup: Setup, kept: tuple[int, ...]) -> tuple[int, Any]:
@@ -49,28 +54,85 @@ def served(setup: Setup, kept: tuple[int, ...]) -> tuple[int, Any]:
     Where a portfolio is stored (``kerneltune portfolio --store``), only its
     configs serve: the nearest key's fastest of them, else its first.
     """
-    session, space = setup.session, setup.space
-    records = stored_records(session, space, setup.records, setup.parsed, listing=not setup.stored.listed)
-    setup.stored.listed = True
-    allowed = dict.fromkeys(portfolio_indices(session, space, kept) or kept)
-    for neighbour in nearest(session, space, setup.encoded, records, session.settings[OBJECTIVE]):
-        order = ranked(neighbour.record, space, allowed)
-        if order:
-            return order[0], neighbour.record.key
+    session, space, stored = setup.session, setup.space, setup.stored
+    keys = stored.keys(session, space, setup.records, setup.parsed)
+    allowed = dict.fromkeys(
+        (stored.portfolio and portfolio_indices(session, space, kept, stored.portfolio)) or kept
+    )
+    live = {c.fingerprint: c.index for c in space.candidates if c.index in allowed}
+    distance = None
+    if session.plugs_key_distance:
+
+        def distance(key: Any, other: Any) -> float:
+            return key_distance(session, space.name, key, other)
+
+    for _, key, ranking in keys.nearest(setup.encoded, distance):
+        for fingerprint in ranking:
+            if fingerprint in live:
+                return live[fingerprint], key
     return next(iter(allowed)), None
+
+
+class _MarkWriter:
+    """Writes the pending marks on a thread of its own, in order: a served call does not wait for the disk.
+
+    Every mark queued is written before the process exits (at exit, the
+    queue is waited for); :func:`flush_marks` waits for it before.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[Callable[[], None]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def put(self, work: Callable[[], None]) -> None:
+        with self._lock:  # started at the first mark, and again in a forked child
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="kerneltune pending marks", daemon=True
+                )
+                self._thread.start()
+        self._queue.put(work)
+
+    def _run(self) -> None:
+        while True:
+            work = self._queue.get()
+            try:
+                work()
+            except Exception:
+                logger.exception("kerneltune: writing a pending mark failed")
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        self._queue.join()
+
+
+_WRITER = _MarkWriter()
+atexit.register(_WRITER.flush)
+
+
+def flush_marks() -> None:
+    """Wait until every pending mark this process made is stored (a thread writes them)."""
+    _WRITER.flush()
 
 
 def mark_pending(setup: Setup, pick: Candidate, served_by: Any) -> None:
     """Record in the cache that ``setup``'s key was served by ``pick`` unmeasured: a new mark, or one more.
 
-    Under the cache's lock where it has one (:class:`AmendingCache`), so
-    processes marking one key at once each count; a record stored meanwhile
-    stays. A cache that fails is a warning: the key is served all the same.
+    Written in the background (:class:`_MarkWriter`); under the cache's
+    lock where it has one (:class:`AmendingCache`), so processes marking one
+    key at once each count; a record stored meanwhile stays. A cache that
+    fails is a warning: the key is served all the same.
     """
     session, space, entry = setup.session, setup.space, setup.entry
     assert entry is not None
     now = time.time()
     mark = PendingMark(space.name, setup.encoded, space.source, served_by, pick.label, now, now)
+    _WRITER.put(lambda: _write_mark(session, space.name, entry, mark))
+
+
+def _write_mark(session: Session, name: str, entry: str, mark: PendingMark) -> None:
 
     def change(current: Any) -> dict[str, Any] | None:
         if current is not None and not is_pending(current):
@@ -80,24 +142,14 @@ def mark_pending(setup: Setup, pick: Candidate, served_by: Any) -> None:
         try:
             return PendingMark.from_data(current).again(mark).to_data()
         except CacheReadError as exc:
-            logger.info("kerneltune: %s: replacing a damaged pending mark %s (%s)", space.name, entry, exc)
+            logger.info("kerneltune: %s: replacing a damaged pending mark %s (%s)", name, entry, exc)
             return mark.to_data()
 
-    cache = session.cache
-    if provides(cache, AmendingCache):
-        try:
-            cache.amend(space.name, entry, change)
-        except Exception as exc:
-            warn_once(
-                ("pending mark", space.name),
-                f"kerneltune: {space.name}: {session.cache_plugin} failed to mark a key pending "
-                f"({type(exc).__name__}: {exc}); serving it unmarked",
-            )
-        return
     try:
-        current = session.cache_load(space.name, entry)
-    except CacheReadError:
-        current = None
-    data = change(current)
-    if data is not None:
-        session.cache_store(space.name, entry, data)
+        session.cache_amend(name, entry, change)
+    except Exception as exc:
+        warn_once(
+            ("pending mark", name),
+            f"kerneltune: {name}: {session.cache_plugin} failed to mark a key pending "
+            f"({type(exc).__name__}: {exc}); serving it unmarked",
+        )

@@ -23,8 +23,9 @@ from kerneltune.core.machine.options import (
     WARMUP,
 )
 from kerneltune.core.machine.schedule import Schedule, Setup
+from kerneltune.core.machine.stored_keys import StoredKeys
 from kerneltune.core.machine.tuning import Tuning
-from kerneltune.core.machine.warm_start import Parsed, StoredKeys, WarmStart, checked_warm_start
+from kerneltune.core.machine.warm_start import Parsed, WarmStart, checked_warm_start
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.keys import digest, encode_key
 from kerneltune.core.values.records import Candidate

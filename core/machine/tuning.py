@@ -21,7 +21,7 @@ from kerneltune.core.machine.decision import decide
 from kerneltune.core.machine.faces import SearchTuning
 from kerneltune.core.machine.following import Following
 from kerneltune.core.machine.keeper import PickKeeper
-from kerneltune.core.machine.options import OBJECTIVE, TUNE, TUNE_AUTO, TWINS
+from kerneltune.core.machine.options import OBJECTIVE, TWINS
 from kerneltune.core.machine.planning import MeasurePlanner
 from kerneltune.core.machine.readiness import Readiness
 from kerneltune.core.machine.recorder import Recorder
@@ -29,7 +29,7 @@ from kerneltune.core.machine.reduce import reduce_measurements
 from kerneltune.core.machine.samples import Samples
 from kerneltune.core.machine.schedule import Setup
 from kerneltune.core.machine.select import flag_idle_device, outcome, verdict_fields
-from kerneltune.core.machine.serving import due
+from kerneltune.core.machine.serving import untuned
 from kerneltune.core.machine.timing import WALL, Around, CandidateRuns
 from kerneltune.core.machine.twins import Twins
 from kerneltune.core.plugin_system.contracts import (
@@ -158,7 +158,7 @@ class Tuning(SearchTuning):
             assert decision.record is not None
             self.best = self._keeper.adopt(decision.pick, decision.record, store=decision.store)
             self._keeper.loaded(self.best, decision.source, decision.record.confidence)
-        elif self.session.settings[TUNE] != TUNE_AUTO and not due(self.session.settings, decision.pending):
+        elif untuned(self.session.settings, decision.pending):
             self.best = self._keeper.untuned(decision.kept, decision.damaged)
         else:
             measured = self._planner.start(decision.plan, decision.record, decision.kept, self.key)

@@ -80,13 +80,13 @@ class Neighbour:
     record: TuningRecord
 
 
-def _scale(number: float) -> float:
+def log_scale(number: float) -> float:
     # Symmetric log: 0 stays 0, and 1 -> 2 is one step as 1024 -> 2048 is. log2 takes an int
     # of any size, where copysign would turn it into a float first and overflow.
     return (-1.0 if number < 0 else 1.0) * math.log2(1 + abs(number))
 
 
-def _number(value: Any) -> float | None:
+def key_number(value: Any) -> float | None:
     """The number an encoded key part holds, or ``None`` for one that is not a finite float.
 
     An int too large for a float (a key may hold any int) is no number here:
@@ -112,9 +112,9 @@ def default_distance(key: Any, other: Any) -> float:
     add ``|s(a) - s(b)|`` with ``s(x) = sign(x) log2(1 + |x|)``: doubling a
     size is about one step whatever the size.
     """
-    a, b = _number(key), _number(other)
+    a, b = key_number(key), key_number(other)
     if a is not None and b is not None:
-        return abs(_scale(a) - _scale(b))
+        return abs(log_scale(a) - log_scale(b))
     if isinstance(key, list) and isinstance(other, list):
         if len(key) != len(other):
             return math.inf
@@ -159,7 +159,7 @@ def config_distance(config: Any, other: Any) -> float:
     for path in mine.keys() | theirs.keys():
         a, b = mine.get(path), theirs.get(path)
         if type(a) is int and type(b) is int:
-            total += abs(_scale(a) - _scale(b))
+            total += abs(log_scale(a) - log_scale(b))
         elif path not in mine or path not in theirs or a != b:
             total += MISMATCH
     return total
@@ -169,7 +169,7 @@ def _numeric(part: Any) -> float | None:
     """A finite number in an encoded key or a described config (not a bool), else ``None``."""
     if isinstance(part, float):
         return part if math.isfinite(part) else None
-    return _number(part)
+    return key_number(part)
 
 
 def growth(before: Any, after: Any) -> float:
@@ -185,29 +185,17 @@ def growth(before: Any, after: Any) -> float:
     for path in mine.keys() & theirs.keys():
         a, b = _numeric(mine[path]), _numeric(theirs[path])
         if a is not None and b is not None:
-            total += _scale(b) - _scale(a)
+            total += log_scale(b) - log_scale(a)
     return total
 
 
-def _plain(value: Any) -> Any:
-    # Live facts may hold tuples where a record read back holds lists.
+def plain(value: Any) -> Any:
+    """``value`` as it reads back from a record: live facts may hold tuples where a record holds lists."""
     return json.loads(json.dumps(value))
 
 
 #: Records parsed from their plain data, by entry: the data, and its record (``None``: unreadable).
 Parsed = dict[str, tuple[dict[str, Any], TuningRecord | None]]
-
-
-@attrs.define
-class StoredKeys:
-    """Whether a tuner listed its code's stored records yet: a serving process lists them once.
-
-    It meets new keys one after another; listing and reading every stored
-    record at each would cost more than the key's whole miss. Later records
-    come from those the process makes or reads itself.
-    """
-
-    listed: bool = False
 
 
 def stored_records(
@@ -275,7 +263,7 @@ def nearest(
     ``objective``, and with ``version_check`` only those made with this
     software, count.
     """
-    hardware = _plain(session.hardware)
+    hardware = plain(session.hardware)
     found = []
     for record in records:
         if (
@@ -284,7 +272,7 @@ def nearest(
             or record.key == key
             or record.method.objective != objective
             # A record read back holds lists already; one made here may hold tuples.
-            or (record.hardware != hardware and _plain(record.hardware) != hardware)
+            or (record.hardware != hardware and plain(record.hardware) != hardware)
             or (session.settings[VERSION_CHECK] and record.versions != session.versions)
         ):
             continue

@@ -19,6 +19,7 @@ from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import Cache, RemoteStore
 from kerneltune.core.private_files import MAX_READ
 from kerneltune.core.values.failed import FailedConfigs, is_failed_configs
+from kerneltune.core.values.key_index import is_key_index
 from kerneltune.core.values.records import SCHEMA, TuningRecord
 
 #: After a failure, how long this process uses the local cache alone before asking the store again.
@@ -111,6 +112,8 @@ class LayeredCache:
             data = json.loads(payload)
             if is_failed_configs(data):
                 FailedConfigs.from_data(data)
+            elif is_key_index(data):
+                pass  # read where it is used (core/machine/stored_keys.py), which lists the records on damage
             else:
                 TuningRecord.from_data(data).check_pick()
         except CacheReadError as exc:

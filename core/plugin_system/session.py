@@ -7,6 +7,7 @@ import os
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pluggy
 from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import (
+    AmendingCache,
     Cache,
     ConfiguredCache,
     Device,
@@ -167,6 +169,23 @@ class Session:
                 stacklevel=user_stacklevel(),
             )
 
+    def cache_amend(self, namespace: str, digest: str, change: Callable[[Any], Any]) -> None:
+        """Read, change and write one entry: under the cache's lock where it is an ``AmendingCache``,
+        else in two steps (``change`` gets ``None`` for an entry that does not read).
+
+        :raises Exception: what the plugin raised; the caller says what it means.
+        """
+        if provides(self.cache, AmendingCache):
+            self.cache.amend(namespace, digest, change)
+            return
+        try:
+            current = self.cache.load(namespace, digest)
+        except CacheReadError:
+            current = None
+        data = change(current)
+        if data is not None:
+            self.cache.store(namespace, digest, data)
+
     def _cache_failed(self, namespace: str, what: str, exc: Exception, instead: str) -> None:
         warnings.warn(
             f"kerneltune: {namespace}: {self.cache_plugin} failed to {what} "
@@ -198,6 +217,11 @@ class Session:
             error=error,
         )
         return kind
+
+    @property
+    def plugs_key_distance(self) -> bool:
+        """Whether a plugin implements ``kerneltune_key_distance`` (else the default distance is used)."""
+        return bool(self.manager.hook.kerneltune_key_distance.get_hookimpls())
 
     def key_distance(self, function: str, key: Any, other: Any) -> float | None:
         """``kerneltune_key_distance``: the first plugin's good answer; ``None`` where none gives one.

@@ -1,0 +1,124 @@
+"""Serving unseen shapes: what a key served by ``tune = "nearest"`` costs beside a cache hit.
+
+From the repository root, on any machine (the work is a host function, so the
+figures are the tuner's own host cost)::
+
+    python3 bench/serving.py [--keys 1000] [--procs 3] [--new 20] [--json FILE]
+
+A first process tunes ``--keys`` keys of a function-level ``autotune``
+(``work(m)``, 4 configs, ``m`` = 8, 16, ...) into a fresh cache folder. Then
+``--procs`` fresh processes, with ``KERNELTUNE_TUNE=nearest``, each time on
+the host clock: a cache hit of a stored key (the median of 2,000 calls), the
+first key of the process that nobody stored (one call: served by the nearest
+stored key's pick, marked pending; it reads the function's key index), and
+``--new`` more such keys, their median, twice: 10 ms apart (as requests come;
+the pending marks are written by a thread in between) and back to back (the
+mark writer's work competes with the calls). The figures are each process's
+call times less its hit's, then the median over the processes: what
+``nearest`` adds to a call over a hit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+STEP = 8
+
+
+def make_work() -> Any:
+    from triton_dist.tune import autotune
+
+    @autotune(config_space=[{"b": b} for b in (1, 2, 4, 8)], key_fn=lambda m, b=None: m)
+    def work(m: int, b: int) -> int:
+        return m
+
+    return work
+
+
+def fill(keys: int) -> None:
+    """Tune ``keys`` keys into the cache folder the environment names."""
+    work = make_work()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(1, keys + 1):
+            work(i * STEP)
+
+
+def serve(keys: int, new: int) -> dict[str, float]:
+    """In a process of its own: a hit's time, the first new key's and the median of ``new`` more (us)."""
+    work = make_work()
+    stored = STEP * (keys // 2)
+    work(stored)
+    start = time.perf_counter()
+    for _ in range(2000):
+        work(stored)
+    hit = (time.perf_counter() - start) / 2000
+    served = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(2 * new + 1):
+            m = STEP * (1 + (i * 37) % keys) + 1 + i % 7  # between two stored keys, never stored itself
+            if 0 < i <= new:
+                time.sleep(0.01)
+            start = time.perf_counter()
+            work(m)
+            served.append(time.perf_counter() - start)
+    return {
+        "hit": hit * 1e6,
+        "first new key over hit": (served[0] - hit) * 1e6,
+        "new keys 10 ms apart, over hit": (statistics.median(served[1 : new + 1]) - hit) * 1e6,
+        "new keys back to back, over hit": (statistics.median(served[new + 1 :]) - hit) * 1e6,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", type=int, default=1000)
+    parser.add_argument("--procs", type=int, default=3)
+    parser.add_argument("--new", type=int, default=20)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--child", choices=("fill", "serve"), help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.child == "fill":
+        fill(options.keys)
+        return 0
+    if options.child == "serve":
+        print(json.dumps(serve(options.keys, options.new)))
+        return 0
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "TRITON_DIST_AUTOTUNE_CACHE_DIR": folder}
+        env.pop("KERNELTUNE_TUNE", None)
+        command = [sys.executable, __file__, "--keys", str(options.keys), "--new", str(options.new)]
+        start = time.perf_counter()
+        subprocess.run([*command, "--child", "fill"], env=env, check=True)
+        print(f"{options.keys} keys tuned in {time.perf_counter() - start:.1f} s")
+        runs = []
+        for _ in range(options.procs):
+            out = subprocess.run(
+                [*command, "--child", "serve"],
+                env={**env, "KERNELTUNE_TUNE": "nearest"},
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            runs.append(json.loads(out.splitlines()[-1]))
+    result = {name: statistics.median(run[name] for run in runs) for name in runs[0]}
+    for name, micros in result.items():
+        print(f"{name:32} {micros / 1000:9.3f} ms" if "over" in name else f"{name:32} {micros:9.2f} us")
+    if options.json:
+        options.json.write_text(json.dumps({"runs": runs, "median": result}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""A tuner's stored keys, read for ``tune = "nearest"`` from the function's key index.
+
+The key index (:mod:`kerneltune.core.values.key_index`) is one cache entry
+beside the records; :class:`StoredKeys` reads it once per process and facts
+and searches it with :class:`~.nearest_keys.NearestKeys`. Where the cache has
+none yet, the records are listed and the index stored for the next process;
+each record a tuning stores then adds its row (:func:`index_record`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+from kerneltune.core.errors import CacheReadError
+from kerneltune.core.machine.nearest_keys import NearestKeys
+from kerneltune.core.machine.options import OBJECTIVE, VERSION_CHECK
+from kerneltune.core.machine.portfolio_start import stored_portfolio
+from kerneltune.core.machine.reuse import rows_by_fingerprint
+from kerneltune.core.machine.warm_start import Parsed, plain, stored_records
+from kerneltune.core.plugin_system.session import Session
+from kerneltune.core.values.key_index import KEY_INDEX_ENTRY, empty_index, rows_for, with_rows
+from kerneltune.core.values.portfolio import Portfolio
+from kerneltune.core.values.records import TuningRecord
+from kerneltune.core.values.space import Space
+
+#: The records a tuner holds, by cache entry (``Setup.records``).
+Known = dict[str, dict[str, Any]]
+
+logger = logging.getLogger("kerneltune")
+
+
+class StoredKeys:
+    """A tuner's stored keys and portfolio, as ``tune = "nearest"`` serves from them: read once per process.
+
+    From the function's key index (:mod:`kerneltune.core.values.key_index`),
+    one cache entry; where the cache has none yet, from a listing of its
+    records, and the index is stored for the next process. A record this
+    process stores adds its row, and the keys are read again at the next
+    key served.
+    """
+
+    def __init__(self) -> None:
+        #: what the keys were read for (the facts a row must have), the keys and the stored portfolio.
+        self._facts: object = None
+        self._keys: NearestKeys[list[str]] | None = None
+        self.portfolio: Portfolio | None = None
+
+    def keys(self, session: Session, space: Space, records: Known, parsed: Parsed) -> NearestKeys[list[str]]:
+        """The keys of ``space``'s code, hardware, objective and (with ``version_check``) software.
+
+        :param records, parsed: the tuner's records and their parsed forms, for a listing
+            (:func:`~.warm_start.stored_records`).
+        """
+        check = session.settings[VERSION_CHECK]
+        wanted = {
+            "source": space.source,
+            "hardware": plain(session.hardware),
+            "objective": session.settings[OBJECTIVE],
+            "versions": session.versions if check else None,
+        }
+        if self._keys is None or self._facts != wanted:
+
+            def accepts(facts: Any) -> bool:
+                return isinstance(facts, dict) and all(
+                    facts.get(name) == value for name, value in wanted.items() if name != "versions" or check
+                )
+
+            rows = _stored_rows(session, space, accepts, records, parsed)
+            self._facts, self._keys = wanted, NearestKeys(rows)
+            self.portfolio = stored_portfolio(session, space.name)
+        return self._keys
+
+    def forget(self) -> None:
+        """Read the keys again at the next key served: this process stored a record."""
+        self._keys = None
+
+
+def _stored_rows(
+    session: Session, space: Space, accepts: Callable[[Any], bool], records: Known, parsed: Parsed
+) -> list[tuple[Any, list[str]]]:
+    """The rows of the key index that ``accepts`` takes; with none that reads, the records' (index stored)."""
+    name = space.name
+    try:
+        data = session.cache_load(name, KEY_INDEX_ENTRY)
+        if data is not None:
+            return rows_for(data, name, accepts)
+    except CacheReadError as exc:
+        logger.info("kerneltune: %s: the stored key index does not read (%s); listing the records", name, exc)
+    listed = [r for r in stored_records(session, space, records, parsed) if r.function == name]
+    built = with_rows(empty_index(name), [(record_facts(r), r.key, record_ranking(r)) for r in listed])
+    _change_index(session, name, lambda current: None if _reads(current, name) else built)
+    return rows_for(built, name, accepts)
+
+
+def _reads(data: Any, name: str) -> bool:
+    """Whether ``data`` is a key index of ``name`` that reads (another process stored one meanwhile)."""
+    try:
+        rows_for(data, name, lambda facts: False)
+    except CacheReadError:
+        return False
+    return True
+
+
+def record_facts(record: TuningRecord) -> dict[str, Any]:
+    """What a tuner must share with ``record`` to serve a key from it (:class:`StoredKeys`)."""
+    return {
+        "source": record.source,
+        "hardware": plain(record.hardware),
+        "objective": record.method.objective,
+        "versions": record.versions,
+    }
+
+
+def record_ranking(record: TuningRecord) -> list[str]:
+    """The fingerprints of the configs ``record`` timed: its pick first, then by stored time."""
+    rows = rows_by_fingerprint(record)
+    timed = [(row, fp) for fp, row in rows.items() if math.isfinite(record.times[row])]
+    timed.sort(key=lambda pair: (pair[0] != record.best_index, record.times[pair[0]], pair[0]))
+    return [fingerprint for _, fingerprint in timed]
+
+
+def index_record(session: Session, name: str, stored: StoredKeys, record: TuningRecord) -> None:
+    """Add ``record``'s row to the key index of the function ``name``, where one is stored.
+
+    Where none is, nothing: the first process that serves a key lists the records.
+    """
+    stored.forget()
+    try:
+        if record.function != name or session.cache_load(name, KEY_INDEX_ENTRY) is None:
+            return
+    except CacheReadError:
+        pass  # replaced by the next listing
+    row = (record_facts(record), record.key, record_ranking(record))
+    _change_index(session, name, lambda current: with_rows(current, [row]) if _reads(current, name) else None)
+
+
+def _change_index(session: Session, name: str, change: Callable[[Any], Any]) -> None:
+    """Change the stored key index, under the cache's lock where it has one; a failure is a log line."""
+    try:
+        session.cache_amend(name, KEY_INDEX_ENTRY, change)
+    except Exception as exc:
+        logger.info("kerneltune: %s: cannot store the key index (%s: %s)", name, type(exc).__name__, exc)

@@ -1,0 +1,105 @@
+"""The stored key index and its nearest-key search: what ``tune = "nearest"`` serves a new key from.
+
+:class:`NearestKeys` must order stored keys exactly as the warm start's default distance does
+(nearest first, ties by the key's digest), measuring only a few; the index's plain data must
+read back, and refuse what it cannot trust.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from kerneltune.core.errors import CacheReadError
+from kerneltune.core.machine.nearest_keys import NearestKeys
+from kerneltune.core.machine.warm_start import default_distance
+from kerneltune.core.values.key_index import empty_index, rows_for, with_rows
+from kerneltune.core.values.keys import digest, encode_key
+
+
+def by_default_distance(stored, key):
+    """Every stored key at a finite distance from ``key``, nearest first, ties by digest: the reference."""
+    found = [(default_distance(key, other), digest(other), other) for other in stored if other != key]
+    return [(d, other) for d, _, other in sorted(found, key=lambda entry: entry[:2]) if d != float("inf")]
+
+
+def random_keys(seed, count):
+    rng = random.Random(seed)
+    keys = []
+    for _ in range(count):
+        shape = rng.choice(["m", "mnk", "m-dtype", "float"])
+        m = rng.choice([1, 3, 8, 64, 100, 1024, 4096, 5000, 2**40])
+        if shape == "m":
+            keys.append(m)
+        elif shape == "mnk":
+            keys.append((m, rng.choice([64, 4096]), rng.choice([128, 256, 257])))
+        elif shape == "m-dtype":
+            keys.append((m, rng.choice(["torch.float16", "torch.bfloat16"]), rng.choice([True, False])))
+        else:
+            keys.append((rng.choice([0.5, 1.5, -2.0]), m))
+    return [encode_key(key) for key in keys]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_nearest_keys_are_the_default_distances_in_its_order(seed):
+    stored = list({digest(key): key for key in random_keys(seed, 300)}.values())
+    index = NearestKeys([(key, i) for i, key in enumerate(stored)])
+    assert len(index) == len(stored)
+    for query in random_keys(seed + 100, 40) + stored[:10]:
+        expected = by_default_distance(stored, query)
+        found = [(d, key) for d, key, _ in index.nearest(query)]
+        assert [key for _, key in found] == [key for _, key in expected], query
+        assert [d for d, _ in found] == pytest.approx([d for d, _ in expected])
+
+
+class Counted(tuple):
+    """A stored key's numbers that count each distance measured to them."""
+
+    measured = 0
+
+    def __iter__(self):
+        Counted.measured += 1
+        return super().__iter__()
+
+
+def test_the_nearest_key_is_found_measuring_a_few_of_a_thousand():
+    stored = [encode_key((8 * m, 4096, "torch.bfloat16")) for m in range(1, 1001)]
+    index = NearestKeys([(key, None) for key in stored])
+    for rows in index._shapes.values():
+        rows[:] = [(first, Counted(numbers), key, value) for first, numbers, key, value in rows]
+    query = encode_key((8 * 500 + 3, 4096, "torch.bfloat16"))
+    distance, key, _ = next(index.nearest(query))
+    assert key == by_default_distance(stored, query)[0][1] == [4000, 4096, "torch.bfloat16"]
+    assert distance == pytest.approx(default_distance(query, key))
+    assert Counted.measured <= 4, "the walk stops once the first number's gap alone is farther"
+
+
+def test_the_index_keeps_one_row_per_key_and_facts_and_reads_back_what_was_put_in():
+    facts = {"source": "s", "hardware": {"device": "cpu"}, "objective": "device", "versions": {"torch": "2"}}
+    other = {**facts, "versions": {"torch": "3"}}
+    index = with_rows(empty_index("f"), [(facts, [8, "a"], ["x", "y"]), (other, [8, "a"], ["y"])])
+    index = with_rows(index, [(facts, [8, "a"], ["z", "x"]), (facts, 16, ["y"])])
+    assert rows_for(index, "f", lambda given: given == facts) == [([8, "a"], ["z", "x"]), (16, ["y"])]
+    assert rows_for(index, "f", lambda given: given == other) == [([8, "a"], ["y"])]
+    assert len(index["configs"]) == 3, "each fingerprint stored once"
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda index: index.update(kind="something else"), "not a key index"),
+        (lambda index: index.update(schema=99), "not a key index of schema 1"),
+        (lambda index: index.update(function="g"), "the key index of 'g'"),
+        (lambda index: index.update(rows=[[0, 8]]), r"rows\[0\] is not \[facts, key, configs\]"),
+        (lambda index: index["rows"].append([0, 9, [7]]), r"rows\[1\] names a config the index lacks"),
+        (lambda index: index["rows"].append([0, 9, [-1]]), r"rows\[1\] names a config the index lacks"),
+        (lambda index: index["rows"].append([0, 9, ["0"]]), r"rows\[1\] names a config the index lacks"),
+        (lambda index: index.update(configs=[3]), "fingerprint that is no string"),
+        (lambda index: index.update(facts=None), "facts"),
+    ],
+)
+def test_an_index_that_cannot_be_trusted_does_not_read(damage, message):
+    index = with_rows(empty_index("f"), [({"source": "s"}, 8, ["x"])])
+    damage(index)
+    with pytest.raises(CacheReadError, match=message):
+        rows_for(index, "f", lambda given: True)

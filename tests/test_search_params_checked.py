@@ -69,8 +69,10 @@ def test_a_fast_wrong_block_is_never_picked_is_recorded_and_warned_about_once(mo
     assert "BLOCK=32: argument y_ptr: 16 of 48 values off" in message
     assert not of(caught, CandidateFailedWarning), "one warning per tuning, not one per candidate"
     assert not of(caught, RuntimeWarning), "a kernel writing its output argument needs no notice"
-    # BLOCK=32 ran once, as the check dropped it: never re-timed as a finalist.
+    # BLOCK=32 ran once, as the check dropped it: never re-timed as a finalist. The search measured 16
+    # and 32 alone; 8, untried, was measured to tell which of the two is wrong.
     assert script.seen("BLOCK").count((32,)) == 1
+    assert script.seen("BLOCK")[:3] == [(16,), (32,), (8,)]
 
     (x, y), again = caught_warnings(lambda: launch_floor_double(kernel))
     assert torch.equal(y, 2 * x) and not of(again, WrongOutputWarning), "a cache hit checks nothing"
@@ -223,7 +225,6 @@ def test_a_candidate_writing_into_an_input_is_caught(monkeypatch):
     x, y = torch.arange(32.0), torch.ones(1)
 
     _, caught = caught_warnings(lambda: kernel[lambda meta: (triton.cdiv(32, meta["BLOCK"]),)](x, y, 32, 64))
-
     assert kernel.best_config.kwargs == {"BLOCK": 16}
     (message,) = of(caught, WrongOutputWarning)
     assert "BLOCK=64: argument y_ptr: changed, which the reference leaves alone" in message
@@ -284,3 +285,36 @@ def test_a_zero_the_candidate_matches_counts_as_no_relative_error(kind):
         reference, value = reference.numpy(), value.numpy()
     found = compare(value, snapshot(reference), Tolerance(), "argument y_ptr")
     assert str(found).endswith("1 of 2 values off, largest absolute error 1, largest relative error 0.25")
+
+
+def make_odd_double(hints, **autotune):
+    """y = 2 x, but 3 x where BLOCK is 16: the search measures 16 first, so the reference is wrong."""
+
+    @triton.autotune(configs=[], key=["n"], hints=hints, **autotune)
+    @triton.jit
+    def odd_double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        factor = 3.0 if BLOCK == 16 else 2.0
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * factor, mask=mask)
+
+    return odd_double
+
+
+def test_a_wrong_first_candidate_is_found_the_odd_one_out_and_dropped(monkeypatch, isolated):
+    script = Script(by_block({16: 1.0, 32: 2.0, 8: 3.0}, "BLOCK"))
+    use_session(monkeypatch, timer_plugin(script), cache="json", cache_dir=isolated)
+    kernel = make_odd_double(search(params=["BLOCK"], values=[8, 16, 32]), pre_hook=script.hook)
+    x, y = torch.arange(48.0), torch.zeros(48)
+
+    _, caught = caught_warnings(lambda: kernel[lambda meta: (triton.cdiv(48, meta["BLOCK"]),)](x, y, 48))
+
+    assert script.seen("BLOCK")[0] == (16,), "the first candidate measured is the reference"
+    assert kernel.best_config.kwargs == {"BLOCK": 32}, "the fastest of those that agree"
+    assert torch.equal(y, 2 * x)
+    (message,) = of(caught, WrongOutputWarning)
+    assert "the reference [1] BLOCK=16 looks wrong for key" in message
+    assert "differ from it and agree among themselves, so it was dropped" in message
+    (record,) = stored_records(isolated, "odd_double")
+    (error,) = [c["error"] for c in record["candidates"] if c.get("error")]
+    assert "differs from the 2 other candidates, which agree among themselves" in error

@@ -346,18 +346,39 @@ class OutputCheck:
         It is where at least two candidates differ from it and agree among
         themselves, and none agrees with it; a ``reference_fn`` always stands.
         """
-        doubted, self.doubted = self.doubted, {}
         reference = self.reference_candidate
-        if self.confirmed or len(doubted) < 2 or reference is None:
-            for index, (candidate, found) in doubted.items():
-                self.wrong[index] = (candidate, found)
-                tuning.fail(candidate, WrongOutput(f"differs from {self.reference}: {found}"))
+        if self.confirmed or len(self.doubted) < 2 or reference is None:
+            self._fail_doubted(tuning)
             return
+        doubted, self.doubted = self.doubted, {}
         self.odd = True
         (_, found), *_ = doubted.values()
         self.wrong = {reference.index: (reference, found)}
         agreeing = f"the {len(doubted)} other candidates, which agree among themselves"
         tuning.fail(reference, WrongOutput(f"differs from {agreeing}: {found}"))
+        # Candidates first run after this (search_params' later rounds) are checked against those.
+        assert self.other is not None
+        self.result, self.changed = self.other
+        self.reference, self.confirmed = agreeing, True
+
+    @property
+    def unsure(self) -> bool:
+        """Whether one candidate differs from a reference none agreed with, and no other has run to tell."""
+        return not self.confirmed and len(self.doubted) == 1
+
+    def resolve(self, tuning: SteppedTuning) -> list[int]:
+        """During the tuning: once a candidate agreed with the reference, fail those kept in doubt.
+
+        :returns: the indices failed, for a driver that reports times as it goes (search_params).
+        """
+        return self._fail_doubted(tuning) if self.confirmed else []
+
+    def _fail_doubted(self, tuning: SteppedTuning) -> list[int]:
+        doubted, self.doubted = self.doubted, {}
+        for index, (candidate, found) in doubted.items():
+            self.wrong[index] = (candidate, found)
+            tuning.fail(candidate, WrongOutput(f"differs from {self.reference}: {found}"))
+        return list(doubted)
 
     def _adopt(self, candidate: Candidate | None, result: Any) -> None:
         """The first run that returned is the reference: keep what it returned and changed."""
@@ -409,17 +430,24 @@ class OutputCheck:
 
     def summary(self, key: object) -> str:
         """Every wrong candidate of this tuning, one a line, and whether only the reference is left."""
+        wrong = dict(self.wrong)
+        text = ""
         if self.odd:
-            ((index, (reference, found)),) = self.wrong.items()
-            return (
-                f"{self.reference} looks wrong for key {key!r}: the {self.returned - 1} other candidates "
-                "that ran differ from it and agree among themselves, so it was dropped and they were "
-                f"kept:\n  [{index}] {reference.label}: {found}"
+            assert self.reference_candidate is not None
+            index = self.reference_candidate.index
+            reference, found = wrong.pop(index)
+            text = (
+                f"the reference [{index}] {reference.label} looks wrong for key {key!r}: the "
+                f"{self.returned - 1} other candidates that ran differ from it and agree among "
+                f"themselves, so it was dropped and they were kept:\n  [{index}] {reference.label}: {found}"
             )
+            if not wrong:
+                return text
+            text += "\n"
         rows = "\n".join(
-            f"  [{index}] {c.label}: {mismatch}" for index, (c, mismatch) in sorted(self.wrong.items())
+            f"  [{index}] {c.label}: {mismatch}" for index, (c, mismatch) in sorted(wrong.items())
         )
-        text = f"{len(self.wrong)} candidate(s) for key {key!r} differ from {self.reference}"
+        text += f"{len(wrong)} candidate(s) for key {key!r} differ from {self.reference}"
         text += f" and were dropped:\n{rows}"
         if self.reference_alone:
             text += f"\nevery candidate that ran but {self.reference} differs from it"

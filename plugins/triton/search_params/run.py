@@ -29,7 +29,7 @@ from kerneltune.core import (
     format_ms,
     verbose_line,
 )
-from kerneltune.core.driving import Candidate, SearchTuning, describe_error
+from kerneltune.core.driving import Candidate, OutputCheck, SearchTuning, describe_error
 from kerneltune.plugins.triton.search_params.decorated import DecoratedKernel
 from kerneltune.plugins.triton.search_params.launcher import Launcher
 from kerneltune.plugins.triton.search_params.reference import ReferenceGate
@@ -39,6 +39,8 @@ from kerneltune.plugins.triton.search_params.summary import SearchSummary, descr
 
 #: The strategy that measures hand-written configs: every one of them.
 GIVEN_STRATEGY = "exhaustive"
+#: The most untried points measured to tell a wrong candidate from a wrong reference.
+SECOND_OPINIONS = 3
 
 logger = logging.getLogger("kerneltune")
 
@@ -90,6 +92,7 @@ class SearchRun:
             launch,
             judge=None if reference is None else ReferenceGate(reference, self.launcher).verdict,
             writes_arguments=True,
+            odd_reference=True,
         )
         #: ...through every round's runs.
         self.runs = None if self.check is None else self.launcher.checked(self.check)
@@ -247,6 +250,12 @@ class SearchRun:
             ahead=self.likely(points, expected),
             around=self.runs,
         )
+        if self.check is not None:  # those kept in doubt, once the reference is confirmed
+            for index in self.check.resolve(self.tuning):
+                self.outcomes[index] = math.inf
+            times = [
+                math.inf if c.index in self.check.wrong else t for c, t in zip(candidates, times, strict=True)
+            ]
         times = self.twin_times(candidates, times)
         twin_of = self.tuning.twin_of
         self.twin_points.update(p for p, c in zip(points, candidates, strict=True) if c.index in twin_of)
@@ -310,6 +319,16 @@ class SearchRun:
         everything that ran.
         """
         twin_of = self.tuning.twin_of
+        check = self.check
+        if check is not None:  # which is wrong, a candidate or the reference, before stage 3
+            self.second_opinion(check)
+            check.settle(self.tuning)
+            for index in check.wrong:
+                self.outcomes[index] = math.inf
+            kept = [p for p in finalists if self.space.index(p) not in check.wrong]
+            if len(kept) < len(finalists):  # the strategy saw their times: the next fastest take their places
+                kept += [p for p in self.best_measured() if p not in kept][: len(finalists) - len(kept)]
+            finalists = kept
         # Distinct programs only: a twin's program is its first config's, re-timed once.
         finalists = [p for p in finalists if self.space.index(p) not in twin_of]
         if not finalists:
@@ -355,6 +374,23 @@ class SearchRun:
                 f"{self.kernel.__name__}: none of the {len(candidates)} finalists passed reference_fn\n{exc}"
             ) from exc
 
+    def second_opinion(self, check: OutputCheck) -> None:
+        """Where one candidate differs from a first-candidate reference that none agreed with, measure
+        untried points (at most :data:`SECOND_OPINIONS`) until the check can tell which of the two is wrong.
+
+        Every rank asks, and takes the points in the space's order, so that all measure alike.
+        """
+        for _ in range(SECOND_OPINIONS):
+            (unsure,) = self.tuning.max_over_ranks([float(check.unsure)])
+            point = next(
+                (p for p in self.space.geometry.points() if self.space.index(p) not in self.outcomes), None
+            )
+            if not unsure or point is None:
+                return
+            label = self.space.candidate(point).label
+            self.say(f"a candidate differs from the reference; measuring {label} to tell")
+            self.measure([point])
+
     def finish(self, among: list[Candidate]) -> Candidate:
         """SELECT among ``among``; with the check, its one warning, and the caller's arguments put back.
 
@@ -365,6 +401,7 @@ class SearchRun:
         check, key = self.check, self.tuning.key
         if check is not None:
             check.raise_if_unchecked()
+            check.settle(self.tuning)
         # Every rank asks, so that all raise or none: one rank alone would leave the others waiting.
         (alone,) = self.tuning.max_over_ranks([float(check is not None and check.reference_alone)])
         if alone:

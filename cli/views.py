@@ -93,14 +93,17 @@ def confidence_text(record: TuningRecord) -> str:
 def history_lines(record: TuningRecord) -> list[str]:
     """What a record's tuning started from: a warm start, or times an earlier tuning of the key measured."""
     lines = []
-    if record.warm_start is not None:
+    start = record.warm_start
+    if start is not None:
         measured_now = sum(
             1 for m in record.measurements if m.samples or m.error not in (None, NOT_MEASURED, PRUNED)
         )
-        lines.append(
-            f"warm-started from key {key_text(record.warm_start['from'])} "
-            f"(distance {record.warm_start['distance']:.3g}): {measured_now} of {len(record.times)} measured"
+        where = (
+            f"from the stored portfolio's {start['portfolio']} config(s)"
+            if "portfolio" in start
+            else f"warm-started from key {key_text(start['from'])} (distance {start['distance']:.3g})"
         )
+        lines.append(f"{where}: {measured_now} of {len(record.times)} measured")
     if record.carried:
         lines.append(
             f"{len(record.carried)} time(s) carried over from an earlier tuning of this key "

@@ -226,6 +226,11 @@ def test_a_stored_portfolio_is_all_a_new_key_measures(swept, isolated):
     assert [row["error"] for row in record["candidates"] if row["index"] not in (1, 2, 3)] == [
         NOT_MEASURED
     ] * 3
+    assert record["warm_start"] == {"portfolio": 3}
+    listed = json.loads(CliRunner().invoke(cli.main, ["cache", "list", "--json"]).stdout)
+    (digest,) = [row["digest"] for row in listed if row["key"] == 8]
+    shown = CliRunner().invoke(cli.main, ["cache", "show", digest])
+    assert "from the stored portfolio's 3 config(s): 3 of 6 measured" in shown.stdout, shown.output
 
     # The portfolio is no record: the listing holds eight, and names no damaged file.
     listed = CliRunner().invoke(cli.main, ["cache", "list", "--json"])

@@ -78,4 +78,4 @@ def portfolio_plan(session: Session, space: Space, kept: tuple[int, ...], key: H
         len(measure),
         len(kept),
     )
-    return Plan(measure=measure)
+    return Plan(measure=measure, warm_start={"portfolio": len(measure)})

@@ -206,6 +206,8 @@ def explain(
             measuring - 1,
             rounds,
         )
+    elif warm_start is not None and "portfolio" in warm_start:
+        pass  # portfolio_plan said so
     elif warm_start is not None and warm_start.get("screen"):
         logger.info(
             "kerneltune: %s: key %r: warm start from the stored key %s (distance %.3g): screening all %d "

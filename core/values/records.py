@@ -225,6 +225,8 @@ def _warm_start(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
     given = checked.mapping(value, "warm_start")
+    if "portfolio" in given:  # the stored portfolio's configs measured (core/machine/portfolio_start.py)
+        return {"portfolio": checked.count(given["portfolio"], "warm_start.portfolio")}
     return {
         "from": checked.plain(given["from"], "warm_start.from"),
         "distance": checked.finite(given["distance"], "warm_start.distance"),

@@ -39,6 +39,7 @@ from kerneltune.core.plugin_system.contracts import (
     KernelLaunch,
     LayeringCache,
     ListingCache,
+    PreciseTimer,
     ProbingCompileProcess,
     ProbingProfileFamily,
     ProfileFamily,
@@ -65,7 +66,7 @@ from kerneltune.plugins.reducers.world import WorldMaxReducer
 from kerneltune.plugins.search.exhaustive import ExhaustiveStrategy
 from kerneltune.plugins.search.pattern import PatternStrategy
 from kerneltune.plugins.search.staged import StagedStrategy
-from kerneltune.plugins.timers.events import CudaEventTimer, NpuEventTimer
+from kerneltune.plugins.timers.events import CudaEventTimer, CudaGraphTimer, NpuEventTimer
 from kerneltune.plugins.timers.npu_profiler import NpuProfilerTimer
 from kerneltune.plugins.timers.wallclock import WallclockTimer
 from kerneltune.plugins.triton.compiler import TritonCompileProcess
@@ -81,14 +82,22 @@ from kerneltune_example_plugin.random_search import RandomSearch
 TIMERS: list[type[Timer]] = [
     WallclockTimer,
     CudaEventTimer,
+    CudaGraphTimer,
     NpuEventTimer,
     NpuProfilerTimer,
     CpuTimeTimer,
     ToyTimer,
 ]
-FLUSHING_TIMERS: list[type[FlushingTimer]] = [CudaEventTimer, NpuEventTimer, NpuProfilerTimer]
-HOLDING_TIMERS: list[type[HoldingTimer]] = [CudaEventTimer, NpuEventTimer, NpuProfilerTimer]
-DEVICE_TIMERS: list[type[DeviceTimer]] = [CudaEventTimer, NpuEventTimer, NpuProfilerTimer, ToyTimer]
+FLUSHING_TIMERS: list[type[FlushingTimer]] = [CudaEventTimer, CudaGraphTimer, NpuEventTimer, NpuProfilerTimer]
+HOLDING_TIMERS: list[type[HoldingTimer]] = [CudaEventTimer, CudaGraphTimer, NpuEventTimer, NpuProfilerTimer]
+DEVICE_TIMERS: list[type[DeviceTimer]] = [
+    CudaEventTimer,
+    CudaGraphTimer,
+    NpuEventTimer,
+    NpuProfilerTimer,
+    ToyTimer,
+]
+PRECISE_TIMERS: list[type[PreciseTimer]] = [CudaGraphTimer]
 
 CACHES: list[type[Cache]] = [JsonCache, MsgpackCache, MemoryCache, NoCache]
 LISTING_CACHES: list[type[ListingCache]] = [JsonCache, MsgpackCache]

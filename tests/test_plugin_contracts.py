@@ -26,6 +26,7 @@ from kerneltune.core.plugin_system.contracts import (
     GlobalRankReducer,
     HoldingTimer,
     InPlaceLaunch,
+    PreciseTimer,
     ProbingCompileProcess,
     ProbingProfileFamily,
     ProgramLaunch,
@@ -51,6 +52,7 @@ FAMILIES: dict[str, tuple[list[type], dict[object, list[type]]]] = {
             FlushingTimer: contracts.FLUSHING_TIMERS,
             HoldingTimer: contracts.HOLDING_TIMERS,
             DeviceTimer: contracts.DEVICE_TIMERS,
+            PreciseTimer: contracts.PRECISE_TIMERS,
         },
     ),
     "kerneltune_register_caches": (

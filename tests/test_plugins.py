@@ -52,7 +52,11 @@ def _settings(**values) -> Settings:
 @pytest.mark.parametrize(
     ("field", "family", "known"),
     [
-        ("timer", "timer", ["cuda-event", EXAMPLE, "npu-event", "npu-profiler", "toy-clock", "wallclock"]),
+        (
+            "timer",
+            "timer",
+            ["cuda-event", "cuda-graph", EXAMPLE, "npu-event", "npu-profiler", "toy-clock", "wallclock"],
+        ),
         ("cache", "cache", ["json", "memory", "msgpack", "none", "redis"]),
         ("reducer", "reducer", ["local", "world-max"]),
     ],
@@ -234,7 +238,7 @@ def test_config_file_blocks_an_entry_point_plugin_by_name(tmp_path):
     with pytest.raises(
         PluginError,
         match=r"timer 'example-cputime' is not available "
-        r"\(installed: cuda-event, npu-event, npu-profiler, toy-clock, wallclock\); "
+        r"\(installed: cuda-event, cuda-graph, npu-event, npu-profiler, toy-clock, wallclock\); "
         r"blocked plugins, whose classes are not loaded: example-cputime; set by ",
     ):
         Session.create(load_settings())
@@ -249,7 +253,7 @@ def test_disabling_autoload_skips_entry_point_plugins(monkeypatch, tmp_path):
         Session.create(load_settings())
     assert str(info.value) == (
         "timer 'example-cputime' is not available "
-        "(installed: cuda-event, npu-event, npu-profiler, wallclock); "
+        "(installed: cuda-event, cuda-graph, npu-event, npu-profiler, wallclock); "
         f"set by {tmp_path / 'kerneltune.toml'} (key 'timer')"
     )
     manager = make_plugin_manager(load_settings())

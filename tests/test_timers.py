@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 from kerneltune.cli.views import timed_text
-from kerneltune.core import Session, load_settings
+from kerneltune.core import Session, hookimpl, load_settings
 from kerneltune.core.driving import TuningRecord
 from kerneltune.plugins.caches.files import JsonCache
 from kerneltune.plugins.devices.accelerators import CudaDevice, NpuDevice
@@ -572,3 +572,55 @@ def test_a_pick_made_on_the_cpu_is_not_reused_on_an_npu(cpu_host, monkeypatch, c
     build()(1)
     assert len(calls) == 6, "another device: a miss"
     assert sorted(r["hardware"]["device"] for r in stored_records(isolated, "moved")) == ["cpu", "npu"]
+
+
+def test_a_precise_timer_takes_the_near_tie_rounds_and_its_first_pass_timer_the_rest(monkeypatch):
+    # The first pass ("coarse") cannot tell configs 1 and 2 apart; the re-timing rounds ("fine") can.
+    coarse_ms = {0: 5.0, 1: 1.0, 2: 1.0}
+    fine_ms = {0: 5.0, 1: 1.2, 2: 0.8}
+    seen = {"coarse": [], "fine": []}
+    ran = []
+
+    def timer(name, times, **members):
+        def sample(self, fn, *, before=None):
+            fn()
+            seen[name].append(ran[-1])
+            self.taken.append(times[ran[-1]])
+
+        def collect(self):
+            taken, self.taken = self.taken, []
+            return taken
+
+        cls = type(
+            name,
+            (),
+            {
+                "name": name,
+                "auto_priority": -1,
+                "is_available": classmethod(lambda cls: True),
+                "__init__": lambda self: setattr(self, "taken", []),
+                "sample": sample,
+                "collect": collect,
+                **members,
+            },
+        )
+        plugin = types.ModuleType(f"tests_{name}_timer")
+
+        @hookimpl
+        def kerneltune_register_timers(register):
+            register(cls)
+
+        plugin.kerneltune_register_timers = kerneltune_register_timers
+        return plugin
+
+    plugins = (timer("coarse", coarse_ms), timer("fine", fine_ms, first_pass="coarse"))
+    install_session(monkeypatch, extra=plugins, timer="fine", warmup=0, repeat=3, tie_rounds=2, cache="none")
+
+    @autotune(config_space=[{"c": c} for c in (0, 1, 2)], key_fn=lambda c=None: 0)
+    def which(c):
+        ran.append(c)
+        return c
+
+    assert which() == 2, "the fine timer's rounds decide"
+    assert sorted(set(seen["coarse"])) == [0, 1, 2], "every candidate's first pass by the coarse timer"
+    assert sorted(set(seen["fine"])) == [1, 2], "the near-tie rounds, and only they, by the fine one"

@@ -79,8 +79,13 @@ class Recorder:
         a failed one sampled can reach the next.
         """
         self.settle()
-        self._handed = self._runs(self._current(candidate), self.session.make_timer())
+        job = self._current(candidate)
+        self._handed = self._runs(job, self._timer(job))
         return self._handed
+
+    def _timer(self, job: Job) -> Timer:
+        """A timer for ``job``: precise for a re-timing round, not for the first pass or a batched screen."""
+        return self.session.make_timer(precise=job.stage is not None and not job.batched)
 
     def _runs(
         self, job: Job, timer: Timer, device_work: Timer | None = None, *, retake: bool = False
@@ -168,7 +173,7 @@ class Recorder:
         :param around: called for each run instead of ``wrap(run)`` (:data:`~.timing.Around`).
         """
         job = self._current(candidate)
-        timer = self.session.make_timer()
+        timer = self._timer(job)
         if not job.batched:
             self.settle()
         work = self._parked[0][1].timer if job.batched and self._parked else None

@@ -22,6 +22,7 @@ from kerneltune.core.plugin_system.contracts import (
     Device,
     DeviceTimer,
     LayeringCache,
+    PreciseTimer,
     Reducer,
     RemoteStore,
     Timer,
@@ -259,13 +260,19 @@ class Session:
             return choice[0]
         return self.registries.timers.select(self.settings[TIMER], self.settings.source("timer"))
 
-    def make_timer(self) -> Timer:
+    def make_timer(self, precise: bool = True) -> Timer:
         """A new timer of the configured (or automatically chosen) kind.
 
         A timer that provides :class:`~kerneltune.core.plugin_system.contracts.DeviceTimer`
         is constructed with :attr:`device`, any other with nothing.
+
+        :param precise: for a near-tie or finalist round; elsewhere a
+            :class:`~kerneltune.core.plugin_system.contracts.PreciseTimer`
+            hands over to the timer it names.
         """
         cls = self.timer
+        if not precise and provides(cls, PreciseTimer):
+            cls = self.registries.timers.classes[cls.first_pass]
         # Asked apart from the call: provides() narrows its argument to an instance's type.
         takes_device = provides(cls, DeviceTimer)
         timer: Timer = cls(device=self.device) if takes_device else cls()

@@ -4,16 +4,18 @@ Each sample records an event pair on the current stream around the call;
 ``collect`` has the device plugin (:mod:`kerneltune.plugins.devices.accelerators`)
 synchronise once and reads every pair. ``torch.cuda`` and ``torch.npu`` share
 the ``Event`` API, so the two timers differ only in which module, device
-type and device plugin they ask for.
+type and device plugin they ask for. ``cuda-graph`` times the near-tie and
+finalist rounds by replaying a CUDA graph of the run between such a pair.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kerneltune.core import TorchDeviceType, hookimpl
+from kerneltune.core import TorchDeviceType, hookimpl, warn_once
 
 if TYPE_CHECKING:
     from kerneltune.core import Device
@@ -261,6 +263,77 @@ class CudaEventTimer(DeviceEventTimer):
     device_type = "cuda"
 
 
+class CudaGraphTimer(CudaEventTimer):
+    """``cuda-event`` pairs around the replay of a graph of the candidate's run, captured at its first sample.
+
+    One timer measures one candidate's runs of one round (the engine makes
+    a timer per measurement): its first :meth:`sample` captures ``fn`` on a
+    side stream (nothing runs), then every sample replays the graph between
+    the events, after the flush and hold as ``cuda-event`` puts them.
+    Work that cannot be captured (host synchronisation, an operation the
+    capture refuses) runs as it is, timed by events, with one notice.
+    """
+
+    name = "cuda-graph"
+    #: never chosen by ``auto``: it is asked for by name.
+    auto_priority = -1
+    #: the timer of the first pass and of batched screens (capture per candidate costs too much there).
+    first_pass: ClassVar[str] = "cuda-event"
+
+    #: a side stream per device unit, for the captures.
+    _sides: ClassVar[dict[int, Any]] = {}
+
+    def __init__(self, device: Any) -> None:
+        super().__init__(device)
+        #: the captured run, ``None`` before the first sample; ``False`` where capture failed...
+        self._graph: Any = None
+        #: ...and why, told once the run went through without the graph.
+        self._problem = ""
+
+    def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
+        """Replay ``fn``'s graph between an event pair (capturing it first); ``fn`` itself where it cannot."""
+        if self._graph is None:
+            self._graph = self._capture(fn)
+        if self._graph is not False:
+            super().sample(self._graph.replay, before=before)
+            return
+        super().sample(fn, before=before)  # a candidate that fails here fails: no notice
+        if self._problem:
+            warn_once(
+                ("cuda-graph capture", self._problem.split(":")[0]),
+                f"kerneltune: the cuda-graph timer cannot capture this work ({self._problem}); "
+                "it is timed with CUDA events instead",
+            )
+            self._problem = ""
+
+    def _capture(self, fn: Callable[[], object]) -> Any:
+        """``fn``'s work captured on a side stream (nothing runs), or ``False`` where it cannot be."""
+        import torch
+
+        unit = self._device.current()
+        side = self._sides.get(unit)
+        if side is None:
+            side = self._sides[unit] = torch.cuda.Stream(unit)
+        current = torch.cuda.current_stream(unit)
+        side.wait_stream(current)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.stream(side):
+                graph.capture_begin()
+                try:
+                    fn()
+                finally:
+                    graph.capture_end()
+        except Exception as exc:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            self._problem = f"{type(exc).__name__}: {first}"
+            with contextlib.suppress(Exception):  # the capture's own error, raised again
+                torch.cuda.synchronize(unit)
+            return False
+        current.wait_stream(side)
+        return graph
+
+
 class NpuEventTimer(DeviceEventTimer):
     """``torch.npu.Event`` pairs (torch_npu registers ``torch.npu`` on import)."""
 
@@ -273,4 +346,5 @@ class NpuEventTimer(DeviceEventTimer):
 @hookimpl
 def kerneltune_register_timers(register):
     register(CudaEventTimer)
+    register(CudaGraphTimer)
     register(NpuEventTimer)

@@ -41,6 +41,7 @@ from kerneltune.core.plugin_system.contracts.measuring import (
     FlushingTimer,
     FlushTimingTimer,
     HoldingTimer,
+    PreciseTimer,
     Timer,
 )
 from kerneltune.core.plugin_system.contracts.ranks import GatheringReducer, GlobalRankReducer, Reducer
@@ -78,6 +79,7 @@ __all__ = [
     "GatheringReducer",
     "GlobalRankReducer",
     "HoldingTimer",
+    "PreciseTimer",
     "FlushTimingTimer",
     "InPlaceLaunch",
     "Interceptor",

@@ -15,8 +15,8 @@ class Timer(Registrable, Protocol):
     Constructed with no arguments. An instance measures one candidate: its
     warm-up and timed runs, then one :meth:`collect`. Built-in priorities:
     wallclock 0, cuda-event 10, npu-event 20, npu-profiler 30 where
-    ``TRITON_BENCH_METHOD=npu`` and -1 elsewhere; a timer that should never
-    win ``auto`` uses a negative ``auto_priority``.
+    ``TRITON_BENCH_METHOD=npu`` and -1 elsewhere, cuda-graph -1; a timer that
+    should never win ``auto`` uses a negative ``auto_priority``.
     """
 
     def __init__(self) -> None: ...
@@ -82,6 +82,20 @@ class FlushTimingTimer(FlushingTimer, Protocol):
         well. Without this part every run of a batch is held in full.
         """
         ...
+
+
+@runtime_checkable
+class PreciseTimer(Timer, Protocol):
+    """A timer for the near-tie and finalist rounds alone (optional part of :class:`Timer`).
+
+    Where it times too dearly for every candidate (a CUDA graph captured per
+    candidate), the first pass and a warm start's batched screen are timed
+    by the timer it names; the re-timing rounds that decide between close
+    candidates, by it.
+    """
+
+    #: the registered name of the timer that takes the first pass and batched screens.
+    first_pass: ClassVar[str]
 
 
 @runtime_checkable

@@ -34,8 +34,8 @@ def kerneltune_register_timers(register: Callable[[type[Timer]], None]) -> None:
     """Register timer classes: how long a candidate takes.
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Timer`, with its optional
-    parts (flushing, holding, a device's timer). ``auto`` takes the available class with the
-    highest ``auto_priority``, ties to the one registered first
+    parts (flushing, holding, a device's timer, precise rounds only). ``auto`` takes the
+    available class with the highest ``auto_priority``, ties to the one registered first
     (:meth:`kerneltune.core.plugin_system.registry.Registry.ranked`). With the ``device``
     objective, MEASURE passes ``before`` as a hold sized to cover the host's work in ``fn``,
     then the flush, so the device reaches the start mark right after the flush.

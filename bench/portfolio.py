@@ -11,9 +11,12 @@ tests/contextual_matmul.py, bf16, N = K = 4096, its 24 configs, keyed by
 *stored* half, from 1 up). ``kerneltune portfolio matmul_launch --configs K
 --tolerance PCT --json --store`` (K = 4 and 3 % by default) then chooses at
 most K configs from those stored times and keeps them. The other half (the
-*held-out* M, each between two stored ones) is then tuned twice, side by
+*held-out* M, each between two stored ones) is then tuned four ways, side by
 side: by a tuner over that cache, which measures only the portfolio's
-configs (``served``), and in full over a cache of its own (``full``).
+configs (``served``); in full over a cache of its own (``full``); served
+unmeasured by the nearest stored key's pick (``nearest``,
+``KERNELTUNE_TUNE=nearest``, over the stored half without the portfolio);
+and by a screened warm start over the same (``screen``).
 
 An oracle times every config at every M with ``triton.testing.do_bench``
 (median, L2 flushed) in ``--oracle-rounds`` interleaved rounds, and per
@@ -24,7 +27,7 @@ matmul's near ties differently). Per held-out M:
 
 * ``portfolio loss``: the fastest portfolio config's refined time over the
   fastest refined time, minus one: what the portfolio can do at best there;
-* ``served`` and ``full`` regret: each tuning's pick, judged the same way.
+* ``served``, ``full``, ``nearest`` and ``screen`` regret: each pick, judged the same way.
 
 Printed: a row per held-out M, then the share of held-out M within 3 % for
 each, the worst, the command's own two figures (its worst loss over the
@@ -38,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -137,6 +141,8 @@ def main() -> int:
     started = time.perf_counter()
     print("tuning the stored half in full:", flush=True)
     warm_start.sweeps(work, tunings, [warm_start.Sweep("stored", root / "served", stored, {})])
+    for name in ("nearest", "screen"):  # the stored half, without the portfolio
+        shutil.copytree(root / "served", root / name)
     chosen = choose(root / "served", most, options.tolerance)
     portfolio = [c["index"] for c in chosen["configs"]]
     print(
@@ -149,12 +155,17 @@ def main() -> int:
     plans = [
         warm_start.Sweep("served", root / "served", held, {}),
         warm_start.Sweep("full", root / "full", held, {}),
+        warm_start.Sweep("nearest", root / "nearest", held, {}, environment={"KERNELTUNE_TUNE": "nearest"}),
+        warm_start.Sweep("screen", root / "screen", held, {"warm_start": "screen"}),
     ]
     warm_start.sweeps(work, tunings, plans)
-    served, full = plans[0].rows, plans[1].rows
+    served, full, nearest, screen = (plan.rows for plan in plans)
     print(f"oracle ({options.oracle_rounds} interleaved rounds per M):", flush=True)
     times = warm_start.oracle(work, options.oracle_rounds, options.oracle_rep_ms)
-    picks = {s["m"]: {s["pick"], f["pick"], *portfolio} for s, f in zip(served, full, strict=True)}
+    picks = {
+        s["m"]: {s["pick"], f["pick"], n["pick"], w["pick"], *portfolio}
+        for s, f, n, w in zip(served, full, nearest, screen, strict=True)
+    }
     refined = warm_start.refine(
         work,
         {m: times[m] for m in held},
@@ -164,7 +175,7 @@ def main() -> int:
         options.refine_rep_ms,
     )
     rows = []
-    for s, f in zip(served, full, strict=True):
+    for s, f, n, w in zip(served, full, nearest, screen, strict=True):
         judge = refined[s["m"]]
         best = min(judge.values())
         rows.append(
@@ -175,6 +186,8 @@ def main() -> int:
                 "portfolio_loss": min(judge[i] for i in portfolio) / best - 1,
                 "served": {**s, "regret": warm_start.regret(judge, s["pick"])},
                 "full": {**f, "regret": warm_start.regret(judge, f["pick"])},
+                "nearest": {**n, "regret": warm_start.regret(judge, n["pick"])},
+                "screen": {**w, "regret": warm_start.regret(judge, w["pick"])},
             }
         )
     stored_losses = {m: min(times[m][i] for i in portfolio) / min(times[m]) - 1 for m in stored}
@@ -186,6 +199,10 @@ def main() -> int:
         "portfolio_within_3pct": share([r["portfolio_loss"] for r in rows]),
         "served_within_3pct": share([r["served"]["regret"] for r in rows]),
         "full_within_3pct": share([r["full"]["regret"] for r in rows]),
+        "nearest_within_3pct": share([r["nearest"]["regret"] for r in rows]),
+        "screen_within_3pct": share([r["screen"]["regret"] for r in rows]),
+        "nearest_worst": max(r["nearest"]["regret"] for r in rows),
+        "screen_worst": max(r["screen"]["regret"] for r in rows),
         "portfolio_worst": max(r["portfolio_loss"] for r in rows),
         "served_worst": max(r["served"]["regret"] for r in rows),
         "stored_oracle_worst": max(stored_losses.values()),
@@ -215,18 +232,21 @@ def main() -> int:
         print(f"wrote {options.out}")
     print(
         f"\n{'M':>6} {'best ms':>9} {'portfolio':>9} | served {'n':>3} {'regret':>7} | "
-        f"full {'n':>3} {'regret':>7}"
+        f"full {'n':>3} {'regret':>7} | nearest {'regret':>7} | screen {'n':>3} {'regret':>7}"
     )
     for row in rows:
-        s, f = row["served"], row["full"]
+        s, f, n, w = row["served"], row["full"], row["nearest"], row["screen"]
         print(
             f"{row['m']:>6} {min(row['refined_ms'].values()):>9.4f} {row['portfolio_loss']:>9.2%} | "
-            f"       {s['measured']:>3} {s['regret']:>7.2%} |      {f['measured']:>3} {f['regret']:>7.2%}"
+            f"       {s['measured']:>3} {s['regret']:>7.2%} |      {f['measured']:>3} {f['regret']:>7.2%} | "
+            f"        {n['regret']:>7.2%} |        {w['measured']:>3} {w['regret']:>7.2%}"
         )
     print(
         f"\nheld-out M within 3 % of the oracle: portfolio {totals['portfolio_within_3pct']:.0%} (worst "
         f"{totals['portfolio_worst']:.2%}), served pick {totals['served_within_3pct']:.0%} (worst "
-        f"{totals['served_worst']:.2%}), full tuning {totals['full_within_3pct']:.0%}\n"
+        f"{totals['served_worst']:.2%}), full tuning {totals['full_within_3pct']:.0%}, served by nearest "
+        f"unmeasured {totals['nearest_within_3pct']:.0%} (worst {totals['nearest_worst']:.2%}), screened "
+        f"warm start {totals['screen_within_3pct']:.0%} (worst {totals['screen_worst']:.2%})\n"
         f"the command's figures: worst over the stored keys {totals['command_worst_pct']} %, with each key "
         f"left out {totals['command_leave_one_out_worst_pct']} %; by the oracle on the stored keys "
         f"{totals['stored_oracle_worst']:.2%}\n"

@@ -203,6 +203,12 @@ class Tunings:
         if event.function == self.function and event.best is not None:
             self.pick = event.best.index
 
+    @hookimpl
+    def kerneltune_pick_loaded(self, event: Any) -> None:
+        """A pick found without measuring: served by ``tune = "nearest"``, say."""
+        if event.function == self.function:
+            self.pick = event.best.index
+
 
 class Workload:
     """The matmul's operands at the largest M, its configs, and how to launch and time it."""
@@ -284,6 +290,8 @@ class Sweep:
     finalist_repeat: int | None = None
     #: the schedule's ``screen_warmup`` while this sweep tunes (``None``: as it is).
     screen_warmup: int | None = None
+    #: environment variables set while this sweep tunes (``KERNELTUNE_TUNE``, say).
+    environment: dict[str, str] = dataclasses.field(default_factory=dict)
     rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
@@ -324,6 +332,8 @@ def tune_one(work: Workload, tunings: Tunings, plan: Sweep, m: int) -> dict[str,
     from kerneltune.core.machine import tuner
 
     os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(plan.cache)
+    before = {name: os.environ.get(name) for name in plan.environment}
+    os.environ.update(plan.environment)
     tunings.reset()
     kept = tuner.Schedule
     counts = {"finalist_repeat": plan.finalist_repeat, "screen_warmup": plan.screen_warmup}
@@ -336,6 +346,8 @@ def tune_one(work: Workload, tunings: Tunings, plan: Sweep, m: int) -> dict[str,
         seconds = time.perf_counter() - started
     finally:
         tuner.Schedule = kept
+        for name, value in before.items():
+            os.environ.pop(name) if value is None else os.environ.update({name: value})
     assert tunings.pick is not None, f"M={m}: no tuning happened (a stale cache in {plan.cache}?)"
     print(
         f"  {plan.name:<12} M={m:<6} {len(tunings.measured):>3} configs {seconds:8.3f} s  "

@@ -129,8 +129,10 @@ class LaunchCheck:
         arguments = self._arguments(launch)
         if not arguments:
             return launch.run(candidate.config, around=wrap)
-        before = _copies(arguments)
-        if self.reference is not None and (self.rerun or not _holding(arguments, self.before)):
+        # Where the arguments hold what the reference last ran on, its copies serve: no copy, no rerun.
+        held = self.reference is not None and not self.rerun and _holding(arguments, self.before)
+        before = self.before if held else _copies(arguments)
+        if self.reference is not None and not held:
             try:
                 self.result = self._take(launch.run(self.reference.config), arguments, before)
             finally:
@@ -155,7 +157,10 @@ class LaunchCheck:
         elif self.doubting and self._odd_reference(launch, candidate, arguments, before, found):
             self.result = self._take(result, arguments, before)
             found = None
-        _put_back(arguments, self.after)
+        # Right, it left the others as they were: only what the reference writes (and scratch) goes back.
+        _put_back(
+            arguments, self.after, None if found is not None else self.changed | self.blind | self.scratch
+        )
         if found is None:
             return result
         self.wrong[candidate.index] = (candidate, found)
@@ -343,9 +348,12 @@ def _copies(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {name: outputs.snapshot(value) for name, value in arguments.items()}
 
 
-def _put_back(arguments: Mapping[str, Any], saved: Mapping[str, Any]) -> None:
+def _put_back(
+    arguments: Mapping[str, Any], saved: Mapping[str, Any], only: frozenset[str] | None = None
+) -> None:
     for name, value in arguments.items():
-        outputs.put_back(value, saved[name])
+        if only is None or name in only:
+            outputs.put_back(value, saved[name])
 
 
 #: Each element size's integer dtype, by name, to flip a floating-point tensor's bits through.

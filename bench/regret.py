@@ -1,7 +1,7 @@
 """Pick quality on a CUDA GPU: every tuner's pick against a careful oracle, side by side in one process.
 
-Six workloads (three bf16 matmul shapes of different aspect, a 16M-element
-add, a row softmax, a 4K-element add), each tuned ``--tunings`` times from
+Seven workloads (three bf16 matmul shapes of different aspect, a 16M-element
+add, a row softmax, a 4K-element add, a small row softmax), each tuned ``--tunings`` times from
 scratch by
 
 * ``function``: ``triton_dist.tune.autotune`` around a host launcher,
@@ -19,6 +19,14 @@ Every config is compiled before anything is timed, so tuning times exclude
 compiling (bench/cold.py measures the cold case).
 
     python3 bench/regret.py [--tunings 5] [--oracle-rounds 5] [--json FILE]
+
+For kernel-only timing (issue 59), ``--timers cuda-graph --oracle graph``
+also tunes the function-level and contextual tuners under
+``KERNELTUNE_TIMER=cuda-graph`` and judges every pick against
+``do_bench_cudagraph``; ``<=2%`` counts the picks within 2 % of the
+oracle's fastest::
+
+    python3 bench/regret.py --only "add 4096" --timers cuda-graph --oracle graph --tunings 5
 """
 
 from __future__ import annotations
@@ -221,15 +229,18 @@ def softmax(rows: int, cols: int) -> Workload:
     return workload
 
 
-def oracle(work: Workload, rounds: int) -> list[float]:
-    """Each config's median over interleaved rounds of do_bench medians (L2 flushed before each run)."""
-    per_round = [
-        [
-            triton.testing.do_bench(lambda c=c: work.launch(c), warmup=10, rep=40, return_mode="median")
-            for c in work.configs
-        ]
-        for _ in range(rounds)
-    ]
+def oracle(work: Workload, rounds: int, graph: bool = False) -> list[float]:
+    """Each config's median over interleaved rounds of do_bench medians (L2 flushed before each run),
+    or with ``graph`` of ``do_bench_cudagraph``'s (the kernels replayed back to back, launch jitter out)."""
+
+    def bench(config: triton.Config) -> float:
+        if graph:
+            return triton.testing.do_bench_cudagraph(
+                lambda: work.launch(config), rep=40, return_mode="median"
+            )
+        return triton.testing.do_bench(lambda: work.launch(config), warmup=10, rep=40, return_mode="median")
+
+    per_round = [[bench(c) for c in work.configs] for _ in range(rounds)]
     return [statistics.median(r[i] for r in per_round) for i in range(len(work.configs))]
 
 
@@ -280,6 +291,7 @@ def tune_stock(work: Workload) -> int:
 def summarise(picks: list[int], times: list[float], seconds: list[float]) -> dict[str, Any]:
     fastest = min(times)
     regrets = [times[p] / fastest - 1 for p in picks]
+    within = sum(1 for r in regrets if r <= 0.02)
     mode = collections.Counter(picks).most_common(1)[0][0]
     agree = sum(1 for p in picks if times[p] <= times[mode] * 1.01 and times[mode] <= times[p] * 1.01)
     return {
@@ -287,6 +299,7 @@ def summarise(picks: list[int], times: list[float], seconds: list[float]) -> dic
         "max_regret": max(regrets),
         "mean_regret": statistics.mean(regrets),
         "agree": agree,
+        "within_2pct": within,
         "mean_tuning_s": statistics.mean(seconds),
     }
 
@@ -300,6 +313,14 @@ def main() -> None:
     parser.add_argument("--only", default="", help="run only workloads whose name contains this")
     parser.add_argument(
         "--contextual-repeat", type=int, default=5, help="its n_repeat (the API's default: 5)"
+    )
+    parser.add_argument(
+        "--oracle", choices=("events", "graph"), default="events", help="do_bench, or do_bench_cudagraph"
+    )
+    parser.add_argument(
+        "--timers",
+        default="",
+        help="tune function and contextual under each of these timers too (KERNELTUNE_TIMER)",
     )
     parser.add_argument("--json", help="write every number here")
     parser.add_argument("--trace", help="write every candidate's samples, per tuning, here")
@@ -316,12 +337,27 @@ def main() -> None:
         add(1 << 24, ADD_CONFIGS),
         softmax(8192, 1024),
         add(4096, SMALL_ADD_CONFIGS),
+        softmax(256, 1024),
     ]
-    tuners = {
+
+    def under(timer: str, tune: Callable[[Workload], int]) -> Callable[[Workload], int]:
+        def tuned(work: Workload) -> int:
+            os.environ["KERNELTUNE_TIMER"] = timer
+            try:
+                return tune(work)
+            finally:
+                os.environ.pop("KERNELTUNE_TIMER")
+
+        return tuned
+
+    tuners: dict[str, Callable[[Workload], int]] = {
         "function": lambda w: tune_function(w, picks),
         "contextual": lambda w: tune_contextual(w, args.contextual_repeat),
         "stock": tune_stock,
     }
+    for timer in filter(None, args.timers.split(",")):
+        tuners[f"function/{timer}"] = under(timer, tuners["function"])
+        tuners[f"contextual/{timer}"] = under(timer, tuners["contextual"])
     print(f"device {torch.cuda.get_device_name(0)}, torch {torch.__version__}, triton {triton.__version__}")
     print("tuning times exclude compiling: every config is compiled first", flush=True)
     results: dict[str, Any] = {}
@@ -331,7 +367,7 @@ def main() -> None:
         for config in work.configs:
             work.launch(config)
         work.check()
-        times = oracle(work, args.oracle_rounds)
+        times = oracle(work, args.oracle_rounds, graph=args.oracle == "graph")
         results[work.name] = {"oracle_ms": times, "tuners": {}}
         for name, tune in tuners.items():
             chosen, seconds = [], []
@@ -345,18 +381,21 @@ def main() -> None:
             work.check()
             results[work.name]["tuners"][name] = summarise(chosen, times, seconds)
         print(f"\n{work.name}: fastest {min(times) * 1000:.1f} us ({len(times)} configs)")
-        print(f"  {'tuner':<11} {'max regret':>10} {'mean':>7} {'agree':>6} {'tuning s':>9}  picks")
+        print(
+            f"  {'tuner':<22} {'max regret':>10} {'mean':>7} {'agree':>6} {'<=2%':>6} {'tuning s':>9}  picks"
+        )
         for name, row in results[work.name]["tuners"].items():
             print(
-                f"  {name:<11} {row['max_regret']:>10.2%} {row['mean_regret']:>7.2%} "
-                f"{row['agree']:>4}/{args.tunings} {row['mean_tuning_s']:>9.3f}  {row['picks']}",
+                f"  {name:<22} {row['max_regret']:>10.2%} {row['mean_regret']:>7.2%} "
+                f"{row['agree']:>4}/{args.tunings} {row['within_2pct']:>4}/{args.tunings} "
+                f"{row['mean_tuning_s']:>9.3f}  {row['picks']}",
                 flush=True,
             )
     stock = {w: r["tuners"]["stock"]["mean_tuning_s"] for w, r in results.items()}
     print("\ntuning time / stock's (compiled):")
-    for name in ("function", "contextual"):
+    for name in (t for t in tuners if t != "stock"):
         ratios = [results[w]["tuners"][name]["mean_tuning_s"] / stock[w] for w in results]
-        print(f"  {name:<11} " + "  ".join(f"{r:.3f}" for r in ratios))
+        print(f"  {name:<22} " + "  ".join(f"{r:.3f}" for r in ratios))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=2)

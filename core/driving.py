@@ -28,11 +28,12 @@ from kerneltune.core.machine.portfolio import (
 )
 from kerneltune.core.machine.serving import flush_marks
 from kerneltune.core.machine.tuner import Tuner, Tuning
+from kerneltune.core.plugin_system.cache_choice import make_cache
 from kerneltune.core.plugin_system.contracts import ListingCache
 from kerneltune.core.plugin_system.features import enable_feature
 from kerneltune.core.plugin_system.loading import load_plugins
 from kerneltune.core.plugin_system.registry import Registries, Registry
-from kerneltune.core.plugin_system.session import current_session, hardware_facts, make_cache, resolve_devices
+from kerneltune.core.plugin_system.session import current_session, hardware_facts, resolve_devices
 from kerneltune.core.plugin_system.settings import SEARCH_EFFORTS, DeclaredSettings, setting_sources
 from kerneltune.core.private_files import remove_private
 from kerneltune.core.search.families import choose_family, family_probes, family_profiles

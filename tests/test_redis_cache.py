@@ -24,8 +24,8 @@ from typing import Any, ClassVar
 import pytest
 from kerneltune.core import ConfigError, PluginError, Session, Settings, load_settings
 from kerneltune.core.driving import Space, Tuner
+from kerneltune.core.plugin_system.cache_choice import make_cache
 from kerneltune.core.plugin_system.registry import Registry
-from kerneltune.core.plugin_system.session import make_cache
 from kerneltune.plugins.caches.redis import redacted_url
 from rank_doubles import ThreadGroup, plugin, run_ranks
 from tuning_doubles import CALLS, fresh_tuner, only_record_file, record_files

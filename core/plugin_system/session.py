@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import sys
 import threading
 import warnings
@@ -14,17 +13,15 @@ from typing import Any
 import attrs
 import pluggy
 from kerneltune.core.errors import CacheReadError, ConfigError, PluginError
-from kerneltune.core.notices import user_stacklevel, warn_once
+from kerneltune.core.notices import user_stacklevel
+from kerneltune.core.plugin_system.cache_choice import build_cache, cache_root
 from kerneltune.core.plugin_system.contracts import (
     AmendingCache,
     Cache,
-    ConfiguredCache,
     Device,
     DeviceTimer,
-    LayeringCache,
     PreciseTimer,
     Reducer,
-    RemoteStore,
     Timer,
     provides,
 )
@@ -32,8 +29,8 @@ from kerneltune.core.plugin_system.layered_cache import LayeredCache
 from kerneltune.core.plugin_system.loading import load_plugins
 from kerneltune.core.plugin_system.manager import register_deferred
 from kerneltune.core.plugin_system.observers import Observers
-from kerneltune.core.plugin_system.options import CACHE, CACHE_DIR, REDUCER, TIMER
-from kerneltune.core.plugin_system.registry import Registries, Registry, merged_facts
+from kerneltune.core.plugin_system.options import REDUCER, TIMER
+from kerneltune.core.plugin_system.registry import Registries, merged_facts
 from kerneltune.core.plugin_system.seam import first_answer, origin, plain_facts
 from kerneltune.core.plugin_system.settings import Settings, load_settings
 
@@ -307,91 +304,6 @@ class Session:
         return reducer
 
 
-def build_cache(
-    settings: Settings, caches: Registry[Cache], remotes: Registry[RemoteStore]
-) -> Cache | LayeredCache:
-    """The session's cache: the one the ``cache`` setting names, or the local one layered over a remote store.
-
-    A remote store's name (``redis``) layers that store under the cache
-    registered as ``json`` (:class:`LayeredCache`). Where ``cache_dir``
-    starts with ``~`` and there is no home directory (no ``HOME``, no
-    passwd entry), the ``memory`` cache stands in, with one warning per
-    process.
-
-    :raises PluginError: for a name that is neither a cache nor a remote
-        store (listing both), one that is both (naming both plugins), or one
-        that cannot run here.
-    :raises ConfigError: as the cache or store raises it for its settings.
-    """
-    for name in sorted(caches.classes.keys() & remotes.classes.keys()):
-        raise PluginError(
-            f"cache {name!r} is registered by two plugins: {caches.owners[name]} (a cache) and "
-            f"{remotes.owners[name]} (a remote store)"
-        )
-    source = settings.source("cache")
-    if settings[CACHE] == "auto" or settings[CACHE] in caches.classes:
-        chosen: type[Any] = caches.select(settings[CACHE], source)
-    else:
-        both = Registry(
-            family="cache",
-            classes={**caches.classes, **remotes.classes},
-            owners={**caches.owners, **remotes.owners},
-        )
-        chosen = both.select(settings[CACHE], source)
-    root = _cache_root(settings)
-    if root is None:
-        if chosen.name != "memory":
-            warn_once(
-                "no home",
-                f"kerneltune: cannot expand cache_dir {settings[CACHE_DIR]} (HOME is unset and uid "
-                f"{os.getuid()} has no passwd entry); tuning without a disk cache, picks serve this "
-                "process only (set TRITON_DIST_AUTOTUNE_CACHE_DIR to keep them)",
-            )
-        return make_cache(caches.get("memory"), settings[CACHE_DIR], settings, caches)
-    if chosen.name in remotes.classes:
-        local = make_cache(caches.get("json"), root, settings, caches)
-        return LayeredCache(local, chosen(settings=settings), remotes.owners[chosen.name])
-    return make_cache(chosen, root, settings, caches)
-
-
-def make_cache(
-    cache_class: type, root: Path, settings: Settings, caches: Registry, _over: tuple[str, ...] = ()
-) -> Any:
-    """Construct a cache plugin's class with ``root``, and what its optional parts ask for
-    (``settings``, ``inner``: :class:`~kerneltune.core.plugin_system.contracts.ConfiguredCache`,
-    :class:`~kerneltune.core.plugin_system.contracts.LayeringCache`).
-
-    :raises PluginError: naming the cache's plugin, for a setting it reads
-        that no plugin declared, a ``layers_over`` that names no cache or
-        runs in a circle, or a constructor that refuses those arguments.
-    """
-    name = getattr(cache_class, "name", cache_class.__name__)
-    owner = caches.owners.get(name, cache_class.__module__)
-    given: dict[str, Any] = {"root": root}
-    if provides(cache_class, ConfiguredCache):
-        declared = dict(settings.declared)
-        missing = [setting for setting in cache_class.reads_settings if setting not in declared]
-        if missing:
-            raise PluginError(
-                f"plugin {owner}: cache {name!r} reads the setting(s) {', '.join(missing)}, which no "
-                f"plugin declares (declared: {', '.join(sorted(declared)) or 'none'})"
-            )
-        given["settings"] = settings
-    if provides(cache_class, LayeringCache):
-        if name in _over:
-            raise PluginError(f"plugin {owner}: caches layer over each other in a circle: {', '.join(_over)}")
-        inner = caches.get(cache_class.layers_over, f"the layers_over attribute of cache {name!r}")
-        given["inner"] = make_cache(inner, root, settings, caches, (*_over, name))
-    try:
-        return cache_class(**given)
-    except TypeError as exc:
-        raise PluginError(
-            f"plugin {owner}: cache {name!r} refused {cache_class.__name__}({', '.join(given)}): {exc}; "
-            "a cache constructed with more than root says so by the optional parts it provides "
-            "(ConfiguredCache, LayeringCache: docs/plugins.md)"
-        ) from exc
-
-
 def _auto_priorities(registries: Registries, settings: Settings) -> tuple[Any, ...]:
     """Every timer's ``auto_priority`` where ``auto`` chooses the timer (its choice reads them); else ()."""
     if settings[TIMER].casefold() != "auto":
@@ -449,14 +361,6 @@ def hardware_facts(manager: pluggy.PluginManager, device: Device, owner: str | N
     return {**own, **merged_facts(manager, "kerneltune_hardware_info")}
 
 
-def _cache_root(settings: Settings) -> Path | None:
-    """``settings.cache_root``, or ``None`` when ``~`` has no home to expand to."""
-    try:
-        return settings.cache_root
-    except RuntimeError:
-        return None
-
-
 #: by the settings and the cache root they expand to now (:func:`current_session`).
 _sessions: dict[tuple[Settings, Path | None], Session] = {}
 _sessions_lock = threading.Lock()
@@ -511,7 +415,7 @@ def current_session(settings: Settings | None = None, **overrides: Any) -> Sessi
             settings = load_settings()
         if overrides:
             settings = attrs.evolve(settings, **overrides)
-        memo = (settings, _cache_root(settings))
+        memo = (settings, cache_root(settings))
         session = _sessions.get(memo)
         if session is None or session.is_outdated():
             with _sessions_lock:

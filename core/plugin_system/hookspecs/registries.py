@@ -48,7 +48,7 @@ def kerneltune_register_caches(register: Callable[[type[Cache]], None]) -> None:
 
     Each class follows :class:`kerneltune.core.plugin_system.contracts.Cache`, with its optional
     parts (listing, settings of its own, layering over another cache), constructed with ``root``
-    and what those parts ask for (:func:`kerneltune.core.plugin_system.session.make_cache`).
+    and what those parts ask for (:func:`kerneltune.core.plugin_system.cache_choice.make_cache`).
     """
 
 

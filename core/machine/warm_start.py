@@ -203,8 +203,6 @@ def stored_records(
     space: Space,
     known: dict[str, dict[str, Any]],
     parsed: Parsed | None = None,
-    *,
-    listing: bool = True,
 ) -> list[TuningRecord]:
     """The records of ``space``'s function that this process knows or the cache lists.
 
@@ -212,10 +210,9 @@ def stored_records(
         listed ones read here are added to it, so each is read once.
     :param parsed: what earlier calls parsed, by entry; an entry is parsed again only once its
         data is other data (a new record stored under it).
-    :param listing: list the cache; without, only ``known`` is read.
     """
     cache = session.cache
-    if listing and provides(cache, ListingCache):
+    if provides(cache, ListingCache):
         try:
             listed = [entry for _, entry, _ in cache.entries(space.name)]
         except Exception as exc:

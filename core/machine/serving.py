@@ -77,7 +77,8 @@ class _MarkWriter:
     """Writes the pending marks on a thread of its own, in order: a served call does not wait for the disk.
 
     Every mark queued is written before the process exits (at exit, the
-    queue is waited for); :func:`flush_marks` waits for it before.
+    queue is waited for); :func:`flush_marks` waits for it before, and a
+    tuning does before it measures, so that no write runs beside a timed run.
     """
 
     def __init__(self) -> None:
@@ -88,6 +89,8 @@ class _MarkWriter:
     def put(self, work: Callable[[], None]) -> None:
         with self._lock:  # started at the first mark, and again in a forked child
             if self._thread is None or not self._thread.is_alive():
+                if self._thread is None:
+                    atexit.register(self.flush)
                 self._thread = threading.Thread(
                     target=self._run, name="kerneltune pending marks", daemon=True
                 )
@@ -109,7 +112,6 @@ class _MarkWriter:
 
 
 _WRITER = _MarkWriter()
-atexit.register(_WRITER.flush)
 
 
 def flush_marks() -> None:

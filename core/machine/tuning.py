@@ -29,7 +29,7 @@ from kerneltune.core.machine.reduce import reduce_measurements
 from kerneltune.core.machine.samples import Samples
 from kerneltune.core.machine.schedule import Setup
 from kerneltune.core.machine.select import flag_idle_device, outcome, verdict_fields
-from kerneltune.core.machine.serving import untuned
+from kerneltune.core.machine.serving import flush_marks, untuned
 from kerneltune.core.machine.timing import WALL, Around, CandidateRuns
 from kerneltune.core.machine.twins import Twins
 from kerneltune.core.plugin_system.contracts import (
@@ -161,6 +161,7 @@ class Tuning(SearchTuning):
         elif untuned(self.session.settings, decision.pending):
             self.best = self._keeper.untuned(decision.kept, decision.damaged)
         else:
+            flush_marks()  # a served key's mark, written by a thread: not beside the timed runs
             measured = self._planner.start(decision.plan, decision.record, decision.kept, self.key)
             self._measurements.prune(self.space.candidates, decision.kept)
             # Alone only: ranks must run a candidate alike, and their memories may differ.

@@ -936,9 +936,57 @@ def test_a_slow_compile_process_that_keeps_a_processor_busy_is_not_taken_for_stu
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         best = drive(session, clock, backend.compile_one, [], child=backend)
-    assert best.config["name"] == "b"
+    assert [error for _, error, _, _ in watch.finished] == [None] * len(NAMES)
     assert backend.compiled().count(("child", "b")) == 1, "compiled in its process, not stopped"
-    assert all(error is None for _, error, _, _ in watch.finished)
+    assert best.config["name"] == "b"
+
+
+class LateCompile:
+    """A compile process whose pid comes ``delay`` seconds after it was asked for (a tree's forker
+    busy forking others first), then keeps a processor busy for ``busy`` seconds."""
+
+    def __init__(self, delay: float, busy: float) -> None:
+        self.pid: int | None = None
+        self.status, self.processor_seconds, self.killed = 0, 0.0, False
+        self._due, self._busy = time.monotonic() + delay, busy
+        self._process: subprocess.Popen | None = None
+
+    def ended(self, timeout: float) -> bool:
+        if self._process is None and time.monotonic() >= self._due:
+            loop = f"import time\nend = time.monotonic() + {self._busy}\nwhile time.monotonic() < end: pass"
+            self._process = subprocess.Popen([sys.executable, "-c", loop])
+            self.pid = self._process.pid
+        if self._process is not None and self._process.poll() is not None:
+            return True
+        time.sleep(timeout)
+        return False
+
+    def kill(self) -> None:
+        self.killed = True
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+
+    def release(self) -> None:
+        pass
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc for a process's processor time")
+def test_a_compile_process_forked_late_is_judged_stuck_from_when_it_began(monkeypatch, isolated, tmp_path):
+    monkeypatch.setattr(siblings, "STALL_MIN_S", 0.5)
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=4, compile_deadline=0)
+    late = LateCompile(delay=0.8, busy=1.0)  # its siblings end at once: 0.5 s is the stall floor
+    spawn = forks.ForkSupervisor._spawn
+
+    def spawning(supervisor, candidate, compile_one, behind):
+        return late if candidate.config["name"] == "b" else spawn(supervisor, candidate, compile_one, behind)
+
+    monkeypatch.setattr(forks.ForkSupervisor, "_spawn", spawning)
+    backend = ForkedCompiles(tmp_path / "compiled.log")
+    best = drive(session, clock, backend.compile_one, [], child=backend)
+    assert late.pid is not None and not late.killed, "0.8 s unborn is no processor time unused"
+    assert best.config["name"] == "b"
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc for a process's processor time")

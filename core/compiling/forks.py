@@ -117,11 +117,14 @@ class ForkSupervisor:
         forked = time.monotonic()
         if not behind:
             self._siblings.started()
+        seen: float | None = None  # when its pid came: a tree's forker forks it some time after
         try:
             while not process.ended(CHILD_POLL_S):
                 pid = process.pid
                 if pid is None:
                     continue  # a tree's forker has yet to fork it: it says so in milliseconds
+                if seen is None:
+                    seen = time.monotonic()
                 with self._lock:
                     self._pids[index] = pid
                 if self._is_ahead(index):
@@ -131,7 +134,7 @@ class ForkSupervisor:
                     continue
                 with self._lock:  # the stage promotes one before it is no longer ahead
                     since = max(forked, self._promoted.get(index, forked))
-                stopped, problem = self._judge(process, pid, since, began, behind)
+                stopped, problem = self._judge(process, pid, since, max(since, seen), began, behind)
                 if stopped:
                     return problem
         finally:
@@ -143,10 +146,11 @@ class ForkSupervisor:
         return self._ended(process, forked, behind)
 
     def _judge(
-        self, process: _Process, pid: int, since: float, began: float, behind: bool
+        self, process: _Process, pid: int, since: float, alive: float, began: float, behind: bool
     ) -> tuple[bool, BaseException | None]:
         """Whether ``process`` was stopped (past its timeout, its deadline, or stuck: then its candidate
-        compiles here instead), and why its candidate fails; judged from ``since``."""
+        compiles here instead), and why its candidate fails; judged from ``since``, stuck from ``alive``
+        (when it was seen running: a process not forked yet has used no processor)."""
         now = time.monotonic()
         if self._timeout > 0 and now - max(began, since) > self._timeout:
             process.kill()
@@ -158,11 +162,11 @@ class ForkSupervisor:
                 f"compiling took longer than {limit:.1f} s, compile_deadline = {self._siblings.deadline:g} "
                 "times the median compile of its siblings"
             )
-        if self._siblings.stuck(now - since, pid):
+        if self._siblings.stuck(now - alive, pid):
             process.kill()
             warn_once(
                 ("compile-process-stuck", os.getpid()),
-                f"kerneltune: a compile process ran {now - since:.0f} s, {STALL_FACTOR:g} times its "
+                f"kerneltune: a compile process ran {now - alive:.0f} s, {STALL_FACTOR:g} times its "
                 "slowest sibling; it was stopped and that candidate compiled in this process instead "
                 "(a child forked while another thread held a lock it needs; compile_pool = 'threads' "
                 "avoids forking)",

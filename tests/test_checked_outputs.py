@@ -13,7 +13,7 @@ from kerneltune.core.errors import (
     UncheckedOutputsError,
     WrongOutputWarning,
 )
-from kerneltune.core.machine.outputs import Skipped, Tolerance, compare, snapshot
+from kerneltune.core.machine.outputs import Skipped, Tolerance, compare, snapshot, unchanged
 from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
 
 from triton_dist.tune import autotune
@@ -67,6 +67,20 @@ def test_nan_where_the_reference_has_nan_passes_and_nowhere_else():
     assert compare(torch.tensor([math.nan, 1.0]), reference, Tolerance()) is None
     assert compare(torch.tensor([0.0, math.nan]), reference, Tolerance()) is not None
     assert compare(torch.tensor([math.inf, 1.0]), snapshot(torch.tensor([1.0, 1.0])), Tolerance()) is not None
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float64, torch.complex64, torch.complex128]
+)
+def test_an_argument_is_unchanged_only_where_its_bits_are(dtype):
+    held = torch.tensor([math.nan, 1.0, 0.0, 2.0], dtype=dtype)[::2]  # strided: compared as it is
+    assert unchanged(held, snapshot(held))
+    written = held.clone()
+    written[1] = -0.0  # equal to 0.0, but written by someone
+    assert not unchanged(written, snapshot(held))
+    written = held.clone()
+    written[0] = 1.0
+    assert not unchanged(written, snapshot(held))
 
 
 def test_integers_and_fp8_must_match_bit_for_bit():

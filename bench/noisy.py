@@ -109,7 +109,7 @@ def worker(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     work(*arguments)
     seconds = time.perf_counter() - started
-    (path,) = Path(os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"], "noisy_work").glob("*.json")
+    (path,) = Path(os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"], "noisy_work").glob("[0-9a-f]*.json")
     record = json.loads(path.read_text())
     print(
         json.dumps(

@@ -317,7 +317,7 @@ def sweeps(work: Workload, tunings: Tunings, plans: list[Sweep]) -> None:
                 turn += 1
     for plan in plans:
         starts = {}
-        for path in (plan.cache / "matmul_launch").glob("*.json"):
+        for path in (plan.cache / "matmul_launch").glob("[0-9a-f]*.json"):
             record = json.loads(path.read_text())
             if "key" in record:  # not the portfolio kerneltune portfolio --store keeps beside the records
                 starts[record["key"][0]] = record.get("warm_start")

@@ -96,7 +96,7 @@ def replay(
             }
         )
     started = {}
-    for path in settings.get("cache_dir").glob("*/*.json"):
+    for path in settings.get("cache_dir").glob("*/[0-9a-f]*.json"):
         record = json.loads(path.read_text())
         started[record["key"]] = record.get("warm_start") is not None
     for result in results:

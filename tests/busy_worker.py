@@ -40,5 +40,5 @@ if __name__ == "__main__":
     for tuning in range(int(sys.argv[1])):
         busy_work(tuning)
     folder = Path(os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"], "busy_work")
-    records = [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))]
+    records = [json.loads(path.read_text()) for path in sorted(folder.glob("[0-9a-f]*.json"))]
     print(json.dumps([[r["best"]["index"], r["confidence"], r["rivals"]] for r in records]))

@@ -101,7 +101,7 @@ class Rank:
 
     def records(self, function: str, cache_dir: Path | None = None) -> list[dict[str, Any]]:
         folder = (cache_dir or self.cache_dir()) / function
-        return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+        return [json.loads(p.read_text()) for p in sorted(folder.glob("[0-9a-f]*.json"))]
 
     def log_files(self, function: str) -> list[str]:
         return sorted(p.name for p in (self.cache_dir() / function).glob("tune-rank*.log"))

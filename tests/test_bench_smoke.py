@@ -41,6 +41,11 @@ def run_bench(script: str, *arguments: str, tmp_path: Path) -> dict:
     return json.loads(out.read_text())
 
 
+def records_in(folder: Path) -> list[dict]:
+    """The records in a function's cache folder (hex names: not its key index)."""
+    return [json.loads(path.read_text()) for path in folder.glob("[0-9a-f]*.json")]
+
+
 def test_warm_start_smoke_refines_every_pick_it_judges(tmp_path):
     result = run_bench("warm_start.py", tmp_path=tmp_path)
     assert result["refine"]["top"] == 4
@@ -105,9 +110,9 @@ def test_warm_start_smoke_screens_with_the_run_counts_asked_for(tmp_path):
     assert result["screen_runs"] == {"warmup": 0, "repeat": 2, "finalist": 1}
     orders = [entry["order"] for entry in result["summary"]["orders"]]
     assert orders == ["increasing", "increasing-f3", "increasing-w1"], "and two beside it"
-    beside = [json.loads(path.read_text()) for path in (root / "warm-f3" / "matmul_launch").glob("*.json")]
+    beside = records_in(root / "warm-f3" / "matmul_launch")
     assert any(record.get("warm_start") for record in beside)
-    records = [json.loads(path.read_text()) for path in (root / "warm" / "matmul_launch").glob("*.json")]
+    records = records_in(root / "warm" / "matmul_launch")
     screened = [record for record in records if record.get("warm_start")]
     assert screened and all(record["warm_start"]["screen"] for record in screened)
     for record in screened:
@@ -117,7 +122,7 @@ def test_warm_start_smoke_screens_with_the_run_counts_asked_for(tmp_path):
         retimed = {len(record["candidates"][i]["samples_ms"]) for i in finalists}
         assert retimed == {2}, f"two rounds of one timed run per finalist: {retimed}"
     # Beside it, the same sweep with one untimed screen run per config, in a cache of its own.
-    beside = [json.loads(path.read_text()) for path in (root / "warm-w1" / "matmul_launch").glob("*.json")]
+    beside = records_in(root / "warm-w1" / "matmul_launch")
     assert any(record.get("warm_start") for record in beside)
 
 

@@ -355,7 +355,9 @@ def test_under_umask_000_every_file_a_tuning_makes_is_private(isolated, monkeypa
     folder = isolated / "work"
     record = only_record_file(isolated, "work", suffix)
     modes = {path.name: stat.S_IMODE(path.lstat().st_mode) for path in folder.iterdir()}
-    assert modes == {record.name: 0o600, f"{record.name}.lock": 0o600, "tune-rank0.log": 0o600}
+    index = f"stored-keys.{suffix}"
+    made = (record.name, f"{record.name}.lock", index, f"{index}.lock", "tune-rank0.log")
+    assert modes == dict.fromkeys(made, 0o600)
     assert stat.S_IMODE(folder.stat().st_mode) == stat.S_IMODE(isolated.stat().st_mode) == 0o700
 
 

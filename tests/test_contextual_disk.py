@@ -88,7 +88,7 @@ def test_disk_serves_the_next_processes_kernel_without_measuring(tmp_path, seen,
     x = torch.randn(100, device=kernels.DEVICE)
     first = fresh_kernel()
     torch.testing.assert_close(tuned_outer(first)(x), 2.0 * x)
-    (stored,) = (tmp_path / "cache" / "scale_kernel").glob("*.json")
+    (stored,) = (tmp_path / "cache" / "scale_kernel").glob("[0-9a-f]*.json")
     assert json.loads(stored.read_text())["function"] == "scale_kernel"
     measured = seen.measured
     assert measured > 0 and seen.loaded == []
@@ -114,7 +114,7 @@ def test_disk_picks_are_keyed_by_the_outer_functions_source(tmp_path, seen, monk
 
     torch.testing.assert_close(other_outer(x), 2.0 * x)
     assert seen.measured > measured and seen.loaded == []
-    assert len(list((tmp_path / "cache" / "scale_kernel").glob("*.json"))) == 2
+    assert len(list((tmp_path / "cache" / "scale_kernel").glob("[0-9a-f]*.json"))) == 2
 
 
 def test_a_restarted_process_serves_the_pick_from_disk(tmp_path):
@@ -167,7 +167,7 @@ def test_a_restarted_process_serves_the_pick_from_disk(tmp_path):
 
 def _stored_ms(tmp_path) -> list[float]:
     """The stored record's time of each of CONFIGS, in order."""
-    (stored,) = (tmp_path / "cache" / "scale_kernel").glob("*.json")
+    (stored,) = (tmp_path / "cache" / "scale_kernel").glob("[0-9a-f]*.json")
     return [row["time_ms"] for row in json.loads(stored.read_text())["candidates"]]
 
 

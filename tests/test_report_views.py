@@ -150,7 +150,7 @@ def test_cache_show_prints_python_that_hard_codes_the_pick(isolated):
     )
     assert "to hard-code the pick:\n  # hard: one candidate left" in shown.stdout, shown.stdout
     assert f"  {line}\n" in shown.stdout, shown.stdout
-    (path,) = (isolated / "hard").glob("*.json")
+    (path,) = (isolated / "hard").glob("[0-9a-f]*.json")
     record = json.loads(path.read_text())
     assert record["best"]["values"]["cfg"] == {
         "triton.Config": {"kwargs": {"BLOCK": 128}, "num_warps": 8, "num_stages": 2}
@@ -258,7 +258,7 @@ def test_a_config_with_a_pre_hook_has_no_snippet_rather_than_one_without_it(isol
         pass
 
     hooked()
-    (record,) = (json.loads(p.read_text()) for p in (isolated / "hooked").glob("*.json"))
+    (record,) = (json.loads(p.read_text()) for p in (isolated / "hooked").glob("[0-9a-f]*.json"))
     assert "values" not in record["best"]
     line = _snippet("hooked")
     assert line.startswith("# this record keeps no plain values of its pick"), line

@@ -54,10 +54,11 @@ def test_nearest_serves_the_nearest_stored_keys_pick_unmeasured_and_marks_it_pen
     assert mark[700]["served_by"] == 1024
 
 
-def test_the_stored_keys_are_listed_once_per_process_and_function(monkeypatch, isolated):
+def test_a_cache_without_a_key_index_is_listed_once_per_process_and_function(monkeypatch, isolated):
     tuned = landscape(monkeypatch).tuner()
     for m in (64, 1024):
         tuned(m)
+    (isolated / "swept" / "stored-keys.json").unlink()  # a cache filled before the index existed
     listings = []
     listing = JsonCache.entries
     monkeypatch.setattr(JsonCache, "entries", lambda self, *a: listings.append(a) or listing(self, *a))
@@ -66,6 +67,7 @@ def test_the_stored_keys_are_listed_once_per_process_and_function(monkeypatch, i
     fresh = serving.tuner()
     assert [fresh(m) for m in (96, 300, 700)] == [3, 7, 7] and serving.calls == [3, 7, 7]
     assert listings == [("swept",)], "one listing, kept for the later keys"
+    assert (isolated / "swept" / "stored-keys.json").is_file(), "and stored for the next process"
 
 
 def run_cli(*arguments):
@@ -85,17 +87,17 @@ def reads(monkeypatch):
     return loads, listings
 
 
-def test_a_serving_process_reads_the_key_index_not_the_records_and_tunings_add_to_it(monkeypatch, isolated):
+def test_tunings_keep_the_key_index_and_a_serving_process_reads_it_not_the_records(monkeypatch, isolated):
     tuned = landscape(monkeypatch).tuner()
     for m in (64, 1024):
         tuned(m)
+    index = isolated / "swept" / "stored-keys.json"
+    assert [row[1] for row in json.loads(index.read_text())["rows"]] == [64, 1024], "each record adds its row"
     records = {r["digest"] for r in json.loads(run_cli("cache", "list", "--json"))}
     monkeypatch.setenv("KERNELTUNE_TUNE", "nearest")
-    assert landscape(monkeypatch).tuner()(96) == 3  # the first serving process lists, and stores the index
-    assert (isolated / "swept" / "stored-keys.json").is_file()
 
     loads, listings = reads(monkeypatch)
-    assert landscape(monkeypatch).tuner()(700) == 7
+    assert landscape(monkeypatch).tuner()(96) == 3 and landscape(monkeypatch).tuner()(700) == 7
     assert not listings and "stored-keys" in loads
     assert not records & set(loads), "no record read: the index holds what serving needs"
 
@@ -120,6 +122,21 @@ def test_a_damaged_key_index_is_listed_again_and_replaced(monkeypatch, isolated)
     assert landscape(monkeypatch).tuner()(700) == 7, "served from the records, listed"
     assert listings == [("swept",)]
     assert len(json.loads(index.read_text())["rows"]) == 2, "the index listed again replaced the damaged one"
+
+
+@pytest.mark.parametrize("before", ["none", "damaged"])
+def test_a_tuning_that_stores_into_a_cache_without_a_readable_index_lists_the_records_into_one(
+    monkeypatch, isolated, before
+):
+    tuned = landscape(monkeypatch).tuner()
+    tuned(64)
+    index = isolated / "swept" / "stored-keys.json"
+    if before == "none":
+        index.unlink()
+    else:
+        index.write_text(json.dumps({"kind": "kerneltune stored keys", "schema": 7}))
+    tuned(1024)
+    assert sorted(row[1] for row in json.loads(index.read_text())["rows"]) == [64, 1024]
 
 
 def served_then_pending(monkeypatch, isolated):
@@ -236,7 +253,7 @@ def test_a_damaged_mark_is_a_logged_miss_and_the_next_serve_replaces_it(monkeypa
     served_then_pending(monkeypatch, isolated)
     (path,) = [
         p
-        for p in (isolated / "swept").glob("*.json")
+        for p in (isolated / "swept").glob("[0-9a-f]*.json")
         if json.loads(p.read_text()).get("pending", {}).get("key") == 96
     ]
     data = json.loads(path.read_text())

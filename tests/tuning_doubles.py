@@ -28,7 +28,8 @@ import msgpack
 from kerneltune.core import Session, hookimpl, load_settings
 from kerneltune.core.drivers import function_tuner
 from kerneltune.core.driving import TuningRecord, flush_marks
-from kerneltune.core.values.key_index import KEY_INDEX_KIND
+from kerneltune.core.values.key_index import KEY_INDEX_ENTRY, KEY_INDEX_KIND
+from kerneltune.core.values.portfolio import PORTFOLIO_ENTRY
 from kerneltune.core.values.records import Measurement
 
 
@@ -178,9 +179,11 @@ def install_session(monkeypatch, *, extra: tuple[object, ...] = (), **overrides:
 
 
 def record_files(cache_dir: Path, function: str, suffix: str = "json") -> list[Path]:
-    """The cache files of ``function`` (not lock, log or temporary files)."""
+    """The cache files of ``function``'s keys (not its key index or portfolio, nor lock, log or
+    temporary files)."""
     folder = cache_dir / function
-    return sorted(folder.glob(f"*.{suffix}")) if folder.is_dir() else []
+    found = sorted(folder.glob(f"*.{suffix}")) if folder.is_dir() else []
+    return [path for path in found if path.stem not in (KEY_INDEX_ENTRY, PORTFOLIO_ENTRY)]
 
 
 def load_file(path: Path) -> Any:

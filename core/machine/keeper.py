@@ -35,7 +35,7 @@ class PickKeeper:
         setup.records[setup.entry] = data
         if store and setup.reducer.rank in self.writers:
             setup.session.cache_store(setup.space.name, setup.entry, data)
-            index_record(setup.session, setup.space.name, setup.stored, record)
+            index_record(setup.session, setup.space, setup.stored, record, setup.records, setup.parsed)
         return pick
 
     def untuned(self, kept: tuple[int, ...], damaged: str | None = None) -> Candidate:

@@ -18,6 +18,7 @@ import bisect
 import json
 import math
 from collections.abc import Callable, Hashable, Iterator
+from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
 from kerneltune.core.machine.warm_start import key_number, log_scale
@@ -30,6 +31,8 @@ _LARGE = 2**1000
 
 def features(key: Any) -> tuple[Hashable, tuple[float, ...]]:
     """An encoded key's shape (its parts but the numbers) and its numbers, log-scaled, in order."""
+    if type(key) is int and -_LARGE < key < _LARGE:  # the commonest key of all
+        return "#", (log_scale(key),)
     numbers: list[float] = []
 
     def shape(part: Any) -> Hashable:
@@ -60,7 +63,7 @@ class NearestKeys(Generic[T]):
             shape, numbers = features(key)
             self._shapes.setdefault(shape, []).append((numbers[0] if numbers else 0.0, numbers, key, value))
         for found in self._shapes.values():
-            found.sort(key=lambda row: row[0])
+            found.sort(key=itemgetter(0))
 
     def __len__(self) -> int:
         return sum(len(found) for found in self._shapes.values())

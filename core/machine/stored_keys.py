@@ -2,9 +2,10 @@
 
 The key index (:mod:`kerneltune.core.values.key_index`) is one cache entry
 beside the records; :class:`StoredKeys` reads it once per process and facts
-and searches it with :class:`~.nearest_keys.NearestKeys`. Where the cache has
-none yet, the records are listed and the index stored for the next process;
-each record a tuning stores then adds its row (:func:`index_record`).
+and searches it with :class:`~.nearest_keys.NearestKeys`. Each record a tuning
+stores adds its row (:func:`index_record`); where the cache has no index
+yet (one filled before the index existed), the records are listed into one
+and it is stored.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from kerneltune.core.machine.portfolio_start import stored_portfolio
 from kerneltune.core.machine.reuse import rows_by_fingerprint
 from kerneltune.core.machine.warm_start import Parsed, plain, stored_records
 from kerneltune.core.plugin_system.session import Session
-from kerneltune.core.values.key_index import KEY_INDEX_ENTRY, empty_index, rows_for, with_rows
+from kerneltune.core.values.key_index import KEY_INDEX_ENTRY, amendable, empty_index, rows_for, with_rows
 from kerneltune.core.values.portfolio import Portfolio
 from kerneltune.core.values.records import TuningRecord
 from kerneltune.core.values.space import Space
@@ -89,10 +90,17 @@ def _stored_rows(
             return rows_for(data, name, accepts)
     except CacheReadError as exc:
         logger.info("kerneltune: %s: the stored key index does not read (%s); listing the records", name, exc)
+    return rows_for(_list_into_index(session, space, records, parsed), name, accepts)
+
+
+def _list_into_index(session: Session, space: Space, records: Known, parsed: Parsed) -> dict[str, Any]:
+    """A key index of ``space``'s function from a listing of its records, stored unless another
+    process stored one meanwhile."""
+    name = space.name
     listed = [r for r in stored_records(session, space, records, parsed) if r.function == name]
     built = with_rows(empty_index(name), [(record_facts(r), r.key, record_ranking(r)) for r in listed])
     _change_index(session, name, lambda current: None if _reads(current, name) else built)
-    return rows_for(built, name, accepts)
+    return built
 
 
 def _reads(data: Any, name: str) -> bool:
@@ -122,19 +130,33 @@ def record_ranking(record: TuningRecord) -> list[str]:
     return [fingerprint for _, fingerprint in timed]
 
 
-def index_record(session: Session, name: str, stored: StoredKeys, record: TuningRecord) -> None:
-    """Add ``record``'s row to the key index of the function ``name``, where one is stored.
+def index_record(
+    session: Session, space: Space, stored: StoredKeys, record: TuningRecord, records: Known, parsed: Parsed
+) -> None:
+    """Add ``record``, stored just now, to the key index of ``space``'s function.
 
-    Where none is, nothing: the first process that serves a key lists the records.
+    Where the cache holds no index that takes a row, the records are listed
+    into one (the record included): a fresh cache's first record lists only
+    itself, and a cache older than the index pays its listing in a tuning
+    process, not in the first serving one.
     """
     stored.forget()
-    try:
-        if record.function != name or session.cache_load(name, KEY_INDEX_ENTRY) is None:
-            return
-    except CacheReadError:
-        pass  # replaced by the next listing
+    name = space.name
+    if record.function != name:
+        return
     row = (record_facts(record), record.key, record_ranking(record))
-    _change_index(session, name, lambda current: with_rows(current, [row]) if _reads(current, name) else None)
+    absent = False
+
+    def change(current: Any) -> Any:
+        nonlocal absent
+        if amendable(current, name):
+            return with_rows(current, [row])
+        absent = True
+        return None
+
+    _change_index(session, name, change)
+    if absent:
+        _list_into_index(session, space, records, parsed)
 
 
 def _change_index(session: Session, name: str, change: Callable[[Any], Any]) -> None:

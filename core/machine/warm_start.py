@@ -23,8 +23,10 @@ from kerneltune.core.machine.reuse import Plan, rows_by_fingerprint
 from kerneltune.core.machine.ties import Finalists
 from kerneltune.core.plugin_system.contracts import ListingCache, provides
 from kerneltune.core.plugin_system.session import Session
+from kerneltune.core.values.key_index import KEY_INDEX_ENTRY
 from kerneltune.core.values.keys import describe, digest
 from kerneltune.core.values.pending import is_pending
+from kerneltune.core.values.portfolio import PORTFOLIO_ENTRY
 from kerneltune.core.values.records import TuningRecord
 from kerneltune.core.values.space import Space
 
@@ -194,6 +196,9 @@ def plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
+#: The entries beside a function's records that hold no record.
+_NOT_RECORDS = (KEY_INDEX_ENTRY, PORTFOLIO_ENTRY)
+
 #: Records parsed from their plain data, by entry: the data, and its record (``None``: unreadable).
 Parsed = dict[str, tuple[dict[str, Any], TuningRecord | None]]
 
@@ -221,7 +226,7 @@ def stored_records(
             )
             listed = []
         for entry in listed:
-            if entry in known:
+            if entry in known or entry in _NOT_RECORDS:
                 continue
             try:
                 data = session.cache_load(space.name, entry)

@@ -6,15 +6,15 @@ process hundreds of milliseconds at 1,000 keys. The index holds exactly
 that, one row per stored key, under the entry :data:`KEY_INDEX_ENTRY`
 (record entries are hex digests, so it meets none). Rows are grouped by
 the facts a record must share with the tuner to serve it (code, hardware,
-objective, software versions). A serving process that finds no index
-builds one from a listing of the records; from then on each stored record
-adds its row (:mod:`kerneltune.core.machine.serving`), so an index is
-as complete as the listing it started from.
+objective, software versions). Each record a tuning stores adds its row;
+a cache without an index (filled before it existed) is listed into one by
+the first process that stores or serves a key
+(:mod:`kerneltune.core.machine.stored_keys`), so an index is as complete
+as the listing it started from.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from kerneltune.core.errors import CacheReadError
@@ -55,7 +55,7 @@ def with_rows(data: dict[str, Any], rows: list[tuple[dict[str, Any], Any, list[s
     facts = list(index["facts"])
     configs = list(index["configs"])
     numbers = {fingerprint: i for i, fingerprint in enumerate(configs)}
-    kept = {(row[0], json.dumps(row[1], sort_keys=True)): row for row in index["rows"]}
+    kept = list(index["rows"])
     for given, key, ranked in rows:
         if given not in facts:
             facts.append(given)
@@ -64,9 +64,35 @@ def with_rows(data: dict[str, Any], rows: list[tuple[dict[str, Any], Any, list[s
             if fingerprint not in numbers:
                 numbers[fingerprint] = len(configs)
                 configs.append(fingerprint)
-        kept[group, json.dumps(key, sort_keys=True)] = [group, key, [numbers[f] for f in ranked]]
-    index.update(facts=facts, configs=configs, rows=list(kept.values()))
+        row = [group, key, [numbers[f] for f in ranked]]
+        # Encoded keys are plain data: equal keys compare equal, a scan costs less than encoding each.
+        at = next((i for i, old in enumerate(kept) if old[1] == key and old[0] == group), len(kept))
+        kept[at : at + 1] = [row]
+    index.update(facts=facts, configs=configs, rows=kept)
     return index
+
+
+def _checked_header(data: Any, function: str) -> dict[str, Any]:
+    """``data`` as a key index of ``function`` of this schema, its rows not read yet.
+
+    :raises CacheReadError: for anything else.
+    """
+    index = checked.mapping(data, "stored keys")
+    if not is_key_index(index) or index.get("schema") != KEY_INDEX_SCHEMA:
+        raise CacheReadError(f"not a key index of schema {KEY_INDEX_SCHEMA}")
+    if index.get("function") != function:
+        raise CacheReadError(f"the key index of {index.get('function')!r}, not {function!r}")
+    return index
+
+
+def amendable(data: Any, function: str) -> bool:
+    """Whether ``data`` is a key index of ``function`` that a new row may go into (a damaged row is
+    found when the index is read, and a listing replaces it)."""
+    try:
+        _checked_header(data, function)
+    except CacheReadError:
+        return False
+    return True
 
 
 def rows_for(data: Any, function: str, wanted: Any) -> list[tuple[Any, list[str]]]:
@@ -75,26 +101,26 @@ def rows_for(data: Any, function: str, wanted: Any) -> list[tuple[Any, list[str]
     :raises CacheReadError: for data that is no index of ``function`` of
         this schema, or a row that does not read.
     """
-    index = checked.mapping(data, "stored keys")
-    if not is_key_index(index) or index.get("schema") != KEY_INDEX_SCHEMA:
-        raise CacheReadError(f"not a key index of schema {KEY_INDEX_SCHEMA}")
-    if index.get("function") != function:
-        raise CacheReadError(f"the key index of {index.get('function')!r}, not {function!r}")
+    index = _checked_header(data, function)
     facts = checked.rows(index.get("facts"), "stored keys.facts")
     configs = checked.rows(index.get("configs"), "stored keys.configs")
     if not all(isinstance(fingerprint, str) for fingerprint in configs):
         raise CacheReadError("stored keys.configs holds a fingerprint that is no string")
     accepted = {i for i, given in enumerate(facts) if wanted(given)}
+    rankings: dict[tuple[Any, ...], list[str]] = {}  # keys mostly share a few rankings
     found = []
     for n, row in enumerate(checked.rows(index.get("rows"), "stored keys.rows")):
         if not (isinstance(row, list) and len(row) == 3 and type(row[0]) is int and isinstance(row[2], list)):
             raise CacheReadError(f"stored keys.rows[{n}] is not [facts, key, configs]")
         if row[0] not in accepted:
             continue
-        try:
-            if row[2] and min(row[2]) < 0:
-                raise IndexError
-            found.append((row[1], [configs[i] for i in row[2]]))
-        except (IndexError, TypeError):
-            raise CacheReadError(f"stored keys.rows[{n}] names a config the index lacks") from None
+        ranked = tuple(row[2])
+        if ranked not in rankings:
+            try:
+                if ranked and min(ranked) < 0:
+                    raise IndexError
+                rankings[ranked] = [configs[i] for i in ranked]
+            except (IndexError, TypeError):
+                raise CacheReadError(f"stored keys.rows[{n}] names a config the index lacks") from None
+        found.append((row[1], rankings[ranked]))
     return found

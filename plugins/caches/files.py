@@ -254,10 +254,12 @@ class JsonCache(FileCache):
     auto_priority = 10
 
     def encode(self, data: Any) -> bytes:
-        """A record's fields a line each, and each item of a list field (a candidate) a line of its own.
+        """A record's fields a line each, and each mapping in a list field (a candidate) a line of its own.
 
         ``json.dumps(indent=...)`` would take the pure-Python encoder on every
         store; the C encoder, called per line, takes about a third of its time.
+        A list of other items (the key index's rows) is one line: encoded
+        per item, 1,000 rows took 3.5 ms of each store.
         """
         if not isinstance(data, dict) or not all(isinstance(name, str) for name in data):
             return json.dumps(data, sort_keys=True, allow_nan=False).encode()
@@ -265,7 +267,7 @@ class JsonCache(FileCache):
         for name in sorted(data):
             value = data[name]
             field = json.dumps(name)
-            if isinstance(value, list) and value:
+            if isinstance(value, list) and value and isinstance(value[0], dict):
                 items = ",\n".join(f"    {_compact(item)}" for item in value)
                 lines.append(f"  {field}: [\n{items}\n  ]")
             else:

@@ -41,10 +41,10 @@ picks on disk from an earlier process for ``contextual``, which runs with
 the plain kernel's first call). A first pass of every side fills the Triton
 cache and the picks on disk and is not reported.
 
-CPU (``--parts``, under ``TRITON_INTERPRET=1``): where a contextual hit's
+CPU (``--parts``, under ``TRITON_INTERPRET=1``, which it sets): where a contextual hit's
 host time goes, the kernel's own ``run`` stubbed out (:func:`parts`).
 
-CPU (``--count``, under ``TRITON_INTERPRET=1``): for each kerneltune tuner,
+CPU (``--count``, under ``TRITON_INTERPRET=1``, which it sets): for each kerneltune tuner,
 what one cache hit reads and looks up, counted over many hits: environment
 reads, file operations (stat, lstat, open, scandir), Session and settings
 lookups and modules imported. Kernel launches themselves (Triton's own
@@ -452,6 +452,9 @@ def main(argv: list[str] | None = None) -> int:
     if options.child:
         print(json.dumps(child(options.workload, options.child, options.batches, options.number)))
         return 0
+    if (options.parts or options.count) and os.environ.get("TRITON_INTERPRET") != "1":
+        # The kernels were made at import: again, under the interpreter these modes time.
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "TRITON_INTERPRET": "1"})
     os.environ.setdefault("KERNELTUNE_CACHE", "memory")
     if options.parts:
         result = parts()

@@ -422,12 +422,15 @@ def test_the_serving_bench_times_a_nearest_key_beside_a_hit(tmp_path):
     printed = run_script(
         "serving.py", "--keys", "30", "--procs", "1", "--new", "3", "--json", str(out), tmp_path=tmp_path
     )
-    result = json.loads(out.read_text())["median"]
+    figures = json.loads(out.read_text())
+    result = figures["median"]
     assert set(result) == {
         "hit",
         "first new key over hit",
         "new keys 10 ms apart, over hit",
         "new keys back to back, over hit",
+        "first process's first new key over hit",
     }
     assert 0 < result["hit"] < 1000 and result["first new key over hit"] > 0
+    assert figures["fill_s"] > 0
     assert "30 keys tuned" in printed

@@ -166,6 +166,33 @@ def test_an_output_that_already_holds_the_result_still_shows_the_elements_a_cand
     assert "argument y_ptr: 36 of 100 values off" in wrong_warnings(caught)[0]
 
 
+def test_the_reference_runs_again_where_an_input_changed_not_for_an_output_it_writes_whole(clock):
+    # Both configs right: the reference (10 ms) runs for the second candidate's check only where
+    # what it would leave differs from what it left, not for the fresh buffer of each execution.
+    def reference_runs(changing: bool) -> int:
+        configs = [
+            config(clock, cost, BLOCK=block, EVEN=False, SCRIBBLE=False)
+            for cost, block in ((10.0, 64), (1.0, 32))
+        ]
+        kernel = triton.autotune(configs=configs, key=["n"])(double_kernel)
+
+        @contextual_autotune(n_repeat=1, n_warmup=1)
+        def run(x):
+            if changing:
+                x.mul_(1.5)  # an input with other contents at every execution
+            return launch(kernel, x, torch.empty_like(x))
+
+        clock.clear()
+        x = torch.randn(N, device=DEVICE)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", WrongOutputWarning)
+            y = run(x)
+        torch.testing.assert_close(y, 2 * x)
+        return clock.count(10.0)
+
+    assert reference_runs(changing=True) == reference_runs(changing=False) + 1
+
+
 @triton.jit
 def sum_kernel(x_ptr, out_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
     """``out[0] = sum(x)``, one program adding ``BLOCK`` elements at a time (``n`` a constant: older

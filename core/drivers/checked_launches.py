@@ -13,8 +13,9 @@ the rest of the execution sees a correct result. All of it happens around
 the launch, never inside a timed region.
 
 The reference is the first candidate whose first run returns; it runs
-again only when the arguments hold other contents than it last ran on
-(always with several ranks, whose launches must stay alike). The outputs
+again only when the arguments hold other contents than it last ran on,
+outputs it writes whole aside (always with several ranks, whose launches
+must stay alike). The outputs
 it writes whole, whatever they held, are poisoned before each candidate's
 run (:meth:`LaunchCheck._probe`), so that an element a candidate skips
 shows even in a buffer that already held the result. A wrong
@@ -129,10 +130,10 @@ class LaunchCheck:
         arguments = self._arguments(launch)
         if not arguments:
             return launch.run(candidate.config, around=wrap)
-        # Where the arguments hold what the reference last ran on, its copies serve: no copy, no rerun.
-        held = self.reference is not None and not self.rerun and _holding(arguments, self.before)
-        before = self.before if held else _copies(arguments)
-        if self.reference is not None and not held:
+        # Where the reference would leave what it left before, its copies serve: no copy, no rerun.
+        held = self._ran_on(arguments)
+        before = held if held is not None else _copies(arguments)
+        if self.reference is not None and held is None:
             try:
                 self.result = self._take(launch.run(self.reference.config), arguments, before)
             finally:
@@ -165,6 +166,22 @@ class LaunchCheck:
             return result
         self.wrong[candidate.index] = (candidate, found)
         raise WrongOutput(f"differs from {self._reference()}: {found}")
+
+    def _ran_on(self, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What the reference ran on, where run on ``arguments`` it would leave what it left; else ``None``.
+
+        So it does where they hold what it last ran on, or differ only in
+        outputs it writes whole, whatever they held, and it changes no other
+        (a re-execution's buffer holding the last result, or a fresh one):
+        those then count as holding what it left there.
+        """
+        if self.reference is None or self.rerun or arguments.keys() != self.before.keys():
+            return None
+        whole = self.blind if self.changed <= self.blind else frozenset()
+        kept = [name for name in arguments if name not in whole]
+        if not _holding({n: arguments[n] for n in kept}, {n: self.before[n] for n in kept}):
+            return None
+        return {**self.before, **{name: self.after[name] for name in whole}}
 
     def _odd_reference(
         self,

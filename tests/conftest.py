@@ -41,7 +41,7 @@ def isolated(tmp_path, monkeypatch):
     # Plugins' settings read KERNELTUNE_* variables of their own.
     plugins = [name for name in os.environ if name.startswith(settings.PLUGIN_VARIABLE_PREFIX)]
     for name in (
-        *settings.core_variables(settings.core_settings()),
+        *settings.core_variables(),
         *plugins,
         *_PLUGIN_VARIABLES,
     ):

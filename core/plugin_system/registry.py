@@ -331,7 +331,7 @@ def collect_settings(manager: pluggy.PluginManager) -> DeclaredSettings:
     """
     core = core_settings()
     declared = DeclaredSettings()
-    readers = {variable: f"core setting {field!r}" for variable, field in core_variables(core).items()}
+    readers = {variable: f"core setting {field!r}" for variable, field in core_variables().items()}
     for impl in manager.hook.kerneltune_add_settings.get_hookimpls():
 
         def add(name: str, *, _owner: str = impl.plugin_name, **fields: Any) -> None:

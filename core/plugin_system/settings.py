@@ -81,9 +81,16 @@ class SettingSpec(Generic[T]):
     display: Callable[[Any], str] | None = None
     negated_env: tuple[str, ...] = attrs.field(default=(), converter=_names)
 
-    def variables(self) -> dict[str, bool]:
-        """Each variable that sets this setting, and whether it sets the opposite of its value."""
+    _variables: dict[str, bool] = attrs.field(init=False, eq=False, repr=False)
+
+    @_variables.default
+    def _every_variable(self) -> dict[str, bool]:
         return {**dict.fromkeys(self.env, False), **dict.fromkeys(self.negated_env, True)}
+
+    def variables(self) -> dict[str, bool]:
+        """Each variable that sets this setting, and whether it sets the opposite of its value (read only:
+        made once, settings are resolved at every tuning)."""
+        return self._variables
 
 
 @functools.cache
@@ -319,6 +326,8 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
     """
     cwd = Path.cwd() if cwd is None else cwd
     environ = os.environ if environ is None else environ
+    # One pass over the environment: a lookup per variable missed and raised inside os.environ.
+    watched = {name: environ[name] for name in environ if name.startswith(WATCHED_PREFIXES)}
     core = core_settings()
     reading = _Reading(core)
 
@@ -331,7 +340,7 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
     if local.is_file():
         _apply_file(reading, local)
 
-    explicit = environ.get(CONFIG_VARIABLE)
+    explicit = watched.get(CONFIG_VARIABLE)
     if explicit:
         path = Path(explicit)
         if not path.is_file():
@@ -339,12 +348,10 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
             raise ConfigError(f"{CONFIG_VARIABLE}: {problem}: {path}")
         _apply_file(reading, path)
 
-    reading.apply_environment(environ)
-    known = core_variables(core)
+    reading.apply_environment(watched)
+    known = core_variables()
     environment = sorted(
-        (name, value)
-        for name, value in environ.items()
-        if name.startswith(WATCHED_PREFIXES) and name not in known and value != ""
+        (name, value) for name, value in watched.items() if name not in known and value != ""
     )
     return Settings(
         **reading.values,
@@ -354,12 +361,13 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
     )
 
 
-def core_variables(core: Mapping[str, SettingSpec[Any]]) -> dict[str, str]:
+@functools.cache
+def core_variables() -> Mapping[str, str]:
     """Every variable core reads, and what it sets: a setting's name, or the config file."""
     found = {CONFIG_VARIABLE: "the config file read last"}
-    for name, spec in core.items():
+    for name, spec in core_settings().items():
         found.update(dict.fromkeys(spec.variables(), name))
-    return found
+    return MappingProxyType(found)
 
 
 def _apply_file(reading: _Reading, path: Path) -> None:
@@ -406,18 +414,16 @@ def resolve_declared(settings: Settings, declared: DeclaredSettings) -> Settings
         reading.sources[field] = f"{where} (key '{key}')"
     environment = dict(settings.environment)
     reading.apply_environment(environment)
-    _warn_unknown_variables(environment, declared, core)
+    _warn_unknown_variables(environment, declared)
     return attrs.evolve(
         settings, declared=tuple(sorted(values.items())), sources=tuple(sorted(reading.sources.items()))
     )
 
 
-def _warn_unknown_variables(
-    environment: Mapping[str, str], declared: DeclaredSettings, core: Mapping[str, SettingSpec[Any]]
-) -> None:
+def _warn_unknown_variables(environment: Mapping[str, str], declared: DeclaredSettings) -> None:
     """One warning per process for each ``KERNELTUNE_*`` or ``TRITON_DIST_AUTOTUNE_*`` variable no setting
     reads: most are misspelt."""
-    known = {*core_variables(core), *(v for spec in declared.specs.values() for v in spec.variables())}
+    known = {*core_variables(), *(v for spec in declared.specs.values() for v in spec.variables())}
     for variable in sorted(set(environment) - known):
         close = difflib.get_close_matches(variable, sorted(known), n=1)
         hint = f"; did you mean {close[0]}?" if close else ""

@@ -27,8 +27,8 @@ configs, launched by an outer function:
 
 In its process a side is timed beside its baselines, batch for batch in
 turns: ``plain`` (the outer function launching the ``@triton.jit`` kernel
-with a config spelled out), for ``search-params`` also ``stock``, for
-``function`` the ``launcher`` called directly with the config. A batch is
+with the side's pick spelled out), for ``search-params`` also ``stock``, for
+``function`` the ``launcher`` called directly with the side's pick. A batch is
 ``--number`` calls on the host clock, the device synchronised before each
 batch and never inside one (a batch stays well inside the launch queue, so a
 call never waits for the device). A side's figure over a baseline is the
@@ -135,8 +135,14 @@ BLOCKS = (256, 512, 1024, 2048)
 BLOCKS_CPU = (64, 128)
 
 
-def build(workload: str, side: str, device: str) -> Callable[[], Any]:
-    """The outer call of ``side`` on ``workload``, its inputs made; the first call tunes."""
+def build(
+    workload: str, side: str, device: str, pick: Any = None
+) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """The outer call of ``side`` on ``workload``, its inputs made (the first call tunes), and what
+    gives the config it picked (``None`` for a baseline).
+
+    :param pick: for ``plain`` and ``launcher``, the config spelled out (default: the first).
+    """
     import torch
 
     if side == "search-params":
@@ -146,35 +152,41 @@ def build(workload: str, side: str, device: str) -> Callable[[], Any]:
         # A JIT function of its own, so that its first call loads its program as the side's did.
         plain = triton.jit(plain.fn)
     if side in ("plain", "launcher", "function"):
-        meta = configs[0].all_kwargs()
+        chosen = pick or configs[0]
+        meta = chosen.all_kwargs()
         if side == "plain":
-            return lambda: plain[grid](*args, **meta)
+            return (lambda: plain[grid](*args, **meta)), (lambda: None)
+        launched = [chosen]
 
         def launch(*arguments: Any, cfg: Any) -> None:
+            launched[0] = cfg
             plain[grid](*arguments, **cfg.all_kwargs())
 
         if side == "launcher":
-            return lambda: launch(*args, cfg=configs[0])
+            return (lambda: launch(*args, cfg=chosen)), (lambda: None)
         from triton_dist.tune import autotune
 
         tuned = autotune(config_space=[{"cfg": c} for c in configs], key_fn=lambda *arguments: arguments[3])(
             launch
         )
-        return lambda: tuned(*args)
+        return (lambda: tuned(*args)), (lambda: launched[0])
     if side == "search-params":
         values = list(BLOCKS_CPU if device == "cpu" else BLOCKS)
         hints = {"search_params": {"params": ["BLOCK"], "values": values}}
         searched = triton.autotune(configs=[], key=key, hints=hints)(plain)
-        return lambda: searched[grid](*args)
+        return (lambda: searched[grid](*args)), (lambda: searched.best_config)
     kernel = triton.autotune(configs=configs, key=key)(plain)
 
     def outer() -> None:
         kernel[grid](*args)
 
+    def picked() -> Any:
+        return kernel.best_config
+
     if side == "contextual":
         from triton_dist.autotuner import contextual_autotune
 
-        return contextual_autotune(n_repeat=2, n_warmup=1)(outer)
+        return contextual_autotune(n_repeat=2, n_warmup=1)(outer), picked
     if side == "triton-dist":
         sys.path.insert(0, str(HERE))
         from restart import load_peer
@@ -184,12 +196,12 @@ def build(workload: str, side: str, device: str) -> Callable[[], Any]:
             torch.distributed.init_process_group(
                 "gloo", init_method="tcp://127.0.0.1:29517", rank=0, world_size=1
             )
-        return peer.contextual_autotune(n_repeat=2, n_warmup=1)(outer)
+        return peer.contextual_autotune(n_repeat=2, n_warmup=1)(outer), picked
     if side == "stock-after":
         from triton_dist.autotuner import contextual_autotune
 
         contextual_autotune(n_repeat=1, n_warmup=0)(lambda: None)()
-    return outer
+    return outer, picked
 
 
 # -- one process: timing ------------------------------------------------------------
@@ -210,9 +222,13 @@ def child(workload: str, side: str, batches: int, number: int) -> dict[str, Any]
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     kind = "stock" if side == "stock-after" else side
     names = [kind, *COMPANIONS.get(kind, ("plain",))]
-    calls = {name: build(workload, name, device) for name in names}
+    calls: dict[str, Callable[[], Any]] = {}
     first = {}
-    for name, call in calls.items():
+    pick = None
+    for name in names:
+        # The baselines spell out the side's pick: built once the side has tuned.
+        call, picked = build(workload, name, device, pick)
+        calls[name] = call
         sync()
         start = time.perf_counter()
         call()
@@ -220,6 +236,8 @@ def child(workload: str, side: str, batches: int, number: int) -> dict[str, Any]
         first[name] = time.perf_counter() - start
         for _ in range(3):
             call()
+        if name == kind:
+            pick = picked()
     result = {"side": side, "workload": workload, "first_s": first[kind], "first_s_plain": first[names[1]]}
     phases = [("", calls)]
     if side == "stock-after":
@@ -376,7 +394,7 @@ class Lookups:
 
 def count(side: str, workload: str = "scale", hits: int = 20) -> dict[str, int]:
     """What ``hits`` cache hits of ``side`` read and look up, once its first call has tuned (CPU)."""
-    call = build(workload, side, "cpu")
+    call, _ = build(workload, side, "cpu")
     call()
     call()
     with Lookups() as lookups:
@@ -403,7 +421,7 @@ def parts(repeat: int = 31, number: int = 5000) -> dict[str, float]:
 
     from triton_dist.autotuner import contextual_autotune
 
-    plain, contextual = build("scale", "plain", "cpu"), build("scale", "contextual", "cpu")
+    (plain, _), (contextual, _) = build("scale", "plain", "cpu"), build("scale", "contextual", "cpu")
     contextual()  # tunes
     empty = contextual_autotune(n_repeat=1, n_warmup=0)(lambda: None)
     empty()

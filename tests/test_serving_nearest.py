@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from kerneltune import cli
 from kerneltune.core import NoStoredPickError, add_plugin, hookimpl, remove_plugin
 from kerneltune.core.driving import flush_marks
+from kerneltune.core.machine import stored_keys
 from kerneltune.plugins.caches.files import JsonCache
 from search_doubles import Script, by_block, timer_plugin, use_session
 from test_contextual_disk import fresh_kernel, tuned_outer
@@ -139,6 +140,23 @@ def test_a_tuning_that_stores_into_a_cache_without_a_readable_index_lists_the_re
     assert sorted(row[1] for row in json.loads(index.read_text())["rows"]) == [64, 1024]
 
 
+def test_a_listing_another_process_stored_first_still_gets_this_records_row(monkeypatch, isolated):
+    tuned = landscape(monkeypatch).tuner()
+    tuned(64)
+    index = isolated / "swept" / "stored-keys.json"
+    theirs = index.read_text()  # an index of 64 alone: what another process listed
+    index.unlink()
+    listing = stored_keys._list_into_index
+
+    def raced(*args):
+        index.write_text(theirs)  # stored while this process was listing
+        return listing(*args)
+
+    monkeypatch.setattr(stored_keys, "_list_into_index", raced)
+    tuned(1024)
+    assert sorted(row[1] for row in json.loads(index.read_text())["rows"]) == [64, 1024]
+
+
 def served_then_pending(monkeypatch, isolated):
     """64 and 1024 tuned, 96 and 700 served under nearest: the fake clock's landscape, afresh."""
     tuned = landscape(monkeypatch).tuner()
@@ -195,6 +213,20 @@ def test_processes_marking_one_key_at_once_lose_no_mark(monkeypatch, isolated):
     assert ran == {serving_worker.SIZES[record["best"]["index"]]}, "each served by the neighbour's pick"
     (mark,) = marks(isolated, "work")
     assert mark["key"] == 96 and mark["count"] == processes, "every process's mark counted"
+
+
+def test_processes_tuning_other_keys_at_once_each_add_their_row_to_the_key_index(isolated):
+    keys = (16, 32, 128, 256)
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Barrier(len(keys)), context.Queue()
+    workers = [context.Process(target=serving_worker.serve, args=(start, key, results)) for key in keys]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert [worker.exitcode for worker in workers] == [0] * len(keys)
+    index = json.loads((isolated / "work" / "stored-keys.json").read_text())
+    assert sorted(row[1] for row in index["rows"]) == list(keys), "under the index's lock, no row lost"
 
 
 # -- what the command, the log and the verbose lines say --------------------------------------

@@ -149,14 +149,14 @@ def index_record(
 
     def change(current: Any) -> Any:
         nonlocal absent
-        if amendable(current, name):
-            return with_rows(current, [row])
-        absent = True
-        return None
+        absent = not amendable(current, name)
+        return None if absent else with_rows(current, [row])
 
     _change_index(session, name, change)
     if absent:
         _list_into_index(session, space, records, parsed)
+        # Another process's listing may have been stored first, without this record: add its row.
+        _change_index(session, name, change)
 
 
 def _change_index(session: Session, name: str, change: Callable[[Any], Any]) -> None:

@@ -150,7 +150,8 @@ def index_record(
     def change(current: Any) -> Any:
         nonlocal absent
         absent = not amendable(current, name)
-        return None if absent else with_rows(current, [row])
+        updated = None if absent else with_rows(current, [row])
+        return None if updated == current else updated  # the row it holds already: no write
 
     _change_index(session, name, change)
     if absent:

@@ -157,6 +157,19 @@ def test_a_listing_another_process_stored_first_still_gets_this_records_row(monk
     assert sorted(row[1] for row in json.loads(index.read_text())["rows"]) == [64, 1024]
 
 
+@pytest.mark.parametrize("cache", ["none", "memory"])
+def test_a_cache_that_keeps_no_index_is_listed_at_its_first_store_only(monkeypatch, isolated, cache):
+    monkeypatch.setenv("KERNELTUNE_CACHE", cache)
+    listings = []
+    listing = stored_keys._list_into_index
+    monkeypatch.setattr(stored_keys, "_list_into_index", lambda *a: listings.append(1) or listing(*a))
+    tuned = landscape(monkeypatch).tuner()
+    for m in (16, 32, 64, 128, 256):
+        tuned(m)
+    # none keeps nothing: one listing finds that out, not one per store; memory keeps the index.
+    assert len(listings) == 1
+
+
 def served_then_pending(monkeypatch, isolated):
     """64 and 1024 tuned, 96 and 700 served under nearest: the fake clock's landscape, afresh."""
     tuned = landscape(monkeypatch).tuner()

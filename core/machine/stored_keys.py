@@ -48,6 +48,9 @@ class StoredKeys:
         self._facts: object = None
         self._keys: NearestKeys[list[str]] | None = None
         self.portfolio: Portfolio | None = None
+        #: the cache found to keep no key index (the ``none`` cache, one that cannot write): its
+        #: stores add no row, where each would list every record this process holds.
+        self.unkept: object = None
 
     def keys(self, session: Session, space: Space, records: Known, parsed: Parsed) -> NearestKeys[list[str]]:
         """The keys of ``space``'s code, hardware, objective and (with ``version_check``) software.
@@ -142,7 +145,7 @@ def index_record(
     """
     stored.forget()
     name = space.name
-    if record.function != name:
+    if record.function != name or stored.unkept is session.cache:
         return
     row = (record_facts(record), record.key, record_ranking(record))
     absent = False
@@ -158,6 +161,8 @@ def index_record(
         _list_into_index(session, space, records, parsed)
         # Another process's listing may have been stored first, without this record: add its row.
         _change_index(session, name, change)
+        if absent:
+            stored.unkept = session.cache
 
 
 def _change_index(session: Session, name: str, change: Callable[[Any], Any]) -> None:

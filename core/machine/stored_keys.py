@@ -22,7 +22,7 @@ from kerneltune.core.machine.portfolio_start import stored_portfolio
 from kerneltune.core.machine.reuse import rows_by_fingerprint
 from kerneltune.core.machine.warm_start import Parsed, plain, stored_records
 from kerneltune.core.plugin_system.session import Session
-from kerneltune.core.values.key_index import KEY_INDEX_ENTRY, amendable, empty_index, rows_for, with_rows
+from kerneltune.core.values.key_index import KEY_INDEX_ENTRY, empty_index, reads, rows_for, with_rows
 from kerneltune.core.values.portfolio import Portfolio
 from kerneltune.core.values.records import TuningRecord
 from kerneltune.core.values.space import Space
@@ -102,17 +102,8 @@ def _list_into_index(session: Session, space: Space, records: Known, parsed: Par
     name = space.name
     listed = [r for r in stored_records(session, space, records, parsed) if r.function == name]
     built = with_rows(empty_index(name), [(record_facts(r), r.key, record_ranking(r)) for r in listed])
-    _change_index(session, name, lambda current: None if _reads(current, name) else built)
+    _change_index(session, name, lambda current: None if reads(current, name) else built)
     return built
-
-
-def _reads(data: Any, name: str) -> bool:
-    """Whether ``data`` is a key index of ``name`` that reads (another process stored one meanwhile)."""
-    try:
-        rows_for(data, name, lambda facts: False)
-    except CacheReadError:
-        return False
-    return True
 
 
 def record_facts(record: TuningRecord) -> dict[str, Any]:
@@ -152,7 +143,7 @@ def index_record(
 
     def change(current: Any) -> Any:
         nonlocal absent
-        absent = not amendable(current, name)
+        absent = not reads(current, name, rows=False)
         updated = None if absent else with_rows(current, [row])
         return None if updated == current else updated  # the row it holds already: no write
 

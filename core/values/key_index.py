@@ -85,11 +85,15 @@ def _checked_header(data: Any, function: str) -> dict[str, Any]:
     return index
 
 
-def amendable(data: Any, function: str) -> bool:
-    """Whether ``data`` is a key index of ``function`` that a new row may go into (a damaged row is
-    found when the index is read, and a listing replaces it)."""
+def reads(data: Any, function: str, *, rows: bool = True) -> bool:
+    """Whether ``data`` is a key index of ``function`` that reads; with ``rows=False``, whether a new
+    row may go in (its header reads: a damaged row is found when the index is read, and a listing
+    replaces it)."""
     try:
-        _checked_header(data, function)
+        if rows:
+            rows_for(data, function, lambda facts: False)
+        else:
+            _checked_header(data, function)
     except CacheReadError:
         return False
     return True

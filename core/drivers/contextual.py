@@ -88,13 +88,16 @@ class ContextualAutoTuner(FunctionWrapper):
         self._session: Session | None = None
         #: the current call's routing state, made at its first launch that needs the route.
         self._call: ContextualCall | None = None
+        #: :meth:`_route`, bound once: the interceptors are handed it at every call.
+        self._route_launch = self._route
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Tune every inner kernel launch not tuned yet, then return a run with the picks.
 
         Once every launch has its pick, a call is the outer function's own
         work and the interceptors' direct launches: no setting, file or
-        session is looked up (:meth:`_start_call` says when they are).
+        session is looked up (:meth:`_start_call` says when they are), and
+        nothing is called beyond installing and uninstalling the interceptors.
         """
         if not _ACTIVE.lock.acquire(False):
             raise self._busy()
@@ -106,9 +109,8 @@ class ContextualAutoTuner(FunctionWrapper):
             if interceptors is None:
                 self._start_call()
                 interceptors = self._interceptors or ()
-            route = self._route
             for interceptor in interceptors:
-                interceptor.install(route)
+                interceptor.install(self._route_launch)
                 installed += 1
             self._direct.serving = self._call is None
             try:
@@ -120,7 +122,24 @@ class ContextualAutoTuner(FunctionWrapper):
                 return result
             return self._until_tuned(args, kwargs, result)
         finally:
-            self._finish(interceptors, installed)
+            # Whatever was raised: the first `installed` interceptors out, last installed first
+            # (one failing must not leave another routing; the first such error is raised after
+            # the rest), open tunings closed, the lock released.
+            self._direct.serving = False
+            failed: BaseException | None = None
+            while installed:
+                installed -= 1
+                try:
+                    interceptors[installed].uninstall()  # type: ignore[index]
+                except BaseException as exc:
+                    failed = failed or exc
+            if self._call is None:
+                _ACTIVE.tuner = None
+                _ACTIVE.lock.release()
+            else:
+                self._close_call()
+            if failed is not None:
+                raise failed
 
     def _busy(self) -> TunerBusyError:
         other = _ACTIVE.tuner
@@ -130,29 +149,13 @@ class ContextualAutoTuner(FunctionWrapper):
             "active at a time, nested or concurrent use is not supported"
         )
 
-    def _finish(self, interceptors: tuple[Interceptor, ...] | None, installed: int) -> None:
-        """After a call, whatever was raised: the first ``installed`` interceptors out, the lock released.
-
-        One interceptor failing to uninstall must not leave another routing;
-        the first such error is raised after the rest.
-        """
-        self._direct.serving = False
-        failed: BaseException | None = None
+    def _close_call(self) -> None:
+        """After a call that routed launches: its open tunings released, then the lock."""
         try:
-            while installed:  # last installed first
-                installed -= 1
-                try:
-                    interceptors[installed].uninstall()  # type: ignore[index]
-                except BaseException as exc:
-                    failed = failed or exc
-            call = self._call
-            if call is not None:  # open tunings, released last
-                call.close()
+            self._call.close()  # type: ignore[union-attr]
         finally:
             self._call = _ACTIVE.tuner = None
             _ACTIVE.lock.release()
-        if failed is not None:
-            raise failed
 
     def _source(self) -> str:
         """The outer function's source, read once: every later call that serves its picks needs it."""

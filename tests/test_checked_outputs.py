@@ -69,6 +69,38 @@ def test_nan_where_the_reference_has_nan_passes_and_nowhere_else():
     assert compare(torch.tensor([math.inf, 1.0]), snapshot(torch.tensor([1.0, 1.0])), Tolerance()) is not None
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_tensor_passes_exactly_where_the_documented_bound_holds_at_every_value(dtype):
+    """The quick pass (the reference's side of the bound kept) and the full verdict agree with
+    ``|c - r| <= atol * scale + rtol * |r|``, equal values and NaN beside NaN, at every value."""
+    gen = torch.Generator().manual_seed(1)
+    specials = torch.tensor([math.inf, -math.inf, math.nan, 1.0, -2.0]).double()
+    seen = set()
+    for odd in ([3.0, 4.0], [math.inf, -3.0], [math.nan, -math.inf]):  # each reference's own bound kept
+        held = torch.randn(48, generator=gen) * 10
+        held[[7, 11]] = torch.tensor(odd)
+        held = held.to(dtype)
+        reference, r = snapshot(held), held.double()
+        finite = torch.isfinite(r)
+        scale = r.abs()[finite].max()
+        for trial in range(200):
+            for tolerance in (Tolerance(), Tolerance(rtol=0.1, atol=0.0)):  # and its bound by tolerance
+                rtol, atol = tolerance.of(str(dtype))
+                spread = 10.0 ** (6 * float(torch.rand(1, generator=gen)) - 6) * scale
+                value = r + torch.randn(48, generator=gen).double() * spread
+                if trial % 2:  # each odd place keeps the reference's value or takes a special one
+                    chosen = specials[torch.randint(5, (2,), generator=gen)]
+                    value[[7, 11]] = torch.where(torch.rand(2, generator=gen) < 0.5, r[[7, 11]], chosen)
+                value = value.to(dtype)
+                c = value.double()
+                within = finite & ((c - r).abs() <= atol * scale + rtol * r.abs())
+                ok = within | (c == r) | (c.isnan() & r.isnan())
+                passed = compare(value, reference, tolerance) is None
+                assert passed == bool(ok.all()), (odd, trial, tolerance)
+                seen.add((odd[0], passed))
+    assert len(seen) == 6  # each reference passes some values and fails others
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.bfloat16, torch.float64, torch.complex64, torch.complex128]
 )

@@ -49,7 +49,7 @@ what one cache hit reads and looks up, counted over many hits: environment
 reads, file operations (stat, lstat, open, scandir), Session and settings
 lookups and modules imported. Kernel launches themselves (Triton's own
 ``run`` of the jitted function) are not counted. tests/test_hotpath.py holds
-the counts at zero. ``--smoke`` runs the timing path on the CPU, small.
+the counts at zero. ``--smoke`` runs the timing path on the CPU, small, without the filling pass.
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ def compare(options: argparse.Namespace) -> dict[str, Any]:
     rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for workload in options.workloads.split(","):
         present = [s for s in sides if not (s.startswith("search-params") and workload != "scale")]
-        for side in present:  # fills the Triton cache and the picks on disk
+        for side in present if not options.smoke else ():  # fills the Triton cache and the picks on disk
             spawn(workload, side, 1, 10, env, options.before)
         for _ in range(options.procs):
             for side in present:

@@ -5,11 +5,17 @@ PYTHON ?= python3
 # build on most indexes. Set TORCH=... to install another.
 TORCH ?= torch==2.13.0
 # Triton releases (the newest patch of each) that `make test-tritons` runs the
-# Triton-touching CPU tests against; CI runs it after `make test`.
+# Triton-touching CPU tests against; CI runs it after `make test`. Of the two-rank
+# contextual tests, those whose launches go through each release's own adapter path
+# (the seed's example, the slowest rank, an unknown autotuner class, triton-ascend's
+# tuner); the ranks' agreement on failures and twins is the engine's, tested by `make test`.
 TRITONS ?= 3.4 3.5 3.9
-TRITON_TESTS ?= tests/test_contextual.py tests/test_contextual_dist.py tests/test_triton_adapter.py tests/test_accumulate.py \
-	tests/test_search_params.py tests/test_config_label.py tests/test_isolation_kernels.py tests/test_twins.py \
-	tests/test_seed_003_examples.py
+DIST := tests/test_contextual_dist.py::test_
+TRITON_TESTS ?= tests/test_contextual.py $(DIST)seed_example_on_two_ranks_agrees_and_logs_per_rank \
+	$(DIST)the_slowest_rank_decides $(DIST)an_autotuner_class_the_adapter_does_not_know_is_refused_on_every_rank \
+	$(DIST)triton_ascends_auto_tiling_tuner_is_tuned_by_kerneltune_with_the_ranks_agreeing \
+	tests/test_triton_adapter.py tests/test_accumulate.py tests/test_search_params.py tests/test_config_label.py \
+	tests/test_isolation_kernels.py tests/test_twins.py tests/test_seed_003_examples.py
 # triton-ascend is the package `triton` too, so it cannot sit over the environment as the
 # releases above do: it gets a virtual environment of its own, with the same torch and
 # kerneltune, holding the first release of TRITON_ASCENDS. Each later one goes alone into

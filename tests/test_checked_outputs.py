@@ -101,6 +101,14 @@ def test_a_tensor_passes_exactly_where_the_documented_bound_holds_at_every_value
     assert len(seen) == 6  # each reference passes some values and fails others
 
 
+def test_a_reference_written_after_its_first_comparison_is_judged_as_it_holds_now():
+    reference = torch.tensor([1e6, 2.0, 3.0])  # its scale makes a loose bound
+    assert compare(torch.tensor([1e6, 2.5, 3.0]), reference, Tolerance()) is None
+    reference[0] = 1.0
+    assert compare(torch.tensor([1.0, 2.5, 3.0]), reference, Tolerance()) is not None
+    assert compare(torch.tensor([1.0, 2.0, 3.0]), reference, Tolerance()) is None
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.bfloat16, torch.float64, torch.complex64, torch.complex128]
 )

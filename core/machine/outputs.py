@@ -330,23 +330,25 @@ def _arrays(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mism
         )
 
 
-#: By reference tensor (its id, while it lives): the limits and the bound a candidate's
-#: ``|c - r|`` must stay within to pass (:func:`_bound`).
-_BOUNDS: dict[int, tuple[tuple[float, float], Any]] = {}
+#: By reference tensor (its id, while it lives): the limits and the tensor's version counter the
+#: bound was made for, and the bound a candidate's ``|c - r|`` must stay within (:func:`_bound`).
+_BOUNDS: dict[int, tuple[tuple[float, float], int, Any]] = {}
 
 
 def _bound(reference: Any, limits: tuple[float, float], wide: Any) -> Any:
     """``atol * scale + rtol * |r|`` for each value of the real ``reference``, ``-1`` where it is not finite.
 
     Where it is not finite only the full verdict can pass a candidate (the
-    same infinity, or NaN beside NaN). A snapshot is never written, so its
-    bound is made at its first comparison and kept while it lives.
+    same infinity, or NaN beside NaN). Made at a reference's first
+    comparison and kept while it lives (a snapshot is compared with every
+    candidate of a tuning), until the tensor is written (its version
+    counter moves) or other limits are asked.
     """
     import torch
 
     kept = _BOUNDS.get(id(reference))
-    if kept is not None and kept[0] == limits:
-        return kept[1]
+    if kept is not None and kept[:2] == (limits, reference._version):
+        return kept[2]
     rtol, atol = limits
     magnitude = reference.detach().to(wide).abs()
     finite = torch.isfinite(magnitude)
@@ -355,7 +357,7 @@ def _bound(reference: Any, limits: tuple[float, float], wide: Any) -> Any:
     bound = magnitude.mul_(rtol).add_(scale * atol).where(finite, -1.0)
     if kept is None:
         weakref.finalize(reference, _BOUNDS.pop, id(reference), None)
-    _BOUNDS[id(reference)] = (limits, bound)
+    _BOUNDS[id(reference)] = (limits, reference._version, bound)
     return bound
 
 

@@ -82,18 +82,26 @@ def test_the_index_keeps_one_row_per_key_and_facts_and_reads_back_what_was_put_i
     assert rows_for(index, "f", lambda given: given == facts) == [([8, "a"], ["z", "x"]), (16, ["y"])]
     assert rows_for(index, "f", lambda given: given == other) == [([8, "a"], ["y"])]
     assert len(index["configs"]) == 3, "each fingerprint stored once"
+    assert index["rankings"] == [[0, 1], [1], [2, 0]], "each ranking stored once, the replaced one kept"
+    assert index["rows"] == {"facts": [0, 1, 0], "keys": [[8, "a"], [8, "a"], 16], "rankings": [2, 1, 1]}
 
 
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
         (lambda index: index.update(kind="something else"), "not a key index"),
-        (lambda index: index.update(schema=99), "not a key index of schema 1"),
+        (lambda index: index.update(schema=1), "not a key index of schema 2"),  # rows by row: listed again
         (lambda index: index.update(function="g"), "the key index of 'g'"),
-        (lambda index: index.update(rows=[[0, 8]]), r"rows\[0\] is not \[facts, key, configs\]"),
-        (lambda index: index["rows"].append([0, 9, [7]]), r"rows\[1\] names a config the index lacks"),
-        (lambda index: index["rows"].append([0, 9, [-1]]), r"rows\[1\] names a config the index lacks"),
-        (lambda index: index["rows"].append([0, 9, ["0"]]), r"rows\[1\] names a config the index lacks"),
+        (lambda index: index.update(rows=[[0, 8, [0]]]), r"stored keys\.rows is a list, not a mapping"),
+        (lambda index: index["rows"]["keys"].append(9), "its facts, keys and rankings differ in length"),
+        (lambda index: index["rows"].pop("rankings"), r"stored keys\.rows\.rankings is a NoneType"),
+        (lambda index: index["rows"]["facts"].__setitem__(0, "0"), r"rows\.facts holds a number that is no"),
+        (lambda index: index["rows"]["rankings"].__setitem__(0, 1), "names a ranking the index lacks"),
+        (lambda index: index["rows"]["rankings"].__setitem__(0, -1), "names a ranking the index lacks"),
+        (lambda index: index["rankings"].append([7]), r"rankings\[1\] names a config the index lacks"),
+        (lambda index: index["rankings"].append([-1]), r"rankings\[1\] names a config the index lacks"),
+        (lambda index: index["rankings"].append(["0"]), r"rankings\[1\] names a config the index lacks"),
+        (lambda index: index["rankings"].append(0), r"rankings\[1\] names a config the index lacks"),
         (lambda index: index.update(configs=[3]), "fingerprint that is no string"),
         (lambda index: index.update(facts=None), "facts"),
     ],

@@ -258,8 +258,9 @@ class JsonCache(FileCache):
 
         ``json.dumps(indent=...)`` would take the pure-Python encoder on every
         store; the C encoder, called per line, takes about a third of its time.
-        A list of other items (the key index's rows) is one line: encoded per
-        item, a large index's rows cost more than the rest of its store.
+        A list of other items (the key index's rankings and row lists) is one
+        line: encoded per item, a large index's rows cost more than the rest
+        of its store.
         """
         if not isinstance(data, dict) or not all(isinstance(name, str) for name in data):
             return json.dumps(data, sort_keys=True, allow_nan=False).encode()

@@ -13,7 +13,16 @@ from kerneltune.core.errors import (
     UncheckedOutputsError,
     WrongOutputWarning,
 )
-from kerneltune.core.machine.outputs import Skipped, Tolerance, compare, snapshot, unchanged
+from kerneltune.core.machine.outputs import (
+    Skipped,
+    Tolerance,
+    compare,
+    settled,
+    snapshot,
+    unchanged,
+    untouched,
+    verdicts,
+)
 from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
 
 from triton_dist.tune import autotune
@@ -97,8 +106,35 @@ def test_a_tensor_passes_exactly_where_the_documented_bound_holds_at_every_value
                 ok = within | (c == r) | (c.isnan() & r.isnan())
                 passed = compare(value, reference, tolerance) is None
                 assert passed == bool(ok.all()), (odd, trial, tolerance)
+                flags: list = []
+                verdicts(value, reference, tolerance, flags)
+                # The quick flag never passes what the verdict fails; it may leave a pass to it.
+                assert settled(flags) <= passed, (odd, trial, tolerance)
                 seen.add((odd[0], passed))
     assert len(seen) == 6  # each reference passes some values and fails others
+
+
+def test_one_settling_of_many_outputs_fails_where_any_one_differs_or_is_written():
+    a, b, n = torch.linspace(-1, 1, 64), torch.arange(8), torch.ones(4, dtype=torch.complex64)
+    reference = snapshot({"a": (a, 2.0), "b": [b, n], "none": None})
+    tolerance = Tolerance()
+
+    def settles(value: object, *written: tuple[torch.Tensor, torch.Tensor]) -> bool:
+        flags: list = []
+        verdicts(value, reference, tolerance, flags)
+        flags += [untouched(now, before) for now, before in written]
+        return settled(flags)
+
+    assert settles({"a": (a + 1e-7, 2.0), "b": [b.clone(), n.clone()], "none": None}, (b, snapshot(b)))
+    wrong = a.clone()
+    wrong[-1] = 0.0  # a dropped remainder
+    assert not settles({"a": (wrong, 2.0), "b": [b, n], "none": None})
+    assert not settles({"a": (a, 2.5), "b": [b, n], "none": None})
+    assert not settles({"a": (a, 2.0), "b": [b + 1, n], "none": None})
+    assert not settles({"a": (a, 2.0), "b": [b, n * 2], "none": None})
+    assert not settles({"a": (a, 2.0), "b": [b], "none": None})
+    assert not settles({"a": (a, 2.0), "b": [b, n], "none": None}, (b + 1, snapshot(b)))
+    assert not settles({"a": (a, 2.0), "b": [b, n], "none": None}, (b[:4], snapshot(b)))
 
 
 def test_a_reference_written_after_its_first_comparison_is_judged_as_it_holds_now():

@@ -308,6 +308,14 @@ class LaunchCheck:
 
     def _verdict(self, arguments: Mapping[str, Any], blind: frozenset[str] | None = None) -> Mismatch | None:
         blind = self.blind if blind is None else blind
+        flags: list[Any] = []
+        for name, value in arguments.items():
+            if name in self.changed or name in blind:
+                outputs.verdicts(value, self.after[name], self.tolerance, flags)
+            elif name not in self.scratch:
+                flags.append(outputs.untouched(value, self.before[name]))
+        if outputs.settled(flags):  # the device waited on once; where a flag fails, say where
+            return None
         for name, value in arguments.items():
             path = f"argument {name}"
             if name in self.changed or name in blind:
@@ -392,9 +400,6 @@ def _poison(value: Any, expected: Any) -> None:
 
 def _holding(arguments: Mapping[str, Any], saved: Mapping[str, Any]) -> bool:
     """Whether ``arguments`` hold exactly the ``saved`` copies: the same names, shapes, dtypes and bits."""
-    return arguments.keys() == saved.keys() and all(
-        tuple(value.shape) == tuple(saved[name].shape)
-        and str(value.dtype) == str(saved[name].dtype)
-        and outputs.unchanged(value, saved[name])
-        for name, value in arguments.items()
+    return arguments.keys() == saved.keys() and outputs.settled(
+        [outputs.untouched(value, saved[name]) for name, value in arguments.items()]
     )

@@ -43,8 +43,11 @@ from kerneltune.core.machine.outputs import (
     compare,
     nbytes,
     put_back,
+    settled,
     snapshot,
     unchanged,
+    untouched,
+    verdicts,
 )
 from kerneltune.core.machine.timing import Around, Thunk, Wrap
 from kerneltune.core.notices import user_stacklevel, warn_once
@@ -280,12 +283,14 @@ class OutputCheck:
             return
         else:
             found = self._differs(result, self.result, self.changed)
+        # Where _differs passed it, no argument strayed; else the next candidates need the caller's
+        # contents back, whatever else differs.
+        strayed = found is not None or self.judge is not None
         if found is not None and not self.confirmed:
             found = self._doubt(candidate, result, found)
         elif found is None:
             self.confirmed = True
-        for name in self._strays(self.changed) if self.changed is not None else ():
-            # Looked at whatever else differs: the next candidates need the caller's contents back.
+        for name in self._strays(self.changed) if strayed and self.changed is not None else ():
             put_back(self.arguments[name], self.initial[name])
         if found is not None:
             self.wrong[candidate.index] = (candidate, found)
@@ -293,6 +298,17 @@ class OutputCheck:
 
     def _differs(self, result: Any, reference: Any, changed: Mapping[str, Any]) -> Mismatch | None:
         """Where the outputs first differ from a run's that returned ``reference`` and changed ``changed``."""
+        flags: list[Any] = []
+        verdicts(result, reference, self.tolerance, flags)
+        for name, value in changed.items():
+            verdicts(self.arguments[name], value, self.tolerance, flags)
+        flags += [
+            untouched(value, self.initial[name])
+            for name, value in self.arguments.items()
+            if name not in changed and name not in self.declared
+        ]
+        if settled(flags):  # the device waited on once; where a flag fails, say where
+            return None
         found = compare(result, reference, self.tolerance)
         for name, value in changed.items():
             found = found or compare(self.arguments[name], value, self.tolerance, f"argument {name}")

@@ -4,7 +4,10 @@ A candidate that skips work (drops the remainder of a tile, needs zeroing
 nobody declared) is often the fastest, and wrong. Every tuner can keep
 the reference's outputs with :func:`snapshot` and hold each candidate's to
 them with :func:`compare`, on the device: nothing but the few numbers of a
-mismatch comes back to the host.
+mismatch comes back to the host. A check of several outputs asks each for
+a :func:`verdicts` flag and reads them all in one :func:`settled`, the
+device synchronised once; only where one fails does :func:`compare` say
+where and by how much.
 
 What is compared: torch tensors (detached and cloned), NumPy arrays
 (copied), numbers and ``None``, and tuples, lists and dicts of them;
@@ -241,7 +244,7 @@ def _tensors(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mis
     if limits is None:
         if value.element_size() == 1 and value.is_floating_point():  # fp8: compared as its bits
             value, reference = value.view(torch.uint8), reference.view(torch.uint8)
-        if torch.equal(value, reference):
+        if bool((value == reference).all()):
             return None
         off = value != reference
         work = value.double() - reference.double()
@@ -253,11 +256,9 @@ def _tensors(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mis
             off=int(off.sum()),
             total=value.numel(),
         )
-    wide = torch.float64 if reference.dtype in (torch.float64, torch.complex128) else torch.float32
+    wide = _wide(reference)
     if not reference.is_complex():
-        # The usual verdict, a pass, in four kernels: the reference's side of the bound is made once.
-        differences = value.to(wide, copy=True).sub_(reference).abs_()
-        if bool(differences.le_(_bound(kept, limits, wide)).all()):
+        if bool(_passes(value, kept, limits)):
             return None
     else:
         value, reference = torch.view_as_real(value), torch.view_as_real(reference)
@@ -365,18 +366,97 @@ def unchanged(value: Any, before: Any) -> bool:
     """Whether a tensor or array holds what its :func:`snapshot` ``before`` held: a tensor bit for bit
     (a NaN is the same NaN; ``-0.0`` is not ``0.0``: whatever a kernel writes differently, it wrote),
     an array value for value (NaN as NaN)."""
+    return settled([untouched(value, before)])
+
+
+def untouched(value: Any, before: Any) -> Any:
+    """:func:`unchanged` as a flag for :func:`settled`: on a tensor, a 0-dim tensor on its device."""
     if _is_tensor(value):
         import torch
 
+        if tuple(value.shape) != tuple(before.shape) or value.dtype != before.dtype:
+            return False
         if value.is_complex():
             value, before = torch.view_as_real(value), torch.view_as_real(before)
         if value.is_floating_point():  # compared as bits: one comparison, not four kernels
             bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[value.element_size()]
             value, before = value.view(bits), before.view(bits)
-        return torch.equal(value, before)
+        return (value == before.to(value.device)).all()
     import numpy
 
     return bool(numpy.array_equal(value, before, equal_nan=value.dtype.kind in "fc"))
+
+
+def verdicts(value: Any, reference: Any, tolerance: Tolerance, into: list[Any]) -> None:
+    """Put into ``into`` a flag for each part of ``value`` that :func:`compare` holds to ``reference``,
+    for :func:`settled`: true where it passes.
+
+    A real tensor of the reference's shape, dtype and device gives a 0-dim
+    tensor on its device, computed without waiting for it; anything else,
+    :func:`compare`'s verdict as a bool.
+    """
+    if _is_tensor(reference) and _is_tensor(value):
+        alike = (tuple(value.shape), value.dtype, value.device) == (
+            tuple(reference.shape),
+            reference.dtype,
+            reference.device,
+        )
+        if alike and not reference.is_complex():
+            limits = tolerance.of(str(reference.dtype))
+            into.append(_same_bits(value, reference) if limits is None else _passes(value, reference, limits))
+            return
+    elif isinstance(reference, tuple | list) and isinstance(value, tuple | list):
+        if len(value) != len(reference):
+            into.append(False)
+            return
+        for v, r in zip(value, reference, strict=True):
+            verdicts(v, r, tolerance, into)
+        return
+    elif isinstance(reference, Mapping) and isinstance(value, Mapping) and set(value) == set(reference):
+        for k, r in reference.items():
+            verdicts(value[k], r, tolerance, into)
+        return
+    into.append(compare(value, reference, tolerance) is None)
+
+
+def settled(flags: list[Any]) -> bool:
+    """Whether every flag of :func:`verdicts` and :func:`untouched` is true: the device waited on once."""
+    tensors = []
+    for flag in flags:
+        if isinstance(flag, bool):
+            if not flag:
+                return False
+        else:
+            tensors.append(flag)
+    if len(tensors) <= 1:
+        return all(bool(flag) for flag in tensors)
+    import torch
+
+    device = tensors[0].device
+    return bool(torch.stack([flag.to(device) for flag in tensors]).all())
+
+
+def _same_bits(value: Any, reference: Any) -> Any:
+    import torch
+
+    if value.element_size() == 1 and value.is_floating_point():  # fp8: compared as its bits
+        value, reference = value.view(torch.uint8), reference.view(torch.uint8)
+    return (value.detach() == reference).all()
+
+
+def _wide(reference: Any) -> Any:
+    import torch
+
+    return torch.float64 if reference.dtype in (torch.float64, torch.complex128) else torch.float32
+
+
+def _passes(value: Any, reference: Any, limits: tuple[float, float]) -> Any:
+    """Whether each value of a real tensor is within the bound of the snapshot ``reference``'s, as a
+    0-dim tensor: the usual verdict, a pass, in four kernels, the bound made once (:func:`_bound`).
+    A value the bound cannot pass (beside an infinite or NaN one) needs :func:`compare`'s full verdict."""
+    wide = _wide(reference)
+    differences = value.detach().to(wide, copy=True).sub_(reference.detach()).abs_()
+    return differences.le_(_bound(reference, limits, wide)).all()
 
 
 def put_back(value: Any, saved: Any) -> None:

@@ -8,8 +8,9 @@ the arguments are put back, and the candidate runs: it must leave what the
 reference leaves, within the
 :class:`~kerneltune.core.machine.outputs.Tolerance`, and leave alone what
 the reference leaves alone (but for the kernel's declared scratch, which
-its hooks reset or restore). What the reference left is put back after, so
-the rest of the execution sees a correct result. All of it happens around
+its hooks reset or restore). After a wrong candidate what the reference left
+is put back (after a right one, what it does not write whole), so the rest
+of the execution sees a correct result. All of it happens around
 the launch, never inside a timed region.
 
 The reference is the first candidate whose first run returns; it runs
@@ -106,6 +107,8 @@ class LaunchCheck:
         self.scratch: frozenset[str] = frozenset()
         #: the outputs the reference writes whatever they held, which a candidate's run gets poisoned.
         self.blind: frozenset[str] = frozenset()
+        #: by output, what the reference left there and its complement, which poisons it (:meth:`_poison`).
+        self.poisons: dict[str, tuple[Any, Any]] = {}
         self.result: Any = None
         #: the candidates whose first run was checked, and those found wrong, with their first mismatch.
         self.checked: set[int] = set()
@@ -139,7 +142,7 @@ class LaunchCheck:
             finally:
                 _put_back(arguments, before)
         for name in self.blind:
-            _poison(arguments[name], self.after[name])
+            self._poison(arguments, name)
         try:
             result = launch.run(candidate.config, around=wrap)
         except BaseException:
@@ -158,9 +161,10 @@ class LaunchCheck:
         elif self.doubting and self._odd_reference(launch, candidate, arguments, before, found):
             self.result = self._take(result, arguments, before)
             found = None
-        # Right, it left the others as they were: only what the reference writes (and scratch) goes back.
+        # Wrong, all it left goes back; right, it left the others as they were, and what it wrote
+        # whole is as good as the reference's: what the reference changes in place (and scratch) goes back.
         _put_back(
-            arguments, self.after, None if found is not None else self.changed | self.blind | self.scratch
+            arguments, self.after, None if found is not None else self.changed - self.blind | self.scratch
         )
         if found is None:
             return result
@@ -207,7 +211,7 @@ class LaunchCheck:
         written = _copies(arguments)
         _put_back(arguments, before)
         for name in self.blind:
-            _poison(arguments[name], self.after[name])
+            self._poison(arguments, name)
         try:
             launch.run(others[0].config)
         except Exception:
@@ -296,7 +300,7 @@ class LaunchCheck:
         assert self.reference is not None
         _put_back(arguments, self.before)
         for name in group:
-            _poison(arguments[name], self.after[name])
+            self._poison(arguments, name)
         try:
             launch.run(self.reference.config)
         except Exception:
@@ -305,6 +309,14 @@ class LaunchCheck:
             return self._verdict(arguments, group) is None
         finally:
             _put_back(arguments, self.after)
+
+    def _poison(self, arguments: Mapping[str, Any], name: str) -> None:
+        """Fill the argument ``name`` with the complement of what the reference left there (made once)."""
+        expected = self.after[name]
+        kept = self.poisons.get(name)
+        if kept is None or kept[0] is not expected:
+            kept = self.poisons[name] = (expected, _complement(expected))
+        arguments[name].copy_(kept[1])
 
     def _verdict(self, arguments: Mapping[str, Any], blind: frozenset[str] | None = None) -> Mismatch | None:
         blind = self.blind if blind is None else blind
@@ -390,12 +402,13 @@ def _poisonable(value: Any) -> bool:
     return hasattr(value, "is_floating_point") and value.is_floating_point() and value.element_size() in _BITS
 
 
-def _poison(value: Any, expected: Any) -> None:
-    """Fill the tensor ``value`` with the bitwise complement of ``expected``: no element equals it."""
+def _complement(expected: Any) -> Any:
+    """A tensor holding the bitwise complement of ``expected``'s: no element equals it."""
     import torch
 
-    value.copy_(expected)
-    value.view(getattr(torch, _BITS[value.element_size()])).bitwise_not_()
+    poisoned = expected.clone()
+    poisoned.view(getattr(torch, _BITS[poisoned.element_size()])).bitwise_not_()
+    return poisoned
 
 
 def _holding(arguments: Mapping[str, Any], saved: Mapping[str, Any]) -> bool:

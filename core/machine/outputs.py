@@ -332,12 +332,14 @@ def _arrays(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mism
 
 
 #: By reference tensor (its id, while it lives): the limits and the tensor's version counter the
-#: bound was made for, and the bound a candidate's ``|c - r|`` must stay within (:func:`_bound`).
-_BOUNDS: dict[int, tuple[tuple[float, float], int, Any]] = {}
+#: bound was made for, the reference in the wide dtype and the bound a candidate's ``|c - r|`` must
+#: stay within (:func:`_bound`).
+_BOUNDS: dict[int, tuple[tuple[float, float], int, Any, Any]] = {}
 
 
-def _bound(reference: Any, limits: tuple[float, float], wide: Any) -> Any:
-    """``atol * scale + rtol * |r|`` for each value of the real ``reference``, ``-1`` where it is not finite.
+def _bound(reference: Any, limits: tuple[float, float], wide: Any) -> tuple[Any, Any]:
+    """The real ``reference`` in the ``wide`` dtype, and ``atol * scale + rtol * |r|`` for each of its
+    values, ``-1`` where it is not finite.
 
     Where it is not finite only the full verdict can pass a candidate (the
     same infinity, or NaN beside NaN). Made at a reference's first
@@ -349,17 +351,18 @@ def _bound(reference: Any, limits: tuple[float, float], wide: Any) -> Any:
 
     kept = _BOUNDS.get(id(reference))
     if kept is not None and kept[:2] == (limits, reference._version):
-        return kept[2]
+        return kept[2], kept[3]
     rtol, atol = limits
-    magnitude = reference.detach().to(wide).abs()
+    widened = reference.detach().to(wide)
+    magnitude = widened.abs()
     finite = torch.isfinite(magnitude)
     scale = magnitude.where(finite, 0).amax() if magnitude.numel() else magnitude.sum()
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     bound = magnitude.mul_(rtol).add_(scale * atol).where(finite, -1.0)
     if kept is None:
         weakref.finalize(reference, _BOUNDS.pop, id(reference), None)
-    _BOUNDS[id(reference)] = (limits, reference._version, bound)
-    return bound
+    _BOUNDS[id(reference)] = (limits, reference._version, widened, bound)
+    return widened, bound
 
 
 def unchanged(value: Any, before: Any) -> bool:
@@ -452,11 +455,13 @@ def _wide(reference: Any) -> Any:
 
 def _passes(value: Any, reference: Any, limits: tuple[float, float]) -> Any:
     """Whether each value of a real tensor is within the bound of the snapshot ``reference``'s, as a
-    0-dim tensor: the usual verdict, a pass, in four kernels, the bound made once (:func:`_bound`).
+    0-dim tensor: the usual verdict, a pass, in four kernels, the reference widened and its bound
+    made once (:func:`_bound`; for a half-precision reference, a float32 copy kept beside it).
     A value the bound cannot pass (beside an infinite or NaN one) needs :func:`compare`'s full verdict."""
-    wide = _wide(reference)
-    differences = value.detach().to(wide, copy=True).sub_(reference.detach()).abs_()
-    return differences.le_(_bound(reference, limits, wide)).all()
+    import torch
+
+    widened, bound = _bound(reference, limits, _wide(reference))
+    return torch.sub(value.detach(), widened).abs_().le_(bound).all()
 
 
 def put_back(value: Any, saved: Any) -> None:

@@ -137,6 +137,24 @@ def test_one_settling_of_many_outputs_fails_where_any_one_differs_or_is_written(
     assert not settles({"a": (a, 2.0), "b": [b, n], "none": None}, (b[:4], snapshot(b)))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_quick_flag_passes_small_errors_and_leaves_the_rest_to_the_verdict(dtype):
+    """Within ``atol * scale`` everywhere (what adding in another order gives) settles at once; an
+    error the bound passes only through ``rtol * |r|`` falls to the full verdict, which passes it."""
+    held = torch.linspace(-3.0, 4.0, 999).to(dtype)
+    reference, tolerance = snapshot(held), Tolerance()
+    rtol, atol = tolerance.of(str(dtype))
+    largest = int(held.float().abs().argmax())
+    for error, quick in ((0.5 * atol, True), ((atol + 0.5 * rtol), False)):
+        value = held.to(torch.float32, copy=True)
+        value[largest] += error * 4.0 * (1 if value[largest] > 0 else -1)  # 4.0: the scale
+        value = value.to(dtype)
+        flags: list = []
+        verdicts(value, reference, tolerance, flags)
+        assert settled(flags) is quick, error
+        assert compare(value, reference, tolerance) is None
+
+
 def test_a_reference_written_after_its_first_comparison_is_judged_as_it_holds_now():
     reference = torch.tensor([1e6, 2.0, 3.0])  # its scale makes a loose bound
     assert compare(torch.tensor([1e6, 2.5, 3.0]), reference, Tolerance()) is None

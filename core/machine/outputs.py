@@ -331,38 +331,82 @@ def _arrays(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mism
         )
 
 
-#: By reference tensor (its id, while it lives): the limits and the tensor's version counter the
-#: bound was made for, the reference in the wide dtype and the bound a candidate's ``|c - r|`` must
-#: stay within (:func:`_bound`).
-_BOUNDS: dict[int, tuple[tuple[float, float], int, Any, Any]] = {}
+#: By reference tensor (its id, while it lives): what its comparisons need (:func:`_kept`).
+_KEPT: dict[int, _Kept] = {}
+
+#: A quick pass asks ``|c - r|``, as the candidate's dtype rounds it, to stay this far inside
+#: ``atol * scale``: bfloat16 rounds a difference by at most 2**-8 of it.
+_ROUNDING = 0.99
 
 
-def _bound(reference: Any, limits: tuple[float, float], wide: Any) -> tuple[Any, Any]:
-    """The real ``reference`` in the ``wide`` dtype, and ``atol * scale + rtol * |r|`` for each of its
-    values, ``-1`` where it is not finite.
+@attrs.define
+class _Kept:
+    """A reference's side of the comparisons, for the limits and the version it was made for."""
 
-    Where it is not finite only the full verdict can pass a candidate (the
-    same infinity, or NaN beside NaN). Made at a reference's first
-    comparison and kept while it lives (a snapshot is compared with every
-    candidate of a tuning), until the tensor is written (its version
-    counter moves) or other limits are asked.
+    limits: tuple[float, float]
+    version: int
+    #: ``atol * scale`` (less the rounding margin), a 0-dim tensor on the reference's device.
+    within: Any
+    #: ``scale`` itself, a 0-dim tensor.
+    scale: Any
+    #: ``atol * scale + rtol * |r|`` for each value, ``-1`` where it is not finite (made when asked).
+    bound: Any = None
+
+
+def _kept(reference: Any, limits: tuple[float, float]) -> _Kept:
+    """The real ``reference``'s scale and thresholds under ``limits``, made at its first comparison.
+
+    Kept while it lives (a snapshot is compared with every candidate of a
+    tuning), until the tensor is written (its version counter moves) or
+    other limits are asked.
     """
     import torch
 
-    kept = _BOUNDS.get(id(reference))
-    if kept is not None and kept[:2] == (limits, reference._version):
-        return kept[2], kept[3]
-    rtol, atol = limits
-    widened = reference.detach().to(wide)
-    magnitude = widened.abs()
-    finite = torch.isfinite(magnitude)
-    scale = magnitude.where(finite, 0).amax() if magnitude.numel() else magnitude.sum()
+    kept = _KEPT.get(id(reference))
+    if kept is not None and (kept.limits, kept.version) == (limits, reference._version):
+        return kept
+    magnitude = reference.detach().abs()
+    if magnitude.numel():
+        scale = magnitude.where(torch.isfinite(magnitude), 0).amax().to(_wide(reference))
+    else:
+        scale = magnitude.to(_wide(reference)).sum()
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    bound = magnitude.mul_(rtol).add_(scale * atol).where(finite, -1.0)
     if kept is None:
-        weakref.finalize(reference, _BOUNDS.pop, id(reference), None)
-    _BOUNDS[id(reference)] = (limits, reference._version, widened, bound)
-    return widened, bound
+        weakref.finalize(reference, _KEPT.pop, id(reference), None)
+    kept = _KEPT[id(reference)] = _Kept(limits, reference._version, scale * (limits[1] * _ROUNDING), scale)
+    return kept
+
+
+def _near(value: Any, reference: Any, limits: tuple[float, float]) -> Any:
+    """Whether every ``|c - r|`` of a real tensor is within ``atol * scale``, which passes the bound
+    wherever ``r`` is finite, as a 0-dim tensor: three kernels, the difference in the tensors' own
+    dtype. Its failure (a larger error, or an infinity or NaN anywhere) leaves the verdict to
+    :func:`compare`."""
+    import torch
+
+    if not value.numel():
+        return True
+    kept = _kept(reference, limits)
+    difference = torch.sub(value.detach(), reference.detach())
+    return torch.linalg.vector_norm(difference, ord=math.inf) <= kept.within
+
+
+def _passes(value: Any, reference: Any, limits: tuple[float, float]) -> Any:
+    """Whether each value of a real tensor is within the bound of the snapshot ``reference``'s, as a
+    0-dim tensor, in four kernels; the bound is made at the first such comparison and kept
+    (:func:`_kept`). A value the bound cannot pass (beside an infinite or NaN one) needs the full
+    verdict."""
+    import torch
+
+    kept = _kept(reference, limits)
+    wide = _wide(reference)
+    if kept.bound is None:
+        rtol, atol = limits
+        magnitude = reference.detach().to(wide).abs()
+        finite = torch.isfinite(magnitude)
+        kept.bound = magnitude.mul_(rtol).add_(kept.scale * atol).where(finite, -1.0)
+    differences = value.detach().to(wide, copy=True).sub_(reference.detach()).abs_()
+    return differences.le_(kept.bound).all()
 
 
 def unchanged(value: Any, before: Any) -> bool:
@@ -406,7 +450,7 @@ def verdicts(value: Any, reference: Any, tolerance: Tolerance, into: list[Any]) 
         )
         if alike and not reference.is_complex():
             limits = tolerance.of(str(reference.dtype))
-            into.append(_same_bits(value, reference) if limits is None else _passes(value, reference, limits))
+            into.append(_same_bits(value, reference) if limits is None else _near(value, reference, limits))
             return
     elif isinstance(reference, tuple | list) and isinstance(value, tuple | list):
         if len(value) != len(reference):
@@ -451,17 +495,6 @@ def _wide(reference: Any) -> Any:
     import torch
 
     return torch.float64 if reference.dtype in (torch.float64, torch.complex128) else torch.float32
-
-
-def _passes(value: Any, reference: Any, limits: tuple[float, float]) -> Any:
-    """Whether each value of a real tensor is within the bound of the snapshot ``reference``'s, as a
-    0-dim tensor: the usual verdict, a pass, in four kernels, the reference widened and its bound
-    made once (:func:`_bound`; for a half-precision reference, a float32 copy kept beside it).
-    A value the bound cannot pass (beside an infinite or NaN one) needs :func:`compare`'s full verdict."""
-    import torch
-
-    widened, bound = _bound(reference, limits, _wide(reference))
-    return torch.sub(value.detach(), widened).abs_().le_(bound).all()
 
 
 def put_back(value: Any, saved: Any) -> None:

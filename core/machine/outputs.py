@@ -480,7 +480,7 @@ def settled(flags: list[Any]) -> bool:
     import torch
 
     device = tensors[0].device
-    return bool(torch.stack([flag.to(device) for flag in tensors]).all())
+    return all(torch.stack([flag.to(device) for flag in tensors]).tolist())
 
 
 def _same_bits(value: Any, reference: Any) -> Any:

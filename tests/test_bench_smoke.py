@@ -434,3 +434,22 @@ def test_the_serving_bench_times_a_nearest_key_beside_a_hit(tmp_path):
     assert 0 < result["hit"] < 1000 and result["first new key over hit"] > 0
     assert figures["fill_s"] > 0
     assert "30 keys tuned" in printed
+
+
+def test_check_cost_times_both_checks_reference_and_later_apart(tmp_path):
+    out = tmp_path / "cost.json"
+    printed = run_script(
+        "check_cost.py",
+        "--device=cpu",
+        "--size=16",
+        "--candidates=3",
+        "--reps=2",
+        f"--json={out}",
+        tmp_path=tmp_path,
+    )
+    result = json.loads(out.read_text())
+    assert set(result["checks"]) == {"launch", "function"}
+    for parts in result["checks"].values():
+        # Each figure is the check's own time: a first run's copies and comparisons cost something.
+        assert parts["reference"] > 0 and parts["later"] > 0
+    assert "a later candidate" in printed

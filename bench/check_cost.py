@@ -1,0 +1,180 @@
+"""The output check's host time per candidate, apart from the work it checks.
+
+From the repository root, on a CUDA GPU or the CPU::
+
+    python3 bench/check_cost.py [--device cuda] [--size 4096] [--candidates 16] [--reps 20] [--json FILE]
+
+Two checks, each over ``--candidates`` candidates that all compute the same
+``--size``-square matrix product (bfloat16 on a GPU, float32 on the CPU),
+``--reps`` times afresh:
+
+* ``launch``: the contextual tuner's check of a kernel launch's writes
+  (:class:`~kerneltune.core.drivers.checked_launches.LaunchCheck`), the
+  launch a ``torch.mm`` into an output argument;
+* ``function``: the function-level tuner's check of a return value
+  (:class:`~kerneltune.core.drivers.checked_outputs.OutputCheck`), the
+  function returning a new product.
+
+Printed for each: the reference's first run (the first candidate: its
+copies, and for launches the probe of what it writes whole) and the median
+later candidate's, in microseconds of host time with the work's own launch
+time taken out (the device synchronised after each run, so that a figure
+holds what the check waits for as well). The tuners run each candidate's
+first run through its check once per tuning; every other run costs nothing
+more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+
+class _Launch:
+    """A kernel launch as the contextual tuner hands it over: ``out = a @ b``, the same for every config."""
+
+    key = ("bench",)
+    name = "mm"
+    source = ""
+
+    def __init__(self, a: Any, b: Any, out: Any) -> None:
+        import torch
+
+        self.kernel = torch.mm
+        self._arguments = {"a": a, "b": b, "out": out}
+
+    def arguments(self) -> dict[str, Any]:
+        return dict(self._arguments)
+
+    def scratch(self) -> tuple[str, ...]:
+        return ()
+
+    def configs(self) -> list[Any]:
+        return []
+
+    def candidates(self) -> list[Any]:
+        return []
+
+    def unsupported(self) -> str | None:
+        return None
+
+    def cached(self) -> Any:
+        return None
+
+    def label(self, config: Any) -> str:
+        return str(config)
+
+    def commit(self, config: Any) -> None:
+        pass
+
+    def run(self, config: Any, around: Any = None) -> None:
+        import torch
+
+        arguments = self._arguments
+
+        def work() -> None:
+            torch.mm(arguments["a"], arguments["b"], out=arguments["out"])
+
+        work() if around is None else around(work)
+
+
+class _Tuning:
+    """What a check asks of its tuning: nothing queued, failures ignored (every candidate is right)."""
+
+    def queued(self) -> list[Any]:
+        return []
+
+    def fail(self, *_: Any) -> None:
+        pass
+
+
+def _run(thunk: Any) -> None:
+    thunk()
+
+
+def measure(device: str, size: int, candidates: int, reps: int) -> dict[str, Any]:
+    """Each check's host time for the reference and a later candidate, the work's own time taken out."""
+    import torch
+    from kerneltune.core.drivers.checked_launches import LaunchCheck
+    from kerneltune.core.drivers.checked_outputs import OutputCheck
+    from kerneltune.core.machine.outputs import Tolerance
+    from kerneltune.core.values.records import Candidate
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+    out = torch.empty(size, size, device=device, dtype=dtype)
+    launch = _Launch(a, b, out)
+    chosen = [Candidate(index=i, config=i, label=str(i), fingerprint=str(i)) for i in range(candidates)]
+
+    def timed(call: Any) -> float:
+        sync()
+        start = time.perf_counter()
+        call()
+        sync()
+        return (time.perf_counter() - start) * 1e6
+
+    alone = statistics.median(timed(lambda: launch.run(None)) for _ in range(50))
+    product = statistics.median(timed(lambda: torch.mm(a, b)) for _ in range(50))
+    rows: dict[str, dict[str, list[float]]] = {
+        "launch": {"reference": [], "later": []},
+        "function": {"reference": [], "later": []},
+    }
+    for _ in range(reps):
+        check = LaunchCheck("mm", ("bench",), _Tuning(), Tolerance(), strict=False, budget=0, rerun=False)
+        for candidate in chosen:
+            spent = timed(lambda c=candidate, k=check: k.run(launch, c, _run))
+            # The reference's probe runs the work once more; a later candidate's run, once.
+            runs = 2 if candidate.index == 0 else 1
+            rows["launch"]["reference" if candidate.index == 0 else "later"].append(spent - runs * alone)
+        function = OutputCheck("mm", {"a": a, "b": b}, (), Tolerance())
+        for candidate in chosen:
+            first = function.around(candidate, None)
+            assert first is not None
+            spent = timed(lambda f=first: f(_run, lambda: torch.mm(a, b)))
+            rows["function"]["reference" if candidate.index == 0 else "later"].append(spent - product)
+    return {
+        "device": device,
+        "size": size,
+        "candidates": candidates,
+        "reps": reps,
+        "work_us": {"launch": alone, "function": product},
+        "checks": {
+            name: {part: statistics.median(values) for part, values in parts.items()}
+            for name, parts in rows.items()
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda where there is one")
+    parser.add_argument(
+        "--size", type=int, help="the square matrices' side (default: 4096 on cuda, 64 on cpu)"
+    )
+    parser.add_argument("--candidates", type=int, default=16)
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    options = parser.parse_args(argv)
+    import torch
+
+    device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    size = options.size or (4096 if device == "cuda" else 64)
+    result = measure(device, size, options.candidates, options.reps)
+    print(f"{device}, {size}x{size}, {options.candidates} candidates, {options.reps} tunings")
+    for name, parts in result["checks"].items():
+        print(
+            f"{name:9} reference {parts['reference']:9.1f} us, a later candidate {parts['later']:8.1f} us "
+            f"(the work alone {result['work_us'][name]:.1f} us)"
+        )
+    if options.json is not None:
+        options.json.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -52,6 +52,22 @@ def test_the_nearest_keys_are_the_default_distances_in_its_order(seed):
         assert [d for d, _ in found] == pytest.approx([d for d, _ in expected])
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_int_keys_are_searched_in_the_default_distances_order_scaling_a_few(seed):
+    rng = random.Random(seed)
+    stored = sorted(
+        {rng.choice([-1, 1]) * rng.randrange(0, 10**6) for _ in range(1000)}, key=lambda _: rng.random()
+    )
+    index = NearestKeys([(key, i) for i, key in enumerate(stored)])
+    assert len(index) == len(stored)
+    query = rng.randrange(-(10**6), 10**6)
+    distance, key, _ = next(index.nearest(query))
+    assert (distance, key) == pytest.approx(by_default_distance(stored, query)[0])
+    assert len(index._shapes["#"]._made) <= 16, "a search scales the keys it walks past, not all"
+    found = [(d, key) for d, key, _ in index.nearest(query)]
+    assert [key for _, key in found] == [key for _, key in by_default_distance(stored, query)]
+
+
 class Counted(tuple):
     """A stored key's numbers that count each distance measured to them."""
 

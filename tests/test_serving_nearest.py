@@ -11,6 +11,7 @@ import json
 import math
 import multiprocessing
 import os
+import signal
 
 import kernels
 import pytest
@@ -53,6 +54,27 @@ def test_nearest_serves_the_nearest_stored_keys_pick_unmeasured_and_marks_it_pen
     assert set(mark) == {96, 700}
     assert mark[96]["served_by"] == 64 and mark[96]["config"] == "n=<3>" and mark[96]["count"] == 1
     assert mark[700]["served_by"] == 1024
+
+
+def test_a_forked_child_writes_its_marks_on_a_writer_of_its_own(monkeypatch, isolated):
+    landscape(monkeypatch).tuner()(64)
+    monkeypatch.setenv("KERNELTUNE_TUNE", "nearest")
+    fresh = landscape(monkeypatch).tuner()
+    fresh(96)
+    flush_marks()  # the parent's writer thread runs; a fork copies none of it
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's result is its exit code
+        code = 1
+        try:
+            signal.alarm(30)  # a flush waiting on a writer that never started would hang
+            fresh(700)
+            flush_marks()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert {m["key"] for m in marks(isolated, "swept")} == {96, 700}
 
 
 def test_a_cache_without_a_key_index_is_listed_once_per_process_and_function(monkeypatch, isolated):

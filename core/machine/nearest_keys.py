@@ -17,9 +17,9 @@ from __future__ import annotations
 import bisect
 import json
 import math
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from operator import itemgetter
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from kerneltune.core.machine.warm_start import key_number, log_scale
 from kerneltune.core.values.keys import digest
@@ -58,17 +58,20 @@ class NearestKeys(Generic[T]):
 
     def __init__(self, rows: list[tuple[Any, T]]) -> None:
         #: by shape: each key's first number (0 for none), its numbers, the key and its value, sorted.
-        self._shapes: dict[Hashable, list[tuple[float, tuple[float, ...], Any, T]]] = {}
-        # The commonest keys, ints, go in at once (a call of features() per key cost half the build).
+        self._shapes: dict[Hashable, Sequence[tuple[float, tuple[float, ...], Any, T]]] = {}
+        # The commonest keys, ints, are sorted as they are (log_scale keeps their order) and scaled
+        # only where a search looks: a search looks at a few of them.
         if rows and all(type(key) is int and -_LARGE < key < _LARGE for key, _ in rows):
-            self._shapes["#"] = [(n, (n,), key, value) for key, value in rows for n in (log_scale(key),)]
-        else:
-            for key, value in rows:
-                shape, numbers = features(key)
-                first = numbers[0] if numbers else 0.0
-                self._shapes.setdefault(shape, []).append((first, numbers, key, value))
-        for found in self._shapes.values():
+            self._shapes["#"] = _ScaledInts(sorted(rows, key=itemgetter(0)))
+            return
+        shapes: dict[Hashable, list[tuple[float, tuple[float, ...], Any, T]]] = {}
+        for key, value in rows:
+            shape, numbers = features(key)
+            first = numbers[0] if numbers else 0.0
+            shapes.setdefault(shape, []).append((first, numbers, key, value))
+        for found in shapes.values():
             found.sort(key=itemgetter(0))
+        self._shapes.update(shapes)
 
     def __len__(self) -> int:
         return sum(len(found) for found in self._shapes.values())
@@ -113,7 +116,7 @@ class NearestKeys(Generic[T]):
 
     @staticmethod
     def _closest(
-        found: list[tuple[float, tuple[float, ...], Any, T]],
+        found: Sequence[tuple[float, tuple[float, ...], Any, T]],
         first: float,
         numbers: tuple[float, ...],
         key: Any,
@@ -148,3 +151,32 @@ class NearestKeys(Generic[T]):
             tied.sort(key=lambda row: digest(row[2]))
         for row in tied:
             yield best, row[2], row[3]
+
+
+class _ScaledInts(Sequence[tuple[float, tuple[float, ...], Any, T]]):
+    """Int keys sorted, each row made (its key log-scaled) when first looked at."""
+
+    def __init__(self, rows: list[tuple[int, T]]) -> None:
+        self._rows = rows
+        self._made: dict[int, tuple[float, tuple[float, ...], Any, T]] = {}
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[float, tuple[float, ...], Any, T]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[tuple[float, tuple[float, ...], Any, T]]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self._rows)
+        row = self._made.get(index)
+        if row is None:
+            key, value = self._rows[index]
+            scaled = log_scale(key)
+            row = self._made[index] = (scaled, (scaled,), key, value)
+        return row

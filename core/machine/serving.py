@@ -10,8 +10,10 @@ the same way. docs/guide.md ("Serving unseen shapes") explains the modes.
 
 from __future__ import annotations
 
+import _thread
 import atexit
 import logging
+import os
 import queue
 import threading
 import time
@@ -83,18 +85,19 @@ class _MarkWriter:
 
     def __init__(self) -> None:
         self._queue: queue.Queue[Callable[[], None]] = queue.Queue()
-        self._thread: threading.Thread | None = None
+        #: the process whose writer thread runs (0: none yet).
+        self._pid = 0
         self._lock = threading.Lock()
 
     def put(self, work: Callable[[], None]) -> None:
         with self._lock:  # started at the first mark, and again in a forked child
-            if self._thread is None or not self._thread.is_alive():
-                if self._thread is None:
+            if self._pid != os.getpid():
+                if not self._pid:
                     atexit.register(self.flush)
-                self._thread = threading.Thread(
-                    target=self._run, name="kerneltune pending marks", daemon=True
-                )
-                self._thread.start()
+                self._pid = os.getpid()
+                # A daemon thread that the call does not wait to see start (threading's start() does,
+                # a third of the first served key's cost); the flush at exit waits for its work.
+                _thread.start_new_thread(self._run, ())
         self._queue.put(work)
 
     def _run(self) -> None:

@@ -574,12 +574,8 @@ def test_a_pick_made_on_the_cpu_is_not_reused_on_an_npu(cpu_host, monkeypatch, c
     assert sorted(r["hardware"]["device"] for r in stored_records(isolated, "moved")) == ["cpu", "npu"]
 
 
-def test_a_precise_timer_takes_the_near_tie_rounds_and_its_first_pass_timer_the_rest(monkeypatch):
-    # The first pass ("coarse") cannot tell configs 1 and 2 apart; the re-timing rounds ("fine") can.
-    coarse_ms = {0: 5.0, 1: 1.0, 2: 1.0}
-    fine_ms = {0: 5.0, 1: 1.2, 2: 0.8}
-    seen = {"coarse": [], "fine": []}
-    ran = []
+def precise_timers(coarse_ms, fine_ms, seen, ran):
+    """A coarse first-pass timer and a fine one for the re-timing rounds, each reading a table."""
 
     def timer(name, times, **members):
         def sample(self, fn, *, before=None):
@@ -613,7 +609,13 @@ def test_a_precise_timer_takes_the_near_tie_rounds_and_its_first_pass_timer_the_
         plugin.kerneltune_register_timers = kerneltune_register_timers
         return plugin
 
-    plugins = (timer("coarse", coarse_ms), timer("fine", fine_ms, first_pass="coarse"))
+    return timer("coarse", coarse_ms), timer("fine", fine_ms, first_pass="coarse")
+
+
+def test_a_precise_timer_takes_the_near_tie_rounds_and_its_first_pass_timer_the_rest(monkeypatch):
+    # The first pass ("coarse") cannot tell configs 1 and 2 apart; the re-timing rounds ("fine") can.
+    seen, ran = {"coarse": [], "fine": []}, []
+    plugins = precise_timers({0: 5.0, 1: 1.0, 2: 1.0}, {0: 5.0, 1: 1.2, 2: 0.8}, seen, ran)
     install_session(monkeypatch, extra=plugins, timer="fine", warmup=0, repeat=3, tie_rounds=2, cache="none")
 
     @autotune(config_space=[{"c": c} for c in (0, 1, 2)], key_fn=lambda c=None: 0)
@@ -624,3 +626,38 @@ def test_a_precise_timer_takes_the_near_tie_rounds_and_its_first_pass_timer_the_
     assert which() == 2, "the fine timer's rounds decide"
     assert sorted(set(seen["coarse"])) == [0, 1, 2], "every candidate's first pass by the coarse timer"
     assert sorted(set(seen["fine"])) == [1, 2], "the near-tie rounds, and only they, by the fine one"
+
+
+def test_a_launch_bound_first_pass_leaves_every_candidate_within_twice_its_best_to_the_precise_timer(
+    monkeypatch,
+):
+    # Launches of a few us: the first pass reads the launch's jitter, and orders the configs otherwise
+    # than the kernel-only timer; none is a near tie of its best (3) by its own measure.
+    coarse = {0: 0.0050, 1: 0.0046, 2: 0.0058, 3: 0.0040, 4: 0.0075, 5: 0.0300}
+    fine = {0: 0.0012, 1: 0.0031, 2: 0.0010, 3: 0.0020, 4: 0.0015, 5: 0.0250}
+    seen, ran = {"coarse": [], "fine": []}, []
+    plugins = precise_timers(coarse, fine, seen, ran)
+    install_session(monkeypatch, extra=plugins, timer="fine", warmup=0, repeat=3, tie_rounds=2, cache="none")
+
+    @autotune(config_space=[{"c": c} for c in coarse], key_fn=lambda c=None: 0)
+    def which(c):
+        ran.append(c)
+        return c
+
+    assert which() == 2, "the kernel-only rounds decide among every launch-bound candidate"
+    assert sorted(set(seen["fine"])) == [0, 1, 2, 3, 4], "all within twice the best (8 us), not 5 (30 us)"
+
+
+def test_a_first_pass_that_is_not_launch_bound_keeps_its_near_ties(monkeypatch):
+    # The same order, a thousand times slower: the first pass's near ties alone are re-timed.
+    seen, ran = {"coarse": [], "fine": []}, []
+    coarse = {0: 5.0, 1: 4.6, 2: 5.8, 3: 4.0}
+    plugins = precise_timers(coarse, {0: 1.2, 1: 3.1, 2: 1.0, 3: 2.0}, seen, ran)
+    install_session(monkeypatch, extra=plugins, timer="fine", warmup=0, repeat=3, tie_rounds=2, cache="none")
+
+    @autotune(config_space=[{"c": c} for c in coarse], key_fn=lambda c=None: 0)
+    def which(c):
+        ran.append(c)
+        return c
+
+    assert which() == 3 and seen["fine"] == [], "no near tie: the first pass's best stands"

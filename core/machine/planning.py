@@ -41,10 +41,12 @@ class MeasurePlanner:
         *,
         host_clock: bool,
         warm_budget: int,
+        precise: bool = False,
     ) -> None:
         """:param measurements: the tuning's samples, which the planner reads once the first pass is over.
 
         :param host_clock: samples are host time, so the first pass is split in two rounds.
+        :param precise: a precise timer takes the near-tie rounds (:func:`~.ties.finalists`).
         :param warm_budget: how many configs a warm start's screen leaves to its finalists at most.
         """
         self.schedule = schedule
@@ -55,6 +57,7 @@ class MeasurePlanner:
         self._reducer = reducer
         self._host_clock = host_clock
         self._warm_budget = warm_budget
+        self._precise = precise
         # An adaptive driver plans its own rounds: nothing is planned after the first pass.
         self._planned = schedule.adaptive
 
@@ -121,7 +124,9 @@ class MeasurePlanner:
         check = follow.scope is not None and not follow.fell_back and not schedule.shard
         if not ties and not check and follow.screening is None:
             return
-        chosen = agreed_finalists([self._measurements.get(c.index) for c in candidates], self._reducer)
+        chosen = agreed_finalists(
+            [self._measurements.get(c.index) for c in candidates], self._reducer, precise=self._precise
+        )
         rest = follow.fall_back(chosen.times, key) if check else None
         if rest is not None:
             self.queue.request(rest)

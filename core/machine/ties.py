@@ -27,6 +27,11 @@ TIE_SIGMAS = 2.0
 TIE_FLOOR = 0.02
 #: ...at most this many candidates, the best included.
 TIE_MAX = 4
+#: With a timer for the re-timing rounds alone (a CUDA graph's), a first pass whose best mean (ms)
+#: is under this is launch-bound: its timer read the launch as much as the work, so every candidate
+#: within :data:`LAUNCH_BOUND_REACH` times the best is re-timed, however many.
+LAUNCH_BOUND_MS = 0.010
+LAUNCH_BOUND_REACH = 2.0
 
 
 def near_ties(means: Sequence[float], errors: Sequence[float]) -> list[int]:
@@ -67,18 +72,28 @@ class Finalists:
     times: tuple[float, ...] = ()
 
 
-def finalists(means: Sequence[float], errors: Sequence[float], spreads: Sequence[float]) -> Finalists:
+def finalists(
+    means: Sequence[float], errors: Sequence[float], spreads: Sequence[float], *, precise: bool = False
+) -> Finalists:
     """The near ties (:func:`near_ties`) and the rivals within reach of the best, at most :data:`TIE_MAX`.
 
     A rival is within reach when its first-pass lead over the best, less
     the noise, might be below the tolerance
     (:func:`~kerneltune.core.machine.confidence.first_pass_lead`).
+
+    :param precise: the rounds are timed by a precise timer (a ``PreciseTimer``): a launch-bound
+        first pass (:data:`LAUNCH_BOUND_MS`) leaves them every candidate within
+        :data:`LAUNCH_BOUND_REACH` times its best.
     """
     finite = [i for i, m in enumerate(means) if math.isfinite(m)]
     if not finite:
         return Finalists(times=tuple(means))
     noise = statistics.median(spreads[i] for i in finite)
     best = min(finite, key=lambda i: (means[i], i))
+    if precise and means[best] < LAUNCH_BOUND_MS:
+        within = (i for i in finite if means[i] <= LAUNCH_BOUND_REACH * means[best])
+        bound = sorted(within, key=lambda i: (means[i], i))
+        return Finalists(tuple(bound) if len(bound) > 1 else (), (), noise, tuple(means))
 
     def error(i: int) -> float:
         return errors[i] if math.isfinite(errors[i]) else 0.0
@@ -94,7 +109,9 @@ def finalists(means: Sequence[float], errors: Sequence[float], spreads: Sequence
     return Finalists(chosen, left_out, noise, tuple(means))
 
 
-def agreed_finalists(measurements: Sequence[Measurement], reducer: Any) -> Finalists:
+def agreed_finalists(
+    measurements: Sequence[Measurement], reducer: Any, *, precise: bool = False
+) -> Finalists:
     """:func:`finalists` of the candidates' means, spreads and errors as every rank agrees on them.
 
     With several ranks, one ``max`` over the three together, so every rank
@@ -105,7 +122,7 @@ def agreed_finalists(measurements: Sequence[Measurement], reducer: Any) -> Final
     local += [standard_error(m.samples) for m in measurements]
     local += [spread(m.samples) if m.error is None else math.inf for m in measurements]
     agreed = list(reducer.max(local)) if reducer.world_size > 1 else local
-    return finalists(agreed[:count], agreed[count : 2 * count], agreed[2 * count :])
+    return finalists(agreed[:count], agreed[count : 2 * count], agreed[2 * count :], precise=precise)
 
 
 @attrs.define

@@ -36,6 +36,7 @@ from kerneltune.core.plugin_system.contracts import (
     CompileProcess,
     GlobalRankReducer,
     HoldingTimer,
+    PreciseTimer,
     SearchStrategy,
     provides,
 )
@@ -105,6 +106,7 @@ class Tuning(SearchTuning):
             reducer,
             host_clock=host_clock,
             warm_budget=setup.warm.budget,
+            precise=provides(timer, PreciseTimer),
         )
         self._queue = self._planner.queue
         self._started = time.perf_counter()

@@ -449,7 +449,9 @@ def test_check_cost_times_both_checks_reference_and_later_apart(tmp_path):
     )
     result = json.loads(out.read_text())
     assert set(result["checks"]) == {"launch", "function"}
-    for parts in result["checks"].values():
-        # Each figure is the check's own time: a first run's copies and comparisons cost something.
-        assert parts["reference"] > 0 and parts["later"] > 0
-    assert "a later candidate" in printed
+    for figures in (result["checks"], result["first_tuning"]):
+        assert set(figures) == {"launch", "function"}
+        for parts in figures.values():
+            # Each figure is the check's own time: a first run's copies and comparisons cost something.
+            assert parts["reference"] > 0 and parts["later"] > 0
+    assert "a later candidate" in printed and "the process's first tuning" in printed

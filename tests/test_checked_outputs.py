@@ -13,16 +13,8 @@ from kerneltune.core.errors import (
     UncheckedOutputsError,
     WrongOutputWarning,
 )
-from kerneltune.core.machine.outputs import (
-    Skipped,
-    Tolerance,
-    compare,
-    settled,
-    snapshot,
-    unchanged,
-    untouched,
-    verdicts,
-)
+from kerneltune.core.machine.outputs import Skipped, Tolerance, compare, snapshot
+from kerneltune.core.machine.passes import settled, unchanged, untouched, verdicts
 from tuning_doubles import FakeClock, clock_plugin, install_session, stored_records
 
 from triton_dist.tune import autotune

@@ -35,7 +35,7 @@ from kerneltune.core.drivers.checked_outputs import CheckOptions
 from kerneltune.core.drivers.inplace import in_place_problem
 from kerneltune.core.drivers.options import CHECK_OFF, CHECK_OUTPUTS, CHECK_OUTPUTS_BUDGET, CHECK_STRICT
 from kerneltune.core.errors import UncheckedOutputsError, WrongOutput, WrongOutputWarning
-from kerneltune.core.machine import outputs
+from kerneltune.core.machine import outputs, passes
 from kerneltune.core.machine.faces import SteppedTuning
 from kerneltune.core.machine.outputs import Mismatch, Tolerance
 from kerneltune.core.machine.timing import Wrap
@@ -274,7 +274,7 @@ class LaunchCheck:
         self.before = before
         self.after = _copies(arguments)
         self.changed = frozenset(
-            name for name in arguments if not outputs.unchanged(self.after[name], before[name])
+            name for name in arguments if not passes.unchanged(self.after[name], before[name])
         )
         return result
 
@@ -320,25 +320,14 @@ class LaunchCheck:
 
     def _verdict(self, arguments: Mapping[str, Any], blind: frozenset[str] | None = None) -> Mismatch | None:
         blind = self.blind if blind is None else blind
-        flags: list[Any] = []
+        written: list[passes.Compared] = []
+        alone: list[passes.Compared] = []
         for name, value in arguments.items():
             if name in self.changed or name in blind:
-                outputs.verdicts(value, self.after[name], self.tolerance, flags)
+                written.append((f"argument {name}", value, self.after[name]))
             elif name not in self.scratch:
-                flags.append(outputs.untouched(value, self.before[name]))
-        if outputs.settled(flags):  # the device waited on once; where a flag fails, say where
-            return None
-        for name, value in arguments.items():
-            path = f"argument {name}"
-            if name in self.changed or name in blind:
-                found = outputs.compare(value, self.after[name], self.tolerance, path)
-            elif name not in self.scratch and not outputs.unchanged(value, self.before[name]):
-                found = Mismatch(path, "changed, which the reference leaves alone")
-            else:
-                found = None
-            if found is not None:
-                return found
-        return None
+                alone.append((f"argument {name}", value, self.before[name]))
+        return passes.first_mismatch(written, alone, self.tolerance)
 
     def _reference(self) -> str:
         assert self.reference is not None
@@ -413,6 +402,6 @@ def _complement(expected: Any) -> Any:
 
 def _holding(arguments: Mapping[str, Any], saved: Mapping[str, Any]) -> bool:
     """Whether ``arguments`` hold exactly the ``saved`` copies: the same names, shapes, dtypes and bits."""
-    return arguments.keys() == saved.keys() and outputs.settled(
-        [outputs.untouched(value, saved[name]) for name, value in arguments.items()]
+    return arguments.keys() == saved.keys() and passes.settled(
+        [passes.untouched(value, saved[name]) for name, value in arguments.items()]
     )

@@ -40,15 +40,11 @@ from kerneltune.core.machine.outputs import (
     Mismatch,
     Tolerance,
     comparable,
-    compare,
     nbytes,
     put_back,
-    settled,
     snapshot,
-    unchanged,
-    untouched,
-    verdicts,
 )
+from kerneltune.core.machine.passes import first_mismatch, unchanged
 from kerneltune.core.machine.timing import Around, Thunk, Wrap
 from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.settings import Settings
@@ -298,23 +294,14 @@ class OutputCheck:
 
     def _differs(self, result: Any, reference: Any, changed: Mapping[str, Any]) -> Mismatch | None:
         """Where the outputs first differ from a run's that returned ``reference`` and changed ``changed``."""
-        flags: list[Any] = []
-        verdicts(result, reference, self.tolerance, flags)
-        for name, value in changed.items():
-            verdicts(self.arguments[name], value, self.tolerance, flags)
-        flags += [
-            untouched(value, self.initial[name])
+        written = [("result", result, reference)]
+        written += [(f"argument {name}", self.arguments[name], value) for name, value in changed.items()]
+        alone = [
+            (f"argument {name}", value, self.initial[name])
             for name, value in self.arguments.items()
             if name not in changed and name not in self.declared
         ]
-        if settled(flags):  # the device waited on once; where a flag fails, say where
-            return None
-        found = compare(result, reference, self.tolerance)
-        for name, value in changed.items():
-            found = found or compare(self.arguments[name], value, self.tolerance, f"argument {name}")
-        if found is None and (strays := self._strays(changed)):
-            found = Mismatch(f"argument {strays[0]}", "changed, which the reference leaves alone")
-        return found
+        return first_mismatch(written, alone, self.tolerance)
 
     def _strays(self, changed: Mapping[str, Any]) -> list[str]:
         """The undeclared arguments now changed that the run which changed ``changed`` left alone."""

@@ -4,10 +4,9 @@ A candidate that skips work (drops the remainder of a tile, needs zeroing
 nobody declared) is often the fastest, and wrong. Every tuner can keep
 the reference's outputs with :func:`snapshot` and hold each candidate's to
 them with :func:`compare`, on the device: nothing but the few numbers of a
-mismatch comes back to the host. A check of several outputs asks each for
-a :func:`verdicts` flag and reads them all in one :func:`settled`, the
-device synchronised once; only where one fails does :func:`compare` say
-where and by how much.
+mismatch comes back to the host. A check of several outputs reads its
+usual verdict, a pass, in one wait (:mod:`~kerneltune.core.machine.passes`)
+and asks :func:`compare` only where that fails.
 
 What is compared: torch tensors (detached and cloned), NumPy arrays
 (copied), numbers and ``None``, and tuples, lists and dicts of them;
@@ -111,10 +110,11 @@ def sample(value: Any, step: int) -> Any:
 
 
 def _contiguous(value: Any) -> bool:
-    return bool(value.is_contiguous()) if _is_tensor(value) else bool(value.flags.c_contiguous)
+    return bool(value.is_contiguous()) if is_tensor(value) else bool(value.flags.c_contiguous)
 
 
-def _is_tensor(value: Any) -> bool:
+def is_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor (torch is not imported to ask)."""
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(value, torch.Tensor)
 
@@ -126,12 +126,12 @@ def _is_array(value: Any) -> bool:
 
 def comparable(value: Any) -> bool:
     """Whether ``value`` is a tensor or an array, whose changes in place can be seen."""
-    return _is_tensor(value) or _is_array(value)
+    return is_tensor(value) or _is_array(value)
 
 
 def nbytes(value: Any) -> int:
     """How many bytes :func:`snapshot` would copy of ``value``'s tensors and arrays."""
-    if _is_tensor(value):
+    if is_tensor(value):
         return int(value.numel() * value.element_size())
     if _is_array(value):
         return int(value.nbytes)
@@ -150,13 +150,13 @@ def snapshot(value: Any, path: str = "result", skipped: list[str] | None = None,
     """
     if value is None or (isinstance(value, bool | numbers.Number) and not _is_array(value)):
         return value
-    if (_is_tensor(value) or _is_array(value)) and value.ndim and step > 1:
+    if (is_tensor(value) or _is_array(value)) and value.ndim and step > 1:
         if _contiguous(value):
             return Sampled(snapshot(sample(value, step)), step, tuple(value.shape), str(value.dtype))
         if skipped is not None:
             skipped.append(f"{path} (not contiguous, so not sampled)")
         return Skipped("not contiguous")
-    if _is_tensor(value):
+    if is_tensor(value):
         return value.detach().clone()
     if _is_array(value):
         return value.copy()
@@ -184,12 +184,12 @@ def compare(value: Any, reference: Any, tolerance: Tolerance, path: str = "resul
             if value is reference
             else Mismatch(path, f"{_kind(value)}, the reference's {_kind(reference)}")
         )
-    if _is_tensor(reference) or _is_array(reference):
+    if is_tensor(reference) or _is_array(reference):
         if type(value) is not type(reference) and not (_is_array(value) and _is_array(reference)):
             return Mismatch(path, f"{_kind(value)}, the reference's {_kind(reference)}")
         if tuple(value.shape) != tuple(reference.shape) or str(value.dtype) != str(reference.dtype):
             return Mismatch(path, f"{_kind(value)}, the reference's {_kind(reference)}")
-        return (_tensors if _is_tensor(reference) else _arrays)(value, reference, tolerance, path)
+        return (_tensors if is_tensor(reference) else _arrays)(value, reference, tolerance, path)
     if isinstance(reference, tuple | list):
         if not isinstance(value, tuple | list) or len(value) != len(reference):
             return Mismatch(path, f"{_kind(value)}, the reference's {_kind(reference)}")
@@ -208,7 +208,7 @@ def compare(value: Any, reference: Any, tolerance: Tolerance, path: str = "resul
 
 
 def _kind(value: Any) -> str:
-    if _is_tensor(value) or _is_array(value):
+    if is_tensor(value) or _is_array(value):
         return f"{type(value).__name__} {tuple(value.shape)} {value.dtype}"
     if isinstance(value, tuple | list | Mapping):
         return f"{type(value).__name__} of {len(value)}"
@@ -331,16 +331,16 @@ def _arrays(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mism
         )
 
 
-#: By reference tensor (its id, while it lives): what its comparisons need (:func:`_kept`).
-_KEPT: dict[int, _Kept] = {}
+#: By reference tensor (its id, while it lives): what its comparisons need (:func:`reference_side`).
+_KEPT: dict[int, ReferenceSide] = {}
 
-#: A quick pass asks ``|c - r|``, as the candidate's dtype rounds it, to stay this far inside
-#: ``atol * scale``: bfloat16 rounds a difference by at most 2**-8 of it.
+#: A quick pass (:mod:`~kerneltune.core.machine.passes`) asks ``|c - r|``, as the candidate's dtype
+#: rounds it, to stay this far inside ``atol * scale``: bfloat16 rounds a difference by at most 2**-8.
 _ROUNDING = 0.99
 
 
 @attrs.define
-class _Kept:
+class ReferenceSide:
     """A reference's side of the comparisons, for the limits and the version it was made for."""
 
     limits: tuple[float, float]
@@ -353,8 +353,9 @@ class _Kept:
     bound: Any = None
 
 
-def _kept(reference: Any, limits: tuple[float, float]) -> _Kept:
-    """The real ``reference``'s scale and thresholds under ``limits``, made at its first comparison.
+def reference_side(reference: Any, limits: tuple[float, float]) -> ReferenceSide:
+    """The real ``reference``'s scale and thresholds under ``limits``, made at its first comparison
+    (for :mod:`~kerneltune.core.machine.passes` as for :func:`compare`).
 
     Kept while it lives (a snapshot is compared with every candidate of a
     tuning), until the tensor is written (its version counter moves) or
@@ -373,32 +374,19 @@ def _kept(reference: Any, limits: tuple[float, float]) -> _Kept:
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     if kept is None:
         weakref.finalize(reference, _KEPT.pop, id(reference), None)
-    kept = _KEPT[id(reference)] = _Kept(limits, reference._version, scale * (limits[1] * _ROUNDING), scale)
+    within = scale * (limits[1] * _ROUNDING)
+    kept = _KEPT[id(reference)] = ReferenceSide(limits, reference._version, within, scale)
     return kept
-
-
-def _near(value: Any, reference: Any, limits: tuple[float, float]) -> Any:
-    """Whether every ``|c - r|`` of a real tensor is within ``atol * scale``, which passes the bound
-    wherever ``r`` is finite, as a 0-dim tensor: three kernels, the difference in the tensors' own
-    dtype. Its failure (a larger error, or an infinity or NaN anywhere) leaves the verdict to
-    :func:`compare`."""
-    import torch
-
-    if not value.numel():
-        return True
-    kept = _kept(reference, limits)
-    difference = torch.sub(value.detach(), reference.detach())
-    return torch.linalg.vector_norm(difference, ord=math.inf) <= kept.within
 
 
 def _passes(value: Any, reference: Any, limits: tuple[float, float]) -> Any:
     """Whether each value of a real tensor is within the bound of the snapshot ``reference``'s, as a
     0-dim tensor, in four kernels; the bound is made at the first such comparison and kept
-    (:func:`_kept`). A value the bound cannot pass (beside an infinite or NaN one) needs the full
-    verdict."""
+    (:func:`reference_side`). A value the bound cannot pass (beside an infinite or NaN one) needs
+    the full verdict."""
     import torch
 
-    kept = _kept(reference, limits)
+    kept = reference_side(reference, limits)
     wide = _wide(reference)
     if kept.bound is None:
         rtol, atol = limits
@@ -409,88 +397,6 @@ def _passes(value: Any, reference: Any, limits: tuple[float, float]) -> Any:
     return differences.le_(kept.bound).all()
 
 
-def unchanged(value: Any, before: Any) -> bool:
-    """Whether a tensor or array holds what its :func:`snapshot` ``before`` held: a tensor bit for bit
-    (a NaN is the same NaN; ``-0.0`` is not ``0.0``: whatever a kernel writes differently, it wrote),
-    an array value for value (NaN as NaN)."""
-    return settled([untouched(value, before)])
-
-
-def untouched(value: Any, before: Any) -> Any:
-    """:func:`unchanged` as a flag for :func:`settled`: on a tensor, a 0-dim tensor on its device."""
-    if _is_tensor(value):
-        import torch
-
-        if tuple(value.shape) != tuple(before.shape) or value.dtype != before.dtype:
-            return False
-        if value.is_complex():
-            value, before = torch.view_as_real(value), torch.view_as_real(before)
-        if value.is_floating_point():  # compared as bits: one comparison, not four kernels
-            bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[value.element_size()]
-            value, before = value.view(bits), before.view(bits)
-        return (value == before.to(value.device)).all()
-    import numpy
-
-    return bool(numpy.array_equal(value, before, equal_nan=value.dtype.kind in "fc"))
-
-
-def verdicts(value: Any, reference: Any, tolerance: Tolerance, into: list[Any]) -> None:
-    """Put into ``into`` a flag for each part of ``value`` that :func:`compare` holds to ``reference``,
-    for :func:`settled`: true where it passes.
-
-    A real tensor of the reference's shape, dtype and device gives a 0-dim
-    tensor on its device, computed without waiting for it; anything else,
-    :func:`compare`'s verdict as a bool.
-    """
-    if _is_tensor(reference) and _is_tensor(value):
-        alike = (tuple(value.shape), value.dtype, value.device) == (
-            tuple(reference.shape),
-            reference.dtype,
-            reference.device,
-        )
-        if alike and not reference.is_complex():
-            limits = tolerance.of(str(reference.dtype))
-            into.append(_same_bits(value, reference) if limits is None else _near(value, reference, limits))
-            return
-    elif isinstance(reference, tuple | list) and isinstance(value, tuple | list):
-        if len(value) != len(reference):
-            into.append(False)
-            return
-        for v, r in zip(value, reference, strict=True):
-            verdicts(v, r, tolerance, into)
-        return
-    elif isinstance(reference, Mapping) and isinstance(value, Mapping) and set(value) == set(reference):
-        for k, r in reference.items():
-            verdicts(value[k], r, tolerance, into)
-        return
-    into.append(compare(value, reference, tolerance) is None)
-
-
-def settled(flags: list[Any]) -> bool:
-    """Whether every flag of :func:`verdicts` and :func:`untouched` is true: the device waited on once."""
-    tensors = []
-    for flag in flags:
-        if isinstance(flag, bool):
-            if not flag:
-                return False
-        else:
-            tensors.append(flag)
-    if len(tensors) <= 1:
-        return all(bool(flag) for flag in tensors)
-    import torch
-
-    device = tensors[0].device
-    return all(torch.stack([flag.to(device) for flag in tensors]).tolist())
-
-
-def _same_bits(value: Any, reference: Any) -> Any:
-    import torch
-
-    if value.element_size() == 1 and value.is_floating_point():  # fp8: compared as its bits
-        value, reference = value.view(torch.uint8), reference.view(torch.uint8)
-    return (value.detach() == reference).all()
-
-
 def _wide(reference: Any) -> Any:
     import torch
 
@@ -499,7 +405,7 @@ def _wide(reference: Any) -> Any:
 
 def put_back(value: Any, saved: Any) -> None:
     """Copy the :func:`snapshot` ``saved`` back into the tensor or array ``value``."""
-    if _is_tensor(value):
+    if is_tensor(value):
         value.copy_(saved)
     else:
         value[...] = saved

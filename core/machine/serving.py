@@ -95,8 +95,8 @@ class _MarkWriter:
                 if not self._pid:
                     atexit.register(self.flush)
                 self._pid = os.getpid()
-                # A daemon thread that the call does not wait to see start (threading's start() does,
-                # a third of the first served key's cost); the flush at exit waits for its work.
+                # A daemon thread the served call does not wait to see start (threading's start() does);
+                # the flush at exit waits for its work.
                 _thread.start_new_thread(self._run, ())
         self._queue.put(work)
 

@@ -137,7 +137,7 @@ def rows_for(data: Any, function: str, wanted: Any) -> list[tuple[Any, list[str]
     groups, keys, ranks = (checked.rows(columns.get(name), f"stored keys.rows.{name}") for name in _COLUMNS)
     if not len(groups) == len(keys) == len(ranks):
         raise CacheReadError("stored keys.rows: its facts, keys and rankings differ in length")
-    # Checked a column at a time (a row at a time took most of a read of 1,000 rows).
+    # Checked a column at a time: a test per row cost more than the rest of the read.
     if groups and set(map(type, groups)) != {int}:
         raise CacheReadError("stored keys.rows.facts holds a number that is no int")
     if ranks and (set(map(type, ranks)) != {int} or min(ranks) < 0 or max(ranks) >= len(rankings)):

@@ -78,9 +78,10 @@ def portfolio(
     """Choose at most K configs that keep every stored key of FUNCTION within the tolerance of its best.
 
     Only keys tuned in full count: every config of the candidate list has a
-    time or a failure. Where no K configs keep every key within the
-    tolerance, the K that come closest are chosen and the command says how
-    close. Two losses are reported: the worst over the stored keys, and the
+    time or a failure. The K configs with the lowest worst loss are chosen
+    (then the lowest mean loss; fewer where more lower neither), and the
+    report says how many would keep every key within the tolerance, or how
+    close K come. Two losses are reported: the worst over the stored keys, and the
     worst when each key is left out of the choice and then served by it (an
     estimate of the loss on keys never measured).
     """
@@ -209,7 +210,9 @@ def _report(
         "most": most,
         "tolerance": tolerance,
         "within_tolerance": within,
+        "needed": choice.needed,
         "worst": _percent(choice.worst),
+        "mean": _percent(choice.mean),
         "leave_one_out": None
         if estimates is None
         else {
@@ -238,6 +241,12 @@ def _text(report: dict[str, Any], keys: _Keys) -> list[str]:
     worst = max(rows, key=lambda r: math.inf if r["loss"] is None else r["loss"])
     if report["within_tolerance"]:
         verdict = f"within the tolerance of {report['tolerance']:g} %"
+        extra = len(report["configs"]) - report["needed"]
+        if extra:
+            verdict += (
+                f" with {report['needed']} config(s); the other {extra} lower the mean loss to "
+                f"{_loss_text(report['mean'])}"
+            )
     else:
         verdict = (
             f"no {report['most']} configs keep every key within {report['tolerance']:g} %: "

@@ -127,11 +127,25 @@ def test_the_exact_optimum_for_one_two_and_three_configs(swept):
     assert by_key[5]["best_ms"] == pytest.approx(best_of(5))
 
 
-def test_the_smallest_set_within_the_tolerance_wins():
-    # Within 20 % one config does; allowed three, it still takes one.
+def test_configs_beyond_the_tolerance_are_added_while_they_lower_the_loss():
+    # Within 20 % one config does, within 15 % two; allowed three, it takes the three that serve
+    # every key exactly, and says how many the tolerance needed.
     table = factors_table()
-    assert choose_portfolio(table, 3, 0.20).configs == (0,)
-    assert choose_portfolio(table, 3, 0.15).configs == (0, 1)
+    for tolerance, needed in ((0.20, 1), (0.15, 2), (0.0, 3), (-1.0, None)):
+        choice = choose_portfolio(table, 3, tolerance)
+        assert (sorted(choice.configs), choice.needed, choice.worst) == ([1, 2, 3], needed, 0.0)
+    # Two keys a single config serves exactly: a second config lowers nothing and is not added.
+    table = TimeTable(keys=(1, 2), times=((1.0, 2.0, 1.5), (2.0, 4.0, 3.0)))
+    for exact in (True, False):
+        assert choose_portfolio(table, 3, 0.0, exact=exact).configs == (0,)
+    # Each key's best config is the best of no other key: K = 2 comes to 10 %, K = 3 serves all.
+    table = TimeTable(
+        keys=(1, 2, 3), times=((2.0, 2.0, 2.0, 1.0), (1.0, 1.1, 1.2, 9.0), (1.2, 1.0, 1.2, 9.0))
+    )
+    for exact in (True, False):
+        two, three = (choose_portfolio(table, k, 0.05, exact=exact) for k in (2, 3))
+        assert (sorted(two.configs), two.worst, two.needed) == ([1, 3], pytest.approx(0.1), None)
+        assert (sorted(three.configs), three.worst, three.needed) == ([0, 1, 3], 0.0, 3)
 
 
 def test_greedy_is_stated_and_can_miss_what_exact_finds():

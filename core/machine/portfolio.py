@@ -2,10 +2,10 @@
 
 A key's loss under a set of configs is how much slower the fastest of them
 is than the key's best config, over that best. :func:`choose_portfolio` finds the
-smallest set (at most K) whose worst loss over the stored keys is within the
-tolerance; where none is, the set of K with the lowest worst loss.
-:func:`leave_one_out` estimates the loss on keys never measured. docs/guide.md
-("Portfolio") says both in words.
+set of at most K configs with the lowest worst loss over the stored keys (then
+the lowest mean loss), and the fewest configs whose worst loss is within a
+tolerance. :func:`leave_one_out` estimates the loss on keys never measured.
+docs/guide.md ("Portfolio") says both in words.
 """
 
 from __future__ import annotations
@@ -91,11 +91,18 @@ class PortfolioChoice:
     method: str
     #: whether every set was tried (else configs were added greedily).
     exact: bool
+    #: the fewest configs whose worst loss is within the tolerance (``None``: no set of K is).
+    needed: int | None
 
     @property
     def worst(self) -> float:
         """The worst loss over the stored keys."""
         return max(self.losses)
+
+    @property
+    def mean(self) -> float:
+        """The mean loss over the stored keys."""
+        return math.fsum(self.losses) / len(self.losses)
 
 
 def _method_for(table: TimeTable, most: int) -> tuple[bool, int, int]:
@@ -110,11 +117,14 @@ def choose_portfolio(
 ) -> PortfolioChoice:
     """At most ``most`` configs of ``table`` for its keys; ``tolerance`` a fraction.
 
-    The smallest set whose worst loss is within ``tolerance``; where no set
-    of ``most`` is, the set with the lowest worst loss. Ties go to the lower
-    mean loss, then the smaller set, then the lower indices. Configs that
-    another config beats or equals on every key are left out first: the
-    choice is the same without them.
+    The set with the lowest worst loss; ties go to the lower mean loss, then
+    the smaller set, then the lower indices. So configs beyond the fewest
+    that keep every key within ``tolerance`` (the choice's ``needed``) are
+    added while they lower the keys' mean loss: a new key measures every
+    chosen config, and each one that is some stored key's better choice makes
+    a key between them likelier to find its own. Configs that another config
+    beats or equals on every key are left out first: the choice is the same
+    without them.
 
     :param exact: enumerate every set (``True``) or add configs greedily
         (``False``); ``None``: exact where :func:`_method_for` allows.
@@ -125,20 +135,20 @@ def choose_portfolio(
     exact = allowed if exact is None else exact
     keys = range(len(table.keys))
     columns = table.columns(keys)
-    chosen = (_exact if exact else _greedy)(columns, _undominated(columns), most, tolerance)
+    chosen, needed = (_exact if exact else _greedy)(columns, _undominated(columns), most, tolerance)
     if exact:
         method = (
             f"exact: every set of at most {most} of the {considered} configs that no other config "
             f"beats on every key ({sets} sets)"
         )
     else:
-        method = "greedy: configs added one at a time, each the one that lowers the worst loss most"
+        method = "greedy: configs added one at a time, each lowering the worst (then mean) loss most"
         if not allowed:
             method += (
                 f" (the {sets} sets of at most {most} of the {considered} configs that no other config "
                 f"beats on every key exceed {EXACT_LIMIT} for an exact search)"
             )
-    return _describe(columns, chosen, method, exact)
+    return _describe(columns, chosen, method, exact, needed)
 
 
 def leave_one_out(
@@ -160,7 +170,7 @@ def leave_one_out(
         chosen = []
         for out in range(count):
             columns = table.columns([k for k in range(count) if k != out])
-            chosen.append(_greedy(columns, _undominated(columns), most, tolerance))
+            chosen.append(_greedy(columns, _undominated(columns), most, tolerance)[0])
     return tuple(
         min(table.times[out][c] for c in chosen[out]) / min(table.times[out]) - 1.0 for out in range(count)
     )
@@ -190,9 +200,10 @@ def _score(columns: Sequence[tuple[float, ...]], chosen: Sequence[int]) -> tuple
 
 def _exact(
     columns: Sequence[tuple[float, ...]], configs: Sequence[int], most: int, tolerance: float
-) -> tuple[int, ...]:
-    """Every set of 1, then 2, ... ``most`` configs, stopping at the first size within ``tolerance``."""
+) -> tuple[tuple[int, ...], int | None]:
+    """Every set of 1, then 2, ... ``most`` configs: the best, and the fewest configs within ``tolerance``."""
     best: tuple[float, float, tuple[int, ...]] | None = None
+    needed = None
     for size in range(1, min(most, len(configs)) + 1):
         for combination in itertools.combinations(configs, size):
             per_key = _per_key(columns, combination)
@@ -202,17 +213,15 @@ def _exact(
             mean = math.fsum(per_key) / len(per_key)
             if best is None or (worst, mean) < best[:2]:
                 best = (worst, mean, combination)
-        assert best is not None
-        if best[0] - 1.0 <= tolerance + _SLACK:
-            break
-    assert best is not None
-    return best[2]
+        if needed is None and _held(best)[0] - 1.0 <= tolerance + _SLACK:
+            needed = size
+    return _held(best)[2], needed
 
 
 def _exact_left_out(
     columns: Sequence[tuple[float, ...]], most: int, tolerance: float
 ) -> list[tuple[int, ...]]:
-    """Per key, what :func:`_exact` chooses over the other keys, all in one pass over the sets.
+    """Per key, the set :func:`_exact` chooses over the other keys, all in one pass over the sets.
 
     A key's ratios do not depend on the other keys, so each key left out
     sees ``columns`` without its row; each considers only the configs that
@@ -224,14 +233,13 @@ def _exact_left_out(
         for out in range(count)
     ]
     best: list[tuple[float, float, tuple[int, ...]] | None] = [None] * count
-    unsettled = list(range(count))
     configs = sorted(frozenset().union(*allowed))
     for size in range(1, min(most, len(configs)) + 1):
         for combination in itertools.combinations(configs, size):
             per_key = _per_key(columns, combination)
             top, second = heapq.nlargest(2, per_key)
             at = per_key.index(top)
-            for out in unsettled:
+            for out in range(count):
                 worst = second if out == at else top
                 held = best[out]
                 if (held is not None and worst > held[0]) or not allowed[out].issuperset(combination):
@@ -239,9 +247,6 @@ def _exact_left_out(
                 mean = math.fsum(v for k, v in enumerate(per_key) if k != out) / (count - 1)
                 if held is None or (worst, mean) < held[:2]:
                     best[out] = (worst, mean, combination)
-        unsettled = [out for out in unsettled if _held(best[out])[0] - 1.0 > tolerance + _SLACK]
-        if not unsettled:
-            break
     return [_held(held)[2] for held in best]
 
 
@@ -252,20 +257,29 @@ def _held(held: tuple[float, float, tuple[int, ...]] | None) -> tuple[float, flo
 
 def _greedy(
     columns: Sequence[tuple[float, ...]], configs: Sequence[int], most: int, tolerance: float
-) -> tuple[int, ...]:
-    """Configs added one at a time, each the one that gives the lowest worst (then mean) loss."""
+) -> tuple[tuple[int, ...], int | None]:
+    """Configs added one at a time, each the one that gives the lowest worst (then mean) loss.
+
+    Adding stops at ``most`` configs or where no config lowers either; the
+    second value is how many were chosen when the worst loss first came within
+    ``tolerance``.
+    """
     chosen: list[int] = []
+    score, needed = (math.inf, math.inf), None
     while len(chosen) < min(most, len(configs)):
         rest = [c for c in configs if c not in chosen]
         pick = min(rest, key=lambda c: (*_score(columns, [*chosen, c]), c))
-        chosen.append(pick)
-        if _score(columns, chosen)[0] - 1.0 <= tolerance + _SLACK:
+        if chosen and _score(columns, [*chosen, pick]) >= score:
             break
-    return tuple(sorted(chosen))
+        chosen.append(pick)
+        score = _score(columns, chosen)
+        if needed is None and score[0] - 1.0 <= tolerance + _SLACK:
+            needed = len(chosen)
+    return tuple(sorted(chosen)), needed
 
 
 def _describe(
-    columns: Sequence[tuple[float, ...]], chosen: Sequence[int], method: str, exact: bool
+    columns: Sequence[tuple[float, ...]], chosen: Sequence[int], method: str, exact: bool, needed: int | None
 ) -> PortfolioChoice:
     keys = range(len(columns[0]))
     # Of the fastest chosen configs of a key, the lowest index serves it.
@@ -273,5 +287,5 @@ def _describe(
     losses = tuple(columns[served_by[k]][k] - 1.0 for k in keys)
     order = sorted(chosen, key=lambda c: (-served_by.count(c), c))
     return PortfolioChoice(
-        configs=tuple(order), losses=losses, served_by=served_by, method=method, exact=exact
+        configs=tuple(order), losses=losses, served_by=served_by, method=method, exact=exact, needed=needed
     )

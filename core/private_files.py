@@ -18,8 +18,11 @@ import os
 import stat
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
+
+from kerneltune.core.background import in_background
 
 # A record is a few kilobytes; anything near this is not one, and reading it whole
 # (a link to /dev/zero) would exhaust memory.
@@ -208,6 +211,18 @@ class PrivateAppender:
             except OSError:
                 self._drop(path)
                 raise
+
+    def write_later(self, path: Path, text: str, failed: Callable[[OSError], None]) -> None:
+        """:meth:`write` on the process's background thread (:mod:`kerneltune.core.background`), after
+        what was queued there before; ``failed`` is called there with the error where it fails."""
+
+        def write() -> None:
+            try:
+                self.write(path, text)
+            except OSError as exc:
+                failed(exc)
+
+        in_background(write)
 
     def close(self) -> None:
         """Close every file held; a later write opens its file again."""

@@ -141,6 +141,7 @@ GRAPH = import_graph(MODULES)
 FLOORS = (
     ("kerneltune.core.errors", "kerneltune.core.values"),
     (
+        "kerneltune.core.background",
         "kerneltune.core.notices",
         "kerneltune.core.verbose",
         "kerneltune.core.private_files",

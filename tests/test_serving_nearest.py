@@ -295,6 +295,7 @@ def test_verbose_lines_and_the_tuning_log_say_what_served_a_key(monkeypatch, iso
     line = "swept: key 96: no stored pick, and tune = 'nearest': served without measuring by the pick of "
     line += "the nearest stored key 64, [2] n=<3>; marked pending"
     assert line in capsys.readouterr().out
+    flush_marks()  # the log line, like the mark, is written by the background thread
     assert line in (isolated / "swept" / "tune-rank0.log").read_text()
 
 

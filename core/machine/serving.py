@@ -10,16 +10,11 @@ the same way. docs/guide.md ("Serving unseen shapes") explains the modes.
 
 from __future__ import annotations
 
-import _thread
-import atexit
 import logging
-import os
-import queue
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
+from kerneltune.core.background import in_background, wait_for_background
 from kerneltune.core.errors import CacheReadError
 from kerneltune.core.machine.options import TUNE, TUNE_AUTO, TUNE_NEAREST, TUNE_PENDING
 from kerneltune.core.machine.portfolio_start import portfolio_indices
@@ -75,57 +70,15 @@ def served(setup: Setup, kept: tuple[int, ...]) -> tuple[int, Any]:
     return next(iter(allowed)), None
 
 
-class _MarkWriter:
-    """Writes the pending marks on a thread of its own, in order: a served call does not wait for the disk.
-
-    Every mark queued is written before the process exits (at exit, the
-    queue is waited for); :func:`flush_marks` waits for it before, and a
-    tuning does before it measures, so that no write runs beside a timed run.
-    """
-
-    def __init__(self) -> None:
-        self._queue: queue.Queue[Callable[[], None]] = queue.Queue()
-        #: the process whose writer thread runs (0: none yet).
-        self._pid = 0
-        self._lock = threading.Lock()
-
-    def put(self, work: Callable[[], None]) -> None:
-        with self._lock:  # started at the first mark, and again in a forked child
-            if self._pid != os.getpid():
-                if not self._pid:
-                    atexit.register(self.flush)
-                self._pid = os.getpid()
-                # A daemon thread the served call does not wait to see start (threading's start() does);
-                # the flush at exit waits for its work.
-                _thread.start_new_thread(self._run, ())
-        self._queue.put(work)
-
-    def _run(self) -> None:
-        while True:
-            work = self._queue.get()
-            try:
-                work()
-            except Exception:
-                logger.exception("kerneltune: writing a pending mark failed")
-            finally:
-                self._queue.task_done()
-
-    def flush(self) -> None:
-        self._queue.join()
-
-
-_WRITER = _MarkWriter()
-
-
 def flush_marks() -> None:
-    """Wait until every pending mark this process made is stored (a thread writes them)."""
-    _WRITER.flush()
+    """Wait until every pending mark (and served key's log line) this process made is written."""
+    wait_for_background()
 
 
 def mark_pending(setup: Setup, pick: Candidate, served_by: Any) -> None:
     """Record in the cache that ``setup``'s key was served by ``pick`` unmeasured: a new mark, or one more.
 
-    Written in the background (:class:`_MarkWriter`); under the cache's
+    Written in the background (:mod:`kerneltune.core.background`); under the cache's
     lock where it has one (:class:`AmendingCache`), so processes marking one
     key at once each count; a record stored meanwhile stays. A cache that
     fails is a warning: the key is served all the same.
@@ -134,7 +87,7 @@ def mark_pending(setup: Setup, pick: Candidate, served_by: Any) -> None:
     assert entry is not None
     now = time.time()
     mark = PendingMark(space.name, setup.encoded, space.source, served_by, pick.label, now, now)
-    _WRITER.put(lambda: _write_mark(session, space.name, entry, mark))
+    in_background(lambda: _write_mark(session, space.name, entry, mark))
 
 
 def _write_mark(session: Session, name: str, entry: str, mark: PendingMark) -> None:

@@ -51,20 +51,30 @@ _Logged = TuningStarted | CompileFinished | CandidateMeasured | TuningFinished |
 _logs = PrivateAppender()
 
 
-def _emit(event: _Logged, line: str, detail: str = "") -> None:
+def _emit(event: _Logged, line: str, detail: str = "", *, later: bool = False) -> None:
+    """Say ``line``, and append it with ``detail`` to the event's log file (``later``: on the background
+    thread, for a call that measures nothing and should not wait for a file)."""
     _say(line, event.verbose)
-    if event.log_dir is not None:
-        path = event.log_dir / f"tune-rank{event.rank}.log"
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        try:
-            # Made and checked where opened: another user may have created the folder since the cache
-            # looked at it.
-            _logs.write(path, f"{stamp} {line}\n{detail}")
-        except OSError as exc:
-            warn_once(
-                ("tuning log", str(path)),
-                f"kerneltune: cannot write the tuning log {path} ({exc}); tuning goes on without it",
-            )
+    if event.log_dir is None:
+        return
+    path = event.log_dir / f"tune-rank{event.rank}.log"
+    text = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n{detail}"
+
+    def failed(exc: OSError) -> None:
+        warn_once(
+            ("tuning log", str(path)),
+            f"kerneltune: cannot write the tuning log {path} ({exc}); tuning goes on without it",
+        )
+
+    # Made and checked where opened: another user may have created the folder since the cache
+    # looked at it.
+    if later:
+        _logs.write_later(path, text, failed)
+        return
+    try:
+        _logs.write(path, text)
+    except OSError as exc:
+        failed(exc)
 
 
 @hookimpl
@@ -135,6 +145,7 @@ def kerneltune_pick_loaded(event: PickLoaded) -> None:
             event,
             f"{event.function}: key {event.key!r}: no stored pick, and tune = {event.tune!r}: served "
             f"without measuring by {by}, [{event.best.index}] {event.best.label}; marked pending",
+            later=True,
         )
         return
     if event.source == "default":

@@ -148,7 +148,8 @@ def main() -> int:
     print(
         f"portfolio of {len(portfolio)} (at most {most}, tolerance {options.tolerance:g} %): "
         f"{portfolio}; worst over the stored keys {chosen['worst']} %, left out "
-        f"{(chosen['leave_one_out'] or {}).get('worst')} %; {chosen['method']}",
+        f"{(chosen['leave_one_out'] or {}).get('worst')} %; {chosen['needed']} would keep the stored keys "
+        f"within the tolerance; {chosen['method']}",
         flush=True,
     )
     print("the held-out half, served by the portfolio and tuned in full, side by side:", flush=True)
@@ -208,6 +209,8 @@ def main() -> int:
         "stored_oracle_worst": max(stored_losses.values()),
         "command_worst_pct": chosen["worst"],
         "command_leave_one_out_worst_pct": (chosen["leave_one_out"] or {}).get("worst"),
+        "command_configs": len(portfolio),
+        "command_needed": chosen["needed"],
         "served_seconds": sum(r["served"]["seconds"] for r in rows),
         "full_seconds": sum(r["full"]["seconds"] for r in rows),
         "served_max_measured": max(r["served"]["measured"] for r in rows),

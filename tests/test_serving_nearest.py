@@ -299,6 +299,23 @@ def test_verbose_lines_and_the_tuning_log_say_what_served_a_key(monkeypatch, iso
     assert line in (isolated / "swept" / "tune-rank0.log").read_text()
 
 
+def test_a_served_keys_log_line_that_cannot_be_written_warns_from_the_background(
+    monkeypatch, isolated, tmp_path
+):
+    landscape(monkeypatch).tuner()(64)
+    log = isolated / "swept" / "tune-rank0.log"
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me\n")
+    log.unlink()
+    log.symlink_to(precious)
+    monkeypatch.setenv("KERNELTUNE_TUNE", "nearest")
+    with pytest.warns(RuntimeWarning, match=r"cannot write the tuning log .*symbolic link"):
+        assert landscape(monkeypatch).tuner()(96) == 3  # served all the same
+        flush_marks()  # the line is written, and fails, on the background thread
+    assert precious.read_text() == "keep me\n"
+    assert marks(isolated, "swept"), "the mark is stored all the same"
+
+
 def test_nothing_stored_serves_the_first_config_and_marks_it(monkeypatch, isolated, capsys):
     monkeypatch.setenv("KERNELTUNE_TUNE", "nearest")
     monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")

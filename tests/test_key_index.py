@@ -68,6 +68,14 @@ def test_int_keys_are_searched_in_the_default_distances_order_scaling_a_few(seed
     assert [key for _, key in found] == [key for _, key in by_default_distance(stored, query)]
 
 
+def test_int_keys_beyond_a_float_are_searched_as_the_default_distance_says():
+    stored = [2**1001, 5, -(2**1001), 7]
+    index = NearestKeys([(key, i) for i, key in enumerate(stored)])
+    found = [(d, key) for d, key, _ in index.nearest(6)]
+    assert [key for _, key in found] == [key for _, key in by_default_distance(stored, 6)]
+    assert [d for d, _ in found] == pytest.approx([d for d, _ in by_default_distance(stored, 6)])
+
+
 class Counted(tuple):
     """A stored key's numbers that count each distance measured to them."""
 
@@ -102,6 +110,12 @@ def test_the_index_keeps_one_row_per_key_and_facts_and_reads_back_what_was_put_i
     assert index["rows"] == {"facts": [0, 1, 0], "keys": [[8, "a"], [8, "a"], 16], "rankings": [2, 1, 1]}
 
 
+def add_row_ranked_as_float(index):
+    """A second row whose ranking is 0.0 beside the first's 0: one distinct value, found on the read."""
+    for column, value in (("facts", 0), ("keys", 16), ("rankings", 0.0)):
+        index["rows"][column].append(value)
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
@@ -114,6 +128,8 @@ def test_the_index_keeps_one_row_per_key_and_facts_and_reads_back_what_was_put_i
         (lambda index: index["rows"]["facts"].__setitem__(0, "0"), r"rows\.facts holds a number that is no"),
         (lambda index: index["rows"]["rankings"].__setitem__(0, 1), "names a ranking the index lacks"),
         (lambda index: index["rows"]["rankings"].__setitem__(0, -1), "names a ranking the index lacks"),
+        (lambda index: index["rows"]["rankings"].__setitem__(0, [0]), "a list or mapping where a number"),
+        (add_row_ranked_as_float, r"rows\.rankings holds a number that is no int"),
         (lambda index: index["rankings"].append([7]), r"rankings\[1\] names a config the index lacks"),
         (lambda index: index["rankings"].append([-1]), r"rankings\[1\] names a config the index lacks"),
         (lambda index: index["rankings"].append(["0"]), r"rankings\[1\] names a config the index lacks"),

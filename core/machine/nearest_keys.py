@@ -61,9 +61,11 @@ class NearestKeys(Generic[T]):
         self._shapes: dict[Hashable, Sequence[tuple[float, tuple[float, ...], Any, T]]] = {}
         # The commonest keys, ints, are sorted as they are (log_scale keeps their order) and scaled
         # only where a search looks: a search looks at a few of them.
-        if rows and all(type(key) is int and -_LARGE < key < _LARGE for key, _ in rows):
-            self._shapes["#"] = _ScaledInts(sorted(rows, key=itemgetter(0)))
-            return
+        if rows and set(map(type, map(itemgetter(0), rows))) == {int}:
+            ordered = sorted(rows, key=itemgetter(0))  # a test per key cost more than the sort
+            if ordered[0][0] > -_LARGE and ordered[-1][0] < _LARGE:
+                self._shapes["#"] = _ScaledInts(ordered)
+                return
         shapes: dict[Hashable, list[tuple[float, tuple[float, ...], Any, T]]] = {}
         for key, value in rows:
             shape, numbers = features(key)

@@ -137,13 +137,20 @@ def rows_for(data: Any, function: str, wanted: Any) -> list[tuple[Any, list[str]
     groups, keys, ranks = (checked.rows(columns.get(name), f"stored keys.rows.{name}") for name in _COLUMNS)
     if not len(groups) == len(keys) == len(ranks):
         raise CacheReadError("stored keys.rows: its facts, keys and rankings differ in length")
-    # Checked a column at a time: a test per row cost more than the rest of the read.
-    if groups and set(map(type, groups)) != {int}:
+    # Checked over each column's distinct values: a test per row cost more than the rest of the read.
+    try:
+        distinct_groups, distinct_ranks = set(groups), set(ranks)
+    except TypeError:
+        raise CacheReadError("stored keys.rows holds a list or mapping where a number belongs") from None
+    if not all(type(group) is int for group in distinct_groups):
         raise CacheReadError("stored keys.rows.facts holds a number that is no int")
-    if ranks and (set(map(type, ranks)) != {int} or min(ranks) < 0 or max(ranks) >= len(rankings)):
+    if not all(type(rank) is int and 0 <= rank < len(rankings) for rank in distinct_ranks):
         raise CacheReadError("stored keys.rows.rankings names a ranking the index lacks")
     accepted = {i for i, given in enumerate(facts) if wanted(given)}
-    if accepted.issuperset(groups):
-        return [(key, rankings[rank]) for key, rank in zip(keys, ranks, strict=True)]
-    rows = zip(groups, keys, ranks, strict=True)
-    return [(key, rankings[rank]) for group, key, rank in rows if group in accepted]
+    try:  # a float equal to a checked int (1.0 beside 1) is found only here
+        if accepted.issuperset(distinct_groups):
+            return list(zip(keys, map(rankings.__getitem__, ranks), strict=True))
+        rows = zip(groups, keys, ranks, strict=True)
+        return [(key, rankings[rank]) for group, key, rank in rows if group in accepted]
+    except TypeError:
+        raise CacheReadError("stored keys.rows.rankings holds a number that is no int") from None

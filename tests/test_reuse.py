@@ -23,11 +23,10 @@ import triton
 from click.testing import CliRunner
 from kerneltune import cli
 from kerneltune.core import CandidateFailedWarning, Session, Settings, add_plugin, hookimpl, remove_plugin
-from kerneltune.core.driving import Space, Tuner, encode_key
+from kerneltune.core.driving import Space, Tuner
 from kerneltune.core.machine.reuse import Plan, plan_reuse
 from kerneltune.core.machine.schedule import Schedule
 from kerneltune.core.machine.stored import method_of
-from kerneltune.core.values.keys import digest
 from kerneltune.core.values.records import TuningRecord
 from kerneltune.plugins.triton import configs
 from rank_doubles import ThreadGroup, plugin, run_ranks
@@ -182,47 +181,6 @@ def drive(tuner: Tuner, session: Session, key: Any, times: dict[int, float]) -> 
             measured.append(candidate.config["n"])
             tuning.record(candidate, [times[candidate.config["n"]]])
         return tuning.finish().label, measured
-
-
-def test_a_record_stored_under_its_name_from_before_is_found_and_stored_again(tmp_path, caplog):
-    session = session_at(tmp_path)
-    drive(Tuner(space_of([1, 2, 3])), session, 8, {1: 3.0, 2: 1.0, 3: 2.0})
-    path = only_record_file(tmp_path, "work")
-    old = json.loads(path.read_text())
-    # What a record held before records outlived candidate lists.
-    for field in ("source", "carried", "warm_start"):
-        old.pop(field, None)
-    legacy = digest(
-        {"space": space_of([1, 2, 3]).fingerprint, "hardware": session.hardware, "key": encode_key(8)}
-    )
-    path.unlink()
-    (tmp_path / "work" / f"{legacy}.json").write_text(json.dumps(old))
-
-    with caplog.at_level(logging.INFO, logger="kerneltune"):
-        label, measured = drive(Tuner(space_of([1, 2, 3])), session, 8, {1: 0.1, 2: 9.0, 3: 9.0})
-    assert (label, measured) == ("{'n': 2}", [])
-    assert "found under its name from before" in caplog.text
-    assert len(record_files(tmp_path, "work")) == 2, "the new name holds it too"
-    label, measured = drive(Tuner(space_of([1, 2, 3])), session_at(tmp_path), 8, {1: 0.1, 2: 9.0, 3: 9.0})
-    assert measured == []
-
-
-def test_a_record_from_before_for_another_list_is_a_clean_miss(tmp_path):
-    session = session_at(tmp_path)
-    drive(Tuner(space_of([1, 2, 3])), session, 8, {1: 3.0, 2: 1.0, 3: 2.0})
-    path = only_record_file(tmp_path, "work")
-    old = json.loads(path.read_text())
-    del old["source"]
-    legacy = digest(
-        {"space": space_of([1, 2, 3]).fingerprint, "hardware": session.hardware, "key": encode_key(8)}
-    )
-    path.unlink()
-    (tmp_path / "work" / f"{legacy}.json").write_text(json.dumps(old))
-
-    label, measured = drive(Tuner(space_of([1, 2, 4])), session, 8, {1: 3.0, 2: 1.0, 4: 2.0})
-    assert (label, sorted(measured)) == ("{'n': 2}", [1, 2, 4])
-    label, measured = drive(Tuner(space_of([1, 2, 4, 5])), session, 8, {2: 1.0, 5: 0.5})
-    assert (label, sorted(set(measured))) == ("{'n': 5}", [2, 5]), "from then on, the new record serves"
 
 
 def test_an_adaptive_tuning_gets_the_stored_times_and_chooses_itself(tmp_path):

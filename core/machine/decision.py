@@ -8,7 +8,6 @@ describes each stage.
 
 from __future__ import annotations
 
-import logging
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -36,8 +35,6 @@ from kerneltune.core.values.records import Candidate, TuningRecord
 if TYPE_CHECKING:
     from kerneltune.core.machine.schedule import Setup
 
-logger = logging.getLogger("kerneltune")
-
 
 @attrs.frozen
 class Decision:
@@ -56,7 +53,7 @@ class Decision:
     pick: int | None = None
     #: the record that comes with ``pick``; without a pick, the record whose stored times a plan carries.
     record: TuningRecord | None = None
-    #: store the pick's record (found under its legacy name, or shared by another rank).
+    #: store the pick's record (shared by another rank).
     store: bool = False
     #: where the pick came from, for ``kerneltune_pick_loaded``: ``"cache"`` or ``"rank"``.
     source: str = "cache"
@@ -98,7 +95,7 @@ def decide(
     record: TuningRecord | None = None
     mark: PendingMark | None = None
     plan = None
-    migrate = loaded = False
+    loaded = False
     damaged = None
     kept: tuple[int, ...] = ()
     stage = "computing the key"
@@ -108,12 +105,12 @@ def decide(
         try:
             stage = "reading the cache"
             if not retuning(setup):
-                found, migrate, loaded, damaged = _lookup(setup)
+                found, loaded, damaged = _lookup(setup)
                 mark = found if isinstance(found, PendingMark) else None
                 record = found if isinstance(found, TuningRecord) else None
             due = record is not None and loaded and _rechecks(setup, record)
             if record is not None and not due and not distributed and _lists_alike(setup, record):
-                return attrs.evolve(alone, pick=record.best_index, record=record, store=migrate)
+                return attrs.evolve(alone, pick=record.best_index, record=record)
             stage = "pruning"
             kept = _prune(setup, keep)
             stage = "planning what to measure"
@@ -126,7 +123,7 @@ def decide(
     if not distributed:
         if plan is not None and plan.pick is not None:
             assert record is not None
-            return attrs.evolve(alone, pick=plan.pick, record=record, store=migrate)
+            return attrs.evolve(alone, pick=plan.pick, record=record)
         return attrs.evolve(alone, kept=kept, record=record, plan=plan, damaged=damaged, pending=mark)
     vote = _vote(setup, stage, failure, kept, record, plan, log_dir=log_dir, global_rank=global_rank)
     verdict = reach_verdict(reducer, vote, setup.space.name)
@@ -147,37 +144,25 @@ def decide(
             agreed,
             pick=plan.pick,
             record=shared,
-            store=not same or migrate,
+            store=not same,
             source="cache" if same else "rank",
         )
     return attrs.evolve(agreed, record=shared, plan=plan)
 
 
-def _lookup(setup: Setup) -> tuple[TuningRecord | PendingMark | None, bool, bool, str | None]:
+def _lookup(setup: Setup) -> tuple[TuningRecord | PendingMark | None, bool, str | None]:
     """LOOKUP: the record of this key, held in this process or stored, whatever its candidate list.
 
     Where the key's entry holds a pending mark instead, the mark.
 
-    :returns: the record, whether it was found under its legacy name (to be
-        stored under the new one), whether this process loaded it from
-        the cache just now (rather than holding it already), and what
-        damage kept a stored record from being used.
+    :returns: the record, whether this process loaded it from the cache just
+        now (rather than holding it already), and what damage kept a stored
+        record from being used.
     """
     assert setup.entry is not None
-    space = setup.space
     held = setup.records.get(setup.entry)
     record, damaged = _read(setup, setup.entry, held)
-    if record is None and held is None and setup.legacy_entry is not None:
-        record, _ = _read(setup, setup.legacy_entry)
-        if isinstance(record, TuningRecord):
-            logger.info(
-                "kerneltune: %s: key %r: record found under its name from before records outlived "
-                "candidate lists; stored under the new name too",
-                space.name,
-                setup.key,
-            )
-            return attrs.evolve(record, source=space.source), True, True, None
-    return record, False, held is None and record is not None, damaged
+    return record, held is None and record is not None, damaged
 
 
 def _read(

@@ -144,8 +144,6 @@ class Setup:
     schedule: Schedule
     #: which tuner drives the tuning, for observers (see ``TuningStarted.driver``).
     driver: str = "function"
-    #: the entry's name before records outlived candidate lists, ``None`` when computing the key failed.
-    legacy_entry: str | None = None
     #: whether a key without a record warm starts, and within what budget.
     warm: WarmStart = attrs.field(factory=WarmStart)
     #: the records a warm start read before, parsed, by entry (:func:`~.warm_start.stored_records`).

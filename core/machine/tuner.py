@@ -121,12 +121,10 @@ class Tuner:
         budget = session.settings[WARM_START_BUDGET] if warm_start_budget is None else warm_start_budget
         warm_start = checked_warm_start(self.space.name, warm_start, budget)
         # Test the failure, not the encoding: a key of None encodes to None. The entry
-        # leaves the candidate list out (see kerneltune.core.machine.reuse); before it did, it was
-        # named by the whole space, and a record of that name is still found.
-        entry = legacy = None
+        # leaves the candidate list out (see kerneltune.core.machine.reuse).
+        entry = None
         if failure is None:
             entry = digest({"source": self.space.source, "hardware": session.hardware, "key": encoded})
-            legacy = digest({"space": self.space.fingerprint, "hardware": session.hardware, "key": encoded})
         schedule = Schedule(
             warmup=session.settings[WARMUP] if warmup is None else warmup,
             repeat=session.settings[REPEAT] if repeat is None else repeat,
@@ -156,7 +154,6 @@ class Tuner:
                 lock,
                 schedule,
                 driver=driver,
-                legacy_entry=legacy,
                 warm=warm,
                 parsed=self.parsed,
                 stored=self.stored,

@@ -375,7 +375,7 @@ def test_a_bad_file_surfaces_at_the_first_tuned_call(tmp_path):
     assert work(1, autotune=False) == 1, "autotune=False reads no configuration"
 
 
-def test_an_unchanged_file_is_parsed_once_and_an_edited_one_again(tmp_path, monkeypatch):
+def test_unchanged_sources_are_read_once_and_an_edited_file_or_a_variable_again(tmp_path, monkeypatch):
     from kerneltune.core.plugin_system import settings as settings_module
 
     parses = []
@@ -383,13 +383,16 @@ def test_an_unchanged_file_is_parsed_once_and_an_edited_one_again(tmp_path, monk
     monkeypatch.setattr(settings_module.tomllib, "loads", lambda text: parses.append(1) or real_loads(text))
     path = _write(tmp_path / "kerneltune.toml", "repeat = 2\n")
 
-    assert load_settings(cwd=tmp_path, environ={}).get("repeat") == 2
-    assert load_settings(cwd=tmp_path, environ={}).get("repeat") == 2
+    first = load_settings(cwd=tmp_path, environ={})
+    assert first.get("repeat") == 2
+    assert load_settings(cwd=tmp_path, environ={}) is first
     assert len(parses) == 1
 
+    assert load_settings(cwd=tmp_path, environ={"KERNELTUNE_REPEAT": "5"}).get("repeat") == 5
+    assert load_settings(cwd=tmp_path, environ={}) == first
     path.write_text("repeat = 30\n")
     assert load_settings(cwd=tmp_path, environ={}).get("repeat") == 30
-    assert len(parses) == 2
+    assert len(parses) == 4
 
 
 # -- settings that plugins declare ---------------------------------------------------------

@@ -25,7 +25,7 @@ import importlib
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
@@ -204,14 +204,23 @@ PLUGIN_VARIABLE_PREFIX = "KERNELTUNE_"
 #: Triton-distributed names the seed documents give some settings.
 WATCHED_PREFIXES = (PLUGIN_VARIABLE_PREFIX, "TRITON_DIST_AUTOTUNE_")
 
-# Parsed files by path, with the (inode, mtime, size) they were parsed at. Settings are
-# resolved on every contextual call and every function-level miss; parsing a
-# project's pyproject.toml each time costs far more than a stat.
-_parsed: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+# The settings read last and what they were read from: the folder, the watched variables and each
+# file's (inode, mtime, size). Settings are read again at every tuning and every key served
+# unmeasured; reading them from unchanged sources costs the variables' scan and three stats.
+_last_read: tuple[Hashable, Settings] | None = None
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What :func:`load_settings` compares to know a file unchanged: its inode, mtime and size."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_ino, status.st_mtime_ns, status.st_size
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    """The file's TOML, parsed again only when it changed; callers must not mutate it.
+    """The file's TOML.
 
     :raises ConfigError: naming the file, for one that cannot be read, is not
         a regular file, is larger than :data:`MAX_CONFIG_BYTES`, is not UTF-8,
@@ -219,11 +228,6 @@ def _read_toml(path: Path) -> dict[str, Any]:
     """
     # The messages say all there is; the parser's own traceback would only bury them.
     try:
-        status = path.stat()
-        stamp = (status.st_ino, status.st_mtime_ns, status.st_size)
-        known = _parsed.get(path)
-        if known is not None and known[0] == stamp:
-            return known[1]
         payload = _read_bytes(path)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
@@ -238,7 +242,6 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except RecursionError:
         # tomllib recurses once per nested array or inline table.
         raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
-    _parsed[path] = (stamp, data)
     return data
 
 
@@ -324,23 +327,28 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
     :param environ: the environment to read (default: ``os.environ``).
     :raises ConfigError: naming the file (or variable) and the key at fault.
     """
+    global _last_read
     cwd = Path.cwd() if cwd is None else cwd
     environ = os.environ if environ is None else environ
     # One pass over the environment: a lookup per variable missed and raised inside os.environ.
     watched = {name: environ[name] for name in environ if name.startswith(WATCHED_PREFIXES)}
+    pyproject, local = cwd / "pyproject.toml", cwd / "kerneltune.toml"
+    explicit = watched.get(CONFIG_VARIABLE)
+    files = (pyproject, local, Path(explicit)) if explicit else (pyproject, local)
+    sources = (cwd, tuple(watched.items()), tuple(map(_stamp, files)))
+    last = _last_read
+    if last is not None and last[0] == sources:
+        return last[1]
     core = core_settings()
     reading = _Reading(core)
 
-    pyproject = cwd / "pyproject.toml"
     if pyproject.is_file():
         table, prefix = _table(pyproject, "tool", "kerneltune")
         reading.apply(table, str(pyproject), prefix)
 
-    local = cwd / "kerneltune.toml"
     if local.is_file():
         _apply_file(reading, local)
 
-    explicit = watched.get(CONFIG_VARIABLE)
     if explicit:
         path = Path(explicit)
         if not path.is_file():
@@ -353,12 +361,14 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
     environment = sorted(
         (name, value) for name, value in watched.items() if name not in known and value != ""
     )
-    return Settings(
+    settings = Settings(
         **reading.values,
         sources=tuple(sorted(reading.sources.items())),
         given=tuple(reading.given),
         environment=tuple(environment),
     )
+    _last_read = (sources, settings)
+    return settings
 
 
 @functools.cache

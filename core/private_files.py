@@ -64,20 +64,22 @@ def check_root(root: Path) -> None:
         )
 
 
-def check_folder(folder: Path) -> None:
+def check_folder(folder: Path) -> bool:
     """Accept an absent folder or a real (not linked) folder of this user's that only they may write to.
 
+    :returns: whether the folder exists (once it does, only its owner can make it another's).
     :raises NotPrivateError: naming the folder and why not.
     """
     try:
         status = folder.lstat()
     except (FileNotFoundError, NotADirectoryError):
-        return
+        return False
     if stat.S_ISLNK(status.st_mode):
         raise NotPrivateError(errno.EACCES, "a symbolic link, not a folder", str(folder))
     if not stat.S_ISDIR(status.st_mode):
         raise NotPrivateError(errno.EACCES, "not a folder", str(folder))
     _check_private(status, folder)
+    return True
 
 
 def make_private_dirs(folder: Path) -> None:

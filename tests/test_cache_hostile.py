@@ -268,6 +268,20 @@ def test_a_folder_writable_by_others_is_refused(isolated, recwarn, mode):
     assert list(folder.iterdir()) == []
 
 
+def test_a_folder_found_private_is_checked_again_before_each_write(isolated, recwarn):
+    cache = JsonCache(isolated)
+    cache.store("work", "a", {"n": 1})
+    assert cache.load("work", "a") == {"n": 1}
+    folder = isolated / "work"
+    folder.chmod(0o777)  # as only its owner could, after the process found it private
+
+    cache.store("work", "b", {"n": 2})
+
+    (message,) = _refusals(recwarn)
+    assert "writable by group or others" in message
+    assert sorted(path.name for path in folder.glob("*.json")) == ["a.json"], "nothing written"
+
+
 def test_a_folder_that_is_a_link_is_refused(isolated, tmp_path, recwarn):
     real = tmp_path / "real"
     real.mkdir(mode=0o700)

@@ -69,6 +69,8 @@ class FileCache(AlwaysAvailable):
         self.root = Path(root)
         #: folders whose stale temporary files this object has looked for (on its first write there).
         self._swept: set[Path] = set()
+        #: by namespace, the folders found private and present: only their owner can change that.
+        self._private: dict[str, Path] = {}
 
     def directory(self, namespace: str) -> Path | None:
         """The namespace's folder (not created until something is written).
@@ -76,13 +78,17 @@ class FileCache(AlwaysAvailable):
         ``None`` when the folder, or a root without the sticky bit, could be
         changed by another user: then nothing is read from it or written to it.
         """
+        folder = self._private.get(namespace)
+        if folder is not None:
+            return folder
         folder = self.root / folder_name(namespace)
-        return folder if self._usable(folder) else None
+        return folder if self._usable(folder, namespace) else None
 
-    def _usable(self, folder: Path) -> bool:
+    def _usable(self, folder: Path, namespace: str | None = None) -> bool:
         try:
             check_root(self.root)
-            check_folder(folder)
+            if check_folder(folder) and namespace is not None:
+                self._private[namespace] = folder
         except NotPrivateError as exc:
             warn_once(
                 ("cache folder", exc.filename),

@@ -67,7 +67,7 @@ def check_root(root: Path) -> None:
 def check_folder(folder: Path) -> bool:
     """Accept an absent folder or a real (not linked) folder of this user's that only they may write to.
 
-    :returns: whether the folder exists (once it does, only its owner can make it another's).
+    :returns: whether the folder exists.
     :raises NotPrivateError: naming the folder and why not.
     """
     try:

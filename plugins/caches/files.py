@@ -69,7 +69,8 @@ class FileCache(AlwaysAvailable):
         self.root = Path(root)
         #: folders whose stale temporary files this object has looked for (on its first write there).
         self._swept: set[Path] = set()
-        #: by namespace, the folders found private and present: only their owner can change that.
+        #: by namespace, the folders found present and private, not checked again before a read (a
+        #: write checks again, and each file read is checked for its owner and mode).
         self._private: dict[str, Path] = {}
 
     def directory(self, namespace: str) -> Path | None:

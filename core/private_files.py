@@ -120,8 +120,14 @@ def read_private(path: Path) -> bytes:
     :raises OSError: for a symbolic link, a FIFO, a device or another
         non-regular file, a file too large, or a failed read.
     """
-    with os.fdopen(_open(path, os.O_RDONLY), "rb") as handle:
-        payload = handle.read(MAX_READ + 1)
+    descriptor = _open(path, os.O_RDONLY)
+    with os.fdopen(descriptor, "rb") as handle:
+        # A read of MAX_READ + 1 bytes would allocate that much for every file: ask for the size
+        # the file has and a byte more, and for the rest only where that byte came (it grew).
+        size = min(os.fstat(descriptor).st_size, MAX_READ) + 1
+        payload = handle.read(size)
+        if len(payload) == size:
+            payload += handle.read(MAX_READ + 1 - size)
     if len(payload) > MAX_READ:
         raise OSError(errno.EFBIG, f"larger than {MAX_READ} bytes", str(path))
     return payload

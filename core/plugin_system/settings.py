@@ -210,7 +210,7 @@ WATCHED_PREFIXES = (PLUGIN_VARIABLE_PREFIX, "TRITON_DIST_AUTOTUNE_")
 _last_read: tuple[Hashable, Settings] | None = None
 
 
-def _stamp(path: Path) -> tuple[int, int, int] | None:
+def _stamp(path: str) -> tuple[int, int, int] | None:
     """What :func:`load_settings` compares to know a file unchanged: its inode, mtime and size."""
     try:
         status = os.stat(path)
@@ -328,17 +328,21 @@ def load_settings(cwd: Path | None = None, environ: Mapping[str, str] | None = N
     :raises ConfigError: naming the file (or variable) and the key at fault.
     """
     global _last_read
-    cwd = Path.cwd() if cwd is None else cwd
+    folder = os.getcwd() if cwd is None else os.fspath(cwd)
     environ = os.environ if environ is None else environ
     # One pass over the environment: a lookup per variable missed and raised inside os.environ.
     watched = {name: environ[name] for name in environ if name.startswith(WATCHED_PREFIXES)}
-    pyproject, local = cwd / "pyproject.toml", cwd / "kerneltune.toml"
     explicit = watched.get(CONFIG_VARIABLE)
-    files = (pyproject, local, Path(explicit)) if explicit else (pyproject, local)
-    sources = (cwd, tuple(watched.items()), tuple(map(_stamp, files)))
+    # Plain strings until the files are read: pathlib's joins cost more than the stats.
+    files = [os.path.join(folder, "pyproject.toml"), os.path.join(folder, "kerneltune.toml")]
+    if explicit:
+        files.append(explicit)
+    sources = (folder, tuple(watched.items()), tuple(map(_stamp, files)))
     last = _last_read
     if last is not None and last[0] == sources:
         return last[1]
+    cwd = Path(folder)
+    pyproject, local = cwd / "pyproject.toml", cwd / "kerneltune.toml"
     core = core_settings()
     reading = _Reading(core)
 

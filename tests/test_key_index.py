@@ -13,7 +13,7 @@ import pytest
 from kerneltune.core.errors import CacheReadError
 from kerneltune.core.machine.nearest_keys import NearestKeys
 from kerneltune.core.machine.warm_start import default_distance
-from kerneltune.core.values.key_index import empty_index, rows_for, with_rows
+from kerneltune.core.values.key_index import empty_index, reads, rows_for, with_rows
 from kerneltune.core.values.keys import digest, encode_key
 
 
@@ -107,35 +107,42 @@ def test_the_index_keeps_one_row_per_key_and_facts_and_reads_back_what_was_put_i
     assert rows_for(index, "f", lambda given: given == other) == [([8, "a"], ["y"])]
     assert len(index["configs"]) == 3, "each fingerprint stored once"
     assert index["rankings"] == [[0, 1], [1], [2, 0]], "each ranking stored once, the replaced one kept"
-    assert index["rows"] == {"facts": [0, 1, 0], "keys": [[8, "a"], [8, "a"], 16], "rankings": [2, 1, 1]}
+    assert index["groups"] == [
+        {"facts": facts, "keys": [[8, "a"], 16], "rankings": [2, 1]},
+        {"facts": other, "keys": [[8, "a"]], "rankings": [1]},
+    ], "rows kept by their facts"
 
 
 def add_row_ranked_as_float(index):
     """A second row whose ranking is 0.0 beside the first's 0: one distinct value, found on the read."""
-    for column, value in (("facts", 0), ("keys", 16), ("rankings", 0.0)):
-        index["rows"][column].append(value)
+    for column, value in (("keys", 16), ("rankings", 0.0)):
+        index["groups"][0][column].append(value)
+
+
+def group(index):
+    return index["groups"][0]
 
 
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
         (lambda index: index.update(kind="something else"), "not a key index"),
-        (lambda index: index.update(schema=1), "not a key index of schema 2"),  # rows by row: listed again
+        (lambda index: index.update(schema=2), "not a key index of schema 3"),  # older: listed again
         (lambda index: index.update(function="g"), "the key index of 'g'"),
-        (lambda index: index.update(rows=[[0, 8, [0]]]), r"stored keys\.rows is a list, not a mapping"),
-        (lambda index: index["rows"]["keys"].append(9), "its facts, keys and rankings differ in length"),
-        (lambda index: index["rows"].pop("rankings"), r"stored keys\.rows\.rankings is a NoneType"),
-        (lambda index: index["rows"]["facts"].__setitem__(0, "0"), r"rows\.facts holds a number that is no"),
-        (lambda index: index["rows"]["rankings"].__setitem__(0, 1), "names a ranking the index lacks"),
-        (lambda index: index["rows"]["rankings"].__setitem__(0, -1), "names a ranking the index lacks"),
-        (lambda index: index["rows"]["rankings"].__setitem__(0, [0]), "a list or mapping where a number"),
-        (add_row_ranked_as_float, r"rows\.rankings holds a number that is no int"),
+        (lambda index: index.update(groups={"keys": [8]}), r"stored keys\.groups is a dict, not a list"),
+        (lambda index: index["groups"].append([0, 8]), r"stored keys\.groups\[1\] is a list, not a mapping"),
+        (lambda index: group(index)["keys"].append(9), r"groups\[0\]: its keys and rankings differ"),
+        (lambda index: group(index).pop("rankings"), r"stored keys\.groups\[0\]\.rankings is a NoneType"),
+        (lambda index: group(index)["rankings"].__setitem__(0, 1), "names a ranking the index lacks"),
+        (lambda index: group(index)["rankings"].__setitem__(0, -1), "names a ranking the index lacks"),
+        (lambda index: group(index)["rankings"].__setitem__(0, "0"), "names a ranking the index lacks"),
+        (lambda index: group(index)["rankings"].__setitem__(0, [0]), "a list or mapping where a number"),
+        (add_row_ranked_as_float, r"groups\[0\]\.rankings holds a number that is no int"),
         (lambda index: index["rankings"].append([7]), r"rankings\[1\] names a config the index lacks"),
         (lambda index: index["rankings"].append([-1]), r"rankings\[1\] names a config the index lacks"),
         (lambda index: index["rankings"].append(["0"]), r"rankings\[1\] names a config the index lacks"),
         (lambda index: index["rankings"].append(0), r"rankings\[1\] names a config the index lacks"),
         (lambda index: index.update(configs=[3]), "fingerprint that is no string"),
-        (lambda index: index.update(facts=None), "facts"),
     ],
 )
 def test_an_index_that_cannot_be_trusted_does_not_read(damage, message):
@@ -143,3 +150,12 @@ def test_an_index_that_cannot_be_trusted_does_not_read(damage, message):
     damage(index)
     with pytest.raises(CacheReadError, match=message):
         rows_for(index, "f", lambda given: True)
+
+
+def test_a_damaged_group_of_other_facts_is_skipped_by_a_reader_and_makes_the_index_unread_whole():
+    facts, other = {"source": "s"}, {"source": "t"}
+    index = with_rows(empty_index("f"), [(facts, 8, ["x"]), (other, 16, ["x"])])
+    index["groups"][1]["rankings"] = [5]
+    assert rows_for(index, "f", lambda given: given == facts) == [(8, ["x"])]
+    assert not reads(index, "f"), "a listing replaces it"
+    assert reads(index, "f", rows=False), "a new row may still go in"

@@ -22,9 +22,7 @@ from kerneltune.core.values import checked
 
 KEY_INDEX_ENTRY = "stored-keys"
 KEY_INDEX_KIND = "kerneltune stored keys"
-KEY_INDEX_SCHEMA = 2
-#: The lists of an index's rows, in the order a row's parts come (:func:`empty_index`).
-_COLUMNS = ("facts", "keys", "rankings")
+KEY_INDEX_SCHEMA = 3
 
 
 def is_key_index(data: Any) -> bool:
@@ -35,21 +33,21 @@ def is_key_index(data: Any) -> bool:
 def empty_index(function: str) -> dict[str, Any]:
     """The plain data of an index of ``function`` without rows.
 
-    The rows are three lists of one length, which read several times faster
-    than a list per row: ``rows.facts`` (each row's facts, by number),
-    ``rows.keys`` (the encoded keys) and ``rows.rankings`` (by number, each
-    row's configs in the order they serve: the pick first, then by stored
-    time). A ranking is a list of config numbers; ``configs`` holds the
-    fingerprints. Keys mostly share a few rankings.
+    The rows are kept by their facts: ``groups`` holds, for each distinct
+    facts, the facts and two lists of one length, ``keys`` (the encoded keys)
+    and ``rankings`` (by number, each row's configs in the order they serve:
+    the pick first, then by stored time). Columns read several times faster
+    than a list per row, and a reader skips whole groups of other facts. A
+    ranking is a list of config numbers; ``configs`` holds the fingerprints.
+    Keys mostly share a few rankings.
     """
     return {
         "kind": KEY_INDEX_KIND,
         "schema": KEY_INDEX_SCHEMA,
         "function": function,
-        "facts": [],
         "configs": [],
         "rankings": [],
-        "rows": {"facts": [], "keys": [], "rankings": []},
+        "groups": [],
     }
 
 
@@ -59,15 +57,18 @@ def with_rows(data: dict[str, Any], rows: list[tuple[dict[str, Any], Any, list[s
     :param ranked: the fingerprints of the configs the key's record timed, its pick first.
     """
     index = dict(data)
-    facts, configs, rankings = list(index["facts"]), list(index["configs"]), list(index["rankings"])
-    columns = index["rows"]
-    groups, keys, ranks = list(columns["facts"]), list(columns["keys"]), list(columns["rankings"])
+    configs, rankings = list(index["configs"]), list(index["rankings"])
+    groups = [
+        {**group, "keys": list(group["keys"]), "rankings": list(group["rankings"])}
+        for group in index["groups"]
+    ]
     numbers = {fingerprint: i for i, fingerprint in enumerate(configs)}
     ranking_numbers = {tuple(ranking): i for i, ranking in enumerate(rankings)}
     for given, key, ranked in rows:
-        if given not in facts:
-            facts.append(given)
-        group = facts.index(given)
+        group = next((group for group in groups if group["facts"] == given), None)
+        if group is None:
+            group = {"facts": given, "keys": [], "rankings": []}
+            groups.append(group)
         for fingerprint in ranked:
             if fingerprint not in numbers:
                 numbers[fingerprint] = len(configs)
@@ -77,16 +78,14 @@ def with_rows(data: dict[str, Any], rows: list[tuple[dict[str, Any], Any, list[s
             ranking_numbers[ranking] = len(rankings)
             rankings.append(list(ranking))
         # Encoded keys are plain data: equal keys compare equal, a scan costs less than encoding each.
-        pairs = enumerate(zip(keys, groups, strict=True))
-        at = next((i for i, (old, g) in pairs if old == key and g == group), None)
+        keys = group["keys"]
+        at = next((i for i, old in enumerate(keys) if old == key), None)
         if at is None:
-            groups.append(group)
             keys.append(key)
-            ranks.append(ranking_numbers[ranking])
+            group["rankings"].append(ranking_numbers[ranking])
         else:
-            ranks[at] = ranking_numbers[ranking]
-    columns = {"facts": groups, "keys": keys, "rankings": ranks}
-    index.update(facts=facts, configs=configs, rankings=rankings, rows=columns)
+            group["rankings"][at] = ranking_numbers[ranking]
+    index.update(configs=configs, rankings=rankings, groups=groups)
     return index
 
 
@@ -109,7 +108,7 @@ def reads(data: Any, function: str, *, rows: bool = True) -> bool:
     replaces it)."""
     try:
         if rows:
-            rows_for(data, function, lambda facts: False)
+            rows_for(data, function, lambda facts: True)
         else:
             _checked_header(data, function)
     except CacheReadError:
@@ -120,11 +119,12 @@ def reads(data: Any, function: str, *, rows: bool = True) -> bool:
 def rows_for(data: Any, function: str, wanted: Any) -> list[tuple[Any, list[str]]]:
     """The rows of ``data`` whose facts ``wanted(facts)`` accepts: each key and its ranked fingerprints.
 
+    Only the groups ``wanted`` accepts are checked beyond their facts.
+
     :raises CacheReadError: for data that is no index of ``function`` of
         this schema, or rows that do not read.
     """
     index = _checked_header(data, function)
-    facts = checked.rows(index.get("facts"), "stored keys.facts")
     configs = checked.rows(index.get("configs"), "stored keys.configs")
     if not all(isinstance(fingerprint, str) for fingerprint in configs):
         raise CacheReadError("stored keys.configs holds a fingerprint that is no string")
@@ -133,24 +133,24 @@ def rows_for(data: Any, function: str, wanted: Any) -> list[tuple[Any, list[str]
         if not (isinstance(ranking, list) and all(type(i) is int and 0 <= i < len(configs) for i in ranking)):
             raise CacheReadError(f"stored keys.rankings[{n}] names a config the index lacks")
         rankings.append([configs[i] for i in ranking])
-    columns = checked.mapping(index.get("rows"), "stored keys.rows")
-    groups, keys, ranks = (checked.rows(columns.get(name), f"stored keys.rows.{name}") for name in _COLUMNS)
-    if not len(groups) == len(keys) == len(ranks):
-        raise CacheReadError("stored keys.rows: its facts, keys and rankings differ in length")
-    # Checked over each column's distinct values: a test per row cost more than the rest of the read.
-    try:
-        distinct_groups, distinct_ranks = set(groups), set(ranks)
-    except TypeError:
-        raise CacheReadError("stored keys.rows holds a list or mapping where a number belongs") from None
-    if not all(type(group) is int for group in distinct_groups):
-        raise CacheReadError("stored keys.rows.facts holds a number that is no int")
-    if not all(type(rank) is int and 0 <= rank < len(rankings) for rank in distinct_ranks):
-        raise CacheReadError("stored keys.rows.rankings names a ranking the index lacks")
-    accepted = {i for i, given in enumerate(facts) if wanted(given)}
-    try:  # a float equal to a checked int (1.0 beside 1) is found only here
-        if accepted.issuperset(distinct_groups):
-            return list(zip(keys, map(rankings.__getitem__, ranks), strict=True))
-        rows = zip(groups, keys, ranks, strict=True)
-        return [(key, rankings[rank]) for group, key, rank in rows if group in accepted]
-    except TypeError:
-        raise CacheReadError("stored keys.rows.rankings holds a number that is no int") from None
+    found: list[tuple[Any, list[str]]] = []
+    for n, group in enumerate(checked.rows(index.get("groups"), "stored keys.groups")):
+        where = f"stored keys.groups[{n}]"
+        group = checked.mapping(group, where)
+        if not wanted(group.get("facts")):
+            continue
+        keys, ranks = (checked.rows(group.get(name), f"{where}.{name}") for name in ("keys", "rankings"))
+        if len(keys) != len(ranks):
+            raise CacheReadError(f"{where}: its keys and rankings differ in length")
+        # Checked over the distinct values: a test per row cost more than the rest of the read.
+        try:
+            distinct = set(ranks)
+        except TypeError:
+            raise CacheReadError(f"{where}.rankings holds a list or mapping where a number belongs") from None
+        if not all(type(rank) is int and 0 <= rank < len(rankings) for rank in distinct):
+            raise CacheReadError(f"{where}.rankings names a ranking the index lacks")
+        try:  # a float equal to a checked int (1.0 beside 1) is found only here
+            found.extend(zip(keys, map(rankings.__getitem__, ranks), strict=True))
+        except TypeError:
+            raise CacheReadError(f"{where}.rankings holds a number that is no int") from None
+    return found

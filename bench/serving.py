@@ -7,13 +7,18 @@ figures are the tuner's own host cost)::
 
 A first process tunes ``--keys`` keys of a function-level ``autotune``
 (``work(m)``, 4 configs, ``m`` = 8, 16, ...) into a fresh cache folder. Then
-``--procs`` fresh processes, with ``KERNELTUNE_TUNE=nearest``, each time on
-the host clock: a cache hit of a stored key (the median of 2,000 calls), the
-first key of the process that nobody stored (one call: served by the nearest
-stored key's pick, marked pending; it reads the function's key index), and
-``--new`` more such keys, their median, twice: 10 ms apart (as requests come;
-the pending marks are written by a thread in between) and back to back (the
-mark writer's work competes with the calls). The figures are each process's
+``--procs`` pairs of fresh processes, with ``KERNELTUNE_TUNE=nearest``, each
+time on the host clock: a cache hit of a stored key (the median of 2,000
+calls), the first key of the process that nobody stored (one call: served by
+the nearest stored key's pick, marked pending), and ``--new`` more such keys,
+their median, twice: 10 ms apart (as requests come; the pending marks are
+written by a thread in between) and back to back (the mark writer's work
+competes with the calls). In each process the session is made first (as any
+earlier tuner's call makes it), then the function's first call is timed: in
+one process of a pair a stored key, 50 ms before the hits (the key index is
+read ahead then, on the background thread); in the other the first new key,
+which reads the index itself. A function's first call also hashes its source
+and builds its tuner, whichever key it meets. The figures are each process's
 call times less its hit's, then the median over the processes: what
 ``nearest`` adds to a call over a hit; apart, the first process's first new
 key (it meets the cache as the tunings left it), and the fill's time.
@@ -34,6 +39,9 @@ from pathlib import Path
 from typing import Any
 
 STEP = 8
+#: The first new key's figure, and the function's first call's, by what that first call was.
+FIRST_NEW = {"hit": "first new key after a hit, over hit", "new": "first new key as first call, over hit"}
+FIRST_CALL = {"hit": "stored key as first call, over hit", "new": FIRST_NEW["new"]}
 
 
 def make_work() -> Any:
@@ -55,28 +63,44 @@ def fill(keys: int) -> None:
             work(i * STEP)
 
 
-def serve(keys: int, new: int) -> dict[str, float]:
-    """In a process of its own: a hit's time, the first new key's and the median of ``new`` more (us)."""
+def serve(keys: int, new: int, first: str) -> dict[str, float]:
+    """In a process of its own: a hit's time, the first new key's and the median of ``new`` more (us).
+
+    :param first: ``"hit"``: the function's first call is a stored key (its key index is then read
+        ahead, on the background thread); ``"new"``: it is a new key, which reads the index itself.
+    """
+    from kerneltune.core.plugin_system.session import current_session
+
     work = make_work()
     stored = STEP * (keys // 2)
-    work(stored)
+    warnings.simplefilter("ignore")
+    current_session()  # what any earlier call of a tuner made: the session, not this function's tuner
+    time.sleep(0.01)
+    start = time.perf_counter()
+    work(stored if first == "hit" else STEP * (keys // 3) + 3)
+    first_call = time.perf_counter() - start
+    if first == "new":
+        work(stored)
+    else:
+        time.sleep(0.05)  # as requests come, apart: the index is read meanwhile
     start = time.perf_counter()
     for _ in range(2000):
         work(stored)
     hit = (time.perf_counter() - start) / 2000
     served = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for i in range(2 * new + 1):
-            m = STEP * (1 + (i * 37) % keys) + 1 + i % 7  # between two stored keys, never stored itself
-            if 0 < i <= new:
-                time.sleep(0.01)
-            start = time.perf_counter()
-            work(m)
-            served.append(time.perf_counter() - start)
+    for i in range(2 * new + 1):
+        m = STEP * (1 + (i * 37) % keys) + 1 + i % 7  # between two stored keys, never stored itself
+        if 0 < i <= new:
+            time.sleep(0.01)
+        start = time.perf_counter()
+        work(m)
+        served.append(time.perf_counter() - start)
+    if first == "new":
+        served[0] = first_call
     return {
         "hit": hit * 1e6,
-        "first new key over hit": (served[0] - hit) * 1e6,
+        FIRST_CALL[first]: (first_call - hit) * 1e6,
+        FIRST_NEW[first]: (served[0] - hit) * 1e6,
         "new keys 10 ms apart, over hit": (statistics.median(served[1 : new + 1]) - hit) * 1e6,
         "new keys back to back, over hit": (statistics.median(served[new + 1 :]) - hit) * 1e6,
     }
@@ -88,14 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--procs", type=int, default=3)
     parser.add_argument("--new", type=int, default=20)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--child", choices=("fill", "serve"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("fill", "hit", "new"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child == "fill":
         fill(options.keys)
         return 0
-    if options.child == "serve":
-        print(json.dumps(serve(options.keys, options.new)))
+    if options.child:
+        print(json.dumps(serve(options.keys, options.new, options.child)))
         return 0
+    runs: dict[str, list[dict[str, float]]] = {"hit": [], "new": []}
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "TRITON_DIST_AUTOTUNE_CACHE_DIR": folder}
         env.pop("KERNELTUNE_TUNE", None)
@@ -104,21 +129,24 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([*command, "--child", "fill"], env=env, check=True)
         filled = time.perf_counter() - start
         print(f"{options.keys} keys tuned in {filled:.1f} s")
-        runs = []
         for _ in range(options.procs):
-            out = subprocess.run(
-                [*command, "--child", "serve"],
-                env={**env, "KERNELTUNE_TUNE": "nearest"},
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-            runs.append(json.loads(out.splitlines()[-1]))
-    result = {name: statistics.median(run[name] for run in runs) for name in runs[0]}
+            for first, found in runs.items():  # in turns
+                out = subprocess.run(
+                    [*command, "--child", first],
+                    env={**env, "KERNELTUNE_TUNE": "nearest"},
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
+                found.append(json.loads(out.splitlines()[-1]))
+    result = {}
+    for found in runs.values():
+        result.update({name: statistics.median(run[name] for run in found) for name in found[0]})
+    result["hit"] = statistics.median(run["hit"] for found in runs.values() for run in found)
     # The first process after the fill meets the cache as tunings left it (an index to build, or not).
-    result["first process's first new key over hit"] = runs[0]["first new key over hit"]
+    result["first process's first new key over hit"] = runs["hit"][0][FIRST_NEW["hit"]]
     for name, micros in result.items():
-        print(f"{name:32} {micros / 1000:9.3f} ms" if "over" in name else f"{name:32} {micros:9.2f} us")
+        print(f"{name:40} {micros / 1000:9.3f} ms" if "over" in name else f"{name:40} {micros:9.2f} us")
     if options.json:
         figures = {"runs": runs, "median": result, "fill_s": filled}
         options.json.write_text(json.dumps(figures, indent=2) + "\n")

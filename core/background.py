@@ -19,14 +19,14 @@ from collections.abc import Callable
 
 logger = logging.getLogger("kerneltune")
 
-_queue: queue.Queue[Callable[[], None]] = queue.Queue()
+_queue: queue.Queue[Callable[[], object]] = queue.Queue()
 #: The process whose thread runs the queue (0: none yet).
 _pid = 0
 _lock = threading.Lock()
 
 
-def in_background(work: Callable[[], None]) -> None:
-    """Run ``work`` on this process's background thread, after what was queued before it.
+def in_background(work: Callable[[], object]) -> None:
+    """Run ``work`` on this process's background thread, after what was queued before it (its result dropped).
 
     The thread starts at the first call, and again in a forked child. An
     exception ``work`` raises is logged on the ``kerneltune`` logger: work that

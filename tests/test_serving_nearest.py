@@ -12,6 +12,7 @@ import math
 import multiprocessing
 import os
 import signal
+import threading
 
 import kernels
 import pytest
@@ -113,6 +114,37 @@ def reads(monkeypatch):
     )
     monkeypatch.setattr(JsonCache, "entries", lambda self, *a: listings.append(a) or listing(self, *a))
     return loads, listings
+
+
+def test_a_stored_keys_call_reads_the_index_ahead_on_the_background_thread(monkeypatch, isolated):
+    tuned = landscape(monkeypatch).tuner()
+    for m in (64, 1024):
+        tuned(m)
+    monkeypatch.setenv("KERNELTUNE_TUNE", "nearest")
+    loads = []
+    load = JsonCache.load
+
+    def traced(self, namespace, entry):
+        loads.append((entry, threading.current_thread() is threading.main_thread()))
+        return load(self, namespace, entry)
+
+    monkeypatch.setattr(JsonCache, "load", traced)
+    serving = landscape(monkeypatch)
+    fresh = serving.tuner()
+    assert fresh(64) == 3  # its pick stored: the index is read after the call, on the other thread
+    flush_marks()
+    assert ("stored-keys", False) in loads and ("stored-keys", True) not in loads
+    loads.clear()
+    assert fresh(96) == 3 and serving.calls == [3, 3], "served from the index read ahead"
+    assert "stored-keys" not in {entry for entry, _ in loads}
+    loads.clear()
+    assert fresh(64) == 3 and not loads, "a hit reads nothing"
+
+    monkeypatch.setenv("KERNELTUNE_TUNE", "auto")
+    other = landscape(monkeypatch).tuner()
+    assert other(1024) == 7
+    flush_marks()
+    assert "stored-keys" not in {entry for entry, _ in loads}, "read ahead only where keys are served"
 
 
 def test_tunings_keep_the_key_index_and_a_serving_process_reads_it_not_the_records(monkeypatch, isolated):

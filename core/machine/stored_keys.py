@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Callable
 from typing import Any
 
+from kerneltune.core.background import in_background
 from kerneltune.core.errors import CacheReadError
 from kerneltune.core.machine.nearest_keys import NearestKeys
 from kerneltune.core.machine.options import OBJECTIVE, VERSION_CHECK
@@ -40,7 +42,7 @@ class StoredKeys:
     one cache entry; where the cache has none yet, from a listing of its
     records, and the index is stored for the next process. A record this
     process stores adds its row, and the keys are read again at the next
-    key served.
+    key served. :meth:`read_ahead` reads the index on the background thread.
     """
 
     def __init__(self) -> None:
@@ -51,6 +53,9 @@ class StoredKeys:
         #: the cache found to keep no key index (the ``none`` cache, one that cannot write): its
         #: stores add no row, where each would list every record this process holds.
         self.unkept: object = None
+        # Held while the keys are read: by a served key's call or the background thread, not both.
+        self._lock = threading.Lock()
+        self._read_ahead = False
 
     def keys(self, session: Session, space: Space, records: Known, parsed: Parsed) -> NearestKeys[list[str]]:
         """The keys of ``space``'s code, hardware, objective and (with ``version_check``) software.
@@ -58,6 +63,25 @@ class StoredKeys:
         :param records, parsed: the tuner's records and their parsed forms, for a listing
             (:func:`~.warm_start.stored_records`).
         """
+        keys = self._read(session, space, (records, parsed))
+        assert keys is not None, "with a listing, keys are always found"
+        return keys
+
+    def read_ahead(self, session: Session, space: Space) -> None:
+        """Read the keys on the background thread (once per tuner), for a key served later.
+
+        A process serving keys found its first key's pick stored: the first
+        key nobody stored then finds the index read. An index that does not
+        read is left for that key's call to list (the tuner's records are
+        that thread's).
+        """
+        if not self._read_ahead:
+            self._read_ahead = True
+            in_background(lambda: self._read(session, space, None))
+
+    def _read(
+        self, session: Session, space: Space, listing: tuple[Known, Parsed] | None
+    ) -> NearestKeys[list[str]] | None:
         check = session.settings[VERSION_CHECK]
         wanted = {
             "source": space.source,
@@ -65,27 +89,34 @@ class StoredKeys:
             "objective": session.settings[OBJECTIVE],
             "versions": session.versions if check else None,
         }
-        if self._keys is None or self._facts != wanted:
+        with self._lock:
+            if self._keys is None or self._facts != wanted:
 
-            def accepts(facts: Any) -> bool:
-                return isinstance(facts, dict) and all(
-                    facts.get(name) == value for name, value in wanted.items() if name != "versions" or check
-                )
+                def accepts(facts: Any) -> bool:
+                    return isinstance(facts, dict) and all(
+                        facts.get(name) == value
+                        for name, value in wanted.items()
+                        if name != "versions" or check
+                    )
 
-            rows = _stored_rows(session, space, accepts, records, parsed)
-            self._facts, self._keys = wanted, NearestKeys(rows)
-            self.portfolio = stored_portfolio(session, space.name)
-        return self._keys
+                rows = _stored_rows(session, space, accepts, listing)
+                if rows is None:
+                    return None
+                self._facts, self._keys = wanted, NearestKeys(rows)
+                self.portfolio = stored_portfolio(session, space.name)
+            return self._keys
 
     def forget(self) -> None:
         """Read the keys again at the next key served: this process stored a record."""
-        self._keys = None
+        with self._lock:
+            self._keys = None
 
 
 def _stored_rows(
-    session: Session, space: Space, accepts: Callable[[Any], bool], records: Known, parsed: Parsed
-) -> list[tuple[Any, list[str]]]:
-    """The rows of the key index that ``accepts`` takes; with none that reads, the records' (index stored)."""
+    session: Session, space: Space, accepts: Callable[[Any], bool], listing: tuple[Known, Parsed] | None
+) -> list[tuple[Any, list[str]]] | None:
+    """The rows of the key index that ``accepts`` takes; with none that reads, the records' (index
+    stored), or ``None`` without ``listing`` (the tuner's records and their parsed forms)."""
     name = space.name
     try:
         data = session.cache_load(name, KEY_INDEX_ENTRY)
@@ -93,7 +124,9 @@ def _stored_rows(
             return rows_for(data, name, accepts)
     except CacheReadError as exc:
         logger.info("kerneltune: %s: the stored key index does not read (%s); listing the records", name, exc)
-    return rows_for(_list_into_index(session, space, records, parsed), name, accepts)
+    if listing is None:
+        return None
+    return rows_for(_list_into_index(session, space, *listing), name, accepts)
 
 
 def _list_into_index(session: Session, space: Space, records: Known, parsed: Parsed) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from kerneltune.core.machine.reduce import reduce_measurements
 from kerneltune.core.machine.samples import Samples
 from kerneltune.core.machine.schedule import Setup
 from kerneltune.core.machine.select import flag_idle_device, outcome, verdict_fields
-from kerneltune.core.machine.serving import flush_marks, untuned
+from kerneltune.core.machine.serving import flush_marks, serves, untuned
 from kerneltune.core.machine.timing import WALL, Around, CandidateRuns
 from kerneltune.core.machine.twins import Twins
 from kerneltune.core.plugin_system.contracts import (
@@ -160,6 +160,8 @@ class Tuning(SearchTuning):
             assert decision.record is not None
             self.best = self._keeper.adopt(decision.pick, decision.record, store=decision.store)
             self._keeper.loaded(self.best, decision.source, decision.record.confidence)
+            if serves(self.session.settings, self.reducer.world_size):
+                self._setup.stored.read_ahead(self.session, self.space)
         elif untuned(self.session.settings, decision.pending):
             self.best = self._keeper.untuned(decision.kept, decision.damaged)
         else:

@@ -7,21 +7,22 @@ figures are the tuner's own host cost)::
 
 A first process tunes ``--keys`` keys of a function-level ``autotune``
 (``work(m)``, 4 configs, ``m`` = 8, 16, ...) into a fresh cache folder. Then
-``--procs`` pairs of fresh processes, with ``KERNELTUNE_TUNE=nearest``, each
-time on the host clock: a cache hit of a stored key (the median of 2,000
+``--procs`` rounds of three fresh processes, with ``KERNELTUNE_TUNE=nearest``,
+each time on the host clock: a cache hit of a stored key (the median of 2,000
 calls), the first key of the process that nobody stored (one call: served by
 the nearest stored key's pick, marked pending), and ``--new`` more such keys,
 their median, twice: 10 ms apart (as requests come; the pending marks are
 written by a thread in between) and back to back (the mark writer's work
 competes with the calls). In each process the session is made first (as any
-earlier tuner's call makes it), then the function's first call is timed: in
-one process of a pair a stored key, 50 ms before the hits (the key index is
-read ahead then, on the background thread); in the other the first new key,
-which reads the index itself. A function's first call also hashes its source
-and builds its tuner, whichever key it meets. The figures are each process's
-call times less its hit's, then the median over the processes: what
-``nearest`` adds to a call over a hit; apart, the first process's first new
-key (it meets the cache as the tunings left it), and the fill's time.
+earlier tuner's call makes it), then the function's first call is timed: a
+stored key 50 ms before the hits (the key index is read ahead meanwhile, on
+the background thread), a stored key right before them (the reader waits for
+the interpreter), or the first new key itself, which reads the index. A
+function's first call also hashes its source and builds its tuner, whichever
+key it meets. The figures are each process's call times less its hit's, then
+the median over the processes: what ``nearest`` adds to a call over a hit;
+apart, the first process's first new key (it meets the cache as the tunings
+left it), and the fill's time.
 """
 
 from __future__ import annotations
@@ -39,9 +40,14 @@ from pathlib import Path
 from typing import Any
 
 STEP = 8
-#: The first new key's figure, and the function's first call's, by what that first call was.
-FIRST_NEW = {"hit": "first new key after a hit, over hit", "new": "first new key as first call, over hit"}
-FIRST_CALL = {"hit": "stored key as first call, over hit", "new": FIRST_NEW["new"]}
+#: The first new key's figure, by what came before it: a stored key's call (the function's first)
+#: 50 ms before the hits or right before them, or nothing (the new key is the function's first call).
+FIRST_NEW = {
+    "apart": "first new key, a stored key's call 50 ms before, over hit",
+    "tight": "first new key, a stored key's call right before, over hit",
+    "new": "first new key as first call, over hit",
+}
+STORED_FIRST = "stored key as first call, over hit"
 
 
 def make_work() -> Any:
@@ -66,8 +72,9 @@ def fill(keys: int) -> None:
 def serve(keys: int, new: int, first: str) -> dict[str, float]:
     """In a process of its own: a hit's time, the first new key's and the median of ``new`` more (us).
 
-    :param first: ``"hit"``: the function's first call is a stored key (its key index is then read
-        ahead, on the background thread); ``"new"``: it is a new key, which reads the index itself.
+    :param first: what the function's first call is (:data:`FIRST_NEW`): ``"apart"``, a stored key
+        50 ms before the hits (its key index is read ahead meanwhile, on the background thread);
+        ``"tight"``, a stored key right before them; ``"new"``, a new key, which reads the index.
     """
     from kerneltune.core.plugin_system.session import current_session
 
@@ -77,12 +84,12 @@ def serve(keys: int, new: int, first: str) -> dict[str, float]:
     current_session()  # what any earlier call of a tuner made: the session, not this function's tuner
     time.sleep(0.01)
     start = time.perf_counter()
-    work(stored if first == "hit" else STEP * (keys // 3) + 3)
+    work(STEP * (keys // 3) + 3 if first == "new" else stored)
     first_call = time.perf_counter() - start
     if first == "new":
         work(stored)
-    else:
-        time.sleep(0.05)  # as requests come, apart: the index is read meanwhile
+    elif first == "apart":
+        time.sleep(0.05)
     start = time.perf_counter()
     for _ in range(2000):
         work(stored)
@@ -97,10 +104,11 @@ def serve(keys: int, new: int, first: str) -> dict[str, float]:
         served.append(time.perf_counter() - start)
     if first == "new":
         served[0] = first_call
+    figures = {"hit": hit * 1e6, FIRST_NEW[first]: (served[0] - hit) * 1e6}
+    if first == "apart":
+        figures[STORED_FIRST] = (first_call - hit) * 1e6
     return {
-        "hit": hit * 1e6,
-        FIRST_CALL[first]: (first_call - hit) * 1e6,
-        FIRST_NEW[first]: (served[0] - hit) * 1e6,
+        **figures,
         "new keys 10 ms apart, over hit": (statistics.median(served[1 : new + 1]) - hit) * 1e6,
         "new keys back to back, over hit": (statistics.median(served[new + 1 :]) - hit) * 1e6,
     }
@@ -112,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--procs", type=int, default=3)
     parser.add_argument("--new", type=int, default=20)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--child", choices=("fill", "hit", "new"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("fill", *FIRST_NEW), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child == "fill":
         fill(options.keys)
@@ -120,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     if options.child:
         print(json.dumps(serve(options.keys, options.new, options.child)))
         return 0
-    runs: dict[str, list[dict[str, float]]] = {"hit": [], "new": []}
+    runs: dict[str, list[dict[str, float]]] = {first: [] for first in FIRST_NEW}
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "TRITON_DIST_AUTOTUNE_CACHE_DIR": folder}
         env.pop("KERNELTUNE_TUNE", None)
@@ -139,14 +147,17 @@ def main(argv: list[str] | None = None) -> int:
                     text=True,
                 ).stdout
                 found.append(json.loads(out.splitlines()[-1]))
-    result = {}
+    # The later keys' figures are the median over every process.
+    every = [run for found in runs.values() for run in found]
+    result = {name: statistics.median(run[name] for run in every) for name in every[0] if "first" not in name}
     for found in runs.values():
-        result.update({name: statistics.median(run[name] for run in found) for name in found[0]})
-    result["hit"] = statistics.median(run["hit"] for found in runs.values() for run in found)
+        result.update(
+            {name: statistics.median(run[name] for run in found) for name in found[0] if "first" in name}
+        )
     # The first process after the fill meets the cache as tunings left it (an index to build, or not).
-    result["first process's first new key over hit"] = runs["hit"][0][FIRST_NEW["hit"]]
+    result["first process's first new key over hit"] = runs["apart"][0][FIRST_NEW["apart"]]
     for name, micros in result.items():
-        print(f"{name:40} {micros / 1000:9.3f} ms" if "over" in name else f"{name:40} {micros:9.2f} us")
+        print(f"{name:58} {micros / 1000:9.3f} ms" if "over" in name else f"{name:58} {micros:9.2f} us")
     if options.json:
         figures = {"runs": runs, "median": result, "fill_s": filled}
         options.json.write_text(json.dumps(figures, indent=2) + "\n")

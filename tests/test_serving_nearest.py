@@ -147,6 +147,31 @@ def test_a_stored_keys_call_reads_the_index_ahead_on_the_background_thread(monke
     assert "stored-keys" not in {entry for entry, _ in loads}, "read ahead only where keys are served"
 
 
+def test_a_served_key_never_waits_for_the_read_ahead(monkeypatch, isolated):
+    tuned = landscape(monkeypatch).tuner()
+    for m in (64, 1024):
+        tuned(m)
+    monkeypatch.setenv("KERNELTUNE_TUNE", "nearest")
+    reading, release, waited_out = threading.Event(), threading.Event(), []
+    load = JsonCache.load
+
+    def stalled(self, namespace, entry):
+        if entry == "stored-keys" and threading.current_thread() is not threading.main_thread():
+            reading.set()
+            waited_out.append(not release.wait(10))
+        return load(self, namespace, entry)
+
+    monkeypatch.setattr(JsonCache, "load", stalled)
+    fresh = landscape(monkeypatch).tuner()
+    assert fresh(64) == 3
+    assert reading.wait(10), "the read ahead began"
+    assert fresh(700) == 7, "served from an index this call read itself"
+    release.set()
+    flush_marks()
+    assert waited_out == [False], "the served key did not wait for the reader"
+    assert fresh(96) == 3
+
+
 def test_tunings_keep_the_key_index_and_a_serving_process_reads_it_not_the_records(monkeypatch, isolated):
     tuned = landscape(monkeypatch).tuner()
     for m in (64, 1024):

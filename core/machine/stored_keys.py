@@ -47,15 +47,22 @@ class StoredKeys:
 
     def __init__(self) -> None:
         #: what the keys were read for (the facts a row must have), the keys and the stored portfolio.
-        self._facts: object = None
-        self._keys: NearestKeys[list[str]] | None = None
-        self.portfolio: Portfolio | None = None
+        self._found: tuple[object, NearestKeys[list[str]], Portfolio | None] | None = None
         #: the cache found to keep no key index (the ``none`` cache, one that cannot write): its
         #: stores add no row, where each would list every record this process holds.
         self.unkept: object = None
-        # Held while the keys are read: by a served key's call or the background thread, not both.
+        # A read holds no lock (a served key's call never waits for the background thread, and a
+        # fork never copies a lock held over a read); this one guards what a read keeps, and a read
+        # begun before a forget() keeps nothing.
         self._lock = threading.Lock()
+        self._forgotten = 0
         self._read_ahead = False
+
+    @property
+    def portfolio(self) -> Portfolio | None:
+        """The function's stored portfolio, as the keys were last read."""
+        found = self._found
+        return None if found is None else found[2]
 
     def keys(self, session: Session, space: Space, records: Known, parsed: Parsed) -> NearestKeys[list[str]]:
         """The keys of ``space``'s code, hardware, objective and (with ``version_check``) software.
@@ -71,9 +78,9 @@ class StoredKeys:
         """Read the keys on the background thread (once per tuner), for a key served later.
 
         A process serving keys found its first key's pick stored: the first
-        key nobody stored then finds the index read. An index that does not
-        read is left for that key's call to list (the tuner's records are
-        that thread's).
+        key nobody stored then finds the index read. A key served before
+        reads it itself; an index that does not read is left for such a key
+        to list (the tuner's records are its thread's).
         """
         if not self._read_ahead:
             self._read_ahead = True
@@ -89,27 +96,30 @@ class StoredKeys:
             "objective": session.settings[OBJECTIVE],
             "versions": session.versions if check else None,
         }
+        found = self._found
+        if found is not None and found[0] == wanted:
+            return found[1]
+        forgotten = self._forgotten
+
+        def accepts(facts: Any) -> bool:
+            return isinstance(facts, dict) and all(
+                facts.get(name) == value for name, value in wanted.items() if name != "versions" or check
+            )
+
+        rows = _stored_rows(session, space, accepts, listing)
+        if rows is None:
+            return None
+        found = (wanted, NearestKeys(rows), stored_portfolio(session, space.name))
         with self._lock:
-            if self._keys is None or self._facts != wanted:
-
-                def accepts(facts: Any) -> bool:
-                    return isinstance(facts, dict) and all(
-                        facts.get(name) == value
-                        for name, value in wanted.items()
-                        if name != "versions" or check
-                    )
-
-                rows = _stored_rows(session, space, accepts, listing)
-                if rows is None:
-                    return None
-                self._facts, self._keys = wanted, NearestKeys(rows)
-                self.portfolio = stored_portfolio(session, space.name)
-            return self._keys
+            if self._forgotten == forgotten:
+                self._found = found
+        return found[1]
 
     def forget(self) -> None:
         """Read the keys again at the next key served: this process stored a record."""
         with self._lock:
-            self._keys = None
+            self._forgotten += 1
+            self._found = None
 
 
 def _stored_rows(

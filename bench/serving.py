@@ -76,7 +76,7 @@ def serve(keys: int, new: int, first: str) -> dict[str, float]:
         50 ms before the hits (its key index is read ahead meanwhile, on the background thread);
         ``"tight"``, a stored key right before them; ``"new"``, a new key, which reads the index.
     """
-    from kerneltune.core.plugin_system.session import current_session
+    from kerneltune.core.driving import current_session
 
     work = make_work()
     stored = STEP * (keys // 2)

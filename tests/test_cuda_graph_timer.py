@@ -1,9 +1,9 @@
-"""The cuda-graph timer on a CUDA device: each sample replays the captured run once, and work that
-cannot be captured is timed with events, said once.
+"""The cuda-graph timer on a CUDA device: each sample replays the captured runs (a short run back to
+back several times, a long one alone), and work that cannot be captured is timed with events, said once.
 
 The timings themselves are not asserted (bench/regret.py compares picks); what is: the work ran as
-many times as samples were taken, through the graph where it could be captured, and a tuning under
-``timer = "cuda-graph"`` records its picks with that timer.
+many times as the samples' replays hold, through the graph where it could be captured,
+and a tuning under ``timer = "cuda-graph"`` records its picks with that timer.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import triton.language as tl
 from kerneltune.core import Session, load_settings
 from kerneltune.core.drivers import function_tuner
 from kerneltune.plugins.devices.accelerators import CudaDevice
-from kerneltune.plugins.timers.events import CudaGraphTimer
+from kerneltune.plugins.timers.events import GRAPH_FILL_US, CudaGraphTimer
 
 from triton_dist.tune import autotune
 
@@ -36,16 +36,31 @@ def launch(x: torch.Tensor, block: int = 1024) -> None:
     bump[(triton.cdiv(x.numel(), block),)](x, x.numel(), BLOCK=block)
 
 
-def test_each_sample_replays_the_captured_launch_once():
+def test_a_short_run_is_replayed_back_to_back_and_each_sample_is_one_runs_time():
     x = torch.zeros(4096, device="cuda")
     launch(x)  # compiled and loaded before the capture
     timer = CudaGraphTimer(CudaDevice())
+    timer.expect(0.004)  # the first pass's fastest: 4 us
     for _ in range(5):
         timer.sample(lambda: launch(x), before=timer.flush)
     samples = timer.collect()
-    assert len(samples) == 5 and all(0 < s < 10 for s in samples)
     assert isinstance(timer._graph, torch.cuda.CUDAGraph), "captured, not run as it is"
-    assert torch.equal(x, torch.full_like(x, 6.0)), "one eager launch and five replays"
+    assert timer.runs == int(GRAPH_FILL_US // 4)
+    assert len(samples) == 5 and all(0 < s < 0.05 for s in samples), "per run, not per replay"
+    assert torch.equal(x, torch.full_like(x, float(1 + 5 * timer.runs))), "one eager launch, five replays"
+
+
+def test_a_long_run_stays_alone_in_its_graph():
+    torch.cuda._sleep(1000)  # loaded before the capture
+    for expected in (0.5, None):  # half a millisecond; nothing told
+        timer = CudaGraphTimer(CudaDevice())
+        if expected is not None:
+            timer.expect(expected)
+        for _ in range(3):
+            timer.sample(lambda: torch.cuda._sleep(1_000_000), before=timer.flush)  # about half a millisecond
+        samples = timer.collect()
+        assert isinstance(timer._graph, torch.cuda.CUDAGraph) and timer.runs == 1
+        assert len(samples) == 3 and all(s > 0.1 for s in samples)
 
 
 def test_work_that_cannot_be_captured_is_timed_with_events_and_said_once():

@@ -574,8 +574,12 @@ def test_a_pick_made_on_the_cpu_is_not_reused_on_an_npu(cpu_host, monkeypatch, c
     assert sorted(r["hardware"]["device"] for r in stored_records(isolated, "moved")) == ["cpu", "npu"]
 
 
-def precise_timers(coarse_ms, fine_ms, seen, ran):
-    """A coarse first-pass timer and a fine one for the re-timing rounds, each reading a table."""
+def precise_timers(coarse_ms, fine_ms, seen, ran, expected=None):
+    """A coarse first-pass timer and a fine one for the re-timing rounds, each reading a table.
+
+    The fine one appends to ``expected`` what each of its instances is told to expect.
+    """
+    told = [] if expected is None else expected
 
     def timer(name, times, **members):
         def sample(self, fn, *, before=None):
@@ -609,7 +613,9 @@ def precise_timers(coarse_ms, fine_ms, seen, ran):
         plugin.kerneltune_register_timers = kerneltune_register_timers
         return plugin
 
-    return timer("coarse", coarse_ms), timer("fine", fine_ms, first_pass="coarse")
+    return timer("coarse", coarse_ms), timer(
+        "fine", fine_ms, first_pass="coarse", expect=lambda self, milliseconds: told.append(milliseconds)
+    )
 
 
 def test_a_precise_timer_takes_the_near_tie_rounds_and_its_first_pass_timer_the_rest(monkeypatch):
@@ -635,8 +641,8 @@ def test_a_launch_bound_first_pass_leaves_every_candidate_within_twice_its_best_
     # than the kernel-only timer; none is a near tie of its best (3) by its own measure.
     coarse = {0: 0.0050, 1: 0.0046, 2: 0.0058, 3: 0.0040, 4: 0.0075, 5: 0.0300}
     fine = {0: 0.0012, 1: 0.0031, 2: 0.0010, 3: 0.0020, 4: 0.0015, 5: 0.0250}
-    seen, ran = {"coarse": [], "fine": []}, []
-    plugins = precise_timers(coarse, fine, seen, ran)
+    seen, ran, expected = {"coarse": [], "fine": []}, [], []
+    plugins = precise_timers(coarse, fine, seen, ran, expected)
     install_session(monkeypatch, extra=plugins, timer="fine", warmup=0, repeat=3, tie_rounds=2, cache="none")
 
     @autotune(config_space=[{"c": c} for c in coarse], key_fn=lambda c=None: 0)
@@ -646,6 +652,9 @@ def test_a_launch_bound_first_pass_leaves_every_candidate_within_twice_its_best_
 
     assert which() == 2, "the kernel-only rounds decide among every launch-bound candidate"
     assert sorted(set(seen["fine"])) == [0, 1, 2, 3, 4], "all within twice the best (8 us), not 5 (30 us)"
+    # Every fine timer of every round is told the first pass's fastest mean, not its own candidate's
+    # nor one the rounds lowered: the runs a graph holds are sized alike for all of them.
+    assert len(expected) >= 5 * 2 and all(e == pytest.approx(0.0040) for e in expected), expected
 
 
 def test_a_first_pass_that_is_not_launch_bound_keeps_its_near_ties(monkeypatch):

@@ -5,7 +5,8 @@ Each sample records an event pair on the current stream around the call;
 synchronise once and reads every pair. ``torch.cuda`` and ``torch.npu`` share
 the ``Event`` API, so the two timers differ only in which module, device
 type and device plugin they ask for. ``cuda-graph`` times the near-tie and
-finalist rounds by replaying a CUDA graph of the run between such a pair.
+finalist rounds by replaying a CUDA graph of the run between such a pair
+(the run back to back several times, where one is short).
 """
 
 from __future__ import annotations
@@ -38,6 +39,14 @@ FLUSHES_TIMED = 8
 #: After a timer's first hold since its last ``collect``, every this-many-th hold is timed, to learn the
 #: clock; the others only spin (an event pair costs the host more than the spin's launch).
 HOLDS_TIMED_EVERY = 8
+#: ``cuda-graph``: a replay of a run shorter than this (microseconds, by the first pass's fastest mean) is
+#: timed largely by the graph's own launch and the flushed L2's first reads, which order candidates of a
+#: few microseconds otherwise than the same runs back to back do (docs/measuring.md); such a run
+#: is captured back to back as many times as make a replay of about ``GRAPH_FILL_US``, at most
+#: ``GRAPH_RUNS_MAX``.
+GRAPH_ALONE_US = 20.0
+GRAPH_FILL_US = 150.0
+GRAPH_RUNS_MAX = 64
 
 
 class TorchDeviceTimer(TorchDeviceType):
@@ -268,10 +277,13 @@ class CudaGraphTimer(CudaEventTimer):
 
     One timer measures one candidate's runs of one round (the engine makes
     a timer per measurement): its first :meth:`sample` captures ``fn`` on a
-    side stream (nothing runs), then every sample replays the graph between
-    the events, after the flush and hold as ``cuda-event`` puts them.
-    Work that cannot be captured (host synchronisation, an operation the
-    capture refuses) runs as it is, timed by events, with one notice.
+    side stream (nothing runs), :attr:`runs` times back to back where the
+    first pass's fastest run (:meth:`expect`) is short (:data:`GRAPH_ALONE_US`);
+    every sample then replays the graph between the events, after the flush
+    and hold as ``cuda-event`` puts them, and counts as one run of the
+    replay's time over :attr:`runs`. Work that cannot be captured (host
+    synchronisation, an operation the capture refuses) runs as it is, timed
+    by events, with one notice.
     """
 
     name = "cuda-graph"
@@ -285,10 +297,12 @@ class CudaGraphTimer(CudaEventTimer):
 
     def __init__(self, device: Any) -> None:
         super().__init__(device)
-        #: the captured run, ``None`` before the first sample; ``False`` where capture failed...
+        #: the captured runs, ``None`` before the first sample; ``False`` where capture failed...
         self._graph: Any = None
         #: ...and why, told once the run went through without the graph.
         self._problem = ""
+        #: how many runs of the candidate one replay holds.
+        self.runs = 1
 
     def sample(self, fn: Callable[[], object], *, before: Callable[[], object] | None = None) -> None:
         """Replay ``fn``'s graph between an event pair (capturing it first); ``fn`` itself where it cannot."""
@@ -306,8 +320,18 @@ class CudaGraphTimer(CudaEventTimer):
             )
             self._problem = ""
 
+    def collect(self) -> list[float]:
+        """Each replay's elapsed milliseconds over the runs it holds."""
+        return [elapsed / self.runs for elapsed in super().collect()]
+
+    def expect(self, milliseconds: float) -> None:
+        """Size the graph: a run of the first pass's fastest ``milliseconds``, back to back to fill it."""
+        microseconds = milliseconds * 1000.0
+        if 0 < microseconds < GRAPH_ALONE_US:
+            self.runs = min(GRAPH_RUNS_MAX, int(GRAPH_FILL_US // microseconds))
+
     def _capture(self, fn: Callable[[], object]) -> Any:
-        """``fn``'s work captured on a side stream (nothing runs), or ``False`` where it cannot be."""
+        """:attr:`runs` calls of ``fn`` captured on a side stream (nothing runs); ``False`` if refused."""
         import torch
 
         unit = self._device.current()
@@ -321,7 +345,8 @@ class CudaGraphTimer(CudaEventTimer):
             with torch.cuda.stream(side):
                 graph.capture_begin()
                 try:
-                    fn()
+                    for _ in range(self.runs):
+                        fn()
                 finally:
                     graph.capture_end()
         except Exception as exc:

@@ -97,6 +97,15 @@ class PreciseTimer(Timer, Protocol):
     #: the registered name of the timer that takes the first pass and batched screens.
     first_pass: ClassVar[str]
 
+    def expect(self, milliseconds: float) -> None:
+        """Told before the first sample: the fastest candidate's mean in the first pass.
+
+        The same for every candidate of a tuning's rounds (``inf`` or ``0``
+        where nothing was measured), so a timer that sizes its runs by it
+        (``cuda-graph`` holds short runs back to back) sizes them alike.
+        """
+        ...
+
 
 @runtime_checkable
 class DeviceTimer(Timer, Protocol):

@@ -1,10 +1,11 @@
 """On a CUDA device: configs that need more shared memory than a block may hold, over an M sweep.
 
-Each is launched once per process and function, not once per key, under
+Each is tried for the first key only, not once per key, under
 ``contextual_autotune`` and the function-level tuner, and drops without a
 ``CandidateFailedWarning``. The counter is Triton's own: every attempt to
-load such a kernel raises a new ``OutOfResources``. Stock ``triton.autotune``,
-which has no such memory, shows that the counter counts.
+load such a kernel raises ``OutOfResources`` (Triton 3.6 makes two per
+attempt). Stock ``triton.autotune``, which has no such memory, shows that the
+counter counts every key's tries.
 """
 
 from __future__ import annotations
@@ -57,11 +58,13 @@ def expected(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def test_stock_triton_autotune_tries_a_config_too_big_for_every_key(attempts):
     kernel = make_matmul(FITTING + TOO_BIG)
+    counts = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for m in SIZES:
             launch_matmul(kernel, *operands(m))
-    assert attempts[0] >= len(SIZES), "the counter counts each try of a config that does not fit"
+            counts.append(attempts[0])
+    assert all(later > earlier for earlier, later in zip([0, *counts], counts, strict=False)), counts
 
 
 def test_contextual_autotune_launches_each_config_too_big_once_over_the_sweep(attempts):
@@ -71,13 +74,15 @@ def test_contextual_autotune_launches_each_config_too_big_once_over_the_sweep(at
     def outer(a, b):
         return launch_matmul(kernel, a, b)
 
+    counts = []
     with warnings.catch_warnings():
         warnings.simplefilter("error", CandidateFailedWarning)
         for m in SIZES:
             a, b = operands(m)
             torch.testing.assert_close(outer(a, b), expected(a, b), atol=0.5, rtol=0.02)
-    # Where COMPILE loads a program in a child process, the parent sees fewer: never more than one each.
-    assert attempts[0] <= len(TOO_BIG), attempts[0]
+            counts.append(attempts[0])
+    # Where COMPILE loads a program in a child process, the parent may see no try at all.
+    assert counts[-1] == counts[0], f"tried again after the first key: {counts}"
 
 
 def test_the_function_level_tuner_launches_each_config_too_big_once_over_the_sweep(attempts):
@@ -91,9 +96,11 @@ def test_the_function_level_tuner_launches_each_config_too_big_once_over_the_swe
         return c
 
     kernel = make_matmul(FITTING)  # its jitted function, launched with each config
+    counts = []
     with warnings.catch_warnings():
         warnings.simplefilter("error", CandidateFailedWarning)
         for m in SIZES:
             a, b = operands(m)
             torch.testing.assert_close(matmul(a, b), expected(a, b), atol=0.5, rtol=0.02)
-    assert attempts[0] == len(TOO_BIG), "one load of each, for the first key"
+            counts.append(attempts[0])
+    assert counts[0] > 0 and counts[-1] == counts[0], f"tried for the first key only: {counts}"

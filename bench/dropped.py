@@ -9,15 +9,18 @@ than an H100 or H200 block may hold, tuned for M = 64, 128, ... (N = K =
 4096), each M a new key, by stock ``triton.autotune``,
 ``contextual_autotune`` and the function-level tuner, in a fresh cache
 folder, every program compiled first. Printed per tuner: how many
-``OutOfResources`` Triton raised (one per attempt to load a config that does
-not fit; kerneltune remembers such a config per function and tries it for
-the first key only), the first key's tuning time and the later keys' mean,
-and each over stock's.
+``OutOfResources`` Triton raised in this process (Triton 3.6 makes two per
+attempt to load a config that does not fit; kerneltune's tuners may load
+programs in child processes), kerneltune's dropped candidates by kind for the
+first key and the later ones (a config remembered as failing is dropped
+without a try: ``RememberedFailure``), the first key's tuning time and the
+later keys' mean, each over stock's.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -31,6 +34,7 @@ from typing import Any
 
 import torch
 import triton
+from kerneltune.core import add_plugin, hookimpl
 from regret import MATMUL_CONFIGS, cfg, matmul
 
 os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kerneltune-dropped-")
@@ -48,6 +52,23 @@ TOO_BIG = [
 CONFIGS = MATMUL_CONFIGS + TOO_BIG
 
 
+class Drops:
+    """Observer: the candidates kerneltune's tuners dropped, by the error's kind, for the key being tuned."""
+
+    def __init__(self) -> None:
+        self.dropped: dict[int, str] = {}
+
+    @hookimpl
+    def kerneltune_candidate_measured(self, event: Any) -> None:
+        if event.measurement.error:
+            self.dropped[event.candidate.index] = event.measurement.error.split(":")[0]
+
+    def take(self) -> dict[str, int]:
+        kinds = dict(collections.Counter(self.dropped.values()))
+        self.dropped = {}
+        return kinds
+
+
 class Attempts:
     """Counts ``OutOfResources`` as Triton raises them."""
 
@@ -62,10 +83,10 @@ class Attempts:
         triton.runtime.errors.OutOfResources.__init__ = counting  # type: ignore[method-assign]
 
 
-def sweep(name: str, sizes: list[int], attempts: Attempts) -> dict[str, Any]:
-    """Tune every M with tuner ``name``; its attempts and per-key seconds."""
+def sweep(name: str, sizes: list[int], attempts: Attempts, drops: Drops) -> dict[str, Any]:
+    """Tune every M with tuner ``name``; its attempts, drops and per-key seconds."""
     tune = make_tuner(name)
-    before, seconds = attempts.count, []
+    before, seconds, dropped = attempts.count, [], []
     for m in sizes:
         work = matmul(m, 4096, 4096)
         work.configs = CONFIGS
@@ -74,9 +95,13 @@ def sweep(name: str, sizes: list[int], attempts: Attempts) -> dict[str, Any]:
         tune(work)
         torch.cuda.synchronize()
         seconds.append(time.perf_counter() - start)
+        dropped.append(drops.take())
         work.check()
+    later = sum((collections.Counter(d) for d in dropped[1:]), collections.Counter())
     return {
         "attempts": attempts.count - before,
+        "first_key_drops": dropped[0],
+        "later_keys_drops": dict(later),
         "first_s": seconds[0],
         "later_s": statistics.mean(seconds[1:]),
     }
@@ -123,18 +148,22 @@ def main() -> None:
     for config in CONFIGS:  # every program compiled first; those too big fail at each load
         with contextlib.suppress(triton.runtime.errors.OutOfResources):
             warmup.launch(config)
-    attempts = Attempts()
+    attempts, drops = Attempts(), Drops()
+    add_plugin(drops)
     results = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in ("stock", "contextual", "function"):
-            results[name] = sweep(name, sizes, attempts)
+            results[name] = sweep(name, sizes, attempts, drops)
     stock = results["stock"]
     print(f"M sweep of {len(sizes)} keys, {len(CONFIGS)} configs of which {len(TOO_BIG)} do not fit")
     print(f"  {'tuner':12s} {'OutOfResources':>14s} {'first key s':>12s} {'later keys s':>13s}  over stock's")
     for name, r in results.items():
         over = f"{r['first_s'] / stock['first_s']:.3f} / {r['later_s'] / stock['later_s']:.3f}"
         print(f"  {name:12s} {r['attempts']:14d} {r['first_s']:12.3f} {r['later_s']:13.3f}  {over}")
+    for name in ("contextual", "function"):
+        r = results[name]
+        print(f"  {name} dropped: first key {r['first_key_drops']}, the later keys {r['later_keys_drops']}")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"sizes": sizes, "results": results}, handle, indent=2)

@@ -15,9 +15,9 @@ their median, twice: 10 ms apart (as requests come; the pending marks are
 written by a thread in between) and back to back (the mark writer's work
 competes with the calls). In each process the session is made first (as any
 earlier tuner's call makes it), then the function's first call is timed: a
-stored key 50 ms before the hits (the key index is read ahead meanwhile, on
-the background thread), a stored key right before them (the reader waits for
-the interpreter), or the first new key itself, which reads the index. A
+stored key 50 ms before the hits, a stored key right before them (either
+reads the key index ahead, in that call), or the first new key itself, which
+reads the index. A
 function's first call also hashes its source and builds its tuner, whichever
 key it meets. The figures are each process's call times less its hit's, then
 the median over the processes: what ``nearest`` adds to a call over a hit;
@@ -73,8 +73,8 @@ def serve(keys: int, new: int, first: str) -> dict[str, float]:
     """In a process of its own: a hit's time, the first new key's and the median of ``new`` more (us).
 
     :param first: what the function's first call is (:data:`FIRST_NEW`): ``"apart"``, a stored key
-        50 ms before the hits (its key index is read ahead meanwhile, on the background thread);
-        ``"tight"``, a stored key right before them; ``"new"``, a new key, which reads the index.
+        50 ms before the hits; ``"tight"``, a stored key right before them (either reads the key
+        index ahead); ``"new"``, a new key, which reads the index.
     """
     from kerneltune.core.driving import current_session
 

@@ -12,7 +12,6 @@ import math
 import multiprocessing
 import os
 import signal
-import threading
 
 import kernels
 import pytest
@@ -116,7 +115,7 @@ def reads(monkeypatch):
     return loads, listings
 
 
-def test_a_stored_keys_call_reads_the_index_ahead_on_the_background_thread(monkeypatch, isolated):
+def test_a_stored_keys_call_reads_the_index_ahead_for_the_first_new_key(monkeypatch, isolated):
     tuned = landscape(monkeypatch).tuner()
     for m in (64, 1024):
         tuned(m)
@@ -125,51 +124,24 @@ def test_a_stored_keys_call_reads_the_index_ahead_on_the_background_thread(monke
     load = JsonCache.load
 
     def traced(self, namespace, entry):
-        loads.append((entry, threading.current_thread() is threading.main_thread()))
+        loads.append(entry)
         return load(self, namespace, entry)
 
     monkeypatch.setattr(JsonCache, "load", traced)
     serving = landscape(monkeypatch)
     fresh = serving.tuner()
-    assert fresh(64) == 3  # its pick stored: the index is read after the call, on the other thread
-    flush_marks()
-    assert ("stored-keys", False) in loads and ("stored-keys", True) not in loads
+    assert fresh(64) == 3 and "stored-keys" in loads, "its pick stored: the index is read in that call"
     loads.clear()
     assert fresh(96) == 3 and serving.calls == [3, 3], "served from the index read ahead"
-    assert "stored-keys" not in {entry for entry, _ in loads}
+    assert "stored-keys" not in loads
+    assert fresh(1024) == 7 and "stored-keys" not in loads, "read once per tuner"
     loads.clear()
     assert fresh(64) == 3 and not loads, "a hit reads nothing"
 
     monkeypatch.setenv("KERNELTUNE_TUNE", "auto")
     other = landscape(monkeypatch).tuner()
     assert other(1024) == 7
-    flush_marks()
-    assert "stored-keys" not in {entry for entry, _ in loads}, "read ahead only where keys are served"
-
-
-def test_a_served_key_never_waits_for_the_read_ahead(monkeypatch, isolated):
-    tuned = landscape(monkeypatch).tuner()
-    for m in (64, 1024):
-        tuned(m)
-    monkeypatch.setenv("KERNELTUNE_TUNE", "nearest")
-    reading, release, waited_out = threading.Event(), threading.Event(), []
-    load = JsonCache.load
-
-    def stalled(self, namespace, entry):
-        if entry == "stored-keys" and threading.current_thread() is not threading.main_thread():
-            reading.set()
-            waited_out.append(not release.wait(10))
-        return load(self, namespace, entry)
-
-    monkeypatch.setattr(JsonCache, "load", stalled)
-    fresh = landscape(monkeypatch).tuner()
-    assert fresh(64) == 3
-    assert reading.wait(10), "the read ahead began"
-    assert fresh(700) == 7, "served from an index this call read itself"
-    release.set()
-    flush_marks()
-    assert waited_out == [False], "the served key did not wait for the reader"
-    assert fresh(96) == 3
+    assert "stored-keys" not in loads, "read ahead only where keys are served"
 
 
 def test_tunings_keep_the_key_index_and_a_serving_process_reads_it_not_the_records(monkeypatch, isolated):

@@ -16,7 +16,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kerneltune.core.background import in_background
 from kerneltune.core.errors import CacheReadError
 from kerneltune.core.machine.nearest_keys import NearestKeys
 from kerneltune.core.machine.options import OBJECTIVE, VERSION_CHECK
@@ -42,7 +41,7 @@ class StoredKeys:
     one cache entry; where the cache has none yet, from a listing of its
     records, and the index is stored for the next process. A record this
     process stores adds its row, and the keys are read again at the next
-    key served. :meth:`read_ahead` reads the index on the background thread.
+    key served. :meth:`read_ahead` reads the index at a stored key's call.
     """
 
     def __init__(self) -> None:
@@ -51,9 +50,9 @@ class StoredKeys:
         #: the cache found to keep no key index (the ``none`` cache, one that cannot write): its
         #: stores add no row, where each would list every record this process holds.
         self.unkept: object = None
-        # A read holds no lock (a served key's call never waits for the background thread, and a
-        # fork never copies a lock held over a read); this one guards what a read keeps, and a read
-        # begun before a forget() keeps nothing.
+        # A read holds no lock (a fork never copies a lock held over a read, and threads serving
+        # keys of one tuner read side by side); this one guards what a read keeps, and a read begun
+        # before a forget() keeps nothing.
         self._lock = threading.Lock()
         self._forgotten = 0
         self._read_ahead = False
@@ -75,16 +74,18 @@ class StoredKeys:
         return keys
 
     def read_ahead(self, session: Session, space: Space) -> None:
-        """Read the keys on the background thread (once per tuner), for a key served later.
+        """Read the keys now, once per tuner, at a call whose key's pick was stored.
 
         A process serving keys found its first key's pick stored: the first
-        key nobody stored then finds the index read. A key served before
-        reads it itself; an index that does not read is left for such a key
-        to list (the tuner's records are its thread's).
+        key nobody stored then finds the index read, whenever it comes (read
+        on another thread, it was starved of the interpreter by calls that
+        came right after, and read again on the served call's path). An
+        index that does not read is left for such a key to list (the
+        tuner's records are its thread's).
         """
         if not self._read_ahead:
             self._read_ahead = True
-            in_background(lambda: self._read(session, space, None))
+            self._read(session, space, None)
 
     def _read(
         self, session: Session, space: Space, listing: tuple[Known, Parsed] | None

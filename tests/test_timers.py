@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import sys
 import time
@@ -21,8 +22,10 @@ from kerneltune.plugins.timers.events import (
     CALIBRATION_SPINS,
     FLUSH_BYTES,
     FLUSHES_TIMED,
+    GRAPH_FILL_US,
     HOLDS_TIMED_EVERY,
     CudaEventTimer,
+    CudaGraphTimer,
     DeviceEventTimer,
     NpuEventTimer,
     TorchDeviceTimer,
@@ -670,3 +673,74 @@ def test_a_first_pass_that_is_not_launch_bound_keeps_its_near_ties(monkeypatch):
         return c
 
     assert which() == 3 and seen["fine"] == [], "no near tie: the first pass's best stands"
+
+
+# -- the cuda-graph timer, against a double of CUDA graphs -------------------------------------
+
+RUN_MS = 0.002  # what one run of the work below takes the fake device
+
+
+@pytest.fixture
+def fake_graphs(monkeypatch, fake_cuda):
+    """CUDA graphs on the fake device: a capture records the runs made in it, a replay makes them."""
+    monkeypatch.setattr(CudaGraphTimer, "_sides", {})
+    state = types.SimpleNamespace(capturing=None, refuse=False)
+
+    class Stream:
+        def wait_stream(self, other) -> None:
+            pass
+
+    class Graph:
+        def __init__(self) -> None:
+            self.runs = 0
+
+        def capture_begin(self) -> None:
+            state.capturing = self
+
+        def capture_end(self) -> None:
+            state.capturing = None
+
+        def replay(self) -> None:
+            fake_cuda.clock.advance(self.runs * RUN_MS)
+
+    def run() -> None:
+        if state.capturing is None:
+            fake_cuda.clock.advance(RUN_MS)
+        elif state.refuse:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        else:
+            state.capturing.runs += 1
+
+    monkeypatch.setattr(fake_cuda, "Stream", lambda unit: Stream(), raising=False)
+    monkeypatch.setattr(fake_cuda, "current_stream", lambda unit=None: Stream())
+    monkeypatch.setattr(fake_cuda, "stream", lambda side: contextlib.nullcontext(), raising=False)
+    monkeypatch.setattr(fake_cuda, "CUDAGraph", Graph, raising=False)
+    state.run = run
+    return state
+
+
+@pytest.mark.parametrize(("expected_ms", "runs"), [(0.004, int(GRAPH_FILL_US // 4)), (0.5, 1), (None, 1)])
+def test_a_cuda_graph_holds_a_short_run_back_to_back_and_each_sample_is_one_runs_time(
+    fake_graphs, expected_ms, runs
+):
+    timer = CudaGraphTimer(CudaDevice())
+    if expected_ms is not None:
+        timer.expect(expected_ms)
+    for _ in range(3):
+        timer.sample(fake_graphs.run)
+    assert timer.runs == runs and timer._graph.runs == runs, "captured as many runs as the replay holds"
+    assert timer.collect() == pytest.approx([RUN_MS] * 3), "a replay's time over the runs it holds"
+
+
+def test_work_a_cuda_graph_cannot_capture_is_timed_one_run_a_sample(fake_graphs):
+    fake_graphs.refuse = True
+    timer = CudaGraphTimer(CudaDevice())
+    timer.expect(0.004)  # sized for 37 runs back to back, then refused
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            fake_graphs.refuse = timer._graph is None  # the capture refuses; the runs as they are do not
+            timer.sample(fake_graphs.run)
+    assert timer._graph is False and timer.runs == 1
+    assert timer.collect() == pytest.approx([RUN_MS] * 3), "each run's own time, not over 37"
+    assert any("cannot capture" in str(w.message) for w in caught)

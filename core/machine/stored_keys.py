@@ -77,9 +77,9 @@ class StoredKeys:
         """Read the keys now, once per tuner, at a call whose key's pick was stored.
 
         A process serving keys found its first key's pick stored: the first
-        key nobody stored then finds the index read, whenever it comes (read
-        on another thread, it was starved of the interpreter by calls that
-        came right after, and read again on the served call's path). An
+        key nobody stored then finds the index read, whenever it comes. (Read
+        on the background thread, it waited for the interpreter while calls
+        came back to back, and such a key read it again on its own path.) An
         index that does not read is left for such a key to list (the
         tuner's records are its thread's).
         """

@@ -352,6 +352,7 @@ class CudaGraphTimer(CudaEventTimer):
         except Exception as exc:
             first = str(exc).splitlines()[0] if str(exc) else ""
             self._problem = f"{type(exc).__name__}: {first}"
+            self.runs = 1  # each sample a run of fn, timed by events
             with contextlib.suppress(Exception):  # the capture's own error, raised again
                 torch.cuda.synchronize(unit)
             return False

@@ -1,8 +1,8 @@
 """Work a served call hands off: one thread per process runs it in order, and nothing of it is lost.
 
 A key served without measuring (``tune = "nearest"``) leaves a pending mark
-in the cache and a line in the tuning log, and a serving tuner reads its key
-index ahead; none of it is worth a millisecond of a call.
+in the cache and a line in the tuning log; neither is worth a millisecond of
+a call.
 :func:`in_background` queues such work; :func:`wait_for_background` waits
 until all of it has run, as a tuning does before it measures (no write or
 read beside a timed run) and the process does at exit.

@@ -19,7 +19,7 @@ import serving_worker
 import torch
 from click.testing import CliRunner
 from kerneltune import cli
-from kerneltune.core import NoStoredPickError, add_plugin, hookimpl, remove_plugin
+from kerneltune.core import NoStoredPickError, add_plugin, background, hookimpl, remove_plugin
 from kerneltune.core.driving import flush_marks
 from kerneltune.core.machine import stored_keys
 from kerneltune.plugins.caches.files import JsonCache
@@ -142,6 +142,29 @@ def test_a_stored_keys_call_reads_the_index_ahead_for_the_first_new_key(monkeypa
     other = landscape(monkeypatch).tuner()
     assert other(1024) == 7
     assert "stored-keys" not in loads, "read ahead only where keys are served"
+
+
+def test_a_stored_keys_call_starts_the_thread_a_served_keys_mark_needs(monkeypatch, isolated):
+    tuned = landscape(monkeypatch).tuner()
+    for m in (64, 1024):
+        tuned(m)
+    monkeypatch.setenv("KERNELTUNE_TUNE", "nearest")
+    pid = os.fork()  # a process whose background thread has not started (the parent's is not its)
+    if pid == 0:  # pragma: no cover - the child's result is its exit code
+        code = 1
+        try:
+            signal.alarm(30)
+            fresh = landscape(monkeypatch).tuner()
+            before = background._pid == os.getpid()
+            fresh(64)
+            started = background._pid == os.getpid()
+            fresh(96)
+            flush_marks()
+            code = 0 if started and not before else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "started in the stored key's call"
 
 
 def test_tunings_keep_the_key_index_and_a_serving_process_reads_it_not_the_records(monkeypatch, isolated):

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from kerneltune.core.background import in_background
 from kerneltune.core.errors import CacheReadError
 from kerneltune.core.machine.nearest_keys import NearestKeys
 from kerneltune.core.machine.options import OBJECTIVE, VERSION_CHECK
@@ -74,18 +75,20 @@ class StoredKeys:
         return keys
 
     def read_ahead(self, session: Session, space: Space) -> None:
-        """Read the keys now, once per tuner, at a call whose key's pick was stored.
+        """Read the keys now, at a call whose key's pick was stored (once per tuner).
 
         A process serving keys found its first key's pick stored: the first
-        key nobody stored then finds the index read, whenever it comes. (Read
-        on the background thread, it waited for the interpreter while calls
-        came back to back, and such a key read it again on its own path.) An
-        index that does not read is left for such a key to list (the
-        tuner's records are its thread's).
+        key nobody stored then finds the index read, and the background
+        thread that writes its pending mark started, whenever it comes.
+        (Read on that thread, the index waited for the interpreter while
+        calls came back to back, and such a key read it again on its own
+        path.) An index that does not read is left for such a key to list
+        (the tuner's records are its thread's).
         """
         if not self._read_ahead:
             self._read_ahead = True
             self._read(session, space, None)
+            in_background(lambda: None)  # the thread that writes served keys' marks, started now
 
     def _read(
         self, session: Session, space: Space, listing: tuple[Known, Parsed] | None

@@ -25,6 +25,7 @@ from kerneltune.core.plugin_system.contracts import (
     ConfiguredCache,
     Device,
     DeviceTimer,
+    ExpectingTimer,
     Feature,
     FlushingTimer,
     ForkingLaunch,
@@ -98,6 +99,7 @@ DEVICE_TIMERS: list[type[DeviceTimer]] = [
     ToyTimer,
 ]
 PRECISE_TIMERS: list[type[PreciseTimer]] = [CudaGraphTimer]
+EXPECTING_TIMERS: list[type[ExpectingTimer]] = [CudaGraphTimer]
 
 CACHES: list[type[Cache]] = [JsonCache, MsgpackCache, MemoryCache, NoCache]
 LISTING_CACHES: list[type[ListingCache]] = [JsonCache, MsgpackCache]

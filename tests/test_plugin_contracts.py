@@ -19,6 +19,7 @@ from kerneltune.core.driving import ListingCache
 from kerneltune.core.plugin_system.contracts import (
     CheckedLaunch,
     DeviceTimer,
+    ExpectingTimer,
     FlushingTimer,
     ForkingLaunch,
     ForkingRecorder,
@@ -53,6 +54,7 @@ FAMILIES: dict[str, tuple[list[type], dict[object, list[type]]]] = {
             HoldingTimer: contracts.HOLDING_TIMERS,
             DeviceTimer: contracts.DEVICE_TIMERS,
             PreciseTimer: contracts.PRECISE_TIMERS,
+            ExpectingTimer: contracts.EXPECTING_TIMERS,
         },
     ),
     "kerneltune_register_caches": (

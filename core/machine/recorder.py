@@ -14,7 +14,7 @@ from kerneltune.core.machine.options import OBJECTIVE
 from kerneltune.core.machine.samples import Samples
 from kerneltune.core.machine.schedule import Job, Schedule
 from kerneltune.core.machine.timing import Around, CandidateRuns, IdleDevice, host_times
-from kerneltune.core.plugin_system.contracts import PreciseTimer, Timer, provides
+from kerneltune.core.plugin_system.contracts import ExpectingTimer, Timer, provides
 from kerneltune.core.plugin_system.session import Session
 from kerneltune.core.values.events import CandidateMeasured, Header
 from kerneltune.core.values.records import Candidate, Measurement
@@ -64,7 +64,7 @@ class Recorder:
         self._parked: list[tuple[Job, CandidateRuns]] = []
         #: the runs :meth:`runs` handed to the driver for the job handed out last.
         self._handed: CandidateRuns | None = None
-        #: the fastest mean before the first re-timing round, told to each of its precise timers.
+        #: the fastest mean before the first re-timing round, told to each of its timers that take it.
         self._fastest: float | None = None
 
     def hand_out(self, job: Job) -> None:
@@ -88,13 +88,13 @@ class Recorder:
     def _timer(self, job: Job) -> Timer:
         """A timer for ``job``: precise for a re-timing round, not for the first pass or a batched screen.
 
-        A precise timer is told the fastest mean measured before the tuning's first round
-        (:meth:`~kerneltune.core.plugin_system.contracts.PreciseTimer.expect`), the same for every
-        candidate, so that every round times them alike.
+        A round's timer that takes it is told the fastest mean measured before the tuning's first
+        round (:meth:`~kerneltune.core.plugin_system.contracts.ExpectingTimer.expect`), the same for
+        every candidate, so that every round times them alike.
         """
         precise = job.stage is not None and not job.batched
         timer = self.session.make_timer(precise=precise)
-        if precise and provides(timer, PreciseTimer):
+        if precise and provides(timer, ExpectingTimer):
             if self._fastest is None:
                 measured = self._measurements.measured()
                 self._fastest = min((self._measurements.get(i).mean for i in measured), default=0.0)

@@ -38,6 +38,7 @@ from kerneltune.core.plugin_system.contracts.launches import (
 from kerneltune.core.plugin_system.contracts.measuring import (
     Device,
     DeviceTimer,
+    ExpectingTimer,
     FlushingTimer,
     FlushTimingTimer,
     HoldingTimer,
@@ -71,6 +72,7 @@ __all__ = [
     "ConfiguredCache",
     "Device",
     "DeviceTimer",
+    "ExpectingTimer",
     "Feature",
     "FlushingTimer",
     "ForkingLaunch",

@@ -97,6 +97,11 @@ class PreciseTimer(Timer, Protocol):
     #: the registered name of the timer that takes the first pass and batched screens.
     first_pass: ClassVar[str]
 
+
+@runtime_checkable
+class ExpectingTimer(Timer, Protocol):
+    """A re-timing round's timer told what to expect before it samples (optional part of :class:`Timer`)."""
+
     def expect(self, milliseconds: float) -> None:
         """Told before the first sample: the fastest candidate's mean in the first pass.
 

@@ -2,10 +2,9 @@
 
 A key served without measuring (``tune = "nearest"``) leaves a pending mark
 in the cache and a line in the tuning log; neither is worth a millisecond of
-a call.
-:func:`in_background` queues such work; :func:`wait_for_background` waits
-until all of it has run, as a tuning does before it measures (no write or
-read beside a timed run) and the process does at exit.
+the call that served it. :func:`in_background` queues such work;
+:func:`wait_for_background` waits until all of it has run, as a tuning does
+before it measures (no write beside a timed run) and the process does at exit.
 """
 
 from __future__ import annotations

@@ -138,3 +138,18 @@ def test_contextual_autotune_never_picks_the_fast_wrong_config(case):
 
     assert len(_tuned_then_served(outer, x, out, expected)) == 1
     assert not kernel.best_config.kwargs[wrong_flag], kernel.best_config
+
+
+def test_the_checks_kernels_are_loaded_on_a_thread_once_per_device_and_dtype():
+    from kerneltune.core.machine import passes
+
+    values = [torch.ones(3, device="cuda", dtype=torch.bfloat16), torch.ones(3, device="cuda")]
+    fresh = {(v.device, v.dtype) for v in values} - passes._WARMED
+    used: list[torch.dtype] = []
+    wait = passes.warm(values, lambda value: used.append(value.dtype))
+    wait()
+    assert {(v.device, v.dtype) for v in values} <= passes._WARMED
+    assert sorted(map(str, used)) == sorted(str(dtype) for _, dtype in fresh)
+    used.clear()
+    passes.warm(values, lambda value: used.append(value.dtype))()
+    assert used == []

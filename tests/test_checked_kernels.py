@@ -8,6 +8,7 @@ fastest: without the check it would be picked.
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import ascend_stand_in
@@ -17,7 +18,9 @@ import torch
 import triton
 import triton.language as tl
 from kerneltune.core import add_plugin, remove_plugin
+from kerneltune.core.drivers.checked_launches import LaunchCheck
 from kerneltune.core.errors import NoValidConfigError, UncheckedOutputsError, WrongOutputWarning
+from kerneltune.core.machine import passes
 from kerneltune.plugins.triton.configs import config_label
 from tuning_doubles import scripted_timer_plugin
 
@@ -191,6 +194,55 @@ def test_the_reference_runs_again_where_an_input_changed_not_for_an_output_it_wr
         return clock.count(10.0)
 
     assert reference_runs(changing=True) == reference_runs(changing=False) + 1
+
+
+def test_a_candidate_run_on_other_inputs_than_the_reference_ran_on_is_held_to_it_on_them(clock):
+    # Whether the inputs hold what the reference ran on is read with the candidate's verdict, after
+    # its run; where they do not (the input changes at every execution), the reference runs on them then.
+    kernel = doubling(clock, {"EVEN": True})
+
+    @contextual_autotune(n_repeat=1, n_warmup=1)
+    def run(x):
+        x.mul_(1.5)
+        return launch(kernel, x, torch.empty_like(x))
+
+    x = torch.randn(N, device=DEVICE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = run(x)
+    assert kernel.best_config is kernel.configs[0]
+    torch.testing.assert_close(y, 2 * x)
+    assert "argument y_ptr: 36 of 100 values off" in wrong_warnings(caught)[0]
+
+
+def test_a_candidates_check_waits_on_the_device_once_where_the_inputs_hold_what_the_reference_ran_on(
+    clock, monkeypatch
+):
+    waits: list[int] = []
+    read, run_checked = passes.read, LaunchCheck.run
+    monkeypatch.setattr(passes, "read", lambda flags: (waits.append(len(flags)), read(flags))[1])
+    by_candidate: dict[int, int] = {}
+
+    def counted(check, launch, candidate, wrap):
+        waits.clear()
+        try:
+            return run_checked(check, launch, candidate, wrap)
+        finally:
+            by_candidate[candidate.index] = len(waits)
+
+    monkeypatch.setattr(LaunchCheck, "run", counted)
+    configs = [
+        config(clock, 10.0 - i, BLOCK=b, EVEN=False, SCRIBBLE=False) for i, b in enumerate((16, 32, 64))
+    ]
+    kernel = triton.autotune(configs=configs, key=["n"])(double_kernel)
+
+    @contextual_autotune(n_repeat=1, n_warmup=1)
+    def run(x):
+        return launch(kernel, x, torch.empty_like(x))
+
+    run(torch.randn(N, device=DEVICE))
+    # The reference reads which arguments it changed, then whether it writes its output whole.
+    assert by_candidate == {0: 2, 1: 1, 2: 1}
 
 
 @triton.jit
@@ -411,3 +463,10 @@ def test_arguments_over_the_budget_are_not_checked_with_a_notice_or_under_strict
     ):
         run(x)
     assert kernel.best_config is kernel.configs[1], "unchecked, the fastest is picked"
+
+
+def test_no_kernel_is_warmed_for_tensors_off_a_cuda_device():
+    started = threading.active_count()
+    wait = passes.warm([torch.ones(3), 1.5, "x"], lambda value: pytest.fail("warmed a CPU tensor"))
+    assert threading.active_count() == started
+    wait()

@@ -28,7 +28,7 @@ names them all.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from kerneltune.core.drivers.checked_outputs import CheckOptions
@@ -123,6 +123,17 @@ class LaunchCheck:
         #: the first reference, where a second opinion found it the odd one out, and why.
         self.odd_reference: Candidate | None = None
         self.odd = ""
+        #: whether a candidate's premises (:meth:`_premises`) may be read with its verdict, after its run.
+        self.premised = True
+        #: waits for the check's device kernels to be loaded (:meth:`warm`).
+        self._warming: Callable[[], None] = lambda: None
+
+    def warm(self, launch: KernelLaunch) -> None:
+        """Start loading the device kernels the check uses for ``launch``'s tensors, on a thread of its
+        own, while the candidates compile (:func:`~kerneltune.core.machine.passes.warm`); the first
+        checked run waits for it."""
+        if provides(launch, CheckedLaunch):
+            self._warming = passes.warm(launch.arguments().values(), _complement)
 
     def run(self, launch: KernelLaunch, candidate: Candidate, wrap: Wrap) -> Any:
         """The candidate's first run, checked; what its launch returned.
@@ -130,23 +141,26 @@ class LaunchCheck:
         :raises WrongOutput: when it differs from the reference, whose writes are left in the arguments.
         """
         self.checked.add(candidate.index)
+        self._warming()
         arguments = self._arguments(launch)
         if not arguments:
             return launch.run(candidate.config, around=wrap)
         # Where the reference would leave what it left before, its copies serve: no copy, no rerun.
-        held = self._ran_on(arguments)
-        before = held if held is not None else _copies(arguments)
-        if self.reference is not None and held is None:
-            try:
-                self.result = self._take(launch.run(self.reference.config), arguments, before)
-            finally:
-                _put_back(arguments, before)
+        premises = self._premises(arguments)
+        if premises is not None:  # asked with the verdict, in one wait
+            before = {**self.before, **{name: self.after[name] for name in self.blind}}
+        else:
+            held = self._ran_on(arguments)
+            before = held if held is not None else _copies(arguments)
+            if self.reference is not None and held is None:
+                self._rerun_reference(launch, arguments, before)
         for name in self.blind:
             self._poison(arguments, name)
         try:
             result = launch.run(candidate.config, around=wrap)
         except BaseException:
-            _put_back(arguments, before)  # a stand-in runs next, on what the outer function passed
+            # A stand-in runs next, on what the outer function passed (a premise's arguments are as passed).
+            _put_back(arguments, before, self.blind if premises is not None else None)
             raise
         self.returned += 1
         if self.reference is None:
@@ -155,7 +169,11 @@ class LaunchCheck:
             # Ranks launch alike: how many probes a rank runs would depend on what its arguments hold.
             self.blind = frozenset() if self.rerun else self._probe(launch, arguments)
             return result
-        found = self._verdict(arguments)
+        try:
+            found = self._verdict(arguments, premises=premises or ())
+        except passes.Unfounded:
+            found = self._ran_elsewhere(launch, arguments)
+            before = self.before
         if found is None:
             self.doubting = False
         elif self.doubting and self._odd_reference(launch, candidate, arguments, before, found):
@@ -186,6 +204,62 @@ class LaunchCheck:
         if not _holding({n: arguments[n] for n in kept}, {n: self.before[n] for n in kept}):
             return None
         return {**self.before, **{name: self.after[name] for name in whole}}
+
+    def _premises(self, arguments: Mapping[str, Any]) -> list[Any] | None:
+        """Flags, not yet read, of whether ``arguments`` hold what the reference last ran on, but for the
+        outputs it writes whole; ``None`` where they must be read before the run: no reference yet,
+        ranks that launch alike, other arguments, a reference that changes an argument in place
+        (whose contents the run would lose), or a candidate already found to run on other contents."""
+        if (
+            self.reference is None
+            or self.rerun
+            or not self.premised
+            or arguments.keys() != self.before.keys()
+            or not self.changed <= self.blind
+        ):
+            return None
+        return [
+            passes.untouched(value, self.before[name])
+            for name, value in arguments.items()
+            if name not in self.blind
+        ]
+
+    def _rerun_reference(
+        self, launch: KernelLaunch, arguments: Mapping[str, Any], before: dict[str, Any]
+    ) -> None:
+        """Run the reference on ``arguments`` (holding ``before``), keep what it left, put ``before`` back."""
+        assert self.reference is not None
+        try:
+            self.result = self._take(launch.run(self.reference.config), arguments, before)
+        finally:
+            _put_back(arguments, before)
+
+    def _ran_elsewhere(self, launch: KernelLaunch, arguments: Mapping[str, Any]) -> Mismatch | None:
+        """The verdict on a candidate that ran on other contents than the reference last did (its
+        premises failed): the reference runs on them now, and later candidates' premises are read
+        before their run.
+
+        The arguments but the outputs the reference writes whole count as what
+        both ran on: that this candidate left them alone goes unchecked.
+        """
+        assert self.reference is not None
+        self.premised = False
+        written = {name: outputs.snapshot(arguments[name]) for name in self.blind}
+        # Where the reference writes, it finds the poison: each of its outputs shows as changed.
+        before = {
+            name: self.poisons[name][1] if name in self.blind else outputs.snapshot(value)
+            for name, value in arguments.items()
+        }
+        self._rerun_reference(launch, arguments, before)
+        _put_back(arguments, written, self.blind)
+        if not self.changed <= self.blind:
+            name = min(self.changed - self.blind)
+            return Mismatch(
+                f"argument {name}",
+                "ran on other contents than the reference, which changes this argument in place on them: "
+                "not comparable",
+            )
+        return self._verdict(arguments)
 
     def _odd_reference(
         self,
@@ -273,9 +347,9 @@ class LaunchCheck:
         """Keep what a reference run on ``before`` left in ``arguments``; ``result``, what it returned."""
         self.before = before
         self.after = _copies(arguments)
-        self.changed = frozenset(
-            name for name in arguments if not passes.unchanged(self.after[name], before[name])
-        )
+        names = list(arguments)
+        same = passes.read([passes.untouched(self.after[name], before[name]) for name in names])
+        self.changed = frozenset(name for name, kept in zip(names, same, strict=True) if not kept)
         return result
 
     def _probe(self, launch: KernelLaunch, arguments: Mapping[str, Any]) -> frozenset[str]:
@@ -305,8 +379,8 @@ class LaunchCheck:
             launch.run(self.reference.config)
         except Exception:
             return False
-        else:
-            return self._verdict(arguments, group) is None
+        else:  # the quick flags alone: an output holding an infinity or NaN is not poisoned
+            return passes.settled(passes.agreeing(*self._compared(arguments, group), self.tolerance))
         finally:
             _put_back(arguments, self.after)
 
@@ -318,7 +392,14 @@ class LaunchCheck:
             kept = self.poisons[name] = (expected, _complement(expected))
         arguments[name].copy_(kept[1])
 
-    def _verdict(self, arguments: Mapping[str, Any], blind: frozenset[str] | None = None) -> Mismatch | None:
+    def _verdict(self, arguments: Mapping[str, Any], premises: Sequence[Any] = ()) -> Mismatch | None:
+        return passes.first_mismatch(*self._compared(arguments), self.tolerance, premises)
+
+    def _compared(
+        self, arguments: Mapping[str, Any], blind: frozenset[str] | None = None
+    ) -> tuple[list[passes.Compared], list[passes.Compared]]:
+        """What the reference writes (or ``blind`` poisoned) beside what it left there, and the
+        others, but scratch, beside what they held."""
         blind = self.blind if blind is None else blind
         written: list[passes.Compared] = []
         alone: list[passes.Compared] = []
@@ -327,7 +408,7 @@ class LaunchCheck:
                 written.append((f"argument {name}", value, self.after[name]))
             elif name not in self.scratch:
                 alone.append((f"argument {name}", value, self.before[name]))
-        return passes.first_mismatch(written, alone, self.tolerance)
+        return written, alone
 
     def _reference(self) -> str:
         assert self.reference is not None

@@ -273,6 +273,8 @@ class ContextualCall:
         state.check = launch_check(
             self.checking, self.session.settings, tuning, state.name, state.key, rerun=self.distributed
         )
+        if state.check is not None:
+            state.check.warm(launch)  # while the candidates compile
         self.focus = state
         screened = state.screened(self.session)
         if screened is not None:

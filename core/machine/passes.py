@@ -12,7 +12,8 @@ passes only through ``rtol * |r|`` fails it and is left to the verdict.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kerneltune.core.machine.outputs import Mismatch, Tolerance, compare, is_tensor, reference_side
@@ -21,18 +22,29 @@ from kerneltune.core.machine.outputs import Mismatch, Tolerance, compare, is_ten
 Compared = tuple[str, Any, Any]
 
 
+class Unfounded(Exception):
+    """A premise of :func:`first_mismatch` failed: what was compared says nothing of the run."""
+
+
 def first_mismatch(
-    written: Sequence[Compared], left_alone: Sequence[Compared], tolerance: Tolerance
+    written: Sequence[Compared],
+    left_alone: Sequence[Compared],
+    tolerance: Tolerance,
+    premises: Sequence[Any] = (),
 ) -> Mismatch | None:
     """Where a run first differs: each of ``written`` held to its reference's snapshot within
     ``tolerance``, each of ``left_alone`` to what it held, bit for bit ("changed, which the
-    reference leaves alone"); the device waited on once where none does."""
-    flags: list[Any] = []
-    for _, value, reference in written:
-        verdicts(value, reference, tolerance, flags)
-    flags += [untouched(value, before) for _, value, before in left_alone]
-    if settled(flags):
+    reference leaves alone"); the device waited on once where none does.
+
+    :param premises: flags (:func:`untouched`) that must hold for the comparison to mean anything,
+        read in the same wait.
+    :raises Unfounded: where one of them does not.
+    """
+    flags = agreeing(written, left_alone, tolerance)
+    if settled([*premises, *flags]):
         return None
+    if premises and not settled(list(premises)):
+        raise Unfounded
     for path, value, reference in written:
         if (found := compare(value, reference, tolerance, path)) is not None:
             return found
@@ -40,6 +52,18 @@ def first_mismatch(
         if not unchanged(value, before):
             return Mismatch(path, "changed, which the reference leaves alone")
     return None
+
+
+def agreeing(written: Sequence[Compared], left_alone: Sequence[Compared], tolerance: Tolerance) -> list[Any]:
+    """:func:`first_mismatch`'s flags, not yet read: all true (:func:`settled`) where the run agrees.
+
+    A flag may fail where the full verdict passes (an infinity or NaN in ``written``), never the
+    other way round.
+    """
+    flags: list[Any] = []
+    for _, value, reference in written:
+        verdicts(value, reference, tolerance, flags)
+    return flags + [untouched(value, before) for _, value, before in left_alone]
 
 
 def unchanged(value: Any, before: Any) -> bool:
@@ -101,19 +125,20 @@ def verdicts(value: Any, reference: Any, tolerance: Tolerance, into: list[Any]) 
 
 def settled(flags: list[Any]) -> bool:
     """Whether every flag of :func:`verdicts` and :func:`untouched` is true: the device waited on once."""
-    tensors = []
-    for flag in flags:
-        if isinstance(flag, bool):
-            if not flag:
-                return False
-        else:
-            tensors.append(flag)
-    if len(tensors) <= 1:
-        return all(bool(flag) for flag in tensors)
-    import torch
+    return not any(flag is False for flag in flags) and all(read(flags))
 
-    device = tensors[0].device
-    return all(torch.stack([flag.to(device) for flag in tensors]).tolist())
+
+def read(flags: list[Any]) -> list[bool]:
+    """Each flag of :func:`verdicts` and :func:`untouched` as a bool, the device waited on once."""
+    tensors = [flag for flag in flags if not isinstance(flag, bool)]
+    if len(tensors) > 1:
+        import torch
+
+        device = tensors[0].device
+        values = iter(torch.stack([flag.to(device) for flag in tensors]).tolist())
+    else:
+        values = iter(bool(flag) for flag in tensors)
+    return [flag if isinstance(flag, bool) else bool(next(values)) for flag in flags]
 
 
 def _same_bits(value: Any, reference: Any) -> Any:
@@ -136,3 +161,53 @@ def _near(value: Any, reference: Any, limits: tuple[float, float]) -> Any:
     kept = reference_side(reference, limits)
     difference = torch.sub(value.detach(), reference.detach())
     return torch.linalg.vector_norm(difference, ord=math.inf) <= kept.within
+
+
+#: The (device, dtype) pairs whose kernels :func:`warm` loaded or is loading.
+_WARMED: set[tuple[Any, Any]] = set()
+
+
+def warm(values: Iterable[Any], *more: Callable[[Any], object]) -> Callable[[], None]:
+    """Start loading, on a thread of its own, the device kernels that this module's flags (and
+    ``more``, each called with a tensor) use for the CUDA tensors among ``values``; what it returns
+    waits for it.
+
+    A GPU loads each kernel at its first launch in a process (CUDA's lazy
+    loading), 5-30 ms for each of the dozen or so a check launches: the
+    thread runs them on two-element tensors of each device and dtype, on a
+    stream of its own, while the caller waits for something else (the
+    candidates compiling). Each pair is warmed once per process.
+    """
+    pairs = {
+        (value.device, value.dtype)
+        for value in values
+        if is_tensor(value) and value.device.type == "cuda" and value.dtype.is_floating_point
+    } - _WARMED
+    if not pairs:
+        return _waited
+    _WARMED.update(pairs)
+    thread = threading.Thread(target=_warm, args=(pairs, more), name="kerneltune-check-warm-up", daemon=True)
+    thread.start()
+    return thread.join
+
+
+def _warm(pairs: set[tuple[Any, Any]], more: Sequence[Callable[[Any], object]]) -> None:
+    import torch
+
+    for device, dtype in pairs:
+        try:
+            stream = torch.cuda.Stream(device)
+            with torch.cuda.stream(stream):
+                value = torch.ones(2, device=device, dtype=dtype)
+                flags: list[Any] = []
+                verdicts(value, value.clone(), Tolerance(), flags)
+                read([*flags, untouched(value, value.clone())])
+                for use in more:
+                    use(value)
+            stream.synchronize()
+        except Exception:  # a warm-up only: the check itself meets and reports whatever failed here
+            pass
+
+
+def _waited() -> None:
+    pass

@@ -15,6 +15,7 @@ wrong config, and each call's output must equal torch's.
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import pytest
@@ -140,16 +141,22 @@ def test_contextual_autotune_never_picks_the_fast_wrong_config(case):
     assert not kernel.best_config.kwargs[wrong_flag], kernel.best_config
 
 
-def test_the_checks_kernels_are_loaded_on_a_thread_once_per_device_and_dtype():
+def test_the_checks_kernels_are_loaded_on_a_thread_once_per_device_and_dtype(monkeypatch):
     from kerneltune.core.machine import passes
 
-    values = [torch.ones(3, device="cuda", dtype=torch.bfloat16), torch.ones(3, device="cuda")]
-    fresh = {(v.device, v.dtype) for v in values} - passes._WARMED
-    used: list[torch.dtype] = []
-    wait = passes.warm(values, lambda value: used.append(value.dtype))
-    wait()
-    assert {(v.device, v.dtype) for v in values} <= passes._WARMED
-    assert sorted(map(str, used)) == sorted(str(dtype) for _, dtype in fresh)
+    monkeypatch.setattr(passes, "_WARMED", set())  # as in a fresh process
+    values = [torch.ones(3, device="cuda", dtype=torch.bfloat16), torch.ones(3, device="cuda"), 2.0]
+    used: list[tuple[str, str]] = []
+
+    def use(value):
+        used.append((str(value.dtype), threading.current_thread().name))
+
+    passes.warm(values, use)()
+    assert sorted(used) == [
+        ("torch.bfloat16", "kerneltune-check-warm-up"),
+        ("torch.float32", "kerneltune-check-warm-up"),
+    ]
+    assert {dtype for _, dtype in passes._WARMED} == {torch.bfloat16, torch.float32}
     used.clear()
-    passes.warm(values, lambda value: used.append(value.dtype))()
+    passes.warm(values, use)()
     assert used == []

@@ -470,3 +470,43 @@ def test_no_kernel_is_warmed_for_tensors_off_a_cuda_device():
     wait = passes.warm([torch.ones(3), 1.5, "x"], lambda value: pytest.fail("warmed a CPU tensor"))
     assert threading.active_count() == started
     wait()
+
+
+@triton.jit
+def double_and_add_kernel(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr):
+    """``y = 2 * x`` and ``z += x``, in place."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    tl.store(y_ptr + offsets, 2.0 * x, mask=mask)
+    tl.store(z_ptr + offsets, tl.load(z_ptr + offsets, mask=mask, other=0.0) + x, mask=mask)
+
+
+def test_a_candidate_run_where_the_kernel_then_changes_an_argument_in_place_is_dropped_and_applied_once(
+    clock,
+):
+    # The first execution's input is zero, so the reference changes z by nothing and only y, which
+    # it writes whole, counts as written; later executions change x, and the candidate adds it to z.
+    # What z held before the candidate's run is lost: the candidate is dropped, and z keeps its one
+    # addition (the reference run over it would add x twice).
+    kernel = triton.autotune(
+        configs=[config(clock, 10.0, BLOCK=64), config(clock, 1.0, BLOCK=32)], key=["n"]
+    )(double_and_add_kernel)
+    executions: list[float] = []
+
+    @contextual_autotune(n_repeat=1, n_warmup=1)
+    def run(x, z):
+        executions.append(float(len(executions)))
+        x.fill_(executions[-1])
+        y = torch.empty_like(x)
+        kernel[lambda meta: (triton.cdiv(N, meta["BLOCK"]),)](x, y, z, N)
+        return y
+
+    x, z = torch.zeros(N, device=DEVICE), torch.zeros(N, device=DEVICE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = run(x, z)
+    assert kernel.best_config is kernel.configs[0]
+    assert "argument z_ptr: ran on other contents than the reference last did" in wrong_warnings(caught)[0]
+    torch.testing.assert_close(y, 2 * x)
+    torch.testing.assert_close(z, torch.full_like(z, sum(executions)))

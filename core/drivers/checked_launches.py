@@ -169,21 +169,25 @@ class LaunchCheck:
             # Ranks launch alike: how many probes a rank runs would depend on what its arguments hold.
             self.blind = frozenset() if self.rerun else self._probe(launch, arguments)
             return result
+        stands = False  # whether the arguments keep all the candidate left, the verdict not made
         try:
             found = self._verdict(arguments, premises=premises or ())
         except passes.Unfounded:
-            found = self._ran_elsewhere(launch, arguments)
+            found, stands = self._ran_elsewhere(launch, arguments)
             before = self.before
         if found is None:
             self.doubting = False
-        elif self.doubting and self._odd_reference(launch, candidate, arguments, before, found):
+        elif (
+            not stands and self.doubting and self._odd_reference(launch, candidate, arguments, before, found)
+        ):
             self.result = self._take(result, arguments, before)
             found = None
         # Wrong, all it left goes back; right, it left the others as they were, and what it wrote
         # whole is as good as the reference's: what the reference changes in place (and scratch) goes back.
-        _put_back(
-            arguments, self.after, None if found is not None else self.changed - self.blind | self.scratch
-        )
+        if not stands:
+            _put_back(
+                arguments, self.after, None if found is not None else self.changed - self.blind | self.scratch
+            )
         if found is None:
             return result
         self.wrong[candidate.index] = (candidate, found)
@@ -234,13 +238,18 @@ class LaunchCheck:
         finally:
             _put_back(arguments, before)
 
-    def _ran_elsewhere(self, launch: KernelLaunch, arguments: Mapping[str, Any]) -> Mismatch | None:
+    def _ran_elsewhere(
+        self, launch: KernelLaunch, arguments: Mapping[str, Any]
+    ) -> tuple[Mismatch | None, bool]:
         """The verdict on a candidate that ran on other contents than the reference last did (its
-        premises failed): the reference runs on them now, and later candidates' premises are read
-        before their run.
+        premises failed), and whether the arguments keep what it left: the reference runs on them
+        now, and later candidates' premises are read before their run.
 
         The arguments but the outputs the reference writes whole count as what
-        both ran on: that this candidate left them alone goes unchecked.
+        both ran on: that this candidate left them alone goes unchecked. Where
+        on them the reference changes one of those in place, what the candidate
+        ran on is lost: it is dropped, and what it left stays (the reference's
+        run over it would apply the change twice).
         """
         assert self.reference is not None
         self.premised = False
@@ -254,12 +263,9 @@ class LaunchCheck:
         _put_back(arguments, written, self.blind)
         if not self.changed <= self.blind:
             name = min(self.changed - self.blind)
-            return Mismatch(
-                f"argument {name}",
-                "ran on other contents than the reference, which changes this argument in place on them: "
-                "not comparable",
-            )
-        return self._verdict(arguments)
+            why = "ran on other contents than the reference last did, which change this argument in place"
+            return Mismatch(f"argument {name}", f"{why}: not comparable"), True
+        return self._verdict(arguments), False
 
     def _odd_reference(
         self,

@@ -28,7 +28,7 @@ names them all.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from kerneltune.core.drivers.checked_outputs import CheckOptions
@@ -123,8 +123,6 @@ class LaunchCheck:
         #: the first reference, where a second opinion found it the odd one out, and why.
         self.odd_reference: Candidate | None = None
         self.odd = ""
-        #: whether a candidate's premises (:meth:`_premises`) may be read with its verdict, after its run.
-        self.premised = True
         #: waits for the check's device kernels to be loaded (:meth:`warm`).
         self._warming: Callable[[], None] = lambda: None
 
@@ -146,21 +144,19 @@ class LaunchCheck:
         if not arguments:
             return launch.run(candidate.config, around=wrap)
         # Where the reference would leave what it left before, its copies serve: no copy, no rerun.
-        premises = self._premises(arguments)
-        if premises is not None:  # asked with the verdict, in one wait
-            before = {**self.before, **{name: self.after[name] for name in self.blind}}
-        else:
-            held = self._ran_on(arguments)
-            before = held if held is not None else _copies(arguments)
-            if self.reference is not None and held is None:
-                self._rerun_reference(launch, arguments, before)
+        held = self._ran_on(arguments)
+        before = held if held is not None else _copies(arguments)
+        if self.reference is not None and held is None:
+            try:
+                self.result = self._take(launch.run(self.reference.config), arguments, before)
+            finally:
+                _put_back(arguments, before)
         for name in self.blind:
             self._poison(arguments, name)
         try:
             result = launch.run(candidate.config, around=wrap)
         except BaseException:
-            # A stand-in runs next, on what the outer function passed (a premise's arguments are as passed).
-            _put_back(arguments, before, self.blind if premises is not None else None)
+            _put_back(arguments, before)  # a stand-in runs next, on what the outer function passed
             raise
         self.returned += 1
         if self.reference is None:
@@ -169,25 +165,17 @@ class LaunchCheck:
             # Ranks launch alike: how many probes a rank runs would depend on what its arguments hold.
             self.blind = frozenset() if self.rerun else self._probe(launch, arguments)
             return result
-        stands = False  # whether the arguments keep all the candidate left, the verdict not made
-        try:
-            found = self._verdict(arguments, premises=premises or ())
-        except passes.Unfounded:
-            found, stands = self._ran_elsewhere(launch, arguments)
-            before = self.before
+        found = self._verdict(arguments)
         if found is None:
             self.doubting = False
-        elif (
-            not stands and self.doubting and self._odd_reference(launch, candidate, arguments, before, found)
-        ):
+        elif self.doubting and self._odd_reference(launch, candidate, arguments, before, found):
             self.result = self._take(result, arguments, before)
             found = None
         # Wrong, all it left goes back; right, it left the others as they were, and what it wrote
         # whole is as good as the reference's: what the reference changes in place (and scratch) goes back.
-        if not stands:
-            _put_back(
-                arguments, self.after, None if found is not None else self.changed - self.blind | self.scratch
-            )
+        _put_back(
+            arguments, self.after, None if found is not None else self.changed - self.blind | self.scratch
+        )
         if found is None:
             return result
         self.wrong[candidate.index] = (candidate, found)
@@ -208,64 +196,6 @@ class LaunchCheck:
         if not _holding({n: arguments[n] for n in kept}, {n: self.before[n] for n in kept}):
             return None
         return {**self.before, **{name: self.after[name] for name in whole}}
-
-    def _premises(self, arguments: Mapping[str, Any]) -> list[Any] | None:
-        """Flags, not yet read, of whether ``arguments`` hold what the reference last ran on, but for the
-        outputs it writes whole; ``None`` where they must be read before the run: no reference yet,
-        ranks that launch alike, other arguments, a reference that changes an argument in place
-        (whose contents the run would lose), or a candidate already found to run on other contents."""
-        if (
-            self.reference is None
-            or self.rerun
-            or not self.premised
-            or arguments.keys() != self.before.keys()
-            or not self.changed <= self.blind
-        ):
-            return None
-        return [
-            passes.untouched(value, self.before[name])
-            for name, value in arguments.items()
-            if name not in self.blind
-        ]
-
-    def _rerun_reference(
-        self, launch: KernelLaunch, arguments: Mapping[str, Any], before: dict[str, Any]
-    ) -> None:
-        """Run the reference on ``arguments`` (holding ``before``), keep what it left, put ``before`` back."""
-        assert self.reference is not None
-        try:
-            self.result = self._take(launch.run(self.reference.config), arguments, before)
-        finally:
-            _put_back(arguments, before)
-
-    def _ran_elsewhere(
-        self, launch: KernelLaunch, arguments: Mapping[str, Any]
-    ) -> tuple[Mismatch | None, bool]:
-        """The verdict on a candidate that ran on other contents than the reference last did (its
-        premises failed), and whether the arguments keep what it left: the reference runs on them
-        now, and later candidates' premises are read before their run.
-
-        The arguments but the outputs the reference writes whole count as what
-        both ran on: that this candidate left them alone goes unchecked. Where
-        on them the reference changes one of those in place, what the candidate
-        ran on is lost: it is dropped, and what it left stays (the reference's
-        run over it would apply the change twice).
-        """
-        assert self.reference is not None
-        self.premised = False
-        written = {name: outputs.snapshot(arguments[name]) for name in self.blind}
-        # Where the reference writes, it finds the poison: each of its outputs shows as changed.
-        before = {
-            name: self.poisons[name][1] if name in self.blind else outputs.snapshot(value)
-            for name, value in arguments.items()
-        }
-        self._rerun_reference(launch, arguments, before)
-        _put_back(arguments, written, self.blind)
-        if not self.changed <= self.blind:
-            name = min(self.changed - self.blind)
-            why = "ran on other contents than the reference last did, which change this argument in place"
-            return Mismatch(f"argument {name}", f"{why}: not comparable"), True
-        return self._verdict(arguments), False
 
     def _odd_reference(
         self,
@@ -398,8 +328,8 @@ class LaunchCheck:
             kept = self.poisons[name] = (expected, _complement(expected))
         arguments[name].copy_(kept[1])
 
-    def _verdict(self, arguments: Mapping[str, Any], premises: Sequence[Any] = ()) -> Mismatch | None:
-        return passes.first_mismatch(*self._compared(arguments), self.tolerance, premises)
+    def _verdict(self, arguments: Mapping[str, Any]) -> Mismatch | None:
+        return passes.first_mismatch(*self._compared(arguments), self.tolerance)
 
     def _compared(
         self, arguments: Mapping[str, Any], blind: frozenset[str] | None = None

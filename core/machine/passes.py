@@ -22,29 +22,14 @@ from kerneltune.core.machine.outputs import Mismatch, Tolerance, compare, is_ten
 Compared = tuple[str, Any, Any]
 
 
-class Unfounded(Exception):
-    """A premise of :func:`first_mismatch` failed: what was compared says nothing of the run."""
-
-
 def first_mismatch(
-    written: Sequence[Compared],
-    left_alone: Sequence[Compared],
-    tolerance: Tolerance,
-    premises: Sequence[Any] = (),
+    written: Sequence[Compared], left_alone: Sequence[Compared], tolerance: Tolerance
 ) -> Mismatch | None:
     """Where a run first differs: each of ``written`` held to its reference's snapshot within
     ``tolerance``, each of ``left_alone`` to what it held, bit for bit ("changed, which the
-    reference leaves alone"); the device waited on once where none does.
-
-    :param premises: flags (:func:`untouched`) that must hold for the comparison to mean anything,
-        read in the same wait.
-    :raises Unfounded: where one of them does not.
-    """
-    flags = agreeing(written, left_alone, tolerance)
-    if settled([*premises, *flags]):
+    reference leaves alone"); the device waited on once where none does."""
+    if settled(agreeing(written, left_alone, tolerance)):
         return None
-    if premises and not settled(list(premises)):
-        raise Unfounded
     for path, value, reference in written:
         if (found := compare(value, reference, tolerance, path)) is not None:
             return found

@@ -2,7 +2,8 @@
 
 From the repository root, on a CUDA GPU or the CPU::
 
-    python3 bench/check_cost.py [--device cuda] [--size 4096] [--candidates 16] [--reps 20] [--json FILE]
+    python3 bench/check_cost.py [--device cuda] [--size 4096] [--candidates 16] [--reps 20]
+        [--warm 0.3] [--json FILE]
 
 Two checks, each over ``--candidates`` candidates that all compute the same
 ``--size``-square matrix product (bfloat16 on a GPU, float32 on the CPU),
@@ -21,7 +22,10 @@ later candidate's, in microseconds of host time with the work's own launch
 time taken out (the device synchronised after each run, so that a figure
 holds what the check waits for as well), over the tunings after the first;
 and apart, the process's first tuning (what a check's first use costs
-once, its torch kernels loaded on a GPU). The tuners run each candidate's
+once, its torch kernels loaded on a GPU); with ``--warm SECONDS`` the
+launch check's warm-up (``LaunchCheck.warm``) starts before that first
+tuning, which waits that long first, as the contextual tuner waits for its
+candidates to compile (the function-level check has no warm-up). The tuners run each candidate's
 first run through its check once per tuning; every other run costs nothing
 more.
 """
@@ -98,7 +102,7 @@ def _run(thunk: Any) -> None:
     thunk()
 
 
-def measure(device: str, size: int, candidates: int, reps: int) -> dict[str, Any]:
+def measure(device: str, size: int, candidates: int, reps: int, warm: float | None = None) -> dict[str, Any]:
     """Each check's host time for the reference and a later candidate, the work's own time taken out."""
     import torch
     from kerneltune.core.drivers.checked_launches import LaunchCheck
@@ -137,6 +141,9 @@ def measure(device: str, size: int, candidates: int, reps: int) -> dict[str, Any
                 parts["reference"].clear()
                 parts["later"].clear()
         check = LaunchCheck("mm", ("bench",), _Tuning(), Tolerance(), strict=False, budget=0, rerun=False)
+        if rep == 0 and warm is not None:
+            check.warm(launch)
+            time.sleep(warm)
         for candidate in chosen:
             spent = timed(lambda c=candidate, k=check: k.run(launch, c, _run))
             # The reference's probe runs the work once more; a later candidate's run, once.
@@ -153,6 +160,7 @@ def measure(device: str, size: int, candidates: int, reps: int) -> dict[str, Any
         "size": size,
         "candidates": candidates,
         "reps": reps,
+        "warm_s": warm,
         "work_us": {"launch": alone, "function": product},
         "first_tuning": once,
         "checks": {
@@ -170,14 +178,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--candidates", type=int, default=16)
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument(
+        "--warm",
+        type=float,
+        help="start the launch check's warm-up, then wait this long, before the first tuning",
+    )
     parser.add_argument("--json", type=Path, help="write the figures here")
     options = parser.parse_args(argv)
     import torch
 
     device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
     size = options.size or (4096 if device == "cuda" else 64)
-    result = measure(device, size, options.candidates, options.reps)
-    print(f"{device}, {size}x{size}, {options.candidates} candidates, {options.reps} tunings")
+    result = measure(device, size, options.candidates, options.reps, options.warm)
+    warmed = "" if options.warm is None else f", warmed for {options.warm} s first"
+    print(f"{device}, {size}x{size}, {options.candidates} candidates, {options.reps} tunings{warmed}")
     for name, parts in result["checks"].items():
         once = result["first_tuning"][name]
         print(

@@ -18,7 +18,9 @@ Two checks, each over ``--candidates`` candidates that all compute the same
 
 Printed for each: the reference's first run (the first candidate: its
 copies, and for launches the probe of what it writes whole) and the median
-later candidate's, in microseconds of host time with the work's own launch
+later candidate's (for launches, its run and ``LaunchCheck.settle``: from
+the third candidate on, its comparison and verdict, which a tuning reads
+with the candidate's samples), in microseconds of host time with the work's own launch
 time taken out (the device synchronised after each run, so that a figure
 holds what the check waits for as well), over the tunings after the first;
 and apart, the process's first tuning (what a check's first use costs
@@ -145,7 +147,8 @@ def measure(device: str, size: int, candidates: int, reps: int, warm: float | No
             check.warm(launch)
             time.sleep(warm)
         for candidate in chosen:
-            spent = timed(lambda c=candidate, k=check: k.run(launch, c, _run))
+            # A later candidate's verdict, where it waits for the samples, is read in settle.
+            spent = timed(lambda c=candidate, k=check: (k.run(launch, c, _run), k.settle(launch, c)))
             # The reference's probe runs the work once more; a later candidate's run, once.
             runs = 2 if candidate.index == 0 else 1
             rows["launch"]["reference" if candidate.index == 0 else "later"].append(spent - runs * alone)

@@ -78,6 +78,22 @@ def launch_sum(x, out, cfg):
 CASES = {
     "dropped remainder": (ROW_CONFIGS, launch_rows, lambda: torch.rand(ROWS, K, device="cuda"), ROWS, "DROP"),
     "race": (SUM_CONFIGS, launch_sum, lambda: torch.rand(N, device="cuda"), 1, "RACY"),
+    # Listed last, after a candidate that agrees with the reference: their verdict is read with their
+    # samples (contextual_autotune), from copies of their first launch's writes.
+    "dropped remainder, last": (
+        [ROW_CONFIGS[0], ROW_CONFIGS[2], ROW_CONFIGS[1]],
+        launch_rows,
+        lambda: torch.rand(ROWS, K, device="cuda"),
+        ROWS,
+        "DROP",
+    ),
+    "race, last": (
+        SUM_CONFIGS[1:] + SUM_CONFIGS[:1],
+        launch_sum,
+        lambda: torch.rand(N, device="cuda"),
+        1,
+        "RACY",
+    ),
 }
 
 

@@ -139,6 +139,58 @@ def test_a_fast_wrong_config_is_never_picked_and_is_recorded_and_warned_about_on
         torch.testing.assert_close(y, expected)
 
 
+def three(noted, wrong):
+    """``double_kernel`` over two right configs (10 and 5 ms) and a ``wrong`` one (1 ms), listed last."""
+    right = (
+        config(noted, cost, BLOCK=block, EVEN=False, SCRIBBLE=False)
+        for cost, block in ((10.0, 64), (5.0, 32))
+    )
+    fast = config(noted, 1.0, BLOCK=64, **{"EVEN": False, "SCRIBBLE": False, **wrong})
+    return triton.autotune(configs=[*right, fast], key=["n"])(double_kernel)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "what", "changing"),
+    [
+        ({"EVEN": True}, "argument y_ptr: 36 of 100 values off, largest absolute error", False),
+        ({"SCRIBBLE": True}, "argument x_ptr: changed, which the reference leaves alone", False),
+        ({"EVEN": True}, "argument y_ptr: 36 of 100 values off, largest absolute error", True),
+        ({}, "", True),
+    ],
+    ids=["drops-the-remainder", "writes-into-its-input", "on-changing-inputs", "right-on-changing-inputs"],
+)
+def test_a_candidate_whose_verdict_waits_for_its_samples_is_judged_as_one_judged_at_once(
+    clock, tmp_path, monkeypatch, wrong, what, changing
+):
+    # Once a candidate agreed with the reference, a later one's verdict is read with its samples;
+    # where the inputs changed since the reference ran, it runs again on what the reference ran on.
+    kernel = three(clock, wrong)
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run(x, y):
+        if changing:
+            x.mul_(1.5)
+        return launch(kernel, x, y)
+
+    x = torch.randn(N, device=DEVICE)
+    given = x.clone()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = run(x, 2 * x)  # the buffer holds the result before any launch: poisoned all the same
+    torch.testing.assert_close(y, 2 * x)
+    if not changing:  # an input the candidate wrote into is the caller's again
+        assert torch.equal(x, given)
+    if not what:
+        assert kernel.best_config is kernel.configs[2] and not wrong_warnings(caught)
+        return
+    assert kernel.best_config is kernel.configs[1]
+    (message,) = wrong_warnings(caught)
+    assert f"and were dropped:\n  [2] {config_label(kernel.configs[2])}: " in message and what in message
+    log = (tmp_path / ".autotune_logs" / "rank-0.log").read_text()
+    assert "config 2 mean invalid [" in log and "failed: WrongOutput: differs from the reference [0] " in log
+    assert kernel.configs_timings[kernel.configs[2]] == [float("inf")] * 3
+
+
 def test_check_outputs_off_lets_the_fastest_be_picked_however_wrong(clock, monkeypatch):
     monkeypatch.setenv("KERNELTUNE_CHECK_OUTPUTS", "off")
     kernel = doubling(clock, {"EVEN": True})
@@ -214,22 +266,28 @@ def test_a_candidate_run_on_other_inputs_than_the_reference_ran_on_is_held_to_it
     assert "argument y_ptr: 36 of 100 values off" in wrong_warnings(caught)[0]
 
 
-def test_the_reference_waits_on_the_device_twice_and_each_later_candidate_twice(clock, monkeypatch):
+def test_only_the_reference_and_the_first_candidate_wait_on_the_device_in_their_run(clock, monkeypatch):
     waits: list[int] = []
-    read, run_checked = passes.read, LaunchCheck.run
+    read = passes.read
     monkeypatch.setattr(passes, "read", lambda flags: (waits.append(len(flags)), read(flags))[1])
-    by_candidate: dict[int, int] = {}
+    counted: dict[tuple[str, int], int] = {}
 
-    def counted(check, launch, candidate, wrap):
-        waits.clear()
-        try:
-            return run_checked(check, launch, candidate, wrap)
-        finally:
-            by_candidate[candidate.index] = len(waits)
+    def counting(step):
+        original = getattr(LaunchCheck, step)
 
-    monkeypatch.setattr(LaunchCheck, "run", counted)
+        def count(check, launch, candidate, *rest):
+            waits.clear()
+            try:
+                return original(check, launch, candidate, *rest)
+            finally:
+                counted[step, candidate.index] = len(waits)
+
+        monkeypatch.setattr(LaunchCheck, step, count)
+
+    counting("run")
+    counting("settle")
     configs = [
-        config(clock, 10.0 - i, BLOCK=b, EVEN=False, SCRIBBLE=False) for i, b in enumerate((16, 32, 64))
+        config(clock, 10.0 - i, BLOCK=b, EVEN=False, SCRIBBLE=False) for i, b in enumerate((16, 32, 64, 128))
     ]
     kernel = triton.autotune(configs=configs, key=["n"])(double_kernel)
 
@@ -238,9 +296,19 @@ def test_the_reference_waits_on_the_device_twice_and_each_later_candidate_twice(
         return launch(kernel, x, torch.empty_like(x))
 
     run(torch.randn(N, device=DEVICE))
-    # The reference: which arguments it changed, then whether it writes its output whole; a later
-    # candidate: whether the inputs hold what the reference ran on, then its verdict.
-    assert by_candidate == {0: 2, 1: 2, 2: 2}
+    # The reference: which arguments it changed, then whether it writes its output whole; the first
+    # candidate after it (which may find the reference the odd one out): whether the inputs hold what
+    # the reference ran on, then its verdict. Each later one: its verdict read with its samples.
+    assert {k: v for k, v in counted.items() if k[0] == "run"} == {
+        ("run", 0): 2,
+        ("run", 1): 2,
+        ("run", 2): 0,
+        ("run", 3): 0,
+    }
+    assert {k: v for k, v in counted.items() if k[0] == "settle" and v} == {
+        ("settle", 2): 1,
+        ("settle", 3): 1,
+    }
 
 
 @triton.jit

@@ -23,6 +23,12 @@ shows even in a buffer that already held the result. A wrong
 candidate is failed with :class:`~kerneltune.core.errors.WrongOutput`,
 and one :class:`~kerneltune.core.errors.WrongOutputWarning` per tuning
 names them all.
+
+Once a candidate agreed with the reference, where the reference changes
+only outputs it writes whole, a later candidate's first run waits for
+nothing (:meth:`LaunchCheck._deferring`): its outputs are copied, compared
+behind its last timed run (:meth:`LaunchCheck.compare`) and the verdict read
+after the wait for its samples (:meth:`LaunchCheck.settle`).
 """
 
 from __future__ import annotations
@@ -113,6 +119,8 @@ class LaunchCheck:
         #: the candidates whose first run was checked, and those found wrong, with their first mismatch.
         self.checked: set[int] = set()
         self.wrong: dict[int, tuple[Candidate, Mismatch]] = {}
+        #: the first runs whose verdict waits for :meth:`settle`, by candidate.
+        self.pending: dict[int, _Pending] = {}
         #: how many first runs returned, the reference's included.
         self.returned = 0
         #: why the writes cannot be checked, where they cannot.
@@ -143,6 +151,8 @@ class LaunchCheck:
         arguments = self._arguments(launch)
         if not arguments:
             return launch.run(candidate.config, around=wrap)
+        if self._deferring(arguments):
+            return self._run_deferred(launch, candidate, wrap, arguments)
         # Where the reference would leave what it left before, its copies serve: no copy, no rerun.
         held = self._ran_on(arguments)
         before = held if held is not None else _copies(arguments)
@@ -180,6 +190,113 @@ class LaunchCheck:
             return result
         self.wrong[candidate.index] = (candidate, found)
         raise WrongOutput(f"differs from {self._reference()}: {found}")
+
+    def _deferring(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether the verdict may wait until the candidate's runs are taken (:meth:`settle`).
+
+        So it may once a candidate agreed with the reference, where the
+        reference changes only outputs it writes whole (poisoned before each
+        run, so what they held does not matter) and the launch's arguments
+        are the ones it ran on; never with several ranks, which must launch alike.
+        """
+        return (
+            not self.rerun
+            and not self.doubting
+            and self.reference is not None
+            and self.changed <= self.blind
+            and arguments.keys() == self.before.keys()
+        )
+
+    def _run_deferred(
+        self, launch: KernelLaunch, candidate: Candidate, wrap: Wrap, arguments: Mapping[str, Any]
+    ) -> Any:
+        """The candidate's first run, its whole outputs poisoned, then copied for :meth:`compare`."""
+        for name in self.blind:
+            self._poison(arguments, name)
+        try:
+            result = launch.run(candidate.config, around=wrap)
+        except BaseException:
+            _put_back(arguments, self.after, self.blind)  # a stand-in runs next
+            raise
+        self.returned += 1
+        self.pending[candidate.index] = _Pending({n: outputs.snapshot(arguments[n]) for n in self.blind})
+        _put_back(arguments, self.after, self.scratch)
+        return result
+
+    def compare(self, launch: KernelLaunch, candidate: Candidate) -> None:
+        """Queue the comparisons of ``candidate``'s deferred first run, without waiting for them.
+
+        Called behind its last timed run, whose wait for the samples then
+        covers them: what it wrote whole (the copies) beside what the
+        reference left, and the other arguments, as they are now, beside what
+        they held when the reference ran. No-op where its verdict was given at once.
+        """
+        pending = self.pending.get(candidate.index)
+        if pending is None or pending.flags is not None:
+            return
+        arguments = self._arguments(launch)
+        if arguments.keys() != self.before.keys():
+            pending.flags = [False]
+            return
+        pending.written = [(f"argument {n}", copy, self.after[n]) for n, copy in pending.copies.items()]
+        pending.alone = [
+            (f"argument {n}", value, self.before[n])
+            for n, value in arguments.items()
+            if n not in pending.copies and n not in self.scratch
+        ]
+        pending.flags = passes.agreeing(pending.written, pending.alone, self.tolerance)
+
+    def settle(self, launch: KernelLaunch, candidate: Candidate) -> WrongOutput | None:
+        """The verdict of ``candidate``'s deferred first run (:meth:`compare` queued it); ``None`` if right.
+
+        Where the other arguments hold what the reference ran on, the copies
+        of the first run are held to the reference's writes, and that stands,
+        a race included. Where one of them changed since (the outer function
+        gave other contents, or the candidate writes into an input), the
+        candidate runs again on what the reference ran on, the arguments put
+        back after it (and an input it writes into, to what the reference ran on).
+        """
+        self.compare(launch, candidate)
+        pending = self.pending.pop(candidate.index, None)
+        if pending is None:
+            return None
+        flags = passes.read(pending.flags or [])
+        if all(flags):
+            return None
+        if len(flags) == len(pending.written) + len(pending.alone) and all(flags[len(pending.written) :]):
+            found = passes.first_mismatch(pending.written, (), self.tolerance)
+        else:
+            found = self._rerun(launch, candidate)
+        if found is None:
+            return None
+        self.wrong[candidate.index] = (candidate, found)
+        return WrongOutput(f"differs from {self._reference()}: {found}")
+
+    def _rerun(self, launch: KernelLaunch, candidate: Candidate) -> Mismatch | None:
+        """``candidate`` run again on what the reference ran on: where it first differs from it."""
+        arguments = self._arguments(launch)
+        if arguments.keys() != self.before.keys():
+            return None  # other arguments than the reference ran on: nothing to hold it to
+        now = _copies(arguments)
+        strays: list[str] = []
+        try:
+            _put_back(arguments, self.before)
+            for name in self.blind:
+                self._poison(arguments, name)
+            launch.run(candidate.config)
+            found = self._verdict(arguments)
+            if found is not None:
+                alone = [n for n in arguments if n not in self.blind and n not in self.scratch]
+                same = passes.read([passes.untouched(arguments[n], self.before[n]) for n in alone])
+                strays = [n for n, kept in zip(alone, same, strict=True) if not kept]
+        finally:
+            _put_back(arguments, now)
+        _put_back(arguments, self.before, frozenset(strays))
+        return found
+
+    def drop(self, candidate: Candidate) -> None:
+        """Forget ``candidate``'s deferred first run: a later run of it failed."""
+        self.pending.pop(candidate.index, None)
 
     def _ran_on(self, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
         """What the reference ran on, where run on ``arguments`` it would leave what it left; else ``None``.
@@ -422,3 +539,13 @@ def _holding(arguments: Mapping[str, Any], saved: Mapping[str, Any]) -> bool:
     return arguments.keys() == saved.keys() and passes.settled(
         [passes.untouched(value, saved[name]) for name, value in arguments.items()]
     )
+
+
+class _Pending:
+    """A deferred first run: copies of what it wrote whole, then what :meth:`LaunchCheck.compare` queued."""
+
+    def __init__(self, copies: dict[str, Any]) -> None:
+        self.copies = copies
+        self.written: list[passes.Compared] = []
+        self.alone: list[passes.Compared] = []
+        self.flags: list[Any] | None = None

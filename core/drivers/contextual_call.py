@@ -401,15 +401,20 @@ class ContextualCall:
         return result
 
     def _complete(self, state: KernelKey, launch: KernelLaunch) -> None:
-        candidate, runs = state.candidate, state.runs
+        candidate, runs, check = state.candidate, state.runs, state.check
         assert candidate is not None and runs is not None and state.tuning is not None
         if state.error is None:
+            if check is not None:
+                check.compare(launch, candidate)  # queued behind the timed runs, read after their wait
             try:
                 samples = runs.samples()
+                if check is not None and (wrong := check.settle(launch, candidate)) is not None:
+                    raise wrong
             except Exception as exc:
-                # Where an asynchronous device error surfaces (a kernel that
-                # faulted); the log must say why the candidate is invalid.
+                # Where an asynchronous device error surfaces (a kernel that faulted), or a
+                # deferred verdict finds the candidate wrong; the log must say why it is invalid.
                 state.error = exc
+                state.bad.add(candidate.index)
                 self._launch_event(state, candidate, TIMED, runs.repeat, runs.repeat, None, exc)
             else:
                 for i, sample in enumerate(samples):
@@ -419,6 +424,8 @@ class ContextualCall:
                 if candidate.index not in state.good:
                     state.good.append(candidate.index)
         if state.error is not None:
+            if check is not None:
+                check.drop(candidate)
             state.tuning.fail(candidate, state.error)
             state.means.pop(candidate.index, None)
         self._next_candidate(state, launch)

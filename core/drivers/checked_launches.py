@@ -196,8 +196,9 @@ class LaunchCheck:
 
         So it may once a candidate agreed with the reference, where the
         reference changes only outputs it writes whole (poisoned before each
-        run, so what they held does not matter) and the launch's arguments
-        are the ones it ran on; never with several ranks, which must launch alike.
+        run, so what they held does not matter) and the launch has the
+        arguments, by name, that it ran on; never with several ranks, which
+        must launch alike.
         """
         return (
             not self.rerun

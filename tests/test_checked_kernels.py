@@ -191,6 +191,25 @@ def test_a_candidate_whose_verdict_waits_for_its_samples_is_judged_as_one_judged
     assert kernel.configs_timings[kernel.configs[2]] == [float("inf")] * 3
 
 
+def test_the_call_returns_a_right_result_where_a_wrong_candidate_fed_later_work_before_its_verdict(clock):
+    # The candidate judged with its samples had its timed launches, whose wrong writes reached the
+    # work after them in those executions; the call's result comes from an execution after them.
+    kernel = three(clock, {"EVEN": True})
+    results = []
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run(x):
+        results.append(launch(kernel, x, torch.empty_like(x)) * 3)
+        return results[-1]
+
+    x = torch.randn(N, device=DEVICE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WrongOutputWarning)
+        torch.testing.assert_close(run(x), 6 * x)
+    assert kernel.best_config is kernel.configs[1]
+    assert any(not torch.allclose(z, 6 * x) for z in results[:-1]), "no execution saw the wrong writes"
+
+
 def test_check_outputs_off_lets_the_fastest_be_picked_however_wrong(clock, monkeypatch):
     monkeypatch.setenv("KERNELTUNE_CHECK_OUTPUTS", "off")
     kernel = doubling(clock, {"EVEN": True})

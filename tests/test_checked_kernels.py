@@ -21,6 +21,7 @@ from kerneltune.core import add_plugin, remove_plugin
 from kerneltune.core.drivers.checked_launches import LaunchCheck
 from kerneltune.core.errors import NoValidConfigError, UncheckedOutputsError, WrongOutputWarning
 from kerneltune.core.machine import passes
+from kerneltune.core.machine.timing import CandidateRuns
 from kerneltune.plugins.triton.configs import config_label
 from tuning_doubles import scripted_timer_plugin
 
@@ -305,6 +306,13 @@ def test_only_the_reference_and_the_first_candidate_wait_on_the_device_in_their_
 
     counting("run")
     counting("settle")
+    # The comparisons are queued before the wait for the samples, whose wait covers them.
+    order: list[str] = []
+    samples, compare = CandidateRuns.samples, LaunchCheck.compare
+    monkeypatch.setattr(CandidateRuns, "samples", lambda runs: (order.append("samples"), samples(runs))[1])
+    monkeypatch.setattr(
+        LaunchCheck, "compare", lambda check, *a: (order.append("compare"), compare(check, *a))[1]
+    )
     configs = [
         config(clock, 10.0 - i, BLOCK=b, EVEN=False, SCRIBBLE=False) for i, b in enumerate((16, 32, 64, 128))
     ]
@@ -328,6 +336,8 @@ def test_only_the_reference_and_the_first_candidate_wait_on_the_device_in_their_
         ("settle", 2): 1,
         ("settle", 3): 1,
     }
+    # For each of the last two: queued, the samples' wait, then settle's call (nothing left to queue).
+    assert order[-6:] == ["compare", "samples", "compare"] * 2
 
 
 @triton.jit

@@ -37,6 +37,7 @@ import warnings
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
+from kerneltune.core.drivers.argument_copies import complement, copies, holding, poisonable, put_back
 from kerneltune.core.drivers.checked_outputs import CheckOptions
 from kerneltune.core.drivers.inplace import in_place_problem
 from kerneltune.core.drivers.options import CHECK_OFF, CHECK_OUTPUTS, CHECK_OUTPUTS_BUDGET, CHECK_STRICT
@@ -139,7 +140,7 @@ class LaunchCheck:
         own, while the candidates compile (:func:`~kerneltune.core.machine.passes.warm`); the first
         checked run waits for it."""
         if provides(launch, CheckedLaunch):
-            self._warming = passes.warm(launch.arguments().values(), _complement)
+            self._warming = passes.warm(launch.arguments().values(), complement)
 
     def run(self, launch: KernelLaunch, candidate: Candidate, wrap: Wrap) -> Any:
         """The candidate's first run, checked; what its launch returned.
@@ -155,18 +156,18 @@ class LaunchCheck:
             return self._run_deferred(launch, candidate, wrap, arguments)
         # Where the reference would leave what it left before, its copies serve: no copy, no rerun.
         held = self._ran_on(arguments)
-        before = held if held is not None else _copies(arguments)
+        before = held if held is not None else copies(arguments)
         if self.reference is not None and held is None:
             try:
                 self.result = self._take(launch.run(self.reference.config), arguments, before)
             finally:
-                _put_back(arguments, before)
+                put_back(arguments, before)
         for name in self.blind:
             self._poison(arguments, name)
         try:
             result = launch.run(candidate.config, around=wrap)
         except BaseException:
-            _put_back(arguments, before)  # a stand-in runs next, on what the outer function passed
+            put_back(arguments, before)  # a stand-in runs next, on what the outer function passed
             raise
         self.returned += 1
         if self.reference is None:
@@ -183,7 +184,7 @@ class LaunchCheck:
             found = None
         # Wrong, all it left goes back; right, it left the others as they were, and what it wrote
         # whole is as good as the reference's: what the reference changes in place (and scratch) goes back.
-        _put_back(
+        put_back(
             arguments, self.after, None if found is not None else self.changed - self.blind | self.scratch
         )
         if found is None:
@@ -217,11 +218,11 @@ class LaunchCheck:
         try:
             result = launch.run(candidate.config, around=wrap)
         except BaseException:
-            _put_back(arguments, self.after, self.blind)  # a stand-in runs next
+            put_back(arguments, self.after, self.blind)  # a stand-in runs next
             raise
         self.returned += 1
         self.pending[candidate.index] = _Pending({n: outputs.snapshot(arguments[n]) for n in self.blind})
-        _put_back(arguments, self.after, self.scratch)
+        put_back(arguments, self.after, self.scratch)
         return result
 
     def compare(self, launch: KernelLaunch, candidate: Candidate) -> None:
@@ -236,8 +237,8 @@ class LaunchCheck:
         if pending is None or pending.flags is not None:
             return
         arguments = self._arguments(launch)
-        if arguments.keys() != self.before.keys():
-            pending.flags = [False]
+        if arguments.keys() != self.before.keys():  # other arguments than the reference's: unchecked
+            del self.pending[candidate.index]
             return
         pending.written = [(f"argument {n}", copy, self.after[n]) for n, copy in pending.copies.items()]
         pending.alone = [
@@ -261,10 +262,10 @@ class LaunchCheck:
         pending = self.pending.pop(candidate.index, None)
         if pending is None:
             return None
-        flags = passes.read(pending.flags or [])
+        flags = passes.read(pending.flags or [])  # one flag a tensor compared, written ones first
         if all(flags):
             return None
-        if len(flags) == len(pending.written) + len(pending.alone) and all(flags[len(pending.written) :]):
+        if all(flags[len(pending.written) :]):
             found = passes.first_mismatch(pending.written, (), self.tolerance)
         else:
             found = self._rerun(launch, candidate)
@@ -275,13 +276,11 @@ class LaunchCheck:
 
     def _rerun(self, launch: KernelLaunch, candidate: Candidate) -> Mismatch | None:
         """``candidate`` run again on what the reference ran on: where it first differs from it."""
-        arguments = self._arguments(launch)
-        if arguments.keys() != self.before.keys():
-            return None  # other arguments than the reference ran on: nothing to hold it to
-        now = _copies(arguments)
+        arguments = self._arguments(launch)  # by name, the reference's (compare)
+        now = copies(arguments)
         strays: list[str] = []
         try:
-            _put_back(arguments, self.before)
+            put_back(arguments, self.before)
             for name in self.blind:
                 self._poison(arguments, name)
             launch.run(candidate.config)
@@ -291,8 +290,8 @@ class LaunchCheck:
                 same = passes.read([passes.untouched(arguments[n], self.before[n]) for n in alone])
                 strays = [n for n, kept in zip(alone, same, strict=True) if not kept]
         finally:
-            _put_back(arguments, now)
-        _put_back(arguments, self.before, frozenset(strays))
+            put_back(arguments, now)
+        put_back(arguments, self.before, frozenset(strays))
         return found
 
     def drop(self, candidate: Candidate) -> None:
@@ -311,7 +310,7 @@ class LaunchCheck:
             return None
         whole = self.blind if self.changed <= self.blind else frozenset()
         kept = [name for name in arguments if name not in whole]
-        if not _holding({n: arguments[n] for n in kept}, {n: self.before[n] for n in kept}):
+        if not holding({n: arguments[n] for n in kept}, {n: self.before[n] for n in kept}):
             return None
         return {**self.before, **{name: self.after[name] for name in whole}}
 
@@ -336,8 +335,8 @@ class LaunchCheck:
         reference = self.reference
         if not others or reference is None:
             return False
-        written = _copies(arguments)
-        _put_back(arguments, before)
+        written = copies(arguments)
+        put_back(arguments, before)
         for name in self.blind:
             self._poison(arguments, name)
         try:
@@ -350,7 +349,7 @@ class LaunchCheck:
         tolerance = self.tolerance
         if any(outputs.compare(v, written[n], tolerance) is not None for n, v in arguments.items()):
             return False
-        _put_back(arguments, written)
+        put_back(arguments, written)
         self.doubting = False
         second = others[0]
         self.odd = (
@@ -400,7 +399,7 @@ class LaunchCheck:
     def _take(self, result: Any, arguments: Mapping[str, Any], before: dict[str, Any]) -> Any:
         """Keep what a reference run on ``before`` left in ``arguments``; ``result``, what it returned."""
         self.before = before
-        self.after = _copies(arguments)
+        self.after = copies(arguments)
         names = list(arguments)
         same = passes.read([passes.untouched(self.after[name], before[name]) for name in names])
         self.changed = frozenset(name for name, kept in zip(names, same, strict=True) if not kept)
@@ -414,7 +413,7 @@ class LaunchCheck:
         are tried together, in one launch of it; where it changed none (every output already held
         its result), each argument alone.
         """
-        candidates = [n for n in arguments if n not in self.scratch and _poisonable(arguments[n])]
+        candidates = [n for n in arguments if n not in self.scratch and poisonable(arguments[n])]
         changed = frozenset(n for n in candidates if n in self.changed)
         groups = [changed] if changed else [frozenset({n}) for n in candidates]
         return frozenset().union(
@@ -426,7 +425,7 @@ class LaunchCheck:
     ) -> bool:
         """Whether the reference, run with ``group`` poisoned, leaves what it left before."""
         assert self.reference is not None
-        _put_back(arguments, self.before)
+        put_back(arguments, self.before)
         for name in group:
             self._poison(arguments, name)
         try:
@@ -436,14 +435,14 @@ class LaunchCheck:
         else:  # the quick flags alone: an output holding an infinity or NaN is not poisoned
             return passes.settled(passes.agreeing(*self._compared(arguments, group), self.tolerance))
         finally:
-            _put_back(arguments, self.after)
+            put_back(arguments, self.after)
 
     def _poison(self, arguments: Mapping[str, Any], name: str) -> None:
         """Fill the argument ``name`` with the complement of what the reference left there (made once)."""
         expected = self.after[name]
         kept = self.poisons.get(name)
         if kept is None or kept[0] is not expected:
-            kept = self.poisons[name] = (expected, _complement(expected))
+            kept = self.poisons[name] = (expected, complement(expected))
         arguments[name].copy_(kept[1])
 
     def _verdict(self, arguments: Mapping[str, Any]) -> Mismatch | None:
@@ -503,43 +502,6 @@ class LaunchCheck:
         """One warning naming every wrong candidate of this tuning, if any."""
         if self.wrong:
             warnings.warn(f"kerneltune: {self.summary()}", WrongOutputWarning, stacklevel=user_stacklevel())
-
-
-def _copies(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: outputs.snapshot(value) for name, value in arguments.items()}
-
-
-def _put_back(
-    arguments: Mapping[str, Any], saved: Mapping[str, Any], only: frozenset[str] | None = None
-) -> None:
-    for name, value in arguments.items():
-        if only is None or name in only:
-            outputs.put_back(value, saved[name])
-
-
-#: Each element size's integer dtype, by name, to flip a floating-point tensor's bits through.
-_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
-
-
-def _poisonable(value: Any) -> bool:
-    # Floating point only: an integer argument may hold indices, which poisoned would send loads astray.
-    return hasattr(value, "is_floating_point") and value.is_floating_point() and value.element_size() in _BITS
-
-
-def _complement(expected: Any) -> Any:
-    """A tensor holding the bitwise complement of ``expected``'s: no element equals it."""
-    import torch
-
-    poisoned = expected.clone()
-    poisoned.view(getattr(torch, _BITS[poisoned.element_size()])).bitwise_not_()
-    return poisoned
-
-
-def _holding(arguments: Mapping[str, Any], saved: Mapping[str, Any]) -> bool:
-    """Whether ``arguments`` hold exactly the ``saved`` copies: the same names, shapes, dtypes and bits."""
-    return arguments.keys() == saved.keys() and passes.settled(
-        [passes.untouched(value, saved[name]) for name, value in arguments.items()]
-    )
 
 
 class _Pending:

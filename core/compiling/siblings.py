@@ -12,7 +12,7 @@ from pathlib import Path
 #: sibling that ended (and at least ``STALL_MIN_S``) is taken for stuck...
 STALL_FACTOR = 5.0
 STALL_MIN_S = 15.0
-#: ...unless it has spent more than this share of its life on a processor.
+#: ...unless its tree spent more than this share of its life on a processor, or is runnable now.
 STUCK_CPU_SHARE = 0.05
 #: The ``compile_deadline`` never stops a compile sooner than this (seconds; a higher floor let a
 #: search's rounds wait for compiles of configs far too slow)...
@@ -21,27 +21,16 @@ DEADLINE_MIN_S = 2.0
 DEADLINE_QUORUM = 3
 
 
-def _stat_ticks(pid: int, fields: slice) -> int:
-    """The sum of ``fields`` of ``/proc/PID/stat``, counted after the command name (which may hold
-    spaces); raises ``OSError``, ``ValueError`` or ``IndexError`` where it cannot be read."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return sum(int(field) for field in stat[stat.rindex(")") + 2 :].split()[fields])
-
-
-def processor_seconds(pid: int) -> float | None:
-    """Processor seconds process ``pid`` has used; ``None`` where the system does not say (no ``/proc``)."""
+def tree_usage(pid: int) -> tuple[float, bool] | None:
+    """Processor seconds process ``pid`` and its descendants have used (its own, its children's that
+    ended, and those still running: a compile's ``ptxas``), and whether one of them is runnable now
+    (on a processor or waiting for one); ``None`` where ``/proc`` does not say."""
     try:
-        # State is the first field, utime the 12th, stime the 13th.
-        return _stat_ticks(pid, slice(11, 13)) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def tree_processor_seconds(pid: int) -> float | None:
-    """Processor seconds process ``pid`` and its descendants have used: its own, its children's that
-    ended, and those still running (a compile's ``ptxas``); ``None`` where ``/proc`` does not say."""
-    try:
-        ticks = _stat_ticks(pid, slice(11, 15))  # utime, stime, cutime, cstime
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        # After the command name (which may hold spaces): the state, then utime, stime, cutime,
+        # cstime as the 12th to 15th.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        ticks, runnable = sum(int(field) for field in fields[11:15]), fields[0] == "R"
         children: list[str] = []
         for task in Path(f"/proc/{pid}/task").iterdir():
             with contextlib.suppress(OSError):
@@ -50,8 +39,15 @@ def tree_processor_seconds(pid: int) -> float | None:
         return None
     seconds = ticks / os.sysconf("SC_CLK_TCK")
     for child in children:
-        seconds += tree_processor_seconds(int(child)) or 0.0
-    return seconds
+        seconds_below, runnable_below = tree_usage(int(child)) or (0.0, False)
+        seconds, runnable = seconds + seconds_below, runnable or runnable_below
+    return seconds, runnable
+
+
+def tree_processor_seconds(pid: int) -> float | None:
+    """Processor seconds process ``pid`` and its descendants have used (see ``tree_usage``)."""
+    usage = tree_usage(pid)
+    return None if usage is None else usage[0]
 
 
 class Siblings:
@@ -107,12 +103,14 @@ class Siblings:
         A child can inherit a lock that another thread held at the fork (an
         import in progress, say) and wait for it forever, using no processor
         time; with no sibling ended yet, only the timeout stops it. A child
-        that keeps a processor busy is compiling, however long it takes.
+        whose tree keeps a processor busy (its ``ptxas`` included) is
+        compiling, however long it takes, and so is one runnable now however
+        little it got: a niced compile on a host busy with other work.
         Without ``/proc``, the time rule alone decides.
         """
         with self._lock:
             slowest = max(self.seconds, default=None)
         if slowest is None or seconds <= max(STALL_MIN_S, STALL_FACTOR * slowest):
             return False
-        busy = processor_seconds(pid)
-        return busy is None or busy < STUCK_CPU_SHARE * seconds
+        busy, runnable = tree_usage(pid) or (0.0, False)
+        return not runnable and busy < STUCK_CPU_SHARE * seconds

@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import attrs
+from kerneltune.core.machine import outputs
 from kerneltune.core.machine.timing import Thunk, Wrap
 
 _NAMED = (
@@ -47,13 +48,6 @@ def _zero(value: Any) -> None:
 
 def _copy(value: Any) -> Any:
     return value.clone() if hasattr(value, "clone") else value.copy()
-
-
-def _put_back(value: Any, saved: Any) -> None:
-    if hasattr(value, "copy_"):
-        value.copy_(saved)
-    else:
-        value[...] = saved
 
 
 def in_place_problem(value: Any) -> str | None:
@@ -174,7 +168,7 @@ class InPlaceRuns:
             wrap(thunk)
         finally:
             for value, saved in zip(self._restored, self._saved, strict=True):
-                _put_back(value, saved)
+                outputs.put_back(value, saved)
 
     def run(self, thunk: Thunk) -> None:
         """One untimed run (recording launches for COMPILE), reset and restored alike."""

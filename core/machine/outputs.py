@@ -404,8 +404,8 @@ def _wide(reference: Any) -> Any:
 
 
 def put_back(value: Any, saved: Any) -> None:
-    """Copy the :func:`snapshot` ``saved`` back into the tensor or array ``value``."""
-    if is_tensor(value):
+    """Copy ``saved`` (a :func:`snapshot`, or a clone) back into the tensor or array ``value``."""
+    if hasattr(value, "copy_"):
         value.copy_(saved)
     else:
         value[...] = saved

@@ -411,8 +411,11 @@ def parts(repeat: int = 31, number: int = 5000) -> dict[str, float]:
     launch. Each figure is the fastest of ``repeat`` timings of ``number``
     calls, in microseconds per call: the plain outer function, the
     contextual one, a contextual function that launches nothing (the tuner's
-    wrapper alone), Triton's key of the scale launch (``tuning_key``) and the
-    key the interceptor's direct launch takes instead (``DirectKernel.key``).
+    wrapper alone), the kernel's launch inside a tuned call (the interceptor
+    installed and serving: its pass-through and direct launch around the
+    kernel's ``run``), that ``run`` called with the pick, Triton's key of the
+    scale launch (``tuning_key``) and the key the interceptor's direct launch
+    takes instead (``DirectKernel.key``).
     """
     import timeit
 
@@ -426,23 +429,31 @@ def parts(repeat: int = 31, number: int = 5000) -> dict[str, float]:
     empty = contextual_autotune(n_repeat=1, n_warmup=0)(lambda: None)
     empty()
     kernel = triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"])(scale_kernel)
-    _, _, _, args, _ = workload_of("scale", "cpu")
+    _, _, _, args, grid = workload_of("scale", "cpu")
     contextual()  # served by the route once, filed for the interceptor
     contextual()  # the interceptor's direct launch, which plans its key
-    (served,) = contextual._interceptors[0].served.values()
+    interceptor = contextual._interceptors[0]
+    ((tuned, served),) = interceptor.served.items()
     direct_key = served.key
+    (pick,) = (entry[2] for entry in served.entries.values())
     InterpretedFunction.run = lambda self, *a, **k: None  # type: ignore[method-assign]
-    calls = {
-        "plain": plain,
-        "contextual": contextual,
-        "wrapper alone": empty,
-        "Triton's key": lambda: adapter.tuning_key(kernel, args, {}),
-        "direct key": lambda: direct_key(args, {"grid": None, "warmup": False}),
-    }
-    return {
-        name: min(timeit.repeat(call, number=number, repeat=repeat)) / number * 1e6
-        for name, call in calls.items()
-    }
+
+    def per_call(call: Callable[[], Any]) -> float:
+        return min(timeit.repeat(call, number=number, repeat=repeat)) / number * 1e6
+
+    result = {name: per_call(call) for name, call in (("plain", plain), ("contextual", contextual))}
+    result["wrapper alone"] = per_call(empty)
+    interceptor.install(contextual._route_launch)  # as in a tuned call, on this thread
+    contextual._direct.serving = True
+    try:
+        result["launch in call"] = per_call(lambda: tuned[grid](*args))
+    finally:
+        contextual._direct.serving = False
+        interceptor.uninstall()
+    result["kernel's run"] = per_call(lambda: tuned.fn.run(*args, grid=grid, warmup=False, **pick))
+    result["Triton's key"] = per_call(lambda: adapter.tuning_key(kernel, args, {}))
+    result["direct key"] = per_call(lambda: direct_key(args, {"grid": None, "warmup": False}))
+    return result
 
 
 # -- the command ------------------------------------------------------------------------------

@@ -364,9 +364,18 @@ def test_the_hotpath_bench_times_a_contextual_hits_parts(tmp_path):
     out = tmp_path / "parts.json"
     printed = run_script("hotpath.py", "--parts", "--json", str(out), tmp_path=tmp_path)
     parts = json.loads(out.read_text())
-    assert list(parts) == ["plain", "contextual", "wrapper alone", "Triton's key", "direct key"]
+    assert list(parts) == [
+        "plain",
+        "contextual",
+        "wrapper alone",
+        "launch in call",
+        "kernel's run",
+        "Triton's key",
+        "direct key",
+    ]
     assert all(0 < micros < 1000 for micros in parts.values())
     assert parts["contextual"] > parts["plain"], "the tuner's hit costs something over the plain launch"
+    assert parts["launch in call"] > parts["kernel's run"], "it ends in the kernel's run"
     assert "contextual over plain: +" in printed
 
 

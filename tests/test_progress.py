@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -30,6 +32,12 @@ class Pipe(io.StringIO):
         return False
 
 
+def _draw_every_update(monkeypatch) -> None:
+    """Bars drawn at every update, not once per tenth of a second."""
+    quiet = progress._quiet_tqdm()
+    monkeypatch.setattr(progress, "_quiet_tqdm", lambda: functools.partial(quiet, mininterval=0))
+
+
 def _tune(monkeypatch, stderr: io.StringIO) -> None:
     """One tuning of four candidates taking 3, 1, 2 ms and failing, on a scripted clock."""
     clock = FakeClock()
@@ -51,7 +59,7 @@ def test_a_long_tuning_draws_count_time_and_best_so_far(monkeypatch):
     # Every tuning here lasts past the threshold (a real one would have to sleep a second),
     # and every update is drawn, not only one per tenth of a second.
     monkeypatch.setattr(progress, "DRAW_AFTER_S", 0.0)
-    monkeypatch.setattr(progress, "_QuietTqdm", functools.partial(progress._QuietTqdm, mininterval=0))
+    _draw_every_update(monkeypatch)
     terminal = Terminal()
     _tune(monkeypatch, terminal)
     frames = [frame for frame in re.split(r"[\r\n]", terminal.getvalue()) if frame]
@@ -111,7 +119,7 @@ def test_compiling_shows_until_every_candidate_is_compiled(monkeypatch):
     from kerneltune.core.driving import Space, Tuner
 
     monkeypatch.setattr(progress, "DRAW_AFTER_S", 0.0)
-    monkeypatch.setattr(progress, "_QuietTqdm", functools.partial(progress._QuietTqdm, mininterval=0))
+    _draw_every_update(monkeypatch)
     terminal = Terminal()
     clock = FakeClock()
     session = install_session(monkeypatch, extra=(clock_plugin(clock),), timer="scripted", warmup=0, repeat=1)
@@ -127,10 +135,26 @@ def test_compiling_shows_until_every_candidate_is_compiled(monkeypatch):
     assert "compiling" not in frames[-1] and "best {'ms': 1.0}: 1.0000 ms" in frames[-1]
 
 
+def test_a_process_that_draws_no_bar_never_imports_tqdm(tmp_path):
+    tuning = (
+        "import sys\n"
+        "from triton_dist.tune import autotune\n"
+        "work = autotune(config_space=[{'n': 1}, {'n': 2}], key_fn=lambda x: x)(lambda x, n: x)\n"
+        "assert work(3) == 3\n"
+        "print('tqdm' in sys.modules)\n"
+    )
+    environment = os.environ | {"TRITON_DIST_AUTOTUNE_CACHE_DIR": str(tmp_path)}
+    for _ in range(2):  # tuning into a pipe, then the pick stored
+        done = subprocess.run(
+            [sys.executable, "-c", tuning], env=environment, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0 and done.stdout.split() == ["False"], done.stderr
+
+
 def test_the_bar_starts_no_thread():
     # tqdm's monitor thread would wake beside the measurements.
     before = set(threading.enumerate())
-    bar = progress._QuietTqdm(total=2, file=io.StringIO())
+    bar = progress._quiet_tqdm()(total=2, file=io.StringIO())
     try:
         assert set(threading.enumerate()) == before
     finally:

@@ -8,9 +8,11 @@ default), and once a tuning has run for :data:`DRAW_AFTER_S` seconds.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import threading
+from typing import Any
 
 from kerneltune.core import (
     CandidateMeasured,
@@ -20,7 +22,6 @@ from kerneltune.core import (
     TuningStarted,
     hookimpl,
 )
-from tqdm import tqdm
 
 #: Seconds a tuning runs before its bar appears.
 DRAW_AFTER_S = 1.0
@@ -28,10 +29,19 @@ DRAW_AFTER_S = 1.0
 _LABEL_WIDTH = 48
 
 
-class _QuietTqdm(tqdm):
-    """A bar without tqdm's monitor thread, which would wake beside the measurements."""
+@functools.cache
+def _quiet_tqdm() -> type[Any]:
+    """tqdm's bar without its monitor thread, which would wake beside the measurements.
 
-    monitor_interval = 0
+    tqdm is imported here, at the first bar: a process that draws none
+    (its picks stored, or stderr no terminal) never loads it.
+    """
+    from tqdm import tqdm
+
+    class QuietTqdm(tqdm):
+        monitor_interval = 0
+
+    return QuietTqdm
 
 
 class _Bar:
@@ -42,7 +52,7 @@ class _Bar:
         # Compile events come from COMPILE's pool threads.
         self.lock = threading.Lock()
         self.total = len(event.candidates)
-        self.bar = _QuietTqdm(
+        self.bar = _quiet_tqdm()(
             total=self.total,
             desc=event.function,
             file=sys.stderr,

@@ -14,9 +14,13 @@ against an oracle that times every config alone under
 ``--oracle-rounds`` interleaved rounds and takes each config's median over
 the rounds. A pick's regret is its oracle time over the fastest config's,
 minus one. Printed per workload and tuner: max and mean regret, how many
-picks are the mode's config or within 1% of it, and the mean tuning time.
-Every config is compiled before anything is timed, so tuning times exclude
-compiling (bench/cold.py measures the cold case).
+picks are the mode's config or within 1% of it, and the mean tuning time;
+then each tuner's tuning time over stock's, and, with ``--tunings`` 2 or
+more, the same without each tuner's first tuning (the process's first of a
+tuner loads what the later ones find loaded, the output check's torch
+kernels among it; ``--json`` keeps every tuning's time). Every config is
+compiled before anything is timed, so tuning times exclude compiling
+(bench/cold.py measures the cold case).
 
     python3 bench/regret.py [--tunings 5] [--oracle-rounds 5] [--json FILE]
 
@@ -301,7 +305,21 @@ def summarise(picks: list[int], times: list[float], seconds: list[float]) -> dic
         "agree": agree,
         "within_2pct": within,
         "mean_tuning_s": statistics.mean(seconds),
+        "tuning_s": seconds,
     }
+
+
+def print_ratios(results: dict[str, Any], tuners: list[str]) -> None:
+    """Each tuner's tuning time over stock's per workload; with two tunings or more, also without each
+    tuner's first (a process's first tuning loads what later ones find loaded: the output check's kernels)."""
+    for title, part in (("", slice(None)), (", the first tuning of each left out", slice(1, None))):
+        rows = {w: {n: t["tuning_s"][part] for n, t in r["tuners"].items()} for w, r in results.items()}
+        if not all(all(rows[w].values()) for w in rows):
+            continue
+        print(f"\ntuning time / stock's (compiled){title}:")
+        for name in (t for t in tuners if t != "stock"):
+            ratios = [statistics.mean(row[name]) / statistics.mean(row["stock"]) for row in rows.values()]
+            print(f"  {name:<22} " + "  ".join(f"{r:.3f}" for r in ratios))
 
 
 def main() -> None:
@@ -391,11 +409,7 @@ def main() -> None:
                 f"{row['mean_tuning_s']:>9.3f}  {row['picks']}",
                 flush=True,
             )
-    stock = {w: r["tuners"]["stock"]["mean_tuning_s"] for w, r in results.items()}
-    print("\ntuning time / stock's (compiled):")
-    for name in (t for t in tuners if t != "stock"):
-        ratios = [results[w]["tuners"][name]["mean_tuning_s"] / stock[w] for w in results]
-        print(f"  {name:<22} " + "  ".join(f"{r:.3f}" for r in ratios))
+    print_ratios(results, list(tuners))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=2)

@@ -415,7 +415,9 @@ def parts(repeat: int = 31, number: int = 5000) -> dict[str, float]:
     installed and serving: its pass-through and direct launch around the
     kernel's ``run``), that ``run`` called with the pick, Triton's key of the
     scale launch (``tuning_key``) and the key the interceptor's direct launch
-    takes instead (``DirectKernel.key``).
+    takes instead (``DirectKernel.key``); then the function-level tuner's hit
+    (``function``) and its launcher called directly with the same pick
+    (``launcher``).
     """
     import timeit
 
@@ -436,6 +438,9 @@ def parts(repeat: int = 31, number: int = 5000) -> dict[str, float]:
     ((tuned, served),) = interceptor.served.items()
     direct_key = served.key
     (pick,) = (entry[2] for entry in served.entries.values())
+    function, picked = build("scale", "function", "cpu")
+    function()  # tunes
+    launcher, _ = build("scale", "launcher", "cpu", pick=picked())
     InterpretedFunction.run = lambda self, *a, **k: None  # type: ignore[method-assign]
 
     def per_call(call: Callable[[], Any]) -> float:
@@ -453,6 +458,7 @@ def parts(repeat: int = 31, number: int = 5000) -> dict[str, float]:
     result["kernel's run"] = per_call(lambda: tuned.fn.run(*args, grid=grid, warmup=False, **pick))
     result["Triton's key"] = per_call(lambda: adapter.tuning_key(kernel, args, {}))
     result["direct key"] = per_call(lambda: direct_key(args, {"grid": None, "warmup": False}))
+    result["function"], result["launcher"] = per_call(function), per_call(launcher)
     return result
 
 
@@ -490,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, micros in result.items():
             print(f"{name:14} {micros:7.3f} us per call")
         print(f"contextual over plain: {result['contextual'] - result['plain']:+.3f} us")
+        print(f"function over launcher: {result['function'] - result['launcher']:+.3f} us")
     elif options.count:
         result: dict[str, Any] = {side: count(side) for side in ("contextual", "function", "search-params")}
         for side, counts in result.items():

@@ -372,11 +372,13 @@ def test_the_hotpath_bench_times_a_contextual_hits_parts(tmp_path):
         "kernel's run",
         "Triton's key",
         "direct key",
+        "function",
+        "launcher",
     ]
     assert all(0 < micros < 1000 for micros in parts.values())
     assert parts["contextual"] > parts["plain"], "the tuner's hit costs something over the plain launch"
     assert parts["launch in call"] > parts["kernel's run"], "it ends in the kernel's run"
-    assert "contextual over plain: +" in printed
+    assert "contextual over plain: +" in printed and "function over launcher: " in printed
 
 
 def test_the_key_profile_runs_every_tuning_under_the_profiler(tmp_path):

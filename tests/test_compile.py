@@ -1024,7 +1024,7 @@ def test_a_runnable_compile_process_is_never_stuck_a_sleeping_one_past_the_limit
     busy = _started("while True: pass")  # on a processor, or waiting for one however long
     asleep = _started("import time; time.sleep(60)")  # a child blocked on a lock nobody releases
     try:
-        assert siblings.tree_usage(os.getpid())[1], "this process, running this line, is runnable"
+        assert (usage := siblings.tree_usage(busy.pid)) is not None and usage[1], "on a processor or waiting"
         deadline = time.monotonic() + 10
         while (usage := siblings.tree_usage(asleep.pid)) and usage[1] and time.monotonic() < deadline:
             time.sleep(0.01)  # from its print to its sleep

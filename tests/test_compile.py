@@ -1022,9 +1022,20 @@ def test_a_runnable_compile_process_is_never_stuck_a_sleeping_one_past_the_limit
     judge = siblings.Siblings()
     judge.ended(1.0)  # the slowest sibling: stuck is judged past max(STALL_MIN_S, 5 s)
     busy = _started("while True: pass")  # on a processor, or waiting for one however long
+    # Its main thread waiting for a busy one (a compile whose work runs on a thread of its own).
+    threaded = _started(
+        "import threading\n"
+        "threading.Thread(target=lambda: exec('while True: pass'), daemon=True).start()\n"
+        "threading.Event().wait()"
+    )
     asleep = _started("import time; time.sleep(60)")  # a child blocked on a lock nobody releases
     try:
         assert (usage := siblings.tree_usage(busy.pid)) is not None and usage[1], "on a processor or waiting"
+        main_thread = Path(f"/proc/{threaded.pid}/stat")
+        deadline = time.monotonic() + 10
+        while siblings._stat_fields(main_thread)[0] != "S" and time.monotonic() < deadline:
+            time.sleep(0.01)  # until its main thread waits
+        assert not judge.stuck(10_000.0, threaded.pid), "a thread of it is runnable"
         deadline = time.monotonic() + 10
         while (usage := siblings.tree_usage(asleep.pid)) and usage[1] and time.monotonic() < deadline:
             time.sleep(0.01)  # from its print to its sleep
@@ -1034,7 +1045,7 @@ def test_a_runnable_compile_process_is_never_stuck_a_sleeping_one_past_the_limit
         assert judge.stuck(10_000.0, asleep.pid)
         assert not judge.stuck(siblings.STALL_MIN_S, asleep.pid), "not past the stall floor"
     finally:
-        for process in (busy, asleep):
+        for process in (busy, threaded, asleep):
             process.kill()
             process.wait(30)
     assert siblings.tree_usage(2**22 + 1) is None, "no such process"

@@ -12,7 +12,7 @@ from pathlib import Path
 #: sibling that ended (and at least ``STALL_MIN_S``) is taken for stuck...
 STALL_FACTOR = 5.0
 STALL_MIN_S = 15.0
-#: ...unless its tree spent more than this share of its life on a processor, or is runnable now.
+#: ...unless its tree spent more than this share of its life on a processor, or has a thread runnable now.
 STUCK_CPU_SHARE = 0.05
 #: The ``compile_deadline`` never stops a compile sooner than this (seconds; a higher floor let a
 #: search's rounds wait for compiles of configs far too slow)...
@@ -21,19 +21,23 @@ DEADLINE_MIN_S = 2.0
 DEADLINE_QUORUM = 3
 
 
+def _stat_fields(path: Path) -> list[str]:
+    """The fields of a ``/proc`` ``stat`` file after the command name (which may hold spaces): the
+    state first, then utime, stime, cutime and cstime as the 12th to 15th."""
+    stat = path.read_text()
+    return stat[stat.rindex(")") + 2 :].split()
+
+
 def tree_usage(pid: int) -> tuple[float, bool] | None:
     """Processor seconds process ``pid`` and its descendants have used (its own, its children's that
-    ended, and those still running: a compile's ``ptxas``), and whether one of them is runnable now
-    (on a processor or waiting for one); ``None`` where ``/proc`` does not say."""
+    ended, and those still running: a compile's ``ptxas``), and whether a thread of one of them is
+    runnable now (on a processor or waiting for one); ``None`` where ``/proc`` does not say."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        # After the command name (which may hold spaces): the state, then utime, stime, cutime,
-        # cstime as the 12th to 15th.
-        fields = stat[stat.rindex(")") + 2 :].split()
-        ticks, runnable = sum(int(field) for field in fields[11:15]), fields[0] == "R"
-        children: list[str] = []
+        ticks = sum(int(field) for field in _stat_fields(Path(f"/proc/{pid}/stat"))[11:15])
+        runnable, children = False, []
         for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                runnable = runnable or _stat_fields(task / "stat")[0] == "R"
                 children += (task / "children").read_text().split()
     except (OSError, ValueError, IndexError):
         return None

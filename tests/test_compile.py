@@ -894,6 +894,42 @@ def test_a_compile_process_far_slower_than_its_siblings_is_stopped_at_the_deadli
     assert not _alive(int(pids.read_text())), "the slow compile process was stopped"
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+def test_the_time_a_compile_waited_for_a_processor_is_not_counted_toward_the_deadline(
+    monkeypatch, isolated, tmp_path
+):
+    # b takes 1.5 s, three times the 0.5 s deadline, and waited (as the system says) longer than that
+    # for a processor that other work on the host held: it is not stopped (a deadline stop would be
+    # remembered for every later key), and b is picked.
+    monkeypatch.setattr(siblings, "DEADLINE_MIN_S", 0.5)
+    monkeypatch.setattr(forks, "tree_usage", lambda pid: siblings.TreeUsage(0.0, True, 100.0))
+    clock, watch = FakeClock(), Watch()
+    session = engine_session(monkeypatch, clock, watch, compile_workers=4, compile_deadline=5)
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"b": slow(os.getpid(), 1.5)})
+    best = drive(session, clock, backend.compile_one, [], child=backend)
+    assert [error for _, error, _, _ in watch.finished] == [None] * len(NAMES)
+    assert best.config["name"] == "b" and ("child", "b") in backend.compiled()
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or not Path("/proc/self/schedstat").exists(),
+    reason="needs processor affinity and the scheduler's statistics",
+)
+def test_tree_usage_counts_the_time_a_process_waited_for_a_processor():
+    # Three busy processes on one processor: each waits for it about two thirds of the time.
+    cpu = min(os.sched_getaffinity(0))
+    pinned = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+    spinners = [_started(pinned) for _ in range(3)]
+    try:
+        time.sleep(1.0)
+        usage = siblings.tree_usage(spinners[0].pid)
+        assert usage is not None and usage.runnable and usage.waited > 0.2, usage
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait(30)
+
+
 def test_the_deadline_waits_for_a_quorum_and_a_floor():
     judge = siblings.Siblings(deadline=4.0)
     for _ in range(4):
@@ -1030,16 +1066,18 @@ def test_a_runnable_compile_process_is_never_stuck_a_sleeping_one_past_the_limit
     )
     asleep = _started("import time; time.sleep(60)")  # a child blocked on a lock nobody releases
     try:
-        assert (usage := siblings.tree_usage(busy.pid)) is not None and usage[1], "on a processor or waiting"
+        assert (usage := siblings.tree_usage(busy.pid)) is not None and usage.runnable, (
+            "on a processor or waiting"
+        )
         main_thread = Path(f"/proc/{threaded.pid}/stat")
         deadline = time.monotonic() + 10
         while siblings._stat_fields(main_thread)[0] != "S" and time.monotonic() < deadline:
             time.sleep(0.01)  # until its main thread waits
         assert not judge.stuck(10_000.0, threaded.pid), "a thread of it is runnable"
         deadline = time.monotonic() + 10
-        while (usage := siblings.tree_usage(asleep.pid)) and usage[1] and time.monotonic() < deadline:
+        while (usage := siblings.tree_usage(asleep.pid)) and usage.runnable and time.monotonic() < deadline:
             time.sleep(0.01)  # from its print to its sleep
-        assert usage is not None and usage[0] < 0.5 and not usage[1], usage
+        assert usage is not None and usage.seconds < 0.5 and not usage.runnable, usage
         # A busy loop given little of a processor (a niced compile on a host busy with other work).
         assert not judge.stuck(10_000.0, busy.pid)
         assert judge.stuck(10_000.0, asleep.pid)

@@ -17,7 +17,7 @@ from typing import NoReturn
 from kerneltune.core.compiling import fork_tree
 from kerneltune.core.compiling.fork_tree import ChildCompile, TreeCompile
 from kerneltune.core.compiling.gate import LoadGate
-from kerneltune.core.compiling.siblings import STALL_FACTOR, Siblings, tree_processor_seconds
+from kerneltune.core.compiling.siblings import STALL_FACTOR, Siblings, tree_processor_seconds, tree_usage
 from kerneltune.core.errors import CandidateDropped
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import CompileProcess
@@ -155,7 +155,12 @@ class ForkSupervisor:
         if self._timeout > 0 and now - max(began, since) > self._timeout:
             process.kill()
             return True, CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
-        limit = self._siblings.past_deadline(_age(now - since, pid, behind))
+        age = _age(now - since, pid, behind)
+        limit = self._siblings.past_deadline(age)
+        if limit is not None and not behind and (usage := tree_usage(pid)) is not None:
+            # Read only once past it: the time other work on the host kept it from a processor is
+            # none of its own (a deadline stop is remembered for every later key).
+            limit = self._siblings.past_deadline(age - usage.waited)
         if limit is not None:
             process.kill()
             return True, CompileDeadline(

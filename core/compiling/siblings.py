@@ -7,6 +7,7 @@ import contextlib
 import os
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 #: A compile process still running this many times longer than the slowest
 #: sibling that ended (and at least ``STALL_MIN_S``) is taken for stuck...
@@ -28,30 +29,45 @@ def _stat_fields(path: Path) -> list[str]:
     return stat[stat.rindex(")") + 2 :].split()
 
 
-def tree_usage(pid: int) -> tuple[float, bool] | None:
-    """Processor seconds process ``pid`` and its descendants have used (its own, its children's that
-    ended, and those still running: a compile's ``ptxas``), and whether a thread of one of them is
-    runnable now (on a processor or waiting for one); ``None`` where ``/proc`` does not say."""
+class TreeUsage(NamedTuple):
+    """What a process and its descendants still running have had of the host's processors."""
+
+    #: processor seconds: their own, and their children's that ended (a compile's ``ptxas``).
+    seconds: float
+    #: whether a thread of one of them is runnable now (on a processor, or waiting for one).
+    runnable: bool
+    #: seconds their threads have waited for a processor while runnable: what other work on the
+    #: host took from them (0.0 where the system keeps no ``schedstat``).
+    waited: float
+
+
+def tree_usage(pid: int) -> TreeUsage | None:
+    """Process ``pid``'s :class:`TreeUsage`; ``None`` where ``/proc`` does not say."""
     try:
         ticks = sum(int(field) for field in _stat_fields(Path(f"/proc/{pid}/stat"))[11:15])
-        runnable, children = False, []
+        runnable, waited, children = False, 0, list[str]()
         for task in Path(f"/proc/{pid}/task").iterdir():
             with contextlib.suppress(OSError, ValueError, IndexError):
                 runnable = runnable or _stat_fields(task / "stat")[0] == "R"
+                waited += int((task / "schedstat").read_text().split()[1])  # nanoseconds
+            with contextlib.suppress(OSError):
                 children += (task / "children").read_text().split()
     except (OSError, ValueError, IndexError):
         return None
-    seconds = ticks / os.sysconf("SC_CLK_TCK")
+    usage = TreeUsage(ticks / os.sysconf("SC_CLK_TCK"), runnable, waited / 1e9)
     for child in children:
-        seconds_below, runnable_below = tree_usage(int(child)) or (0.0, False)
-        seconds, runnable = seconds + seconds_below, runnable or runnable_below
-    return seconds, runnable
+        below = tree_usage(int(child))
+        if below is not None:
+            usage = TreeUsage(
+                usage.seconds + below.seconds, usage.runnable or below.runnable, usage.waited + below.waited
+            )
+    return usage
 
 
 def tree_processor_seconds(pid: int) -> float | None:
-    """Processor seconds process ``pid`` and its descendants have used (see ``tree_usage``)."""
+    """Processor seconds process ``pid`` and its descendants have used (see :class:`TreeUsage`)."""
     usage = tree_usage(pid)
-    return None if usage is None else usage[0]
+    return None if usage is None else usage.seconds
 
 
 class Siblings:
@@ -116,5 +132,5 @@ class Siblings:
             slowest = max(self.seconds, default=None)
         if slowest is None or seconds <= max(STALL_MIN_S, STALL_FACTOR * slowest):
             return False
-        busy, runnable = tree_usage(pid) or (0.0, False)
-        return not runnable and busy < STUCK_CPU_SHARE * seconds
+        usage = tree_usage(pid)
+        return usage is None or (not usage.runnable and usage.seconds < STUCK_CPU_SHARE * seconds)

@@ -1788,17 +1788,23 @@ def test_a_compile_begun_ahead_meets_the_deadline_by_the_processor_time_it_used_
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="compile processes need fork")
+@pytest.mark.parametrize("d_takes, waiting", [(1.0, False), (2.0, True)], ids=["asked-for", "waiting"])
 def test_a_compile_begun_ahead_meets_the_deadline_from_when_a_round_asks_for_it(
-    monkeypatch, isolated, tmp_path
+    monkeypatch, isolated, tmp_path, d_takes, waiting
 ):
+    # Round 1 waits 0.7 s for a; d, ahead beside it, takes 1.0 s: past the 0.5 s deadline from its
+    # fork, but within it from when round 2 asks for it. Or d takes 2.0 s, past the deadline from the
+    # ask too, but its tree waits (as the system says) ten times as long as it runs for a processor
+    # (niced, beside the round's other compiles): that wait is not its own.
     monkeypatch.setattr(siblings, "DEADLINE_MIN_S", 0.5)
+    if waiting:
+        monkeypatch.setattr(
+            forks, "tree_usage", lambda pid: siblings.TreeUsage(0.0, True, 10 * time.monotonic())
+        )
     clock, watch = FakeClock(), AheadWatch()
     session = engine_session(monkeypatch, clock, watch, compile_workers=4, compile_deadline=5)
     parent = os.getpid()
-
-    # Round 1 waits 0.7 s for a; d, ahead beside it, takes 1.0 s: past the 0.5 s deadline from its
-    # fork, but within it from when round 2 asks for it.
-    backend = ForkedCompiles(tmp_path / "compiled.log", {"a": slow(parent, 0.7), "d": slow(parent, 1.0)})
+    backend = ForkedCompiles(tmp_path / "compiled.log", {"a": slow(parent, 0.7), "d": slow(parent, d_takes)})
     best = adaptive_rounds(session, clock, backend, [(["a", "b", "c"], ["d"]), (["d"], [])])
     assert best.config["name"] == "b"
     (record,) = stored_records(isolated, "work")

@@ -89,6 +89,8 @@ class ForkSupervisor:
         self._unforked: list[tuple[Candidate, CompileOne]] = []
         #: when a round asked for each compile that had begun ahead: its clock starts there.
         self._promoted: dict[int, float] = {}
+        #: how long its tree had waited for a processor then (``TreeUsage.waited``): not taken off again.
+        self._waited: dict[int, float] = {}
 
     def queue(self, begun: Sequence[tuple[Candidate, CompileOne]]) -> None:
         """Queue these compiles for processes, in this order, but one queued before.
@@ -134,7 +136,8 @@ class ForkSupervisor:
                     continue
                 with self._lock:  # the stage promotes one before it is no longer ahead
                     since = max(forked, self._promoted.get(index, forked))
-                stopped, problem = self._judge(process, pid, since, max(since, seen), began, behind)
+                    waited = self._waited.get(index, 0.0)
+                stopped, problem = self._judge(process, pid, (since, waited), max(since, seen), began, behind)
                 if stopped:
                     return problem
         finally:
@@ -146,21 +149,29 @@ class ForkSupervisor:
         return self._ended(process, forked, behind)
 
     def _judge(
-        self, process: _Process, pid: int, since: float, alive: float, began: float, behind: bool
+        self,
+        process: _Process,
+        pid: int,
+        judged: tuple[float, float],
+        alive: float,
+        began: float,
+        behind: bool,
     ) -> tuple[bool, BaseException | None]:
         """Whether ``process`` was stopped (past its timeout, its deadline, or stuck: then its candidate
-        compiles here instead), and why its candidate fails; judged from ``since``, stuck from ``alive``
-        (when it was seen running: a process not forked yet has used no processor)."""
+        compiles here instead), and why its candidate fails; judged from ``judged`` (when, and how long
+        its tree had waited for a processor then), stuck from ``alive`` (when it was seen running: a
+        process not forked yet has used no processor)."""
         now = time.monotonic()
+        since, waited = judged
         if self._timeout > 0 and now - max(began, since) > self._timeout:
             process.kill()
             return True, CompileTimeout(f"compiling took longer than compile_timeout = {self._timeout:g} s")
-        age = _age(now - since, pid, behind)
-        limit = self._siblings.past_deadline(age)
-        if limit is not None and not behind and (usage := tree_usage(pid)) is not None:
-            # Read only once past it: the time other work on the host kept it from a processor is
-            # none of its own (a deadline stop is remembered for every later key).
-            limit = self._siblings.past_deadline(age - usage.waited)
+        limit = self._siblings.past_deadline(_age(now - since, pid, behind))
+        if limit is not None and (usage := tree_usage(pid)) is not None:
+            # Read only once past it: the time other work on the host (or, niced, a round's compiles)
+            # kept it from a processor is none of its own, and a deadline stop is remembered for
+            # every later key.
+            limit = self._siblings.past_deadline(_age(now - since - (usage.waited - waited), pid, behind))
         if limit is not None:
             process.kill()
             return True, CompileDeadline(
@@ -286,6 +297,9 @@ class ForkSupervisor:
             self._promoted[index] = time.monotonic()
             pid = self._pids.get(index)
         if pid is not None:
+            usage = tree_usage(pid)
+            with self._lock:
+                self._waited[index] = 0.0 if usage is None else usage.waited
             with contextlib.suppress(OSError):
                 os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, 0))
 

@@ -17,7 +17,7 @@ from typing import NoReturn
 from kerneltune.core.compiling import fork_tree
 from kerneltune.core.compiling.fork_tree import ChildCompile, TreeCompile
 from kerneltune.core.compiling.gate import LoadGate
-from kerneltune.core.compiling.siblings import STALL_FACTOR, Siblings, tree_processor_seconds, tree_usage
+from kerneltune.core.compiling.siblings import STALL_FACTOR, Siblings, tree_usage
 from kerneltune.core.errors import CandidateDropped
 from kerneltune.core.notices import warn_once
 from kerneltune.core.plugin_system.contracts import CompileProcess
@@ -332,5 +332,5 @@ def _age(seconds: float, pid: int, ahead: bool) -> float:
     """
     if not ahead:
         return seconds
-    busy = tree_processor_seconds(pid)
-    return seconds if busy is None else max(seconds, busy)
+    usage = tree_usage(pid)
+    return seconds if usage is None else max(seconds, usage.seconds)

@@ -64,12 +64,6 @@ def tree_usage(pid: int) -> TreeUsage | None:
     return usage
 
 
-def tree_processor_seconds(pid: int) -> float | None:
-    """Processor seconds process ``pid`` and its descendants have used (see :class:`TreeUsage`)."""
-    usage = tree_usage(pid)
-    return None if usage is None else usage.seconds
-
-
 class Siblings:
     """The compile processes a stage forked, and how long those that ended took.
 

@@ -75,13 +75,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from kerneltune.core import add_plugin, hookimpl
+from scratch import scratch
 
 HERE = Path(__file__).resolve().parent
 THREADS = {"KERNELTUNE_COMPILE_POOL": "threads"}
@@ -451,10 +451,10 @@ def spawn(
     :param triton_cache: the Triton cache to use (default: a fresh, empty one).
     """
     env = dict(os.environ, **(extra or {}))
-    env["TRITON_CACHE_DIR"] = triton_cache or tempfile.mkdtemp(prefix="kerneltune-cold-triton-")
-    env["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kerneltune-cold-picks-")
+    env["TRITON_CACHE_DIR"] = triton_cache or str(scratch("kerneltune-cold-triton-"))
+    env["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(scratch("kerneltune-cold-picks-"))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
-    out = Path(tempfile.mkdtemp(prefix="kerneltune-cold-out-"))
+    out = scratch("kerneltune-cold-out-")
     procs = [
         subprocess.Popen(
             [

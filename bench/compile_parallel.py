@@ -33,10 +33,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from scratch import scratch
 
 HERE = Path(__file__).resolve().parent
 MODES = ("seq", "threads", "fork", "fork-hashed", "fork-primed")
@@ -201,8 +202,8 @@ def write_profile(out: Path, heading: str, profiler: Any, cumulative: int, own: 
 
 
 def spawn(mode: str) -> Path:
-    out = Path(tempfile.mkdtemp(prefix="kerneltune-compile-"))
-    env = dict(os.environ, TRITON_CACHE_DIR=tempfile.mkdtemp(prefix="kerneltune-compile-triton-"))
+    out = scratch("kerneltune-compile-")
+    env = dict(os.environ, TRITON_CACHE_DIR=str(scratch("kerneltune-compile-triton-")))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
     subprocess.run([sys.executable, __file__, "--child", mode, "--out", str(out)], env=env, check=True)
     return out

@@ -26,7 +26,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -36,8 +35,9 @@ import torch
 import triton
 from kerneltune.core import add_plugin, hookimpl
 from regret import MATMUL_CONFIGS, cfg, matmul
+from scratch import scratch
 
-os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kerneltune-dropped-")
+os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(scratch("kerneltune-dropped-"))
 from triton_dist.autotuner import contextual_autotune  # the cache folder set first
 from triton_dist.tune import autotune
 

@@ -60,7 +60,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -69,6 +68,7 @@ from typing import Any
 
 import triton
 import triton.language as tl
+from scratch import scratch
 
 HERE = Path(__file__).resolve().parent
 SIDES = ("stock", "stock-after", "contextual", "triton-dist", "search-params", "function")
@@ -285,11 +285,11 @@ def spawn(
 def compare(options: argparse.Namespace) -> dict[str, Any]:
     """Every side's processes, in turns, and the table of what each adds over its baselines."""
     sides = [s for s in options.sides.split(",") if s]
-    scratch = Path(tempfile.mkdtemp(prefix="hotpath-"))
+    folder = scratch("hotpath-")
     env = {
         **os.environ,
-        "TRITON_CACHE_DIR": str(scratch / "triton"),
-        "TRITON_DIST_AUTOTUNE_CACHE_DIR": str(scratch / "picks"),
+        "TRITON_CACHE_DIR": str(folder / "triton"),
+        "TRITON_DIST_AUTOTUNE_CACHE_DIR": str(folder / "picks"),
         "KERNELTUNE_CONTEXTUAL_CACHE": "disk",
         "PYTHONUNBUFFERED": "1",
     }

@@ -28,11 +28,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from scratch import scratch
 
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent / "tests")]
@@ -99,7 +100,7 @@ def main() -> int:
     work = warm_start.Workload(args.smoke, args.nk, args.dtype)
     sync = work.synchronize
     small, large = (8, 32) if args.smoke else (args.small_m, args.large_m)
-    folder = Path(tempfile.mkdtemp(prefix="key_profile_"))
+    folder = scratch("key_profile_")
 
     def tuner(name: str, **options: Any) -> Callable[..., None]:
         os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(folder / name)

@@ -44,10 +44,11 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from scratch import scratch
 
 WORKLOADS = ("function", "screen", "contextual")
 CONFIGS = 16
@@ -147,7 +148,7 @@ def child(workload: str, keys: int) -> dict[str, Any]:
 
 def spawn(workload: str, keys: int, before: str | None) -> dict[str, Any]:
     """Run ``workload`` in a fresh process, importing kerneltune from ``before`` where given."""
-    folder = tempfile.mkdtemp(prefix="kerneltune-overhead-")
+    folder = scratch("kerneltune-overhead-")
     env = dict(os.environ)
     env.update(
         TRITON_DIST_AUTOTUNE_CACHE_DIR=str(Path(folder, "picks")),

@@ -44,10 +44,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from scratch import scratch
 
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH), str(BENCH.parent / "tests")]
@@ -114,7 +115,7 @@ def prepare(root: Path, smoke: bool) -> None:
 
 def main() -> int:
     options = arguments()
-    root = Path(tempfile.mkdtemp(prefix="portfolio-"))
+    root = scratch("portfolio-")
     prepare(root, options.smoke)
     import torch
     import triton

@@ -60,7 +60,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -68,6 +67,7 @@ from types import ModuleType
 from typing import Any
 
 from kerneltune.core import add_plugin, hookimpl
+from scratch import scratch
 
 HERE = Path(__file__).resolve().parent
 PEER_DIR = HERE.parent / ".peer"
@@ -300,7 +300,7 @@ def before_tree() -> str:
 
 
 def fresh(what: str) -> str:
-    return tempfile.mkdtemp(prefix=f"kerneltune-restart-{what}-")
+    return str(scratch(f"kerneltune-restart-{what}-"))
 
 
 def regret_of(pick: int, oracle_ms: list[float]) -> float:

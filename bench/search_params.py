@@ -35,18 +35,19 @@ import math
 import os
 import statistics
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from scratch import scratch
+
 # Fresh caches, so the staged side pays for its own compilation and nothing is a hit;
 # bench/search_quality.py's warm runs hand in a Triton cache that is already full.
-os.environ["TRITON_CACHE_DIR"] = os.environ.get("BENCH_TRITON_CACHE_DIR") or tempfile.mkdtemp(
-    prefix="kerneltune-bench-triton-"
+os.environ["TRITON_CACHE_DIR"] = os.environ.get("BENCH_TRITON_CACHE_DIR") or str(
+    scratch("kerneltune-bench-triton-")
 )
-os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kerneltune-bench-picks-")
+os.environ["TRITON_DIST_AUTOTUNE_CACHE_DIR"] = str(scratch("kerneltune-bench-picks-"))
 
 import torch
 import triton

@@ -87,6 +87,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scratch import scratch
+
 HERE = Path(__file__).resolve().parent
 KINDS = ("matmul", "reduction", "softmax")
 STRATEGIES = ("pattern", "staged", "exhaustive")
@@ -198,7 +200,7 @@ def oracle_child(
     # keeps it short: the exhaustive row's wall time and pick are those of this quick pass, not
     # of the engine's default repeats. On the H200 a few of the matmul's largest tiles took
     # minutes each to compile; past compile_timeout a point has no oracle time.
-    config = Path(tempfile.mkdtemp()) / "kerneltune.toml"
+    config = scratch("kerneltune-search-quality-") / "kerneltune.toml"
     config.write_text(f"warmup = 0\nrepeat = 1\ntie_rounds = 0\ncompile_timeout = {ORACLE_COMPILE_S}\n")
     os.environ["KERNELTUNE_CONFIG"] = str(config)
     kernel, grid, args, launch, fixed = build(kind, smoke, "exhaustive")

@@ -75,13 +75,13 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kerneltune.core import add_plugin, hookimpl
+from scratch import scratch
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
@@ -539,7 +539,7 @@ def main() -> int:
         f"screen: {runs['warmup']} untimed and {runs['repeat']} timed runs per config; "
         f"finalists: {finalist_runs(runs['finalist'])} timed runs per round"
     )
-    root = Path(tempfile.mkdtemp(prefix="warm-start-")) if options.cache_root is None else options.cache_root
+    root = scratch("warm-start-") if options.cache_root is None else options.cache_root
     if any((root / kind).exists() for kind in ("compile", "full", "warm")):
         print(
             f"{root} holds the cache directories of an earlier run; give an empty --cache-root",

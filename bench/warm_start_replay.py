@@ -28,12 +28,12 @@ import argparse
 import json
 import random
 import statistics
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from kerneltune.core import Session, Settings
 from kerneltune.core.driving import Space, Tuner
+from scratch import scratch
 
 
 def parse_config(text: str) -> dict[str, int]:
@@ -65,7 +65,7 @@ def replay(
         reducer="local",
         cache="json",
         timer="wallclock",
-        cache_dir=Path(tempfile.mkdtemp()),
+        cache_dir=scratch("kerneltune-replay-"),
         tie_rounds=tie_rounds,
     )
     session = Session.create(settings)

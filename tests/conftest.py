@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
+from pathlib import Path
 
 import ascend_stand_in
 import own_plugins
@@ -15,6 +17,8 @@ from leftover_processes import adopt_orphans, leftover_children
 _PLUGIN_VARIABLES = ("TRITON_PRINT_AUTOTUNING", "TRITON_PRINT_AUTOTUNING_TIMINGS")
 
 
+# The benches a test loads import their siblings (bench/ is no package), as they do when run.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
 own_plugins.hide_foreign_plugins()
 own_plugins.isolate_children()
 

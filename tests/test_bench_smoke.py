@@ -20,8 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_script(script: str, *arguments: str, tmp_path: Path) -> str:
-    """Run bench/``script`` with ``arguments`` in ``tmp_path`` under the interpreter; its output."""
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    """Run bench/``script`` with ``arguments`` in ``tmp_path`` under the interpreter; its output.
+
+    Whatever the bench made in the temporary folder (fresh caches, its children's results) is gone
+    when it returns.
+    """
+    temporary = tmp_path / "temporary"
+    temporary.mkdir(exist_ok=True)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TMPDIR": str(temporary)}
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / script), *arguments],
         capture_output=True,
@@ -32,6 +38,8 @@ def run_script(script: str, *arguments: str, tmp_path: Path) -> str:
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    left = sorted(p.name for p in temporary.iterdir() if not p.name.startswith("torchinductor_"))
+    assert not left, f"{script} left {left} (torch's own cache aside)"
     return done.stdout
 
 

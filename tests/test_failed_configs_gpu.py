@@ -56,6 +56,19 @@ def expected(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a.float() @ b.float()).half()
 
 
+def sweep(matmul, attempts: list[int]) -> list[int]:
+    """``matmul`` over :data:`SIZES`, each product checked, no candidate failing aloud; the
+    ``attempts`` after each size."""
+    counts = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CandidateFailedWarning)
+        for m in SIZES:
+            a, b = operands(m)
+            torch.testing.assert_close(matmul(a, b), expected(a, b), atol=0.5, rtol=0.02)
+            counts.append(attempts[0])
+    return counts
+
+
 def test_stock_triton_autotune_tries_a_config_too_big_for_every_key(attempts):
     kernel = make_matmul(FITTING + TOO_BIG)
     counts = []
@@ -74,13 +87,7 @@ def test_contextual_autotune_launches_each_config_too_big_once_over_the_sweep(at
     def outer(a, b):
         return launch_matmul(kernel, a, b)
 
-    counts = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", CandidateFailedWarning)
-        for m in SIZES:
-            a, b = operands(m)
-            torch.testing.assert_close(outer(a, b), expected(a, b), atol=0.5, rtol=0.02)
-            counts.append(attempts[0])
+    counts = sweep(outer, attempts)
     # Where COMPILE loads a program in a child process, the parent may see no try at all.
     assert counts[-1] == counts[0], f"tried again after the first key: {counts}"
 
@@ -96,11 +103,5 @@ def test_the_function_level_tuner_launches_each_config_too_big_once_over_the_swe
         return c
 
     kernel = make_matmul(FITTING)  # its jitted function, launched with each config
-    counts = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", CandidateFailedWarning)
-        for m in SIZES:
-            a, b = operands(m)
-            torch.testing.assert_close(matmul(a, b), expected(a, b), atol=0.5, rtol=0.02)
-            counts.append(attempts[0])
+    counts = sweep(matmul, attempts)
     assert counts[0] > 0 and counts[-1] == counts[0], f"tried for the first key only: {counts}"

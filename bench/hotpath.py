@@ -42,7 +42,8 @@ the plain kernel's first call). A first pass of every side fills the Triton
 cache and the picks on disk and is not reported.
 
 CPU (``--parts``, under ``TRITON_INTERPRET=1``, which it sets): where a contextual hit's
-host time goes, the kernel's own ``run`` stubbed out (:func:`parts`).
+host time goes, the kernel's own ``run`` stubbed out (:func:`parts`); ``--parts --device
+cuda`` times the same parts with every launch real.
 
 CPU (``--count``, under ``TRITON_INTERPRET=1``, which it sets): for each kerneltune tuner,
 what one cache hit reads and looks up, counted over many hits: environment
@@ -404,10 +405,11 @@ def count(side: str, workload: str = "scale", hits: int = 20) -> dict[str, int]:
     return lookups.counts
 
 
-def parts(repeat: int = 31, number: int = 5000) -> dict[str, float]:
-    """CPU, under the interpreter: where a contextual hit's host time goes, the kernels' run stubbed.
+def parts(device: str = "cpu", repeat: int = 31, number: int = 5000) -> dict[str, float]:
+    """Where a contextual hit's host time goes: on the CPU, under the interpreter, the kernels' run
+    stubbed; on ``cuda``, every launch real (the device synchronised before each timing).
 
-    The interpreter's ``run`` of the jitted kernel is replaced by one that
+    On the CPU the interpreter's ``run`` of the jitted kernel is replaced by one that
     returns at once, so that what is left of a call is the Python around the
     launch. Each figure is the fastest of ``repeat`` timings of ``number``
     calls, in microseconds per call: the plain outer function, the
@@ -422,32 +424,41 @@ def parts(repeat: int = 31, number: int = 5000) -> dict[str, float]:
     """
     import timeit
 
+    import torch
     from kerneltune.plugins.triton import adapter
-    from triton.runtime.interpreter import InterpretedFunction
 
     from triton_dist.autotuner import contextual_autotune
 
-    (plain, _), (contextual, _) = build("scale", "plain", "cpu"), build("scale", "contextual", "cpu")
+    (plain, _), (contextual, _) = build("scale", "plain", device), build("scale", "contextual", device)
     contextual()  # tunes
     empty = contextual_autotune(n_repeat=1, n_warmup=0)(lambda: None)
     empty()
     kernel = triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"])(scale_kernel)
-    _, _, _, args, grid = workload_of("scale", "cpu")
+    _, _, _, args, grid = workload_of("scale", device)
     contextual()  # served by the route once, filed for the interceptor
     contextual()  # the interceptor's direct launch, which plans its key
     interceptor = contextual._interceptors[0]
     ((tuned, served),) = interceptor.served.items()
     direct_key = served.key
     (pick,) = (entry[2] for entry in served.entries.values())
-    function, picked = build("scale", "function", "cpu")
+    function, picked = build("scale", "function", device)
     with warnings.catch_warnings():  # its notice that the launcher writes into y, which it does
         warnings.simplefilter("ignore")
         function()  # tunes
-    launcher, _ = build("scale", "launcher", "cpu", pick=picked())
-    InterpretedFunction.run = lambda self, *a, **k: None  # type: ignore[method-assign]
+    launcher, _ = build("scale", "launcher", device, pick=picked())
+    synchronize: Callable[[], object] = lambda: None  # noqa: E731
+    if device == "cpu":
+        from triton.runtime.interpreter import InterpretedFunction
+
+        InterpretedFunction.run = lambda self, *a, **k: None  # type: ignore[method-assign]
+    else:
+        synchronize = torch.cuda.synchronize
+        for call in (plain, contextual, empty, function, launcher):  # every program loaded
+            call()
 
     def per_call(call: Callable[[], Any]) -> float:
-        return min(timeit.repeat(call, number=number, repeat=repeat)) / number * 1e6
+        timings = timeit.repeat(call, setup=synchronize, number=number, repeat=repeat)
+        return min(timings) / number * 1e6
 
     result = {name: per_call(call) for name, call in (("plain", plain), ("contextual", contextual))}
     result["wrapper alone"] = per_call(empty)
@@ -481,8 +492,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--count", action="store_true", help="CPU: count what a hit looks up, per tuner")
     parser.add_argument(
-        "--parts", action="store_true", help="CPU: time a contextual hit's parts, launches stubbed"
+        "--parts",
+        action="store_true",
+        help="time a contextual hit's parts: on the CPU launches stubbed, with --device cuda real",
     )
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="for --parts")
     parser.add_argument("--smoke", action="store_true", help="CPU: the timing path, small and quick")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--workload", default="scale", help=argparse.SUPPRESS)
@@ -490,12 +504,17 @@ def main(argv: list[str] | None = None) -> int:
     if options.child:
         print(json.dumps(child(options.workload, options.child, options.batches, options.number)))
         return 0
-    if (options.parts or options.count) and os.environ.get("TRITON_INTERPRET") != "1":
+    interpreted = options.count or (options.parts and options.device == "cpu")
+    if interpreted and os.environ.get("TRITON_INTERPRET") != "1":
         # The kernels were made at import: again, under the interpreter these modes time.
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "TRITON_INTERPRET": "1"})
     os.environ.setdefault("KERNELTUNE_CACHE", "memory")
     if options.parts:
-        result = parts()
+        import torch
+
+        if options.device == "cuda" and not torch.cuda.is_available():
+            raise SystemExit("bench/hotpath.py --parts --device cuda needs a CUDA device")
+        result = parts(options.device)
         for name, micros in result.items():
             print(f"{name:14} {micros:7.3f} us per call")
         print(f"contextual over plain: {result['contextual'] - result['plain']:+.3f} us")

@@ -19,15 +19,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_script(script: str, *arguments: str, tmp_path: Path) -> str:
-    """Run bench/``script`` with ``arguments`` in ``tmp_path`` under the interpreter; its output.
+def run_script(script: str, *arguments: str, tmp_path: Path, interpret: bool = True) -> str:
+    """Run bench/``script`` with ``arguments`` in ``tmp_path`` (under the interpreter unless not
+    ``interpret``); its output.
 
     Whatever the bench made in the temporary folder (fresh caches, its children's results) is gone
     when it returns.
     """
     temporary = tmp_path / "temporary"
     temporary.mkdir(exist_ok=True)
-    env = {**os.environ, "TRITON_INTERPRET": "1", "TMPDIR": str(temporary)}
+    env = {**os.environ, "TMPDIR": str(temporary)}
+    env.pop("TRITON_INTERPRET", None)
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / script), *arguments],
         capture_output=True,
@@ -387,6 +391,17 @@ def test_the_hotpath_bench_times_a_contextual_hits_parts(tmp_path):
     assert parts["contextual"] > parts["plain"], "the tuner's hit costs something over the plain launch"
     assert parts["launch in call"] > parts["kernel's run"], "it ends in the kernel's run"
     assert "contextual over plain: +" in printed and "function over launcher: " in printed
+
+
+@pytest.mark.gpu
+def test_the_hotpath_bench_times_a_contextual_hits_parts_with_real_launches(tmp_path):
+    out = tmp_path / "parts.json"
+    run_script(
+        "hotpath.py", "--parts", "--device", "cuda", "--json", str(out), tmp_path=tmp_path, interpret=False
+    )
+    parts = json.loads(out.read_text())
+    assert all(0 < micros < 1000 for micros in parts.values()), parts
+    assert parts["launch in call"] > parts["kernel's run"], "it ends in the kernel's run"
 
 
 def test_the_key_profile_runs_every_tuning_under_the_profiler(tmp_path):

@@ -30,14 +30,26 @@ tuning, which waits that long first, as the contextual tuner waits for its
 candidates to compile (the function-level check has no warm-up). The tuners run each candidate's
 first run through its check once per tuning; every other run costs nothing
 more.
+
+Then what the check adds to a whole contextual tuning, which is more than
+its parts above (its Python around them, the reference's probes):
+``bench/regret.py``'s matmul kernel over its 16 configs, ``--size`` cubed in
+bfloat16, tuned afresh ``--reps`` times with ``check_outputs`` on and off in
+turn, after one of each unmeasured; the output buffer is kept from one
+tuning to the next, as ``bench/regret.py`` keeps it. On a GPU the kernel runs (every
+config compiled first); on the CPU its programs, under the interpreter, are
+replaced by ``torch.mm`` (so every config agrees bit for bit).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +185,60 @@ def measure(device: str, size: int, candidates: int, reps: int, warm: float | No
     }
 
 
+def tunings(device: str, size: int, reps: int) -> dict[str, Any]:
+    """Whole contextual tunings with the check on and off in turn (module docstring), in milliseconds."""
+    import torch
+    import triton
+    from regret import MATMUL_CONFIGS, matmul_kernel
+
+    from triton_dist.autotuner import contextual_autotune
+
+    a, b = (torch.randn(size, size, device=device, dtype=torch.bfloat16) for _ in range(2))
+    c = torch.empty_like(a)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def grid(meta: dict[str, Any]) -> tuple[int, ...]:
+        return (triton.cdiv(size, meta["BLOCK_M"]) * triton.cdiv(size, meta["BLOCK_N"]),)
+
+    if device == "cpu":
+        from triton.runtime.interpreter import InterpretedFunction
+
+        InterpretedFunction.run = lambda self, a, b, c, *_, **__: torch.mm(a, b, out=c)  # type: ignore[method-assign]
+    else:
+        for config in MATMUL_CONFIGS:
+            matmul_kernel[grid](a, b, c, size, size, size, **config.all_kwargs())
+
+    def tuning(check: bool) -> float:
+        kernel = triton.autotune(configs=MATMUL_CONFIGS, key=["M", "N", "K"])(matmul_kernel)
+
+        @contextual_autotune(n_repeat=5, check_outputs=check)
+        def outer() -> None:
+            kernel[grid](a, b, c, size, size, size)
+
+        sync()
+        start = time.perf_counter()
+        with warnings.catch_warnings():  # picks among configs alike (on the CPU) are uncertain
+            warnings.simplefilter("ignore")
+            outer()
+        sync()
+        return (time.perf_counter() - start) * 1e3
+
+    first = tuning(True)
+    tuning(False)
+    walls: dict[bool, list[float]] = {True: [], False: []}
+    for rep in range(reps):
+        for check in (True, False) if rep % 2 else (False, True):
+            walls[check].append(tuning(check))
+    on, off = statistics.median(walls[True]), statistics.median(walls[False])
+    return {
+        "configs": len(MATMUL_CONFIGS),
+        "on_ms": on,
+        "off_ms": off,
+        "added_ms": on - off,
+        "first_ms": first,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda where there is one")
@@ -191,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        # regret.py's kernel is made at its import: under the interpreter, whose programs are stubbed.
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "TRITON_INTERPRET": "1"})
     size = options.size or (4096 if device == "cuda" else 64)
     result = measure(device, size, options.candidates, options.reps, options.warm)
     warmed = "" if options.warm is None else f", warmed for {options.warm} s first"
@@ -202,6 +271,12 @@ def main(argv: list[str] | None = None) -> int:
             f"(the work alone {result['work_us'][name]:.1f} us); the process's first tuning: "
             f"{once['reference']:.1f} and {once['later']:.1f} us"
         )
+    whole = result["tunings"] = tunings(device, size, options.reps)
+    print(
+        f"a contextual tuning of {whole['configs']} matmul configs ({size}^3 bfloat16): check on "
+        f"{whole['on_ms']:.2f} ms, off {whole['off_ms']:.2f} ms, +{whole['added_ms']:.2f} ms "
+        f"({whole['on_ms'] / whole['off_ms']:.2f}x); the process's first, checked: {whole['first_ms']:.1f} ms"
+    )
     if options.json is not None:
         options.json.write_text(json.dumps(result, indent=1))
     return 0

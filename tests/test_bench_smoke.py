@@ -493,3 +493,7 @@ def test_check_cost_times_both_checks_reference_and_later_apart(tmp_path):
             # Each figure is the check's own time: a first run's copies and comparisons cost something.
             assert parts["reference"] > 0 and parts["later"] > 0
     assert "a later candidate" in printed and "the process's first tuning" in printed
+    whole = result["tunings"]  # whole contextual tunings, checked and not, in turn
+    assert whole["configs"] == 16 and min(whole["on_ms"], whole["off_ms"], whole["first_ms"]) > 0
+    assert whole["added_ms"] == whole["on_ms"] - whole["off_ms"]
+    assert "a contextual tuning of 16 matmul configs (16^3 bfloat16): check on" in printed

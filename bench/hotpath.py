@@ -412,8 +412,9 @@ def parts(device: str = "cpu", repeat: int = 31, number: int = 5000) -> dict[str
     On the CPU the interpreter's ``run`` of the jitted kernel is replaced by one that
     returns at once, so that what is left of a call is the Python around the
     launch. Each figure is the fastest of ``repeat`` timings of ``number``
-    calls, in microseconds per call: the plain outer function (the contextual
-    one's pick spelled out), the contextual one, a contextual function that launches nothing (the tuner's
+    calls, in microseconds per call (those compared, timed in turn): the
+    plain outer function (the contextual one's pick spelled out), the
+    contextual one, a contextual function that launches nothing (the tuner's
     wrapper alone), the kernel's launch inside a tuned call (the interceptor
     installed and serving: its pass-through and direct launch around the
     kernel's ``run``), that ``run`` called with the pick, Triton's key of the
@@ -461,7 +462,16 @@ def parts(device: str = "cpu", repeat: int = 31, number: int = 5000) -> dict[str
         timings = timeit.repeat(call, setup=synchronize, number=number, repeat=repeat)
         return min(timings) / number * 1e6
 
-    result = {name: per_call(call) for name, call in (("plain", plain), ("contextual", contextual))}
+    def paired(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[float, float]:
+        """The two calls timed in turn, so that neither gets the process's warmer (or colder) end."""
+        timings: tuple[list[float], list[float]] = ([], [])
+        for _ in range(repeat):
+            for call, kept in zip((first, second), timings, strict=True):
+                kept.append(timeit.timeit(call, setup=synchronize, number=number))
+        return min(timings[0]) / number * 1e6, min(timings[1]) / number * 1e6
+
+    result: dict[str, float] = {}
+    result["plain"], result["contextual"] = paired(plain, contextual)
     result["wrapper alone"] = per_call(empty)
     interceptor.install(contextual._route_launch)  # as in a tuned call, on this thread
     contextual._direct.serving = True
@@ -473,7 +483,7 @@ def parts(device: str = "cpu", repeat: int = 31, number: int = 5000) -> dict[str
     result["kernel's run"] = per_call(lambda: tuned.fn.run(*args, grid=grid, warmup=False, **pick))
     result["Triton's key"] = per_call(lambda: adapter.tuning_key(kernel, args, {}))
     result["direct key"] = per_call(lambda: direct_key(args, {"grid": None, "warmup": False}))
-    result["function"], result["launcher"] = per_call(function), per_call(launcher)
+    result["function"], result["launcher"] = paired(function, launcher)
     return result
 
 

@@ -25,9 +25,10 @@ and one :class:`~kerneltune.core.errors.WrongOutputWarning` per tuning
 names them all.
 
 Once a candidate agreed with the reference, where the reference changes
-only outputs it writes whole, a later candidate's first run waits for
-nothing (:meth:`LaunchCheck._deferring`): its outputs are copied, compared
-behind its last timed run (:meth:`LaunchCheck.compare`) and the verdict read
+only outputs it writes whole, all finite, a later candidate's first run waits for
+nothing (:meth:`LaunchCheck._deferring`): its arguments are compared where
+they are, in stream order before its timed runs, by flags that fail only
+where the verdict does (:func:`~kerneltune.core.machine.passes.exact`), read
 after the wait for its samples (:meth:`LaunchCheck.settle`).
 """
 
@@ -120,8 +121,12 @@ class LaunchCheck:
         #: the candidates whose first run was checked, and those found wrong, with their first mismatch.
         self.checked: set[int] = set()
         self.wrong: dict[int, tuple[Candidate, Mismatch]] = {}
-        #: the first runs whose verdict waits for :meth:`settle`, by candidate.
-        self.pending: dict[int, _Pending] = {}
+        #: the first runs whose verdict waits for :meth:`settle`, by candidate: the arguments
+        #: compared and their flags, not yet read.
+        self.pending: dict[int, tuple[list[str], list[Any]]] = {}
+        #: whether what the reference left is what its probe saw: every value it writes whole
+        #: finite (the probe's flags pass no infinity or NaN).
+        self.probed = False
         #: the last launch's arguments as given, and those checked (:meth:`_arguments`).
         self._given: tuple[Mapping[str, Any], dict[str, Any]] | None = None
         #: how many first runs returned, the reference's included.
@@ -176,7 +181,8 @@ class LaunchCheck:
             self.reference = candidate
             self.result = self._take(result, arguments, before)
             # Ranks launch alike: how many probes a rank runs would depend on what its arguments hold.
-            self.blind = frozenset() if self.rerun else self._probe(launch, arguments)
+            if not self.rerun:
+                self.blind, self.probed = self._probe(launch, arguments), True
             return result
         found = self._verdict(arguments)
         if found is None:
@@ -199,22 +205,25 @@ class LaunchCheck:
 
         So it may once a candidate agreed with the reference, where the
         reference changes only outputs it writes whole (poisoned before each
-        run, so what they held does not matter) and the launch has the
-        arguments, by name, that it ran on; never with several ranks, which
-        must launch alike.
+        run, so what they held does not matter), as its probe saw them (each
+        value finite, so the flags are the verdict), and the launch has the
+        arguments, by name, shape and dtype, that it ran on; never with
+        several ranks, which must launch alike.
         """
         return (
-            not self.rerun
+            self.probed
             and not self.doubting
-            and self.reference is not None
             and self.changed <= self.blind
             and arguments.keys() == self.before.keys()
+            and all(_alike(value, self.before[name]) for name, value in arguments.items())
         )
 
     def _run_deferred(
         self, launch: KernelLaunch, candidate: Candidate, wrap: Wrap, arguments: Mapping[str, Any]
     ) -> Any:
-        """The candidate's first run, its whole outputs poisoned, then copied for :meth:`compare`."""
+        """The candidate's first run, its whole outputs poisoned, then its flags queued for :meth:`settle`:
+        what it wrote whole beside what the reference left, the others (but scratch) beside what they
+        held when the reference ran."""
         for name in self.blind:
             self._poison(arguments, name)
         try:
@@ -223,54 +232,41 @@ class LaunchCheck:
             put_back(arguments, self.after, self.blind)  # a stand-in runs next
             raise
         self.returned += 1
-        self.pending[candidate.index] = _Pending({n: outputs.snapshot(arguments[n]) for n in self.blind})
+        names = [name for name in arguments if name not in self.scratch]
+        self.pending[candidate.index] = names, [self._flag(arguments, name) for name in names]
         put_back(arguments, self.after, self.scratch)
         return result
 
-    def compare(self, launch: KernelLaunch, candidate: Candidate) -> None:
-        """Queue the comparisons of ``candidate``'s deferred first run, without waiting for them.
-
-        Called behind its last timed run, whose wait for the samples then
-        covers them: what it wrote whole (the copies) beside what the
-        reference left, and the other arguments, as they are now, beside what
-        they held when the reference ran. No-op where its verdict was given at once.
-        """
-        pending = self.pending.get(candidate.index)
-        if pending is None or pending.flags is not None:
-            return
-        arguments = self._arguments(launch)
-        if arguments.keys() != self.before.keys():  # other arguments than the reference's: unchecked
-            del self.pending[candidate.index]
-            return
-        pending.written = [(f"argument {n}", copy, self.after[n]) for n, copy in pending.copies.items()]
-        pending.alone = [
-            (f"argument {n}", value, self.before[n])
-            for n, value in arguments.items()
-            if n not in pending.copies and n not in self.scratch
-        ]
-        pending.flags = passes.agreeing(pending.written, pending.alone, self.tolerance)
+    def _flag(self, arguments: Mapping[str, Any], name: str) -> Any:
+        if name in self.blind:
+            return passes.exact(arguments[name], self.after[name], self.tolerance)
+        return passes.untouched(arguments[name], self.before[name])
 
     def settle(self, launch: KernelLaunch, candidate: Candidate) -> WrongOutput | None:
-        """The verdict of ``candidate``'s deferred first run (:meth:`compare` queued it); ``None`` if right.
+        """The verdict of ``candidate``'s deferred first run, its flags read; ``None`` if right.
 
-        Where the other arguments hold what the reference ran on, the copies
-        of the first run are held to the reference's writes, and that stands,
-        a race included. Where one of them changed since (the outer function
-        gave other contents, or the candidate writes into an input), the
-        candidate runs again on what the reference ran on, the arguments put
-        back after it (and an input it writes into, to what the reference ran on).
+        Where the other arguments held what the reference ran on, a failed
+        flag is the verdict, a race included: the candidate runs again on
+        that for the message, and a difference it does not repeat is named as
+        one. Where one of them did not (the outer function gave other
+        contents, or the candidate writes into an input), the verdict is
+        that run again's, the arguments put back after it (and an input it
+        writes into, to what the reference ran on).
         """
-        self.compare(launch, candidate)
         pending = self.pending.pop(candidate.index, None)
         if pending is None:
             return None
-        flags = passes.read(pending.flags or [])  # one flag a tensor compared, written ones first
-        if all(flags):
+        names, flags = pending
+        failed = [name for name, passed in zip(names, passes.read(flags), strict=True) if not passed]
+        if not failed or self._arguments(launch).keys() != self.before.keys():
             return None
-        if all(flags[len(pending.written) :]):
-            found = passes.first_mismatch(pending.written, (), self.tolerance)
-        else:
-            found = self._rerun(launch, candidate)
+        found = self._rerun(launch, candidate)
+        if found is None and set(failed) <= self.blind:
+            found = Mismatch(
+                f"argument {failed[0]}",
+                "differs from the reference's after the candidate's first run, not after a second "
+                "(a race between its programs?)",
+            )
         if found is None:
             return None
         self.wrong[candidate.index] = (candidate, found)
@@ -413,6 +409,7 @@ class LaunchCheck:
         """Keep what a reference run on ``before`` left in ``arguments``; ``result``, what it returned."""
         self.before = before
         self.after = copies(arguments)
+        self.probed = False
         names = list(arguments)
         same = passes.read([passes.untouched(self.after[name], before[name]) for name in names])
         self.changed = frozenset(name for name, kept in zip(names, same, strict=True) if not kept)
@@ -424,14 +421,30 @@ class LaunchCheck:
         So an element a candidate skips shows even where the outer function's buffer already held
         the right result (reused from an earlier execution). The arguments the reference changed
         are tried together, in one launch of it; where it changed none (every output already held
-        its result), each argument alone.
+        its result), those it writes at all (:meth:`_written`).
         """
         candidates = [n for n in arguments if n not in self.scratch and poisonable(arguments[n])]
         changed = frozenset(n for n in candidates if n in self.changed)
-        groups = [changed] if changed else [frozenset({n}) for n in candidates]
-        return frozenset().union(
-            *(group for group in groups if self._written_whole(launch, arguments, group))
-        )
+        group = changed or self._written(launch, arguments, candidates)
+        return group if group and self._written_whole(launch, arguments, group) else frozenset()
+
+    def _written(
+        self, launch: KernelLaunch, arguments: Mapping[str, Any], names: list[str]
+    ) -> frozenset[str]:
+        """Those of ``names`` that the reference writes at all: run with each of them poisoned, those
+        that no longer hold their poison."""
+        assert self.reference is not None
+        for name in names:
+            self._poison(arguments, name)
+        try:
+            launch.run(self.reference.config)
+        except Exception:
+            return frozenset()
+        else:
+            kept = passes.read([passes.untouched(arguments[n], self.poisons[n][1]) for n in names])
+            return frozenset(name for name, poisoned in zip(names, kept, strict=True) if not poisoned)
+        finally:
+            put_back(arguments, self.after)
 
     def _written_whole(
         self, launch: KernelLaunch, arguments: Mapping[str, Any], group: frozenset[str]
@@ -517,11 +530,7 @@ class LaunchCheck:
             warnings.warn(f"kerneltune: {self.summary()}", WrongOutputWarning, stacklevel=user_stacklevel())
 
 
-class _Pending:
-    """A deferred first run: copies of what it wrote whole, then what :meth:`LaunchCheck.compare` queued."""
-
-    def __init__(self, copies: dict[str, Any]) -> None:
-        self.copies = copies
-        self.written: list[passes.Compared] = []
-        self.alone: list[passes.Compared] = []
-        self.flags: list[Any] | None = None
+def _alike(value: Any, kept: Any) -> bool:
+    """Whether the tensor or array ``value`` has the shape, dtype and device of the copy ``kept``."""
+    alike = value.shape == kept.shape and value.dtype == kept.dtype
+    return alike and getattr(value, "device", None) == getattr(kept, "device", None)

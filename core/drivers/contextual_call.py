@@ -404,8 +404,6 @@ class ContextualCall:
         candidate, runs, check = state.candidate, state.runs, state.check
         assert candidate is not None and runs is not None and state.tuning is not None
         if state.error is None:
-            if check is not None:
-                check.compare(launch, candidate)  # queued behind the timed runs, read after their wait
             try:
                 samples = runs.samples()
                 if check is not None and (wrong := check.settle(launch, candidate)) is not None:

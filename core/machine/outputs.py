@@ -258,7 +258,7 @@ def _tensors(value: Any, reference: Any, tolerance: Tolerance, path: str) -> Mis
         )
     wide = _wide(reference)
     if not reference.is_complex():
-        if bool(_passes(value, kept, limits)):
+        if bool(bounded(value, kept, limits)):
             return None
     else:
         value, reference = torch.view_as_real(value), torch.view_as_real(reference)
@@ -379,11 +379,11 @@ def reference_side(reference: Any, limits: tuple[float, float]) -> ReferenceSide
     return kept
 
 
-def _passes(value: Any, reference: Any, limits: tuple[float, float]) -> Any:
-    """Whether each value of a real tensor is within the bound of the snapshot ``reference``'s, as a
-    0-dim tensor, in four kernels; the bound is made at the first such comparison and kept
-    (:func:`reference_side`). A value the bound cannot pass (beside an infinite or NaN one) needs
-    the full verdict."""
+def bounded(value: Any, reference: Any, limits: tuple[float, float]) -> Any:
+    """Whether each value of a real tensor is within the bound of ``reference``'s (a snapshot, or a
+    tensor nothing writes while it is compared), as a 0-dim tensor, in five kernels; the bound is
+    made at the first such comparison and kept (:func:`reference_side`). A value the bound cannot
+    pass (beside an infinite or NaN one) needs the full verdict."""
     import torch
 
     kept = reference_side(reference, limits)

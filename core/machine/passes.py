@@ -7,6 +7,8 @@ computed on the device without waiting, and reads them all in one
 :func:`~.outputs.compare` where and by how much. A flag never passes what
 the full verdict fails: an infinity, a NaN, or an error that the bound
 passes only through ``rtol * |r|`` fails it and is left to the verdict.
+:func:`exact`'s flag, one kernel dearer, is the verdict itself where the
+reference is finite: a check that reads it later need not keep the outputs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from kerneltune.core.machine.outputs import Mismatch, Tolerance, compare, is_tensor, reference_side
+from kerneltune.core.machine.outputs import Mismatch, Tolerance, bounded, compare, is_tensor, reference_side
 
 #: An output compared: its path for a message, its value now and the reference's (or what it held).
 Compared = tuple[str, Any, Any]
@@ -106,6 +108,14 @@ def verdicts(value: Any, reference: Any, tolerance: Tolerance, into: list[Any]) 
             verdicts(value[k], r, tolerance, into)
         return
     into.append(compare(value, reference, tolerance) is None)
+
+
+def exact(value: Any, reference: Any, tolerance: Tolerance) -> Any:
+    """:func:`~.outputs.compare`'s verdict on a real tensor of ``reference``'s shape, dtype and device
+    whose every value is finite, as a flag for :func:`settled`: unlike :func:`verdicts`'s,
+    it fails only where the verdict does, so that what failed need not be kept to be judged."""
+    limits = tolerance.of(str(reference.dtype))
+    return _same_bits(value, reference) if limits is None else bounded(value, reference, limits)
 
 
 def settled(flags: list[Any]) -> bool:

@@ -196,7 +196,7 @@ def _warm(pairs: set[tuple[Any, Any]], more: Sequence[Callable[[Any], object]]) 
                 value = torch.ones(2, device=device, dtype=dtype)
                 flags: list[Any] = []
                 verdicts(value, value.clone(), Tolerance(), flags)
-                read([*flags, untouched(value, value.clone())])
+                read([*flags, untouched(value, value.clone()), exact(value, value.clone(), Tolerance())])
                 for use in more:
                     use(value)
             stream.synchronize()

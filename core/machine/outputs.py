@@ -349,10 +349,8 @@ class ReferenceSide:
     within: Any
     #: ``scale`` itself, a 0-dim tensor.
     scale: Any
-    #: ``atol * scale + rtol * |r|`` for each value, ``-1`` where it is not finite, and the
-    #: reference in the dtype its differences are taken in (made when asked).
+    #: ``atol * scale + rtol * |r|`` for each value, ``-1`` where it is not finite (made when asked).
     bound: Any = None
-    wide: Any = None
 
 
 def reference_side(reference: Any, limits: tuple[float, float]) -> ReferenceSide:
@@ -383,20 +381,22 @@ def reference_side(reference: Any, limits: tuple[float, float]) -> ReferenceSide
 
 def bounded(value: Any, reference: Any, limits: tuple[float, float]) -> Any:
     """Whether each value of a real tensor is within the bound of ``reference``'s (a snapshot, or a
-    tensor nothing writes while it is compared), as a 0-dim tensor, in four kernels; the bound and
-    the widened reference are made at the first such comparison and kept (:func:`reference_side`).
-    A value the bound cannot pass (beside an infinite or NaN one) needs the full verdict."""
+    tensor nothing writes while it is compared), as a 0-dim tensor, in four kernels (five where the
+    difference is taken in a wider dtype); the bound is made at the first such comparison and kept
+    (:func:`reference_side`). A value the bound cannot pass (beside an infinite or NaN one) needs
+    the full verdict."""
     import torch
 
     kept = reference_side(reference, limits)
+    wide = _wide(reference)
     if kept.bound is None:
         rtol, atol = limits
-        kept.wide = reference.detach().to(_wide(reference))
-        magnitude = kept.wide.abs()
+        magnitude = reference.detach().to(wide).abs()
         finite = torch.isfinite(magnitude)
         kept.bound = magnitude.mul_(rtol).add_(kept.scale * atol).where(finite, -1.0)
-    # The values widened as they are read: the difference compare takes.
-    return torch.sub(value.detach(), kept.wide).abs_().le_(kept.bound).all()
+    value, reference = value.detach(), reference.detach()
+    differences = torch.sub(value, reference) if value.dtype == wide else value.to(wide).sub_(reference)
+    return differences.abs_().le_(kept.bound).all()
 
 
 def _wide(reference: Any) -> Any:

@@ -259,7 +259,7 @@ class LaunchCheck:
         names, flags = pending
         failed = [name for name, passed in zip(names, passes.read(flags), strict=True) if not passed]
         if not failed or self._arguments(launch).keys() != self.before.keys():
-            return None
+            return None  # right, or launched with other arguments since: nothing to run it again on
         found = self._rerun(launch, candidate)
         if found is None and set(failed) <= self.blind:
             found = Mismatch(
@@ -274,7 +274,7 @@ class LaunchCheck:
 
     def _rerun(self, launch: KernelLaunch, candidate: Candidate) -> Mismatch | None:
         """``candidate`` run again on what the reference ran on: where it first differs from it."""
-        arguments = self._arguments(launch)  # by name, the reference's (compare)
+        arguments = self._arguments(launch)  # by name, the reference's (settle)
         now = copies(arguments)
         strays: list[str] = []
         try:

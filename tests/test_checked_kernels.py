@@ -224,6 +224,28 @@ def test_a_candidate_wrong_in_its_checked_launch_alone_is_dropped_as_a_race(cloc
     assert "not after a second (a race between its programs?)" in message
 
 
+def test_launches_of_another_shape_under_the_same_key_are_judged_on_their_own(clock):
+    # The key holds n alone: from the sixth execution on, the kernel is handed a 10x10 view of the
+    # same values, after the reference and the first candidate ran on the flat tensor. A later
+    # candidate's comparison is queued only for arguments shaped as the reference's.
+    kernel = three(clock, {"EVEN": True})
+    shapes = []
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run(x):
+        x = x.view(10, 10) if len(shapes) >= 5 else x
+        shapes.append(tuple(x.shape))
+        return launch(kernel, x, torch.empty_like(x)).reshape(-1)
+
+    x = torch.randn(N, device=DEVICE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(run(x), 2 * x)
+    assert {(N,), (10, 10)} <= set(shapes)
+    assert kernel.best_config is kernel.configs[1]
+    assert "argument y_ptr: 36 of 100 values off" in wrong_warnings(caught)[0]
+
+
 def test_the_call_returns_a_right_result_where_a_wrong_candidate_fed_later_work_before_its_verdict(clock):
     # The candidate judged with its samples had its timed launches, whose wrong writes reached the
     # work after them in those executions; the call's result comes from an execution after them.

@@ -246,6 +246,30 @@ def test_launches_of_another_shape_under_the_same_key_are_judged_on_their_own(cl
     assert "argument y_ptr: 36 of 100 values off" in wrong_warnings(caught)[0]
 
 
+def test_outputs_holding_infinities_and_nans_are_judged_whole_and_right_configs_pass(clock):
+    # The reference's output holds an infinity and a NaN: the quick flags cannot pass it, so its
+    # candidates are judged at once by the full verdict, where the same infinity and NaN agree:
+    # the third right config, which would be judged with its samples elsewhere, is picked.
+    configs = [
+        config(clock, cost, BLOCK=block, EVEN=even, SCRIBBLE=False)
+        for cost, block, even in ((10.0, 64, False), (5.0, 32, False), (2.0, 16, False), (1.0, 64, True))
+    ]
+    kernel = triton.autotune(configs=configs, key=["n"])(double_kernel)
+    x = torch.randn(N, device=DEVICE)
+    x[3], x[7] = float("inf"), float("nan")
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run(x):
+        return launch(kernel, x, torch.empty_like(x))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(run(x), 2 * x, equal_nan=True)
+    assert kernel.best_config is kernel.configs[2]
+    (message,) = wrong_warnings(caught)
+    assert f"[3] {config_label(kernel.configs[3])}: argument y_ptr: 36 of 100 values off" in message
+
+
 def test_the_call_returns_a_right_result_where_a_wrong_candidate_fed_later_work_before_its_verdict(clock):
     # The candidate judged with its samples had its timed launches, whose wrong writes reached the
     # work after them in those executions; the call's result comes from an execution after them.

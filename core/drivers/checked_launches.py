@@ -124,8 +124,7 @@ class LaunchCheck:
         #: the first runs whose verdict waits for :meth:`settle`, by candidate: the arguments
         #: compared and their flags, not yet read.
         self.pending: dict[int, tuple[list[str], list[Any]]] = {}
-        #: whether what the reference left is what its probe saw: every value it writes whole
-        #: finite (the probe's flags pass no infinity or NaN).
+        #: whether what the reference left is what its probe saw, every value it writes whole finite.
         self.probed = False
         #: the last launch's arguments as given, and those checked (:meth:`_arguments`).
         self._given: tuple[Mapping[str, Any], dict[str, Any]] | None = None
@@ -182,7 +181,8 @@ class LaunchCheck:
             self.result = self._take(result, arguments, before)
             # Ranks launch alike: how many probes a rank runs would depend on what its arguments hold.
             if not self.rerun:
-                self.blind, self.probed = self._probe(launch, arguments), True
+                self.probed = True
+                self.blind = self._probe(launch, arguments)
             return result
         found = self._verdict(arguments)
         if found is None:
@@ -458,8 +458,14 @@ class LaunchCheck:
             launch.run(self.reference.config)
         except Exception:
             return False
-        else:  # the quick flags alone: an output holding an infinity or NaN is not poisoned
-            return passes.settled(passes.agreeing(*self._compared(arguments, group), self.tolerance))
+        else:
+            compared = self._compared(arguments, group)
+            if passes.settled(passes.agreeing(*compared, self.tolerance)):
+                return True
+            # An infinity or NaN, which the quick flags cannot pass: the full verdict, and a later
+            # candidate's flags are no verdict either (passes.exact), so it is judged at once.
+            self.probed = False
+            return passes.first_mismatch(*compared, self.tolerance) is None
         finally:
             put_back(arguments, self.after)
 

@@ -328,11 +328,22 @@ def add_kernel(x_ptr, w_ptr, y_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
     tl.store(y_ptr + offsets, total, mask=mask)
 
 
-def test_where_the_output_held_the_result_the_reference_finds_what_it_writes_whole_in_two_launches(clock):
+def test_where_the_output_held_the_result_the_reference_finds_what_it_writes_whole_in_two_launches(
+    clock, monkeypatch
+):
     # Nothing changed by the reference's run: one launch with every argument poisoned finds what it
     # writes, one more that it writes all of it, however many arguments the kernel has.
     configs = [config(clock, 10.0, BLOCK=64, EVEN=False), config(clock, 1.0, BLOCK=64, EVEN=True)]
     kernel = triton.autotune(configs=configs, key=["n"])(add_kernel)
+    probed = []
+    probe = LaunchCheck._probe
+
+    def recorded(check, *args):
+        blind = probe(check, *args)
+        probed.append((blind, set(check.poisons)))
+        return blind
+
+    monkeypatch.setattr(LaunchCheck, "_probe", recorded)
 
     @contextual_autotune(n_repeat=1, n_warmup=1)
     def run(x, w, y):
@@ -349,6 +360,7 @@ def test_where_the_output_held_the_result_the_reference_finds_what_it_writes_who
     # The reference's checked launch, the probe's two, its timed one; a stand-in for the wrong
     # candidate's timed launch; the tuned call's.
     assert clock.count(10.0) == 1 + 2 + 1 + 1 + 1
+    assert probed == [({"y_ptr"}, {"y_ptr"})], "the inputs' fills, made to find what it writes, are let go"
 
 
 def test_the_reference_runs_again_where_an_input_changed_not_for_an_output_it_writes_whole(clock):

@@ -426,7 +426,10 @@ class LaunchCheck:
         candidates = [n for n in arguments if n not in self.scratch and poisonable(arguments[n])]
         changed = frozenset(n for n in candidates if n in self.changed)
         group = changed or self._written(launch, arguments, candidates)
-        return group if group and self._written_whole(launch, arguments, group) else frozenset()
+        blind = group if group and self._written_whole(launch, arguments, group) else frozenset()
+        # The fills of the others, made to find what it writes, are not used again.
+        self.poisons = {name: fill for name, fill in self.poisons.items() if name in blind}
+        return blind
 
     def _written(
         self, launch: KernelLaunch, arguments: Mapping[str, Any], names: list[str]

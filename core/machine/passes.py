@@ -7,7 +7,7 @@ computed on the device without waiting, and reads them all in one
 :func:`~.outputs.compare` where and by how much. A flag never passes what
 the full verdict fails: an infinity, a NaN, or an error that the bound
 passes only through ``rtol * |r|`` fails it and is left to the verdict.
-:func:`exact`'s flag, one kernel dearer, is the verdict itself where the
+:func:`exact`'s flag, a kernel or two dearer, is the verdict itself where the
 reference is finite: a check that reads it later need not keep the outputs.
 """
 

@@ -51,6 +51,9 @@ class ContextualAutoTuner(FunctionWrapper):
     Call it as the original function. See :func:`contextual_autotune`.
     """
 
+    # What a call reads, in slots (as AutoTuner's).
+    __slots__ = ("_call", "_direct", "_interceptors", "_route_launch", "fn")
+
     def __init__(
         self,
         fn: Callable[..., Any],

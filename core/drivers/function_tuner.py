@@ -60,6 +60,10 @@ class AutoTuner(FunctionWrapper):
     :func:`autotune` for the call-time controls and the options.
     """
 
+    # What a hit reads, in slots: functools.update_wrapper leaves the instance's own dict slower to
+    # read from (hotpath.py --parts).
+    __slots__ = ("_picks", "_positional_limit", "fn", "key_fn")
+
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -143,39 +147,48 @@ class AutoTuner(FunctionWrapper):
         self._tuner: Tuner | None = None
         self._tuner_lock = threading.Lock()
 
-    def __call__(
-        self,
-        *args: Any,
-        autotune: bool = True,
-        autotune_verbose: bool = False,
-        autotune_allow_arg_overwrite: bool = False,
-        autotune_pg: Any = None,
-        **kwargs: Any,
-    ) -> Any:
-        """Run the function with the best config for this call's key (tuning first if needed)."""
-        if autotune is True:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the function with the best config for this call's key (tuning first if needed).
+
+        The call-time controls, by keyword: ``autotune`` (``False``: the first
+        config, untuned), ``autotune_verbose``, ``autotune_allow_arg_overwrite``
+        and ``autotune_pg`` (:func:`autotune`). A call with positional
+        arguments only, whose key has its pick, is one ``key_fn`` call, one
+        dict lookup and the function's own call.
+        """
+        if not kwargs:
             try:
-                best = self._picks.get(self.key_fn(*args, **kwargs))
+                best = self._picks.get(self.key_fn(*args))
             except Exception:
                 # key_fn raised or the key is unhashable. The slow path repeats key_fn and hands
                 # the failure to the engine, which reports it on every rank; raising here would
                 # leave the other ranks waiting in the agreement.
                 best = None
+            if best is not None and len(args) <= self._positional_limit:
+                return self.fn(*args, **best.config)
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """:meth:`__call__` with keyword arguments, the controls among them, or without a pick yet."""
+        autotune = kwargs.pop("autotune", True)
+        verbose = kwargs.pop("autotune_verbose", False)
+        allow_overwrite = kwargs.pop("autotune_allow_arg_overwrite", False)
+        group = kwargs.pop("autotune_pg", None)
+        if autotune is True:
+            try:
+                best = self._picks.get(self.key_fn(*args, **kwargs))
+            except Exception:
+                best = None  # as in __call__
             if (
                 best is not None
                 and len(args) <= self._positional_limit
-                and (
-                    not kwargs
-                    or (
-                        self._fields.isdisjoint(kwargs)
-                        and (self._open_ended or kwargs.keys() <= self._keywords)
-                    )
-                )
+                and self._fields.isdisjoint(kwargs)
+                and (self._open_ended or kwargs.keys() <= self._keywords)
             ):
                 return self.fn(*args, **kwargs, **best.config)
-        return self._call(args, kwargs, autotune, autotune_verbose, autotune_allow_arg_overwrite, autotune_pg)
+        return self._tune(args, kwargs, autotune, verbose, allow_overwrite, group)
 
-    def _call(
+    def _tune(
         self,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],

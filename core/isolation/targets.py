@@ -12,7 +12,7 @@ from __future__ import annotations
 import pickle
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import ModuleType
+from types import MemberDescriptorType, ModuleType
 from typing import Any
 
 from kerneltune.core.errors import IsolationError, PluginError
@@ -74,7 +74,14 @@ def _is_tensor(value: Any) -> bool:
 
 
 def _inner(value: Any) -> Any:
-    """``value.fn`` when it is an attribute of the instance itself, read without running its class's code."""
+    """``value.fn`` when it is an attribute of the instance itself (in its dict or a slot, as the
+    tuners keep it), read without running its class's code."""
+    slot = next((k.__dict__["fn"] for k in type(value).__mro__ if "fn" in k.__dict__), None)
+    if isinstance(slot, MemberDescriptorType):
+        try:
+            return slot.__get__(value)
+        except AttributeError:
+            return None
     try:
         own = object.__getattribute__(value, "__dict__")
     except (AttributeError, TypeError):

@@ -103,6 +103,18 @@ def test_fields_may_go_to_var_keyword():
     assert loose(2, autotune=False) == 6
 
 
+def test_a_hit_serves_the_pick_by_position_by_keyword_and_beside_a_control(isolated):
+    work, calls = counting([{"n": 3}, {"n": 1}])
+    picked = work(5)
+    tuned = len(calls)
+
+    assert (work(5), work(x=5), work(5, autotune_verbose=True)) == (picked,) * 3
+    assert work(5, autotune=False) == 15  # the first config
+    assert len(calls) == tuned + 4, "each call runs once: nothing is measured again"
+    with pytest.raises(TypeError, match="autotune_verbos=True; did you mean autotune_verbose"):
+        work(5, autotune_verbos=True)
+
+
 # -- autotune=False -------------------------------------------------------------
 
 

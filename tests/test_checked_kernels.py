@@ -246,6 +246,39 @@ def test_launches_of_another_shape_under_the_same_key_are_judged_on_their_own(cl
     assert "argument y_ptr: 36 of 100 values off" in wrong_warnings(caught)[0]
 
 
+@pytest.mark.parametrize(
+    ("wrong", "what"),
+    [({"EVEN": True}, "argument y_ptr: differs from"), ({"SCRIBBLE": True}, "argument x_ptr: changed")],
+    ids=["drops-the-remainder", "writes-into-its-input"],
+)
+def test_a_waiting_verdict_read_where_the_arguments_changed_shape_comes_from_its_flags(
+    clock, tmp_path, wrong, what
+):
+    # The key holds n alone: once the fast config launched (its verdict waiting), the kernel is
+    # handed a 10x10 view; at its last launch there is nothing shaped as the reference's to run it
+    # again on, and its flags are the verdict (the run again raised a RuntimeError on 19d967c).
+    kernel = three(clock, wrong)
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def run(x):
+        x = x.view(10, 10) if 1.0 in clock else x
+        return launch(kernel, x, torch.empty_like(x)).reshape(-1)
+
+    x = torch.randn(N, device=DEVICE)
+    expected = 2 * x
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run(x)
+    assert kernel.best_config is kernel.configs[1]
+    (message,) = wrong_warnings(caught)
+    assert f"  [2] {config_label(kernel.configs[2])}: {what}" in message
+    assert "not run again for the figures, the launch's arguments having other shapes since" in message
+    log = (tmp_path / ".autotune_logs" / "rank-0.log").read_text()
+    assert "config 2 mean invalid [" in log and "failed: WrongOutput: differs from the reference [0] " in log
+    if "EVEN" in wrong:
+        torch.testing.assert_close(result, expected)
+
+
 def test_outputs_holding_infinities_and_nans_are_judged_whole_and_right_configs_pass(clock):
     # The reference's output holds an infinity and a NaN: the quick flags cannot pass it, so its
     # candidates are judged at once by the full verdict, where the same infinity and NaN agree:

@@ -210,12 +210,12 @@ class LaunchCheck:
         arguments, by name, shape and dtype, that it ran on; never with
         several ranks, which must launch alike.
         """
-        return (
-            self.probed
-            and not self.doubting
-            and self.changed <= self.blind
-            and arguments.keys() == self.before.keys()
-            and all(_alike(value, self.before[name]) for name, value in arguments.items())
+        return self.probed and not self.doubting and self.changed <= self.blind and self._shaped(arguments)
+
+    def _shaped(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether ``arguments`` are those the reference ran on by name, shape, dtype and device."""
+        return arguments.keys() == self.before.keys() and all(
+            _alike(value, self.before[name]) for name, value in arguments.items()
         )
 
     def _run_deferred(
@@ -251,17 +251,30 @@ class LaunchCheck:
         one. Where one of them did not (the outer function gave other
         contents, or the candidate writes into an input), the verdict is
         that run again's, the arguments put back after it (and an input it
-        writes into, to what the reference ran on).
+        writes into, to what the reference ran on). Where the launch's
+        arguments have other shapes by now, nothing can run again: a failed
+        flag is the verdict.
         """
         pending = self.pending.pop(candidate.index, None)
         if pending is None:
             return None
         names, flags = pending
         failed = [name for name, passed in zip(names, passes.read(flags), strict=True) if not passed]
-        if not failed or self._arguments(launch).keys() != self.before.keys():
-            return None  # right, or launched with other arguments since: nothing to run it again on
-        found = self._rerun(launch, candidate)
-        if found is None and set(failed) <= self.blind:
+        if not failed:
+            return None
+        found: Mismatch | None
+        if not self._shaped(self._arguments(launch)):
+            found = Mismatch(
+                f"argument {failed[0]}",
+                (
+                    "differs from the reference's"
+                    if failed[0] in self.blind
+                    else "changed, which the reference leaves alone (or the outer function changed it)"
+                )
+                + " after the candidate's first run; not run again for the figures, the launch's "
+                "arguments having other shapes since",
+            )
+        elif (found := self._rerun(launch, candidate)) is None and set(failed) <= self.blind:
             found = Mismatch(
                 f"argument {failed[0]}",
                 "differs from the reference's after the candidate's first run, not after a second "

@@ -166,10 +166,11 @@ class AutoTuner(FunctionWrapper):
                 best = None
             if best is not None and len(args) <= self._positional_limit:
                 return self.fn(*args, **best.config)
+            return self._tune(args, kwargs, True, False, False, None)
         return self._call(args, kwargs)
 
     def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """:meth:`__call__` with keyword arguments, the controls among them, or without a pick yet."""
+        """:meth:`__call__` with keyword arguments, the controls among them."""
         autotune = kwargs.pop("autotune", True)
         verbose = kwargs.pop("autotune_verbose", False)
         allow_overwrite = kwargs.pop("autotune_allow_arg_overwrite", False)

@@ -264,14 +264,15 @@ class LaunchCheck:
             return None
         found: Mismatch | None
         if not self._shaped(self._arguments(launch)):
+            name = next((n for n in failed if n in self.blind), failed[0])  # a written one is sure
+            what = (
+                "differs from the reference's"
+                if name in self.blind
+                else "changed, which the reference leaves alone (or the outer function changed it)"
+            )
             found = Mismatch(
-                f"argument {failed[0]}",
-                (
-                    "differs from the reference's"
-                    if failed[0] in self.blind
-                    else "changed, which the reference leaves alone (or the outer function changed it)"
-                )
-                + " after the candidate's first run; not run again for the figures, the launch's "
+                f"argument {name}",
+                f"{what} after the candidate's first run; not run again for the figures, the launch's "
                 "arguments having other shapes since",
             )
         elif (found := self._rerun(launch, candidate)) is None and set(failed) <= self.blind:

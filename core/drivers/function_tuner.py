@@ -8,19 +8,17 @@ function with each kept config, then the function runs once with the pick.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import functools
 import inspect
 import os
-import sys
 import threading
-import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from kerneltune.core.compiling.processes import CompileProcesses
 from kerneltune.core.drivers.checked_outputs import CheckOptions
 from kerneltune.core.drivers.inplace import InPlaceArguments, InPlaceRuns
+from kerneltune.core.drivers.launcher_signature import signature_of
 from kerneltune.core.drivers.options import PRECOMPILE, VERBOSE
 from kerneltune.core.drivers.user_functions import call_key_fn, prune_predicate
 from kerneltune.core.drivers.wrapping import FunctionWrapper, source_of
@@ -31,26 +29,15 @@ from kerneltune.core.machine.faces import SteppedTuning
 from kerneltune.core.machine.failed_configs import argument_dtypes
 from kerneltune.core.machine.tuner import Tuner
 from kerneltune.core.machine.warm_start import checked_warm_start
-from kerneltune.core.notices import user_stacklevel, warn_once
 from kerneltune.core.plugin_system.contracts import ForkingRecorder, RecordingInterceptor, provides
 from kerneltune.core.plugin_system.session import Session, current_session
 from kerneltune.core.values.records import Candidate, Origin
 from kerneltune.core.values.space import Space, source_digest
 
-_CONTROLS = ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg")
-
 
 def _label(config: Mapping[str, Any], session: Session) -> str:
     # Plugins name the values they know (a triton.Config by the options it sets).
     return ", ".join(f"{name}=<{session.describe_value(value) or value}>" for name, value in config.items())
-
-
-def _accepted_keywords(fn: Callable[..., Any]) -> tuple[set[str], bool, list[str]]:
-    parameters = inspect.signature(fn).parameters.values()
-    keywords = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    open_ended = any(p.kind is p.VAR_KEYWORD for p in parameters)
-    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return keywords, open_ended, positional
 
 
 class AutoTuner(FunctionWrapper):
@@ -92,37 +79,9 @@ class AutoTuner(FunctionWrapper):
         for option, value, least in (("warmup", warmup, 0), ("repeat", repeat, 1)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
                 raise ValueError(f"{name}: {option} must be an integer >= {least} or None, got {value!r}")
-        if isinstance(config_space, Mapping | str) or not isinstance(config_space, Sequence):
-            raise TypeError(
-                f"{name}: config_space must be a list of dicts, got {type(config_space).__name__}"
-            )
-        if not config_space:
-            raise ValueError(f"{name}: config_space is empty; give at least one config dict")
+        signature = signature_of(name, fn, config_space)
         warm_start = checked_warm_start(name, warm_start, warm_start_budget, unset=True)
-        keywords, open_ended, positional = _accepted_keywords(fn)
-        fields: set[str] = set()
-        for index, config in enumerate(config_space):
-            if not isinstance(config, Mapping):
-                raise TypeError(
-                    f"{name}: config_space[{index}] must be a dict of keyword arguments, "
-                    f"got {type(config).__name__}"
-                )
-            for field in config:
-                if not isinstance(field, str) or not field.isidentifier():
-                    raise ValueError(
-                        f"{name}: config_space[{index}] has a field {field!r} that is not a name"
-                    )
-                if field in _CONTROLS:
-                    raise ValueError(
-                        f"{name}: config field {field!r} is reserved for the tuner's own controls"
-                    )
-                if field not in keywords and not open_ended:
-                    raise ValueError(
-                        f"{name}: config_space[{index}] field {field!r} is not a keyword parameter of "
-                        f"{name}{inspect.signature(fn)}"
-                    )
-            fields.update(config)
-        self._inplace = InPlaceArguments.of(fn, reset_to_zero, restore_value, fields)
+        self._inplace = InPlaceArguments.of(fn, reset_to_zero, restore_value, signature.fields)
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.config_space = [dict(config) for config in config_space]
@@ -134,14 +93,9 @@ class AutoTuner(FunctionWrapper):
         self.warm_start_budget = warm_start_budget
         self.reference_fn = reference_fn
         self._checking = CheckOptions.of(name, reference_fn, check_outputs, rtol, atol)
-        self._fields = frozenset(fields)
-        # A positional argument at or past this index lands on a config field.
-        self._positional_limit = min(
-            (positional.index(f) for f in fields if f in positional), default=sys.maxsize
-        )
-        self._positional = positional
-        self._keywords = frozenset(keywords)
-        self._open_ended = open_ended
+        self._signature = signature
+        # Read on every hit: one attribute, not the signature's property.
+        self._positional_limit = signature.positional_limit
         self._picks: dict[Hashable, Candidate] = {}
         # Built at the first tuning, when plugins can label the configs.
         self._tuner: Tuner | None = None
@@ -180,12 +134,7 @@ class AutoTuner(FunctionWrapper):
                 best = self._picks.get(self.key_fn(*args, **kwargs))
             except Exception:
                 best = None  # as in __call__
-            if (
-                best is not None
-                and len(args) <= self._positional_limit
-                and self._fields.isdisjoint(kwargs)
-                and (self._open_ended or kwargs.keys() <= self._keywords)
-            ):
+            if best is not None and len(args) <= self._positional_limit and self._signature.accepts(kwargs):
                 return self.fn(*args, **kwargs, **best.config)
         return self._tune(args, kwargs, autotune, verbose, allow_overwrite, group)
 
@@ -198,7 +147,7 @@ class AutoTuner(FunctionWrapper):
         allow_overwrite: bool,
         group: Any,
     ) -> Any:
-        self._refuse_unknown_controls(kwargs)
+        self._signature.refuse_unknown_controls(kwargs)
         for name, value in (
             ("autotune", autotune),
             ("autotune_verbose", verbose),
@@ -206,9 +155,9 @@ class AutoTuner(FunctionWrapper):
         ):
             if not isinstance(value, bool):
                 raise TypeError(f"{self.__name__}: {name} takes True or False, got {value!r}")
+        first = self._signature.merge(self.config_space[0], args, kwargs, allow_overwrite)  # refuses clashes
         if not autotune:
-            return self.fn(*args, **self._merge(self.config_space[0], args, kwargs, allow_overwrite))
-        self._merge(self.config_space[0], args, kwargs, allow_overwrite)
+            return self.fn(*args, **first)
         failure: BaseException | None = None
         key: Hashable = None
         inplace: InPlaceRuns | None = None
@@ -242,7 +191,7 @@ class AutoTuner(FunctionWrapper):
                 check = self._checking.check(
                     self.__name__,
                     session.settings,
-                    self._positional,
+                    self._signature.positional,
                     self._inplace,
                     args,
                     kwargs,
@@ -258,7 +207,7 @@ class AutoTuner(FunctionWrapper):
             if check is not None and self.reference_fn is not None:
                 check.run_reference(functools.partial(self.reference_fn, *args, **kwargs), around)
             while (candidate := tuning.next_candidate()) is not None:
-                bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
+                bound = self._signature.merge(candidate.config, args, kwargs, allow_overwrite)
                 runs = around if check is None else check.around(candidate, around)
                 tuning.measure(candidate, functools.partial(self.fn, *args, **bound), around=runs)
                 if check is not None:
@@ -268,36 +217,14 @@ class AutoTuner(FunctionWrapper):
             best = tuning.finish() if check is None else check.finish(tuning.finish, key)
         if inplace is not None:
             inplace.finish()
-        return self.fn(*args, **self._merge(best.config, args, kwargs, allow_overwrite))
-
-    def _refuse_unknown_controls(self, kwargs: dict[str, Any]) -> None:
-        """Refuse a misspelt call-time control before any candidate runs (unless the function takes it).
-
-        A function taking ``**kwargs`` gets it, with one warning where it is close to a control.
-        """
-        for name in kwargs:
-            if name.startswith("autotune") and name not in self._keywords:
-                close = difflib.get_close_matches(name, _CONTROLS, n=1)
-                hint = f"; did you mean {close[0]}?" if close else ""
-                if self._open_ended:
-                    if close:
-                        warn_once(
-                            ("autotune-control", self.__name__, name),
-                            f"{self.__name__}: {name}={kwargs[name]!r} goes to the function's **kwargs, "
-                            f"not to the tuner{hint}",
-                        )
-                    continue
-                raise TypeError(
-                    f"{self.__name__}: unknown call-time control {name}={kwargs[name]!r}{hint} "
-                    f"(the controls are {', '.join(_CONTROLS)}; {self.__name__} takes no parameter {name})"
-                )
+        return self.fn(*args, **self._signature.merge(best.config, args, kwargs, allow_overwrite))
 
     def _screen(self, tuning: SteppedTuning, screening: Screening, allow_overwrite: bool) -> None:
         """ISOLATE: run each queued candidate once in the isolation worker before measuring."""
         args, kwargs = screening.target.args, screening.target.kwargs
 
         def payload(config: Mapping[str, Any]) -> dict[str, Any]:
-            bound = self._merge(config, args, kwargs, allow_overwrite)
+            bound = self._signature.merge(config, args, kwargs, allow_overwrite)
             return {name: value for name, value in bound.items() if name not in kwargs}
 
         with screening:
@@ -366,7 +293,7 @@ class AutoTuner(FunctionWrapper):
             return False
         compiles: dict[int, list[Callable[[], object]]] = {}
         for candidate in tuning.queued():
-            bound = self._merge(candidate.config, args, kwargs, allow_overwrite)
+            bound = self._signature.merge(candidate.config, args, kwargs, allow_overwrite)
             try:
                 with contextlib.ExitStack() as stack:
                     contexts = (rec.recording() for rec in recorders)
@@ -392,29 +319,6 @@ class AutoTuner(FunctionWrapper):
         child = CompileProcesses(parts) if len(parts) == len(processes) else None
         tuning.compile(compile_candidate, [c for c in tuning.queued() if c.index in compiles], child=child)
         return True
-
-    def _merge(
-        self, config: Mapping[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any], allow: bool
-    ) -> dict[str, Any]:
-        clashes = sorted(
-            {f for f in config if f in kwargs} | {f for f in config if f in self._positional[: len(args)]}
-        )
-        if clashes:
-            where = ", ".join(clashes)
-            if not allow:
-                raise ValueError(
-                    f"{self.__name__}: argument(s) {where} are config fields chosen by the tuner; "
-                    "don't pass them, or pass autotune_allow_arg_overwrite=True to let yours win"
-                )
-            warnings.warn(
-                f"{self.__name__}: your argument(s) {where} override the tuned config field(s); "
-                "those fields are not tuned for this call",
-                UserWarning,
-                stacklevel=user_stacklevel(),
-            )
-        merged = {k: v for k, v in config.items() if k not in clashes}
-        merged.update(kwargs)
-        return merged
 
 
 def autotune(
